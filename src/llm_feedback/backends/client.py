@@ -1,0 +1,1 @@
+"""Placeholder replaced by the real client in the next commit."""

@@ -1,0 +1,97 @@
+"""The one request/response contract shared by every model backend.
+
+Generation, annotation and judging all speak in `ChatRequest` and `ChatResult`, so that
+caching, retries, concurrency and token accounting live in exactly one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One chat completion to make.
+
+    `attempt` distinguishes deliberate repeats of identical messages (a re-ask after a
+    malformed reply, a replicate at temperature 1); it is part of the cache key so that a
+    repeat is a new call while a rerun of the same attempt is served from the cache.
+    """
+
+    messages: tuple[dict[str, str], ...]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+    attempt: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.messages:
+            raise ValueError("a ChatRequest needs at least one message")
+        for message in self.messages:
+            if not isinstance(message.get("content"), str) or message.get("role") not in {
+                "system",
+                "user",
+                "assistant",
+            }:
+                raise ValueError(f"malformed chat message: {message!r}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    @classmethod
+    def from_prompt(
+        cls, user: str, system: str | None = None, **sampling: Any
+    ) -> ChatRequest:
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": user}
+        ]
+        stop = sampling.pop("stop", None)
+        return cls(
+            messages=tuple(messages),
+            stop=tuple(stop) if stop else None,
+            **sampling,
+        )
+
+    def cache_key(self, backend: str, model: str) -> str:
+        payload = {
+            "backend": backend,
+            "model": model,
+            "messages": self.messages,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "stop": self.stop,
+            "seed": self.seed,
+            "json_schema": self.json_schema,
+            "attempt": self.attempt,
+        }
+        encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=list)
+        return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class ChatResult:
+    """What came back for one request. `error` is set (and `text` is None) on failure."""
+
+    text: str | None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    cached: bool = False
+    model: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.text is not None
+
+    @classmethod
+    def failure(cls, error: str, latency_s: float = 0.0, model: str = "") -> ChatResult:
+        return cls(text=None, error=error, latency_s=latency_s, model=model)
