@@ -1,1 +1,262 @@
-"""Placeholder replaced by the real client in the next commit."""
+"""One client for every backend: cache first, bounded concurrency, retries, accounting.
+
+All network I/O runs on an event loop owned by the client, in its own thread. Synchronous
+callers (Kedro nodes from the CLI or any runner, notebooks with a running loop) block on
+that loop; async callers await it. Each SDK connection pool therefore lives on one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from llm_feedback.backends.cache import RequestCache
+from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.local import LocalModelBackend
+from llm_feedback.backends.openai_backend import OpenAICompatibleBackend, RetryableError
+from llm_feedback.backends.vllm_backend import VLLMBackend
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def make_backend(config: EndpointConfig) -> Any:
+    if config.backend == "local":
+        return LocalModelBackend(config)
+    if config.backend == "vllm":
+        return VLLMBackend(config)
+    return OpenAICompatibleBackend(config)
+
+
+class LLMClient:
+    """Use as a context manager: `with LLMClient(config, cache_path) as client: ...`."""
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        cache_path: str | Path | None = None,
+        progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.backend = make_backend(config)
+        self.cache = RequestCache(cache_path) if cache_path and config.cache else None
+        self.progress = progress
+        self.stats = ClientStats()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._sdk: Any = None
+        self._semaphore: asyncio.Semaphore | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> LLMClient:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self._loop is not None:
+            return
+        self.backend.open()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"llm-client-{self.config.name}", daemon=True
+        )
+        self._thread.start()
+        self._run(self._init_on_loop())
+
+    async def _init_on_loop(self) -> None:
+        self._semaphore = asyncio.Semaphore(self.config.concurrency)
+        if not getattr(self.backend, "is_batch", False):
+            self._sdk = self.backend.make_sdk_client()
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        if self._sdk is not None:
+            self._run(self._sdk.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._loop = None
+        self.backend.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    @property
+    def supports_json_schema(self) -> bool:
+        return self.config.uses_structured_output
+
+    def _run(self, coroutine: Any) -> Any:
+        if self._loop is None:
+            raise RuntimeError("the client is not open; use it as a context manager")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C or an error in the caller: stop the in-flight work, keep what is cached.
+            future.cancel()
+            raise
+
+    # -- public API ------------------------------------------------------------------
+    def complete(self, request: ChatRequest) -> ChatResult:
+        return self.complete_many([request], desc=None)[0]
+
+    def complete_many(
+        self, requests: Iterable[ChatRequest], desc: str | None = "requests"
+    ) -> list[ChatResult]:
+        """Answer every request, in order; cached answers cost nothing."""
+        return self._run(self._complete_many(list(requests), desc))
+
+    async def acomplete(self, request: ChatRequest) -> ChatResult:
+        return (await self.acomplete_many([request], desc=None))[0]
+
+    async def acomplete_many(
+        self, requests: Iterable[ChatRequest], desc: str | None = None
+    ) -> list[ChatResult]:
+        future = asyncio.run_coroutine_threadsafe(
+            self._complete_many(list(requests), desc), self._loop
+        )
+        return await asyncio.wrap_future(future)
+
+    def is_available(self, timeout_s: float = 10.0) -> bool:
+        """A cheap health check: can the endpoint answer at all?"""
+        if getattr(self.backend, "is_batch", False):
+            return self.backend._engine is not None
+
+        async def probe() -> bool:
+            try:
+                await self._sdk.models.list(timeout=timeout_s)
+                return True
+            except Exception:  # any failure means "not available"
+                return False
+
+        return self._run(probe())
+
+    # -- machinery -------------------------------------------------------------------
+    async def _complete_many(
+        self, requests: Sequence[ChatRequest], desc: str | None
+    ) -> list[ChatResult]:
+        namespace, model = self.backend.cache_namespace, self.config.model
+        keys = [request.cache_key(namespace, model) for request in requests]
+        results: list[ChatResult | None] = [None] * len(requests)
+        cached = self.cache.get_many(keys) if self.cache is not None else {}
+        # The first request with a key is sent; identical ones share its answer.
+        first_index: dict[str, int] = {}
+        duplicates: list[tuple[int, int]] = []
+        todo: list[int] = []
+        for index, key in enumerate(keys):
+            if key in cached:
+                results[index] = cached[key]
+            elif key in first_index:
+                duplicates.append((index, first_index[key]))
+            else:
+                first_index[key] = index
+                todo.append(index)
+        self.stats.requests += len(requests)
+        self.stats.cache_hits += len(requests) - len(todo) - len(duplicates)
+        self.stats.deduplicated += len(duplicates)
+
+        show = self.progress and desc is not None and len(requests) > 1
+        bar = tqdm(total=len(requests), initial=len(requests) - len(todo) - len(duplicates),
+                   desc=desc, disable=not show, unit="req", mininterval=0.5)
+        try:
+            if getattr(self.backend, "is_batch", False):
+                await self._run_batch(requests, keys, todo, results, bar)
+            else:
+                await self._run_concurrently(requests, keys, todo, results, bar)
+        finally:
+            bar.close()
+        for index, source in duplicates:
+            results[index] = results[source]
+        if todo and desc is not None:
+            logger.info(
+                "%s: %d requests, %d from cache, %d sent, %d failed, %d retries",
+                desc, len(requests), len(requests) - len(todo), len(todo),
+                sum(1 for index in todo if not results[index].ok), self.stats.retries,
+            )
+        return results
+
+    async def _run_concurrently(self, requests, keys, todo, results, bar) -> None:
+        pending = iter(todo)
+
+        async def worker() -> None:
+            for index in pending:  # workers share one iterator: at most C in flight
+                results[index] = await self._fetch(requests[index], keys[index])
+                bar.update(1)
+
+        workers = min(self.config.concurrency, len(todo))
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+    async def _run_batch(self, requests, keys, todo, results, bar) -> None:
+        batch = [requests[index] for index in todo]
+        outputs = await asyncio.to_thread(self.backend.generate, batch)
+        for index, result in zip(todo, outputs, strict=True):
+            self._record(keys[index], result)
+            results[index] = result
+        bar.update(len(todo))
+
+    async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
+        async with self._semaphore:
+            result = await self._send_with_retries(request)
+        self._record(key, result)
+        return result
+
+    def _record(self, key: str, result: ChatResult) -> None:
+        self.stats.calls += 1
+        self.stats.prompt_tokens += result.prompt_tokens
+        self.stats.completion_tokens += result.completion_tokens
+        if not result.ok:
+            self.stats.failures += 1
+        elif self.cache is not None:
+            self.cache.put(key, result)
+
+    async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
+        started = time.perf_counter()
+        last_error = ""
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                return await self.backend.send(self._sdk, request)
+            except RetryableError as error:
+                last_error = str(error)
+                if attempt == self.config.max_retries:
+                    break
+                self.stats.retries += 1
+                await asyncio.sleep(self._backoff(attempt, error.retry_after))
+        return ChatResult.failure(
+            f"gave up after {self.config.max_retries + 1} attempts: {last_error}",
+            latency_s=time.perf_counter() - started,
+            model=self.config.model,
+        )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.config.backoff_max_s)
+        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
+        return random.uniform(ceiling / 2, ceiling)  # jitter spreads out synchronized retries

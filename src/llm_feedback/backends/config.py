@@ -1,0 +1,172 @@
+"""Endpoint definitions: parsed and checked before anything starts or is paid for.
+
+Secrets are never part of an endpoint definition. A definition names a credentials entry
+(from `conf/local/credentials.yml`, registered by the project's hook) or falls back to the
+usual environment variables; keys are looked up only when a client is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from llm_feedback.errors import ConfigError
+
+BACKENDS = ("local", "openai", "azure", "vllm")
+_DEFAULT_CONCURRENCY = {"local": 4, "openai": 32, "azure": 32, "vllm": 256}
+
+_registered_credentials: dict[str, dict[str, Any]] = {}
+
+
+def register_credentials(credentials: Mapping[str, Any]) -> None:
+    """Make named credentials entries available to endpoints (called by the Kedro hook)."""
+    _registered_credentials.clear()
+    for name, entry in (credentials or {}).items():
+        if isinstance(entry, Mapping):
+            _registered_credentials[name] = dict(entry)
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how to reach one model."""
+
+    backend: str
+    model: str
+    name: str = ""
+    base_url: str | None = None
+    credentials: str | None = None
+    api_version: str | None = None
+    azure_endpoint: str | None = None
+    max_concurrent: int | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 60.0
+    structured_output: bool | None = None
+    max_tokens_field: str = "max_tokens"
+    cache: bool = True
+    # local backend
+    model_path: str | None = None
+    parallel_slots: int = 4
+    context_per_slot: int = 4096
+    threads: int | None = None
+    # vllm backend
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"endpoint '{self.name}'" if self.name else "endpoint"
+        if self.backend not in BACKENDS:
+            raise ConfigError(
+                f"{where}: unknown backend '{self.backend}'; expected one of {', '.join(BACKENDS)}"
+            )
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"{where}: 'model' must be a non-empty string")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ConfigError(f"{where}: 'max_concurrent' must be >= 1")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"{where}: 'timeout_s' must be > 0")
+        if self.max_retries < 0:
+            raise ConfigError(f"{where}: 'max_retries' must be >= 0")
+        if self.max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ConfigError(
+                f"{where}: 'max_tokens_field' must be max_tokens or max_completion_tokens"
+            )
+        if self.parallel_slots < 1 or self.context_per_slot < 256:
+            raise ConfigError(
+                f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"
+            )
+        if self.credentials is not None and self.credentials not in _registered_credentials:
+            known = ", ".join(sorted(_registered_credentials)) or "none registered"
+            raise ConfigError(
+                f"{where}: credentials entry '{self.credentials}' not found in "
+                f"conf/local/credentials.yml ({known})"
+            )
+
+    @classmethod
+    def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
+        if not isinstance(definition, Mapping):
+            raise ConfigError(f"endpoint '{name}' must be a mapping, got {definition!r}")
+        allowed = {f.name for f in fields(cls)}
+        unknown = sorted(set(definition) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"endpoint '{name}': unknown setting(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+        values = dict(definition)
+        values.setdefault("name", name)
+        if "backend" not in values or "model" not in values:
+            raise ConfigError(f"endpoint '{name}': 'backend' and 'model' are required")
+        return cls(**values)
+
+    @property
+    def concurrency(self) -> int:
+        if self.max_concurrent is not None:
+            return self.max_concurrent
+        if self.backend == "local":
+            return self.parallel_slots
+        return _DEFAULT_CONCURRENCY[self.backend]
+
+    @property
+    def uses_structured_output(self) -> bool:
+        # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
+        return True if self.structured_output is None else self.structured_output
+
+    def resolved_base_url(self) -> str | None:
+        if self.backend == "openai":
+            return (
+                self.base_url
+                or os.environ.get("OPENAI_BASE_URL")
+                or os.environ.get("OPENAI_API_URL")
+            )
+        return self.base_url
+
+    def resolved_azure_endpoint(self) -> str | None:
+        return self.azure_endpoint or self.base_url or os.environ.get("AZURE_ENDPOINT")
+
+    def api_key(self) -> str | None:
+        """The secret for this endpoint, or None; never logged or stored."""
+        if self.credentials is not None:
+            entry = _registered_credentials[self.credentials]
+            return entry.get("api_key") or entry.get("key")
+        if self.backend == "azure":
+            return os.environ.get("AZURE_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")
+        if self.backend == "openai":
+            return os.environ.get("OPENAI_API_KEY")
+        return None
+
+    def public_dict(self) -> dict[str, Any]:
+        """What may be shown in logs, reports and datasets."""
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "model": self.model,
+            "base_url": self.resolved_base_url()
+            if self.backend == "openai"
+            else self.resolved_azure_endpoint()
+            if self.backend == "azure"
+            else None,
+            "max_concurrent": self.concurrency,
+        }
+
+
+def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointConfig:
+    """A judge endpoint from the environment variables the seed evaluators used.
+
+    MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL / OPENAI_BASE_URL,
+    OPENAI_API_KEY, AZURE_ENDPOINT, AZURE_API_KEY. Explicit overrides win.
+    """
+    api_type = os.environ.get("API_TYPE", "openai").strip().lower()
+    if api_type not in ("openai", "azure"):
+        raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got '{api_type}'")
+    definition: dict[str, Any] = {"backend": api_type, "name": "env"}
+    if os.environ.get("MODEL_VERSION"):
+        definition["model"] = os.environ["MODEL_VERSION"]
+    if api_type == "azure":
+        definition["api_version"] = os.environ.get("AZURE_API_VERSION", "2024-10-21")
+    definition.update(overrides or {})
+    if "model" not in definition:
+        raise ConfigError("no judge model: set MODEL_VERSION or pass a 'model'")
+    return EndpointConfig.from_dict(definition, name=str(definition["name"]))

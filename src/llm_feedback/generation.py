@@ -1,0 +1,119 @@
+"""Completion generation: one request per (prompt, slot), grouped by endpoint."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from llm_feedback.backends import ChatRequest, LLMClient
+from llm_feedback.endpoints import ModelSpec
+from llm_feedback.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+SAMPLED_COLUMNS = ("prompt_id", "completion_idx", "instruction", "model", "system_prompt")
+
+COMPLETION_DTYPES = {
+    "prompt_id": "string",
+    "completion_idx": "int64",
+    "source": "string",
+    "instruction": "string",
+    "world_knowledge": "string",
+    "model": "string",
+    "principle": "string",
+    "system_prompt": "string",
+    "endpoint": "string",
+    "response": "string",
+    "finish_reason": "string",
+    "prompt_tokens": "int64",
+    "completion_tokens": "int64",
+    "latency_s": "float64",
+    "cached": "bool",
+    "error": "string",
+}
+
+
+def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
+    missing = [column for column in SAMPLED_COLUMNS if column not in sampled.columns]
+    if missing:
+        raise InputError(f"sampled_prompts: missing column(s) {', '.join(missing)}")
+    unknown = ~sampled["model"].isin(list(pool))
+    if unknown.any():
+        row = sampled.index[unknown.to_numpy().argmax()]
+        raise InputError(
+            f"sampled_prompts row {row} (prompt_id {sampled.at[row, 'prompt_id']}), column "
+            f"'model': '{sampled.at[row, 'model']}' is not in model_pool "
+            f"({', '.join(sorted(pool))})"
+        )
+    empty = sampled["instruction"].isna() | (sampled["instruction"].astype(str).str.strip() == "")
+    if empty.any():
+        row = sampled.index[empty.to_numpy().argmax()]
+        raise InputError(f"sampled_prompts row {row}, column 'instruction': empty instruction")
+
+
+def build_requests(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list[ChatRequest]:
+    requests = []
+    for instruction, system_prompt, model in zip(
+        sampled["instruction"], sampled["system_prompt"], sampled["model"], strict=True
+    ):
+        requests.append(
+            ChatRequest.from_prompt(
+                instruction,
+                system=system_prompt if isinstance(system_prompt, str) else None,
+                **pool[model].sampling,
+            )
+        )
+    return requests
+
+
+def generate_completions(
+    sampled: pd.DataFrame,
+    pool: Mapping[str, ModelSpec],
+    cache_path: str | Path | None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Answer every sampled (prompt, slot); a failed call becomes a row with `error` set."""
+    validate_sampled_prompts(sampled, pool)
+    sampled = sampled.reset_index(drop=True)
+    requests = build_requests(sampled, pool)
+    endpoint_of_row = sampled["model"].map(lambda model: pool[model].endpoint.name)
+    results: list = [None] * len(sampled)
+    for endpoint_name, rows in endpoint_of_row.groupby(endpoint_of_row, sort=True):
+        endpoint = next(spec.endpoint for spec in pool.values()
+                        if spec.endpoint.name == endpoint_name)
+        positions = rows.index.to_list()
+        with LLMClient(endpoint, cache_path, progress=progress) as client:
+            answers = client.complete_many(
+                [requests[i] for i in positions], desc=f"generate [{endpoint_name}]"
+            )
+        for position, answer in zip(positions, answers, strict=True):
+            results[position] = answer
+
+    frame = pd.DataFrame(
+        {
+            "prompt_id": sampled["prompt_id"],
+            "completion_idx": sampled["completion_idx"],
+            "source": sampled.get("source"),
+            "instruction": sampled["instruction"],
+            "world_knowledge": sampled.get("world_knowledge", ""),
+            "model": sampled["model"],
+            "principle": sampled.get("principle"),
+            "system_prompt": sampled["system_prompt"],
+            "endpoint": endpoint_of_row,
+            "response": [r.text for r in results],
+            "finish_reason": [r.finish_reason for r in results],
+            "prompt_tokens": [r.prompt_tokens for r in results],
+            "completion_tokens": [r.completion_tokens for r in results],
+            "latency_s": [r.latency_s for r in results],
+            "cached": [r.cached for r in results],
+            "error": [r.error for r in results],
+        }
+    )
+    failed = frame["error"].notna().sum()
+    if failed:
+        logger.warning("generate: %d of %d completions failed (see column 'error')",
+                       failed, len(frame))
+    return frame.astype(COMPLETION_DTYPES)

@@ -1,0 +1,232 @@
+"""The client over real HTTP against the project's fake OpenAI-compatible server."""
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, register_credentials
+from llm_feedback.errors import ConfigError
+from llm_feedback.testing.server import FakeLLMServer, Reply, echo_responder, flaky, scripted
+
+
+def endpoint(server, **extra):
+    definition = {"backend": "openai", "model": "judge-x", "base_url": server.base_url,
+                  "backoff_base_s": 0.01, "backoff_max_s": 0.05, **extra}
+    return EndpointConfig.from_dict(definition, name="test")
+
+
+def prompts(n, **sampling):
+    return [ChatRequest.from_prompt(f"question {i}", **sampling) for i in range(n)]
+
+
+def test_answers_come_back_in_request_order_with_usage():
+    with FakeLLMServer(echo_responder, latency_s=0.01) as server:
+        with LLMClient(endpoint(server, max_concurrent=8), None, progress=False) as client:
+            results = client.complete_many(prompts(40))
+    assert [r.text for r in results] == [f"Echo: question {i}" for i in range(40)]
+    assert all(r.ok and r.finish_reason == "stop" for r in results)
+    assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in results)
+
+
+def test_concurrency_is_bounded_by_max_concurrent():
+    with FakeLLMServer(echo_responder, latency_s=0.05) as server:
+        with LLMClient(endpoint(server, max_concurrent=4), None, progress=False) as client:
+            started = time.perf_counter()
+            client.complete_many(prompts(16))
+            elapsed = time.perf_counter() - started
+    # 16 requests of 50 ms each, never more than 4 in flight: at least 4 rounds.
+    assert elapsed >= 4 * 0.05 * 0.9
+
+
+def test_cached_rerun_makes_zero_requests(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), cache, progress=False) as client:
+            first = client.complete_many(prompts(10, temperature=0.0))
+        assert server.request_count == 10
+        with LLMClient(endpoint(server), cache, progress=False) as client:
+            again = client.complete_many(prompts(10, temperature=0.0))
+            assert client.stats.cache_hits == 10 and client.stats.calls == 0
+        assert server.request_count == 10
+    assert [r.text for r in again] == [r.text for r in first]
+    assert all(r.cached for r in again)
+
+
+def test_new_rows_are_answered_and_only_old_rows_reused(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), cache, progress=False) as client:
+            client.complete_many(prompts(5))
+            results = client.complete_many(prompts(8))
+        assert server.request_count == 8
+    assert [r.text for r in results] == [f"Echo: question {i}" for i in range(8)]
+    assert [r.cached for r in results] == [True] * 5 + [False] * 3
+
+
+def test_identical_requests_in_one_batch_are_sent_once():
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), None, progress=False) as client:
+            batch = prompts(3) * 4
+            results = client.complete_many(batch)
+        assert server.request_count == 3
+    assert [r.text for r in results] == [f"Echo: question {i % 3}" for i in range(12)]
+
+
+def test_attempt_makes_a_deliberate_repeat_a_new_call(tmp_path):
+    request = ChatRequest.from_prompt("same", temperature=0.0)
+    again = ChatRequest.from_prompt("same", temperature=0.0, attempt=1)
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), tmp_path / "c.sqlite", progress=False) as client:
+            client.complete_many([request])
+            client.complete_many([request, again])
+        assert server.request_count == 2
+
+
+def test_429_with_retry_after_is_retried_and_honoured():
+    responder = flaky(echo_responder, failures=2, status=429, retry_after=0.2)
+    with FakeLLMServer(responder) as server:
+        with LLMClient(endpoint(server, backoff_max_s=5), None, progress=False) as client:
+            started = time.perf_counter()
+            result = client.complete(ChatRequest.from_prompt("hello"))
+            elapsed = time.perf_counter() - started
+            assert client.stats.retries == 2
+        assert server.request_count == 3
+    assert result.ok and result.text == "Echo: hello"
+    assert elapsed >= 0.4  # two waits of the server's Retry-After
+
+
+def test_500s_are_retried_then_reported_without_raising(tmp_path):
+    always_500 = scripted([("doomed", Reply(status=500, error_message="boom"))])
+    with FakeLLMServer(always_500) as server:
+        with LLMClient(endpoint(server, max_retries=2), tmp_path / "c.sqlite",
+                       progress=False) as client:
+            results = client.complete_many(
+                [ChatRequest.from_prompt("doomed"), ChatRequest.from_prompt("fine")]
+            )
+        assert server.request_count == 4  # three tries for the doomed one, one for the other
+    assert not results[0].ok and "HTTP 500" in results[0].error
+    assert "gave up after 3 attempts" in results[0].error
+    assert results[1].ok
+
+
+def test_failed_calls_are_not_cached(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    failing = scripted([("q", Reply(status=503))])
+    with FakeLLMServer(failing) as server:
+        with LLMClient(endpoint(server, max_retries=0), cache, progress=False) as client:
+            assert not client.complete(ChatRequest.from_prompt("q")).ok
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server, max_retries=0), cache, progress=False) as client:
+            assert client.complete(ChatRequest.from_prompt("q")).text == "Echo: q"
+        assert server.request_count == 1
+
+
+def test_a_reply_slower_than_the_timeout_is_retried_then_fails():
+    slow = scripted([("slow", Reply(content="late", delay_s=2.0))])
+    with FakeLLMServer(slow) as server:
+        with LLMClient(endpoint(server, timeout_s=0.2, max_retries=1), None,
+                       progress=False) as client:
+            result = client.complete(ChatRequest.from_prompt("slow"))
+    assert not result.ok and "Timeout" in result.error
+
+
+def test_malformed_body_is_retried_then_reported():
+    broken = scripted([("bad", Reply(raw_body="{not json"))])
+    with FakeLLMServer(broken) as server:
+        with LLMClient(endpoint(server, max_retries=1), None, progress=False) as client:
+            result = client.complete(ChatRequest.from_prompt("bad"))
+        assert server.request_count == 2
+    assert not result.ok and "malformed" in result.error
+
+
+def test_truncated_output_keeps_its_finish_reason():
+    truncated = scripted([("long", Reply(content="cut off mid", finish_reason="length"))])
+    with FakeLLMServer(truncated) as server:
+        with LLMClient(endpoint(server), None, progress=False) as client:
+            result = client.complete(ChatRequest.from_prompt("long"))
+    assert result.ok and result.finish_reason == "length"
+
+
+def test_client_errors_fail_fast_and_redact_keys():
+    unauthorized = scripted(
+        [("x", Reply(status=401, error_message="Incorrect API key provided: sk-abcdef123456"))]
+    )
+    with FakeLLMServer(unauthorized) as server:
+        with LLMClient(endpoint(server), None, progress=False) as client:
+            result = client.complete(ChatRequest.from_prompt("x"))
+        assert server.request_count == 1  # a 401 is not retried
+    assert "HTTP 401" in result.error and "abcdef123456" not in result.error
+
+
+def test_json_schema_is_sent_as_response_format():
+    schema = {"type": "object", "properties": {"rating": {"type": "integer", "minimum": 1,
+              "maximum": 5}}, "required": ["rating"], "additionalProperties": False}
+    with FakeLLMServer() as server:  # the default responder fills the schema
+        with LLMClient(endpoint(server), None, progress=False) as client:
+            result = client.complete(ChatRequest.from_prompt("rate", json_schema=schema))
+        sent = server.requests[-1]
+    assert sent["response_format"]["type"] == "json_schema"
+    assert sent["response_format"]["json_schema"]["schema"] == schema
+    assert 1 <= json.loads(result.text)["rating"] <= 5
+
+
+def test_sampling_parameters_reach_the_server():
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server, max_tokens_field="max_completion_tokens"), None,
+                       progress=False) as client:
+            client.complete(ChatRequest.from_prompt("p", system="sys", temperature=0.0,
+                                                    top_p=0.6, max_tokens=7, stop=["END"],
+                                                    seed=3))
+        sent = server.requests[-1]
+    assert sent["messages"] == [{"role": "system", "content": "sys"},
+                                {"role": "user", "content": "p"}]
+    assert (sent["temperature"], sent["top_p"], sent["max_completion_tokens"], sent["stop"],
+            sent["seed"], sent["model"]) == (0.0, 0.6, 7, ["END"], 3, "judge-x")
+
+
+def test_async_api_works_from_a_running_loop():
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), None, progress=False) as client:
+
+            async def main():
+                single = await client.acomplete(ChatRequest.from_prompt("a"))
+                many = await client.acomplete_many(prompts(3))
+                return single, many
+
+            single, many = asyncio.run(main())
+            assert client.is_available()
+    assert single.text == "Echo: a" and [r.text for r in many][2] == "Echo: question 2"
+
+
+def test_is_available_is_false_for_a_dead_endpoint():
+    config = EndpointConfig.from_dict(
+        {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}, name="dead")
+    with LLMClient(config, None, progress=False) as client:
+        assert client.is_available(timeout_s=1.0) is False
+
+
+def test_credentials_come_from_the_registry_and_never_reach_logs(caplog):
+    register_credentials({"judge": {"api_key": "sk-secretsecretsecret"}})
+    try:
+        with FakeLLMServer(echo_responder) as server:
+            caplog.set_level(logging.DEBUG)
+            with LLMClient(endpoint(server, credentials="judge"), None,
+                           progress=False) as client:
+                client.complete_many(prompts(2), desc="secret-check")
+            assert "secretsecret" not in json.dumps(server.requests)
+        assert "secretsecret" not in caplog.text
+        assert "secretsecret" not in repr(endpoint(server, credentials="judge"))
+    finally:
+        register_credentials({})
+
+
+def test_bad_endpoint_definitions_are_rejected_with_the_parameter_named():
+    with pytest.raises(ConfigError, match="unknown backend 'ollama'"):
+        EndpointConfig.from_dict({"backend": "ollama", "model": "m"}, name="x")
+    with pytest.raises(ConfigError, match="unknown setting.*temprature"):
+        EndpointConfig.from_dict({"backend": "openai", "model": "m", "temprature": 1}, name="x")
+    with pytest.raises(ConfigError, match="credentials entry 'nope'"):
+        EndpointConfig.from_dict({"backend": "openai", "model": "m", "credentials": "nope"})

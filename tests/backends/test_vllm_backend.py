@@ -1,0 +1,89 @@
+"""The in-process vLLM backend, checked call by call against a test double of `vllm`."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
+from llm_feedback.errors import ConfigError
+
+DOUBLE = Path(__file__).parent / "vllm_double"
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    monkeypatch.syspath_prepend(str(DOUBLE))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import vllm
+
+    vllm.CALLS.clear()
+    yield vllm
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        sys.modules.pop(name, None)
+
+
+def _config(**extra):
+    return EndpointConfig.from_dict(
+        {"backend": "vllm", "model": "org/tiny-model", "engine_kwargs": {"max_model_len": 2048},
+         **extra},
+        name="gpu",
+    )
+
+
+def test_offline_batch_makes_exactly_the_expected_calls(fake_vllm, tmp_path):
+    schema = {"type": "object", "properties": {"rating": {"type": "integer"}}}
+    requests = [
+        ChatRequest.from_prompt("Hello?", system="Be brief.", temperature=0.0, top_p=0.6,
+                                max_tokens=32, stop=["</s>"], seed=7),
+        ChatRequest.from_prompt("Rate it.", temperature=0.0, max_tokens=16, json_schema=schema),
+    ]
+    with LLMClient(_config(), tmp_path / "cache.sqlite", progress=False) as client:
+        results = client.complete_many(requests)
+
+    kinds = [kind for kind, _ in fake_vllm.CALLS]
+    assert kinds == ["LLM", "apply_chat_template", "apply_chat_template", "generate"]
+    assert fake_vllm.CALLS[0][1] == {"model": "org/tiny-model", "max_model_len": 2048}
+    messages, tokenize, add_prompt = fake_vllm.CALLS[1][1]
+    assert messages == [{"role": "system", "content": "Be brief."},
+                        {"role": "user", "content": "Hello?"}]
+    assert tokenize is False and add_prompt is True
+
+    prompts, params, _ = fake_vllm.CALLS[3][1]
+    assert prompts[0] == "<|system|>Be brief.<|user|>Hello?<|assistant|>"
+    first, second = params
+    assert (first.temperature, first.top_p, first.max_tokens, first.stop, first.seed) == (
+        0.0, 0.6, 32, ["</s>"], 7)
+    assert first.structured_outputs is None
+    assert second.structured_outputs.json == schema
+
+    assert all(r.ok for r in results)
+    assert results[0].finish_reason == "stop"
+    assert results[0].prompt_tokens > 0 and results[0].completion_tokens > 0
+
+
+def test_cached_rerun_sends_nothing_to_vllm(fake_vllm, tmp_path):
+    requests = [ChatRequest.from_prompt(f"q{i}", temperature=0.0) for i in range(3)]
+    with LLMClient(_config(), tmp_path / "cache.sqlite", progress=False) as client:
+        first = client.complete_many(requests)
+    fake_vllm.CALLS.clear()
+    with LLMClient(_config(), tmp_path / "cache.sqlite", progress=False) as client:
+        again = client.complete_many(requests)
+    assert [kind for kind, _ in fake_vllm.CALLS] == ["LLM"]
+    assert [r.text for r in again] == [r.text for r in first]
+    assert all(r.cached for r in again)
+
+
+def test_structured_output_can_be_switched_off(fake_vllm, tmp_path):
+    request = ChatRequest.from_prompt("x", json_schema={"type": "object"})
+    with LLMClient(_config(structured_output=False), None, progress=False) as client:
+        client.complete(request)
+    _, params, _ = fake_vllm.CALLS[-1][1]
+    assert params[0].structured_outputs is None
+
+
+def test_missing_vllm_gives_an_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ConfigError, match=r'pip install -e "\.\[gpu\]"'):
+        LLMClient(_config(), None).open()
