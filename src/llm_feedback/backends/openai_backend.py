@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any
 
+import httpx2
 import openai
 
 from llm_feedback.backends.config import EndpointConfig
@@ -77,6 +78,11 @@ class OpenAICompatibleBackend:
     def make_sdk_client(self) -> openai.AsyncOpenAI:
         """One SDK client per event loop: its connection pool belongs to that loop."""
         key = self.config.api_key()
+        # The SDK keeps 100 connections by default; a larger limit would churn sockets.
+        limit = max(self.config.concurrency, 100)
+        http_client = openai.DefaultAsyncHttpxClient(
+            limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit)
+        )
         if self.config.backend == "azure":
             return openai.AsyncAzureOpenAI(
                 azure_endpoint=self.config.resolved_azure_endpoint(),
@@ -84,6 +90,7 @@ class OpenAICompatibleBackend:
                 api_version=self.config.api_version or "2024-10-21",
                 max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
                 timeout=self.config.timeout_s,
+                http_client=http_client,
             )
         return openai.AsyncOpenAI(
             base_url=self._base_url,
@@ -91,6 +98,7 @@ class OpenAICompatibleBackend:
             api_key=key or "not-needed",
             max_retries=0,
             timeout=self.config.timeout_s,
+            http_client=http_client,
         )
 
     async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:

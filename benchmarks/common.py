@@ -1,0 +1,46 @@
+"""Shared helpers for the benchmark scripts (run them from the repository root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mib() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextmanager
+def measured(label: str, store: dict[str, Any]):
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    yield
+    store[label] = {"wall_s": time.perf_counter() - wall, "cpu_s": cpu_seconds() - cpu}
+
+
+def save(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(exist_ok=True)
+    payload = {"benchmark": name, "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%d %H:%M"),
+               **payload}
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2))
+    print(json.dumps(payload, indent=2))
+    return path
+
+
+def best_of(runs: int, trial: Callable[[], dict[str, float]], key: str) -> dict[str, float]:
+    """Repeat a trial and keep the best one by `key` (noise on a shared 2-core box is one-sided)."""
+    return max((trial() for _ in range(runs)), key=lambda result: result[key])
