@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 
 from llm_feedback.backends import register_credentials, stop_local_servers
@@ -14,7 +15,7 @@ class ModelEndpointHooks:
         # parameters, so never into kedro-viz, logs or datasets.
         try:
             credentials = context.config_loader["credentials"]
-        except KeyError:
+        except MissingConfigException:  # no conf/local/credentials.yml: env vars only
             credentials = {}
         register_credentials(credentials)
 

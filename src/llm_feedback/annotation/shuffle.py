@@ -1,0 +1,44 @@
+"""Reproducible presentation orders for the completions of a prompt.
+
+Judges favour some positions, so each aspect call shows the completions shuffled. The order
+depends only on (seed, prompt_id, shuffle index) through SHA-256, never on Python's salted
+`hash` or on a random generator's version, so reruns and other machines agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from llm_feedback.errors import ConfigError
+
+
+def _stable_draw(key: str, step: int, bound: int) -> int:
+    """A uniform-enough integer in [0, bound) from a 256-bit digest (bias below 2**-250)."""
+    digest = hashlib.sha256(f"{key}\x1f{step}".encode()).digest()
+    return int.from_bytes(digest, "big") % bound
+
+
+def shuffle_orders(
+    prompt_id: str, n_completions: int, n_shuffles: int, seed: int
+) -> list[list[int]]:
+    """`n_shuffles` orders; `orders[s][i]` is the completion index shown at position i."""
+    if n_completions < 1:
+        raise ConfigError(f"n_completions must be >= 1, got {n_completions}")
+    if n_shuffles < 1:
+        raise ConfigError(f"n_shuffles must be >= 1, got {n_shuffles}")
+    orders = []
+    for shuffle_idx in range(n_shuffles):
+        key = f"{seed}\x1f{prompt_id}\x1f{shuffle_idx}"
+        order = list(range(n_completions))
+        # Fisher-Yates with hash-derived draws.
+        for last in range(n_completions - 1, 0, -1):
+            swap = _stable_draw(key, last, last + 1)
+            order[last], order[swap] = order[swap], order[last]
+        orders.append(order)
+    return orders
+
+
+def positions_by_completion(order: Sequence[int]) -> dict[int, int]:
+    """The inverse of an order: completion index -> position it was shown at."""
+    return {completion: position for position, completion in enumerate(order)}

@@ -1,0 +1,162 @@
+"""Turning parsed judge replies into the long-format `aspect_annotations` and `critiques` tables.
+
+One row per natural unit with explicit dtypes, so the Parquet schema does not depend on which
+values happened to occur. The `types` column holds Python lists of strings (Parquet
+list<string>); read back, each cell is a sequence of strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.annotation.critique import CritiqueParse
+from llm_feedback.annotation.parsing import AspectRating
+from llm_feedback.errors import InputError
+
+ASPECT_ANNOTATION_DTYPES: Mapping[str, Any] = {
+    "prompt_id": "string",
+    "completion_idx": "int64",
+    "aspect": "string",
+    "shuffle_idx": "int64",
+    "position": "int64",
+    "rating": "Float64",
+    "is_na": "bool",
+    "rationale": "string",
+    "types": "object",
+    "type_rationale": "string",
+    "parse_status": "string",  # ok | na | parse_error | call_error
+    "parse_error": "string",  # why the rating is null (call error or parse failure)
+    "reasks": "int64",
+    "judge_model": "string",
+    "raw_reply": "string",
+}
+
+CRITIQUE_DTYPES: Mapping[str, Any] = {
+    "prompt_id": "string",
+    "completion_idx": "int64",
+    "critique": "string",
+    "overall_score": "Float64",
+    "parse_status": "string",  # ok | parse_error | call_error
+    "parse_error": "string",
+    "reasks": "int64",
+    "judge_model": "string",
+    "raw_reply": "string",
+}
+
+
+@dataclass(frozen=True)
+class AspectJudgement:
+    """The outcome of one (prompt, aspect, shuffle) judge call.
+
+    `order[i]` indexes `completion_ids` (default: 0..n-1), the completion_idx values of the
+    completions passed to `build_aspect_request`, so that a prompt whose failed generations
+    were left out still maps back to the right completions. `ratings` is empty when the call
+    itself failed, which `call_error` then explains.
+    """
+
+    prompt_id: str
+    aspect: str
+    shuffle_idx: int
+    order: Sequence[int]
+    ratings: Sequence[AspectRating]
+    judge_model: str = ""
+    raw_reply: str | None = None
+    reasks: int = 0
+    call_error: str | None = None
+    completion_ids: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class CritiqueJudgement:
+    """The outcome of one critique call; `parsed` is None when the call failed."""
+
+    prompt_id: str
+    completion_idx: int
+    parsed: CritiqueParse | None
+    judge_model: str = ""
+    raw_reply: str | None = None
+    reasks: int = 0
+    call_error: str | None = None
+
+
+def _typed_frame(rows: list[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(dtypes))
+    return frame.astype(dict(dtypes))
+
+
+def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
+    completion_ids = list(
+        range(len(judgement.order))
+        if judgement.completion_ids is None
+        else judgement.completion_ids
+    )
+    if sorted(judgement.order) != list(range(len(completion_ids))):
+        raise InputError(
+            f"prompt {judgement.prompt_id!r}, {judgement.aspect}: order {list(judgement.order)} "
+            f"does not match its {len(completion_ids)} completion(s)"
+        )
+    failed_call = judgement.call_error is not None or not judgement.ratings
+    if not failed_call and len(judgement.ratings) != len(judgement.order):
+        raise InputError(
+            f"prompt {judgement.prompt_id!r}, {judgement.aspect}: {len(judgement.ratings)} "
+            f"rating(s) for {len(judgement.order)} shown completion(s)"
+        )
+    rows = []
+    for position, shown in enumerate(judgement.order):
+        rating = None if failed_call else judgement.ratings[position]
+        rows.append(
+            {
+                "prompt_id": judgement.prompt_id,
+                "completion_idx": completion_ids[shown],
+                "aspect": judgement.aspect,
+                "shuffle_idx": judgement.shuffle_idx,
+                "position": position,
+                "rating": rating.rating if rating else None,
+                "is_na": bool(rating and rating.is_na),
+                "rationale": rating.rationale if rating else None,
+                "types": list(rating.types) if rating else [],
+                "type_rationale": rating.type_rationale if rating else None,
+                "parse_status": rating.status if rating else "call_error",
+                "parse_error": rating.error
+                if rating
+                else (judgement.call_error or "no ratings returned"),
+                "reasks": judgement.reasks,
+                "judge_model": judgement.judge_model,
+                "raw_reply": judgement.raw_reply,
+            }
+        )
+    return rows
+
+
+def aspect_annotations_frame(judgements: Iterable[AspectJudgement]) -> pd.DataFrame:
+    """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx)."""
+    rows = [row for judgement in judgements for row in _aspect_rows(judgement)]
+    return _typed_frame(rows, ASPECT_ANNOTATION_DTYPES)
+
+
+def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
+    """`critiques` rows: one per (prompt_id, completion_idx)."""
+    rows = []
+    for judgement in judgements:
+        parsed = judgement.parsed
+        failed_call = judgement.call_error is not None or parsed is None
+        rows.append(
+            {
+                "prompt_id": judgement.prompt_id,
+                "completion_idx": judgement.completion_idx,
+                "critique": None if failed_call else parsed.feedback,
+                "overall_score": None if failed_call else parsed.overall_score,
+                "parse_status": "call_error" if failed_call else parsed.status,
+                "parse_error": (judgement.call_error or "no reply")
+                if failed_call
+                else parsed.error,
+                "reasks": judgement.reasks,
+                "judge_model": judgement.judge_model,
+                "raw_reply": judgement.raw_reply,
+            }
+        )
+    return _typed_frame(rows, CRITIQUE_DTYPES)

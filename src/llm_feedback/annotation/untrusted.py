@@ -1,0 +1,106 @@
+"""Showing untrusted text (prompts, completions) to a judge without letting it steer the reply.
+
+Two defences work together:
+- every block of untrusted text sits between marker lines carrying a nonce derived from a hash
+  of the whole request, so a completion cannot know (let alone contain) the marker that would
+  close its own block;
+- any line of untrusted text that the reply parsers would read as a section header, a labelled
+  field or a marker is shown quoted ("> " prefix). The parsers ignore quoted lines, so a judge
+  that echoes such a line cannot hand us a rating that came from the completion.
+
+The line shapes below are therefore shared by the neutraliser and the parsers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+# Markdown decoration a judge may put before a header or label: bullets, numbering, headings,
+# bold/italic openers. A leading ">" is deliberately absent: quoted lines are never parsed.
+LINE_DECORATION = r"^\s*(?:[-*+•]\s+|\d{1,2}[.)]\s+)?(?:#{1,6}\s*)?(?:[*_]{1,3}\s*)?"
+
+# "### Text 2", "**Text 2:**", "1. Text 2 - ...", "Evaluation for Text 2", "Text #2 assessment".
+SECTION_HEADER = re.compile(
+    LINE_DECORATION
+    + r"(?:(?:output|evaluation|assessment|rating|ratings|feedback)\s+(?:for|of)\s+)?"
+    r"text\s*#?\s*(?P<number>\d+)"
+    r"(?:\s+(?:evaluation|assessment|rating|feedback))?"
+    r"\s*[*_]*\s*(?:(?:[:：)\-–—]|\*\*)\s*(?P<rest>.*?))?\s*$",
+    re.IGNORECASE,
+)
+
+# Longer labels first, so that "Type rationale" is never read as "Type".
+_LABELS = {
+    "type_rationale": r"type\s+rationale|rationale\s+for\s+(?:the\s+)?types?",
+    "rating_rationale": r"rating\s+rationale|rationale\s+for\s+(?:the\s+)?rating",
+    "type": r"types?",
+    "rationale": r"rationale|justification|explanation",
+    "rating": r"ratings?|score",
+}
+LABELLED_FIELD = re.compile(
+    LINE_DECORATION
+    + "(?:"
+    + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _LABELS.items())
+    # an optional aside such as "Rating (1-5):"
+    + r")(?:\s*\([^)]*\))?\s*[*_]*\s*[:：=\-–—]\s*[*_]*\s*(?P<value>.*?)\s*$",
+    re.IGNORECASE,
+)
+FIELD_NAMES = tuple(_LABELS)
+
+# "Rating 4" / "Rating N/A" without a separator are common enough to accept.
+BARE_RATING = re.compile(
+    LINE_DECORATION + r"(?:rating|score)\s+(?P<value>(?:\d|n\s*/?\s*a\b).*?)\s*$",
+    re.IGNORECASE,
+)
+
+OVERALL_SCORE_LINE = re.compile(
+    LINE_DECORATION + r"(?:overall|final)\s+(?:score|rating|grade)\b", re.IGNORECASE
+)
+
+_MARKER_FRAGMENT = re.compile(r"<<<|>>>")
+_JSON_ANSWER_FRAGMENT = re.compile(r'"\s*(?:ratings?|overall_score|feedback)\s*"', re.IGNORECASE)
+
+# Blocks echoed back by a judge, whatever their nonce: dropped before parsing a reply.
+ECHOED_BLOCK = re.compile(
+    r"<<<(?P<label>[A-Z][A-Z ]*?\d*) BEGIN [0-9a-f]+>>>.*?<<<(?P=label) END [0-9a-f]+>>>",
+    re.DOTALL,
+)
+
+
+def request_nonce(*parts: object) -> str:
+    """A short code that only someone who has seen the whole request could reproduce."""
+    encoded = json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:12]
+
+
+def _looks_like_reply_syntax(line: str) -> bool:
+    return bool(
+        SECTION_HEADER.match(line)
+        or LABELLED_FIELD.match(line)
+        or BARE_RATING.match(line)
+        or OVERALL_SCORE_LINE.match(line)
+        or _MARKER_FRAGMENT.search(line)
+        or _JSON_ANSWER_FRAGMENT.search(line)
+    )
+
+
+def neutralise(text: str) -> str:
+    """Quote every line of `text` that a reply parser or a block marker could mistake for ours."""
+    return "\n".join(
+        f"> {line}" if _looks_like_reply_syntax(line) else line for line in text.split("\n")
+    )
+
+
+def fenced_block(label: str, text: str, nonce: str) -> str:
+    """`text` between marker lines that only this request's nonce can open and close."""
+    return f"<<<{label} BEGIN {nonce}>>>\n{neutralise(text)}\n<<<{label} END {nonce}>>>"
+
+
+def strip_echoed_blocks(reply: str) -> str:
+    return ECHOED_BLOCK.sub("", reply)
+
+
+def is_quoted(line: str) -> bool:
+    return line.lstrip().startswith(">")

@@ -1,0 +1,41 @@
+"""Report library: metrics tables, preference pairs, figures and the Markdown report.
+
+Pure pandas/matplotlib, no Kedro: the `report` pipeline's nodes call these functions.
+"""
+
+from llm_feedback.reporting.figures import (
+    aspect_heatmap_figure,
+    position_bias_figure,
+    rating_distribution_figure,
+    score_scatter_figure,
+)
+from llm_feedback.reporting.markdown import markdown_table, render_markdown_report
+from llm_feedback.reporting.metrics import (
+    cost_table,
+    judge_health,
+    model_aspect_metrics,
+    model_score_metrics,
+    position_consistency,
+    rating_by_position,
+    to_0_100,
+)
+from llm_feedback.reporting.pairs import PreferencePairs, binarize, normalise_instruction
+
+__all__ = [
+    "PreferencePairs",
+    "aspect_heatmap_figure",
+    "binarize",
+    "cost_table",
+    "judge_health",
+    "markdown_table",
+    "model_aspect_metrics",
+    "model_score_metrics",
+    "normalise_instruction",
+    "position_bias_figure",
+    "position_consistency",
+    "rating_by_position",
+    "rating_distribution_figure",
+    "render_markdown_report",
+    "score_scatter_figure",
+    "to_0_100",
+]

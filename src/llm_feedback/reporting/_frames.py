@@ -1,0 +1,92 @@
+"""Small DataFrame helpers shared by the reporting modules: input checks and typed outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.errors import InputError
+
+# The four UltraFeedback aspects in the order the paper presents them; any other aspect
+# found in the data is listed after these, alphabetically.
+CANONICAL_ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
+
+COMPLETION_KEY = ["prompt_id", "completion_idx"]
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
+    """Fail with the dataset and column names when an input lacks expected columns."""
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")
+
+
+def require_unique_key(frame: pd.DataFrame, key: list[str], dataset: str) -> None:
+    """Fail on a repeated key, which would silently duplicate rows in a join."""
+    duplicated = frame.duplicated(subset=key)
+    if duplicated.any():
+        position = int(duplicated.to_numpy().argmax())
+        values = ", ".join(repr(frame[column].iloc[position]) for column in key)
+        raise InputError(
+            f"{dataset}: row {position} repeats the key ({', '.join(key)}) = ({values})"
+        )
+
+
+def typed_frame(frame: pd.DataFrame | None, schema: Mapping[str, str]) -> pd.DataFrame:
+    """Select `schema`'s columns in order and cast them, so outputs have stable dtypes
+    even when empty (an empty groupby result otherwise comes back as `object`)."""
+    if frame is None or frame.empty:
+        frame = pd.DataFrame({column: [] for column in schema})
+    return frame.loc[:, list(schema)].astype(dict(schema)).reset_index(drop=True)
+
+
+def as_float(values: pd.Series) -> pd.Series:
+    """Nullable numbers (Float64 with <NA>) as float64 with NaN, which numpy reductions and
+    matplotlib understand."""
+    return pd.Series(
+        values.to_numpy(dtype="float64", na_value=np.nan), index=values.index, name=values.name
+    )
+
+
+def ordered_aspects(aspects: Iterable[str]) -> list[str]:
+    present = set(aspects)
+    return [a for a in CANONICAL_ASPECTS if a in present] + sorted(present - set(CANONICAL_ASPECTS))
+
+
+def ratings_per_completion_aspect(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
+    """One row per (prompt_id, completion_idx, aspect) with the shuffles folded together.
+
+    rating: mean of the non-null ratings over shuffles (NaN when none);
+    status: "rated" when any shuffle gave a rating, else "na" when any shuffle said N/A,
+    else "failed" (parse or call error in every shuffle). Each completion thus counts once
+    per aspect however many shuffles were run.
+    """
+    keys = [*COMPLETION_KEY, "aspect"]
+    work = aspect_annotations.loc[:, keys].copy()
+    work["rating"] = as_float(aspect_annotations["rating"])
+    work["is_na"] = aspect_annotations["is_na"].fillna(False).astype(bool)
+    folded = work.groupby(keys, sort=True, as_index=False).agg(
+        rating=("rating", "mean"), any_na=("is_na", "any")
+    )
+    folded["status"] = np.where(
+        folded["rating"].notna(), "rated", np.where(folded["any_na"], "na", "failed")
+    )
+    return folded.drop(columns="any_na")
+
+
+def attach_model(frame: pd.DataFrame, completions: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """Add each row's completion model. A row whose completion is unknown means the inputs
+    come from different runs, which would silently skew every per-model number: fail."""
+    models = completions.loc[:, [*COMPLETION_KEY, "model"]]
+    require_unique_key(models, COMPLETION_KEY, "completions")
+    merged = frame.merge(models, on=COMPLETION_KEY, how="left", indicator=True)
+    orphans = merged[merged["_merge"] == "left_only"]
+    if not orphans.empty:
+        row = orphans.iloc[0]
+        raise InputError(
+            f"{dataset}: (prompt_id, completion_idx) = ({row['prompt_id']!r}, "
+            f"{row['completion_idx']}) has no row in completions ({len(orphans)} such rows)"
+        )
+    return merged.drop(columns="_merge")

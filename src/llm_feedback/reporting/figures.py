@@ -1,0 +1,229 @@
+"""Report figures as `matplotlib.figure.Figure` objects.
+
+Figures are built without pyplot on an Agg canvas: nothing is registered with pyplot's
+figure manager, so nothing needs closing, no GUI backend is touched, and a notebook's own
+backend is left alone. An empty input gives a figure that says "no data" rather than an
+error, so a report always renders.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from llm_feedback.reporting._frames import (
+    COMPLETION_KEY,
+    as_float,
+    attach_model,
+    ordered_aspects,
+    require_columns,
+)
+from llm_feedback.reporting.metrics import (
+    ANNOTATION_COLUMNS,
+    FIX_ACTIONS,
+    MODEL_ASPECT_SCHEMA,
+    RATING_MAX,
+    RATING_MIN,
+    pearson,
+    rating_by_position,
+)
+
+RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))
+NO_DATA = "no data"
+
+
+def new_figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def message_figure(title: str, message: str) -> Figure:
+    """A placeholder figure that explains why there is nothing to plot."""
+    figure = new_figure(6, 3)
+    axes = figure.add_subplot()
+    axes.set_axis_off()
+    axes.set_title(title)
+    axes.text(0.5, 0.5, message, ha="center", va="center", fontsize=12, wrap=True)
+    return figure
+
+
+def rating_distribution_figure(
+    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+) -> Figure:
+    """One panel per aspect; per model a horizontal bar split into the shares of ratings
+    1-5, N/A and failed judgments (every shuffle's judgment counts)."""
+    title = "Rating distribution per aspect and model"
+    if aspect_annotations.empty:
+        return message_figure(title, NO_DATA)
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    judgments = attach_model(
+        aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "is_na"]].assign(
+            rating=as_float(aspect_annotations["rating"])
+        ),
+        completions,
+        "aspect_annotations",
+    )
+    # Ratings are integers from the judge; rounding only matters for hand-made inputs.
+    rounded = judgments["rating"].round().clip(RATING_MIN, RATING_MAX)
+    labels = [str(level) for level in RATING_LEVELS]
+    judgments["category"] = np.where(
+        judgments["rating"].notna(),
+        rounded.map(lambda value: "" if pd.isna(value) else str(int(value))),
+        np.where(judgments["is_na"].fillna(False).astype(bool), "N/A", "failed"),
+    )
+    categories = [*labels, "N/A", "failed"]
+    rating_colors = colormaps["RdYlGn"](np.linspace(0.1, 0.9, len(labels)))
+    colors = [*rating_colors, "0.75", "0.25"]
+
+    aspects = ordered_aspects(judgments["aspect"])
+    models = sorted(judgments["model"].unique(), reverse=True)  # top-down alphabetical
+    n_columns = min(2, len(aspects))
+    n_rows = -(-len(aspects) // n_columns)
+    figure = new_figure(6 * n_columns, 0.6 + n_rows * (0.9 + 0.3 * len(models)))
+    figure.suptitle(title)
+    panels = figure.subplots(n_rows, n_columns, squeeze=False, sharex=True)
+    for axes, aspect in zip(panels.flat, aspects, strict=False):
+        shares = (
+            pd.crosstab(
+                judgments.loc[judgments["aspect"] == aspect, "model"],
+                judgments.loc[judgments["aspect"] == aspect, "category"],
+                normalize="index",
+            )
+            .reindex(index=models, columns=categories)
+            .fillna(0.0)
+        )
+        left = np.zeros(len(models))
+        for category, color in zip(categories, colors, strict=True):
+            axes.barh(models, shares[category], left=left, color=color, label=category)
+            left += shares[category].to_numpy()
+        axes.set_title(aspect)
+        axes.set_xlim(0, 1)
+        axes.set_xlabel("share of judgments")
+    for axes in panels.flat[len(aspects) :]:
+        axes.set_axis_off()
+    handles, legend_labels = panels.flat[0].get_legend_handles_labels()
+    figure.legend(handles, legend_labels, loc="outside lower center", ncols=len(categories))
+    return figure
+
+
+def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
+    """Model x aspect heatmap of mean ratings (1-5), each cell annotated with its mean and
+    the number of rated completions; cells without ratings are grey and marked "n/a".
+    Takes the output of `model_aspect_metrics`."""
+    title = "Mean rating per model and aspect"
+    if model_aspect_table.empty:
+        return message_figure(title, NO_DATA)
+    require_columns(model_aspect_table, MODEL_ASPECT_SCHEMA, "model_aspect_metrics")
+    means = model_aspect_table.pivot(index="model", columns="aspect", values="mean_rating")
+    counts = model_aspect_table.pivot(index="model", columns="aspect", values="n_rated")
+    aspects = ordered_aspects(means.columns)
+    means, counts = means.loc[:, aspects], counts.loc[:, aspects]
+
+    figure = new_figure(1.6 + 1.5 * len(aspects), 1.2 + 0.45 * len(means))
+    axes = figure.add_subplot()
+    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    image = axes.imshow(
+        np.ma.masked_invalid(means.to_numpy(dtype="float64")),
+        cmap=cmap,
+        vmin=RATING_MIN,
+        vmax=RATING_MAX,
+        aspect="auto",
+    )
+    for row, model in enumerate(means.index):
+        for column, aspect in enumerate(aspects):
+            mean = means.at[model, aspect]
+            label = "n/a" if pd.isna(mean) else f"{mean:.2f}\nn={int(counts.at[model, aspect])}"
+            # Dark text on the bright (high) end of viridis and on the grey of missing cells.
+            dark_text = pd.isna(mean) or mean > (RATING_MIN + RATING_MAX) / 2
+            axes.text(
+                column,
+                row,
+                label,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="black" if dark_text else "white",
+            )
+    axes.set_xticks(range(len(aspects)), aspects, rotation=20, ha="right")
+    axes.set_yticks(range(len(means)), means.index)
+    axes.set_title(title)
+    figure.colorbar(image, ax=axes, label="mean rating (1-5)")
+    return figure
+
+
+def score_scatter_figure(feedback: pd.DataFrame) -> Figure:
+    """Overall score (after the fix) against the fine-grained score, coloured by fix action,
+    with Pearson's r in the title. Takes the feedback table."""
+    title = "Overall vs fine-grained score"
+    if feedback.empty:
+        return message_figure(title, NO_DATA)
+    require_columns(
+        feedback, ["fine_grained_score", "overall_score_fixed", "fix_action"], "feedback"
+    )
+    points = pd.DataFrame(
+        {
+            "fine_grained": as_float(feedback["fine_grained_score"]),
+            "overall": as_float(feedback["overall_score_fixed"]),
+            "fix_action": feedback["fix_action"],
+        }
+    ).dropna(subset=["fine_grained", "overall"])
+    if points.empty:
+        return message_figure(title, NO_DATA)
+
+    figure = new_figure(6, 4.5)
+    axes = figure.add_subplot()
+    palette = dict(zip(FIX_ACTIONS, colormaps["tab10"].colors, strict=False))
+    present = list(points["fix_action"].dropna().unique())
+    legend_order = [a for a in FIX_ACTIONS if a in present] + sorted(
+        set(present) - set(FIX_ACTIONS)
+    )
+    for action in legend_order:
+        group = points[points["fix_action"] == action]
+        axes.scatter(
+            group["fine_grained"],
+            group["overall"],
+            s=14,
+            alpha=0.5,
+            color=palette.get(action, "black"),
+            label=f"{action} ({len(group)})",
+        )
+    r = pearson(points["overall"], points["fine_grained"])
+    r_text = "n/a" if np.isnan(r) else f"{r:.2f}"
+    axes.set_title(f"{title}\nPearson r = {r_text}, n = {len(points)}")
+    axes.set_xlabel("fine-grained score (mean aspect rating, 1-5)")
+    axes.set_ylabel("overall score after fix (1-10)")
+    axes.legend(title="fix action", fontsize=8)
+    return figure
+
+
+def position_bias_figure(aspect_annotations: pd.DataFrame) -> Figure:
+    """Mean rating by the position a completion was shown at, one line per aspect; a
+    placeholder saying "single shuffle" when the completions were shown in one order only."""
+    title = "Mean rating by position shown to the judge"
+    if aspect_annotations.empty:
+        return message_figure(title, NO_DATA)
+    by_position = rating_by_position(aspect_annotations)
+    if by_position.empty:
+        message = (
+            "single shuffle: each completion was judged in one order only,\n"
+            "so position effects were not measured"
+            if aspect_annotations["shuffle_idx"].nunique() < 2
+            else NO_DATA
+        )
+        return message_figure(title, message)
+
+    figure = new_figure(6, 4)
+    axes = figure.add_subplot()
+    for aspect in ordered_aspects(by_position["aspect"]):
+        line = by_position[by_position["aspect"] == aspect]
+        axes.plot(line["position"], line["mean_rating"], marker="o", label=aspect)
+    axes.set_xticks(sorted(by_position["position"].unique()))
+    axes.set_xlabel("position shown to the judge (0 = first)")
+    axes.set_ylabel("mean rating (1-5)")
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    return figure

@@ -1,0 +1,233 @@
+"""The readable report: headline numbers, Markdown tables, figure links and provenance.
+
+`tabulate` is not a dependency, so tables are formatted here (`markdown_table`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.reporting.metrics import FIX_ACTIONS
+
+MAX_TABLE_ROWS = 40
+
+# Known inputs get a title and a sentence on how to read them, in this order; any other
+# table is rendered after them under its own key.
+TABLE_SECTIONS: dict[str, tuple[str, str]] = {
+    "model_aspect_metrics": (
+        "Ratings per model and aspect",
+        "Each completion counts once per aspect (shuffles averaged). mean_rating_0_100 maps "
+        "the 1-5 scale onto 0-100 as (mean - 1) / 4 * 100; std_error is the standard error "
+        "of the mean.",
+    ),
+    "model_score_metrics": (
+        "Overall and fine-grained scores per model",
+        "Overall scores (1-10) before and after the score fix; correlations compare the "
+        "fixed overall score with the fine-grained score (mean aspect rating) over the "
+        "n_paired completions that have both.",
+    ),
+    "judge_health": (
+        "Judge health",
+        "Rates are shares of all judgments of the scope; reasks is the total number of "
+        "times a malformed reply was re-asked.",
+    ),
+    "position_consistency": (
+        "Position consistency",
+        "How often showing the completions in another order changed a rating.",
+    ),
+    "rating_by_position": (
+        "Mean rating by position",
+        "Mean rating by the 0-based position a completion was shown at.",
+    ),
+    "cost_table": (
+        "Tokens and estimated cost",
+        "Cost uses the configured price per 1k tokens; models without a price count as 0.",
+    ),
+    "pair_drops": (
+        "Preference pairs: prompts without a pair",
+        "Prompts that yielded no chosen/rejected pair, by reason.",
+    ),
+}
+FIGURE_TITLES = {
+    "rating_distribution": "Rating distribution per aspect and model",
+    "aspect_heatmap": "Mean rating per model and aspect",
+    "score_scatter": "Overall vs fine-grained score",
+    "position_bias": "Mean rating by position",
+}
+EMPTY_POSITION_NOTE = (
+    "Not measured: this needs the completions judged in more than one shuffled order."
+)
+
+
+def render_markdown_report(
+    tables: Mapping[str, pd.DataFrame],
+    figure_paths: Mapping[str, str],
+    dataset_versions: Mapping[str, str],
+    run_info: Mapping[str, Any],
+) -> str:
+    """The report as Markdown text.
+
+    tables: named DataFrames; the keys in `TABLE_SECTIONS` get titles and explanations,
+    "preference_pairs" (the `binarize` pairs) is summarised rather than listed, and any
+    other key is rendered as a plain table. figure_paths: figure name -> path or URL,
+    used as given in image links. dataset_versions: dataset name -> version (e.g. the Kedro
+    save timestamp) of the inputs the report was built from. run_info: free key/values
+    (run id, parameters, date) listed at the top.
+    """
+    sections = ["# llm_feedback report"]
+    if run_info:
+        sections.append(
+            "## Run\n\n"
+            + "\n".join(f"- **{key}**: {_cell(value)}" for key, value in run_info.items())
+        )
+    headline = _headline(tables)
+    if headline:
+        sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
+
+    known = [name for name in TABLE_SECTIONS if name in tables]
+    others = [name for name in tables if name not in TABLE_SECTIONS and name != "preference_pairs"]
+    for name in known:
+        title, explanation = TABLE_SECTIONS[name]
+        sections.append(f"## {title}\n\n{explanation}\n\n{_render_known(name, tables[name])}")
+    for name in others:
+        sections.append(f"## {name}\n\n{markdown_table(tables[name])}")
+
+    if figure_paths:
+        sections.append(
+            "## Figures\n\n"
+            + "\n\n".join(
+                f"### {FIGURE_TITLES.get(name, name)}\n\n![{FIGURE_TITLES.get(name, name)}]({path})"
+                for name, path in figure_paths.items()
+            )
+        )
+    sections.append(
+        "## Built from\n\n"
+        + (
+            markdown_table(
+                pd.DataFrame(
+                    {"dataset": list(dataset_versions), "version": list(dataset_versions.values())}
+                )
+            )
+            if dataset_versions
+            else "_No dataset versions were recorded._"
+        )
+    )
+    return "\n\n".join(sections) + "\n"
+
+
+def markdown_table(frame: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
+    """A GitHub-flavoured Markdown table; numeric columns right-aligned, NaN shown as "–",
+    rows beyond `max_rows` left out with a note saying how many."""
+    if frame.columns.empty:
+        return "_No columns._"
+    if frame.empty:
+        return "_No rows._"
+    shown = frame.head(max_rows)
+    header = "| " + " | ".join(_escape(str(column)) for column in frame.columns) + " |"
+    alignment = (
+        "|"
+        + "|".join(
+            "---:"
+            if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+            else "---"
+            for dtype in frame.dtypes
+        )
+        + "|"
+    )
+    body = [
+        "| " + " | ".join(_escape(_cell(value)) for value in row) + " |"
+        for row in shown.itertuples(index=False)
+    ]
+    lines = [header, alignment, *body]
+    if len(frame) > max_rows:
+        lines.append(f"\n_{len(frame) - max_rows} more rows not shown._")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list | tuple | np.ndarray):
+        return ", ".join(_cell(item) for item in value)
+    if pd.isna(value):
+        return "–"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Real):
+        return _number(value)
+    return str(value)
+
+
+def _number(value: numbers.Real) -> str:
+    if isinstance(value, numbers.Integral):
+        return f"{value:,}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _render_known(name: str, table: pd.DataFrame) -> str:
+    if name in {"position_consistency", "rating_by_position"} and table.empty:
+        return f"_{EMPTY_POSITION_NOTE}_"
+    if name == "judge_health" and not table.empty:
+        return _judge_health_tables(table)
+    return markdown_table(table)
+
+
+def _judge_health_tables(table: pd.DataFrame) -> str:
+    """The long (metric, scope, value) table reads best as one row per scope: one table
+    for the judge calls, one for the score fix."""
+    is_fix = table["metric"].str.startswith("fix_")
+    calls, fixes = table[~is_fix], table[is_fix]
+    parts = []
+    if not calls.empty:
+        wide = calls.pivot(index="scope", columns="metric", values="value")
+        wide = wide.loc[calls["scope"].unique(), calls["metric"].unique()].reset_index()
+        counts = [c for c in ("rows", "parse_errors", "call_errors", "reasks") if c in wide]
+        wide[counts] = wide[counts].astype("int64")
+        parts.append(markdown_table(wide))
+    if not fixes.empty:
+        wide = fixes.pivot(index="scope", columns="metric", values="value")
+        wide = wide.reindex([a for a in FIX_ACTIONS if a in wide.index]).reset_index()
+        wide["fix_count"] = wide["fix_count"].astype("int64")
+        parts.append(
+            "Score fix:\n\n" + markdown_table(wide.rename(columns={"scope": "fix_action"}))
+        )
+    return "\n\n".join(parts)
+
+
+def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
+    lines = []
+    health = tables.get("judge_health")
+    if health is not None and not health.empty:
+        counts = health[health["metric"] == "fix_count"].set_index("scope")["value"]
+        if counts.sum() > 0:
+            lines.append(
+                "Score fix: "
+                + ", ".join(f"{int(counts.get(action, 0)):,} {action}" for action in FIX_ACTIONS)
+                + "."
+            )
+    costs = tables.get("cost_table")
+    if costs is not None and not costs.empty:
+        line = f"Estimated cost: {_cell(float(costs['estimated_cost'].sum()))}"
+        unpriced = sorted(costs.loc[~costs["priced"], "model"].unique())
+        if unpriced:
+            line += f" (no price for {', '.join(unpriced)}: counted as 0)"
+        lines.append(line + ".")
+    pairs = tables.get("preference_pairs")
+    if pairs is not None:
+        line = f"Preference pairs: {len(pairs):,} from {pairs['prompt_id'].nunique():,} prompts"
+        drops = tables.get("pair_drops")
+        if drops is not None and drops["n_prompts"].sum() > 0:
+            line += "; prompts dropped: " + ", ".join(
+                f"{int(n):,} {reason}"
+                for reason, n in zip(drops["reason"], drops["n_prompts"], strict=True)
+                if n
+            )
+        lines.append(line + ".")
+    return lines

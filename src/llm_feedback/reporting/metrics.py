@@ -1,0 +1,369 @@
+"""Metrics tables for the report: one typed DataFrame per question a reader asks.
+
+Every function accepts empty inputs (with their columns) and returns an empty table with
+the documented columns and dtypes; statistics that are undefined (a mean of nothing, a
+correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWarnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.reporting._frames import (
+    COMPLETION_KEY,
+    as_float,
+    attach_model,
+    ordered_aspects,
+    ratings_per_completion_aspect,
+    require_columns,
+    typed_frame,
+)
+
+RATING_MIN, RATING_MAX = 1.0, 5.0
+FIX_ACTIONS = ("kept", "reannotated", "flipped", "no_overall_score")
+STAGES = ("generate", "annotate", "critique")
+MIN_CORRELATION_PAIRS = 3
+
+MODEL_ASPECT_SCHEMA = {
+    "model": "str",
+    "aspect": "str",
+    "n_rated": "int64",
+    "n_na": "int64",
+    "n_failed": "int64",
+    "mean_rating": "float64",
+    "mean_rating_0_100": "float64",
+    "std_error": "float64",
+}
+MODEL_SCORE_SCHEMA = {
+    "model": "str",
+    "n": "int64",
+    "mean_overall_original": "float64",
+    "mean_overall_fixed": "float64",
+    "mean_fine_grained": "float64",
+    "n_paired": "int64",
+    "pearson_overall_vs_fine_grained": "float64",
+    "spearman_overall_vs_fine_grained": "float64",
+}
+JUDGE_HEALTH_SCHEMA = {"metric": "str", "scope": "str", "value": "float64"}
+POSITION_CONSISTENCY_SCHEMA = {
+    "aspect": "str",
+    "n_compared": "int64",
+    "share_changed": "float64",
+    "mean_abs_change": "float64",
+}
+RATING_BY_POSITION_SCHEMA = {
+    "aspect": "str",
+    "position": "int64",
+    "n_rated": "int64",
+    "mean_rating": "float64",
+}
+COST_SCHEMA = {
+    "stage": "str",
+    "endpoint": "str",
+    "model": "str",
+    "prompt_tokens": "int64",
+    "completion_tokens": "int64",
+    "estimated_cost": "float64",
+    "priced": "bool",
+}
+
+ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
+
+
+def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
+    """Map the judge's 1-5 scale onto 0-100 so that the worst rating is 0 and the best 100.
+
+    (mean - 1) / 4 * 100 rather than the seeds' x20 (which suits a 0-5 scale): with x20 a
+    uniformly worst-rated model would still score 20.
+    """
+    return (mean_rating - RATING_MIN) / (RATING_MAX - RATING_MIN) * 100.0
+
+
+def model_aspect_metrics(
+    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+) -> pd.DataFrame:
+    """Per model x aspect: how many completions were rated, N/A or failed, and their mean.
+
+    Each completion counts once per aspect: shuffles are folded first (mean of the
+    shuffles' ratings). Every model in `completions` gets a row for every aspect seen in
+    the annotations, so a model whose generations all failed shows up with zero counts.
+    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2.
+
+    Columns: model, aspect, n_rated, n_na, n_failed, mean_rating, mean_rating_0_100,
+    std_error.
+    """
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    require_columns(completions, [*COMPLETION_KEY, "model"], "completions")
+    folded = ratings_per_completion_aspect(aspect_annotations)
+    folded = attach_model(folded, completions, "aspect_annotations")
+
+    counts = (
+        pd.crosstab([folded["model"], folded["aspect"]], folded["status"])
+        .reindex(columns=["rated", "na", "failed"], fill_value=0)
+        .rename(columns={"rated": "n_rated", "na": "n_na", "failed": "n_failed"})
+    )
+    rated = folded[folded["status"] == "rated"]
+    moments = rated.groupby(["model", "aspect"])["rating"].agg(mean_rating="mean", std_rating="std")
+
+    grid = pd.MultiIndex.from_product(
+        [sorted(completions["model"].unique()), ordered_aspects(folded["aspect"])],
+        names=["model", "aspect"],
+    )
+    table = counts.reindex(grid, fill_value=0).join(moments, how="left")
+    table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
+    table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
+    return typed_frame(table.reset_index(), MODEL_ASPECT_SCHEMA)
+
+
+def model_score_metrics(feedback: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the overall score before and after the score fix, the fine-grained score,
+    and how well the (fixed) overall score agrees with the fine-grained one.
+
+    Correlations use the completions that have both scores (`n_paired`); they are NaN with
+    fewer than 3 pairs or when either score is constant.
+
+    Columns: model, n, mean_overall_original, mean_overall_fixed, mean_fine_grained,
+    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained.
+    """
+    score_columns = ["fine_grained_score", "overall_score_original", "overall_score_fixed"]
+    require_columns(feedback, ["model", *score_columns], "feedback")
+    scores = pd.DataFrame({column: as_float(feedback[column]) for column in score_columns})
+    scores["model"] = feedback["model"].to_numpy()
+
+    rows = []
+    for model, group in scores.groupby("model", sort=True):
+        paired = group.dropna(subset=["overall_score_fixed", "fine_grained_score"])
+        overall, fine = paired["overall_score_fixed"], paired["fine_grained_score"]
+        rows.append(
+            {
+                "model": model,
+                "n": len(group),
+                "mean_overall_original": group["overall_score_original"].mean(),
+                "mean_overall_fixed": group["overall_score_fixed"].mean(),
+                "mean_fine_grained": group["fine_grained_score"].mean(),
+                "n_paired": len(paired),
+                "pearson_overall_vs_fine_grained": pearson(overall, fine),
+                "spearman_overall_vs_fine_grained": pearson(overall.rank(), fine.rank()),
+            }
+        )
+    return typed_frame(pd.DataFrame(rows), MODEL_SCORE_SCHEMA)
+
+
+def pearson(x: pd.Series, y: pd.Series) -> float:
+    """Pearson's r of two aligned, NaN-free series; NaN when undefined (fewer than 3 pairs
+    or a constant series) instead of numpy's divide-by-zero warning. Spearman's rho is this
+    applied to the ranks."""
+    if len(x) < MIN_CORRELATION_PAIRS:
+        return float("nan")
+    dx = x.to_numpy(dtype="float64") - x.mean()
+    dy = y.to_numpy(dtype="float64") - y.mean()
+    denominator = np.sqrt((dx * dx).sum() * (dy * dy).sum())
+    if denominator == 0:
+        return float("nan")
+    return float((dx * dy).sum() / denominator)
+
+
+def judge_health(
+    aspect_annotations: pd.DataFrame, critiques: pd.DataFrame, feedback: pd.DataFrame
+) -> pd.DataFrame:
+    """How well the judge behaved, as a long (metric, scope, value) table.
+
+    Scope is an aspect name or "critique" for:
+      rows, parse_errors, parse_error_rate, call_errors, call_error_rate, reasks
+      (total re-asks), and for aspects na_rate. Rates are shares of all rows of the scope.
+    Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
+      fix_count and fix_share (share of the feedback rows); every action is listed, 0 when
+      absent.
+    """
+    require_columns(
+        aspect_annotations, ["aspect", "parse_status", "reasks", "is_na"], "aspect_annotations"
+    )
+    require_columns(critiques, ["parse_status", "reasks"], "critiques")
+    require_columns(feedback, ["fix_action"], "feedback")
+
+    rows: list[dict[str, object]] = []
+    for aspect in ordered_aspects(aspect_annotations["aspect"]):
+        of_aspect = aspect_annotations[aspect_annotations["aspect"] == aspect]
+        rows += _call_health(of_aspect, scope=aspect)
+        na_share = of_aspect["is_na"].fillna(False).astype(bool).mean()
+        rows.append({"metric": "na_rate", "scope": aspect, "value": na_share})
+    rows += _call_health(critiques, scope="critique")
+
+    unknown = set(feedback["fix_action"].dropna()) - set(FIX_ACTIONS)
+    if unknown:
+        raise InputError(f"feedback: column 'fix_action' has unknown value(s) {sorted(unknown)}")
+    fix_counts = feedback["fix_action"].value_counts()
+    for action in FIX_ACTIONS:
+        count = int(fix_counts.get(action, 0))
+        rows.append({"metric": "fix_count", "scope": action, "value": count})
+        rows.append({"metric": "fix_share", "scope": action, "value": _share(count, len(feedback))})
+    return typed_frame(pd.DataFrame(rows), JUDGE_HEALTH_SCHEMA)
+
+
+def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
+    n_rows = len(frame)
+    parse_errors = int((frame["parse_status"] == "parse_error").sum())
+    call_errors = int((frame["parse_status"] == "call_error").sum())
+    values = {
+        "rows": n_rows,
+        "parse_errors": parse_errors,
+        "parse_error_rate": _share(parse_errors, n_rows),
+        "call_errors": call_errors,
+        "call_error_rate": _share(call_errors, n_rows),
+        "reasks": int(frame["reasks"].fillna(0).sum()),
+    }
+    return [{"metric": metric, "scope": scope, "value": value} for metric, value in values.items()]
+
+
+def _share(count: int, total: int) -> float:
+    return count / total if total else float("nan")
+
+
+def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per aspect, how often re-shuffling the completions changed the judge's rating.
+
+    Compares the ratings a (completion, aspect) got in different shuffles, over those with
+    at least two non-null ratings (`n_compared`). share_changed: share whose ratings are
+    not all equal; mean_abs_change: mean over them of the mean absolute difference between
+    any two of its shuffles' ratings (for two shuffles simply |r1 - r0|). A rating vs N/A
+    disagreement is not compared. Empty when only one shuffle was run.
+
+    Columns: aspect, n_compared, share_changed, mean_abs_change.
+    """
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    if aspect_annotations["shuffle_idx"].nunique() < 2:
+        return typed_frame(None, POSITION_CONSISTENCY_SCHEMA)
+
+    item = [*COMPLETION_KEY, "aspect"]
+    ratings = aspect_annotations.loc[:, item].copy()
+    ratings["rating"] = as_float(aspect_annotations["rating"])
+    ratings = ratings.dropna(subset=["rating"]).sort_values([*item, "rating"])
+    # Sum of |x_i - x_j| over pairs of an item's sorted ratings x_0 <= ... <= x_{n-1} is
+    # sum_k x_k (2k - n + 1): vectorised, instead of a Python loop over pairs per item.
+    grouped = ratings.groupby(item, sort=False)["rating"]
+    n = grouped.transform("size")
+    rank = grouped.cumcount()
+    ratings["weighted"] = ratings["rating"] * (2 * rank - n + 1)
+    per_item = ratings.groupby(item, sort=False).agg(
+        n=("rating", "size"),
+        low=("rating", "min"),
+        high=("rating", "max"),
+        pair_sum=("weighted", "sum"),
+    )
+    per_item = per_item[per_item["n"] >= 2].reset_index()
+    per_item["changed"] = per_item["low"] != per_item["high"]
+    per_item["abs_change"] = per_item["pair_sum"] / (per_item["n"] * (per_item["n"] - 1) / 2)
+
+    rows = []
+    for aspect in ordered_aspects(aspect_annotations["aspect"]):
+        compared = per_item[per_item["aspect"] == aspect]
+        rows.append(
+            {
+                "aspect": aspect,
+                "n_compared": len(compared),
+                "share_changed": compared["changed"].mean(),
+                "mean_abs_change": compared["abs_change"].mean(),
+            }
+        )
+    return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_SCHEMA)
+
+
+def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Mean rating per aspect by the 0-based position the completion was shown at: a judge
+    without position bias gives flat lines. Empty when only one shuffle was run.
+
+    Columns: aspect, position, n_rated, mean_rating.
+    """
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    if aspect_annotations["shuffle_idx"].nunique() < 2:
+        return typed_frame(None, RATING_BY_POSITION_SCHEMA)
+
+    ratings = aspect_annotations.loc[:, ["aspect", "position"]].copy()
+    ratings["rating"] = as_float(aspect_annotations["rating"])
+    table = (
+        ratings.dropna(subset=["rating"])
+        .groupby(["aspect", "position"])["rating"]
+        .agg(n_rated="count", mean_rating="mean")
+        .reset_index()
+    )
+    aspect_rank = {aspect: rank for rank, aspect in enumerate(ordered_aspects(table["aspect"]))}
+    table["aspect_rank"] = table["aspect"].map(aspect_rank)
+    table = table.sort_values(["aspect_rank", "position"])
+    return typed_frame(table, RATING_BY_POSITION_SCHEMA)
+
+
+def cost_table(
+    completions: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    critiques: pd.DataFrame,
+    prices: Mapping[str, Mapping[str, float]],
+    stage_endpoints: Mapping[str, str],
+) -> pd.DataFrame:
+    """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
+
+    The generate stage takes each completion's own `endpoint`; the judge stages take
+    `stage_endpoints["annotate"]` and `stage_endpoints["critique"]` and the judge_model.
+    Tokens are summed over rows, so each row must carry its own share of a call's tokens.
+    `prices` maps a model name to {"prompt_per_1k": ..., "completion_per_1k": ...}; a model
+    absent from it costs 0 and has priced = False.
+
+    Columns: stage, endpoint, model, prompt_tokens, completion_tokens, estimated_cost, priced.
+    """
+    require_columns(
+        completions, ["model", "endpoint", "prompt_tokens", "completion_tokens"], "completions"
+    )
+    judge_columns = ["judge_model", "prompt_tokens", "completion_tokens"]
+    require_columns(aspect_annotations, judge_columns, "aspect_annotations")
+    require_columns(critiques, judge_columns, "critiques")
+    _check_prices(prices)
+
+    usage = [
+        completions.loc[:, ["endpoint", "model", "prompt_tokens", "completion_tokens"]].assign(
+            stage="generate"
+        )
+    ]
+    for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
+        if frame.empty:
+            continue
+        if stage not in stage_endpoints:
+            raise ConfigError(f"stage_endpoints.{stage}: no endpoint named for the {stage} stage")
+        usage.append(
+            frame.loc[:, judge_columns]
+            .rename(columns={"judge_model": "model"})
+            .assign(stage=stage, endpoint=stage_endpoints[stage])
+        )
+    tokens = pd.concat(usage, ignore_index=True)
+    for column in ("prompt_tokens", "completion_tokens"):
+        tokens[column] = tokens[column].fillna(0).astype("int64")
+    # dropna=False: tokens of a row without an endpoint or model still count.
+    table = tokens.groupby(["stage", "endpoint", "model"], as_index=False, dropna=False)[
+        ["prompt_tokens", "completion_tokens"]
+    ].sum()
+
+    table["priced"] = table["model"].isin(list(prices))
+    prompt_price, completion_price = (
+        np.array(
+            [prices[model][key] if model in prices else 0.0 for model in table["model"]],
+            dtype="float64",
+        )
+        for key in ("prompt_per_1k", "completion_per_1k")
+    )
+    table["estimated_cost"] = (
+        table["prompt_tokens"].to_numpy() * prompt_price
+        + table["completion_tokens"].to_numpy() * completion_price
+    ) / 1000
+    table["stage_order"] = table["stage"].map(STAGES.index)
+    table = table.sort_values(["stage_order", "endpoint", "model"])
+    return typed_frame(table, COST_SCHEMA)
+
+
+def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:
+    for model, entry in prices.items():
+        for key in ("prompt_per_1k", "completion_per_1k"):
+            value = entry.get(key) if isinstance(entry, Mapping) else None
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"prices.{model}.{key}: expected a number >= 0, got {value!r}")

@@ -1,0 +1,254 @@
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from llm_feedback.annotation import (
+    ASPECT_ANNOTATION_DTYPES,
+    CRITIQUE_DTYPES,
+    DEFAULT_ASPECTS,
+    AspectJudgement,
+    CritiqueJudgement,
+    apply_reannotated_scores,
+    aspect_annotations_frame,
+    collect_scores,
+    critiques_frame,
+    parse_aspect_reply,
+    parse_critique_reply,
+    plan_score_fix,
+    shuffle_orders,
+    to_ultrafeedback_records,
+    ultrafeedback_frame,
+)
+from llm_feedback.errors import InputError
+
+# Prompt "a": completion 1 failed to generate, so only 0 and 2 are judged.
+COMPLETIONS = pd.DataFrame(
+    {
+        "prompt_id": ["a", "a", "a", "b", "b"],
+        "completion_idx": [0, 1, 2, 0, 1],
+        "source": ["flan"] * 3 + ["sharegpt"] * 2,
+        "instruction": ["Add 2 and 2."] * 3 + ["Write a haiku."] * 2,
+        "world_knowledge": ["4"] * 3 + [""] * 2,
+        "model": ["m1", "m2", "m3", "m1", "m4"],
+        "principle": ["helpfulness", "honesty", "truthfulness", "helpfulness", "harmlessness"],
+        "system_prompt": ["Be helpful.", "Be honest.", "", "Be helpful.", "Be safe."],
+        "response": ["4", None, "5", "Leaves fall softly", "Snow on the pine"],
+    }
+)
+
+# Ratings per (prompt, completion_idx), in DEFAULT_ASPECTS order, as the judge writes them.
+VERDICTS = {
+    key: dict(zip(DEFAULT_ASPECTS, ratings, strict=True))
+    for key, ratings in {
+        ("a", 0): ("5", "5", "5", "4"),
+        ("a", 2): ("2", "1", "1", "1"),
+        ("b", 0): ("4", "N/A", "5", "4"),
+        ("b", 1): ("3", "N/A", "4", "3"),
+    }.items()
+}
+
+
+def judge_reply(prompt_id: str, completion_ids: list[int], order: list[int], aspect: str) -> str:
+    sections = []
+    for position, shown in enumerate(order, start=1):
+        rating = VERDICTS[(prompt_id, completion_ids[shown])][aspect]
+        lines = [f"### Text {position}"]
+        if aspect in ("truthfulness", "helpfulness"):
+            lines += ["Type: 1, 3" if rating != "5" else "Type: None", "Type rationale: types"]
+        lines += [f"Rating: {rating}", f"Rationale: rated {rating}"]
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)
+
+
+def judge_everything() -> list[AspectJudgement]:
+    judgements = []
+    for prompt_id, completion_ids, n_shuffles in (("a", [0, 2], 2), ("b", [0, 1], 1)):
+        for shuffle_idx, order in enumerate(
+            shuffle_orders(prompt_id, len(completion_ids), n_shuffles, seed=0)
+        ):
+            for aspect in DEFAULT_ASPECTS:
+                reply = judge_reply(prompt_id, completion_ids, order, aspect)
+                judgements.append(
+                    AspectJudgement(
+                        prompt_id=prompt_id,
+                        aspect=aspect,
+                        shuffle_idx=shuffle_idx,
+                        order=order,
+                        ratings=parse_aspect_reply(aspect, reply, len(order), False),
+                        judge_model="judge",
+                        raw_reply=reply,
+                        completion_ids=completion_ids,
+                    )
+                )
+    # One failed call: shuffle 1 of prompt "a" on honesty never came back.
+    failed = next(
+        index
+        for index, judgement in enumerate(judgements)
+        if (judgement.prompt_id, judgement.aspect, judgement.shuffle_idx) == ("a", "honesty", 1)
+    )
+    judgements[failed] = AspectJudgement(
+        prompt_id="a",
+        aspect="honesty",
+        shuffle_idx=1,
+        order=judgements[failed].order,
+        ratings=[],
+        judge_model="judge",
+        call_error="timeout",
+        completion_ids=[0, 2],
+    )
+    return judgements
+
+
+def critique_table() -> pd.DataFrame:
+    replies = {
+        ("a", 0): "Correct and brief.\nOverall score: 9",
+        ("a", 2): "Wrong sum.\nOverall score: 10",  # the bug the fix catches
+        ("b", 0): "Nice imagery.\nOverall score: 10",
+        ("b", 1): None,
+    }
+    return critiques_frame(
+        CritiqueJudgement(
+            prompt_id=prompt_id,
+            completion_idx=idx,
+            parsed=None if reply is None else parse_critique_reply(reply, False),
+            judge_model="judge",
+            raw_reply=reply,
+            call_error="HTTP 500" if reply is None else None,
+        )
+        for (prompt_id, idx), reply in replies.items()
+    )
+
+
+def test_aspect_frame_maps_positions_back_to_completions() -> None:
+    frame = aspect_annotations_frame(judge_everything())
+    assert frame.dtypes.astype(str).to_dict() == {
+        column: str(pd.Series(dtype=dtype).dtype)
+        for column, dtype in ASPECT_ANNOTATION_DTYPES.items()
+    }
+    assert len(frame) == (2 * 2 + 2) * 4
+    ok = frame[frame["parse_status"] == "ok"]
+    for row in ok.itertuples():
+        assert row.rating == float(VERDICTS[(row.prompt_id, row.completion_idx)][row.aspect])
+    na = frame[frame["parse_status"] == "na"]
+    assert na["is_na"].all() and na["rating"].isna().all() and len(na) == 2
+    failed = frame[frame["parse_status"] == "call_error"]
+    assert sorted(failed["completion_idx"]) == [0, 2]
+    assert failed["rating"].isna().all() and (failed["parse_error"] == "timeout").all()
+    assert set(frame.loc[frame["prompt_id"] == "a", "completion_idx"]) == {0, 2}
+    typed = frame[(frame["aspect"] == "truthfulness") & (frame["shuffle_idx"] == 0)]
+    typed = typed.set_index(["prompt_id", "completion_idx"])
+    assert list(typed.loc[("a", 0), "types"]) == ["0"]
+    assert list(typed.loc[("b", 1), "types"]) == ["1", "3"]
+
+
+def test_aspect_frame_rejects_mismatched_results() -> None:
+    judgement = AspectJudgement(
+        prompt_id="p",
+        aspect="honesty",
+        shuffle_idx=0,
+        order=[1, 0],
+        ratings=parse_aspect_reply("honesty", "Rating: 3", 1, False),
+    )
+    with pytest.raises(InputError):
+        aspect_annotations_frame([judgement])
+
+
+def test_critiques_frame() -> None:
+    frame = critique_table()
+    assert list(frame.columns) == list(CRITIQUE_DTYPES)
+    assert frame["overall_score"].tolist() == [9.0, 10.0, 10.0, pd.NA]
+    assert frame["parse_status"].tolist() == ["ok", "ok", "ok", "call_error"]
+    assert frame["critique"].tolist()[:2] == ["Correct and brief.", "Wrong sum."]
+
+
+def full_run() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    aspects = aspect_annotations_frame(judge_everything())
+    critiques = critique_table()
+    plan = plan_score_fix(collect_scores(COMPLETIONS, aspects, critiques))
+    feedback = apply_reannotated_scores(plan, {})  # nothing between 2 and 4 scored 10
+    return COMPLETIONS, aspects, critiques, feedback
+
+
+def test_feedback_for_the_whole_run() -> None:
+    _, _, _, feedback = full_run()
+    by_key = feedback.set_index(["prompt_id", "completion_idx"])
+    assert by_key.loc[("a", 2), "fix_action"] == "flipped"  # 10 with fine-grained 1.25
+    assert by_key.loc[("a", 2), "overall_score_fixed"] == 1.0
+    assert by_key.loc[("b", 0), "fix_action"] == "kept"  # 10 with fine-grained 4.33
+    assert by_key.loc[("b", 0), "fine_grained_score"] == pytest.approx(13 / 3)
+    assert by_key.loc[("a", 1), "fix_action"] == "no_overall_score"
+    assert bool(by_key.loc[("a", 1), "no_fine_grained"])
+
+
+def test_ultrafeedback_records_shape() -> None:
+    records = to_ultrafeedback_records(*full_run())
+    assert [record["prompt_id"] for record in records] == ["a", "b"]
+    first = records[0]
+    assert (first["source"], first["instruction"]) == ("flan", "Add 2 and 2.")
+    assert first["models"] == ["m1", "m2", "m3"]
+    completion = first["completions"][0]
+    assert set(completion) == {
+        "model",
+        "principle",
+        "custom_system_prompt",
+        "response",
+        "annotations",
+        "critique",
+        "overall_score",
+        "fine-grained_score",
+    }
+    assert completion["annotations"]["instruction_following"] == {
+        "Rating": "5",
+        "Rationale": "rated 5",
+    }
+    assert completion["annotations"]["truthfulness"] == {
+        "Rating": "5",
+        "Rationale": "types",
+        "Rationale For Rating": "rated 5",
+        "Type": ["0"],
+    }
+    assert completion["overall_score"] == 9.0
+    failed_generation = first["completions"][1]
+    assert failed_generation["response"] is None
+    assert failed_generation["annotations"]["helpfulness"]["Rating"] is None
+    assert failed_generation["overall_score"] is None
+    # The honesty call of shuffle 1 failed; shuffle 0 still supplies the rating.
+    assert first["completions"][2]["annotations"]["honesty"]["Rating"] == "1"
+    assert first["completions"][2]["overall_score"] == 1.0
+    haiku = records[1]["completions"][0]
+    assert haiku["annotations"]["honesty"]["Rating"] == "N/A"
+    assert haiku["annotations"]["helpfulness"]["Type"] == ["1", "3"]
+    assert records[1]["completions"][1]["critique"] is None
+
+
+def test_export_round_trips_through_parquet(tmp_path) -> None:
+    completions, aspects, critiques, feedback = full_run()
+    records = to_ultrafeedback_records(completions, aspects, critiques, feedback)
+    path = tmp_path / "ultrafeedback.parquet"
+    ultrafeedback_frame(records).to_parquet(path)
+    assert (
+        pq.read_schema(path)
+        .field("completions")
+        .type.value_type.get_field_index("fine-grained_score")
+        >= 0
+    )
+    restored = pq.read_table(path).to_pylist()
+    assert restored == records
+
+    # The long tables round-trip too, and the export reads them back as they come from disk.
+    for name, frame in (("aspects", aspects), ("critiques", critiques), ("feedback", feedback)):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    reread = [
+        pd.read_parquet(tmp_path / f"{name}.parquet")
+        for name in ("aspects", "critiques", "feedback")
+    ]
+    pd.testing.assert_frame_equal(reread[1], critiques)
+    assert to_ultrafeedback_records(completions, *reread) == records
+
+
+def test_export_names_missing_columns() -> None:
+    completions, aspects, critiques, feedback = full_run()
+    with pytest.raises(InputError, match="principle"):
+        to_ultrafeedback_records(
+            completions.drop(columns="principle"), aspects, critiques, feedback
+        )

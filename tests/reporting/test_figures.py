@@ -1,0 +1,79 @@
+import io
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from llm_feedback.reporting import (
+    aspect_heatmap_figure,
+    model_aspect_metrics,
+    position_bias_figure,
+    rating_distribution_figure,
+    score_scatter_figure,
+)
+
+from .builders import NA, Completion, build_frames, empty_frames, typical_specs
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def texts(figure: Figure) -> str:
+    return "\n".join(text.get_text() for text in figure.findobj(Text))
+
+
+def png_bytes(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def all_figures(frames) -> dict[str, Figure]:
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+    return {
+        "rating_distribution": rating_distribution_figure(
+            frames.aspect_annotations, frames.completions
+        ),
+        "aspect_heatmap": aspect_heatmap_figure(table),
+        "score_scatter": score_scatter_figure(frames.feedback),
+        "position_bias": position_bias_figure(frames.aspect_annotations),
+    }
+
+
+def test_figures_render_real_data_without_touching_pyplot():
+    open_before = plt.get_fignums()
+    figures = all_figures(build_frames(typical_specs(), shuffles=2))
+
+    assert plt.get_fignums() == open_before  # nothing for the caller to close
+    for name, figure in figures.items():
+        assert isinstance(figure, Figure), name
+        assert png_bytes(figure).startswith(b"\x89PNG"), name
+    assert "helpfulness" in texts(figures["rating_distribution"])
+    assert "4.67" in texts(figures["aspect_heatmap"])  # alpha's mean helpfulness
+    assert "flipped (1)" in texts(figures["score_scatter"])
+    assert "Pearson r" in texts(figures["score_scatter"])
+    assert "no data" not in "".join(texts(figure) for figure in figures.values())
+
+
+def test_empty_inputs_render_no_data():
+    for name, figure in all_figures(empty_frames()).items():
+        assert "no data" in texts(figure), name
+        assert png_bytes(figure), name
+
+
+def test_single_shuffle_gives_an_explanatory_placeholder():
+    figure = position_bias_figure(build_frames(typical_specs()).aspect_annotations)
+    assert "single shuffle" in texts(figure)
+
+
+def test_heatmap_marks_cells_without_ratings():
+    frames = build_frames([Completion("p1", "alpha", {"honesty": NA}), Completion("p1", "beta")])
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+    figure = aspect_heatmap_figure(table)
+    assert "n/a" in texts(figure)
+    assert png_bytes(figure)
+
+
+def test_scatter_without_any_scored_completion_says_no_data():
+    frames = build_frames([Completion("p1", "alpha", overall=None)])
+    assert "no data" in texts(score_scatter_figure(frames.feedback))

@@ -1,0 +1,104 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from llm_feedback.reporting import (
+    binarize,
+    cost_table,
+    judge_health,
+    markdown_table,
+    model_aspect_metrics,
+    position_consistency,
+    render_markdown_report,
+)
+
+from .builders import build_frames, empty_frames, typical_specs
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+VERSIONS = {"completions": "2026-11-30T10.00.00.000Z", "feedback": "2026-11-30T11.00.00.000Z"}
+
+
+def report_tables(frames) -> dict[str, pd.DataFrame]:
+    pairs, dropped = binarize(frames.completions, frames.feedback, frames.aspect_annotations)
+    return {
+        "model_aspect_metrics": model_aspect_metrics(frames.aspect_annotations, frames.completions),
+        "judge_health": judge_health(frames.aspect_annotations, frames.critiques, frames.feedback),
+        "position_consistency": position_consistency(frames.aspect_annotations),
+        "cost_table": cost_table(
+            frames.completions,
+            frames.aspect_annotations,
+            frames.critiques,
+            {"judge-1": {"prompt_per_1k": 0.01, "completion_per_1k": 0.03}},
+            {"annotate": "judge", "critique": "judge"},
+        ),
+        "preference_pairs": pairs,
+        "pair_drops": dropped,
+    }
+
+
+def test_markdown_table_formats_cells():
+    frame = pd.DataFrame(
+        {
+            "name": ["a|b", "line\nbreak"],
+            "count": pd.Series([1200, 3], dtype="int64"),
+            "mean": [np.nan, 0.123456],
+            "priced": [True, False],
+            "types": [["x", "y"], []],
+        }
+    )
+    assert markdown_table(frame).splitlines() == [
+        "| name | count | mean | priced | types |",
+        "|---|---:|---:|---|---|",
+        "| a\\|b | 1,200 | – | yes | x, y |",
+        "| line break | 3 | 0.1235 | no |  |",
+    ]
+
+
+def test_markdown_table_truncates_long_tables():
+    text = markdown_table(pd.DataFrame({"i": range(10)}), max_rows=3)
+    assert text.count("\n| ") == 3
+    assert "_7 more rows not shown._" in text
+
+
+def test_markdown_table_of_nothing():
+    assert markdown_table(pd.DataFrame({"a": []})) == "_No rows._"
+
+
+def test_report_has_headline_tables_figures_and_versions():
+    tables = report_tables(build_frames(typical_specs()))
+    tables["extra_table"] = pd.DataFrame({"k": ["v"]})
+    report = render_markdown_report(
+        tables,
+        {"aspect_heatmap": "figures/aspect_heatmap.png", "custom": "figures/custom.png"},
+        VERSIONS,
+        {"run_id": "2026-11-30T12.00.00.000Z", "judge": "judge-1"},
+    )
+
+    assert report.startswith("# llm_feedback report\n")
+    assert "- **judge**: judge-1" in report
+    assert "Score fix: 8 kept, 1 reannotated, 1 flipped, 1 no_overall_score." in report
+    assert "no price for alpha, beta, delta, gamma" in report
+    assert "Preference pairs: 3 from 3 prompts." in report
+    assert "## Ratings per model and aspect" in report
+    assert "| alpha | helpfulness | 3 | 0 | 0 | 4.667 | 91.67 |" in report
+    assert "| truthfulness | 11 | 1 | 0.09091 |" in report  # judge health, one row per scope
+    assert "| flipped | 1 | 0.09091 |" in report
+    assert "needs the completions judged in more than one shuffled order" in report
+    assert "## extra_table" in report
+    assert "![Mean rating per model and aspect](figures/aspect_heatmap.png)" in report
+    assert "![custom](figures/custom.png)" in report
+    assert "| feedback | 2026-11-30T11.00.00.000Z |" in report
+    # The report's order: headline before tables before figures before provenance.
+    positions = [
+        report.index(s) for s in ("## Headline", "## Ratings", "## Figures", "## Built from")
+    ]
+    assert positions == sorted(positions)
+
+
+def test_report_from_empty_inputs():
+    report = render_markdown_report(report_tables(empty_frames()), {}, {}, {})
+    assert "_No rows._" in report
+    assert "Preference pairs: 0 from 0 prompts." in report
+    assert "_No dataset versions were recorded._" in report
+    assert "## Figures" not in report

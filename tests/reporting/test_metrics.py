@@ -1,0 +1,388 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.reporting import (
+    cost_table,
+    judge_health,
+    model_aspect_metrics,
+    model_score_metrics,
+    position_consistency,
+    rating_by_position,
+    to_0_100,
+)
+from llm_feedback.reporting.metrics import (
+    COST_SCHEMA,
+    JUDGE_HEALTH_SCHEMA,
+    MODEL_ASPECT_SCHEMA,
+    MODEL_SCORE_SCHEMA,
+    POSITION_CONSISTENCY_SCHEMA,
+    RATING_BY_POSITION_SCHEMA,
+)
+
+from .builders import NA, Completion, build_frames, empty_frames, typical_specs
+
+# Any RuntimeWarning (mean of empty slice, division by zero) fails the test.
+pytestmark = pytest.mark.filterwarnings("error")
+
+PRICES = {"judge-1": {"prompt_per_1k": 0.01, "completion_per_1k": 0.03}}
+STAGE_ENDPOINTS = {"annotate": "judge", "critique": "judge"}
+
+
+def assert_schema(frame: pd.DataFrame, schema: dict[str, str]) -> None:
+    assert list(frame.columns) == list(schema)
+    assert {column: str(dtype) for column, dtype in frame.dtypes.items()} == schema
+
+
+def row(frame: pd.DataFrame, **where: str) -> pd.Series:
+    mask = np.logical_and.reduce([frame[column] == value for column, value in where.items()])
+    (index,) = np.flatnonzero(mask)
+    return frame.iloc[index]
+
+
+def health_value(table: pd.DataFrame, metric: str, scope: str) -> float:
+    return row(table, metric=metric, scope=scope)["value"]
+
+
+# --- model_aspect_metrics -------------------------------------------------------------
+
+
+def test_model_aspect_metrics_counts_and_means():
+    frames = build_frames(typical_specs())
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+
+    assert_schema(table, MODEL_ASPECT_SCHEMA)
+    assert len(table) == 4 * 4
+    # Canonical aspect order within each model, models alphabetical.
+    assert list(table["aspect"][:4]) == [
+        "instruction_following",
+        "honesty",
+        "truthfulness",
+        "helpfulness",
+    ]
+    alpha = row(table, model="alpha", aspect="helpfulness")
+    assert (alpha["n_rated"], alpha["n_na"], alpha["n_failed"]) == (3, 0, 0)
+    assert alpha["mean_rating"] == pytest.approx(14 / 3)
+    assert alpha["mean_rating_0_100"] == pytest.approx((14 / 3 - 1) / 4 * 100)
+    assert alpha["std_error"] == pytest.approx(np.std([5, 4, 5], ddof=1) / np.sqrt(3))
+    beta_honesty = row(table, model="beta", aspect="honesty")
+    assert (beta_honesty["n_rated"], beta_honesty["n_na"]) == (2, 1)
+    gamma_truth = row(table, model="gamma", aspect="truthfulness")
+    assert (gamma_truth["n_rated"], gamma_truth["n_failed"]) == (2, 1)
+    # delta's p2 generation failed and was never annotated; p3's call errored.
+    delta_if = row(table, model="delta", aspect="instruction_following")
+    assert (delta_if["n_rated"], delta_if["n_failed"]) == (1, 1)
+    assert np.isnan(delta_if["std_error"])  # one rating: no standard error
+
+
+def test_model_aspect_metrics_folds_shuffles_into_one_rating_per_completion():
+    frames = build_frames(typical_specs(), shuffles=2)
+    annotations = frames.aspect_annotations
+    second_look = (
+        (annotations["prompt_id"] == "p1")
+        & (annotations["completion_idx"] == 0)
+        & (annotations["aspect"] == "helpfulness")
+        & (annotations["shuffle_idx"] == 1)
+    )
+    annotations.loc[second_look, "rating"] = 3.0  # first shuffle said 5
+
+    table = model_aspect_metrics(annotations, frames.completions)
+
+    alpha = row(table, model="alpha", aspect="helpfulness")
+    assert alpha["n_rated"] == 3
+    assert alpha["mean_rating"] == pytest.approx((4 + 4 + 5) / 3)
+
+
+def test_model_whose_generations_all_failed_gets_empty_rows():
+    specs = [
+        *typical_specs(),
+        Completion("p1", "broken", error="HTTP 500"),
+        Completion("p2", "broken", error="HTTP 500"),
+    ]
+    frames = build_frames(specs)
+
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+
+    broken = table[table["model"] == "broken"]
+    assert len(broken) == 4
+    assert (broken[["n_rated", "n_na", "n_failed"]] == 0).all().all()
+    assert broken[["mean_rating", "mean_rating_0_100", "std_error"]].isna().all().all()
+
+
+def test_all_ratings_na_gives_nan_mean_without_warnings():
+    specs = [
+        Completion("p1", "alpha", {"honesty": NA}),
+        Completion("p1", "beta", {"honesty": NA}),
+    ]
+    frames = build_frames(specs)
+
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+
+    honesty = table[table["aspect"] == "honesty"]
+    assert list(honesty["n_na"]) == [1, 1]
+    assert list(honesty["n_rated"]) == [0, 0]
+    assert honesty["mean_rating"].isna().all()
+
+
+def test_model_aspect_metrics_on_empty_inputs():
+    frames = empty_frames()
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+    assert table.empty
+    assert_schema(table, MODEL_ASPECT_SCHEMA)
+
+
+def test_annotation_of_an_unknown_completion_is_an_input_error():
+    frames = build_frames(typical_specs())
+    completions = frames.completions[frames.completions["prompt_id"] != "p3"]
+    with pytest.raises(InputError, match=r"aspect_annotations.*'p3'.*no row in completions"):
+        model_aspect_metrics(frames.aspect_annotations, completions)
+
+
+def test_missing_column_is_named():
+    frames = build_frames(typical_specs())
+    with pytest.raises(InputError, match=r"aspect_annotations: missing column\(s\) 'is_na'"):
+        model_aspect_metrics(frames.aspect_annotations.drop(columns="is_na"), frames.completions)
+
+
+def test_0_100_maps_the_ends_of_the_1_5_scale():
+    assert [to_0_100(value) for value in (1.0, 3.0, 5.0)] == [0.0, 50.0, 100.0]
+
+
+# --- model_score_metrics ----------------------------------------------------------------
+
+
+def test_model_score_metrics_means_and_correlations():
+    frames = build_frames(typical_specs())
+    table = model_score_metrics(frames.feedback)
+
+    assert_schema(table, MODEL_SCORE_SCHEMA)
+    assert list(table["model"]) == ["alpha", "beta", "delta", "gamma"]
+    alpha = row(table, model="alpha")
+    alpha_feedback = frames.feedback[frames.feedback["model"] == "alpha"]
+    overall = alpha_feedback["overall_score_fixed"].astype(float)
+    fine = alpha_feedback["fine_grained_score"].astype(float)
+    assert alpha["n"] == 3
+    assert alpha["mean_overall_fixed"] == pytest.approx(overall.mean())
+    assert alpha["pearson_overall_vs_fine_grained"] == pytest.approx(
+        np.corrcoef(overall, fine)[0, 1]
+    )
+    assert alpha["spearman_overall_vs_fine_grained"] == pytest.approx(
+        np.corrcoef(overall.rank(), fine.rank())[0, 1]
+    )
+    # delta: p1 flipped 10 -> 1 and p2 never generated.
+    delta = row(table, model="delta")
+    assert delta["mean_overall_original"] == pytest.approx(7.5)
+    assert delta["mean_overall_fixed"] == pytest.approx(3.0)
+    # gamma's p3 has no overall score: 2 pairs are too few for a correlation.
+    gamma = row(table, model="gamma")
+    assert gamma["n"] == 3
+    assert gamma["n_paired"] == 2
+    assert np.isnan(gamma["pearson_overall_vs_fine_grained"])
+
+
+def test_correlation_of_a_constant_score_is_nan():
+    specs = [Completion(f"p{i}", "alpha", {"helpfulness": 1 + i}, overall=7) for i in range(4)]
+    table = model_score_metrics(build_frames(specs).feedback)
+    assert np.isnan(table["pearson_overall_vs_fine_grained"].iloc[0])
+    assert np.isnan(table["spearman_overall_vs_fine_grained"].iloc[0])
+
+
+def test_model_score_metrics_on_empty_feedback():
+    table = model_score_metrics(empty_frames().feedback)
+    assert table.empty
+    assert_schema(table, MODEL_SCORE_SCHEMA)
+
+
+# --- judge_health -----------------------------------------------------------------------
+
+
+def test_judge_health_counts_failures_reasks_and_fixes():
+    frames = build_frames(typical_specs())
+    table = judge_health(frames.aspect_annotations, frames.critiques, frames.feedback)
+
+    assert_schema(table, JUDGE_HEALTH_SCHEMA)
+    annotated = 11  # 12 completions, one failed generation
+    assert health_value(table, "rows", "truthfulness") == annotated
+    assert health_value(table, "parse_errors", "truthfulness") == 1
+    assert health_value(table, "parse_error_rate", "truthfulness") == pytest.approx(1 / annotated)
+    assert health_value(table, "reasks", "truthfulness") == 1
+    assert health_value(table, "call_errors", "instruction_following") == 1
+    assert health_value(table, "na_rate", "honesty") == pytest.approx(1 / annotated)
+    assert health_value(table, "parse_errors", "critique") == 1
+    assert health_value(table, "reasks", "critique") == 2
+    fixes = {
+        action: health_value(table, "fix_count", action)
+        for action in ("kept", "reannotated", "flipped", "no_overall_score")
+    }
+    assert fixes == {"kept": 8, "reannotated": 1, "flipped": 1, "no_overall_score": 1}
+    assert health_value(table, "fix_share", "kept") == pytest.approx(8 / 11)
+
+
+def test_judge_health_on_empty_inputs_lists_every_fix_action():
+    frames = empty_frames()
+    table = judge_health(frames.aspect_annotations, frames.critiques, frames.feedback)
+
+    assert_schema(table, JUDGE_HEALTH_SCHEMA)
+    fix_counts = table[table["metric"] == "fix_count"]
+    assert list(fix_counts["scope"]) == ["kept", "reannotated", "flipped", "no_overall_score"]
+    assert (fix_counts["value"] == 0).all()
+    assert np.isnan(health_value(table, "parse_error_rate", "critique"))
+
+
+def test_judge_health_rejects_an_unknown_fix_action():
+    frames = build_frames(typical_specs())
+    feedback = frames.feedback.assign(fix_action="ignored")
+    with pytest.raises(InputError, match="fix_action"):
+        judge_health(frames.aspect_annotations, frames.critiques, feedback)
+
+
+# --- position_consistency / rating_by_position -------------------------------------------
+
+
+def test_position_tables_are_empty_with_a_single_shuffle():
+    annotations = build_frames(typical_specs()).aspect_annotations
+    consistency = position_consistency(annotations)
+    by_position = rating_by_position(annotations)
+    assert consistency.empty and by_position.empty
+    assert_schema(consistency, POSITION_CONSISTENCY_SCHEMA)
+    assert_schema(by_position, RATING_BY_POSITION_SCHEMA)
+
+
+def test_position_consistency_counts_changed_ratings():
+    annotations = build_frames(typical_specs(), shuffles=2).aspect_annotations
+    helpfulness = annotations["aspect"] == "helpfulness"
+    changed = (
+        helpfulness
+        & (annotations["prompt_id"] == "p1")
+        & (annotations["completion_idx"] == 0)
+        & (annotations["shuffle_idx"] == 1)
+    )
+    annotations.loc[changed, "rating"] = 3.0  # was 5
+
+    table = position_consistency(annotations)
+
+    assert_schema(table, POSITION_CONSISTENCY_SCHEMA)
+    result = row(table, aspect="helpfulness")
+    assert result["n_compared"] == 11
+    assert result["share_changed"] == pytest.approx(1 / 11)
+    assert result["mean_abs_change"] == pytest.approx(2 / 11)
+    # N/A and failed judgments are not compared.
+    assert row(table, aspect="honesty")["n_compared"] == 10
+    assert row(table, aspect="truthfulness")["share_changed"] == 0
+
+
+def test_mean_abs_change_averages_all_pairs_of_shuffles():
+    annotations = build_frames(
+        [Completion("p1", "alpha", {"helpfulness": 3}), Completion("p1", "beta")], shuffles=3
+    ).aspect_annotations
+    third_look = (
+        (annotations["aspect"] == "helpfulness")
+        & (annotations["completion_idx"] == 0)
+        & (annotations["shuffle_idx"] == 2)
+    )
+    annotations.loc[third_look, "rating"] = 5.0  # ratings 3, 3, 5: |0|, |2|, |2|
+
+    table = position_consistency(annotations)
+
+    result = row(table, aspect="helpfulness")
+    assert result["mean_abs_change"] == pytest.approx((0 + 4 / 3) / 2)
+
+
+def test_rating_by_position_exposes_a_first_position_bias():
+    annotations = build_frames(typical_specs(), shuffles=4).aspect_annotations
+    rated = annotations["rating"].notna()
+    annotations.loc[rated, "rating"] = np.where(annotations.loc[rated, "position"] == 0, 5.0, 3.0)
+
+    table = rating_by_position(annotations)
+
+    assert_schema(table, RATING_BY_POSITION_SCHEMA)
+    helpfulness = table[table["aspect"] == "helpfulness"]
+    assert list(helpfulness["position"]) == [0, 1, 2, 3]
+    assert list(helpfulness["mean_rating"]) == [5.0, 3.0, 3.0, 3.0]
+
+
+# --- cost_table -------------------------------------------------------------------------
+
+
+def test_cost_table_sums_tokens_and_prices_known_models():
+    frames = build_frames(typical_specs())
+    table = cost_table(
+        frames.completions, frames.aspect_annotations, frames.critiques, PRICES, STAGE_ENDPOINTS
+    )
+
+    assert_schema(table, COST_SCHEMA)
+    assert list(table["stage"].unique()) == ["generate", "annotate", "critique"]
+    generate = table[table["stage"] == "generate"]
+    assert set(generate["model"]) == {"alpha", "beta", "gamma", "delta"}
+    assert (generate["endpoint"] == "local").all()
+    assert not generate["priced"].any()
+    assert (generate["estimated_cost"] == 0).all()
+    assert row(table, stage="generate", model="delta")["prompt_tokens"] == 80  # 2 of 3 ran
+    annotate = row(table, stage="annotate")
+    annotations = frames.aspect_annotations
+    assert annotate["endpoint"] == "judge"
+    assert annotate["priced"]
+    assert annotate["prompt_tokens"] == annotations["prompt_tokens"].sum()
+    assert annotate["estimated_cost"] == pytest.approx(
+        annotations["prompt_tokens"].sum() / 1000 * 0.01
+        + annotations["completion_tokens"].sum() / 1000 * 0.03
+    )
+
+
+def test_cost_table_on_empty_inputs():
+    frames = empty_frames()
+    table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, {}, {})
+    assert table.empty
+    assert_schema(table, COST_SCHEMA)
+
+
+def test_cost_table_needs_an_endpoint_for_each_judge_stage():
+    frames = build_frames(typical_specs())
+    with pytest.raises(ConfigError, match=r"stage_endpoints\.critique"):
+        cost_table(
+            frames.completions,
+            frames.aspect_annotations,
+            frames.critiques,
+            PRICES,
+            {"annotate": "judge"},
+        )
+
+
+@pytest.mark.parametrize("bad_price", [None, "0.01", -1.0, True])
+def test_cost_table_rejects_a_bad_price(bad_price):
+    frames = build_frames(typical_specs())
+    prices = {"judge-1": {"prompt_per_1k": bad_price, "completion_per_1k": 0.03}}
+    with pytest.raises(ConfigError, match=r"prices\.judge-1\.prompt_per_1k"):
+        cost_table(
+            frames.completions,
+            frames.aspect_annotations,
+            frames.critiques,
+            prices,
+            STAGE_ENDPOINTS,
+        )
+
+
+# --- storage ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frames", [build_frames(typical_specs(), shuffles=2), empty_frames()])
+def test_tables_round_trip_through_parquet(frames, tmp_path):
+    tables = {
+        "model_aspect_metrics": model_aspect_metrics(frames.aspect_annotations, frames.completions),
+        "model_score_metrics": model_score_metrics(frames.feedback),
+        "judge_health": judge_health(frames.aspect_annotations, frames.critiques, frames.feedback),
+        "position_consistency": position_consistency(frames.aspect_annotations),
+        "rating_by_position": rating_by_position(frames.aspect_annotations),
+        "cost_table": cost_table(
+            frames.completions,
+            frames.aspect_annotations,
+            frames.critiques,
+            PRICES,
+            STAGE_ENDPOINTS,
+        ),
+    }
+    for name, table in tables.items():
+        path = tmp_path / f"{name}.parquet"
+        table.to_parquet(path)
+        pd.testing.assert_frame_equal(pd.read_parquet(path), table)

@@ -1,0 +1,216 @@
+import logging
+
+import pandas as pd
+import pytest
+
+from llm_feedback.errors import ConfigError
+from llm_feedback.reporting import binarize, normalise_instruction
+from llm_feedback.reporting.pairs import DROPPED_SCHEMA, PAIRS_SCHEMA
+
+from .builders import NA, PARSE_ERROR, Completion, build_frames, empty_frames, typical_specs
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def run(frames, **options):
+    return binarize(frames.completions, frames.feedback, frames.aspect_annotations, **options)
+
+
+def drop_counts(dropped: pd.DataFrame) -> dict[str, int]:
+    return dict(zip(dropped["reason"], dropped["n_prompts"], strict=True))
+
+
+def assert_schema(frame: pd.DataFrame, schema: dict[str, str]) -> None:
+    assert {column: str(dtype) for column, dtype in frame.dtypes.items()} == schema
+
+
+def test_random_lower_pairs_the_best_with_a_strictly_lower_completion():
+    frames = build_frames(typical_specs())
+    pairs, dropped = run(frames)
+
+    assert_schema(pairs, PAIRS_SCHEMA)
+    assert_schema(dropped, DROPPED_SCHEMA)
+    assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
+    assert (pairs["model_chosen"] == "alpha").all()  # 9, 8 (beta's 10 was re-annotated to 6), 9
+    assert (pairs["score_rejected"] < pairs["score_chosen"]).all()
+    assert (pairs["score_kind"] == "overall").all()
+    # Neither delta's failed generation (p2) nor gamma's unscored p3 completion may be used.
+    p2, p3 = pairs.iloc[1], pairs.iloc[2]
+    assert p2["model_rejected"] != "delta"
+    assert p3["model_rejected"] != "gamma"
+    assert drop_counts(dropped) == {
+        "decontaminated": 0,
+        "fewer_than_two_scored": 0,
+        "all_scores_tied": 0,
+    }
+
+
+def test_chosen_and_rejected_are_user_assistant_conversations():
+    frames = build_frames(
+        [
+            Completion("p1", "alpha", overall=9, response="Good answer.", instruction="Why?"),
+            Completion("p1", "beta", overall=2, response="Bad answer.", instruction="Why?"),
+        ]
+    )
+    pair = run(frames).pairs.iloc[0]
+
+    assert pair["prompt"] == "Why?"
+    assert pair["chosen"] == [
+        {"role": "user", "content": "Why?"},
+        {"role": "assistant", "content": "Good answer."},
+    ]
+    assert pair["rejected"][1] == {"role": "assistant", "content": "Bad answer."}
+    assert (pair["completion_idx_chosen"], pair["completion_idx_rejected"]) == (0, 1)
+
+
+def many_prompts(n_prompts: int) -> list[Completion]:
+    return [
+        Completion(f"p{i}", model, overall=score)
+        for i in range(n_prompts)
+        for model, score in (("alpha", 9), ("beta", 9), ("gamma", 5), ("delta", 3), ("eps", 2))
+    ]
+
+
+def test_draws_are_seeded_and_stable_per_prompt():
+    frames = build_frames(many_prompts(30))
+    first = run(frames, seed=7).pairs
+    again = run(frames, seed=7).pairs
+    pd.testing.assert_frame_equal(first, again)
+
+    # A prompt's pair does not depend on which other prompts are present.
+    subset = build_frames([spec for spec in many_prompts(30) if spec.prompt_id in {"p3", "p17"}])
+    subset_pairs = run(subset, seed=7).pairs
+    expected = first[first["prompt_id"].isin(["p3", "p17"])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(subset_pairs, expected)
+
+    # Both tied best completions get chosen somewhere, and the seed matters.
+    assert set(first["model_chosen"]) == {"alpha", "beta"}
+    assert not run(frames, seed=8).pairs.equals(first)
+
+
+def test_input_row_order_does_not_change_the_pairs():
+    frames = build_frames(many_prompts(10))
+    shuffled = build_frames(many_prompts(10))
+    shuffled.completions = shuffled.completions.sample(frac=1, random_state=0)
+    shuffled.feedback = shuffled.feedback.sample(frac=1, random_state=1)
+    pd.testing.assert_frame_equal(run(frames).pairs, run(shuffled).pairs)
+
+
+def test_ties_at_the_top_with_nothing_lower_drop_the_prompt():
+    frames = build_frames(
+        [
+            Completion("tied", "alpha", overall=8),
+            Completion("tied", "beta", overall=8),
+            Completion("ok", "alpha", overall=8),
+            Completion("ok", "beta", overall=8),
+            Completion("ok", "gamma", overall=2),
+        ]
+    )
+    pairs, dropped = run(frames)
+    assert list(pairs["prompt_id"]) == ["ok"]
+    assert pairs["model_rejected"].iloc[0] == "gamma"
+    assert drop_counts(dropped)["all_scores_tied"] == 1
+
+
+def test_single_completion_per_prompt_gives_no_pairs_and_says_why():
+    frames = build_frames([Completion("p1", "alpha"), Completion("p2", "beta")])
+    pairs, dropped = run(frames)
+    assert pairs.empty
+    assert_schema(pairs, PAIRS_SCHEMA)
+    assert drop_counts(dropped)["fewer_than_two_scored"] == 2
+
+
+def test_unusable_completions_never_enter_a_pair():
+    frames = build_frames(
+        [
+            Completion("p1", "good", overall=9),
+            Completion("p1", "errored", error="timeout"),
+            Completion("p1", "null", overall=5, response=None),
+            Completion("p1", "blank", overall=5, response="   "),
+            Completion("p1", "unscored", overall=None),
+        ]
+    )
+    pairs, dropped = run(frames)
+    assert pairs.empty
+    assert drop_counts(dropped)["fewer_than_two_scored"] == 1
+
+
+def test_decontamination_compares_normalised_instructions():
+    frames = build_frames(typical_specs())
+    pairs, dropped = run(frames, decontaminate=["  question   P1? "])
+    assert "p1" not in set(pairs["prompt_id"])
+    assert drop_counts(dropped)["decontaminated"] == 1
+
+
+def test_normalise_instruction():
+    assert normalise_instruction("  Ｗhat\tis\n\nIT? ") == "what is it?"
+
+
+def test_mean_aspects_score_ignores_na_and_failed_ratings():
+    ratings = {
+        "instruction_following": 5,
+        "honesty": NA,
+        "truthfulness": PARSE_ERROR,
+        "helpfulness": 4,
+    }
+    frames = build_frames(
+        [
+            Completion("p1", "alpha", ratings, overall=1),
+            Completion("p1", "beta", {aspect: 2 for aspect in ratings}, overall=10),
+        ]
+    )
+    pair = run(frames, score="mean_aspects").pairs.iloc[0]
+    assert pair["model_chosen"] == "alpha"
+    assert pair["score_chosen"] == pytest.approx(4.5)
+    assert pair["score_rejected"] == pytest.approx(2.0)
+    assert pair["score_kind"] == "mean_aspects"
+
+
+def test_all_pairs_lists_every_strictly_ordered_pair():
+    frames = build_frames(
+        [
+            Completion("p1", "alpha", overall=9),
+            Completion("p1", "beta", overall=9),
+            Completion("p1", "gamma", overall=5),
+            Completion("p1", "delta", overall=3),
+        ]
+    )
+    pairs = run(frames, strategy="all_pairs").pairs
+    assert list(zip(pairs["model_chosen"], pairs["model_rejected"], strict=True)) == [
+        ("alpha", "gamma"),
+        ("alpha", "delta"),
+        ("beta", "gamma"),
+        ("beta", "delta"),
+        ("gamma", "delta"),
+    ]
+
+
+@pytest.mark.parametrize(("option", "value"), [("score", "median"), ("strategy", "best_worst")])
+def test_unknown_options_are_config_errors(option, value):
+    with pytest.raises(ConfigError, match=option):
+        run(build_frames(typical_specs()), **{option: value})
+
+
+@pytest.mark.parametrize("score", ["overall", "mean_aspects"])
+def test_empty_inputs(score):
+    pairs, dropped = run(empty_frames(), score=score)
+    assert pairs.empty
+    assert_schema(pairs, PAIRS_SCHEMA)
+    assert drop_counts(dropped) == dict.fromkeys(
+        ["decontaminated", "fewer_than_two_scored", "all_scores_tied"], 0
+    )
+
+
+def test_counts_are_logged(caplog):
+    with caplog.at_level(logging.INFO, logger="llm_feedback.reporting.pairs"):
+        run(build_frames([Completion("p1", "alpha")]))
+    assert "fewer_than_two_scored=1" in caplog.text
+
+
+def test_pairs_round_trip_through_parquet(tmp_path):
+    pairs = run(build_frames(typical_specs())).pairs
+    path = tmp_path / "pairs.parquet"
+    pairs.to_parquet(path)
+    loaded = pd.read_parquet(path)
+    assert [list(messages) for messages in loaded["chosen"]] == list(pairs["chosen"])
+    assert loaded["score_chosen"].tolist() == pairs["score_chosen"].tolist()
