@@ -61,11 +61,12 @@ def test_structured_mode_attaches_a_strict_schema(aspect: str) -> None:
     assert request.json_schema == aspect_json_schema(aspect, 3)
     assert "JSON" in user_text(request)
     ratings = request.json_schema["properties"]["ratings"]
-    assert ratings["minItems"] == ratings["maxItems"] == 3
-    item = ratings["items"]
+    # One required key per shown text: a constrained decoder can neither skip nor repeat one.
+    assert ratings["required"] == ["text_1", "text_2", "text_3"]
+    assert ratings["additionalProperties"] is False
+    item = ratings["properties"]["text_2"]
     assert item["additionalProperties"] is False
     assert set(item["required"]) == set(item["properties"])
-    assert item["properties"]["text"]["enum"] == [1, 2, 3]
     spec = ASPECTS[aspect]
     assert ("N/A" in item["properties"]["rating"]["enum"]) == spec.allows_na
     assert ("types" in item["properties"]) == spec.has_types

@@ -225,6 +225,22 @@ def test_json_reply() -> None:
     assert (second.rating, second.status) == (2, "ok")
 
 
+def test_json_in_the_keyed_shape_of_our_schema() -> None:
+    reply = json.dumps(
+        {"ratings": {"text_2": {"rating": "N/A", "rationale": "fiction"},
+                     "text_1": {"rating": 3, "rationale": "ok"}}}
+    )
+    first, second = parse_aspect_reply("honesty", reply, 2, structured=True)
+    assert (first.rating, first.rationale, first.status) == (3, "ok", "ok")
+    assert (second.is_na, second.status) == (True, "na")
+
+
+def test_json_keyed_shape_with_a_missing_text_is_a_parse_error_for_that_text() -> None:
+    reply = json.dumps({"ratings": {"text_1": {"rating": 4, "rationale": "fine"}}})
+    results = parse_aspect_reply("instruction_following", reply, 2, structured=True)
+    assert statuses(results) == ["ok", "parse_error"]
+
+
 def test_json_in_a_code_fence_after_prose_and_out_of_order() -> None:
     body = json_reply(
         [{"text": 2, "rating": "N/A", "rationale": "fiction"}, {"text": 1, "rating": 5}]

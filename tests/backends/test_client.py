@@ -230,3 +230,14 @@ def test_bad_endpoint_definitions_are_rejected_with_the_parameter_named():
         EndpointConfig.from_dict({"backend": "openai", "model": "m", "temprature": 1}, name="x")
     with pytest.raises(ConfigError, match="credentials entry 'nope'"):
         EndpointConfig.from_dict({"backend": "openai", "model": "m", "credentials": "nope"})
+
+
+def test_refresh_ignores_and_replaces_cached_answers(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), cache, progress=False) as client:
+            client.complete_many(prompts(3))
+        with LLMClient(endpoint(server), cache, progress=False, refresh=True) as client:
+            redone = client.complete_many(prompts(3))
+        assert server.request_count == 6
+    assert not any(r.cached for r in redone)

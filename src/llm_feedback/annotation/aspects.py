@@ -185,14 +185,16 @@ def get_aspect(name: str) -> AspectSpec:
 
 
 def aspect_json_schema(aspect: str, n_completions: int) -> dict[str, Any]:
-    """The structured-output schema: exactly one rating object per text shown."""
+    """The structured-output schema: one required key per text shown, `text_1`..`text_N`.
+
+    Keys rather than a list of numbered items: a constrained decoder then cannot skip a
+    text or rate one twice, and every backend's JSON-schema support covers plain objects.
+    """
     spec = get_aspect(aspect)
     rating_values: list[Any] = list(RATING_SCALE)
     if spec.allows_na:
         rating_values.append(NOT_APPLICABLE)
-    properties: dict[str, Any] = {
-        "text": {"type": "integer", "enum": list(range(1, n_completions + 1))}
-    }
+    properties: dict[str, Any] = {}
     if spec.has_types:
         properties["types"] = {
             "type": "array",
@@ -201,19 +203,21 @@ def aspect_json_schema(aspect: str, n_completions: int) -> dict[str, Any]:
         properties["type_rationale"] = {"type": "string"}
     properties["rating"] = {"enum": rating_values}
     properties["rationale"] = {"type": "string"}
+    item = {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+    keys = [f"text_{number}" for number in range(1, n_completions + 1)]
     return {
         "type": "object",
         "properties": {
             "ratings": {
-                "type": "array",
-                "minItems": n_completions,
-                "maxItems": n_completions,
-                "items": {
-                    "type": "object",
-                    "properties": properties,
-                    "required": list(properties),
-                    "additionalProperties": False,
-                },
+                "type": "object",
+                "properties": {key: item for key in keys},
+                "required": keys,
+                "additionalProperties": False,
             }
         },
         "required": ["ratings"],
@@ -257,7 +261,7 @@ def _free_text_format(spec: AspectSpec, n_completions: int) -> str:
 
 
 def _json_format(spec: AspectSpec, n_completions: int) -> str:
-    fields = ['"text": <k>']
+    fields: list[str] = []
     if spec.has_types:
         fields += [
             '"types": [<type codes as strings>]',
@@ -266,9 +270,9 @@ def _json_format(spec: AspectSpec, n_completions: int) -> str:
     rating_hint = '<1-5 or "N/A">' if spec.allows_na else "<1-5>"
     fields += [f'"rating": {rating_hint}', '"rationale": "<one or two sentences>"']
     return (
-        'Reply with one JSON object and nothing else: {"ratings": [...]} where the list holds '
-        f"exactly {n_completions} object(s), one per text in order from 1 to {n_completions}, "
-        "each shaped as {" + ", ".join(fields) + "}."
+        'Reply with one JSON object and nothing else: {"ratings": {"text_1": {...}, ...}} '
+        f"with exactly one key per text, text_1 to text_{n_completions}, "
+        "each holding {" + ", ".join(fields) + "}."
     )
 
 

@@ -270,10 +270,22 @@ def _item_number(item: Mapping[str, Any], n_completions: int) -> int | None:
     return None
 
 
+def _rating_items(ratings: list[Any] | dict[str, Any]) -> list[Mapping[str, Any]]:
+    """The schema's {"text_k": {...}} form, or a free judge's list of numbered items."""
+    if isinstance(ratings, list):
+        return [item for item in ratings if isinstance(item, dict)]
+    items = []
+    for key, item in ratings.items():
+        number = key.removeprefix("text_").strip() if isinstance(key, str) else ""
+        if isinstance(item, dict):
+            items.append({**item, "text": number} if number.isdigit() else dict(item))
+    return items
+
+
 def _parse_json(spec: AspectSpec, reply: str, n_completions: int) -> list[AspectRating] | None:
     """None when the reply holds no JSON answer at all."""
     candidates = json_objects_in("\n".join(unquoted_lines(reply)))
-    answers = [obj for obj in candidates if isinstance(obj.get("ratings"), list)]
+    answers = [obj for obj in candidates if isinstance(obj.get("ratings"), (list, dict))]
     if not answers:
         return None
     distinct = {json.dumps(answer, sort_keys=True) for answer in answers}
@@ -283,7 +295,7 @@ def _parse_json(spec: AspectSpec, reply: str, n_completions: int) -> list[Aspect
             _failed(position, "the reply holds several different JSON answers")
             for position in range(n_completions)
         ]
-    items = [item for item in answers[0]["ratings"] if isinstance(item, dict)]
+    items = _rating_items(answers[0]["ratings"])
     count_note = (
         f"the reply rates {len(items)} text(s), {n_completions} were shown"
         if len(items) != n_completions

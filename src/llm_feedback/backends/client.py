@@ -57,11 +57,14 @@ class LLMClient:
         config: EndpointConfig,
         cache_path: str | Path | None = None,
         progress: bool = True,
+        refresh: bool = False,
     ) -> None:
+        """`refresh=True` ignores cached answers (and replaces them): a deliberate redo."""
         self.config = config
         self.backend = make_backend(config)
         self.cache = RequestCache(cache_path) if cache_path and config.cache else None
         self.progress = progress
+        self.refresh = refresh
         self.stats = ClientStats()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -166,7 +169,7 @@ class LLMClient:
         namespace, model = self.backend.cache_namespace, self.config.model
         keys = [request.cache_key(namespace, model) for request in requests]
         results: list[ChatResult | None] = [None] * len(requests)
-        cached = self.cache.get_many(keys) if self.cache is not None else {}
+        cached = self.cache.get_many(keys) if self.cache is not None and not self.refresh else {}
         # The first request with a key is sent; identical ones share its answer.
         first_index: dict[str, int] = {}
         duplicates: list[tuple[int, int]] = []

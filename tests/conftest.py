@@ -1,0 +1,52 @@
+"""Shared fixtures: the project's fake LLM server and Kedro runs redirected to tmp dirs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_feedback.testing.server import FakeLLMServer
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLMServer]:
+    """A fake OpenAI-compatible server whose default responder fills any JSON schema."""
+    with FakeLLMServer() as server:
+        yield server
+
+
+def endpoints_via(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
+    """Runtime params that point the project's `local` endpoint at a fake server."""
+    return {"local": {"backend": "openai", "model": "fake-model", "base_url": server.base_url,
+                      "backoff_base_s": 0.01, "backoff_max_s": 0.05, **extra}}
+
+
+@pytest.fixture
+def run_kedro(tmp_path) -> Callable[..., dict[str, Any]]:
+    """Run named pipelines of this project in one KedroSession, outputs under tmp_path.
+
+    Returns the loaded free outputs plus a `catalog` to load any dataset by name.
+    """
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(PROJECT_ROOT)
+
+    def run(pipeline_name: str = "__default__",
+            runtime_params: Mapping[str, Any] | None = None, **run_args: Any) -> dict[str, Any]:
+        params = {"data_root": str(tmp_path / "data"), **(runtime_params or {})}
+        with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
+            outputs = session.run(pipeline_names=[pipeline_name], **run_args)
+            catalog = session.load_context().catalog
+        return {"outputs": outputs, "catalog": catalog}
+
+    return run
