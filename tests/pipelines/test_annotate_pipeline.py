@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
+from llm_feedback.testing.server import FakeLLMServer, schema_responder
 from tests.conftest import endpoints_via
 
 SMALL = {"sample": {"max_prompts": 5}}

@@ -1,9 +1,18 @@
-"""The pure parts of the judge layer: prompt builders, reply parsers and metrics.
+"""The judge layer: prompt builders, reply parsers, metrics, and the `Judge` that calls.
 
-Nothing here calls a model: builders return `ChatRequest`s, parsers read reply texts,
-metrics summarise parsed judgments.
+Builders return `ChatRequest`s, parsers read reply texts and metrics summarise parsed
+judgments, all without calling a model; `Judge` sends the requests to an endpoint.
 """
 
+from llm_feedback.judges.judge import (
+    BINARY_FORMATS,
+    CALL_FAILED,
+    OVERALL_CRITERION,
+    Judge,
+    JudgeTask,
+    Reading,
+    combine_orders,
+)
 from llm_feedback.judges.metrics import (
     SCORE_RANGES,
     aggregate_scores,
@@ -49,13 +58,19 @@ from llm_feedback.judges.prompts import (
 )
 
 __all__ = [
+    "BINARY_FORMATS",
     "BINARY_OUTPUT_FORMATS",
+    "CALL_FAILED",
     "JUDGE_SYSTEM_PROMPT",
+    "OVERALL_CRITERION",
     "PAIRWISE_OUTPUTS",
     "PARSE_STATUSES",
     "SCORE_RANGES",
+    "Judge",
+    "JudgeTask",
     "PairwiseReply",
     "ParseResult",
+    "Reading",
     "ReferenceGrading",
     "aggregate_scores",
     "build_binary_request",
@@ -66,6 +81,7 @@ __all__ = [
     "build_rubric_request",
     "build_score_0_5_request",
     "build_single_rating_request",
+    "combine_orders",
     "exact_match",
     "is_position_consistent",
     "is_unknown_reference",
