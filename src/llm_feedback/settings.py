@@ -3,8 +3,9 @@
 from kedro.config import OmegaConfigLoader
 
 from llm_feedback.hooks import ModelEndpointHooks
+from llm_feedback.pipelines.report import ReportProvenanceHooks
 
-HOOKS = (ModelEndpointHooks(),)
+HOOKS = (ModelEndpointHooks(), ReportProvenanceHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

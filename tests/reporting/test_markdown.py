@@ -77,7 +77,10 @@ def test_report_has_headline_tables_figures_and_versions():
 
     assert report.startswith("# llm_feedback report\n")
     assert "- **judge**: judge-1" in report
-    assert "Score fix: 8 kept, 1 reannotated, 1 flipped, 1 no_overall_score." in report
+    assert (
+        "Score fix: 8 kept, 1 reannotated, 0 reannotate_failed, 1 flipped, 1 no_overall_score."
+        in report
+    )
     assert "no price for alpha, beta, delta, gamma" in report
     assert "Preference pairs: 3 from 3 prompts." in report
     assert "## Ratings per model and aspect" in report

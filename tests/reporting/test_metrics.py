@@ -225,7 +225,9 @@ def test_judge_health_on_empty_inputs_lists_every_fix_action():
 
     assert_schema(table, JUDGE_HEALTH_SCHEMA)
     fix_counts = table[table["metric"] == "fix_count"]
-    assert list(fix_counts["scope"]) == ["kept", "reannotated", "flipped", "no_overall_score"]
+    assert list(fix_counts["scope"]) == [
+        "kept", "reannotated", "reannotate_failed", "flipped", "no_overall_score"
+    ]
     assert (fix_counts["value"] == 0).all()
     assert np.isnan(health_value(table, "parse_error_rate", "critique"))
 

@@ -196,9 +196,12 @@ def aspect_json_schema(aspect: str, n_completions: int) -> dict[str, Any]:
         rating_values.append(NOT_APPLICABLE)
     properties: dict[str, Any] = {}
     if spec.has_types:
+        codes = list(spec.type_codes or {})
+        # Bounded: an unbounded list lets a weak judge repeat one code until max_tokens.
         properties["types"] = {
             "type": "array",
-            "items": {"type": "string", "enum": list(spec.type_codes or {})},
+            "items": {"type": "string", "enum": codes},
+            "maxItems": len(codes),
         }
         properties["type_rationale"] = {"type": "string"}
     properties["rating"] = {"enum": rating_values}

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.reporting._frames import (
     COMPLETION_KEY,
@@ -23,8 +24,9 @@ from llm_feedback.reporting._frames import (
     typed_frame,
 )
 
+# "reannotate" is a pending state of the fix; a finished feedback table never holds it.
+FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
-FIX_ACTIONS = ("kept", "reannotated", "flipped", "no_overall_score")
 STAGES = ("generate", "annotate", "critique")
 MIN_CORRELATION_PAIRS = 3
 

@@ -1,0 +1,102 @@
+"""Peak memory and time of the pipelines' own bookkeeping at UltraFeedback scale.
+
+64,000 prompts x 4 completions against the fake server at zero latency, so what is
+measured is our code (sampling, request building, caching, parsing, DataFrames), not a
+model. Each stage runs in a fresh process so its peak RSS is its own.
+
+    python benchmarks/scale.py --stage generate [--prompts 64000]
+    python benchmarks/scale.py --stage annotate [--prompts 64000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
+
+from llm_feedback.annotation.runner import annotate_aspects, critique_completions  # noqa: E402
+from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
+from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
+from llm_feedback.generation import generate_completions  # noqa: E402
+from llm_feedback.sampling import sample_prompts  # noqa: E402
+from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
+
+SOURCES = ("evol_instruct", "false_qa", "flan", "sharegpt", "truthful_qa", "ultrachat")
+MODELS = [f"model-{i:02d}" for i in range(17)]  # UltraFeedback's pool had 17 models
+
+
+def raw_prompts(n: int) -> pd.DataFrame:
+    return pd.DataFrame({
+        "prompt_id": [f"p{i:06d}" for i in range(n)],
+        "source": [SOURCES[i % 6] for i in range(n)],
+        "instruction": [f"Question {i}: explain, with one example, how topic {i % 997} works "
+                        "and why it matters to a newcomer in two short paragraphs."
+                        for i in range(n)],
+        "correct_answers": [["yes"] if i % 6 == 4 else [] for i in range(n)],
+        "incorrect_answers": [["no"] if i % 6 == 4 else [] for i in range(n)],
+        "reference_answer": ["ref" if i % 6 == 2 else None for i in range(n)],
+    })
+
+
+def run_generate(n: int, url: str, cache: Path) -> dict:
+    stages: dict = {}
+    started, cpu = time.perf_counter(), cpu_seconds()
+    sampled = sample_prompts(raw_prompts(n), MODELS, n_completions=4, seed=1)
+    stages["sample"] = {"wall_s": time.perf_counter() - started, "rows": len(sampled)}
+    endpoints = parse_endpoints({"fake": {"backend": "openai", "model": "fake", "base_url": url,
+                                          "max_concurrent": 64}})
+    pool = parse_model_pool({m: {"endpoint": "fake"} for m in MODELS}, endpoints,
+                            {"temperature": 1.0, "top_p": 1.0, "max_tokens": 1024})
+    started = time.perf_counter()
+    completions = generate_completions(sampled, pool, cache, progress=False)
+    stages["generate"] = {"wall_s": time.perf_counter() - started, "rows": len(completions),
+                          "requests_per_s": len(completions) / (time.perf_counter() - started)}
+    completions.to_parquet(cache.parent / "completions.parquet")
+    stages["cpu_s"] = cpu_seconds() - cpu
+    return stages
+
+
+def run_annotate(url: str, cache: Path) -> dict:
+    completions = pd.read_parquet(cache.parent / "completions.parquet")
+    config = EndpointConfig.from_dict({"backend": "openai", "model": "fake", "base_url": url,
+                                       "max_concurrent": 64}, name="judge")
+    stages: dict = {}
+    with LLMClient(config, cache, progress=False) as judge:
+        started = time.perf_counter()
+        aspects = annotate_aspects(completions, judge, aspects=["instruction_following",
+                                   "honesty", "truthfulness", "helpfulness"], max_reasks=1)
+        stages["aspects"] = {"wall_s": time.perf_counter() - started, "rows": len(aspects)}
+        started = time.perf_counter()
+        critiques = critique_completions(completions, judge, max_reasks=1)
+        stages["critique"] = {"wall_s": time.perf_counter() - started, "rows": len(critiques)}
+    return stages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stage", choices=["generate", "annotate"], required=True)
+    parser.add_argument("--prompts", type=int, default=64_000)
+    parser.add_argument("--workdir", default=None, help="keeps the cache between stages")
+    args = parser.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="llmfb-scale-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    cache = workdir / "request_cache.sqlite"
+    with serve_in_subprocess(latency_s=0.0, responder="schema") as url:
+        if args.stage == "generate":
+            stages = run_generate(args.prompts, url, cache)
+        else:
+            stages = run_annotate(url, cache)
+    save(f"scale_{args.stage}", {"prompts": args.prompts, "completions": args.prompts * 4,
+                                 "stages": stages, "peak_rss_mib": peak_rss_mib(),
+                                 "workdir": str(workdir)})
+
+
+if __name__ == "__main__":
+    main()

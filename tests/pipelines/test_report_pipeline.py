@@ -1,0 +1,255 @@
+"""The report pipeline on a real catalog: annotate outputs are seeded from the reporting
+builders through one KedroSession, the pipeline runs in another, outputs land in tmp."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from kedro.io import DataCatalog
+
+from llm_feedback.errors import ConfigError
+from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list
+from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
+from tests.conftest import PROJECT_ROOT
+from tests.reporting.builders import (
+    NA,
+    Completion,
+    Frames,
+    build_frames,
+    empty_frames,
+    typical_specs,
+)
+
+# A division by zero or a mean of nothing inside a node must not happen, not even as a warning.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+INPUTS = ("completions", "aspect_annotations", "critiques", "feedback")
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
+PNG_MAGIC = b"\x89PNG"
+
+RunReport = Callable[..., DataCatalog]
+
+
+@pytest.fixture
+def data_root(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def seed(data_root: Path) -> Callable[[Frames], str]:
+    """Save annotate-shaped frames as the report's inputs; returns their version."""
+    bootstrap_project(PROJECT_ROOT)
+
+    def save(frames: Frames) -> str:
+        runtime_params = {"data_root": str(data_root)}
+        with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=runtime_params) as s:
+            catalog = s.load_context().catalog
+            for name in INPUTS:
+                catalog.save(name, getattr(frames, name))
+            return catalog.get("completions").resolve_save_version()
+
+    return save
+
+
+@pytest.fixture
+def run_report(data_root: Path, seed: Callable[[Frames], str]) -> RunReport:
+    """Seed `frames` (if given), run the report pipeline, return a catalog to load from."""
+
+    def run(frames: Frames | None = None, runtime_params: Mapping[str, Any] | None = None,
+            **run_args: Any) -> DataCatalog:
+        if frames is not None:
+            seed(frames)
+        params = {"data_root": str(data_root), **(runtime_params or {})}
+        with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
+            session.run(pipeline_names=["report"], **run_args)
+            return session.load_context().catalog
+
+    return run
+
+
+def report_path(data_root: Path) -> Path:
+    return data_root / "08_reporting" / "report.md"
+
+
+def drop_counts(catalog: DataCatalog) -> dict[str, int]:
+    drops = catalog.load("pair_drops")
+    return dict(zip(drops["reason"], drops["n_prompts"], strict=True))
+
+
+def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
+    run_report: RunReport, data_root: Path
+):
+    catalog = run_report(build_frames(typical_specs(), shuffles=2))
+
+    for table in REPORT_TABLES:
+        layer = "07_model_output" if table in ("preference_pairs", "pair_drops") else "08_reporting"
+        versions = list((data_root / layer / f"{table}.parquet").iterdir())
+        assert len(versions) == 1 and (versions[0] / f"{table}.parquet").is_file(), table
+
+    aspects = catalog.load("model_aspect_metrics")
+    assert set(aspects["model"]) == {"alpha", "beta", "gamma", "delta"}
+    assert aspects["mean_rating_0_100"].between(0, 100).all()
+    assert not catalog.load("position_consistency").empty  # two shuffles were stored
+    assert not catalog.load("rating_by_position").empty
+
+    costs = catalog.load("cost_table")
+    judge_rows = costs[costs["stage"].isin(["annotate", "critique"])]
+    assert set(judge_rows["endpoint"]) == {"local"}  # annotate.judge.endpoint
+    assert not costs["priced"].any() and (costs["estimated_cost"] == 0).all()
+
+    pairs = catalog.load("preference_pairs")
+    assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
+    first = pairs.iloc[0]
+    # Chat message lists survive Parquet (they load as arrays of dicts).
+    assert [dict(message) for message in first["chosen"]] == [
+        {"role": "user", "content": "Question p1?"},
+        {"role": "assistant", "content": "A helpful answer."},
+    ]
+    assert [message["role"] for message in first["rejected"]] == ["user", "assistant"]
+    assert (pairs["score_chosen"] > pairs["score_rejected"]).all()
+
+    report = report_path(data_root).read_text()
+    assert "## Ratings per model and aspect" in report
+    assert "## Position consistency" in report
+    links = IMAGE_LINK.findall(report)
+    assert links == list(FIGURE_LINKS.values())
+    for link in links:  # relative to the report, so it renders where it lies
+        assert (report_path(data_root).parent / link).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_report_says_which_dataset_versions_it_was_built_from(
+    run_report: RunReport, seed: Callable[[Frames], str], data_root: Path
+):
+    older = seed(build_frames(typical_specs()))
+    newer = seed(build_frames(typical_specs()))
+
+    run_report(load_versions={"feedback": older})
+
+    built_from = report_path(data_root).read_text().split("## Built from")[1]
+    versions = dict(re.findall(r"^\| (\w+) \| (\S+) \|$", built_from, flags=re.MULTILINE))
+    assert versions, "no versions recorded: is ReportProvenanceHooks in settings.HOOKS?"
+    assert versions["feedback"] == older  # --load-versions honoured
+    assert versions["completions"] == versions["critiques"] == newer  # latest on disk
+    assert versions["decontamination_questions"] == "unversioned"
+    run_version = next((data_root / "08_reporting" / "judge_health.parquet").iterdir()).name
+    assert versions["judge_health"] == versions["preference_pairs"] == run_version
+    assert older < newer < run_version
+
+
+def test_decontaminated_prompts_get_no_pair(run_report: RunReport):
+    demo_list = (PROJECT_ROOT / "data" / "01_raw" / "decontamination_questions.txt").read_text()
+    benchmark_question = question_list(demo_list)[0]
+    specs = [
+        Completion("p1", "alpha", overall=9, instruction=f"  {benchmark_question.upper()} "),
+        Completion("p1", "beta", overall=3, instruction=f"  {benchmark_question.upper()} "),
+        Completion("p2", "alpha", overall=9),
+        Completion("p2", "beta", overall=3),
+    ]
+
+    catalog = run_report(build_frames(specs))
+
+    assert list(catalog.load("preference_pairs")["prompt_id"]) == ["p2"]
+    assert drop_counts(catalog)["decontaminated"] == 1
+
+
+def test_pairs_can_use_the_mean_aspect_rating(run_report: RunReport):
+    specs = [
+        Completion("p1", "alpha", {"helpfulness": 5}, overall=2),
+        Completion("p1", "beta", {"helpfulness": 1}, overall=9),
+    ]
+    params = {"report": {"pairs": {"score": "mean_aspects"}}}
+
+    pair = run_report(build_frames(specs), params).load("preference_pairs").iloc[0]
+
+    assert (pair["score_kind"], pair["model_chosen"], pair["model_rejected"]) == (
+        "mean_aspects", "alpha", "beta"
+    )
+
+
+def test_empty_inputs_give_empty_tables_and_placeholder_figures(
+    run_report: RunReport, data_root: Path
+):
+    catalog = run_report(empty_frames())
+
+    for table in ("model_aspect_metrics", "model_score_metrics", "position_consistency",
+                  "rating_by_position", "cost_table", "preference_pairs"):
+        assert catalog.load(table).empty, table
+    assert set(drop_counts(catalog).values()) == {0}
+    health = catalog.load("judge_health")
+    assert health.loc[health["metric"] == "parse_error_rate", "value"].isna().all()
+    for link in FIGURE_LINKS.values():
+        assert (report_path(data_root).parent / link).read_bytes().startswith(PNG_MAGIC)
+    assert "_No rows._" in report_path(data_root).read_text()
+
+
+def test_all_ratings_not_applicable(run_report: RunReport):
+    all_na = dict.fromkeys(
+        ("instruction_following", "honesty", "truthfulness", "helpfulness"), NA
+    )
+    specs = [Completion(f"p{i}", model, all_na) for i in (1, 2) for model in ("alpha", "beta")]
+
+    catalog = run_report(build_frames(specs), {"report": {"pairs": {"score": "mean_aspects"}}})
+
+    aspects = catalog.load("model_aspect_metrics")
+    assert (aspects["n_rated"] == 0).all() and (aspects["n_na"] == 2).all()
+    assert aspects["mean_rating"].isna().all() and aspects["std_error"].isna().all()
+    scores = catalog.load("model_score_metrics")
+    assert scores["mean_fine_grained"].isna().all()
+    assert (scores["n_paired"] == 0).all()
+    assert catalog.load("preference_pairs").empty
+    assert drop_counts(catalog)["fewer_than_two_scored"] == 2
+
+
+def test_a_single_completion_per_prompt_gives_no_pairs_and_no_correlation(
+    run_report: RunReport,
+):
+    specs = [Completion(f"p{i}", "alpha", overall=i) for i in range(1, 5)]
+    specs[0].ratings = {"helpfulness": 1}  # the scores vary, only the pairing is impossible
+
+    catalog = run_report(build_frames(specs))
+
+    assert catalog.load("preference_pairs").empty
+    assert drop_counts(catalog)["fewer_than_two_scored"] == 4
+    scores = catalog.load("model_score_metrics")
+    assert scores["n_paired"].tolist() == [4]
+    assert scores["pearson_overall_vs_fine_grained"].notna().all()
+
+
+def test_a_model_whose_generations_all_failed_is_listed_with_zero_counts(
+    run_report: RunReport,
+):
+    specs = [
+        Completion("p1", "alpha", overall=9),
+        Completion("p1", "broken", error="timeout"),
+        Completion("p2", "alpha", overall=4),
+        Completion("p2", "broken", error="timeout"),
+    ]
+
+    catalog = run_report(build_frames(specs))
+
+    broken = catalog.load("model_aspect_metrics").query("model == 'broken'")
+    assert len(broken) == 4
+    assert (broken[["n_rated", "n_na", "n_failed"]] == 0).all().all()
+    assert broken["mean_rating"].isna().all()
+    assert drop_counts(catalog)["fewer_than_two_scored"] == 2
+
+
+def test_an_unknown_pair_setting_fails_naming_the_parameter(run_report: RunReport):
+    with pytest.raises(ConfigError, match=r"report\.pairs: .*unknown \['seeed'\]"):
+        run_report(build_frames(typical_specs()), {"report": {"pairs": {"seeed": 1}}})
+
+
+def test_question_list_reads_a_text_file_or_a_one_column_table():
+    text = "# a comment\nAre bats blind?\n\n  Why is the sky blue?  \n"
+    assert question_list(text) == ["Are bats blind?", "Why is the sky blue?"]
+    table = pd.DataFrame({"Question": ["Are bats blind?", None]})
+    assert question_list(table) == ["Are bats blind?"]
+    with pytest.raises(ConfigError, match="usecols"):
+        question_list(pd.DataFrame({"Type": ["x"], "Question": ["y"]}))
