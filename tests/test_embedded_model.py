@@ -1,0 +1,60 @@
+"""The whole default pipeline on the real embedded model (SmolLM2-135M via llama.cpp)."""
+
+import socket
+from urllib.parse import urlparse
+
+import pytest
+
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, local
+from llm_feedback.backends.local import embedded_model_path, stop_local_servers
+from llm_feedback.errors import ConfigError
+
+try:
+    embedded_model_path()
+except ConfigError as missing:  # pragma: no cover - the default install has it
+    pytest.skip(f"embedded model not installed: {missing}", allow_module_level=True)
+
+TINY_RUN = {
+    "sample": {"max_prompts": 2},
+    "generation": {"max_tokens": 48},
+    "annotate": {"judge": {"max_tokens": 400}, "critique": {"max_tokens": 160},
+                 "max_rationale_chars": 60},
+}
+
+
+def test_default_pipeline_on_the_embedded_model(run_kedro):
+    result = run_kedro("__default__", TINY_RUN)
+    catalog = result["catalog"]
+
+    completions = catalog.load("completions")
+    assert len(completions) == 2 * 4
+    assert completions["error"].isna().all()
+    assert completions["response"].str.strip().str.len().gt(0).all()
+    assert completions["completion_tokens"].between(1, 48).all()
+
+    aspects = catalog.load("aspect_annotations")
+    assert len(aspects) == 8 * 4
+    readable = aspects["parse_status"].isin(["ok", "na"]).mean()
+    assert readable >= 0.95, aspects.loc[aspects["parse_status"] == "parse_error",
+                                         ["parse_error", "raw_reply"]].to_string()
+    assert aspects.loc[aspects["parse_status"] == "ok", "rating"].between(1, 5).all()
+
+    feedback = catalog.load("feedback")
+    assert len(feedback) == 8
+    assert catalog.load("ultrafeedback")["completions"].map(len).eq(4).all()
+    assert "Built from" in catalog.load("report")
+
+    assert not local._servers  # the run's hook stopped the embedded server
+
+
+def test_the_embedded_server_listens_on_loopback_and_stops():
+    config = EndpointConfig.from_dict({"backend": "local", "model": "smollm2",
+                                       "parallel_slots": 1}, name="local")
+    with LLMClient(config, None, progress=False) as client:
+        url = urlparse(client.backend._base_url)
+        assert url.hostname == "127.0.0.1"
+        reply = client.complete(ChatRequest.from_prompt("Say hello.", max_tokens=8))
+        assert reply.ok and reply.completion_tokens > 0
+    stop_local_servers()
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", url.port)) != 0
