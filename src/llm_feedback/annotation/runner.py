@@ -40,21 +40,12 @@ from llm_feedback.annotation.tables import (
     aspect_annotations_frame,
     critiques_frame,
 )
-from llm_feedback.backends import ChatRequest, ChatResult
+from llm_feedback.backends import ChatRequest, ChatResult, LLMClient
 from llm_feedback.errors import ConfigError, InputError
 
 logger = logging.getLogger(__name__)
 
 COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", "principle")
-JUDGE_SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed")
-
-
-class Completer:
-    """What the runner needs from a client: `LLMClient` satisfies it."""
-
-    model: str
-    supports_json_schema: bool
-    complete_many: Callable[..., list[ChatResult]]
 
 
 @dataclass
@@ -68,13 +59,6 @@ class _Call:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     raw_by_part: dict[int, str | None] = field(default_factory=dict)
-
-
-def judge_sampling(settings: Mapping[str, Any], max_tokens: int | None = None) -> dict[str, Any]:
-    sampling = {key: settings[key] for key in JUDGE_SAMPLING_KEYS if key in settings}
-    if max_tokens is not None:
-        sampling["max_tokens"] = max_tokens
-    return sampling
 
 
 def bound_strings(schema: Any, max_chars: int | None) -> Any:
@@ -123,7 +107,7 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
 
 
 def _run_with_reasks(
-    client: Completer,
+    client: LLMClient,
     calls: list[_Call],
     *,
     parse: Callable[[int, str | None], Any],
@@ -178,7 +162,7 @@ class _AspectTask:
 
 def annotate_aspects(
     completions: pd.DataFrame,
-    client: Completer,
+    client: LLMClient,
     *,
     aspects: Sequence[str],
     n_shuffles: int = 1,
@@ -273,7 +257,7 @@ def _log_parse_rate(what: str, frame: pd.DataFrame) -> None:
 
 def critique_completions(
     completions: pd.DataFrame,
-    client: Completer,
+    client: LLMClient,
     *,
     max_reasks: int = 2,
     sampling: Mapping[str, Any] | None = None,
@@ -329,7 +313,7 @@ def fix_overall_scores(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
-    client: Completer | None,
+    client: LLMClient | None,
     *,
     flip_threshold: float = 2.0,
     reannotate_threshold: float = 4.0,

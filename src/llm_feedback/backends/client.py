@@ -186,7 +186,7 @@ class LLMClient:
         self.stats.cache_hits += len(requests) - len(todo) - len(duplicates)
         self.stats.deduplicated += len(duplicates)
 
-        show = self.progress and desc is not None and len(requests) > 1
+        show = self.progress and desc is not None and len(todo) > 1
         bar = tqdm(total=len(requests), initial=len(requests) - len(todo) - len(duplicates),
                    desc=desc, disable=not show, unit="req", mininterval=0.5)
         try:

@@ -1,0 +1,827 @@
+"""LLM-as-judge on any endpoint: binary, single-answer, rubric and pairwise judgments.
+
+A `Judge` joins the prompt builders and parsers of this package to an `LLMClient`, so every
+judgment works with the embedded model, OpenAI, Azure, `vllm serve` and in-process vLLM,
+with the client's request cache, retries, timeouts and bounded concurrency (the client's
+semaphore holds at most `max_concurrent` calls in flight, the endpoint's setting unless
+the judge overrides it).
+
+Each judgment comes back as a dict: the parsed value under "result" ("scores" for a
+rubric), and "raw_response", "model", "prompt" (the user message sent), "success",
+"status" (a parser status, or "call_failed"), "error" and "cached". A reply that cannot
+be parsed is never an exception: its value is None and "success" is False.
+
+Every judgment has four forms: `evaluate_x` (sync), `evaluate_x_async`, and the batch
+forms `evaluate_x_batch` / `evaluate_x_batch_async`, which keep the input order, send all
+items as one batch and reject inputs of different lengths. The sync forms also work
+inside a running event loop (Jupyter): the client does its I/O on its own loop thread.
+`JudgeTask`s (from `binary_task`, `single_task`, ...) let a caller mix judgments of
+several kinds in one batch with `run` / `arun`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm_feedback.backends import (
+    ChatRequest,
+    ChatResult,
+    ClientStats,
+    EndpointConfig,
+    LLMClient,
+    endpoint_from_env,
+)
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
+from llm_feedback.judges.parsing import (
+    OK,
+    ParseResult,
+    parse_binary,
+    parse_bracket_rating,
+    parse_pairwise,
+    parse_rating,
+    parse_reference_grading,
+    parse_rubric_scores,
+)
+from llm_feedback.judges.prompts import (
+    build_binary_request,
+    build_multi_turn_rating_request,
+    build_pairwise_request,
+    build_reference_grading_request,
+    build_rubric_request,
+    build_score_0_5_request,
+    build_single_rating_request,
+)
+
+CALL_FAILED = "call_failed"
+# "graded" asks for extracted answer / reasoning / correct yes|no / confidence lines.
+BINARY_FORMATS = ("0/1", "yes/no", "graded")
+MT_BENCH_SCALE = (1, 10)
+REFERENCE_SCALE = (0, 5)
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
+
+# Any other scale is graded as a one-criterion rubric, whose prompt takes any range.
+OVERALL_CRITERION = "overall"
+_OVERALL = "how well the response answers the question: correct, helpful, relevant, complete"
+_OVERALL_WITH_REFERENCE = (
+    "how well the response answers the question, judged above all by its agreement with the "
+    "reference answer"
+)
+_SWAPPED_LABEL = {"A": "B", "B": "A", "tie": "tie"}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What was made of one reply: the value, the parser's status, whether it is usable."""
+
+    value: Any
+    status: str
+    success: bool
+    details: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTask:
+    """One judge call: the request, how its reply is read, and the key of the value."""
+
+    request: ChatRequest
+    read: Callable[[str | None], Reading]
+    result_key: str = "result"
+
+    @property
+    def prompt(self) -> str:
+        return self.request.messages[-1]["content"]
+
+
+def _value_reading(parsed: ParseResult[Any]) -> Reading:
+    return Reading(parsed.value, parsed.status, parsed.value is not None)
+
+
+def _read_graded(text: str | None) -> Reading:
+    parsed = parse_reference_grading(text)
+    record = parsed.value
+    correct = None if record["correct"] is None else int(record["correct"])
+    details = {
+        name: record[name] for name in ("extracted_final_answer", "reasoning", "confidence")
+    }
+    return Reading(correct, parsed.status, correct is not None, details)
+
+
+def _rating_reader(scale: tuple[int, int], structured: bool) -> Callable[[str | None], Reading]:
+    if scale == MT_BENCH_SCALE and not structured:
+        # FastChat's rule (first [[N]], else first [N]), so MT-Bench scores are reproduced.
+        return lambda text: _value_reading(parse_bracket_rating(text, scale))
+    return lambda text: _value_reading(parse_rating(text, *scale))
+
+
+def _overall_reader(scale: tuple[int, int]) -> Callable[[str | None], Reading]:
+    def read(text: str | None) -> Reading:
+        parsed = parse_rubric_scores(text, [OVERALL_CRITERION], scale)
+        return Reading(parsed.value[OVERALL_CRITERION], parsed.status, parsed.status == OK)
+
+    return read
+
+
+def _rubric_reader(
+    criteria: Mapping[str, str], scale: tuple[int, int]
+) -> Callable[[str | None], Reading]:
+    def read(text: str | None) -> Reading:
+        parsed = parse_rubric_scores(text, criteria, scale)
+        return Reading(parsed.value, parsed.status, parsed.status == OK)
+
+    return read
+
+
+def _pairwise_reader(scale: tuple[int, int]) -> Callable[[str | None], Reading]:
+    def read(text: str | None) -> Reading:
+        parsed = parse_pairwise(text, scale)
+        reply = parsed.value
+        value = {"verdict": reply.verdict, "scores": list(reply.scores)}
+        return Reading(value, parsed.status, reply.verdict is not None)
+
+    return read
+
+
+def _scale(score_range: Sequence[int]) -> tuple[int, int]:
+    if isinstance(score_range, str) or len(score_range) != 2:
+        raise ConfigError(f"score_range must be two integers (low, high), got {score_range!r}")
+    low, high = score_range
+    if not all(isinstance(bound, int) and not isinstance(bound, bool) for bound in (low, high)):
+        raise ConfigError(f"score_range must be two integers (low, high), got {score_range!r}")
+    if low >= high:
+        raise ConfigError(f"score_range needs low < high, got {score_range!r}")
+    return low, high
+
+
+def _rows(**columns: Sequence[Any] | None) -> list[tuple[Any, ...]]:
+    """Zip batch inputs item by item; a None column stands for None in every item."""
+    given: dict[str, list[Any]] = {}
+    for name, values in columns.items():
+        if values is None:
+            continue
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InputError(f"batch input {name!r} must be a list, got {type(values).__name__}")
+        given[name] = list(values)
+    lengths = {name: len(values) for name, values in given.items()}
+    if len(set(lengths.values())) > 1:
+        raise InputError(f"batch inputs differ in length: {lengths}")
+    size = next(iter(lengths.values()), 0)
+    return list(zip(*(given.get(name, [None] * size) for name in columns), strict=True))
+
+
+def _mean_of_known(*values: float | None) -> float | None:
+    known = [value for value in values if value is not None]
+    return math.fsum(known) / len(known) if known else None
+
+
+def combine_orders(a_first: Mapping[str, Any], b_first: Mapping[str, Any]) -> dict[str, Any]:
+    """One comparative judgment from the two orders of the same pair.
+
+    `a_first` showed (response1, response2), `b_first` the swapped (response2, response1).
+    The result's labels refer to the original order: "A" is response1, "B" response2.
+    Orders that disagree (position bias) make a "tie"; a missing verdict makes None. The
+    scores of each response are averaged over the two orders.
+    """
+    verdict_ab = a_first["result"]["verdict"]
+    verdict_ba = b_first["result"]["verdict"]
+    scores_ab, scores_ba = a_first["result"]["scores"], b_first["result"]["scores"]
+    winner = pairwise_outcome(verdict_ab, verdict_ba)
+    status = next((s for s in (a_first["status"], b_first["status"]) if s != OK), OK)
+    return {
+        "result": {
+            "winner": winner,
+            "consistent": is_position_consistent(verdict_ab, verdict_ba),
+            "verdicts": [verdict_ab, _SWAPPED_LABEL.get(verdict_ba)],
+            "scores": [
+                _mean_of_known(scores_ab[0], scores_ba[1]),
+                _mean_of_known(scores_ab[1], scores_ba[0]),
+            ],
+        },
+        "raw_response": [a_first["raw_response"], b_first["raw_response"]],
+        "model": a_first["model"],
+        "prompt": [a_first["prompt"], b_first["prompt"]],
+        "success": winner is not None,
+        "status": status,
+        "error": a_first["error"] or b_first["error"],
+        "cached": a_first["cached"] and b_first["cached"],
+    }
+
+
+def _one_order(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """A comparative judgment shown in one order only, shaped like `combine_orders`."""
+    verdict = outcome["result"]["verdict"]
+    return {
+        **outcome,
+        "result": {
+            "winner": verdict,
+            "consistent": None,
+            "verdicts": [verdict],
+            "scores": outcome["result"]["scores"],
+        },
+        "raw_response": [outcome["raw_response"]],
+        "prompt": [outcome["prompt"]],
+    }
+
+
+def _endpoint_config(endpoint: EndpointConfig | Mapping[str, Any] | None) -> EndpointConfig:
+    if endpoint is None:
+        return endpoint_from_env()
+    if isinstance(endpoint, EndpointConfig):
+        return endpoint
+    if isinstance(endpoint, Mapping):
+        return EndpointConfig.from_dict(endpoint, name=str(endpoint.get("name", "judge")))
+    raise ConfigError(f"a judge endpoint is an EndpointConfig, a mapping or None, got {endpoint!r}")
+
+
+class Judge:
+    """An LLM judge on one endpoint; use as a context manager or call `close()`.
+
+    `endpoint` None reads MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL /
+    OPENAI_BASE_URL, OPENAI_API_KEY, AZURE_ENDPOINT and AZURE_API_KEY. `cache_path` is the
+    request cache (None: no cache); `refresh=True` asks again and replaces cached
+    answers. `sampling` overrides the builders' settings (temperature 0, a max_tokens
+    per judgment kind) for every call. Replies are constrained by a JSON schema when the
+    endpoint supports structured output.
+    """
+
+    def __init__(
+        self,
+        endpoint: EndpointConfig | Mapping[str, Any] | None = None,
+        cache_path: str | Path | None = None,
+        *,
+        max_concurrent: int | None = None,
+        refresh: bool = False,
+        progress: bool = False,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> None:
+        config = _endpoint_config(endpoint)
+        if max_concurrent is not None:
+            config = dataclasses.replace(config, max_concurrent=max_concurrent)
+        unknown = sorted(set(sampling or {}) - set(SAMPLING_KEYS))
+        if unknown:
+            raise ConfigError(f"judge sampling: unknown setting(s) {unknown}; allowed: "
+                              f"{', '.join(SAMPLING_KEYS)}")
+        self.sampling = dict(sampling or {})
+        self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
+        self._client.open()
+
+    # -- lifecycle and facts -------------------------------------------------------------
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    @property
+    def model(self) -> str:
+        return self._client.model
+
+    @property
+    def max_concurrent(self) -> int:
+        return self._client.config.concurrency
+
+    @property
+    def structured(self) -> bool:
+        """Whether requests carry a JSON schema for the server to enforce."""
+        return self._client.supports_json_schema
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    def is_available(self, timeout_s: float = 10.0) -> bool:
+        """A cheap health check: does the endpoint answer at all?"""
+        return self._client.is_available(timeout_s)
+
+    # -- running tasks -------------------------------------------------------------------
+    def run(self, tasks: Sequence[JudgeTask], desc: str | None = None) -> list[dict[str, Any]]:
+        """Judge every task, in order; `desc` names the progress bar (None: no bar)."""
+        replies = self._client.complete_many([task.request for task in tasks], desc=desc)
+        return [self._outcome(task, reply) for task, reply in zip(tasks, replies, strict=True)]
+
+    async def arun(
+        self, tasks: Sequence[JudgeTask], desc: str | None = None
+    ) -> list[dict[str, Any]]:
+        replies = await self._client.acomplete_many([task.request for task in tasks], desc=desc)
+        return [self._outcome(task, reply) for task, reply in zip(tasks, replies, strict=True)]
+
+    def _outcome(self, task: JudgeTask, reply: ChatResult) -> dict[str, Any]:
+        if reply.ok:
+            reading = task.read(reply.text)
+        else:  # the parser's empty value keeps the shape (e.g. every criterion: None)
+            reading = dataclasses.replace(task.read(None), status=CALL_FAILED, success=False)
+        outcome = {
+            task.result_key: reading.value,
+            "raw_response": reply.text,
+            "model": self.model,
+            "prompt": task.prompt,
+            "success": reading.success,
+            "status": reading.status,
+            "error": reply.error,
+            "cached": reply.cached,
+        }
+        if reading.details is not None:
+            outcome["details"] = dict(reading.details)
+        return outcome
+
+    def _task(
+        self,
+        request: ChatRequest,
+        read: Callable[[str | None], Reading],
+        attempt: int,
+        result_key: str = "result",
+    ) -> JudgeTask:
+        # A distinct attempt makes an identical judgment a separate call (one per replicate).
+        if attempt:
+            request = dataclasses.replace(request, attempt=attempt)
+        return JudgeTask(request, read, result_key)
+
+    # -- tasks ---------------------------------------------------------------------------
+    def binary_task(
+        self,
+        question: str,
+        answer: str,
+        prediction: str,
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+        attempt: int = 0,
+    ) -> JudgeTask:
+        """Is `prediction` correct, given the reference `answer`? Result 1, 0 or None.
+
+        `output_format` "0/1" or "yes/no" asks for one token; "graded" asks for
+        extracted_final_answer / reasoning / correct / confidence, given in "details".
+        """
+        options = {"custom_prompt": custom_prompt, "structured": self.structured,
+                   **self.sampling}
+        if output_format == "graded":
+            request = build_reference_grading_request(question, answer, prediction, **options)
+            return self._task(request, _read_graded, attempt)
+        if output_format not in BINARY_FORMATS:
+            raise ConfigError(f"output_format must be one of {BINARY_FORMATS}, "
+                              f"got {output_format!r}")
+        request = build_binary_request(
+            question, answer, prediction, output_format=output_format, **options
+        )
+        return self._task(
+            request, lambda text: _value_reading(parse_binary(text, output_format)), attempt
+        )
+
+    def single_task(
+        self,
+        question: str,
+        prediction: str,
+        *,
+        reference: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        attempt: int = 0,
+    ) -> JudgeTask:
+        """A grade of one answer on `score_range`, with a reference answer when given.
+
+        1-10 is MT-Bench's `[[N]]` grading; 0-5 with a reference is the reference-rating
+        scale; any other scale is asked as a one-criterion rubric ("overall").
+        """
+        scale = _scale(score_range)
+        options = {"custom_prompt": custom_prompt, "structured": self.structured,
+                   **self.sampling}
+        if scale == MT_BENCH_SCALE:
+            request = build_single_rating_request(
+                question, prediction, reference=reference, **options
+            )
+            return self._task(request, _rating_reader(scale, self.structured), attempt)
+        if scale == REFERENCE_SCALE and reference is not None:
+            request = build_score_0_5_request(question, reference, prediction, **options)
+            return self._task(request, _rating_reader(scale, self.structured), attempt)
+        criteria = {OVERALL_CRITERION: _OVERALL if reference is None else _OVERALL_WITH_REFERENCE}
+        request = build_rubric_request(
+            question, prediction, criteria, score_range=scale, reference=reference, **options
+        )
+        return self._task(request, _overall_reader(scale), attempt)
+
+    def multi_turn_task(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        *,
+        references: Sequence[str] | None = None,
+        custom_prompt: str | None = None,
+        attempt: int = 0,
+    ) -> JudgeTask:
+        """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
+        request = build_multi_turn_rating_request(
+            questions, answers, references=references, custom_prompt=custom_prompt,
+            structured=self.structured, **self.sampling,
+        )
+        return self._task(request, _rating_reader(MT_BENCH_SCALE, self.structured), attempt)
+
+    def rubric_task(
+        self,
+        question: str,
+        prediction: str,
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        reference: str | None = None,
+        context: str | None = None,
+        custom_prompt: str | None = None,
+        attempt: int = 0,
+    ) -> JudgeTask:
+        """An integer score per criterion of `rubric` ({name: description}), as JSON."""
+        scale = _scale(score_range)
+        request = build_rubric_request(
+            question, prediction, rubric, score_range=scale, reference=reference,
+            context=context, custom_prompt=custom_prompt, structured=self.structured,
+            **self.sampling,
+        )
+        return self._task(request, _rubric_reader(rubric, scale), attempt, result_key="scores")
+
+    def pairwise_task(
+        self,
+        question: str,
+        response_a: str,
+        response_b: str,
+        *,
+        context: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        attempt: int = 0,
+    ) -> JudgeTask:
+        """One order of a comparison: {"verdict": "A"|"B"|"tie"|None, "scores": [a, b]}.
+
+        Judge both orders and join them with `combine_orders` to cancel position bias.
+        """
+        scale = _scale(score_range)
+        request = build_pairwise_request(
+            question, response_a, response_b, context=context, score_range=scale,
+            custom_prompt=custom_prompt, structured=self.structured, **self.sampling,
+        )
+        return self._task(request, _pairwise_reader(scale), attempt)
+
+    # -- binary --------------------------------------------------------------------------
+    def evaluate_binary(
+        self,
+        question: str,
+        answer: str,
+        prediction: str,
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        """Whether `prediction` is correct given the reference `answer`: result 1/0/None."""
+        return self.evaluate_binary_batch(
+            [question], [answer], [prediction],
+            output_format=output_format, custom_prompt=custom_prompt,
+        )[0]
+
+    async def evaluate_binary_async(
+        self,
+        question: str,
+        answer: str,
+        prediction: str,
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        outcomes = await self.evaluate_binary_batch_async(
+            [question], [answer], [prediction],
+            output_format=output_format, custom_prompt=custom_prompt,
+        )
+        return outcomes[0]
+
+    def evaluate_binary_batch(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.run(self._binary_tasks(
+            questions, answers, predictions,
+            output_format=output_format, custom_prompt=custom_prompt,
+        ))
+
+    async def evaluate_binary_batch_async(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.arun(self._binary_tasks(
+            questions, answers, predictions,
+            output_format=output_format, custom_prompt=custom_prompt,
+        ))
+
+    def _binary_tasks(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        **options: Any,
+    ) -> list[JudgeTask]:
+        return [
+            self.binary_task(question, answer, prediction, **options)
+            for question, answer, prediction in _rows(
+                questions=questions, answers=answers, predictions=predictions
+            )
+        ]
+
+    # -- single answer -------------------------------------------------------------------
+    def evaluate_single(
+        self,
+        question: str,
+        prediction: str,
+        *,
+        reference: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        """A grade of one answer on `score_range` (see `single_task`): result a number."""
+        return self.evaluate_single_batch(
+            [question], [prediction], references=[reference],
+            score_range=score_range, custom_prompt=custom_prompt,
+        )[0]
+
+    async def evaluate_single_async(
+        self,
+        question: str,
+        prediction: str,
+        *,
+        reference: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        outcomes = await self.evaluate_single_batch_async(
+            [question], [prediction], references=[reference],
+            score_range=score_range, custom_prompt=custom_prompt,
+        )
+        return outcomes[0]
+
+    def evaluate_single_batch(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        references: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.run(self._single_tasks(
+            questions, predictions, references,
+            score_range=score_range, custom_prompt=custom_prompt,
+        ))
+
+    async def evaluate_single_batch_async(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        references: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.arun(self._single_tasks(
+            questions, predictions, references,
+            score_range=score_range, custom_prompt=custom_prompt,
+        ))
+
+    def _single_tasks(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        references: Sequence[str | None] | None,
+        **options: Any,
+    ) -> list[JudgeTask]:
+        return [
+            self.single_task(question, prediction, reference=reference, **options)
+            for question, prediction, reference in _rows(
+                questions=questions, predictions=predictions, references=references
+            )
+        ]
+
+    # -- multi-turn ----------------------------------------------------------------------
+    def evaluate_multi_turn(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        *,
+        references: Sequence[str] | None = None,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
+        task = self.multi_turn_task(
+            questions, answers, references=references, custom_prompt=custom_prompt
+        )
+        return self.run([task])[0]
+
+    async def evaluate_multi_turn_async(
+        self,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        *,
+        references: Sequence[str] | None = None,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        task = self.multi_turn_task(
+            questions, answers, references=references, custom_prompt=custom_prompt
+        )
+        return (await self.arun([task]))[0]
+
+    # -- rubric --------------------------------------------------------------------------
+    def evaluate_with_rubric(
+        self,
+        question: str,
+        prediction: str,
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        reference: str | None = None,
+        context: str | None = None,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        """Scores per criterion: "scores" maps each criterion to an integer or None."""
+        return self.evaluate_with_rubric_batch(
+            [question], [prediction], rubric, score_range=score_range,
+            references=[reference], contexts=[context], custom_prompt=custom_prompt,
+        )[0]
+
+    async def evaluate_with_rubric_async(
+        self,
+        question: str,
+        prediction: str,
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        reference: str | None = None,
+        context: str | None = None,
+        custom_prompt: str | None = None,
+    ) -> dict[str, Any]:
+        outcomes = await self.evaluate_with_rubric_batch_async(
+            [question], [prediction], rubric, score_range=score_range,
+            references=[reference], contexts=[context], custom_prompt=custom_prompt,
+        )
+        return outcomes[0]
+
+    def evaluate_with_rubric_batch(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        references: Sequence[str | None] | None = None,
+        contexts: Sequence[str | None] | None = None,
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.run(self._rubric_tasks(
+            questions, predictions, rubric, references, contexts,
+            score_range=score_range, custom_prompt=custom_prompt,
+        ))
+
+    async def evaluate_with_rubric_batch_async(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        references: Sequence[str | None] | None = None,
+        contexts: Sequence[str | None] | None = None,
+        custom_prompt: str | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.arun(self._rubric_tasks(
+            questions, predictions, rubric, references, contexts,
+            score_range=score_range, custom_prompt=custom_prompt,
+        ))
+
+    def _rubric_tasks(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        references: Sequence[str | None] | None,
+        contexts: Sequence[str | None] | None,
+        **options: Any,
+    ) -> list[JudgeTask]:
+        return [
+            self.rubric_task(
+                question, prediction, rubric, reference=reference, context=context, **options
+            )
+            for question, prediction, reference, context in _rows(
+                questions=questions, predictions=predictions, references=references,
+                contexts=contexts,
+            )
+        ]
+
+    # -- comparative ---------------------------------------------------------------------
+    def evaluate_comparative(
+        self,
+        question: str,
+        response1: str,
+        response2: str,
+        *,
+        context: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+    ) -> dict[str, Any]:
+        """Which response is better: result {"winner": "A" (response1) | "B" | "tie" | None,
+        "consistent", "verdicts", "scores"}.
+
+        With `swap` (the default) the pair is judged in both orders and orders that
+        disagree make a tie; "raw_response" and "prompt" list the orders judged.
+        """
+        return self.evaluate_comparative_batch(
+            [question], [response1], [response2], contexts=[context],
+            score_range=score_range, custom_prompt=custom_prompt, swap=swap,
+        )[0]
+
+    async def evaluate_comparative_async(
+        self,
+        question: str,
+        response1: str,
+        response2: str,
+        *,
+        context: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+    ) -> dict[str, Any]:
+        outcomes = await self.evaluate_comparative_batch_async(
+            [question], [response1], [response2], contexts=[context],
+            score_range=score_range, custom_prompt=custom_prompt, swap=swap,
+        )
+        return outcomes[0]
+
+    def evaluate_comparative_batch(
+        self,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+    ) -> list[dict[str, Any]]:
+        tasks = self._comparative_tasks(
+            questions, responses1, responses2, contexts, swap,
+            score_range=score_range, custom_prompt=custom_prompt,
+        )
+        return _join_orders(self.run(tasks), swap)
+
+    async def evaluate_comparative_batch_async(
+        self,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+    ) -> list[dict[str, Any]]:
+        tasks = self._comparative_tasks(
+            questions, responses1, responses2, contexts, swap,
+            score_range=score_range, custom_prompt=custom_prompt,
+        )
+        return _join_orders(await self.arun(tasks), swap)
+
+    def _comparative_tasks(
+        self,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        contexts: Sequence[str | None] | None,
+        swap: bool,
+        **options: Any,
+    ) -> list[JudgeTask]:
+        tasks: list[JudgeTask] = []
+        for question, first, second, context in _rows(
+            questions=questions, responses1=responses1, responses2=responses2, contexts=contexts
+        ):
+            orders = [(first, second), (second, first)] if swap else [(first, second)]
+            tasks += [
+                self.pairwise_task(question, a, b, context=context, **options)
+                for a, b in orders
+            ]
+        return tasks
+
+
+def _join_orders(outcomes: list[dict[str, Any]], swap: bool) -> list[dict[str, Any]]:
+    if not swap:
+        return [_one_order(outcome) for outcome in outcomes]
+    return [combine_orders(outcomes[i], outcomes[i + 1]) for i in range(0, len(outcomes), 2)]

@@ -1,0 +1,365 @@
+"""The Judge over real HTTP against the project's fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.judges import CALL_FAILED, Judge, combine_orders
+from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
+
+RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached"}
+RUBRIC = {"accuracy": "Is it correct?", "clarity": "Is it clear?"}
+
+
+def endpoint(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
+    """Free-text replies by default: most tests script the judge's exact words."""
+    return {"backend": "openai", "model": "judge-x", "base_url": server.base_url,
+            "structured_output": False, "backoff_base_s": 0.01, "backoff_max_s": 0.02,
+            "max_retries": 1, **extra}
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return body["messages"][-1]["content"]
+
+
+def candidate(body: dict[str, Any]) -> str:
+    """The candidate answer shown by the binary and grading prompts."""
+    text = user_text(body)
+    match = re.search(r"Candidate answer:\n(.*?)\n\n", text) or re.search(
+        r"\[Response\]\n(.*?)\n\n", text
+    )
+    return match.group(1) if match else ""
+
+
+# --- binary ---------------------------------------------------------------------------------
+
+
+def test_binary_in_both_reply_formats_and_malformed_replies():
+    answers = {"Paris": "1", "Lyon": "0", "Nice": "Yes.", "Metz": "No", "Pau": "I am not sure."}
+    responder = lambda body, ctx: answers[candidate(body)]  # noqa: E731
+    with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
+        assert judge.evaluate_binary("Capital of France?", "Paris", "Paris")["result"] == 1
+        assert judge.evaluate_binary("Capital of France?", "Paris", "Lyon")["result"] == 0
+        yes = judge.evaluate_binary("Capital?", "Paris", "Nice", output_format="yes/no")
+        no = judge.evaluate_binary("Capital?", "Paris", "Metz", output_format="yes/no")
+        unsure = judge.evaluate_binary("Capital?", "Paris", "Pau")
+    assert (yes["result"], no["result"]) == (1, 0)
+    assert "yes if the candidate answer is correct" in yes["prompt"]
+    assert set(yes) == RESULT_KEYS | {"result"}
+    assert yes["success"] and yes["status"] == "ok" and yes["model"] == "judge-x"
+    assert yes["raw_response"] == "Yes." and not yes["cached"]
+    assert unsure["result"] is None and not unsure["success"] and unsure["status"] == "no_match"
+    assert unsure["raw_response"] == "I am not sure."
+
+
+def test_graded_binary_reply_is_parsed_into_fields():
+    reply = ("extracted_final_answer: 42\nreasoning: It matches the reference.\n"
+             "correct: yes\nconfidence: 85%")
+    with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_binary("6 x 7?", "42", "It is 42.", output_format="graded")
+    assert outcome["result"] == 1 and outcome["success"]
+    assert outcome["details"] == {"extracted_final_answer": "42",
+                                  "reasoning": "It matches the reference.", "confidence": 85.0}
+    assert "extracted_final_answer" in outcome["prompt"]
+
+
+def test_graded_reply_without_a_verdict_fails_but_keeps_what_it_read():
+    reply = "extracted_final_answer: 41\nconfidence: 20%"
+    with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_binary("6 x 7?", "42", "41", output_format="graded")
+    assert outcome["result"] is None and not outcome["success"]
+    assert outcome["status"] == "no_match"
+    assert outcome["details"]["extracted_final_answer"] == "41"
+
+
+def test_unknown_output_format_is_a_config_error():
+    with FakeLLMServer() as server, Judge(endpoint(server)) as judge:
+        with pytest.raises(ConfigError, match="output_format"):
+            judge.evaluate_binary("q", "a", "p", output_format="maybe")
+        assert server.request_count == 0
+
+
+# --- single-answer grades ----------------------------------------------------------------------
+
+
+def test_single_grade_on_each_kind_of_scale():
+    def responder(body: dict[str, Any], ctx: RequestContext) -> str:
+        text = user_text(body)
+        if "[[6]]" in text:  # the 1-10 prompt shows the format with an example
+            return "Helpful but shallow. Rating: [[7]] (not [[3]])"
+        if "from 0 to 5" in text:
+            return "Mostly right.\nRating: 4"
+        return json.dumps({"scores": {"overall": 6}, "justification": "fine"})
+
+    with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
+        mt_bench = judge.evaluate_single("Tell a joke.", "Knock knock.")
+        with_reference = judge.evaluate_single("2+2?", "4", reference="4", score_range=(0, 5))
+        seven_point = judge.evaluate_single("2+2?", "4", score_range=(1, 7))
+    assert mt_bench["result"] == 7.0  # the first [[N]], as FastChat reads it
+    assert with_reference["result"] == 4.0 and "Reference answer" in with_reference["prompt"]
+    assert seven_point["result"] == 6 and "from 1 (worst) to 7 (best)" in seven_point["prompt"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [("", "empty"), ("Good answer, no rating.", "no_match"), ("Rating: [[12]]", "out_of_range")],
+)
+def test_malformed_single_grades(reply, status):
+    with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_single("q", "a")
+    assert outcome["result"] is None and not outcome["success"]
+    assert outcome["status"] == status and outcome["raw_response"] == reply
+
+
+def test_two_turn_grade_shows_the_whole_conversation():
+    reply = "The follow-up is handled well. Rating: [[8]]"
+    with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_multi_turn(["Name a fruit.", "Another one?"],
+                                            ["Apple.", "Pear."], references=["Fig", "Plum"])
+    assert outcome["result"] == 8.0
+    for text in ("Name a fruit.", "Apple.", "Another one?", "Pear.", "Plum"):
+        assert text in outcome["prompt"]
+
+
+# --- rubric --------------------------------------------------------------------------------------
+
+
+def test_rubric_scores_as_json_and_a_partial_reply():
+    replies = iter([
+        '```json\n{"scores": {"accuracy": 5, "clarity": 3}, "justification": "ok"}\n```',
+        '{"scores": {"accuracy": 4, "clarity": 9}}',
+    ])
+    with FakeLLMServer(lambda body, ctx: next(replies)) as server, \
+            Judge(endpoint(server, max_concurrent=1)) as judge:
+        full = judge.evaluate_with_rubric("q", "a", RUBRIC)
+        partial = judge.evaluate_with_rubric("q", "b", RUBRIC)
+    assert set(full) == RESULT_KEYS | {"scores"}
+    assert full["scores"] == {"accuracy": 5, "clarity": 3} and full["success"]
+    assert partial["scores"] == {"accuracy": 4, "clarity": None}  # 9 is off the 1-5 scale
+    assert not partial["success"] and partial["status"] == "partial"
+    assert "- accuracy: Is it correct?" in full["prompt"]
+
+
+def test_structured_requests_carry_the_schema(fake_llm):
+    with Judge(endpoint(fake_llm, structured_output=True)) as judge:
+        outcome = judge.evaluate_with_rubric("q", "a", RUBRIC, score_range=(0, 3))
+    schema = fake_llm.requests[0]["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]["scores"]["properties"]) == set(RUBRIC)
+    assert outcome["success"] and all(0 <= s <= 3 for s in outcome["scores"].values())
+
+
+# --- comparative --------------------------------------------------------------------------------
+
+
+def first_response(body: dict[str, Any]) -> str:
+    return re.search(r"\[Response A - start\]\n(.*?)\n", user_text(body)).group(1)
+
+
+def test_comparative_judges_both_orders_and_agreeing_orders_win():
+    def prefers_long(body: dict[str, Any], ctx: RequestContext) -> str:
+        if first_response(body) == "a long answer":
+            return "Score A: 8\nScore B: 3\nVerdict: [[A]]"
+        return "Score A: 3\nScore B: 8\nVerdict: [[B]]"
+
+    with FakeLLMServer(prefers_long) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_comparative("q", "short", "a long answer")
+        assert server.request_count == 2
+        orders = [first_response(body) for body in server.requests]
+    assert sorted(orders) == ["a long answer", "short"]
+    result = outcome["result"]
+    assert result["winner"] == "B" and result["consistent"] is True
+    assert result["verdicts"] == ["B", "B"] and result["scores"] == [3.0, 8.0]
+    assert len(outcome["raw_response"]) == 2 and len(outcome["prompt"]) == 2
+    assert outcome["success"] and outcome["status"] == "ok"
+
+
+def test_position_bias_makes_a_tie():
+    always_first = lambda body, ctx: "Response A is better. [[A]]"  # noqa: E731
+    with FakeLLMServer(always_first) as server, Judge(endpoint(server)) as judge:
+        outcome = judge.evaluate_comparative("q", "one", "two")
+        one_order = judge.evaluate_comparative("q", "one", "two", swap=False)
+        assert server.request_count == 3
+    assert outcome["result"]["winner"] == "tie" and outcome["result"]["consistent"] is False
+    assert outcome["result"]["verdicts"] == ["A", "B"]
+    assert one_order["result"]["winner"] == "A" and one_order["result"]["consistent"] is None
+
+
+def test_combining_orders_with_a_missing_verdict():
+    def judged(verdict, scores, status="ok"):
+        return {"result": {"verdict": verdict, "scores": scores}, "raw_response": "r",
+                "model": "m", "prompt": "p", "success": verdict is not None, "status": status,
+                "error": None, "cached": True}
+
+    combined = combine_orders(judged("A", [9, 2]), judged(None, [None, 7], "no_match"))
+    assert combined["result"]["winner"] is None and not combined["success"]
+    assert combined["status"] == "no_match"
+    assert combined["result"]["scores"] == [8.0, 2.0]  # response1: 9 then 7; response2: 2
+
+
+# --- batches, concurrency, event loops --------------------------------------------------------
+
+
+def test_batches_keep_input_order_under_concurrency():
+    def rate_by_number(body: dict[str, Any], ctx: RequestContext) -> Reply:
+        number = int(re.search(r"answer number (\d+)", user_text(body)).group(1))
+        # Later items answer sooner, so completion order is the reverse of input order.
+        return Reply(content=f"Rating: [[{number % 10 + 1}]]", delay_s=0.002 * (20 - number))
+
+    with FakeLLMServer(rate_by_number) as server, Judge(endpoint(server)) as judge:
+        outcomes = judge.evaluate_single_batch(
+            ["q"] * 20, [f"answer number {i}" for i in range(20)]
+        )
+    assert [outcome["result"] for outcome in outcomes] == [i % 10 + 1.0 for i in range(20)]
+
+
+def test_batches_of_different_lengths_are_rejected_before_any_call():
+    with FakeLLMServer() as server, Judge(endpoint(server)) as judge:
+        with pytest.raises(InputError, match="differ in length"):
+            judge.evaluate_binary_batch(["q1", "q2"], ["a1", "a2"], ["p1"])
+        with pytest.raises(InputError, match="differ in length"):
+            judge.evaluate_comparative_batch(["q"], ["r1"], ["r2"], contexts=["c1", "c2"])
+        with pytest.raises(InputError, match="must be a list"):
+            judge.evaluate_single_batch("q", ["a"])
+        assert server.request_count == 0
+
+
+def test_max_concurrent_bounds_calls_in_flight():
+    reply = lambda body, ctx: "Rating: [[5]]"  # noqa: E731
+    with FakeLLMServer(reply, latency_s=0.1) as server, \
+            Judge(endpoint(server), max_concurrent=2) as judge:
+        assert judge.max_concurrent == 2
+        started = time.perf_counter()
+        judge.evaluate_single_batch(["q"] * 8, [f"a{i}" for i in range(8)])
+        elapsed = time.perf_counter() - started
+    assert elapsed >= 4 * 0.1 * 0.9  # 8 calls of 100 ms, two at a time
+
+
+def test_async_batches_share_the_bound_and_sync_calls_work_inside_a_running_loop():
+    reply = lambda body, ctx: "1"  # noqa: E731
+    with FakeLLMServer(reply, latency_s=0.1) as server, \
+            Judge(endpoint(server), max_concurrent=3) as judge:
+
+        async def notebook_cell() -> tuple[list, dict, float]:
+            started = time.perf_counter()
+            batches = await asyncio.gather(
+                judge.evaluate_binary_batch_async(["q"] * 3, ["a"] * 3, ["x", "y", "z"]),
+                judge.evaluate_binary_batch_async(["q"] * 3, ["a"] * 3, ["u", "v", "w"]),
+            )
+            elapsed = time.perf_counter() - started
+            # A sync call from inside the running loop, as in Jupyter.
+            return batches, judge.evaluate_binary("q", "a", "p"), elapsed
+
+        batches, sync_outcome, elapsed = asyncio.run(notebook_cell())
+    assert [[o["result"] for o in batch] for batch in batches] == [[1, 1, 1], [1, 1, 1]]
+    assert sync_outcome["result"] == 1
+    assert elapsed >= 2 * 0.1 * 0.9  # six calls, three at a time, across both batches
+
+
+def test_every_async_form_answers():
+    with FakeLLMServer() as server, Judge(endpoint(server, structured_output=True)) as judge:
+
+        async def all_forms() -> list[dict]:
+            return [
+                await judge.evaluate_binary_async("q", "a", "p"),
+                await judge.evaluate_single_async("q", "p", reference="a"),
+                await judge.evaluate_multi_turn_async(["q1", "q2"], ["a1", "a2"]),
+                await judge.evaluate_with_rubric_async("q", "p", RUBRIC),
+                await judge.evaluate_comparative_async("q", "r1", "r2"),
+                (await judge.evaluate_single_batch_async(["q"], ["p"]))[0],
+                (await judge.evaluate_with_rubric_batch_async(["q"], ["p"], RUBRIC))[0],
+                (await judge.evaluate_comparative_batch_async(["q"], ["r1"], ["r2"]))[0],
+            ]
+
+        outcomes = asyncio.run(all_forms())
+    assert all(outcome["success"] for outcome in outcomes)
+
+
+# --- failures, availability, endpoint, cache ---------------------------------------------------
+
+
+def test_a_failed_call_is_a_failure_not_an_exception():
+    refuse = lambda body, ctx: Reply(status=400, error_message="bad request")  # noqa: E731
+    with FakeLLMServer(refuse) as server, Judge(endpoint(server)) as judge:
+        binary = judge.evaluate_binary("q", "a", "p")
+        rubric = judge.evaluate_with_rubric("q", "p", RUBRIC)
+    assert binary["status"] == CALL_FAILED and not binary["success"]
+    assert "HTTP 400" in binary["error"] and binary["raw_response"] is None
+    assert rubric["scores"] == {"accuracy": None, "clarity": None}
+
+
+def test_is_available_is_a_cheap_health_check():
+    with FakeLLMServer() as server, Judge(endpoint(server)) as judge:
+        assert judge.is_available()
+        assert server.request_count == 0  # the model list, not a chat completion
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    dead = {"backend": "openai", "model": "m", "base_url": f"http://127.0.0.1:{closed_port}/v1"}
+    with Judge(dead) as judge:
+        assert not judge.is_available(timeout_s=2)
+
+
+@pytest.mark.parametrize("url_variable", ["OPENAI_BASE_URL", "OPENAI_API_URL"])
+def test_endpoint_from_environment_variables(monkeypatch, url_variable):
+    with FakeLLMServer(lambda body, ctx: "1") as server:
+        for variable in ("OPENAI_BASE_URL", "OPENAI_API_URL"):
+            monkeypatch.delenv(variable, raising=False)
+        monkeypatch.setenv("MODEL_VERSION", "env-judge")
+        monkeypatch.setenv("API_TYPE", "openai")
+        monkeypatch.setenv(url_variable, server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        with Judge() as judge:
+            outcome = judge.evaluate_binary("q", "a", "p")
+        assert server.requests[0]["model"] == "env-judge"
+    assert outcome["result"] == 1 and outcome["model"] == "env-judge"
+
+
+def test_a_cached_judgment_is_reused_and_refresh_asks_again(tmp_path):
+    cache = tmp_path / "judge.sqlite"
+    with FakeLLMServer(lambda body, ctx: "Rating: [[9]]") as server:
+        with Judge(endpoint(server), cache) as judge:
+            first = judge.evaluate_single("q", "a")
+        with Judge(endpoint(server), cache) as judge:
+            again = judge.evaluate_single("q", "a")
+            assert judge.stats.cache_hits == 1
+        assert server.request_count == 1
+        with Judge(endpoint(server), cache, refresh=True) as judge:
+            redone = judge.evaluate_single("q", "a")
+        assert server.request_count == 2
+    assert (first["cached"], again["cached"], redone["cached"]) == (False, True, False)
+    assert again["result"] == first["result"] == 9.0
+
+
+def test_attempts_make_identical_judgments_separate_calls(fake_llm):
+    with Judge(endpoint(fake_llm)) as judge:
+        tasks = [judge.single_task("q", "a", attempt=attempt) for attempt in (0, 0, 1)]
+        judge.run(tasks)
+    assert fake_llm.request_count == 2  # the two attempt-0 calls were one
+
+
+def test_sampling_overrides_and_unknown_settings(fake_llm):
+    with Judge(endpoint(fake_llm), sampling={"max_tokens": 64, "seed": 7}) as judge:
+        judge.evaluate_single("q", "a")
+    assert fake_llm.requests[0]["max_tokens"] == 64 and fake_llm.requests[0]["seed"] == 7
+    with pytest.raises(ConfigError, match="temprature"):
+        Judge(endpoint(fake_llm), sampling={"temprature": 0})
+    with pytest.raises(ConfigError, match="max_concurrent"):
+        Judge(endpoint(fake_llm), max_concurrent=0)
+
+
+def test_custom_prompt_replaces_the_user_message(fake_llm):
+    template = "Q: {question}\nGold: {reference}\nGuess: {prediction}\nReply 1 or 0."
+    with Judge(endpoint(fake_llm)) as judge:
+        outcome = judge.evaluate_binary("2+2?", "4", "four", custom_prompt=template)
+        with pytest.raises(ConfigError, match="unknown field"):
+            judge.evaluate_binary("q", "a", "p", custom_prompt="{question} {gold} {prediction}")
+    assert outcome["prompt"] == "Q: 2+2?\nGold: 4\nGuess: four\nReply 1 or 0."
+    assert fake_llm.request_count == 1

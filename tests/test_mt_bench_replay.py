@@ -1,0 +1,176 @@
+"""The evaluate pipeline in single_1_10 mode, replaying 330 real GPT-4 MT-Bench judgments.
+
+The fake server answers each judge request with the recorded judgment whose question and
+answer texts the request contains (both turns for a second-turn judgment), so our prompts
+and FastChat's differ while the judgments are GPT-4's own. Every parsed score must equal
+the one FastChat recorded, and the per-model means its means.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
+from tests.conftest import SHARED_DATA, endpoints_via
+
+MT_BENCH = SHARED_DATA / "mt_bench"
+NORMAL = "Meta-Llama-3-8B-Instruct-Normal"
+GRIFFIN = "Meta-Llama-3-8B-Instruct-Griffin"
+
+Key = tuple[str, int, int]  # (model, question_id, turn)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+class RecordedJudge:
+    """A responder that replays the recorded judgment of the conversation in a request.
+
+    A judgment's signature is the texts its request must contain: the turn-1 question and
+    answer, plus the turn-2 question and answer for a second-turn judgment; the longest
+    signature found wins. Identical requests (replicates of one answer) get the recorded
+    judgments of that answer in the order they were made.
+    """
+
+    def __init__(
+        self,
+        questions: dict[int, list[str]],
+        answers: dict[tuple[str, int], list[str]],
+        judgments: list[dict[str, Any]],
+    ) -> None:
+        self.replies: dict[Key, list[str]] = defaultdict(list)
+        for row in sorted(judgments, key=lambda row: row["tstamp"]):
+            self.replies[(row["model"], row["question_id"], row["turn"])].append(row["judgment"])
+        # Candidates are found by their first question, then checked in full.
+        self.by_question: dict[str, list[tuple[tuple[str, ...], Key]]] = defaultdict(list)
+        for model, question_id, turn in self.replies:
+            asked, said = questions[question_id], answers[(model, question_id)]
+            signature = (asked[0], said[0]) + ((asked[1], said[1]) if turn == 2 else ())
+            self.by_question[asked[0]].append((signature, (model, question_id, turn)))
+        self.served: list[Key] = []
+
+    def __call__(self, body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        text = body["messages"][-1]["content"]
+        found = [
+            (len(signature), key)
+            for question, candidates in self.by_question.items() if question in text
+            for signature, key in candidates if all(part in text for part in signature)
+        ]
+        longest = max((length for length, _ in found), default=0)
+        keys = [key for length, key in found if length == longest]
+        if len(keys) != 1:
+            return Reply(status=400, error_message=f"no unique recorded judgment: {keys}")
+        replies = self.replies[keys[0]]
+        if ctx.key_call_index >= len(replies):
+            return Reply(status=400, error_message=f"{keys[0]} asked more often than recorded")
+        self.served.append(keys[0])
+        return replies[ctx.key_call_index]
+
+
+@pytest.fixture(scope="module")
+def mt_bench() -> dict[str, Any]:
+    if not (MT_BENCH / "gpt-4_single_judgments.jsonl").is_file():
+        pytest.skip(f"shared MT-Bench data not found at {MT_BENCH} (no ../shared/data here)")
+    questions = {
+        row["question_id"]: row["turns"] for row in _read_jsonl(MT_BENCH / "question.jsonl")
+    }
+    references = {
+        row["question_id"]: row["choices"][0]["turns"]
+        for row in _read_jsonl(MT_BENCH / "reference_answer_gpt-4.jsonl")
+    }
+    answers = {
+        (path.stem, row["question_id"]): row["choices"][0]["turns"]
+        for path in sorted((MT_BENCH / "model_answer").glob("*.jsonl"))
+        for row in _read_jsonl(path)
+    }
+    judgments = _read_jsonl(MT_BENCH / "gpt-4_single_judgments.jsonl")
+    return {"questions": questions, "references": references, "answers": answers,
+            "judgments": judgments}
+
+
+def eval_samples(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per recorded judgment: a turn-1 row, or a turn-2 row carrying turn 1 as
+    `prior_*`; an answer judged twice gets two replicates. Math references included."""
+    judged_times: dict[Key, int] = defaultdict(int)
+    for row in data["judgments"]:
+        judged_times[(row["model"], row["question_id"], row["turn"])] += 1
+    rows = []
+    for (model, question_id, turn), times in sorted(judged_times.items()):
+        asked, said = data["questions"][question_id], data["answers"][(model, question_id)]
+        reference = data["references"].get(question_id, [None, None])
+        sample = {"instance_id": str(question_id), "model": model, "question": asked[turn - 1],
+                  "response": said[turn - 1], "reference": reference[turn - 1]}
+        if turn == 2:
+            sample |= {"prior_question": asked[0], "prior_response": said[0],
+                       "prior_reference": reference[0]}
+        rows += [{**sample, "replicate": replicate} for replicate in range(times)]
+    return rows
+
+
+def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(
+    mt_bench, run_kedro, tmp_path
+):
+    samples_path = tmp_path / "mt_bench_samples.jsonl"
+    samples_path.write_text(
+        "".join(json.dumps(row) + "\n" for row in eval_samples(mt_bench)), encoding="utf-8"
+    )
+    responder = RecordedJudge(mt_bench["questions"], mt_bench["answers"], mt_bench["judgments"])
+    with FakeLLMServer(responder) as server:
+        # One call at a time: the replicates of an answer meet their judgments in order.
+        params = {
+            "endpoints": endpoints_via(server, structured_output=False, max_concurrent=1),
+            "evaluate": {"mode": "single_1_10", "missing": "exclude"},
+            "eval_samples_path": str(samples_path),
+        }
+        catalog = run_kedro("evaluate", params)["catalog"]
+        judgments, metrics = catalog.load("eval_judgments"), catalog.load("eval_metrics")
+        assert server.request_count == 330
+        assert sorted(responder.served) == sorted(
+            (row["model"], row["question_id"], row["turn"]) for row in mt_bench["judgments"]
+        )
+
+        # A rerun is answered from the cache: no call, the same judgments.
+        rerun = run_kedro("evaluate", params)["catalog"].load("eval_judgments")
+        assert server.request_count == 330
+        assert rerun["cached"].all()
+        assert rerun["score"].equals(judgments["score"])
+
+    recorded: dict[Key, list[float | None]] = defaultdict(list)
+    for row in sorted(mt_bench["judgments"], key=lambda row: row["tstamp"]):
+        score = None if row["score"] == -1 else float(row["score"])
+        recorded[(row["model"], row["question_id"], row["turn"])].append(score)
+    assert len(judgments) == 330
+    mismatches = []
+    for row in judgments.itertuples():
+        expected = recorded[(row.model, int(row.instance_id), row.turn)][row.replicate]
+        parsed = None if row.score != row.score else row.score  # NaN: no rating
+        if parsed != expected:
+            mismatches.append((row.model, row.instance_id, row.turn, row.replicate, parsed))
+    assert mismatches == []
+
+    # The four `$ERROR$` replies (failed GPT-4 calls) are failures, not ratings.
+    failed = judgments[~judgments["success"]]
+    assert len(failed) == 4
+    assert set(failed["raw_response"]) == {"$ERROR$"}
+    assert set(failed["status"]) == {"no_match"}
+
+    means = metrics[(metrics["metric"] == "mean") & metrics["criterion"].isna()]
+    means = means.set_index("model")
+    assert round(means.at[NORMAL, "value"], 3) == 7.843
+    assert round(means.at[GRIFFIN, "value"], 3) == 2.700
+    assert (means.at[NORMAL, "n"], means.at[NORMAL, "n_missing"]) == (170, 4)
+    assert (means.at[GRIFFIN, "n"], means.at[GRIFFIN, "n_missing"]) == (160, 0)
+
+    # Math questions were judged against GPT-4's reference answers, second turns in
+    # the context of the first.
+    math_turn_2 = judgments[(judgments["instance_id"] == "101") & (judgments["turn"] == 2)]
+    prompt = math_turn_2["prompt"].iloc[0]
+    assert mt_bench["references"][101][1] in prompt
+    assert mt_bench["questions"][101][0] in prompt
