@@ -18,7 +18,8 @@ TINY_RUN = {
     "sample": {"max_prompts": 2},
     "generation": {"max_tokens": 48},
     "annotate": {"judge": {"max_tokens": 400}, "critique": {"max_tokens": 160},
-                 "max_rationale_chars": 60},
+                 },
+    "endpoints": {"local": {"max_string_chars": 60}},
 }
 
 

@@ -241,3 +241,24 @@ def test_refresh_ignores_and_replaces_cached_answers(tmp_path):
             redone = client.complete_many(prompts(3))
         assert server.request_count == 6
     assert not any(r.cached for r in redone)
+
+
+def test_max_string_chars_caps_free_text_fields_of_the_schema(tmp_path):
+    schema = {"type": "object", "additionalProperties": False, "required": ["why", "verdict"],
+              "properties": {"why": {"type": "string"},
+                             "verdict": {"type": "string", "enum": ["yes", "no"]},
+                             "notes": {"type": "array", "items": {"type": "string",
+                                                                  "maxLength": 500}}}}
+    request = ChatRequest.from_prompt("judge", json_schema=schema)
+    with FakeLLMServer() as server:
+        with LLMClient(endpoint(server, max_string_chars=40), tmp_path / "c.sqlite",
+                       progress=False) as client:
+            client.complete(request)
+        with LLMClient(endpoint(server), tmp_path / "c.sqlite", progress=False) as client:
+            client.complete(request)  # uncapped: a different request, not a cache hit
+        capped, uncapped = (r["response_format"]["json_schema"]["schema"] for r in server.requests)
+    assert capped["properties"]["why"]["maxLength"] == 40
+    assert capped["properties"]["notes"]["items"]["maxLength"] == 40
+    assert "maxLength" not in capped["properties"]["verdict"]  # an enum needs no cap
+    assert "maxLength" not in uncapped["properties"]["why"]
+    assert schema["properties"]["why"] == {"type": "string"}  # the caller's schema is untouched

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -59,26 +59,6 @@ class _Call:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     raw_by_part: dict[int, str | None] = field(default_factory=dict)
-
-
-def bound_strings(schema: Any, max_chars: int | None) -> Any:
-    """Cap free-text fields so a weak, constrained judge cannot ramble past max_tokens."""
-    if max_chars is None:
-        return schema
-    if isinstance(schema, dict):
-        bounded = {key: bound_strings(value, max_chars) for key, value in schema.items()}
-        if schema.get("type") == "string" and "enum" not in schema:
-            bounded["maxLength"] = min(schema.get("maxLength", max_chars), max_chars)
-        return bounded
-    if isinstance(schema, list):
-        return [bound_strings(item, max_chars) for item in schema]
-    return schema
-
-
-def _with_bounded_schema(request: ChatRequest, max_chars: int | None) -> ChatRequest:
-    if request.json_schema is None or max_chars is None:
-        return request
-    return replace(request, json_schema=bound_strings(request.json_schema, max_chars))
 
 
 def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
@@ -169,7 +149,6 @@ def annotate_aspects(
     shuffle_seed: int = 42,
     max_reasks: int = 2,
     sampling: Mapping[str, Any] | None = None,
-    max_rationale_chars: int | None = None,
 ) -> pd.DataFrame:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect."""
     specs = [get_aspect(aspect) for aspect in aspects]  # unknown aspect: fail before any call
@@ -196,7 +175,7 @@ def annotate_aspects(
                 )
                 tasks.append(_AspectTask(str(prompt_id), spec.name, shuffle_idx, order,
                                          completion_ids))
-                calls.append(_Call(_with_bounded_schema(request, max_rationale_chars)))
+                calls.append(_Call(request))
 
     def parse(index: int, text: str | None) -> list[AspectRating]:
         return parse_aspect_reply(tasks[index].aspect, text, len(tasks[index].order), structured)
@@ -261,7 +240,6 @@ def critique_completions(
     *,
     max_reasks: int = 2,
     sampling: Mapping[str, Any] | None = None,
-    max_feedback_chars: int | None = None,
 ) -> pd.DataFrame:
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion."""
     usable = usable_completions(completions)
@@ -269,11 +247,11 @@ def critique_completions(
     keys = list(zip(usable["prompt_id"].astype(str), usable["completion_idx"].astype(int),
                     strict=True))
     calls = [
-        _Call(_with_bounded_schema(build_critique_request(
+        _Call(build_critique_request(
             str(row.instruction), str(row.response), str(row.principle or "helpfulness"),
             str(getattr(row, "system_prompt", "") or ""),
             structured=structured, sampling=dict(sampling or {}),
-        ), max_feedback_chars))
+        ))
         for row in usable.itertuples(index=False)
     ]
 

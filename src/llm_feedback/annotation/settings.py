@@ -13,7 +13,7 @@ from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
 
 _KNOWN_KEYS = {"judge", "aspects", "n_shuffles", "shuffle_seed", "max_reasks", "critique",
-               "score_fix", "max_rationale_chars"}
+               "score_fix"}
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,6 @@ class AnnotateSettings:
     n_shuffles: int
     shuffle_seed: int
     max_reasks: int
-    max_rationale_chars: int | None
     flip_threshold: float
     reannotate_threshold: float
 
@@ -72,7 +71,6 @@ def parse_annotate_settings(
         n_shuffles=n_shuffles,
         shuffle_seed=int(annotate.get("shuffle_seed", 42)),
         max_reasks=max_reasks,
-        max_rationale_chars=annotate.get("max_rationale_chars"),
         flip_threshold=flip,
         reannotate_threshold=reannotate,
     )

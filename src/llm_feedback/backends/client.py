@@ -166,6 +166,9 @@ class LLMClient:
     async def _complete_many(
         self, requests: Sequence[ChatRequest], desc: str | None
     ) -> list[ChatResult]:
+        if self.config.max_string_chars is not None:
+            # Before the cache key: a different cap is a different request.
+            requests = [r.with_bounded_strings(self.config.max_string_chars) for r in requests]
         namespace, model = self.backend.cache_namespace, self.config.model
         keys = [request.cache_key(namespace, model) for request in requests]
         results: list[ChatResult | None] = [None] * len(requests)

@@ -45,6 +45,7 @@ class EndpointConfig:
     backoff_base_s: float = 0.5
     backoff_max_s: float = 60.0
     structured_output: bool | None = None
+    max_string_chars: int | None = None
     max_tokens_field: str = "max_tokens"
     cache: bool = True
     # local backend
@@ -73,6 +74,8 @@ class EndpointConfig:
             raise ConfigError(
                 f"{where}: 'max_tokens_field' must be max_tokens or max_completion_tokens"
             )
+        if self.max_string_chars is not None and self.max_string_chars < 1:
+            raise ConfigError(f"{where}: 'max_string_chars' must be >= 1 or null")
         if self.parallel_slots < 1 or self.context_per_slot < 256:
             raise ConfigError(
                 f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"

@@ -6,6 +6,7 @@ caching, retries, concurrency and token accounting live in exactly one place.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -57,6 +58,12 @@ class ChatRequest:
             **sampling,
         )
 
+    def with_bounded_strings(self, max_chars: int) -> ChatRequest:
+        """This request with every free-text field of its JSON schema capped at max_chars."""
+        if self.json_schema is None:
+            return self
+        return dataclasses.replace(self, json_schema=_bound_strings(self.json_schema, max_chars))
+
     def cache_key(self, backend: str, model: str) -> str:
         payload = {
             "backend": backend,
@@ -95,3 +102,14 @@ class ChatResult:
     @classmethod
     def failure(cls, error: str, latency_s: float = 0.0, model: str = "") -> ChatResult:
         return cls(text=None, error=error, latency_s=latency_s, model=model)
+
+
+def _bound_strings(schema: Any, max_chars: int) -> Any:
+    if isinstance(schema, dict):
+        bounded = {key: _bound_strings(value, max_chars) for key, value in schema.items()}
+        if schema.get("type") == "string" and "enum" not in schema:
+            bounded["maxLength"] = min(schema.get("maxLength", max_chars), max_chars)
+        return bounded
+    if isinstance(schema, list):
+        return [_bound_strings(item, max_chars) for item in schema]
+    return schema

@@ -28,7 +28,7 @@ def rate_aspects(completions: pd.DataFrame, annotate: Mapping[str, Any],
         return annotate_aspects(
             completions, judge, aspects=settings.aspects, n_shuffles=settings.n_shuffles,
             shuffle_seed=settings.shuffle_seed, max_reasks=settings.max_reasks,
-            sampling=settings.aspect_sampling, max_rationale_chars=settings.max_rationale_chars,
+            sampling=settings.aspect_sampling,
         )
 
 
@@ -39,7 +39,7 @@ def critique(completions: pd.DataFrame, annotate: Mapping[str, Any],
     with LLMClient(settings.endpoint, request_cache) as judge:
         return critique_completions(
             completions, judge, max_reasks=settings.max_reasks,
-            sampling=settings.critique_sampling, max_feedback_chars=settings.max_rationale_chars,
+            sampling=settings.critique_sampling,
         )
 
 
