@@ -15,8 +15,11 @@ from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
 
+ALL_PROMPTS = {"max_prompts": None}
+
+
 def test_sample_then_generate_on_the_demo_prompts(run_kedro, fake_llm):
-    params = {"endpoints": endpoints_via(fake_llm)}
+    params = {"endpoints": endpoints_via(fake_llm), "sample": ALL_PROMPTS}
     sampled = run_kedro("sample", params)["catalog"].load("sampled_prompts")
     assert sampled["source"].nunique() == 6
     assert sampled.groupby("prompt_id")["model"].nunique().eq(4).all()  # without replacement
@@ -95,8 +98,8 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
                   f"data_root={data_root},{endpoints}"]
         env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
         subprocess.run([*common[:3], "run", "--pipeline", "sample", "--params",
-                        f"data_root={data_root}"], cwd=PROJECT_ROOT, env=env, check=True,
-                       capture_output=True)
+                        f"data_root={data_root},sample.max_prompts=null"], cwd=PROJECT_ROOT,
+                       env=env, check=True, capture_output=True)
         child = subprocess.Popen([*common, "--pipeline", "generate"], cwd=PROJECT_ROOT, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
