@@ -11,7 +11,7 @@ import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation import EvaluationConfig, judge_endpoint, run_evaluation
-from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
+from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 from tests.conftest import endpoints_via
 
 RUBRIC = {"accuracy": "Is it correct?", "clarity": "Is it clear?"}
@@ -42,7 +42,8 @@ def metric(metrics: pd.DataFrame, model: str, name: str, **where: Any) -> pd.Ser
 
 
 def candidate(body: dict[str, Any]) -> str:
-    text = body["messages"][-1]["content"]
+    """The judged response; a re-ask repeats the original prompt before its correction."""
+    text = "\n".join(message["content"] for message in body["messages"])
     found = re.search(r"\[Response\]\n(.*?)\n\n", text) or re.search(
         r"Candidate answer:\n(.*?)\n\n", text
     )
@@ -63,6 +64,7 @@ def candidate(body: dict[str, Any]) -> str:
         ({"mode": "rubric", "rubric": {}}, "evaluate.rubric must map"),
         ({"missing": "ignore"}, "evaluate.missing"),
         ({"ks": [0, 1]}, "evaluate.ks"),
+        ({"max_reasks": -1}, "evaluate.max_reasks must be an integer >= 0"),
         ({"n_replicates": 0}, "evaluate.n_replicates"),
         ({"binary_reply": "maybe"}, "evaluate.binary_reply"),
         ({"generation": {"temprature": 1}}, "temprature"),
@@ -268,7 +270,8 @@ def test_rubric_gives_one_row_per_criterion_and_means_per_criterion():
     assert len(judgments) == 4 and set(judgments["criterion"]) == set(RUBRIC)
     muddled = judgments[judgments["instance_id"] == "b"].set_index("criterion")
     assert muddled.loc["accuracy", "score"] == 3 and pd.isna(muddled.loc["clarity", "score"])
-    assert muddled["status"].eq("partial").all()
+    assert muddled["status"].eq("partial").all() and muddled["reasks"].eq(1).all()
+    assert metric(metrics, "m1", "n_reasks")["value"] == 1  # one call, however many criteria
     assert metric(metrics, "m1", "mean", criterion="accuracy")["value"] == 4.0
     assert metric(metrics, "m1", "mean", criterion="clarity")["n_missing"] == 1
     overall = metric(metrics, "m1", "normalised_mean", criterion=None)
@@ -310,10 +313,48 @@ def test_pairwise_position_bias_counts_as_a_tie():
     with FakeLLMServer(lambda body, ctx: "The first one. [[A]]") as server:
         judgments, metrics = evaluate(server, pair_rows(), mode="pairwise")
     assert judgments["outcome"].eq("tie").all() and not judgments["consistent"].any()
+    assert judgments["reasks"].eq(0).all() and metric(metrics, "m1", "n_reasks")["value"] == 0
     assert judgments["verdict_a_first"].eq("A").all() and judgments["verdict_b_first"].eq("B").all()
     for model in ("m1", "m2", "m3"):
         assert metric(metrics, model, "win_rate")["value"] == 0.5
         assert metric(metrics, model, "n_inconsistent")["value"] == 4
+
+
+# --- re-asks ------------------------------------------------------------------------------
+
+
+def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    responder = scripted([
+        ("Candidate answer:\nlate", sequence(["hmm", "1"])),
+        ("Candidate answer:\nhopeless", "I cannot tell."),
+        ("Candidate answer:\nrefused", Reply(status=400, error_message="bad request")),
+    ], default=lambda body, ctx: "0")
+    rows = [row("late", "late"), row("hopeless", "hopeless"), row("refused", "refused"),
+            row("fine", "fine"), row("exact", "Paris")]
+    params = {"mode": "binary", "binary_reply": "0/1"}
+    with FakeLLMServer(responder) as server:
+        judgments, metrics = evaluate(server, rows, cache, **params)
+        # One call per judged row, one re-ask each for "late" and "hopeless".
+        assert server.request_count == 4 + 2
+        again, _ = evaluate(server, rows, cache, **params)
+        assert server.request_count == 6 + 1  # only the failed call is made again
+        _, without = evaluate(server, rows, cache, **params, max_reasks=0)
+        assert server.request_count == 7 + 1
+    by_id = judgments.set_index("instance_id")
+    assert by_id.loc["late", ["score", "status", "raw_response", "reasks"]].tolist() == [
+        1.0, "ok", "1", 1]
+    assert pd.isna(by_id.loc["hopeless", "score"]) and by_id.loc["hopeless", "reasks"] == 1
+    assert by_id.loc["hopeless", ["status", "raw_response"]].tolist() == [
+        "no_match", "I cannot tell."]
+    assert by_id.loc["refused", ["status", "reasks"]].tolist() == ["call_failed", 0]
+    assert by_id.loc[["fine", "exact"], "reasks"].tolist() == [0, 0]
+    assert metric(metrics, "m1", "n_reasks")[["value", "n"]].tolist() == [2, 5]
+    assert metric(metrics, "m1", "mean")["n_missing"] == 2  # hopeless and refused
+    assert again.set_index("instance_id").loc[["late", "hopeless"], "cached"].all()
+    assert again["score"].equals(judgments["score"]) and again["reasks"].equals(judgments["reasks"])
+    assert metric(without, "m1", "n_reasks")["value"] == 0
+    assert metric(without, "m1", "mean")["n_missing"] == 3  # "late" is read from "hmm" alone
 
 
 # --- selection, generation, caching -------------------------------------------------------

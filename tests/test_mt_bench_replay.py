@@ -126,7 +126,9 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(
         # One call at a time: the replicates of an answer meet their judgments in order.
         params = {
             "endpoints": endpoints_via(server, structured_output=False, max_concurrent=1),
-            "evaluate": {"mode": "single_1_10", "missing": "exclude"},
+            # No re-asks: the recording holds one judgment per request, so a re-ask of the
+            # four `$ERROR$` replies would have nothing to replay (and 330 calls is the point).
+            "evaluate": {"mode": "single_1_10", "missing": "exclude", "max_reasks": 0},
             "eval_samples_path": str(samples_path),
         }
         catalog = run_kedro("evaluate", params)["catalog"]

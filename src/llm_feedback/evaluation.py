@@ -24,7 +24,9 @@ normalisation skips the call, an unknown reference is "invalid" with no call),
 both orders; orders that disagree make a tie).
 
 Each replicate is judged by its own call (its request's `attempt`), so replicates never
-share one cached judgment, while a rerun reuses every cached one.
+share one cached judgment, while a rerun reuses every cached one. A judge reply that
+cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before it is
+stored as a missing judgment.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ JUDGMENT_DTYPES = {
     "judge_model": "string",
     "cached": "bool",
     "error": "string",
+    "reasks": "int64",
 }
 PAIRWISE_DTYPES = {
     "instance_id": "string",
@@ -130,6 +133,7 @@ PAIRWISE_DTYPES = {
     "judge_model": "string",
     "cached": "bool",
     "error": "string",
+    "reasks": "int64",  # both orders together
 }
 METRIC_DTYPES = {
     "mode": "string",
@@ -141,6 +145,8 @@ METRIC_DTYPES = {
     "n": "int64",
     "n_missing": "int64",
 }
+# What tells one sample (and its judge call) from another.
+SAMPLE_KEYS = ("instance_id", "turn", "model", "replicate")
 
 
 # --- configuration ----------------------------------------------------------------------
@@ -175,6 +181,7 @@ class EvaluationConfig:
     binary_reply: str = "graded"
     score_range: tuple[int, int] | None = None
     missing: str = "zero"
+    max_reasks: int = 1
     rubric: Mapping[str, str] = field(default_factory=dict)
     custom_prompt: str | None = None
     n_replicates: int | None = None
@@ -198,6 +205,10 @@ class EvaluationConfig:
             )
         if not isinstance(self.judge, str | Mapping):
             raise ConfigError(f"evaluate.judge must be an endpoint name or mapping: {self.judge!r}")
+        if not (_is_int(self.max_reasks) and self.max_reasks >= 0):
+            raise ConfigError(
+                f"evaluate.max_reasks must be an integer >= 0, got {self.max_reasks!r}"
+            )
         _check_sampling("judge_sampling", self.judge_sampling)
         _check_sampling("generation", self.generation)
         self._check_score_range()
@@ -407,7 +418,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluationConfig) -> pd.DataFr
 
 
 def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:
-    keys = ["instance_id", "turn", "model", "replicate"]
+    keys = list(SAMPLE_KEYS)
     repeated = samples.duplicated(keys, keep=False)
     if repeated.any():
         rows = samples.index[repeated]
@@ -603,6 +614,7 @@ def _records_without_call(
         "status": status,
         "success": status == EXACT_MATCH,
         "cached": False,
+        "reasks": 0,
         "error": _text(getattr(sample, "generation_error", None)),
     }
     if status == EXACT_MATCH:
@@ -622,6 +634,7 @@ def _records_from_outcome(
         "prompt": outcome["prompt"],
         "cached": outcome["cached"],
         "error": outcome["error"],
+        "reasks": outcome["reasks"],
     }
     if config.mode == "rubric":
         return [
@@ -696,7 +709,8 @@ def _pair_record(
     if combined is None:
         errors = [_text(getattr(sample, "generation_error", None)) for sample in (first, second)]
         return record | {"status": NO_RESPONSE, "success": False, "cached": False,
-                         "error": next((error for error in errors if error), None)}
+                         "error": next((error for error in errors if error), None),
+                         "reasks": 0}
     result = combined["result"]
     return record | {
         "verdict_a_first": result["verdicts"][0],
@@ -713,6 +727,7 @@ def _pair_record(
         "prompt_b_first": combined["prompt"][1],
         "cached": combined["cached"],
         "error": combined["error"],
+        "reasks": combined["reasks"],
     }
 
 
@@ -830,6 +845,12 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluationConfig) -> lis
             rows += _weighted_metrics(part, config, criterion)
     if config.mode == "binary" and not judged.empty:
         rows += _pass_at_k_metrics(judged, config)
+    # A rubric call makes one row per criterion, each with the call's re-asks: count it once.
+    calls = judgments.drop_duplicates(list(SAMPLE_KEYS))
+    rows += [
+        _metric(model, "n_reasks", float(group.sum()), n=len(group))
+        for model, group in calls["reasks"].groupby(calls["model"], sort=True)
+    ]
     return rows
 
 
@@ -847,6 +868,8 @@ def _pairwise_metrics(judgments: pd.DataFrame) -> list[dict[str, Any]]:
         inconsistent = involved & (judgments["consistent"] == False)  # noqa: E712 - nullable
         rows.append(_metric(row.model, "n_inconsistent", float(inconsistent.sum()),
                             n=int(involved.sum()), n_missing=row.n_missing))
+        rows.append(_metric(row.model, "n_reasks", float(judgments.loc[involved, "reasks"].sum()),
+                            n=int(involved.sum())))
     return rows
 
 
@@ -857,7 +880,9 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluationConfig) -> pd.Dat
     in rubric mode), `weighted_accuracy` / `weighted_normalised_mean` when weights are
     given; binary and score_0_5 add `n_invalid` (unknown references), binary also
     `n_exact_match` and `pass_at_k` for each k (default 1..replicates). Pairwise:
-    `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`.
+    `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode: `n_reasks`, the
+    judge's re-asks of unreadable replies over the model's judgments (pairwise: over the
+    pairs it is in, both orders).
     `n_missing` counts the judgments without a usable value (unparsed replies, failed
     calls, missing responses): as the scale minimum with `missing: zero`, left out with
     `exclude`; invalid judgments are never counted.
@@ -884,6 +909,6 @@ def run_evaluation(
     samples = prepare_samples(eval_samples, config)
     samples = generate_responses(samples, config, endpoints, cache_path, progress)
     with Judge(endpoint, cache_path, refresh=config.overwrite_results, progress=progress,
-               sampling=config.judge_sampling) as judge:
+               sampling=config.judge_sampling, max_reasks=config.max_reasks) as judge:
         judgments = judge_samples(samples, config, judge)
     return judgments, compute_metrics(judgments, config)

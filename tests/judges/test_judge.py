@@ -13,9 +13,10 @@ import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges import CALL_FAILED, Judge, combine_orders
-from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
+from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 
-RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached"}
+RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached",
+               "reasks"}
 RUBRIC = {"accuracy": "Is it correct?", "clarity": "Is it clear?"}
 
 
@@ -31,8 +32,8 @@ def user_text(body: dict[str, Any]) -> str:
 
 
 def candidate(body: dict[str, Any]) -> str:
-    """The candidate answer shown by the binary and grading prompts."""
-    text = user_text(body)
+    """The candidate answer shown by the binary and grading prompts (a re-ask repeats them)."""
+    text = "\n".join(message["content"] for message in body["messages"])
     match = re.search(r"Candidate answer:\n(.*?)\n\n", text) or re.search(
         r"\[Response\]\n(.*?)\n\n", text
     )
@@ -57,7 +58,7 @@ def test_binary_in_both_reply_formats_and_malformed_replies():
     assert yes["success"] and yes["status"] == "ok" and yes["model"] == "judge-x"
     assert yes["raw_response"] == "Yes." and not yes["cached"]
     assert unsure["result"] is None and not unsure["success"] and unsure["status"] == "no_match"
-    assert unsure["raw_response"] == "I am not sure."
+    assert unsure["raw_response"] == "I am not sure." and unsure["reasks"] == 1
 
 
 def test_graded_binary_reply_is_parsed_into_fields():
@@ -137,8 +138,9 @@ def test_rubric_scores_as_json_and_a_partial_reply():
         '```json\n{"scores": {"accuracy": 5, "clarity": 3}, "justification": "ok"}\n```',
         '{"scores": {"accuracy": 4, "clarity": 9}}',
     ])
+    # No re-ask: the partial reply itself is under test.
     with FakeLLMServer(lambda body, ctx: next(replies)) as server, \
-            Judge(endpoint(server, max_concurrent=1)) as judge:
+            Judge(endpoint(server, max_concurrent=1), max_reasks=0) as judge:
         full = judge.evaluate_with_rubric("q", "a", RUBRIC)
         partial = judge.evaluate_with_rubric("q", "b", RUBRIC)
     assert set(full) == RESULT_KEYS | {"scores"}
@@ -193,13 +195,14 @@ def test_position_bias_makes_a_tie():
 
 
 def test_combining_orders_with_a_missing_verdict():
-    def judged(verdict, scores, status="ok"):
+    def judged(verdict, scores, status="ok", reasks=0):
         return {"result": {"verdict": verdict, "scores": scores}, "raw_response": "r",
                 "model": "m", "prompt": "p", "success": verdict is not None, "status": status,
-                "error": None, "cached": True}
+                "error": None, "cached": True, "reasks": reasks}
 
-    combined = combine_orders(judged("A", [9, 2]), judged(None, [None, 7], "no_match"))
+    combined = combine_orders(judged("A", [9, 2]), judged(None, [None, 7], "no_match", 2))
     assert combined["result"]["winner"] is None and not combined["success"]
+    assert combined["reasks"] == 2
     assert combined["status"] == "no_match"
     assert combined["result"]["scores"] == [8.0, 2.0]  # response1: 9 then 7; response2: 2
 
@@ -282,6 +285,94 @@ def test_every_async_form_answers():
     assert all(outcome["success"] for outcome in outcomes)
 
 
+# --- re-asks of unreadable replies ------------------------------------------------------------
+
+
+def calls_about(server: FakeLLMServer, text: str) -> int:
+    """How many requests showed `text` (a re-ask repeats the original prompt)."""
+    return sum(any(text in message["content"] for message in body["messages"])
+               for body in server.requests)
+
+
+def test_an_unreadable_reply_is_re_asked_with_what_was_wrong():
+    responder = scripted([("late", sequence(["No idea.", "On reflection: Rating: [[8]]"])),
+                          ("prompt", "Rating: [[5]]")])
+    with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
+        late, prompt = judge.evaluate_single_batch(["q", "q"], ["late", "prompt"])
+        assert server.request_count == 3
+        reask = server.requests[-1]["messages"]
+    assert (late["result"], late["success"], late["status"]) == (8.0, True, "ok")
+    assert late["reasks"] == 1 and late["raw_response"] == "On reflection: Rating: [[8]]"
+    assert late["prompt"] == reask[-3]["content"]  # the original question, not the correction
+    assert reask[-2] == {"role": "assistant", "content": "No idea."}
+    assert "no answer in the requested format" in reask[-1]["content"]
+    assert (prompt["result"], prompt["reasks"]) == (5.0, 0)
+
+
+def test_a_reply_unreadable_every_time_is_missing_after_max_reasks():
+    responder = scripted([("hopeless", "I would rather not say."), ("fine", "Rating: [[5]]")])
+    with FakeLLMServer(responder) as server, Judge(endpoint(server), max_reasks=2) as judge:
+        outcomes = judge.evaluate_single_batch(["q"] * 3, ["hopeless", "fine 1", "fine 2"])
+        assert calls_about(server, "hopeless") == 1 + 2
+        assert server.request_count == 3 + 2  # nothing more for the readable replies
+    hopeless = outcomes[0]
+    assert hopeless["result"] is None and not hopeless["success"]
+    assert hopeless["status"] == "no_match" and hopeless["reasks"] == 2
+    assert hopeless["raw_response"] == "I would rather not say." and hopeless["error"] is None
+    assert [outcome["result"] for outcome in outcomes[1:]] == [5.0, 5.0]
+
+
+def test_failed_calls_are_not_re_asked():
+    refused = Reply(status=400, error_message="bad request")
+    responder = scripted([("refused", refused),
+                          ("flaky", sequence(["No idea.", refused])),
+                          ("fine", "Rating: [[5]]")])
+    with FakeLLMServer(responder) as server, Judge(endpoint(server), max_reasks=3) as judge:
+        refused_outcome, flaky, _ = judge.evaluate_single_batch(
+            ["q"] * 3, ["refused", "flaky", "fine"]
+        )
+        assert calls_about(server, "refused") == 1
+        assert calls_about(server, "flaky") == 2  # its failed re-ask ends its re-asks
+    assert refused_outcome["status"] == CALL_FAILED and refused_outcome["reasks"] == 0
+    # A failed re-ask keeps the unreadable reply and says why it was not replaced.
+    assert flaky["status"] == "no_match" and flaky["raw_response"] == "No idea."
+    assert flaky["reasks"] == 1 and "HTTP 400" in flaky["error"]
+
+
+def test_max_reasks_zero_never_re_asks_and_a_negative_bound_is_rejected():
+    with FakeLLMServer(lambda body, ctx: "No idea.") as server, \
+            Judge(endpoint(server), max_reasks=0) as judge:
+        outcome = judge.evaluate_single("q", "a")
+        assert server.request_count == 1
+        with pytest.raises(ConfigError, match="max_reasks"):
+            Judge(endpoint(server), max_reasks=-1)
+    assert outcome["status"] == "no_match" and outcome["reasks"] == 0
+
+
+def test_async_batches_and_comparisons_re_ask_too():
+    # "other" wins both orders, but the order showing "late" first is unreadable at first.
+    responder = scripted([("[Response A - start]\nlate", sequence(["Hmm.", "[[B]]"]))],
+                         default=lambda body, ctx: "[[A]]")
+    with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
+        outcome = asyncio.run(judge.evaluate_comparative_async("q", "late", "other"))
+        assert server.request_count == 3  # both orders, then the unreadable one again
+    assert outcome["success"] and outcome["reasks"] == 1
+    assert outcome["result"]["winner"] == "B" and outcome["result"]["consistent"]
+
+
+def test_a_cached_rerun_replays_the_re_asks_without_a_call(tmp_path):
+    cache = tmp_path / "judge.sqlite"
+    responder = scripted([("late", sequence(["No idea.", "Rating: [[8]]"]))])
+    with FakeLLMServer(responder) as server:
+        with Judge(endpoint(server), cache) as judge:
+            first = judge.evaluate_single("q", "late")
+        with Judge(endpoint(server), cache) as judge:
+            again = judge.evaluate_single("q", "late")
+        assert server.request_count == 2
+    assert (first["result"], first["reasks"], first["cached"]) == (8.0, 1, False)
+    assert (again["result"], again["reasks"], again["cached"]) == (8.0, 1, True)
+
+
 # --- failures, availability, endpoint, cache ---------------------------------------------------
 
 
@@ -339,7 +430,8 @@ def test_a_cached_judgment_is_reused_and_refresh_asks_again(tmp_path):
 
 
 def test_attempts_make_identical_judgments_separate_calls(fake_llm):
-    with Judge(endpoint(fake_llm)) as judge:
+    # The echoing fake judge gives no rating: no re-asks, so only the judgments are counted.
+    with Judge(endpoint(fake_llm), max_reasks=0) as judge:
         tasks = [judge.single_task("q", "a", attempt=attempt) for attempt in (0, 0, 1)]
         judge.run(tasks)
     assert fake_llm.request_count == 2  # the two attempt-0 calls were one
@@ -357,7 +449,7 @@ def test_sampling_overrides_and_unknown_settings(fake_llm):
 
 def test_custom_prompt_replaces_the_user_message(fake_llm):
     template = "Q: {question}\nGold: {reference}\nGuess: {prediction}\nReply 1 or 0."
-    with Judge(endpoint(fake_llm)) as judge:
+    with Judge(endpoint(fake_llm), max_reasks=0) as judge:  # the echo is no verdict
         outcome = judge.evaluate_binary("2+2?", "4", "four", custom_prompt=template)
         with pytest.raises(ConfigError, match="unknown field"):
             judge.evaluate_binary("q", "a", "p", custom_prompt="{question} {gold} {prediction}")

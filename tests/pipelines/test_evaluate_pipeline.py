@@ -40,7 +40,8 @@ def test_binary_on_the_demo_set_writes_versioned_parquet(run_kedro, fake_llm, tm
     # The default `graded` reply fills the four fields (the fake judge writes JSON).
     assert asked["extracted_final_answer"].notna().all() and asked["confidence"].notna().all()
     assert set(metrics["metric"]) == {"n_invalid", "n_exact_match", "mean", "normalised_mean",
-                                      "weighted_accuracy", "pass_at_k"}
+                                      "weighted_accuracy", "pass_at_k", "n_reasks"}
+    assert (judgments["reasks"] == 0).all()  # every reply of the fake judge is readable
     assert sorted(metrics.loc[metrics["metric"] == "pass_at_k", "k"].unique()) == [1, 2]
     assert (metrics["mode"] == "binary").all()
 

@@ -8,8 +8,11 @@ the judge overrides it).
 
 Each judgment comes back as a dict: the parsed value under "result" ("scores" for a
 rubric), and "raw_response", "model", "prompt" (the user message sent), "success",
-"status" (a parser status, or "call_failed"), "error" and "cached". A reply that cannot
-be parsed is never an exception: its value is None and "success" is False.
+"status" (a parser status, or "call_failed"), "error", "cached" and "reasks". A reply
+that cannot be parsed is never an exception: the judge is re-asked (at most `max_reasks`
+times, all such tasks of a batch together), and a reply still unreadable after that
+leaves the value None and "success" False. "raw_response" is the reply that was read
+last; a failed call is never re-asked.
 
 Every judgment has four forms: `evaluate_x` (sync), `evaluate_x_async`, and the batch
 forms `evaluate_x_batch` / `evaluate_x_batch_async`, which keep the input order, send all
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_feedback.annotation.reask import build_reask_request
 from llm_feedback.backends import (
     ChatRequest,
     ChatResult,
@@ -39,7 +43,12 @@ from llm_feedback.backends import (
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
 from llm_feedback.judges.parsing import (
+    AMBIGUOUS,
+    EMPTY,
+    NO_MATCH,
     OK,
+    OUT_OF_RANGE,
+    PARTIAL,
     ParseResult,
     parse_binary,
     parse_bracket_rating,
@@ -73,6 +82,14 @@ _OVERALL_WITH_REFERENCE = (
     "reference answer"
 )
 _SWAPPED_LABEL = {"A": "B", "B": "A", "tie": "tie"}
+# What a re-ask tells the judge was wrong with its reply, by parser status.
+_REASK_PROBLEMS = {
+    EMPTY: "it was empty",
+    NO_MATCH: "no answer in the requested format was found",
+    OUT_OF_RANGE: "a score was outside the allowed range",
+    AMBIGUOUS: "it gave conflicting answers",
+    PARTIAL: "part of the requested answer was missing",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +113,52 @@ class JudgeTask:
     @property
     def prompt(self) -> str:
         return self.request.messages[-1]["content"]
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """A task's latest request, reply and reading, and how often it was re-asked.
+
+    `error` is set once a call failed: such a task keeps what it had and is not re-asked.
+    `cached` holds while every reply so far came from the request cache.
+    """
+
+    task: JudgeTask
+    request: ChatRequest
+    reply: ChatResult
+    reading: Reading
+    error: str | None
+    cached: bool
+    reasks: int = 0
+
+    @property
+    def needs_reask(self) -> bool:
+        return self.error is None and not self.reading.success
+
+    def reask_request(self) -> ChatRequest:
+        problem = _REASK_PROBLEMS.get(self.reading.status, "its format did not match")
+        return build_reask_request(self.request, self.reply.text, [problem])
+
+    def take_reask(self, request: ChatRequest, reply: ChatResult) -> None:
+        self.reasks += 1
+        self.cached = self.cached and reply.cached
+        if reply.ok:
+            self.request, self.reply = request, reply
+            self.reading = self.task.read(reply.text)
+        else:  # the unreadable earlier reply stays, with the reason it was not replaced
+            self.error = reply.error
+
+
+def _first_exchange(task: JudgeTask, reply: ChatResult) -> _Exchange:
+    if reply.ok:
+        reading = task.read(reply.text)
+    else:  # the parser's empty value keeps the shape (e.g. every criterion: None)
+        reading = dataclasses.replace(task.read(None), status=CALL_FAILED, success=False)
+    return _Exchange(task, task.request, reply, reading, reply.error, reply.cached)
+
+
+def _reask_desc(desc: str | None, round_number: int) -> str | None:
+    return None if desc is None else f"{desc} re-ask {round_number}"
 
 
 def _value_reading(parsed: ParseResult[Any]) -> Reading:
@@ -209,6 +272,7 @@ def combine_orders(a_first: Mapping[str, Any], b_first: Mapping[str, Any]) -> di
         "status": status,
         "error": a_first["error"] or b_first["error"],
         "cached": a_first["cached"] and b_first["cached"],
+        "reasks": a_first["reasks"] + b_first["reasks"],
     }
 
 
@@ -246,7 +310,8 @@ class Judge:
     request cache (None: no cache); `refresh=True` asks again and replaces cached
     answers. `sampling` overrides the builders' settings (temperature 0, a max_tokens
     per judgment kind) for every call. Replies are constrained by a JSON schema when the
-    endpoint supports structured output.
+    endpoint supports structured output. A reply that cannot be read is re-asked up to
+    `max_reasks` times (0: never).
     """
 
     def __init__(
@@ -258,7 +323,10 @@ class Judge:
         refresh: bool = False,
         progress: bool = False,
         sampling: Mapping[str, Any] | None = None,
+        max_reasks: int = 1,
     ) -> None:
+        if not isinstance(max_reasks, int) or isinstance(max_reasks, bool) or max_reasks < 0:
+            raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
         config = _endpoint_config(endpoint)
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
@@ -267,6 +335,7 @@ class Judge:
             raise ConfigError(f"judge sampling: unknown setting(s) {unknown}; allowed: "
                               f"{', '.join(SAMPLING_KEYS)}")
         self.sampling = dict(sampling or {})
+        self.max_reasks = max_reasks
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
         self._client.open()
 
@@ -303,30 +372,55 @@ class Judge:
 
     # -- running tasks -------------------------------------------------------------------
     def run(self, tasks: Sequence[JudgeTask], desc: str | None = None) -> list[dict[str, Any]]:
-        """Judge every task, in order; `desc` names the progress bar (None: no bar)."""
+        """Judge every task, in order; `desc` names the progress bar (None: no bar).
+
+        Each round re-asks, in one batch, only the tasks whose reply could not be read.
+        """
         replies = self._client.complete_many([task.request for task in tasks], desc=desc)
-        return [self._outcome(task, reply) for task, reply in zip(tasks, replies, strict=True)]
+        exchanges = [
+            _first_exchange(task, reply) for task, reply in zip(tasks, replies, strict=True)
+        ]
+        for round_number in range(1, self.max_reasks + 1):
+            pending = [exchange for exchange in exchanges if exchange.needs_reask]
+            if not pending:
+                break
+            reasks = [exchange.reask_request() for exchange in pending]
+            replies = self._client.complete_many(reasks, desc=_reask_desc(desc, round_number))
+            for exchange, request, reply in zip(pending, reasks, replies, strict=True):
+                exchange.take_reask(request, reply)
+        return [self._outcome(exchange) for exchange in exchanges]
 
     async def arun(
         self, tasks: Sequence[JudgeTask], desc: str | None = None
     ) -> list[dict[str, Any]]:
         replies = await self._client.acomplete_many([task.request for task in tasks], desc=desc)
-        return [self._outcome(task, reply) for task, reply in zip(tasks, replies, strict=True)]
+        exchanges = [
+            _first_exchange(task, reply) for task, reply in zip(tasks, replies, strict=True)
+        ]
+        for round_number in range(1, self.max_reasks + 1):
+            pending = [exchange for exchange in exchanges if exchange.needs_reask]
+            if not pending:
+                break
+            reasks = [exchange.reask_request() for exchange in pending]
+            replies = await self._client.acomplete_many(
+                reasks, desc=_reask_desc(desc, round_number)
+            )
+            for exchange, request, reply in zip(pending, reasks, replies, strict=True):
+                exchange.take_reask(request, reply)
+        return [self._outcome(exchange) for exchange in exchanges]
 
-    def _outcome(self, task: JudgeTask, reply: ChatResult) -> dict[str, Any]:
-        if reply.ok:
-            reading = task.read(reply.text)
-        else:  # the parser's empty value keeps the shape (e.g. every criterion: None)
-            reading = dataclasses.replace(task.read(None), status=CALL_FAILED, success=False)
+    def _outcome(self, exchange: _Exchange) -> dict[str, Any]:
+        reading = exchange.reading
         outcome = {
-            task.result_key: reading.value,
-            "raw_response": reply.text,
+            exchange.task.result_key: reading.value,
+            "raw_response": exchange.reply.text,
             "model": self.model,
-            "prompt": task.prompt,
+            "prompt": exchange.task.prompt,
             "success": reading.success,
             "status": reading.status,
-            "error": reply.error,
-            "cached": reply.cached,
+            "error": exchange.error,
+            "cached": exchange.cached,
+            "reasks": exchange.reasks,
         }
         if reading.details is not None:
             outcome["details"] = dict(reading.details)

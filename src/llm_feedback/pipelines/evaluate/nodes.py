@@ -34,7 +34,7 @@ def judge(samples: pd.DataFrame, evaluate: Mapping[str, Any],
     config = EvaluationConfig.from_params(evaluate)
     with Judge(judge_endpoint(config, endpoints), request_cache,
                refresh=config.overwrite_results, progress=True,
-               sampling=config.judge_sampling) as judge_client:
+               sampling=config.judge_sampling, max_reasks=config.max_reasks) as judge_client:
         return judge_samples(samples, config, judge_client)
 
 
