@@ -9,19 +9,26 @@ latency; what is measured is our annotation layer on top of the client.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import openai
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, save  # noqa: E402
 
-from llm_feedback.annotation import DEFAULT_ASPECTS  # noqa: E402
+from llm_feedback.annotation import (  # noqa: E402
+    DEFAULT_ASPECTS,
+    build_aspect_request,
+    shuffle_orders,
+)
 from llm_feedback.annotation.runner import annotate_aspects, critique_completions  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
+from llm_feedback.backends.openai_backend import response_format_for  # noqa: E402
 from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
 
 
@@ -34,6 +41,28 @@ def completions(prompts: int) -> pd.DataFrame:
         for p in range(prompts) for c in range(4)
     ]
     return pd.DataFrame(rows)
+
+
+def plain_client_rate(url: str, requests: list, concurrency: int) -> float:
+    """The same requests through a bare AsyncOpenAI loop: the ceiling for this payload."""
+
+    async def send_all() -> None:
+        client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(request) -> None:
+            async with semaphore:
+                await client.chat.completions.create(
+                    model="judge", messages=list(request.messages), temperature=0.0,
+                    max_tokens=request.max_tokens,
+                    response_format=response_format_for(request.json_schema))
+
+        await asyncio.gather(*(one(r) for r in requests))
+        await client.close()
+
+    started = time.perf_counter()
+    asyncio.run(send_all())
+    return len(requests) / (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -66,6 +95,18 @@ def main() -> None:
                                  "calls_per_s": calls / wall,
                                  "ratio_of_bound": calls / wall / bound,
                                  "cpu_ms_per_call": 1000 * cpu / calls, "readable": readable}
+        # Rebuild exactly the aspect requests the runner sent, for the bare-client ceiling.
+        requests = [
+            build_aspect_request(aspect, instruction, list(group["response"]), order,
+                                 structured=True)
+            for (_, instruction), group in frame.groupby(["prompt_id", "instruction"])
+            for aspect in DEFAULT_ASPECTS
+            for order in [shuffle_orders(str(group["prompt_id"].iloc[0]), 4, 1, 42)[0]]
+        ]
+        plain = plain_client_rate(url, requests, args.concurrency)
+        report["plain_async_openai_same_aspect_requests"] = {
+            "calls_per_s": plain, "ratio_of_bound": plain / bound}
+        report["aspects"]["ratio_of_plain_client"] = report["aspects"]["calls_per_s"] / plain
     save("annotate_throughput", report)
 
 

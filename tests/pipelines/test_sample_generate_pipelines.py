@@ -14,7 +14,6 @@ from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
-
 ALL_PROMPTS = {"max_prompts": None}
 
 

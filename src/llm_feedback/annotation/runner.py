@@ -9,7 +9,7 @@ and a parse status: nothing is lost and nothing crashes the run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,8 @@ def _run_with_reasks(
     client: LLMClient,
     calls: list[_Call],
     *,
+    first_requests: Iterable[ChatRequest],
+    total: int,
     parse: Callable[[int, str | None], Any],
     problems: Callable[[Any], list[str]],
     merge: Callable[[int, Any, str | None], None],
@@ -98,16 +100,21 @@ def _run_with_reasks(
 ) -> None:
     """Send every call; re-ask only those whose reply could not be read.
 
+    `first_requests` yields each call's request after appending the call to `calls`, so
+    the first calls are in flight while later ones are still being built.
     `parse(i, text)` reads a reply of call i; `merge(i, outcome, text)` folds a re-ask's
     outcome into call i's, keeping whatever the earlier replies already got right.
     """
-    replies = client.complete_many([call.request for call in calls], desc=desc)
-    for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+    def receive(index: int, reply: ChatResult) -> None:
+        # Runs as each reply arrives, so parsing overlaps the calls still in flight.
+        call = calls[index]
         call.reply = reply
         call.prompt_tokens += reply.prompt_tokens
         call.completion_tokens += reply.completion_tokens
         if reply.ok:
             call.outcome = parse(index, reply.text)
+
+    client.complete_many(first_requests, desc=desc, on_result=receive, total=total)
     for round_number in range(1, max_reasks + 1):
         retry = [i for i, c in enumerate(calls) if c.reply.ok and problems(c.outcome)]
         if not retry:
@@ -160,22 +167,25 @@ def annotate_aspects(
     structured = client.supports_json_schema
     tasks: list[_AspectTask] = []
     calls: list[_Call] = []
-    for prompt_id, group in usable.groupby("prompt_id", sort=True):
-        completion_ids = group["completion_idx"].astype(int).tolist()
-        responses = group["response"].astype(str).tolist()
-        instruction = str(group["instruction"].iloc[0])
-        knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-        orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
-        for spec in specs:
-            for shuffle_idx, order in enumerate(orders):
-                request = build_aspect_request(
-                    spec.name, instruction, responses, order,
-                    world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                    structured=structured, sampling=dict(sampling or {}),
-                )
-                tasks.append(_AspectTask(str(prompt_id), spec.name, shuffle_idx, order,
-                                         completion_ids))
-                calls.append(_Call(request))
+
+    def build_requests() -> Iterator[ChatRequest]:
+        for prompt_id, group in usable.groupby("prompt_id", sort=True):
+            completion_ids = group["completion_idx"].astype(int).tolist()
+            responses = group["response"].astype(str).tolist()
+            instruction = str(group["instruction"].iloc[0])
+            knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
+            orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
+            for spec in specs:
+                for shuffle_idx, order in enumerate(orders):
+                    request = build_aspect_request(
+                        spec.name, instruction, responses, order,
+                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                        structured=structured, sampling=dict(sampling or {}),
+                    )
+                    tasks.append(_AspectTask(str(prompt_id), spec.name, shuffle_idx, order,
+                                             completion_ids))
+                    calls.append(_Call(request))
+                    yield request
 
     def parse(index: int, text: str | None) -> list[AspectRating]:
         return parse_aspect_reply(tasks[index].aspect, text, len(tasks[index].order), structured)
@@ -191,7 +201,9 @@ def annotate_aspects(
                 merged.append(old)
         call.outcome = merged
 
-    _run_with_reasks(client, calls, parse=parse, problems=rating_problems, merge=merge,
+    _run_with_reasks(client, calls, first_requests=build_requests(),
+                     total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
+                     parse=parse, problems=rating_problems, merge=merge,
                      max_reasks=max_reasks, desc="annotate aspects")
     judgements = []
     raw_per_row: list[str | None] = []
@@ -246,14 +258,17 @@ def critique_completions(
     structured = client.supports_json_schema
     keys = list(zip(usable["prompt_id"].astype(str), usable["completion_idx"].astype(int),
                     strict=True))
-    calls = [
-        _Call(build_critique_request(
-            str(row.instruction), str(row.response), str(row.principle or "helpfulness"),
-            str(getattr(row, "system_prompt", "") or ""),
-            structured=structured, sampling=dict(sampling or {}),
-        ))
-        for row in usable.itertuples(index=False)
-    ]
+    calls: list[_Call] = []
+
+    def build_requests() -> Iterator[ChatRequest]:
+        for row in usable.itertuples(index=False):
+            request = build_critique_request(
+                str(row.instruction), str(row.response), str(row.principle or "helpfulness"),
+                str(getattr(row, "system_prompt", "") or ""),
+                structured=structured, sampling=dict(sampling or {}),
+            )
+            calls.append(_Call(request))
+            yield request
 
     def problems(parsed: Any) -> list[str]:
         if parsed is None or parsed.overall_score is not None:
@@ -265,7 +280,7 @@ def critique_completions(
             calls[index].outcome = new
             calls[index].raw_by_part[0] = text
 
-    _run_with_reasks(client, calls,
+    _run_with_reasks(client, calls, first_requests=build_requests(), total=len(usable),
                      parse=lambda index, text: parse_critique_reply(text, structured),
                      problems=problems, merge=merge, max_reasks=max_reasks, desc="critique")
     judgements = [

@@ -8,12 +8,13 @@ that loop; async callers await it. Each SDK connection pool therefore lives on o
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,36 @@ from llm_feedback.backends.openai_backend import OpenAICompatibleBackend, Retrya
 from llm_feedback.backends.vllm_backend import VLLMBackend
 
 logger = logging.getLogger(__name__)
+
+ResultCallback = Callable[[int, ChatResult], None]
+_CHUNK = 256  # requests hashed and looked up per step while earlier ones are in flight
+
+
+def _ignore_result(index: int, result: ChatResult) -> None:
+    """The default `on_result`: callers that only want the list."""
+
+
+def _length(requests: Iterable[ChatRequest]) -> int | None:
+    return len(requests) if isinstance(requests, Sized) else None
+
+
+def _chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
+    iterator = iter(requests)
+    while chunk := list(itertools.islice(iterator, _CHUNK)):
+        yield chunk
+
+
+@dataclass
+class _Batch:
+    """The state of one complete_many call, filled in as requests are admitted."""
+
+    deliver: ResultCallback
+    bar: Any = None
+    requests: list[ChatRequest] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    results: list[ChatResult | None] = field(default_factory=list)
+    first_index: dict[str, int] = field(default_factory=dict)
+    duplicates: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -132,10 +163,19 @@ class LLMClient:
         return self.complete_many([request], desc=None)[0]
 
     def complete_many(
-        self, requests: Iterable[ChatRequest], desc: str | None = "requests"
+        self,
+        requests: Iterable[ChatRequest],
+        desc: str | None = "requests",
+        on_result: ResultCallback | None = None,
+        total: int | None = None,
     ) -> list[ChatResult]:
-        """Answer every request, in order; cached answers cost nothing."""
-        return self._run(self._complete_many(list(requests), desc))
+        """Answer every request, in order; cached answers cost nothing.
+
+        `on_result(index, result)` runs as each answer arrives (on the client's loop thread),
+        so callers can parse replies while the rest are still in flight. `requests` may be
+        a lazy iterable (give `total` for the progress bar): sending starts at once.
+        """
+        return self._run(self._complete_many(requests, desc, on_result, total))
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
         return (await self.acomplete_many([request], desc=None))[0]
@@ -164,69 +204,106 @@ class LLMClient:
 
     # -- machinery -------------------------------------------------------------------
     async def _complete_many(
-        self, requests: Sequence[ChatRequest], desc: str | None
+        self,
+        requests: Iterable[ChatRequest],
+        desc: str | None,
+        on_result: ResultCallback | None = None,
+        total: int | None = None,
     ) -> list[ChatResult]:
-        if self.config.max_string_chars is not None:
-            # Before the cache key: a different cap is a different request.
-            requests = [r.with_bounded_strings(self.config.max_string_chars) for r in requests]
-        namespace, model = self.backend.cache_namespace, self.config.model
-        keys = [request.cache_key(namespace, model) for request in requests]
-        results: list[ChatResult | None] = [None] * len(requests)
-        cached = self.cache.get_many(keys) if self.cache is not None and not self.refresh else {}
-        # The first request with a key is sent; identical ones share its answer.
-        first_index: dict[str, int] = {}
-        duplicates: list[tuple[int, int]] = []
-        todo: list[int] = []
-        for index, key in enumerate(keys):
-            if key in cached:
-                results[index] = cached[key]
-            elif key in first_index:
-                duplicates.append((index, first_index[key]))
-            else:
-                first_index[key] = index
-                todo.append(index)
-        self.stats.requests += len(requests)
-        self.stats.cache_hits += len(requests) - len(todo) - len(duplicates)
-        self.stats.deduplicated += len(duplicates)
+        """Look up, deduplicate and send requests chunk by chunk as they are produced.
 
-        show = self.progress and desc is not None and len(todo) > 1
-        bar = tqdm(total=len(requests), initial=len(requests) - len(todo) - len(duplicates),
-                   desc=desc, disable=not show, unit="req", mininterval=0.5)
+        `requests` may be a lazy iterable: the first calls are in flight while later
+        requests are still being built, hashed and looked up in the cache.
+        """
+        batch = _Batch(deliver=on_result or _ignore_result)
+        size = total if total is not None else _length(requests)
+        show = self.progress and desc is not None and size != 1
+        batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
         try:
             if getattr(self.backend, "is_batch", False):
-                await self._run_batch(requests, keys, todo, results, bar)
+                for chunk in _chunks(requests):
+                    self._admit(batch, chunk)
+                await self._run_batch(batch)
             else:
-                await self._run_concurrently(requests, keys, todo, results, bar)
+                await self._run_concurrently(batch, requests)
         finally:
-            bar.close()
-        for index, source in duplicates:
-            results[index] = results[source]
-        if todo and desc is not None:
+            batch.bar.close()
+        for index, source in batch.duplicates:
+            batch.results[index] = batch.results[source]
+            batch.deliver(index, batch.results[index])
+        sent = len(batch.first_index)
+        self.stats.requests += len(batch.results)
+        self.stats.cache_hits += len(batch.results) - sent - len(batch.duplicates)
+        self.stats.deduplicated += len(batch.duplicates)
+        if sent and desc is not None:
             logger.info(
                 "%s: %d requests, %d from cache, %d sent, %d failed, %d retries",
-                desc, len(requests), len(requests) - len(todo), len(todo),
-                sum(1 for index in todo if not results[index].ok), self.stats.retries,
+                desc, len(batch.results), len(batch.results) - sent, sent,
+                sum(1 for index in batch.first_index.values() if not batch.results[index].ok),
+                self.stats.retries,
             )
-        return results
+        return batch.results
 
-    async def _run_concurrently(self, requests, keys, todo, results, bar) -> None:
-        pending = iter(todo)
+    def _admit(self, batch: _Batch, chunk: list[ChatRequest]) -> list[int]:
+        """Register a chunk of requests; return the indices that must be sent."""
+        if self.config.max_string_chars is not None:
+            # Before the cache key: a different cap is a different request.
+            chunk = [r.with_bounded_strings(self.config.max_string_chars) for r in chunk]
+        namespace, model = self.backend.cache_namespace, self.config.model
+        keys = [request.cache_key(namespace, model) for request in chunk]
+        use_cache = self.cache is not None and not self.refresh
+        cached = self.cache.get_many(keys) if use_cache else {}
+        to_send = []
+        for request, key in zip(chunk, keys, strict=True):
+            index = len(batch.results)
+            batch.requests.append(request)
+            batch.keys.append(key)
+            batch.results.append(cached.get(key))
+            if key in cached:
+                batch.deliver(index, cached[key])
+                batch.bar.update(1)
+            elif key in batch.first_index:
+                # Identical requests share one answer: only the first is sent.
+                batch.duplicates.append((index, batch.first_index[key]))
+                batch.bar.update(1)
+            else:
+                batch.first_index[key] = index
+                to_send.append(index)
+        return to_send
 
-        async def worker() -> None:
-            for index in pending:  # workers share one iterator: at most C in flight
-                results[index] = await self._fetch(requests[index], keys[index])
-                bar.update(1)
+    async def _run_concurrently(self, batch: _Batch, requests: Iterable[ChatRequest]) -> None:
+        workers = self.config.concurrency
+        queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=4 * workers)
 
-        workers = min(self.config.concurrency, len(todo))
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        async def produce() -> None:
+            try:
+                for chunk in _chunks(requests):
+                    for index in self._admit(batch, chunk):
+                        await queue.put(index)
+                    await asyncio.sleep(0)  # let the workers send what is queued
+            finally:
+                for _ in range(workers):
+                    await queue.put(None)
 
-    async def _run_batch(self, requests, keys, todo, results, bar) -> None:
-        batch = [requests[index] for index in todo]
-        outputs = await asyncio.to_thread(self.backend.generate, batch)
+        async def work() -> None:
+            while (index := await queue.get()) is not None:
+                result = await self._fetch(batch.requests[index], batch.keys[index])
+                batch.results[index] = result
+                batch.deliver(index, result)
+                batch.bar.update(1)
+
+        await asyncio.gather(produce(), *(work() for _ in range(workers)))
+
+    async def _run_batch(self, batch: _Batch) -> None:
+        todo = list(batch.first_index.values())
+        outputs = await asyncio.to_thread(
+            self.backend.generate, [batch.requests[index] for index in todo]
+        )
         for index, result in zip(todo, outputs, strict=True):
-            self._record(keys[index], result)
-            results[index] = result
-        bar.update(len(todo))
+            self._record(batch.keys[index], result)
+            batch.results[index] = result
+            batch.deliver(index, result)
+        batch.bar.update(len(todo))
 
     async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
         async with self._semaphore:
