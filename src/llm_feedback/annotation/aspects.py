@@ -7,6 +7,7 @@ their scales and the type codes follow the UltraFeedback method.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -184,8 +185,12 @@ def get_aspect(name: str) -> AspectSpec:
         ) from None
 
 
+@functools.lru_cache(maxsize=64)
 def aspect_json_schema(aspect: str, n_completions: int) -> dict[str, Any]:
     """The structured-output schema: one required key per text shown, `text_1`..`text_N`.
+
+    Cached and shared by every request of that shape (treat it as read-only): at
+    UltraFeedback scale a fresh copy per request would cost gigabytes.
 
     Keys rather than a list of numbered items: a constrained decoder then cannot skip a
     text or rate one twice, and every backend's JSON-schema support covers plain objects.

@@ -52,7 +52,7 @@ COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", 
 class _Call:
     """One logical judge call and its re-asks; `outcome` is the stage's parsed value."""
 
-    request: ChatRequest
+    request: ChatRequest | None
     reply: ChatResult | None = None
     outcome: Any = None
     reasks: int = 0
@@ -113,6 +113,8 @@ def _run_with_reasks(
         call.completion_tokens += reply.completion_tokens
         if reply.ok:
             call.outcome = parse(index, reply.text)
+        if max_reasks == 0 or not reply.ok or not problems(call.outcome):
+            call.request = None  # never re-asked: at scale its prompt is most of the memory
 
     client.complete_many(first_requests, desc=desc, on_result=receive, total=total)
     for round_number in range(1, max_reasks + 1):

@@ -53,7 +53,7 @@ class _Batch:
 
     deliver: ResultCallback
     bar: Any = None
-    requests: list[ChatRequest] = field(default_factory=list)
+    requests: list[ChatRequest | None] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     results: list[ChatResult | None] = field(default_factory=list)
     first_index: dict[str, int] = field(default_factory=dict)
@@ -288,6 +288,7 @@ class LLMClient:
         async def work() -> None:
             while (index := await queue.get()) is not None:
                 result = await self._fetch(batch.requests[index], batch.keys[index])
+                batch.requests[index] = None  # answered: its prompt need not stay in memory
                 batch.results[index] = result
                 batch.deliver(index, result)
                 batch.bar.update(1)

@@ -62,7 +62,7 @@ class ChatRequest:
         """This request with every free-text field of its JSON schema capped at max_chars."""
         if self.json_schema is None:
             return self
-        return dataclasses.replace(self, json_schema=_bound_strings(self.json_schema, max_chars))
+        return dataclasses.replace(self, json_schema=_bounded_schema(self.json_schema, max_chars))
 
     def cache_key(self, backend: str, model: str) -> str:
         payload = {
@@ -102,6 +102,21 @@ class ChatResult:
     @classmethod
     def failure(cls, error: str, latency_s: float = 0.0, model: str = "") -> ChatResult:
         return cls(text=None, error=error, latency_s=latency_s, model=model)
+
+
+# Requests of one shape share one schema object; so do their capped copies. The original
+# is kept in the entry so that its id cannot be reused while the entry lives.
+_bounded_schemas: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _bounded_schema(schema: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    entry = _bounded_schemas.get((id(schema), max_chars))
+    if entry is None or entry[0] is not schema:
+        if len(_bounded_schemas) > 256:
+            _bounded_schemas.clear()
+        entry = (schema, _bound_strings(schema, max_chars))
+        _bounded_schemas[(id(schema), max_chars)] = entry
+    return entry[1]
 
 
 def _bound_strings(schema: Any, max_chars: int) -> Any:
