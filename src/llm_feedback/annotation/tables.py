@@ -83,9 +83,13 @@ class CritiqueJudgement:
     call_error: str | None = None
 
 
-def _typed_frame(rows: list[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(dtypes))
-    return frame.astype(dict(dtypes))
+def _typed_frame(rows: Iterable[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    # Column lists, not a list of row dicts: at a million rows the dicts alone need GiBs.
+    columns: dict[str, list[Any]] = {name: [] for name in dtypes}
+    for row in rows:
+        for name, values in columns.items():
+            values.append(row[name])
+    return pd.DataFrame(columns).astype(dict(dtypes))
 
 
 def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
@@ -134,7 +138,7 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
 
 def aspect_annotations_frame(judgements: Iterable[AspectJudgement]) -> pd.DataFrame:
     """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx)."""
-    rows = [row for judgement in judgements for row in _aspect_rows(judgement)]
+    rows = (row for judgement in judgements for row in _aspect_rows(judgement))
     return _typed_frame(rows, ASPECT_ANNOTATION_DTYPES)
 
 
