@@ -80,12 +80,11 @@ def generate_completions(
     sampled = sampled.reset_index(drop=True)
     requests = build_requests(sampled, pool)
     endpoint_of_row = sampled["model"].map(lambda model: pool[model].endpoint.name)
+    endpoints = {spec.endpoint.name: spec.endpoint for spec in pool.values()}
     results: list = [None] * len(sampled)
     for endpoint_name, rows in endpoint_of_row.groupby(endpoint_of_row, sort=True):
-        endpoint = next(spec.endpoint for spec in pool.values()
-                        if spec.endpoint.name == endpoint_name)
         positions = rows.index.to_list()
-        with LLMClient(endpoint, cache_path, progress=progress) as client:
+        with LLMClient(endpoints[endpoint_name], cache_path, progress=progress) as client:
             answers = client.complete_many(
                 [requests[i] for i in positions], desc=f"generate [{endpoint_name}]"
             )
