@@ -117,6 +117,12 @@ def test_only_unreadable_replies_are_re_asked(run_kedro):
     honesty = aspects[aspects["aspect"] == "honesty"]
     assert honesty["parse_status"].isin(["ok", "na"]).all()
     assert (honesty["reasks"] == 1).all()
+    # Each row keeps the reply its rating was read from: only text 2 came from the re-ask.
+    from_reask = honesty["raw_reply"].map(lambda raw: "text_2" in json.loads(raw)["ratings"]
+                                          and len(json.loads(raw)["ratings"]) == 4)
+    shown_second = honesty["position"] == 1
+    assert from_reask[shown_second].all()
+    assert not from_reask[~shown_second].any()
     assert (aspects[aspects["aspect"] != "honesty"]["reasks"] == 0).all()
 
 

@@ -200,6 +200,8 @@ def annotate_aspects(
                 call.raw_by_part[old.position] = text  # this row's rating came from the re-ask
                 merged.append(new)
             else:
+                # Still the earlier reply's rating (call.reply is replaced after merging).
+                call.raw_by_part.setdefault(old.position, call.reply.text)
                 merged.append(old)
         call.outcome = merged
 
@@ -207,31 +209,20 @@ def annotate_aspects(
                      total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
                      parse=parse, problems=rating_problems, merge=merge,
                      max_reasks=max_reasks, desc="annotate aspects")
-    judgements = []
-    raw_per_row: list[str | None] = []
-    share_prompt: list[float] = []
-    share_completion: list[float] = []
-    for call, task in zip(calls, tasks, strict=True):
-        failed = not call.reply.ok
-        judgements.append(
-            AspectJudgement(
-                prompt_id=task.prompt_id, aspect=task.aspect, shuffle_idx=task.shuffle_idx,
-                order=task.order, ratings=[] if failed else call.outcome,
-                judge_model=client.model, raw_reply=call.reply.text, reasks=call.reasks,
-                call_error=call.reply.error if failed else None,
-                completion_ids=task.completion_ids,
-            )
+    judgements = (  # a generator: the table is built without a second copy of every call
+        AspectJudgement(
+            prompt_id=task.prompt_id, aspect=task.aspect, shuffle_idx=task.shuffle_idx,
+            order=task.order, ratings=[] if not call.reply.ok else call.outcome,
+            judge_model=client.model, raw_reply=call.reply.text, reasks=call.reasks,
+            call_error=None if call.reply.ok else call.reply.error,
+            completion_ids=task.completion_ids,
+            raw_replies=[call.raw_by_part.get(position, call.reply.text)
+                         for position in range(len(task.order))],
+            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
         )
-        n = len(task.order)
-        for position in range(n):
-            raw_per_row.append(call.raw_by_part.get(position, call.reply.text))
-            # A call rates n completions; each row carries its share of the tokens.
-            share_prompt.append(call.prompt_tokens / n)
-            share_completion.append(call.completion_tokens / n)
+        for call, task in zip(calls, tasks, strict=True)
+    )
     frame = aspect_annotations_frame(judgements)
-    frame["raw_reply"] = pd.array(raw_per_row, dtype="string")
-    frame["prompt_tokens"] = pd.array(share_prompt, dtype="float64")
-    frame["completion_tokens"] = pd.array(share_completion, dtype="float64")
     _log_parse_rate("aspect ratings", frame)
     return frame
 

@@ -33,6 +33,8 @@ ASPECT_ANNOTATION_DTYPES: Mapping[str, Any] = {
     "reasks": "int64",
     "judge_model": "string",
     "raw_reply": "string",
+    "prompt_tokens": "float64",  # this row's share of its call's tokens
+    "completion_tokens": "float64",
 }
 
 CRITIQUE_DTYPES: Mapping[str, Any] = {
@@ -68,6 +70,10 @@ class AspectJudgement:
     reasks: int = 0
     call_error: str | None = None
     completion_ids: Sequence[int] | None = None
+    # Per shown position, the reply its rating was read from (a re-ask may have fixed one).
+    raw_replies: Sequence[str | None] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,17 @@ def _typed_frame(rows: Iterable[dict[str, Any]], dtypes: Mapping[str, Any]) -> p
     for row in rows:
         for name, values in columns.items():
             values.append(row[name])
-    return pd.DataFrame(columns).astype(dict(dtypes))
+    # Typed one column at a time, each list freed once converted: no second full copy.
+    return pd.DataFrame(
+        {name: typed_column(columns.pop(name), dtype) for name, dtype in dtypes.items()}
+    )
+
+
+def typed_column(values: list[Any], dtype: Any) -> Any:
+    """A column of the given dtype; lists of lists stay Python objects (Parquet list<>)."""
+    if dtype == "object":
+        return values
+    return pd.array(values, dtype=dtype)
 
 
 def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
@@ -130,7 +146,12 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 else (judgement.call_error or "no ratings returned"),
                 "reasks": judgement.reasks,
                 "judge_model": judgement.judge_model,
-                "raw_reply": judgement.raw_reply,
+                "raw_reply": judgement.raw_replies[position]
+                if judgement.raw_replies
+                else judgement.raw_reply,
+                # A call rates every shown completion; each row carries its share.
+                "prompt_tokens": judgement.prompt_tokens / len(judgement.order),
+                "completion_tokens": judgement.completion_tokens / len(judgement.order),
             }
         )
     return rows
