@@ -6,6 +6,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.annotation.settings import parse_annotate_settings
+from llm_feedback.endpoints import parse_endpoints
 from llm_feedback.errors import ConfigError
 from llm_feedback.reporting import (
     PreferencePairs,
@@ -24,6 +25,10 @@ FIGURE_LINKS = {
 PAIR_SETTINGS = ("score", "strategy", "seed")
 
 
+IN_PROCESS_BACKENDS = ("local", "vllm")
+NO_COST = {"prompt_per_1k": 0.0, "completion_per_1k": 0.0}
+
+
 def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
@@ -33,13 +38,23 @@ def estimate_costs(
     endpoints: Mapping[str, Any],
 ) -> pd.DataFrame:
     # Aspect ratings and critiques come from the same judge endpoint (see annotate).
-    judge_endpoint = parse_annotate_settings(annotate, endpoints).endpoint.name
+    judge = parse_annotate_settings(annotate, endpoints).endpoint
+    # Models run on this machine (embedded or in-process vLLM) cost nothing per token.
+    in_process = {name for name, config in parse_endpoints(endpoints).items()
+                  if config.backend in IN_PROCESS_BACKENDS}
+    free = dict.fromkeys(
+        completions.loc[completions["endpoint"].isin(in_process), "model"].dropna().unique(),
+        NO_COST,
+    )
+    if judge.backend in IN_PROCESS_BACKENDS:
+        for table in (aspect_annotations, critiques):
+            free.update(dict.fromkeys(table["judge_model"].dropna().unique(), NO_COST))
     return cost_table(
         completions,
         aspect_annotations,
         critiques,
-        prices=prices or {},
-        stage_endpoints={"annotate": judge_endpoint, "critique": judge_endpoint},
+        prices={**free, **(prices or {})},
+        stage_endpoints={"annotate": judge.name, "critique": judge.name},
     )
 
 
