@@ -17,9 +17,10 @@ except ConfigError as missing:  # pragma: no cover - the default install has it
 TINY_RUN = {
     "sample": {"max_prompts": 2},
     "generation": {"max_tokens": 48},
-    "annotate": {"judge": {"max_tokens": 400}, "critique": {"max_tokens": 160},
-                 },
-    "endpoints": {"local": {"max_string_chars": 60}},
+    # Short rationales keep the run quick; the judge's token budget stays the default so
+    # that four capped rationales always fit (a 135M judge fills every string to the cap).
+    "annotate": {"critique": {"max_tokens": 160}},
+    "endpoints": {"local": {"max_string_chars": 40}},
 }
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.testing.server import FakeLLMServer, schema_responder
+from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import endpoints_via
 
 SMALL = {"sample": {"max_prompts": 5}}
@@ -243,3 +243,19 @@ def test_position_consistency_needs_every_shuffle_stored(run_kedro, fake_llm):
     per_completion = aspects.groupby(["prompt_id", "completion_idx", "aspect"]).size()
     assert per_completion.eq(2).all()
     assert isinstance(aspects, pd.DataFrame)
+
+
+def test_a_reply_cut_off_by_max_tokens_is_re_asked_with_a_larger_budget(run_kedro):
+    def cut_off_at_the_default_budget(body, ctx):
+        if _is_aspect_call(body) and body["max_tokens"] == 1536:
+            return Reply(content='{"ratings": {"text_1": {"rating": 4, "rationale": "Good b',
+                         finish_reason="length")
+        return schema_responder(body, ctx)
+
+    with FakeLLMServer(cut_off_at_the_default_budget) as server:
+        catalog = _run_feedback(run_kedro, server, {"sample": {"max_prompts": 1}})
+        budgets = sorted({b["max_tokens"] for b in server.requests if _is_aspect_call(b)})
+    assert budgets == [1536, 3072]
+    aspects = catalog.load("aspect_annotations")
+    assert aspects["parse_status"].isin(["ok", "na"]).all()
+    assert (aspects["reasks"] == 1).all()

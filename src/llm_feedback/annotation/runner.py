@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -121,10 +121,7 @@ def _run_with_reasks(
         retry = [i for i, c in enumerate(calls) if c.reply.ok and problems(c.outcome)]
         if not retry:
             break
-        reasks = [
-            build_reask_request(calls[i].request, calls[i].reply.text, problems(calls[i].outcome))
-            for i in retry
-        ]
+        reasks = [_reask(calls[i], problems(calls[i].outcome)) for i in retry]
         replies = client.complete_many(reasks, desc=f"{desc} re-ask {round_number}")
         for index, request, reply in zip(retry, reasks, replies, strict=True):
             call = calls[index]
@@ -135,6 +132,14 @@ def _run_with_reasks(
                 merge(index, parse(index, reply.text), reply.text)
                 # The next round builds on the latest exchange.
                 call.request, call.reply = request, reply
+
+
+def _reask(call: _Call, problems: list[str]) -> ChatRequest:
+    request = build_reask_request(call.request, call.reply.text, problems)
+    if call.reply.finish_reason == "length":
+        # Cut off by max_tokens: the same budget would cut the answer again.
+        request = replace(request, max_tokens=2 * request.max_tokens)
+    return request
 
 
 # -- aspects ---------------------------------------------------------------------------
