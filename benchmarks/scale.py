@@ -2,10 +2,12 @@
 
 64,000 prompts x 4 completions against the fake server at zero latency, so what is
 measured is our code (sampling, request building, caching, parsing, DataFrames), not a
-model. Each stage runs in a fresh process so its peak RSS is its own.
+model. Each stage runs in a fresh process, as a Kedro node does its work between loading
+its inputs and saving its output, so its peak RSS is its own.
 
-    python benchmarks/scale.py --stage generate [--prompts 64000]
-    python benchmarks/scale.py --stage annotate [--prompts 64000]
+    python benchmarks/scale.py --stage generate --workdir /tmp/scale [--prompts 64000]
+    python benchmarks/scale.py --stage aspects --workdir /tmp/scale   # reads its completions
+    python benchmarks/scale.py --stage critique --workdir /tmp/scale
 """
 
 from __future__ import annotations
@@ -63,25 +65,26 @@ def run_generate(n: int, url: str, cache: Path) -> dict:
     return stages
 
 
-def run_annotate(url: str, cache: Path) -> dict:
+def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
+    """One annotate node as Kedro runs it: load completions, judge, save the table."""
     completions = pd.read_parquet(cache.parent / "completions.parquet")
     config = EndpointConfig.from_dict({"backend": "openai", "model": "fake", "base_url": url,
                                        "max_concurrent": 64}, name="judge")
-    stages: dict = {}
     with LLMClient(config, cache, progress=False) as judge:
         started = time.perf_counter()
-        aspects = annotate_aspects(completions, judge, aspects=["instruction_following",
-                                   "honesty", "truthfulness", "helpfulness"], max_reasks=1)
-        stages["aspects"] = {"wall_s": time.perf_counter() - started, "rows": len(aspects)}
-        started = time.perf_counter()
-        critiques = critique_completions(completions, judge, max_reasks=1)
-        stages["critique"] = {"wall_s": time.perf_counter() - started, "rows": len(critiques)}
-    return stages
+        if stage == "aspects":
+            table = annotate_aspects(completions, judge, max_reasks=1, aspects=[
+                "instruction_following", "honesty", "truthfulness", "helpfulness"])
+        else:
+            table = critique_completions(completions, judge, max_reasks=1)
+        wall = time.perf_counter() - started
+    table.to_parquet(cache.parent / f"{stage}.parquet")
+    return {stage: {"wall_s": wall, "rows": len(table), "calls_per_s": judge.stats.calls / wall}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stage", choices=["generate", "annotate"], required=True)
+    parser.add_argument("--stage", choices=["generate", "aspects", "critique"], required=True)
     parser.add_argument("--prompts", type=int, default=64_000)
     parser.add_argument("--workdir", default=None, help="keeps the cache between stages")
     args = parser.parse_args()
@@ -92,7 +95,7 @@ def main() -> None:
         if args.stage == "generate":
             stages = run_generate(args.prompts, url, cache)
         else:
-            stages = run_annotate(url, cache)
+            stages = run_judge_stage(args.stage, url, cache)
     save(f"scale_{args.stage}", {"prompts": args.prompts, "completions": args.prompts * 4,
                                  "stages": stages, "peak_rss_mib": peak_rss_mib(),
                                  "workdir": str(workdir)})
