@@ -214,20 +214,21 @@ def annotate_aspects(
                      total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
                      parse=parse, problems=rating_problems, merge=merge,
                      max_reasks=max_reasks, desc="annotate aspects")
-    judgements = (  # a generator: the table is built without a second copy of every call
-        AspectJudgement(
-            prompt_id=task.prompt_id, aspect=task.aspect, shuffle_idx=task.shuffle_idx,
-            order=task.order, ratings=[] if not call.reply.ok else call.outcome,
-            judge_model=client.model, raw_reply=call.reply.text, reasks=call.reasks,
-            call_error=None if call.reply.ok else call.reply.error,
-            completion_ids=task.completion_ids,
-            raw_replies=[call.raw_by_part.get(position, call.reply.text)
-                         for position in range(len(task.order))],
-            prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-        )
-        for call, task in zip(calls, tasks, strict=True)
-    )
-    frame = aspect_annotations_frame(judgements)
+    def judgements() -> Iterator[AspectJudgement]:
+        for index, task in enumerate(tasks):
+            call, calls[index] = calls[index], None  # the rows keep what they need, no more
+            yield AspectJudgement(
+                prompt_id=task.prompt_id, aspect=task.aspect, shuffle_idx=task.shuffle_idx,
+                order=task.order, ratings=[] if not call.reply.ok else call.outcome,
+                judge_model=client.model, raw_reply=call.reply.text, reasks=call.reasks,
+                call_error=None if call.reply.ok else call.reply.error,
+                completion_ids=task.completion_ids,
+                raw_replies=[call.raw_by_part.get(position, call.reply.text)
+                             for position in range(len(task.order))],
+                prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
+            )
+
+    frame = aspect_annotations_frame(judgements())
     _log_parse_rate("aspect ratings", frame)
     return frame
 
