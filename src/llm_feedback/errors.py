@@ -1,5 +1,9 @@
 """Errors raised before any model is started or any paid call is made."""
 
+from collections.abc import Iterable
+
+import pandas as pd
+
 
 class InputError(ValueError):
     """Bad input data: names the file or dataset, the row and the column at fault."""
@@ -7,3 +11,10 @@ class InputError(ValueError):
 
 class ConfigError(ValueError):
     """A bad parameter or endpoint definition: names the parameter at fault."""
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
+    """Fail with the dataset and column names when an input lacks expected columns."""
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")

@@ -9,12 +9,12 @@ score; anything else is kept. Everything here is vectorised over DataFrames and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError, InputError, require_columns
 
 KEY_COLUMNS = ["prompt_id", "completion_idx"]
 FIX_ACTIONS = (
@@ -29,12 +29,6 @@ FLIPPED_SCORE = 1.0
 SUSPICIOUS_OVERALL_SCORE = 10.0
 DEFAULT_FLIP_THRESHOLD = 2.0
 DEFAULT_REANNOTATE_THRESHOLD = 4.0
-
-
-def require_columns(df: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
-    missing = [column for column in columns if column not in df.columns]
-    if missing:
-        raise InputError(f"{dataset} is missing column(s) {missing}")
 
 
 def _require_unique_keys(df: pd.DataFrame, dataset: str) -> None:

@@ -7,20 +7,13 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.errors import InputError, require_columns  # noqa: F401 - re-exported
 
 # The four UltraFeedback aspects in the order the paper presents them; any other aspect
 # found in the data is listed after these, alphabetically.
 CANONICAL_ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 
 COMPLETION_KEY = ["prompt_id", "completion_idx"]
-
-
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
-    """Fail with the dataset and column names when an input lacks expected columns."""
-    missing = [column for column in columns if column not in frame.columns]
-    if missing:
-        raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")
 
 
 def require_unique_key(frame: pd.DataFrame, key: list[str], dataset: str) -> None:
