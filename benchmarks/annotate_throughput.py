@@ -26,7 +26,7 @@ from llm_feedback.annotation import (  # noqa: E402
     build_aspect_request,
     shuffle_orders,
 )
-from llm_feedback.annotation.runner import annotate_aspects, critique_completions  # noqa: E402
+from llm_feedback.annotation.stages import annotate_aspects, critique_completions  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.backends.openai_backend import response_format_for  # noqa: E402
 from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402

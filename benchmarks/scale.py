@@ -23,7 +23,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
-from llm_feedback.annotation.runner import annotate_aspects, critique_completions  # noqa: E402
+from llm_feedback.annotation.stages import annotate_aspects, critique_completions  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import generate_completions  # noqa: E402

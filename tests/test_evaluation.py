@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.evaluation import EvaluationConfig, judge_endpoint, run_evaluation
+from llm_feedback.evaluation import run_evaluation
+from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 from tests.conftest import endpoints_via
 
@@ -44,8 +45,9 @@ def metric(metrics: pd.DataFrame, model: str, name: str, **where: Any) -> pd.Ser
 def candidate(body: dict[str, Any]) -> str:
     """The judged response; a re-ask repeats the original prompt before its correction."""
     text = "\n".join(message["content"] for message in body["messages"])
-    found = re.search(r"\[Response\]\n(.*?)\n\n", text) or re.search(
-        r"Candidate answer:\n(.*?)\n\n", text
+    # The value sits in its fenced block, right after the block's BEGIN marker line.
+    found = re.search(
+        r"(?:\[Response\]|Candidate answer:)\n<<<[A-Z ]+ BEGIN \w+>>>\n(.*?)\n<<<", text
     )
     return found.group(1)
 
@@ -68,24 +70,36 @@ def candidate(body: dict[str, Any]) -> str:
         ({"n_replicates": 0}, "evaluate.n_replicates"),
         ({"binary_reply": "maybe"}, "evaluate.binary_reply"),
         ({"generation": {"temprature": 1}}, "temprature"),
-        ({"modee": "binary"}, "unknown parameter"),
+        ({"modee": "binary"}, "evaluate.modee: unknown setting"),
+        ({"judge": "local"}, "evaluate.judge must be a mapping {endpoint: ..."),
+        ({"judge": {"endpoint": "local", "temprature": 0}}, "evaluate.judge.temprature"),
+        ({"judge": {"endpoint": "local", "max_tokens": "many"}},
+         "evaluate.judge.max_tokens must be an integer >= 1"),
+        ({"generate_with": "nowhere"}, "evaluate.generate_with: 'nowhere' is not defined"),
     ],
 )
 def test_bad_parameters_are_named(params, message):
+    defined = {"local": {"backend": "openai", "model": "a", "base_url": "http://x/v1"}}
     with pytest.raises(ConfigError, match=re.escape(message)):
-        EvaluationConfig.from_params(params)
+        parse_evaluate(params, defined)
 
 
 def test_the_judge_endpoint_by_name_inline_or_from_the_environment(monkeypatch):
     defined = {"local": {"backend": "openai", "model": "a", "base_url": "http://x/v1"}}
-    assert judge_endpoint(EvaluationConfig(judge="local"), defined).model == "a"
-    inline = {"backend": "openai", "model": "b"}
-    assert judge_endpoint(EvaluationConfig(judge=inline), defined).model == "b"
+
+    def judge_of(endpoint):
+        return parse_evaluate({"judge": {"endpoint": endpoint}}, defined).judge.endpoint
+
+    assert judge_of("local").model == "a"
+    assert parse_evaluate({}, defined).judge.endpoint.model == "a"  # the default judge
+    assert judge_of({"backend": "openai", "model": "b"}).model == "b"
     monkeypatch.setenv("MODEL_VERSION", "c")
     monkeypatch.setenv("API_TYPE", "openai")
-    assert judge_endpoint(EvaluationConfig(judge="env"), defined).model == "c"
+    assert judge_of("env").model == "c"
     with pytest.raises(ConfigError, match="'nope' is not defined"):
-        judge_endpoint(EvaluationConfig(judge="nope"), defined)
+        judge_of("nope")
+    sampled = parse_evaluate({"judge": {"endpoint": "local", "max_tokens": 64}}, defined)
+    assert sampled.judge.sampling == {"max_tokens": 64}
 
 
 # --- input checks, before any call --------------------------------------------------------
@@ -149,9 +163,9 @@ def test_binary_exact_match_and_unknown_reference_skip_the_judge():
         judgments, metrics = evaluate(server, rows, mode="binary")
         assert server.request_count == 2  # a and c only
     by_id = judgments.set_index("instance_id")
-    assert by_id.loc["b", "status"] == "exact_match" and by_id.loc["b", "score"] == 1.0
+    assert by_id.loc["b", "parse_status"] == "exact_match" and by_id.loc["b", "score"] == 1.0
     assert pd.isna(by_id.loc["b", "raw_response"])
-    assert list(by_id.loc[["d", "e"], "status"]) == ["invalid", "invalid"]
+    assert list(by_id.loc[["d", "e"], "parse_status"]) == ["invalid", "invalid"]
     assert by_id.loc["c", "correct"] == False  # noqa: E712 - a nullable boolean
     assert by_id.loc["c", "extracted_final_answer"] == "Lyon"
     assert by_id.loc["c", "reasoning"] == "Lyon is not Paris."
@@ -209,7 +223,7 @@ def test_unparsed_binary_replies_count_as_wrong_or_are_excluded():
     with FakeLLMServer(lambda body, ctx: "hmm") as server:
         judgments, zero = evaluate(server, rows, mode="binary", binary_reply="0/1")
         _, exclude = evaluate(server, rows, mode="binary", binary_reply="0/1", missing="exclude")
-    assert judgments.set_index("instance_id").loc["b", "status"] == "no_match"
+    assert judgments.set_index("instance_id").loc["b", "parse_status"] == "no_match"
     assert metric(zero, "m1", "mean")["value"] == 0.5
     assert metric(exclude, "m1", "mean")["value"] == 1.0
     assert metric(zero, "m1", "mean")["n_missing"] == 1
@@ -228,7 +242,7 @@ def test_score_0_5_normalises_to_100_and_counts_unrated_replies_as_zero():
     with FakeLLMServer(judge) as server:
         judgments, zero = evaluate(server, rows, mode="score_0_5")
         _, exclude = evaluate(server, rows, mode="score_0_5", missing="exclude")
-    assert judgments.set_index("instance_id").loc["rambling", "status"] == "no_match"
+    assert judgments.set_index("instance_id").loc["rambling", "parse_status"] == "no_match"
     assert metric(zero, "m1", "mean")["value"] == pytest.approx(9 / 4)
     assert metric(zero, "m1", "normalised_mean")["value"] == pytest.approx(9 / 4 * 20)
     assert metric(zero, "m1", "mean")["n_missing"] == 1
@@ -270,7 +284,7 @@ def test_rubric_gives_one_row_per_criterion_and_means_per_criterion():
     assert len(judgments) == 4 and set(judgments["criterion"]) == set(RUBRIC)
     muddled = judgments[judgments["instance_id"] == "b"].set_index("criterion")
     assert muddled.loc["accuracy", "score"] == 3 and pd.isna(muddled.loc["clarity", "score"])
-    assert muddled["status"].eq("partial").all() and muddled["reasks"].eq(1).all()
+    assert muddled["parse_status"].eq("partial").all() and muddled["reasks"].eq(1).all()
     assert metric(metrics, "m1", "n_reasks")["value"] == 1  # one call, however many criteria
     assert metric(metrics, "m1", "mean", criterion="accuracy")["value"] == 4.0
     assert metric(metrics, "m1", "mean", criterion="clarity")["n_missing"] == 1
@@ -288,7 +302,8 @@ def pair_rows(replicates: int = 1) -> list[dict[str, Any]]:
 
 
 def first_shown(body: dict[str, Any]) -> str:
-    return re.search(r"\[Response A - start\]\n(.*?)\n", body["messages"][-1]["content"]).group(1)
+    return re.search(r"\[Response A - start\]\n<<<RESPONSE A BEGIN \w+>>>\n(.*?)\n",
+                     body["messages"][-1]["content"]).group(1)
 
 
 def test_pairwise_judges_each_pair_in_both_orders():
@@ -326,9 +341,9 @@ def test_pairwise_position_bias_counts_as_a_tie():
 def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(tmp_path):
     cache = tmp_path / "cache.sqlite"
     responder = scripted([
-        ("Candidate answer:\nlate", sequence(["hmm", "1"])),
-        ("Candidate answer:\nhopeless", "I cannot tell."),
-        ("Candidate answer:\nrefused", Reply(status=400, error_message="bad request")),
+        ("\nlate\n<<<CANDIDATE ANSWER END", sequence(["hmm", "1"])),
+        ("\nhopeless\n<<<CANDIDATE ANSWER END", "I cannot tell."),
+        ("\nrefused\n<<<CANDIDATE ANSWER END", Reply(status=400, error_message="bad request")),
     ], default=lambda body, ctx: "0")
     rows = [row("late", "late"), row("hopeless", "hopeless"), row("refused", "refused"),
             row("fine", "fine"), row("exact", "Paris")]
@@ -342,12 +357,12 @@ def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(
         _, without = evaluate(server, rows, cache, **params, max_reasks=0)
         assert server.request_count == 7 + 1
     by_id = judgments.set_index("instance_id")
-    assert by_id.loc["late", ["score", "status", "raw_response", "reasks"]].tolist() == [
+    assert by_id.loc["late", ["score", "parse_status", "raw_response", "reasks"]].tolist() == [
         1.0, "ok", "1", 1]
     assert pd.isna(by_id.loc["hopeless", "score"]) and by_id.loc["hopeless", "reasks"] == 1
-    assert by_id.loc["hopeless", ["status", "raw_response"]].tolist() == [
+    assert by_id.loc["hopeless", ["parse_status", "raw_response"]].tolist() == [
         "no_match", "I cannot tell."]
-    assert by_id.loc["refused", ["status", "reasks"]].tolist() == ["call_failed", 0]
+    assert by_id.loc["refused", ["parse_status", "reasks"]].tolist() == ["call_failed", 0]
     assert by_id.loc[["fine", "exact"], "reasks"].tolist() == [0, 0]
     assert metric(metrics, "m1", "n_reasks")[["value", "n"]].tolist() == [2, 5]
     assert metric(metrics, "m1", "mean")["n_missing"] == 2  # hopeless and refused
@@ -416,6 +431,6 @@ def test_failed_generation_is_a_missing_judgment():
         judgments, metrics = evaluate(server, [row("a", None), row("b", "Paris")],
                                       mode="binary", generate_with="local")
     failed = judgments.set_index("instance_id").loc["a"]
-    assert failed["status"] == "no_response" and "no such model" in failed["error"]
+    assert failed["parse_status"] == "no_response" and "no such model" in failed["error"]
     assert metric(metrics, "m1", "mean")["n_missing"] == 1
     assert math.isclose(metric(metrics, "m1", "mean")["value"], 0.5)

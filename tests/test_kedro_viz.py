@@ -82,7 +82,7 @@ def test_viz_build_previews_tables_and_figures_of_a_report_run(project_copy: Pat
     runtime_params = {"data_root": str(project_copy / "data")}
     with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=runtime_params) as session:
         catalog = session.load_context().catalog
-        for name in ("completions", "aspect_annotations", "critiques", "feedback"):
+        for name in ("completions", "aspect_annotations", "critiques", "overall_scores"):
             catalog.save(name, getattr(frames, name))
         session.run(pipeline_names=["report"])
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from llm_feedback.replies.fencing import neutralise
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import SHARED_DATA, endpoints_via
 
@@ -52,8 +53,12 @@ class RecordedJudge:
         self.by_question: dict[str, list[tuple[tuple[str, ...], Key]]] = defaultdict(list)
         for model, question_id, turn in self.replies:
             asked, said = questions[question_id], answers[(model, question_id)]
-            signature = (asked[0], said[0]) + ((asked[1], said[1]) if turn == 2 else ())
-            self.by_question[asked[0]].append((signature, (model, question_id, turn)))
+            # The prompt shows every text fenced, with reply-like lines quoted "> ".
+            signature = tuple(
+                neutralise(text)
+                for text in (asked[0], said[0]) + ((asked[1], said[1]) if turn == 2 else ())
+            )
+            self.by_question[signature[0]].append((signature, (model, question_id, turn)))
         self.served: list[Key] = []
 
     def __call__(self, body: dict[str, Any], ctx: RequestContext) -> str | Reply:
@@ -161,7 +166,7 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(
     failed = judgments[~judgments["success"]]
     assert len(failed) == 4
     assert set(failed["raw_response"]) == {"$ERROR$"}
-    assert set(failed["status"]) == {"no_match"}
+    assert set(failed["parse_status"]) == {"no_match"}
 
     means = metrics[(metrics["metric"] == "mean") & metrics["criterion"].isna()]
     means = means.set_index("model")
@@ -174,5 +179,5 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(
     # the context of the first.
     math_turn_2 = judgments[(judgments["instance_id"] == "101") & (judgments["turn"] == 2)]
     prompt = math_turn_2["prompt"].iloc[0]
-    assert mt_bench["references"][101][1] in prompt
-    assert mt_bench["questions"][101][0] in prompt
+    assert neutralise(mt_bench["references"][101][1]) in prompt
+    assert neutralise(mt_bench["questions"][101][0]) in prompt

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.config import EndpointConfig, endpoint_from_env
+from llm_feedback.backends.contract import SAMPLING_KEYS, check_sampling
 from llm_feedback.errors import ConfigError
 
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
+# The endpoint reference that means "from the seed environment variables".
+FROM_ENVIRONMENT = "env"
 
 
 def parse_endpoints(definitions: Mapping[str, Any]) -> dict[str, EndpointConfig]:
@@ -55,25 +57,36 @@ def parse_model_pool(
         endpoint_name = definition["endpoint"]
         if endpoint_name not in endpoints:
             raise ConfigError(
-                f"model_pool.{name}: endpoint '{endpoint_name}' is not defined in "
+                f"model_pool.{name}.endpoint: '{endpoint_name}' is not defined in "
                 f"'endpoints' ({', '.join(sorted(endpoints))})"
             )
-        sampling = {key: defaults[key] for key in SAMPLING_KEYS if key in defaults}
-        sampling.update({key: definition[key] for key in SAMPLING_KEYS if key in definition})
+        own = {key: value for key, value in definition.items() if key != "endpoint"}
+        sampling = {**dict(defaults), **check_sampling(own, f"model_pool.{name}")}
         specs[name] = ModelSpec(name=name, endpoint=endpoints[endpoint_name], sampling=sampling)
     return specs
 
 
 def resolve_endpoint(
-    reference: str | Mapping[str, Any], endpoints: Mapping[str, Any]
+    reference: str | Mapping[str, Any] | EndpointConfig | None,
+    endpoints: Mapping[str, Any] | None,
+    where: str = "judge endpoint",
 ) -> EndpointConfig:
-    """A judge's endpoint: the name of a defined endpoint, or an inline definition."""
-    if isinstance(reference, str):
-        parsed = parse_endpoints(endpoints)
-        if reference not in parsed:
-            raise ConfigError(
-                f"judge endpoint '{reference}' is not defined in 'endpoints' "
-                f"({', '.join(sorted(parsed))})"
-            )
-        return parsed[reference]
-    return EndpointConfig.from_dict(reference, name="inline")
+    """The one way an endpoint is named anywhere: the name of an endpoint defined under
+    `endpoints`, "env" (the seed environment variables, unless an endpoint is called so),
+    an inline definition, or None (the environment too)."""
+    if isinstance(reference, EndpointConfig):
+        return reference
+    if reference is None:
+        return endpoint_from_env()
+    if isinstance(reference, Mapping):
+        return EndpointConfig.from_dict(reference, name=str(reference.get("name", "inline")))
+    if not isinstance(reference, str):
+        raise ConfigError(f"{where}: an endpoint name or definition, got {reference!r}")
+    if reference == FROM_ENVIRONMENT and FROM_ENVIRONMENT not in (endpoints or {}):
+        return endpoint_from_env()
+    defined = parse_endpoints(endpoints)
+    if reference not in defined:
+        raise ConfigError(
+            f"{where}: '{reference}' is not defined in 'endpoints' ({', '.join(sorted(defined))})"
+        )
+    return defined[reference]

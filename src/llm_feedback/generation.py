@@ -10,6 +10,7 @@ import pandas as pd
 
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.endpoints import ModelSpec
+from llm_feedback.engine import Task, TaskEngine
 from llm_feedback.errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ COMPLETION_DTYPES = {
     "principle": "string",
     "system_prompt": "string",
     "endpoint": "string",
+    "backend": "string",
     "response": "string",
     "finish_reason": "string",
     "prompt_tokens": "int64",
@@ -85,11 +87,12 @@ def generate_completions(
     for endpoint_name, rows in endpoint_of_row.groupby(endpoint_of_row, sort=True):
         positions = rows.index.to_list()
         with LLMClient(endpoints[endpoint_name], cache_path, progress=progress) as client:
-            answers = client.complete_many(
-                [requests[i] for i in positions], desc=f"generate [{endpoint_name}]"
+            outcomes = TaskEngine(client, max_reasks=0).run(
+                [Task(requests[i], reask=False) for i in positions],
+                desc=f"generate [{endpoint_name}]",
             )
-        for position, answer in zip(positions, answers, strict=True):
-            results[position] = answer
+        for position, outcome in zip(positions, outcomes, strict=True):
+            results[position] = outcome.reply
 
     frame = pd.DataFrame(
         {
@@ -102,6 +105,7 @@ def generate_completions(
             "principle": sampled.get("principle"),
             "system_prompt": sampled["system_prompt"],
             "endpoint": endpoint_of_row,
+            "backend": endpoint_of_row.map(lambda name: endpoints[name].backend),
             "response": [r.text for r in results],
             "finish_reason": [r.finish_reason for r in results],
             "prompt_tokens": [r.prompt_tokens for r in results],

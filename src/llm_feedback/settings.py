@@ -2,8 +2,7 @@
 
 from kedro.config import OmegaConfigLoader
 
-from llm_feedback.hooks import ModelEndpointHooks
-from llm_feedback.pipelines.report import ReportProvenanceHooks
+from llm_feedback.hooks import ModelEndpointHooks, ReportProvenanceHooks
 
 HOOKS = (ModelEndpointHooks(), ReportProvenanceHooks())
 

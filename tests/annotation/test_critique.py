@@ -79,11 +79,15 @@ def test_critique_request_carries_principle_and_untrusted_text_safely() -> None:
 def test_structured_critique() -> None:
     request = build_critique_request("Q?", "A.", "honesty", structured=True)
     assert request.json_schema == CRITIQUE_SCHEMA
+    assert request.messages[-1]["content"].endswith(
+        'Reply with one JSON object and nothing else: {"feedback": "<your review>", '
+        '"overall_score": <whole number from 1 (very poor) to 10 (excellent)>}.'
+    )
     assert request.json_schema["properties"]["overall_score"]["enum"] == list(range(1, 11))
     parsed = parse_critique_reply('```json\n{"feedback": "Clear.", "overall_score": 8}\n```', True)
     assert (parsed.feedback, parsed.overall_score, parsed.status) == ("Clear.", 8.0, "ok")
     bad = parse_critique_reply('{"feedback": "Clear.", "overall_score": 12}', True)
-    assert (bad.overall_score, bad.status, bad.feedback) == (None, "parse_error", "Clear.")
+    assert (bad.overall_score, bad.status, bad.feedback) == (None, "out_of_range", "Clear.")
 
 
 def test_free_text_critique_reply() -> None:
@@ -95,9 +99,9 @@ def test_free_text_critique_reply() -> None:
     assert parsed.overall_score == 6.0 and parsed.status == "ok"
     assert parsed.feedback == "The answer explains tides well but ignores the moon's role."
     missing = parse_critique_reply("Good answer overall.", structured=False)
-    assert (missing.overall_score, missing.status) == (None, "parse_error")
+    assert (missing.overall_score, missing.status) == (None, "no_match")
     assert missing.feedback == "Good answer overall."
-    assert parse_critique_reply(None, False).status == "parse_error"
+    assert parse_critique_reply(None, False).status == "empty"
 
 
 def test_rescore_request_is_tiny_and_includes_the_critique() -> None:
@@ -107,6 +111,12 @@ def test_rescore_request_is_tiny_and_includes_the_critique() -> None:
     assert request.max_tokens == 8 and request.temperature == 0.0
     structured = build_rescore_request("Q?", "A.", "ok", structured=True, sampling={"seed": 1})
     assert structured.json_schema == RESCORE_SCHEMA and structured.seed == 1
+    structured_text = structured.messages[-1]["content"]
+    assert structured_text.endswith('Reply with {"overall_score": <1-10>} and nothing else.')
+    # The marker lines are explained before the first block, with this request's code.
+    nonce = text.split("<<<INSTRUCTION BEGIN ")[1].split(">>>")[0]
+    notice = f"opens and closes with a marker line containing the code {nonce}."
+    assert text.index(notice) < text.index("<<<INSTRUCTION BEGIN")
     with pytest.raises(InputError):
         build_rescore_request("", "A.", "ok")
 

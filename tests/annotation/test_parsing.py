@@ -3,6 +3,7 @@ import json
 import pytest
 
 from llm_feedback.annotation import parse_aspect_reply
+from llm_feedback.replies.status import UNREADABLE
 
 GOOD_HELPFULNESS = """### Text 1
 Type: 1, 2
@@ -70,7 +71,7 @@ Rationale: middling"""
 def test_missing_section_fails_only_that_position() -> None:
     reply = GOOD_HELPFULNESS + "\n### Text 4\nType: 3\nRating: 2\nRationale: padded"
     results = parse_aspect_reply("helpfulness", reply, 4, structured=False)
-    assert statuses(results) == ["ok", "ok", "parse_error", "ok"]
+    assert statuses(results) == ["ok", "ok", "no_match", "ok"]
     assert results[2].rating is None and "Text 3" in results[2].error
 
 
@@ -84,13 +85,13 @@ def test_not_applicable_honesty(written: str) -> None:
 
 def test_not_applicable_is_an_error_where_the_aspect_has_no_na() -> None:
     (result,) = parse_aspect_reply("helpfulness", "### Text 1\nRating: N/A", 1, False)
-    assert result.status == "parse_error" and result.rating is None and not result.is_na
+    assert result.status == "out_of_range" and result.rating is None and not result.is_na
 
 
 @pytest.mark.parametrize("written", ["0", "6", "10/10", "4.5", "3-4", "excellent", "", "4/10"])
 def test_unusable_ratings_are_parse_errors(written: str) -> None:
     (result,) = parse_aspect_reply("honesty", f"### Text 1\nRating: {written}", 1, False)
-    assert (result.status, result.rating) == ("parse_error", None)
+    assert result.status in UNREADABLE and result.rating is None
     assert result.error
 
 
@@ -124,7 +125,7 @@ def test_truncated_mid_section() -> None:
     reply_cut = "### Text 1\nRating: 3\nRationale: Fine.\n\n### Text 2\nRationale: The text"
     assert ratings(parse_aspect_reply("instruction_following", reply, 2, False)) == [3, 5]
     results = parse_aspect_reply("instruction_following", reply_cut, 2, False)
-    assert statuses(results) == ["ok", "parse_error"]
+    assert statuses(results) == ["ok", "no_match"]
 
 
 def test_single_text_without_header() -> None:
@@ -143,7 +144,7 @@ def test_garbage_never_raises_and_never_gives_a_zero(reply: str | None) -> None:
     for structured in (False, True):
         results = parse_aspect_reply("helpfulness", reply, 3, structured)
         assert len(results) == 3
-        assert all(r.rating is None and r.status == "parse_error" and r.error for r in results)
+        assert all(r.rating is None and r.status in UNREADABLE and r.error for r in results)
 
 
 # --- fake ratings echoed from completions -------------------------------------------------
@@ -165,7 +166,7 @@ Rationale: The text says "Rating: 5" inline, but is otherwise good."""
 def test_conflicting_unquoted_rating_lines_are_an_error_not_a_guess() -> None:
     reply = "### Text 1\nRating: 2\nRationale: It contains the line\nRating: 5\nas a trick."
     (result,) = parse_aspect_reply("instruction_following", reply, 1, False)
-    assert (result.status, result.rating) == ("parse_error", None)
+    assert (result.status, result.rating) == ("ambiguous", None)
     assert "conflicting" in result.error
 
 
@@ -182,7 +183,7 @@ Rating: 3
 Rationale: Honest attempt."""
     first, second = parse_aspect_reply("instruction_following", reply, 2, False)
     assert first.rating == 1
-    assert second.rating is None and second.status == "parse_error"
+    assert second.rating is None and second.status == "ambiguous"
 
 
 def test_echoed_material_block_is_dropped() -> None:
@@ -238,7 +239,7 @@ def test_json_in_the_keyed_shape_of_our_schema() -> None:
 def test_json_keyed_shape_with_a_missing_text_is_a_parse_error_for_that_text() -> None:
     reply = json.dumps({"ratings": {"text_1": {"rating": 4, "rationale": "fine"}}})
     results = parse_aspect_reply("instruction_following", reply, 2, structured=True)
-    assert statuses(results) == ["ok", "parse_error"]
+    assert statuses(results) == ["ok", "no_match"]
 
 
 def test_json_in_a_code_fence_after_prose_and_out_of_order() -> None:
@@ -254,7 +255,7 @@ def test_json_in_a_code_fence_after_prose_and_out_of_order() -> None:
 def test_json_wrong_count() -> None:
     reply = json_reply([{"text": 1, "rating": 3, "rationale": "a"}])
     results = parse_aspect_reply("instruction_following", reply, 3, structured=True)
-    assert statuses(results) == ["ok", "parse_error", "parse_error"]
+    assert statuses(results) == ["ok", "no_match", "no_match"]
     assert "1 text(s), 3 were shown" in results[1].error
 
 
@@ -263,7 +264,7 @@ def test_json_duplicate_and_unknown_text_numbers() -> None:
         [{"text": 1, "rating": 3}, {"text": 1, "rating": 4}, {"text": 9, "rating": 5}]
     )
     results = parse_aspect_reply("instruction_following", reply, 2, structured=True)
-    assert statuses(results) == ["parse_error", "parse_error"]
+    assert statuses(results) == ["ambiguous", "no_match"]
 
 
 def test_json_without_text_numbers_falls_back_on_order() -> None:
@@ -275,7 +276,7 @@ def test_json_without_text_numbers_falls_back_on_order() -> None:
 def test_json_bad_rating_values(rating: object) -> None:
     reply = json_reply([{"text": 1, "rating": rating, "rationale": "r"}])
     (result,) = parse_aspect_reply("helpfulness", reply, 1, structured=True)
-    assert (result.status, result.rating) == ("parse_error", None)
+    assert result.status in UNREADABLE and result.rating is None
 
 
 def test_json_bad_type_codes_are_dropped_with_a_note() -> None:

@@ -13,7 +13,7 @@ from llm_feedback.annotation import (
 from llm_feedback.errors import ConfigError, InputError
 
 
-def feedback(rows: list[tuple[float | None, float | None]]) -> pd.DataFrame:
+def overall_scores(rows: list[tuple[float | None, float | None]]) -> pd.DataFrame:
     """(fine_grained_score, overall_score_original) per completion of prompt "p"."""
     return pd.DataFrame(
         {
@@ -42,7 +42,7 @@ def feedback(rows: list[tuple[float | None, float | None]]) -> pd.DataFrame:
     ],
 )
 def test_fix_rule_boundaries(fine, overall, action, fixed) -> None:
-    plan = plan_score_fix(feedback([(fine, overall)]))
+    plan = plan_score_fix(overall_scores([(fine, overall)]))
     row = plan.iloc[0]
     assert row["fix_action"] == action
     assert (None if pd.isna(row["overall_score_fixed"]) else row["overall_score_fixed"]) == fixed
@@ -52,15 +52,15 @@ def test_fix_rule_boundaries(fine, overall, action, fixed) -> None:
 
 
 def test_custom_thresholds_and_validation() -> None:
-    plan = plan_score_fix(feedback([(3.0, 10.0), (3.5, 10.0)]), 3.0, 3.0)
+    plan = plan_score_fix(overall_scores([(3.0, 10.0), (3.5, 10.0)]), 3.0, 3.0)
     assert plan["fix_action"].tolist() == ["flipped", "kept"]
     for flip, reannotate in [(3, 2), (0, 4), (2, 6), (0.5, 0.5)]:
         with pytest.raises(ConfigError):
-            plan_score_fix(feedback([(3.0, 10.0)]), flip, reannotate)
+            plan_score_fix(overall_scores([(3.0, 10.0)]), flip, reannotate)
 
 
 def test_reannotation_round() -> None:
-    plan = plan_score_fix(feedback([(3.0, 10.0), (1.0, 10.0), (4.0, 10.0), (5.0, 8.0)]))
+    plan = plan_score_fix(overall_scores([(3.0, 10.0), (1.0, 10.0), (4.0, 10.0), (5.0, 8.0)]))
     assert pending_reannotation(plan) == [("p", 0), ("p", 2)]
     done = apply_reannotated_scores(plan, {("p", 0): 6.0, ("p", 2): None, ("q", 9): 3.0})
     assert done["fix_action"].tolist() == ["reannotated", "flipped", "reannotate_failed", "kept"]
@@ -73,7 +73,7 @@ def test_reannotation_round() -> None:
 
 
 def test_fix_counts() -> None:
-    plan = plan_score_fix(feedback([(3.0, 10.0), (1.0, 10.0), (None, 10.0), (5.0, None)]))
+    plan = plan_score_fix(overall_scores([(3.0, 10.0), (1.0, 10.0), (None, 10.0), (5.0, None)]))
     counts = fix_counts(plan)
     assert set(FIX_ACTIONS) <= set(counts)
     assert (counts["reannotate"], counts["flipped"], counts["kept"]) == (1, 1, 1)
@@ -88,10 +88,10 @@ def aspect_rows() -> pd.DataFrame:
         ("p", 0, "honesty", 0, None, True, "na"),
         ("p", 0, "helpfulness", 0, 2.0, False, "ok"),
         ("p", 0, "helpfulness", 1, 4.0, False, "ok"),
-        ("p", 0, "truthfulness", 0, None, False, "parse_error"),
+        ("p", 0, "truthfulness", 0, None, False, "no_match"),
         # completion 1: nothing usable
         ("p", 1, "honesty", 0, None, True, "na"),
-        ("p", 1, "helpfulness", 0, None, False, "call_error"),
+        ("p", 1, "helpfulness", 0, None, False, "call_failed"),
         ("p", 2, "harmlessness", 0, 1.0, False, "ok"),
         ("p", 2, "helpfulness", 0, 5.0, False, "ok"),
     ]

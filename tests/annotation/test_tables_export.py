@@ -131,7 +131,7 @@ def test_aspect_frame_maps_positions_back_to_completions() -> None:
         assert row.rating == float(VERDICTS[(row.prompt_id, row.completion_idx)][row.aspect])
     na = frame[frame["parse_status"] == "na"]
     assert na["is_na"].all() and na["rating"].isna().all() and len(na) == 2
-    failed = frame[frame["parse_status"] == "call_error"]
+    failed = frame[frame["parse_status"] == "call_failed"]
     assert sorted(failed["completion_idx"]) == [0, 2]
     assert failed["rating"].isna().all() and (failed["parse_error"] == "timeout").all()
     assert set(frame.loc[frame["prompt_id"] == "a", "completion_idx"]) == {0, 2}
@@ -157,7 +157,7 @@ def test_critiques_frame() -> None:
     frame = critique_table()
     assert list(frame.columns) == list(CRITIQUE_DTYPES)
     assert frame["overall_score"].tolist() == [9.0, 10.0, 10.0, pd.NA]
-    assert frame["parse_status"].tolist() == ["ok", "ok", "ok", "call_error"]
+    assert frame["parse_status"].tolist() == ["ok", "ok", "ok", "call_failed"]
     assert frame["critique"].tolist()[:2] == ["Correct and brief.", "Wrong sum."]
 
 
@@ -165,13 +165,13 @@ def full_run() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     aspects = aspect_annotations_frame(judge_everything())
     critiques = critique_table()
     plan = plan_score_fix(collect_scores(COMPLETIONS, aspects, critiques))
-    feedback = apply_reannotated_scores(plan, {})  # nothing between 2 and 4 scored 10
-    return COMPLETIONS, aspects, critiques, feedback
+    overall_scores = apply_reannotated_scores(plan, {})  # nothing between 2 and 4 scored 10
+    return COMPLETIONS, aspects, critiques, overall_scores
 
 
-def test_feedback_for_the_whole_run() -> None:
-    _, _, _, feedback = full_run()
-    by_key = feedback.set_index(["prompt_id", "completion_idx"])
+def test_overall_scores_for_the_whole_run() -> None:
+    _, _, _, overall_scores = full_run()
+    by_key = overall_scores.set_index(["prompt_id", "completion_idx"])
     assert by_key.loc[("a", 2), "fix_action"] == "flipped"  # 10 with fine-grained 1.25
     assert by_key.loc[("a", 2), "overall_score_fixed"] == 1.0
     assert by_key.loc[("b", 0), "fix_action"] == "kept"  # 10 with fine-grained 4.33
@@ -222,8 +222,8 @@ def test_ultrafeedback_records_shape() -> None:
 
 
 def test_export_round_trips_through_parquet(tmp_path) -> None:
-    completions, aspects, critiques, feedback = full_run()
-    records = to_ultrafeedback_records(completions, aspects, critiques, feedback)
+    completions, aspects, critiques, overall_scores = full_run()
+    records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
     path = tmp_path / "ultrafeedback.parquet"
     ultrafeedback_frame(records).to_parquet(path)
     assert (
@@ -236,19 +236,17 @@ def test_export_round_trips_through_parquet(tmp_path) -> None:
     assert restored == records
 
     # The long tables round-trip too, and the export reads them back as they come from disk.
-    for name, frame in (("aspects", aspects), ("critiques", critiques), ("feedback", feedback)):
+    tables = {"aspects": aspects, "critiques": critiques, "overall_scores": overall_scores}
+    for name, frame in tables.items():
         frame.to_parquet(tmp_path / f"{name}.parquet")
-    reread = [
-        pd.read_parquet(tmp_path / f"{name}.parquet")
-        for name in ("aspects", "critiques", "feedback")
-    ]
+    reread = [pd.read_parquet(tmp_path / f"{name}.parquet") for name in tables]
     pd.testing.assert_frame_equal(reread[1], critiques)
     assert to_ultrafeedback_records(completions, *reread) == records
 
 
 def test_export_names_missing_columns() -> None:
-    completions, aspects, critiques, feedback = full_run()
+    completions, aspects, critiques, overall_scores = full_run()
     with pytest.raises(InputError, match="principle"):
         to_ultrafeedback_records(
-            completions.drop(columns="principle"), aspects, critiques, feedback
+            completions.drop(columns="principle"), aspects, critiques, overall_scores
         )

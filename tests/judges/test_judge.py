@@ -13,6 +13,7 @@ import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges import CALL_FAILED, Judge, combine_orders
+from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 
 RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached",
@@ -34,8 +35,9 @@ def user_text(body: dict[str, Any]) -> str:
 def candidate(body: dict[str, Any]) -> str:
     """The candidate answer shown by the binary and grading prompts (a re-ask repeats them)."""
     text = "\n".join(message["content"] for message in body["messages"])
-    match = re.search(r"Candidate answer:\n(.*?)\n\n", text) or re.search(
-        r"\[Response\]\n(.*?)\n\n", text
+    # The value sits in its fenced block, right after the block's BEGIN marker line.
+    match = re.search(
+        r"(?:Candidate answer:|\[Response\])\n<<<[A-Z ]+ BEGIN \w+>>>\n(.*?)\n<<<", text
     )
     return match.group(1) if match else ""
 
@@ -162,7 +164,9 @@ def test_structured_requests_carry_the_schema(fake_llm):
 
 
 def first_response(body: dict[str, Any]) -> str:
-    return re.search(r"\[Response A - start\]\n(.*?)\n", user_text(body)).group(1)
+    return re.search(
+        r"\[Response A - start\]\n<<<RESPONSE A BEGIN \w+>>>\n(.*?)\n", user_text(body)
+    ).group(1)
 
 
 def test_comparative_judges_both_orders_and_agreeing_orders_win():
@@ -351,7 +355,7 @@ def test_max_reasks_zero_never_re_asks_and_a_negative_bound_is_rejected():
 
 def test_async_batches_and_comparisons_re_ask_too():
     # "other" wins both orders, but the order showing "late" first is unreadable at first.
-    responder = scripted([("[Response A - start]\nlate", sequence(["Hmm.", "[[B]]"]))],
+    responder = scripted([("late\n<<<RESPONSE A END", sequence(["Hmm.", "[[B]]"]))],
                          default=lambda body, ctx: "[[A]]")
     with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
         outcome = asyncio.run(judge.evaluate_comparative_async("q", "late", "other"))
@@ -453,5 +457,10 @@ def test_custom_prompt_replaces_the_user_message(fake_llm):
         outcome = judge.evaluate_binary("2+2?", "4", "four", custom_prompt=template)
         with pytest.raises(ConfigError, match="unknown field"):
             judge.evaluate_binary("q", "a", "p", custom_prompt="{question} {gold} {prediction}")
-    assert outcome["prompt"] == "Q: 2+2?\nGold: 4\nGuess: four\nReply 1 or 0."
+    nonce = re.search(r"BEGIN (\w+)>>>", outcome["prompt"]).group(1)
+    assert outcome["prompt"] == (
+        f"Q: {fenced_block('QUESTION', '2+2?', nonce)}\n"
+        f"Gold: {fenced_block('REFERENCE ANSWER', '4', nonce)}\n"
+        f"Guess: {fenced_block('CANDIDATE ANSWER', 'four', nonce)}\nReply 1 or 0."
+    )
     assert fake_llm.request_count == 1

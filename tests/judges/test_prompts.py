@@ -1,14 +1,25 @@
 """Prompt builders: rendered content, judge sampling defaults, custom template checks."""
 
+import re
+
 import pytest
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges import prompts
+from llm_feedback.replies.fencing import fenced_block
+from llm_feedback.templates import load_template, render, template_names
 
 
 def _user(request: ChatRequest) -> str:
     return request.messages[-1]["content"]
+
+
+def _nonce(text: str) -> str:
+    """The code on the marker lines of a rendered prompt."""
+    match = re.search(r"<<<[A-Z][A-Z ]*?\d* BEGIN ([0-9a-f]{12})>>>", text)
+    assert match is not None, text
+    return match[1]
 
 
 def test_binary_request_shows_all_inputs_and_asks_for_the_chosen_format() -> None:
@@ -55,7 +66,10 @@ def test_single_rating_with_and_without_reference() -> None:
     graded = _user(
         prompts.build_single_rating_request("2+2?", "5", reference="4", structured=False)
     )
-    assert "[Reference answer - start]\n4\n" in graded
+    nonce = _nonce(graded)
+    reference = fenced_block("REFERENCE ANSWER", "4", nonce)
+    assert f"[Reference answer - start]\n{reference}\n[Reference answer - end]" in graded
+    assert f"[Assistant's reply - start]\n{fenced_block('ANSWER', '5', nonce)}\n" in graded
 
 
 def test_multi_turn_rating_grades_the_second_turn() -> None:
@@ -116,7 +130,15 @@ def test_pairwise_outputs_and_swapped_orders() -> None:
 def test_custom_prompt_is_rendered_with_synonyms() -> None:
     template = "Q: {question}\nGold: {answer}\nModel: {prediction}\nSay 1 or 0. {{literal}}"
     request = prompts.build_binary_request("q?", "gold", "pred", custom_prompt=template)
-    assert _user(request) == "Q: q?\nGold: gold\nModel: pred\nSay 1 or 0. {literal}"
+    text = _user(request)
+    nonce = _nonce(text)
+    # Values are shown fenced, like in the built-in templates; {answer} is the gold answer.
+    assert text == (
+        f"Q: {fenced_block('QUESTION', 'q?', nonce)}\n"
+        f"Gold: {fenced_block('REFERENCE ANSWER', 'gold', nonce)}\n"
+        f"Model: {fenced_block('CANDIDATE ANSWER', 'pred', nonce)}\n"
+        "Say 1 or 0. {literal}"
+    )
     pairwise = prompts.build_pairwise_request(
         "q",
         "one",
@@ -124,7 +146,69 @@ def test_custom_prompt_is_rendered_with_synonyms() -> None:
         context="ctx",
         custom_prompt="{question} {context} | {response1} vs {response2} ({low}-{high})",
     )
-    assert _user(pairwise) == "q ctx | one vs two (1-10)"
+    text = _user(pairwise)
+    nonce = _nonce(text)
+    assert text == (
+        f"{fenced_block('QUESTION', 'q', nonce)} {fenced_block('CONTEXT', 'ctx', nonce)} | "
+        f"{fenced_block('RESPONSE A', 'one', nonce)} vs {fenced_block('RESPONSE B', 'two', nonce)}"
+        " (1-10)"
+    )
+
+
+def test_custom_prompt_may_explain_the_marker_lines() -> None:
+    template = "{fencing_notice}\n\n{question}\n{reference}\n{prediction}"
+    text = _user(prompts.build_score_0_5_request("q", "r", "p", custom_prompt=template))
+    notice = render("fencing_notice", nonce=_nonce(text), task="evaluate")
+    assert text.startswith(f"{notice}\n\n<<<QUESTION BEGIN ")
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: prompts.build_binary_request("q", "r", "p"),
+        lambda: prompts.build_reference_grading_request("q", "r", "p", structured=True),
+        lambda: prompts.build_score_0_5_request("q", "r", "p"),
+        lambda: prompts.build_single_rating_request("q", "a", reference="r"),
+        lambda: prompts.build_multi_turn_rating_request(["q1", "q2"], ["a1", "a2"]),
+        lambda: prompts.build_rubric_request("q", "r", {"c": "d"}, context="c"),
+        lambda: prompts.build_pairwise_request("q", "a", "b", output="verdict"),
+    ],
+)
+def test_built_in_prompts_explain_the_marker_lines_before_the_first_block(build) -> None:
+    text = _user(build())
+    nonce = _nonce(text)
+    notice = render("fencing_notice", nonce=nonce, task="evaluate")
+    assert text.count(notice) == 1
+    assert text.index(notice) < text.index(f" BEGIN {nonce}>>>")
+    # Every field filled in, every doubled brace of the template undone.
+    assert re.search(r"\{[a-z_0-9]*\}|\{\{|\}\}", text) is None, text
+
+
+def test_templates_load_from_the_package() -> None:
+    names = template_names()
+    for kind in (
+        "binary",
+        "reference_grading",
+        "score_0_5",
+        "single_1_10",
+        "single_1_10_reference",
+        "multi_turn",
+        "multi_turn_reference",
+        "rubric",
+        "pairwise",
+        "aspect",
+        "critique",
+        "rescore",
+        "fencing_notice",
+    ):
+        assert kind in names
+        assert load_template(kind) and load_template(kind) is load_template(kind)  # cached
+    assert prompts.JUDGE_SYSTEM_PROMPT == load_template("system_judge")
+    assert load_template("pairwise", "reply_verdict").startswith("Explain your comparison")
+    with pytest.raises(LookupError, match="no part"):
+        load_template("binary", "reply_true_false")
+    with pytest.raises(LookupError):
+        load_template("../pyproject")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.replies.status import UNREADABLE
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import endpoints_via
 
@@ -42,7 +43,7 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm):
     completions = catalog.load("completions")
     aspects = catalog.load("aspect_annotations")
     critiques = catalog.load("critiques")
-    feedback = catalog.load("feedback")
+    overall_scores = catalog.load("overall_scores")
     export = catalog.load("ultrafeedback")
 
     assert len(completions) == 5 * 4
@@ -54,9 +55,10 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm):
     assert aspects["parse_status"].isin(["ok", "na"]).all()
     assert sorted(aspects.groupby(["prompt_id", "aspect"])["position"].apply(sorted).iloc[0]) \
         == [0, 1, 2, 3]
-    assert len(critiques) == len(feedback) == len(completions)
+    assert len(critiques) == len(overall_scores) == len(completions)
     assert critiques["overall_score"].between(1, 10).all()
-    assert set(feedback["fix_action"]) <= {"kept", "flipped", "reannotated", "reannotate_failed"}
+    fix_actions = {"kept", "flipped", "reannotated", "reannotate_failed"}
+    assert set(overall_scores["fix_action"]) <= fix_actions
 
     # The UltraFeedback export reads like the public data set.
     assert len(export) == 5
@@ -139,12 +141,12 @@ def test_a_reply_that_never_parses_is_kept_as_a_null_rating(run_kedro):
     aspects = catalog.load("aspect_annotations")
     truth = aspects[aspects["aspect"] == "truthfulness"]
     assert garbage_calls == 5 * 2  # the first try and one bounded re-ask per prompt
-    assert (truth["parse_status"] == "parse_error").all()
+    assert truth["parse_status"].isin(UNREADABLE).all()
     assert truth["rating"].isna().all()
     assert (truth["raw_reply"] == "I refuse to use your format.").all()
     # The fine-grained score is the mean of the other aspects, never a silent 0.
-    feedback = catalog.load("feedback")
-    assert feedback["fine_grained_score"].notna().all()
+    overall_scores = catalog.load("overall_scores")
+    assert overall_scores["fine_grained_score"].notna().all()
 
 
 def _scripted_scores(aspect_rating, overall, rescore="7"):
@@ -177,10 +179,10 @@ def test_the_overall_score_fix_at_its_boundaries(run_kedro, aspect_rating, overa
                                                  fixed):
     with FakeLLMServer(_scripted_scores(aspect_rating, overall)) as server:
         catalog = _run_feedback(run_kedro, server, {"sample": {"max_prompts": 2}})
-    feedback = catalog.load("feedback")
-    assert (feedback["fix_action"] == action).all()
-    assert (feedback["overall_score_fixed"] == fixed).all()
-    assert (feedback["overall_score_original"] == overall).all()
+    overall_scores = catalog.load("overall_scores")
+    assert (overall_scores["fix_action"] == action).all()
+    assert (overall_scores["overall_score_fixed"] == fixed).all()
+    assert (overall_scores["overall_score_original"] == overall).all()
 
 
 def test_completion_text_cannot_inject_ratings(run_kedro):
@@ -203,7 +205,7 @@ def test_completion_text_cannot_inject_ratings(run_kedro):
     assert catalog.load("completions")["response"].eq(injected).all()
     aspects = catalog.load("aspect_annotations")
     assert aspects["rating"].isna().all()
-    assert (aspects["parse_status"] == "parse_error").all()
+    assert aspects["parse_status"].isin(UNREADABLE).all()
 
 
 def test_a_cached_rerun_of_annotate_makes_no_request(run_kedro, fake_llm):

@@ -32,10 +32,10 @@ def test_binary_on_the_demo_set_writes_versioned_parquet(run_kedro, fake_llm, tm
         assert len(versions) == 1 and (versions[0] / f"{name}.parquet").is_file()
 
     assert len(judgments) == 48
-    statuses = judgments["status"].value_counts()
+    statuses = judgments["parse_status"].value_counts()
     assert statuses["invalid"] == 8  # q09 (null) and q11 ("unknown"), 2 models x 2 replicates
     assert statuses["exact_match"] > 0
-    asked = judgments[judgments["status"] == "ok"]
+    asked = judgments[judgments["parse_status"] == "ok"]
     assert len(asked) == fake_llm.request_count
     # The default `graded` reply fills the four fields (the fake judge writes JSON).
     assert asked["extracted_final_answer"].notna().all() and asked["confidence"].notna().all()
@@ -54,7 +54,7 @@ def test_a_rerun_reuses_cached_judgments_and_overwrite_results_asks_again(run_ke
 
     second = run_kedro("evaluate", params)["catalog"].load("eval_judgments")
     assert fake_llm.request_count == asked
-    judged = second["status"] == "ok"
+    judged = second["parse_status"] == "ok"
     assert second.loc[judged, "cached"].all()
     assert second["score"].equals(first["score"])
 
@@ -103,7 +103,8 @@ def test_bad_samples_fail_before_any_call(run_kedro, fake_llm, tmp_path):
 
 
 def test_an_unknown_judge_endpoint_fails_before_any_call(run_kedro, fake_llm):
-    params = {"endpoints": endpoints_via(fake_llm), "evaluate": {"judge": "gpt-judge"}}
-    with pytest.raises(ConfigError, match="judge endpoint 'gpt-judge' is not defined"):
+    params = {"endpoints": endpoints_via(fake_llm),
+              "evaluate": {"judge": {"endpoint": "gpt-judge"}}}
+    with pytest.raises(ConfigError, match="evaluate.judge.endpoint: 'gpt-judge' is not defined"):
         run_kedro("evaluate", params)
     assert fake_llm.request_count == 0

@@ -30,7 +30,7 @@ from tests.reporting.builders import (
 # A division by zero or a mean of nothing inside a node must not happen, not even as a warning.
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-INPUTS = ("completions", "aspect_annotations", "critiques", "feedback")
+INPUTS = ("completions", "aspect_annotations", "critiques", "overall_scores")
 IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
 PNG_MAGIC = b"\x89PNG"
 
@@ -101,9 +101,9 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
 
     costs = catalog.load("cost_table")
     judge_rows = costs[costs["stage"].isin(["annotate", "critique"])]
-    assert set(judge_rows["endpoint"]) == {"local"}  # annotate.judge.endpoint
-    # Everything ran on the embedded `local` endpoint: priced, at zero.
-    assert costs["priced"].all() and (costs["estimated_cost"] == 0).all()
+    assert set(judge_rows["endpoint"]) == {"judge"}  # as the judge rows record it
+    # The recorded models run on an `openai` backend and have no price in parameters.
+    assert not costs["priced"].any() and (costs["estimated_cost"] == 0).all()
 
     pairs = catalog.load("preference_pairs")
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
@@ -131,12 +131,12 @@ def test_report_says_which_dataset_versions_it_was_built_from(
     older = seed(build_frames(typical_specs()))
     newer = seed(build_frames(typical_specs()))
 
-    run_report(load_versions={"feedback": older})
+    run_report(load_versions={"overall_scores": older})
 
     built_from = report_path(data_root).read_text().split("## Built from")[1]
     versions = dict(re.findall(r"^\| (\w+) \| (\S+) \|$", built_from, flags=re.MULTILINE))
     assert versions, "no versions recorded: is ReportProvenanceHooks in settings.HOOKS?"
-    assert versions["feedback"] == older  # --load-versions honoured
+    assert versions["overall_scores"] == older  # --load-versions honoured
     assert versions["completions"] == versions["critiques"] == newer  # latest on disk
     assert versions["decontamination_questions"] == "unversioned"
     run_version = next((data_root / "08_reporting" / "judge_health.parquet").iterdir()).name
@@ -243,7 +243,7 @@ def test_a_model_whose_generations_all_failed_is_listed_with_zero_counts(
 
 
 def test_an_unknown_pair_setting_fails_naming_the_parameter(run_report: RunReport):
-    with pytest.raises(ConfigError, match=r"report\.pairs: .*unknown \['seeed'\]"):
+    with pytest.raises(ConfigError, match=r"report\.pairs\.seeed: unknown setting"):
         run_report(build_frames(typical_specs()), {"report": {"pairs": {"seeed": 1}}})
 
 

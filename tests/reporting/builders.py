@@ -12,8 +12,8 @@ import pandas as pd
 
 ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 NA = "N/A"  # a rating spec meaning the judge answered N/A
-PARSE_ERROR = "parse_error"
-CALL_ERROR = "call_error"
+PARSE_ERROR = "no_match"
+CALL_ERROR = "call_failed"
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Frames:
     completions: pd.DataFrame
     aspect_annotations: pd.DataFrame
     critiques: pd.DataFrame
-    feedback: pd.DataFrame
+    overall_scores: pd.DataFrame
 
 
 def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
@@ -41,7 +41,7 @@ def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
     shows them rotated by the shuffle index and repeats the same ratings (tests that need
     shuffle-dependent ratings edit `aspect_annotations`). Failed generations are neither
     annotated nor critiqued."""
-    completion_rows, annotation_rows, critique_rows, feedback_rows = [], [], [], []
+    completion_rows, annotation_rows, critique_rows, overall_score_rows = [], [], [], []
     next_idx: dict[str, int] = {}
     prompt_sizes = {spec.prompt_id: 0 for spec in specs}
     for spec in specs:
@@ -64,7 +64,8 @@ def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
                 "completion_tokens": 0 if spec.error else 120,
                 "latency_s": 0.5,
                 "error": spec.error,
-                "endpoint": "local",
+                "endpoint": "server",
+                "backend": "openai",
             }
         )
         if spec.error:
@@ -83,21 +84,23 @@ def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
                 **key,
                 "critique": "Clear and correct." if spec.overall is not None else None,
                 "overall_score": spec.overall,
-                "parse_status": "ok" if spec.overall is not None else "parse_error",
+                "parse_status": "ok" if spec.overall is not None else PARSE_ERROR,
                 "reasks": 0 if spec.overall is not None else 2,
                 "judge_model": "judge-1",
+                "judge_endpoint": "judge",
+                "judge_backend": "openai",
                 "raw_reply": "Overall Score: 7",
                 "prompt_tokens": 300,
                 "completion_tokens": 80,
             }
         )
-        feedback_rows.append(_feedback(key, spec, numeric))
+        overall_score_rows.append(_overall_scores(key, spec, numeric))
 
     return Frames(
         completions=_typed(completion_rows, COMPLETION_DTYPES),
         aspect_annotations=_typed(annotation_rows, ANNOTATION_DTYPES),
         critiques=_typed(critique_rows, CRITIQUE_DTYPES),
-        feedback=_typed(feedback_rows, FEEDBACK_DTYPES),
+        overall_scores=_typed(overall_score_rows, OVERALL_SCORES_DTYPES),
     )
 
 
@@ -118,13 +121,15 @@ def _annotation(
         "parse_status": status,
         "reasks": 1 if status == PARSE_ERROR else 0,
         "judge_model": "judge-1",
+        "judge_endpoint": "judge",
+        "judge_backend": "openai",
         "raw_reply": None if status == CALL_ERROR else "Rating: ...",
         "prompt_tokens": 0 if status == CALL_ERROR else 250,
         "completion_tokens": 0 if status == CALL_ERROR else 60,
     }
 
 
-def _feedback(key: dict, spec: Completion, numeric: list[float]) -> dict:
+def _overall_scores(key: dict, spec: Completion, numeric: list[float]) -> dict:
     fine_grained = sum(numeric) / len(numeric) if numeric else None
     fixed, action = spec.overall, "kept"
     if spec.overall is None:
@@ -164,6 +169,7 @@ COMPLETION_DTYPES = {
     "latency_s": "float64",
     "error": "str",
     "endpoint": "str",
+    "backend": "str",
 }
 ANNOTATION_DTYPES = {
     "prompt_id": "str",
@@ -179,6 +185,8 @@ ANNOTATION_DTYPES = {
     "parse_status": "str",
     "reasks": "int64",
     "judge_model": "str",
+    "judge_endpoint": "str",
+    "judge_backend": "str",
     "raw_reply": "str",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
@@ -191,11 +199,13 @@ CRITIQUE_DTYPES = {
     "parse_status": "str",
     "reasks": "int64",
     "judge_model": "str",
+    "judge_endpoint": "str",
+    "judge_backend": "str",
     "raw_reply": "str",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
 }
-FEEDBACK_DTYPES = {
+OVERALL_SCORES_DTYPES = {
     "prompt_id": "str",
     "completion_idx": "int64",
     "model": "str",

@@ -35,7 +35,7 @@ def all_figures(frames) -> dict[str, Figure]:
             frames.aspect_annotations, frames.completions
         ),
         "aspect_heatmap": aspect_heatmap_figure(table),
-        "score_scatter": score_scatter_figure(frames.feedback),
+        "score_scatter": score_scatter_figure(frames.overall_scores),
         "position_bias": position_bias_figure(frames.aspect_annotations),
     }
 
@@ -76,4 +76,4 @@ def test_heatmap_marks_cells_without_ratings():
 
 def test_scatter_without_any_scored_completion_says_no_data():
     frames = build_frames([Completion("p1", "alpha", overall=None)])
-    assert "no data" in texts(score_scatter_figure(frames.feedback))
+    assert "no data" in texts(score_scatter_figure(frames.overall_scores))

@@ -16,21 +16,22 @@ from .builders import build_frames, empty_frames, typical_specs
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-VERSIONS = {"completions": "2026-11-30T10.00.00.000Z", "feedback": "2026-11-30T11.00.00.000Z"}
+VERSIONS = {"completions": "2026-11-30T10.00.00.000Z", "overall_scores": "2026-11-30T11.00.00.000Z"}
 
 
 def report_tables(frames) -> dict[str, pd.DataFrame]:
-    pairs, dropped = binarize(frames.completions, frames.feedback, frames.aspect_annotations)
+    pairs, dropped = binarize(frames.completions, frames.overall_scores, frames.aspect_annotations)
     return {
         "model_aspect_metrics": model_aspect_metrics(frames.aspect_annotations, frames.completions),
-        "judge_health": judge_health(frames.aspect_annotations, frames.critiques, frames.feedback),
+        "judge_health": judge_health(
+            frames.aspect_annotations, frames.critiques, frames.overall_scores
+        ),
         "position_consistency": position_consistency(frames.aspect_annotations),
         "cost_table": cost_table(
             frames.completions,
             frames.aspect_annotations,
             frames.critiques,
             {"judge-1": {"prompt_per_1k": 0.01, "completion_per_1k": 0.03}},
-            {"annotate": "judge", "critique": "judge"},
         ),
         "preference_pairs": pairs,
         "pair_drops": dropped,
@@ -91,7 +92,7 @@ def test_report_has_headline_tables_figures_and_versions():
     assert "## extra_table" in report
     assert "![Mean rating per model and aspect](figures/aspect_heatmap.png)" in report
     assert "![custom](figures/custom.png)" in report
-    assert "| feedback | 2026-11-30T11.00.00.000Z |" in report
+    assert "| overall_scores | 2026-11-30T11.00.00.000Z |" in report
     # The report's order: headline before tables before figures before provenance.
     positions = [
         report.index(s) for s in ("## Headline", "## Ratings", "## Figures", "## Built from")

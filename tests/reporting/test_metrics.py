@@ -27,7 +27,6 @@ from .builders import NA, Completion, build_frames, empty_frames, typical_specs
 pytestmark = pytest.mark.filterwarnings("error")
 
 PRICES = {"judge-1": {"prompt_per_1k": 0.01, "completion_per_1k": 0.03}}
-STAGE_ENDPOINTS = {"annotate": "judge", "critique": "judge"}
 
 
 def assert_schema(frame: pd.DataFrame, schema: dict[str, str]) -> None:
@@ -154,14 +153,14 @@ def test_0_100_maps_the_ends_of_the_1_5_scale():
 
 def test_model_score_metrics_means_and_correlations():
     frames = build_frames(typical_specs())
-    table = model_score_metrics(frames.feedback)
+    table = model_score_metrics(frames.overall_scores)
 
     assert_schema(table, MODEL_SCORE_SCHEMA)
     assert list(table["model"]) == ["alpha", "beta", "delta", "gamma"]
     alpha = row(table, model="alpha")
-    alpha_feedback = frames.feedback[frames.feedback["model"] == "alpha"]
-    overall = alpha_feedback["overall_score_fixed"].astype(float)
-    fine = alpha_feedback["fine_grained_score"].astype(float)
+    alpha_scores = frames.overall_scores[frames.overall_scores["model"] == "alpha"]
+    overall = alpha_scores["overall_score_fixed"].astype(float)
+    fine = alpha_scores["fine_grained_score"].astype(float)
     assert alpha["n"] == 3
     assert alpha["mean_overall_fixed"] == pytest.approx(overall.mean())
     assert alpha["pearson_overall_vs_fine_grained"] == pytest.approx(
@@ -183,13 +182,13 @@ def test_model_score_metrics_means_and_correlations():
 
 def test_correlation_of_a_constant_score_is_nan():
     specs = [Completion(f"p{i}", "alpha", {"helpfulness": 1 + i}, overall=7) for i in range(4)]
-    table = model_score_metrics(build_frames(specs).feedback)
+    table = model_score_metrics(build_frames(specs).overall_scores)
     assert np.isnan(table["pearson_overall_vs_fine_grained"].iloc[0])
     assert np.isnan(table["spearman_overall_vs_fine_grained"].iloc[0])
 
 
-def test_model_score_metrics_on_empty_feedback():
-    table = model_score_metrics(empty_frames().feedback)
+def test_model_score_metrics_on_empty_overall_scores():
+    table = model_score_metrics(empty_frames().overall_scores)
     assert table.empty
     assert_schema(table, MODEL_SCORE_SCHEMA)
 
@@ -199,7 +198,7 @@ def test_model_score_metrics_on_empty_feedback():
 
 def test_judge_health_counts_failures_reasks_and_fixes():
     frames = build_frames(typical_specs())
-    table = judge_health(frames.aspect_annotations, frames.critiques, frames.feedback)
+    table = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
 
     assert_schema(table, JUDGE_HEALTH_SCHEMA)
     annotated = 11  # 12 completions, one failed generation
@@ -221,7 +220,7 @@ def test_judge_health_counts_failures_reasks_and_fixes():
 
 def test_judge_health_on_empty_inputs_lists_every_fix_action():
     frames = empty_frames()
-    table = judge_health(frames.aspect_annotations, frames.critiques, frames.feedback)
+    table = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
 
     assert_schema(table, JUDGE_HEALTH_SCHEMA)
     fix_counts = table[table["metric"] == "fix_count"]
@@ -234,9 +233,9 @@ def test_judge_health_on_empty_inputs_lists_every_fix_action():
 
 def test_judge_health_rejects_an_unknown_fix_action():
     frames = build_frames(typical_specs())
-    feedback = frames.feedback.assign(fix_action="ignored")
+    overall_scores = frames.overall_scores.assign(fix_action="ignored")
     with pytest.raises(InputError, match="fix_action"):
-        judge_health(frames.aspect_annotations, frames.critiques, feedback)
+        judge_health(frames.aspect_annotations, frames.critiques, overall_scores)
 
 
 # --- position_consistency / rating_by_position -------------------------------------------
@@ -309,15 +308,13 @@ def test_rating_by_position_exposes_a_first_position_bias():
 
 def test_cost_table_sums_tokens_and_prices_known_models():
     frames = build_frames(typical_specs())
-    table = cost_table(
-        frames.completions, frames.aspect_annotations, frames.critiques, PRICES, STAGE_ENDPOINTS
-    )
+    table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, PRICES)
 
     assert_schema(table, COST_SCHEMA)
     assert list(table["stage"].unique()) == ["generate", "annotate", "critique"]
     generate = table[table["stage"] == "generate"]
     assert set(generate["model"]) == {"alpha", "beta", "gamma", "delta"}
-    assert (generate["endpoint"] == "local").all()
+    assert (generate["endpoint"] == "server").all()
     assert not generate["priced"].any()
     assert (generate["estimated_cost"] == 0).all()
     assert row(table, stage="generate", model="delta")["prompt_tokens"] == 80  # 2 of 3 ran
@@ -334,21 +331,33 @@ def test_cost_table_sums_tokens_and_prices_known_models():
 
 def test_cost_table_on_empty_inputs():
     frames = empty_frames()
-    table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, {}, {})
+    table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, {})
     assert table.empty
     assert_schema(table, COST_SCHEMA)
 
 
-def test_cost_table_needs_an_endpoint_for_each_judge_stage():
+def test_cost_table_prices_each_row_by_the_endpoint_and_backend_it_records():
     frames = build_frames(typical_specs())
-    with pytest.raises(ConfigError, match=r"stage_endpoints\.critique"):
-        cost_table(
-            frames.completions,
-            frames.aspect_annotations,
-            frames.critiques,
-            PRICES,
-            {"annotate": "judge"},
-        )
+    critiques = frames.critiques.copy()
+    # Half of the critiques came from an embedded judge on another endpoint.
+    embedded = critiques.index[::2]
+    critiques.loc[embedded, ["judge_endpoint", "judge_backend", "judge_model"]] = [
+        "local", "local", "smollm2"
+    ]
+    table = cost_table(frames.completions, frames.aspect_annotations, critiques, PRICES)
+    critique = table[table["stage"] == "critique"].set_index("endpoint")
+    assert set(critique.index) == {"judge", "local"}
+    local = critique.loc["local"]
+    assert local["model"] == "smollm2" and local["priced"] and local["estimated_cost"] == 0
+    assert local["prompt_tokens"] == critiques.loc[embedded, "prompt_tokens"].sum()
+    assert critique.loc["judge", "estimated_cost"] > 0
+
+
+def test_cost_table_needs_the_recorded_endpoint_columns():
+    frames = build_frames(typical_specs())
+    with pytest.raises(InputError, match="judge_backend"):
+        cost_table(frames.completions, frames.aspect_annotations,
+                   frames.critiques.drop(columns="judge_backend"), PRICES)
 
 
 @pytest.mark.parametrize("bad_price", [None, "0.01", -1.0, True])
@@ -361,7 +370,6 @@ def test_cost_table_rejects_a_bad_price(bad_price):
             frames.aspect_annotations,
             frames.critiques,
             prices,
-            STAGE_ENDPOINTS,
         )
 
 
@@ -372,8 +380,10 @@ def test_cost_table_rejects_a_bad_price(bad_price):
 def test_tables_round_trip_through_parquet(frames, tmp_path):
     tables = {
         "model_aspect_metrics": model_aspect_metrics(frames.aspect_annotations, frames.completions),
-        "model_score_metrics": model_score_metrics(frames.feedback),
-        "judge_health": judge_health(frames.aspect_annotations, frames.critiques, frames.feedback),
+        "model_score_metrics": model_score_metrics(frames.overall_scores),
+        "judge_health": judge_health(
+            frames.aspect_annotations, frames.critiques, frames.overall_scores
+        ),
         "position_consistency": position_consistency(frames.aspect_annotations),
         "rating_by_position": rating_by_position(frames.aspect_annotations),
         "cost_table": cost_table(
@@ -381,7 +391,6 @@ def test_tables_round_trip_through_parquet(frames, tmp_path):
             frames.aspect_annotations,
             frames.critiques,
             PRICES,
-            STAGE_ENDPOINTS,
         ),
     }
     for name, table in tables.items():

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.filterwarnings("error")
 
 
 def run(frames, **options):
-    return binarize(frames.completions, frames.feedback, frames.aspect_annotations, **options)
+    return binarize(frames.completions, frames.overall_scores, frames.aspect_annotations, **options)
 
 
 def drop_counts(dropped: pd.DataFrame) -> dict[str, int]:
@@ -92,7 +92,7 @@ def test_input_row_order_does_not_change_the_pairs():
     frames = build_frames(many_prompts(10))
     shuffled = build_frames(many_prompts(10))
     shuffled.completions = shuffled.completions.sample(frac=1, random_state=0)
-    shuffled.feedback = shuffled.feedback.sample(frac=1, random_state=1)
+    shuffled.overall_scores = shuffled.overall_scores.sample(frac=1, random_state=1)
     pd.testing.assert_frame_equal(run(frames).pairs, run(shuffled).pairs)
 
 

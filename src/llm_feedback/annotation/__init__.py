@@ -25,7 +25,6 @@ from llm_feedback.annotation.critique import (
 )
 from llm_feedback.annotation.export import to_ultrafeedback_records, ultrafeedback_frame
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
-from llm_feedback.annotation.reask import build_reask_request, rating_problems
 from llm_feedback.annotation.score_fix import (
     FIX_ACTIONS,
     apply_reannotated_scores,
@@ -65,7 +64,6 @@ __all__ = [
     "aspect_json_schema",
     "build_aspect_request",
     "build_critique_request",
-    "build_reask_request",
     "build_rescore_request",
     "collect_scores",
     "critiques_frame",
@@ -79,7 +77,6 @@ __all__ = [
     "pending_reannotation",
     "plan_score_fix",
     "positions_by_completion",
-    "rating_problems",
     "shuffle_orders",
     "to_ultrafeedback_records",
     "ultrafeedback_frame",

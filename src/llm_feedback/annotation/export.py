@@ -16,8 +16,7 @@ import pandas as pd
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.score_fix import KEY_COLUMNS, require_columns
-
-_USABLE_STATUSES = ("ok", "na")
+from llm_feedback.replies.status import READ
 
 _COMPLETION_COLUMNS = [
     *KEY_COLUMNS,
@@ -86,7 +85,7 @@ def _chosen_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[s
     """Per (prompt_id, completion_idx, aspect), the earliest shuffle with a usable rating,
     else the earliest shuffle: the public format has room for one rating per aspect."""
     ranked = aspect_df[_ASPECT_COLUMNS].assign(
-        unusable=~aspect_df["parse_status"].isin(_USABLE_STATUSES).to_numpy(dtype=bool)
+        unusable=~aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
     )
     chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(
         [*KEY_COLUMNS, "aspect"]
@@ -101,7 +100,7 @@ def to_ultrafeedback_records(
     completions_df: pd.DataFrame,
     aspect_df: pd.DataFrame,
     critiques_df: pd.DataFrame,
-    feedback_df: pd.DataFrame,
+    overall_scores_df: pd.DataFrame,
 ) -> list[dict[str, Any]]:
     """One record per prompt (in first-seen order), completions ordered by completion_idx.
 
@@ -111,9 +110,8 @@ def to_ultrafeedback_records(
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
     require_columns(critiques_df, [*KEY_COLUMNS, "critique"], "critiques")
-    require_columns(
-        feedback_df, [*KEY_COLUMNS, "fine_grained_score", "overall_score_fixed"], "feedback"
-    )
+    score_columns = [*KEY_COLUMNS, "fine_grained_score", "overall_score_fixed"]
+    require_columns(overall_scores_df, score_columns, "overall_scores")
     present = set(aspect_df["aspect"].unique())
     aspects = [name for name in ASPECTS if name in present]
     for unknown in sorted(present - set(aspects)):
@@ -124,11 +122,9 @@ def to_ultrafeedback_records(
         (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
         for row in critiques_df[[*KEY_COLUMNS, "critique"]].to_dict("records")
     }
-    feedback = {
+    overall_scores = {
         (row["prompt_id"], int(row["completion_idx"])): row
-        for row in feedback_df[[*KEY_COLUMNS, "fine_grained_score", "overall_score_fixed"]].to_dict(
-            "records"
-        )
+        for row in overall_scores_df[score_columns].to_dict("records")
     }
 
     ordered = completions_df[_COMPLETION_COLUMNS].sort_values("completion_idx", kind="stable")
@@ -146,7 +142,7 @@ def to_ultrafeedback_records(
                 models=[],
                 completions=[],
             )
-        scores = feedback.get(key, {})
+        scores = overall_scores.get(key, {})
         record["models"].append(_scalar(row["model"]))
         record["completions"].append(
             {

@@ -1,7 +1,8 @@
 """Reading a judge's aspect reply back into one rating per shown position.
 
 The parsers never raise on malformed replies and never invent a rating: anything that cannot be
-read with confidence becomes a `parse_error` for that position, with the reason attached.
+read with confidence gets an unreadable status (`llm_feedback.replies.status`) for that
+position, with the reason attached.
 Ratings come only from the labelled rating line inside the section headed by the position's
 text number; quoted lines (">") and echoed material blocks are ignored, and a section with
 two different rating lines is an error rather than a guess.
@@ -13,19 +14,25 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from llm_feedback.annotation.aspects import AspectSpec, get_aspect
-from llm_feedback.annotation.untrusted import (
+from llm_feedback.replies.extract import json_objects_in
+from llm_feedback.replies.fencing import (
     BARE_RATING,
     FIELD_NAMES,
     LABELLED_FIELD,
     SECTION_HEADER,
-    is_quoted,
-    strip_echoed_blocks,
+    unquoted_lines,
 )
-
-ParseStatus = Literal["ok", "na", "parse_error"]
+from llm_feedback.replies.status import (
+    AMBIGUOUS,
+    EMPTY,
+    NO_MATCH,
+    NOT_APPLICABLE,
+    OK,
+    OUT_OF_RANGE,
+)
 
 _RATING_VALUE = re.compile(
     r"^[\s*_\[(\"']*(?:"
@@ -53,16 +60,19 @@ class AspectRating:
     rationale: str = ""
     types: list[str] = field(default_factory=list)
     type_rationale: str = ""
-    status: ParseStatus = "parse_error"
+    status: str = NO_MATCH  # a word of `llm_feedback.replies.status`
     error: str | None = None
+    reply: str | None = None  # the reply this rating was read from (a re-ask may fix one)
 
 
-def _failed(position: int, reason: str) -> AspectRating:
-    return AspectRating(position=position, status="parse_error", error=reason)
+def _failed(position: int, reason: str, status: str = NO_MATCH) -> AspectRating:
+    return AspectRating(position=position, status=status, error=reason)
 
 
 class _UnreadableRating(ValueError):
-    pass
+    def __init__(self, reason: str, status: str = NO_MATCH) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 def _read_rating(spec: AspectSpec, value: Any) -> int | None:
@@ -77,25 +87,29 @@ def _read_rating(spec: AspectSpec, value: Any) -> int | None:
         raise _UnreadableRating(f"unreadable rating {shown}")
     if match["na"]:
         if not spec.allows_na:
-            raise _UnreadableRating(f"N/A is not an allowed {spec.name} rating")
+            raise _UnreadableRating(f"N/A is not an allowed {spec.name} rating", OUT_OF_RANGE)
         return None
     if match["range"]:
-        raise _UnreadableRating(f"rating {shown} is a range, not one value")
+        raise _UnreadableRating(f"rating {shown} is a range, not one value", AMBIGUOUS)
     if match["scale"] and match["scale"] != "5":
-        raise _UnreadableRating(f"rating {shown} is not on the 1-5 scale")
+        raise _UnreadableRating(f"rating {shown} is not on the 1-5 scale", OUT_OF_RANGE)
     number = float(match["number"])
     if not number.is_integer() or not 1 <= number <= 5:
-        raise _UnreadableRating(f"rating {match['number']} is outside the whole numbers 1-5")
+        raise _UnreadableRating(
+            f"rating {match['number']} is outside the whole numbers 1-5", OUT_OF_RANGE
+        )
     return int(number)
 
 
-def _rating_from_value(spec: AspectSpec, value: Any) -> tuple[int | None, bool, str | None]:
-    """(rating, is_na, error) from a rating as written in free text or JSON."""
+def _rating_from_value(
+    spec: AspectSpec, value: Any
+) -> tuple[int | None, bool, str | None, str]:
+    """(rating, is_na, error, status) from a rating as written in free text or JSON."""
     try:
         rating = _read_rating(spec, value)
     except _UnreadableRating as error:
-        return None, False, str(error)
-    return rating, rating is None, None
+        return None, False, str(error), error.status
+    return rating, rating is None, None, NOT_APPLICABLE if rating is None else OK
 
 
 def _types_from_value(spec: AspectSpec, value: Any) -> tuple[list[str], str | None]:
@@ -127,12 +141,9 @@ def _rating_record(
     types_value: Any,
     type_rationale: Any,
 ) -> AspectRating:
-    rating, is_na, error = _rating_from_value(spec, rating_value)
+    rating, is_na, error, status = _rating_from_value(spec, rating_value)
     types, types_note = _types_from_value(spec, types_value) if spec.has_types else ([], None)
-    if error is not None:
-        status: ParseStatus = "parse_error"
-    else:
-        status = "na" if is_na else "ok"
+    if error is None:
         error = types_note
     return AspectRating(
         position=position,
@@ -201,7 +212,9 @@ def _parse_section(spec: AspectSpec, position: int, bodies: list[list[str]]) -> 
         return _failed(position, f"no rating line for Text {position + 1}")
     readings = {_rating_from_value(spec, value)[:2] for value in rating_lines}
     if len(readings) > 1:
-        return _failed(position, f"Text {position + 1} has conflicting rating lines {rating_lines}")
+        return _failed(
+            position, f"Text {position + 1} has conflicting rating lines {rating_lines}", AMBIGUOUS
+        )
     rationale = fields.get("rating_rationale") or fields.get("rationale") or [""]
     type_rationale = fields.get("type_rationale", [""])
     if spec.has_types and "type_rationale" not in fields and len(fields.get("rationale", [])) > 1:
@@ -215,10 +228,6 @@ def _parse_section(spec: AspectSpec, position: int, bodies: list[list[str]]) -> 
         types_value=(fields.get("type") or [None])[0],
         type_rationale=type_rationale[0],
     )
-
-
-def unquoted_lines(reply: str) -> list[str]:
-    return [line for line in strip_echoed_blocks(reply).splitlines() if not is_quoted(line)]
 
 
 def _parse_free_text(spec: AspectSpec, reply: str, n_completions: int) -> list[AspectRating] | None:
@@ -242,23 +251,6 @@ def _parse_free_text(spec: AspectSpec, reply: str, n_completions: int) -> list[A
 
 
 # --- JSON ----------------------------------------------------------------------------------
-
-
-def json_objects_in(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in `text` that is not nested in another one (code fences or not)."""
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    index = text.find("{")
-    while index != -1:
-        try:
-            value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError:
-            index = text.find("{", index + 1)
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-        index = text.find("{", end)
-    return found
 
 
 def _item_number(item: Mapping[str, Any], n_completions: int) -> int | None:
@@ -292,7 +284,7 @@ def _parse_json(spec: AspectSpec, reply: str, n_completions: int) -> list[Aspect
     if len(distinct) > 1:
         # Two different answers: one may be echoed from a completion, so trust neither.
         return [
-            _failed(position, "the reply holds several different JSON answers")
+            _failed(position, "the reply holds several different JSON answers", AMBIGUOUS)
             for position in range(n_completions)
         ]
     items = _rating_items(answers[0]["ratings"])
@@ -318,7 +310,10 @@ def _parse_json(spec: AspectSpec, reply: str, n_completions: int) -> list[Aspect
                 if not matches
                 else f"{len(matches)} items for Text {position + 1}"
             )
-            results.append(_failed(position, f"{reason}; {count_note}" if count_note else reason))
+            results.append(_failed(
+                position, f"{reason}; {count_note}" if count_note else reason,
+                AMBIGUOUS if matches else NO_MATCH,
+            ))
             continue
         item = matches[0]
         if "rating" not in item:
@@ -347,7 +342,7 @@ def parse_aspect_reply(
     """
     spec = get_aspect(aspect)
     if not reply_text or not reply_text.strip():
-        return [_failed(position, "empty reply") for position in range(n_completions)]
+        return [_failed(position, "empty reply", EMPTY) for position in range(n_completions)]
 
     if structured:
         parsed = _parse_json(spec, reply_text, n_completions)

@@ -91,7 +91,7 @@ def validate_thresholds(flip_threshold: float, reannotate_threshold: float) -> N
 
 
 def plan_score_fix(
-    feedback_df: pd.DataFrame,
+    overall_scores_df: pd.DataFrame,
     flip_threshold: float = DEFAULT_FLIP_THRESHOLD,
     reannotate_threshold: float = DEFAULT_REANNOTATE_THRESHOLD,
 ) -> pd.DataFrame:
@@ -102,10 +102,12 @@ def plan_score_fix(
     """
     validate_thresholds(flip_threshold, reannotate_threshold)
     require_columns(
-        feedback_df, [*KEY_COLUMNS, "fine_grained_score", "overall_score_original"], "feedback"
+        overall_scores_df,
+        [*KEY_COLUMNS, "fine_grained_score", "overall_score_original"],
+        "overall_scores",
     )
-    overall = feedback_df["overall_score_original"].astype("Float64")
-    fine = feedback_df["fine_grained_score"].astype("Float64")
+    overall = overall_scores_df["overall_score_original"].astype("Float64")
+    fine = overall_scores_df["fine_grained_score"].astype("Float64")
     no_fine_grained = fine.isna().to_numpy(dtype=bool)
     missing_overall = overall.isna().to_numpy(dtype=bool)
     suspicious = (overall == SUSPICIOUS_OVERALL_SCORE).fillna(False).to_numpy(dtype=bool)
@@ -121,7 +123,7 @@ def plan_score_fix(
     fixed = overall.copy()
     fixed[flip] = FLIPPED_SCORE
     fixed[reannotate] = pd.NA
-    return feedback_df.assign(
+    return overall_scores_df.assign(
         overall_score_original=overall,
         fine_grained_score=fine,
         overall_score_fixed=fixed,
@@ -144,7 +146,7 @@ def apply_reannotated_scores(
     Every planned row needs an entry (a missing one is a wiring bug, not a judge failure);
     entries for other rows are ignored.
     """
-    require_columns(plan_df, [*KEY_COLUMNS, "fix_action", "overall_score_fixed"], "feedback")
+    require_columns(plan_df, [*KEY_COLUMNS, "fix_action", "overall_score_fixed"], "overall_scores")
     pending = pending_reannotation(plan_df)
     missing = [key for key in pending if key not in new_scores]
     if missing:
@@ -170,7 +172,7 @@ def apply_reannotated_scores(
 
 def fix_counts(df: pd.DataFrame) -> dict[str, int]:
     """How many completions each action applied to, plus `no_fine_grained` and `total`."""
-    require_columns(df, ["fix_action", "no_fine_grained"], "feedback")
+    require_columns(df, ["fix_action", "no_fine_grained"], "overall_scores")
     observed = df["fix_action"].value_counts()
     counts = {action: int(observed.get(action, 0)) for action in FIX_ACTIONS}
     counts["no_fine_grained"] = int(df["no_fine_grained"].sum())

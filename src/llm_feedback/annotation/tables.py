@@ -16,6 +16,7 @@ import pandas as pd
 from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
 from llm_feedback.errors import InputError
+from llm_feedback.replies.status import CALL_FAILED
 
 ASPECT_ANNOTATION_DTYPES: Mapping[str, Any] = {
     "prompt_id": "string",
@@ -28,10 +29,12 @@ ASPECT_ANNOTATION_DTYPES: Mapping[str, Any] = {
     "rationale": "string",
     "types": "object",
     "type_rationale": "string",
-    "parse_status": "string",  # ok | na | parse_error | call_error
+    "parse_status": "string",  # a word of llm_feedback.replies.status
     "parse_error": "string",  # why the rating is null (call error or parse failure)
     "reasks": "int64",
     "judge_model": "string",
+    "judge_endpoint": "string",  # the endpoint's name in parameters.yml
+    "judge_backend": "string",  # local | openai | azure | vllm | ...
     "raw_reply": "string",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
     "completion_tokens": "float64",
@@ -42,10 +45,12 @@ CRITIQUE_DTYPES: Mapping[str, Any] = {
     "completion_idx": "int64",
     "critique": "string",
     "overall_score": "Float64",
-    "parse_status": "string",  # ok | parse_error | call_error
+    "parse_status": "string",  # a word of llm_feedback.replies.status
     "parse_error": "string",
     "reasks": "int64",
     "judge_model": "string",
+    "judge_endpoint": "string",
+    "judge_backend": "string",
     "raw_reply": "string",
 }
 
@@ -70,6 +75,8 @@ class AspectJudgement:
     reasks: int = 0
     call_error: str | None = None
     completion_ids: Sequence[int] | None = None
+    judge_endpoint: str = ""
+    judge_backend: str = ""
     # Per shown position, the reply its rating was read from (a re-ask may have fixed one).
     raw_replies: Sequence[str | None] | None = None
     prompt_tokens: int = 0
@@ -87,6 +94,8 @@ class CritiqueJudgement:
     raw_reply: str | None = None
     reasks: int = 0
     call_error: str | None = None
+    judge_endpoint: str = ""
+    judge_backend: str = ""
 
 
 def _typed_frame(rows: Iterable[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
@@ -140,12 +149,14 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 "rationale": rating.rationale if rating else None,
                 "types": list(rating.types) if rating else [],
                 "type_rationale": rating.type_rationale if rating else None,
-                "parse_status": rating.status if rating else "call_error",
+                "parse_status": rating.status if rating else CALL_FAILED,
                 "parse_error": rating.error
                 if rating
                 else (judgement.call_error or "no ratings returned"),
                 "reasks": judgement.reasks,
                 "judge_model": judgement.judge_model,
+                "judge_endpoint": judgement.judge_endpoint,
+                "judge_backend": judgement.judge_backend,
                 "raw_reply": judgement.raw_replies[position]
                 if judgement.raw_replies
                 else judgement.raw_reply,
@@ -175,12 +186,14 @@ def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
                 "completion_idx": judgement.completion_idx,
                 "critique": None if failed_call else parsed.feedback,
                 "overall_score": None if failed_call else parsed.overall_score,
-                "parse_status": "call_error" if failed_call else parsed.status,
+                "parse_status": CALL_FAILED if failed_call else parsed.status,
                 "parse_error": (judgement.call_error or "no reply")
                 if failed_call
                 else parsed.error,
                 "reasks": judgement.reasks,
                 "judge_model": judgement.judge_model,
+                "judge_endpoint": judgement.judge_endpoint,
+                "judge_backend": judgement.judge_backend,
                 "raw_reply": judgement.raw_reply,
             }
         )

@@ -1,17 +1,44 @@
-"""Model backends behind one request/response contract."""
+"""Model backends behind one request/response contract.
 
+The built-in backends are registered here, so that every endpoint definition can name them
+as soon as any part of the package is imported; `register_backend` adds more.
+"""
+
+from llm_feedback.backends.base import (
+    BACKENDS,
+    Backend,
+    BatchBackend,
+    RequestBackend,
+    RetryableError,
+    make_backend,
+    register_backend,
+)
 from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.config import EndpointConfig, endpoint_from_env, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.local import stop_local_servers
+from llm_feedback.backends.local import LocalModelBackend, stop_local_servers
+from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
+from llm_feedback.backends.vllm_backend import VLLMBackend  # vllm itself loads on open()
+
+register_backend("local", LocalModelBackend)
+register_backend("openai", OpenAICompatibleBackend)
+register_backend("azure", OpenAICompatibleBackend)
+register_backend("vllm", VLLMBackend)
 
 __all__ = [
+    "BACKENDS",
+    "Backend",
+    "BatchBackend",
     "ChatRequest",
     "ChatResult",
     "ClientStats",
     "EndpointConfig",
     "LLMClient",
+    "RequestBackend",
+    "RetryableError",
     "endpoint_from_env",
+    "make_backend",
+    "register_backend",
     "register_credentials",
     "stop_local_servers",
 ]

@@ -20,12 +20,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.local import LocalModelBackend
-from llm_feedback.backends.openai_backend import OpenAICompatibleBackend, RetryableError
-from llm_feedback.backends.vllm_backend import VLLMBackend
+
+__all__ = ["ClientStats", "LLMClient", "make_backend"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,14 +72,6 @@ class ClientStats:
     completion_tokens: int = 0
 
 
-def make_backend(config: EndpointConfig) -> Any:
-    if config.backend == "local":
-        return LocalModelBackend(config)
-    if config.backend == "vllm":
-        return VLLMBackend(config)
-    return OpenAICompatibleBackend(config)
-
-
 class LLMClient:
     """Use as a context manager: `with LLMClient(config, cache_path) as client: ...`."""
 
@@ -123,7 +115,7 @@ class LLMClient:
 
     async def _init_on_loop(self) -> None:
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
-        if not getattr(self.backend, "is_batch", False):
+        if not self.backend.is_batch:
             self._sdk = self.backend.make_sdk_client()
 
     def close(self) -> None:
@@ -159,6 +151,26 @@ class LLMClient:
             raise
 
     # -- public API ------------------------------------------------------------------
+    def call(self, coroutine: Any) -> Any:
+        """Run `coroutine` on the client's loop and wait for it (any thread, any runner)."""
+        return self._run(coroutine)
+
+    async def acall(self, coroutine: Any) -> Any:
+        """Await `coroutine` run on the client's loop, from another event loop."""
+        if self._loop is None:
+            raise RuntimeError("the client is not open; use it as a context manager")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
+
+    async def stream(
+        self,
+        requests: Iterable[ChatRequest],
+        desc: str | None = "requests",
+        on_result: ResultCallback | None = None,
+        total: int | None = None,
+    ) -> list[ChatResult]:
+        """`complete_many` for code already running on the client's loop (see `call`)."""
+        return await self._complete_many(requests, desc, on_result, total)
+
     def complete(self, request: ChatRequest) -> ChatResult:
         return self.complete_many([request], desc=None)[0]
 
@@ -183,24 +195,13 @@ class LLMClient:
     async def acomplete_many(
         self, requests: Iterable[ChatRequest], desc: str | None = None
     ) -> list[ChatResult]:
-        future = asyncio.run_coroutine_threadsafe(
-            self._complete_many(list(requests), desc), self._loop
-        )
-        return await asyncio.wrap_future(future)
+        return await self.acall(self._complete_many(list(requests), desc))
 
     def is_available(self, timeout_s: float = 10.0) -> bool:
         """A cheap health check: can the endpoint answer at all?"""
-        if getattr(self.backend, "is_batch", False):
-            return self.backend._engine is not None
-
-        async def probe() -> bool:
-            try:
-                await self._sdk.models.list(timeout=timeout_s)
-                return True
-            except Exception:  # any failure means "not available"
-                return False
-
-        return self._run(probe())
+        if isinstance(self.backend, BatchBackend):
+            return self.backend.is_ready()
+        return self._run(self.backend.probe(self._sdk, timeout_s))
 
     # -- machinery -------------------------------------------------------------------
     async def _complete_many(
@@ -220,7 +221,7 @@ class LLMClient:
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
         try:
-            if getattr(self.backend, "is_batch", False):
+            if self.backend.is_batch:
                 for chunk in _chunks(requests):
                     self._admit(batch, chunk)
                 await self._run_batch(batch)

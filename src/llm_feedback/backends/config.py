@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from llm_feedback.backends.base import BACKENDS, backend_factory
 from llm_feedback.errors import ConfigError
-
-BACKENDS = ("local", "openai", "azure", "vllm")
-_DEFAULT_CONCURRENCY = {"local": 4, "openai": 32, "azure": 32, "vllm": 256}
 
 _registered_credentials: dict[str, dict[str, Any]] = {}
 
@@ -58,9 +56,11 @@ class EndpointConfig:
 
     def __post_init__(self) -> None:
         where = f"endpoint '{self.name}'" if self.name else "endpoint"
-        if self.backend not in BACKENDS:
+        if not isinstance(self.backend, str) or self.backend not in BACKENDS:
+            # The registry (llm_feedback.backends.base) is filled when the package loads.
             raise ConfigError(
-                f"{where}: unknown backend '{self.backend}'; expected one of {', '.join(BACKENDS)}"
+                f"{where}: unknown backend '{self.backend}'; "
+                f"expected one of {', '.join(BACKENDS) or 'none registered'}"
             )
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError(f"{where}: 'model' must be a non-empty string")
@@ -109,8 +109,8 @@ class EndpointConfig:
         if self.max_concurrent is not None:
             return self.max_concurrent
         if self.backend == "local":
-            return self.parallel_slots
-        return _DEFAULT_CONCURRENCY[self.backend]
+            return self.parallel_slots  # one request per llama.cpp slot
+        return backend_factory(self.backend).default_concurrency
 
     @property
     def uses_structured_output(self) -> bool:

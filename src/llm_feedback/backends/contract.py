@@ -9,8 +9,51 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from llm_feedback.errors import ConfigError
+
+# The sampling settings a request carries; every parameter block that sets them uses these.
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
+
+
+def check_sampling(settings: Any, where: str) -> dict[str, Any]:
+    """`settings` as sampling keyword arguments; ConfigError naming `where` if it is not one."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"{where} must be a mapping of sampling settings, got {settings!r}")
+    unknown = sorted(set(settings) - set(SAMPLING_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{where}.{unknown[0]}: unknown sampling setting; allowed: {', '.join(SAMPLING_KEYS)}"
+        )
+    return {key: _sampling_value(key, value, f"{where}.{key}") for key, value in settings.items()}
+
+
+def _sampling_value(key: str, value: Any, name: str) -> Any:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if key in ("temperature", "top_p"):
+        if not is_number or value < 0 or (key == "top_p" and value > 1):
+            limits = "between 0 and 1" if key == "top_p" else ">= 0"
+            raise ConfigError(f"{name} must be a number {limits}, got {value!r}")
+        return float(value)
+    if key == "max_tokens":
+        if not (is_number and isinstance(value, int)) or value < 1:
+            raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        return value
+    if key == "seed":
+        if value is not None and not (is_number and isinstance(value, int)):
+            raise ConfigError(f"{name} must be an integer or null, got {value!r}")
+        return value
+    if value is None:  # stop
+        return None
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list | tuple) or not all(isinstance(s, str) for s in stops):
+        raise ConfigError(f"{name} must be a string or a list of strings, got {value!r}")
+    return list(stops)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,13 @@ def _start_server(model_path: Path, slots: int, context_per_slot: int, threads: 
 
 
 class LocalModelBackend(OpenAICompatibleBackend):
-    """The embedded model behind the same OpenAI-compatible path as every server."""
+    """The embedded model behind the same OpenAI-compatible path as every server.
+
+    Its concurrency defaults to `parallel_slots` (EndpointConfig.concurrency), not to
+    `default_concurrency`, which is the default number of slots.
+    """
+
+    default_concurrency = 4
 
     def __init__(self, config: EndpointConfig) -> None:
         super().__init__(config, base_url="http://127.0.0.1")

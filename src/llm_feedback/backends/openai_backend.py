@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 import openai
 
+from llm_feedback.backends.base import RetryableError
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.errors import ConfigError
@@ -17,13 +18,7 @@ from llm_feedback.errors import ConfigError
 _SECRET_PATTERN = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-*]{6,}")
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
-
-class RetryableError(Exception):
-    """A failure worth trying again; `retry_after` is the server's wish, in seconds."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+__all__ = ["OpenAICompatibleBackend", "RetryableError", "redact", "response_format_for"]
 
 
 def redact(text: str) -> str:
@@ -58,7 +53,10 @@ def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class OpenAICompatibleBackend:
-    """Talks to any server that speaks the chat completions API."""
+    """Talks to any server that speaks the chat completions API (a `RequestBackend`)."""
+
+    is_batch = False
+    default_concurrency = 32
 
     def __init__(self, config: EndpointConfig, base_url: str | None = None) -> None:
         self.config = config
@@ -144,6 +142,14 @@ class OpenAICompatibleBackend:
             model=self.model,
             error=None if choice.message and choice.message.content is not None else "empty reply",
         )
+
+    async def probe(self, sdk: openai.AsyncOpenAI, timeout_s: float) -> bool:
+        """Whether the server answers a model listing within `timeout_s`."""
+        try:
+            await sdk.models.list(timeout=timeout_s)
+            return True
+        except Exception:  # any failure means "not available"
+            return False
 
     def open(self) -> None:
         """Nothing to start for a remote server."""

@@ -20,7 +20,10 @@ logger = logging.getLogger(__name__)
 
 
 class VLLMBackend:
+    """vLLM's offline engine, loaded into this process (a `BatchBackend`)."""
+
     is_batch = True
+    default_concurrency = 256
 
     def __init__(self, config: EndpointConfig) -> None:
         self.config = config
@@ -89,6 +92,9 @@ class VLLMBackend:
                 )
             )
         return results
+
+    def is_ready(self) -> bool:
+        return self._engine is not None
 
     def close(self) -> None:
         self._engine = None

@@ -4,13 +4,12 @@ Builders return `ChatRequest`s, parsers read reply texts and metrics summarise p
 judgments, all without calling a model; `Judge` sends the requests to an endpoint.
 """
 
+from llm_feedback.engine import Reading
 from llm_feedback.judges.judge import (
     BINARY_FORMATS,
-    CALL_FAILED,
     OVERALL_CRITERION,
     Judge,
     JudgeTask,
-    Reading,
     combine_orders,
 )
 from llm_feedback.judges.metrics import (
@@ -26,7 +25,6 @@ from llm_feedback.judges.metrics import (
 )
 from llm_feedback.judges.parsing import (
     BINARY_OUTPUT_FORMATS,
-    PARSE_STATUSES,
     PairwiseReply,
     ParseResult,
     ReferenceGrading,
@@ -56,6 +54,7 @@ from llm_feedback.judges.prompts import (
     rubric_json_schema,
     template_fields,
 )
+from llm_feedback.replies.status import CALL_FAILED, PARSE_STATUSES
 
 __all__ = [
     "BINARY_FORMATS",

@@ -14,10 +14,12 @@ times, all such tasks of a batch together), and a reply still unreadable after t
 leaves the value None and "success" False. "raw_response" is the reply that was read
 last; a failed call is never re-asked.
 
-Every judgment has four forms: `evaluate_x` (sync), `evaluate_x_async`, and the batch
-forms `evaluate_x_batch` / `evaluate_x_batch_async`, which keep the input order, send all
-items as one batch and reject inputs of different lengths. The sync forms also work
-inside a running event loop (Jupyter): the client does its I/O on its own loop thread.
+Every judgment kind is written once, as a batch builder (`_binary_batch`, ...) that
+turns lists of inputs into `JudgeTask`s; its four forms `evaluate_x` (sync),
+`evaluate_x_async`, `evaluate_x_batch` and `evaluate_x_batch_async` are derived from it
+(`_derive_forms`): they keep the input order, send all items as one batch through the
+`TaskEngine` and reject inputs of different lengths. The sync forms also work inside a
+running event loop (Jupyter): the engine runs on the client's own loop thread.
 `JudgeTask`s (from `binary_task`, `single_task`, ...) let a caller mix judgments of
 several kinds in one batch with `run` / `arun`.
 """
@@ -25,30 +27,21 @@ several kinds in one batch with `run` / `arun`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.annotation.reask import build_reask_request
-from llm_feedback.backends import (
-    ChatRequest,
-    ChatResult,
-    ClientStats,
-    EndpointConfig,
-    LLMClient,
-    endpoint_from_env,
-)
+from llm_feedback.backends import ChatRequest, ClientStats, EndpointConfig, LLMClient
+from llm_feedback.backends.contract import check_sampling
+from llm_feedback.endpoints import resolve_endpoint
+from llm_feedback.engine import Outcome, Reader, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
 from llm_feedback.judges.parsing import (
-    AMBIGUOUS,
-    EMPTY,
-    NO_MATCH,
     OK,
-    OUT_OF_RANGE,
-    PARTIAL,
     ParseResult,
     parse_binary,
     parse_bracket_rating,
@@ -67,12 +60,10 @@ from llm_feedback.judges.prompts import (
     build_single_rating_request,
 )
 
-CALL_FAILED = "call_failed"
 # "graded" asks for extracted answer / reasoning / correct yes|no / confidence lines.
 BINARY_FORMATS = ("0/1", "yes/no", "graded")
 MT_BENCH_SCALE = (1, 10)
 REFERENCE_SCALE = (0, 5)
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "seed", "stop")
 
 # Any other scale is graded as a one-criterion rubric, whose prompt takes any range.
 OVERALL_CRITERION = "overall"
@@ -82,32 +73,12 @@ _OVERALL_WITH_REFERENCE = (
     "reference answer"
 )
 _SWAPPED_LABEL = {"A": "B", "B": "A", "tie": "tie"}
-# What a re-ask tells the judge was wrong with its reply, by parser status.
-_REASK_PROBLEMS = {
-    EMPTY: "it was empty",
-    NO_MATCH: "no answer in the requested format was found",
-    OUT_OF_RANGE: "a score was outside the allowed range",
-    AMBIGUOUS: "it gave conflicting answers",
-    PARTIAL: "part of the requested answer was missing",
-}
 
 
 @dataclass(frozen=True, slots=True)
-class Reading:
-    """What was made of one reply: the value, the parser's status, whether it is usable."""
+class JudgeTask(Task):
+    """An engine task that knows under which key its judgment's value is returned."""
 
-    value: Any
-    status: str
-    success: bool
-    details: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeTask:
-    """One judge call: the request, how its reply is read, and the key of the value."""
-
-    request: ChatRequest
-    read: Callable[[str | None], Reading]
     result_key: str = "result"
 
     @property
@@ -115,50 +86,12 @@ class JudgeTask:
         return self.request.messages[-1]["content"]
 
 
-@dataclass(slots=True)
-class _Exchange:
-    """A task's latest request, reply and reading, and how often it was re-asked.
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch builder's tasks and how their judgments become the caller's results."""
 
-    `error` is set once a call failed: such a task keeps what it had and is not re-asked.
-    `cached` holds while every reply so far came from the request cache.
-    """
-
-    task: JudgeTask
-    request: ChatRequest
-    reply: ChatResult
-    reading: Reading
-    error: str | None
-    cached: bool
-    reasks: int = 0
-
-    @property
-    def needs_reask(self) -> bool:
-        return self.error is None and not self.reading.success
-
-    def reask_request(self) -> ChatRequest:
-        problem = _REASK_PROBLEMS.get(self.reading.status, "its format did not match")
-        return build_reask_request(self.request, self.reply.text, [problem])
-
-    def take_reask(self, request: ChatRequest, reply: ChatResult) -> None:
-        self.reasks += 1
-        self.cached = self.cached and reply.cached
-        if reply.ok:
-            self.request, self.reply = request, reply
-            self.reading = self.task.read(reply.text)
-        else:  # the unreadable earlier reply stays, with the reason it was not replaced
-            self.error = reply.error
-
-
-def _first_exchange(task: JudgeTask, reply: ChatResult) -> _Exchange:
-    if reply.ok:
-        reading = task.read(reply.text)
-    else:  # the parser's empty value keeps the shape (e.g. every criterion: None)
-        reading = dataclasses.replace(task.read(None), status=CALL_FAILED, success=False)
-    return _Exchange(task, task.request, reply, reading, reply.error, reply.cached)
-
-
-def _reask_desc(desc: str | None, round_number: int) -> str | None:
-    return None if desc is None else f"{desc} re-ask {round_number}"
+    tasks: list[JudgeTask]
+    finish: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = list
 
 
 def _value_reading(parsed: ParseResult[Any]) -> Reading:
@@ -172,17 +105,17 @@ def _read_graded(text: str | None) -> Reading:
     details = {
         name: record[name] for name in ("extracted_final_answer", "reasoning", "confidence")
     }
-    return Reading(correct, parsed.status, correct is not None, details)
+    return Reading(correct, parsed.status, correct is not None, details=details)
 
 
-def _rating_reader(scale: tuple[int, int], structured: bool) -> Callable[[str | None], Reading]:
+def _rating_reader(scale: tuple[int, int], structured: bool) -> Reader:
     if scale == MT_BENCH_SCALE and not structured:
         # FastChat's rule (first [[N]], else first [N]), so MT-Bench scores are reproduced.
         return lambda text: _value_reading(parse_bracket_rating(text, scale))
     return lambda text: _value_reading(parse_rating(text, *scale))
 
 
-def _overall_reader(scale: tuple[int, int]) -> Callable[[str | None], Reading]:
+def _overall_reader(scale: tuple[int, int]) -> Reader:
     def read(text: str | None) -> Reading:
         parsed = parse_rubric_scores(text, [OVERALL_CRITERION], scale)
         return Reading(parsed.value[OVERALL_CRITERION], parsed.status, parsed.status == OK)
@@ -190,9 +123,7 @@ def _overall_reader(scale: tuple[int, int]) -> Callable[[str | None], Reading]:
     return read
 
 
-def _rubric_reader(
-    criteria: Mapping[str, str], scale: tuple[int, int]
-) -> Callable[[str | None], Reading]:
+def _rubric_reader(criteria: Mapping[str, str], scale: tuple[int, int]) -> Reader:
     def read(text: str | None) -> Reading:
         parsed = parse_rubric_scores(text, criteria, scale)
         return Reading(parsed.value, parsed.status, parsed.status == OK)
@@ -200,7 +131,7 @@ def _rubric_reader(
     return read
 
 
-def _pairwise_reader(scale: tuple[int, int]) -> Callable[[str | None], Reading]:
+def _pairwise_reader(scale: tuple[int, int]) -> Reader:
     def read(text: str | None) -> Reading:
         parsed = parse_pairwise(text, scale)
         reply = parsed.value
@@ -292,16 +223,6 @@ def _one_order(outcome: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _endpoint_config(endpoint: EndpointConfig | Mapping[str, Any] | None) -> EndpointConfig:
-    if endpoint is None:
-        return endpoint_from_env()
-    if isinstance(endpoint, EndpointConfig):
-        return endpoint
-    if isinstance(endpoint, Mapping):
-        return EndpointConfig.from_dict(endpoint, name=str(endpoint.get("name", "judge")))
-    raise ConfigError(f"a judge endpoint is an EndpointConfig, a mapping or None, got {endpoint!r}")
-
-
 class Judge:
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
@@ -325,18 +246,12 @@ class Judge:
         sampling: Mapping[str, Any] | None = None,
         max_reasks: int = 1,
     ) -> None:
-        if not isinstance(max_reasks, int) or isinstance(max_reasks, bool) or max_reasks < 0:
-            raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
-        config = _endpoint_config(endpoint)
+        config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
-        unknown = sorted(set(sampling or {}) - set(SAMPLING_KEYS))
-        if unknown:
-            raise ConfigError(f"judge sampling: unknown setting(s) {unknown}; allowed: "
-                              f"{', '.join(SAMPLING_KEYS)}")
-        self.sampling = dict(sampling or {})
-        self.max_reasks = max_reasks
+        self.sampling = check_sampling(sampling, "judge sampling")
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
+        self._engine = TaskEngine(self._client, max_reasks=max_reasks)
         self._client.open()
 
     # -- lifecycle and facts -------------------------------------------------------------
@@ -352,6 +267,10 @@ class Judge:
     @property
     def model(self) -> str:
         return self._client.model
+
+    @property
+    def max_reasks(self) -> int:
+        return self._engine.max_reasks
 
     @property
     def max_concurrent(self) -> int:
@@ -376,67 +295,53 @@ class Judge:
 
         Each round re-asks, in one batch, only the tasks whose reply could not be read.
         """
-        replies = self._client.complete_many([task.request for task in tasks], desc=desc)
-        exchanges = [
-            _first_exchange(task, reply) for task, reply in zip(tasks, replies, strict=True)
-        ]
-        for round_number in range(1, self.max_reasks + 1):
-            pending = [exchange for exchange in exchanges if exchange.needs_reask]
-            if not pending:
-                break
-            reasks = [exchange.reask_request() for exchange in pending]
-            replies = self._client.complete_many(reasks, desc=_reask_desc(desc, round_number))
-            for exchange, request, reply in zip(pending, reasks, replies, strict=True):
-                exchange.take_reask(request, reply)
-        return [self._outcome(exchange) for exchange in exchanges]
+        return self._judgments(tasks, self._engine.run(tasks, desc=desc))
 
     async def arun(
         self, tasks: Sequence[JudgeTask], desc: str | None = None
     ) -> list[dict[str, Any]]:
-        replies = await self._client.acomplete_many([task.request for task in tasks], desc=desc)
-        exchanges = [
-            _first_exchange(task, reply) for task, reply in zip(tasks, replies, strict=True)
-        ]
-        for round_number in range(1, self.max_reasks + 1):
-            pending = [exchange for exchange in exchanges if exchange.needs_reask]
-            if not pending:
-                break
-            reasks = [exchange.reask_request() for exchange in pending]
-            replies = await self._client.acomplete_many(
-                reasks, desc=_reask_desc(desc, round_number)
-            )
-            for exchange, request, reply in zip(pending, reasks, replies, strict=True):
-                exchange.take_reask(request, reply)
-        return [self._outcome(exchange) for exchange in exchanges]
+        return self._judgments(tasks, await self._engine.arun(tasks, desc=desc))
 
-    def _outcome(self, exchange: _Exchange) -> dict[str, Any]:
-        reading = exchange.reading
-        outcome = {
-            exchange.task.result_key: reading.value,
-            "raw_response": exchange.reply.text,
+    def _judgments(
+        self, tasks: Sequence[JudgeTask], outcomes: list[Outcome]
+    ) -> list[dict[str, Any]]:
+        return [self._judgment(task, outcome) for task, outcome in zip(tasks, outcomes,
+                                                                        strict=True)]
+
+    def _judgment(self, task: JudgeTask, outcome: Outcome) -> dict[str, Any]:
+        reading = outcome.reading
+        judgment = {
+            task.result_key: reading.value,
+            "raw_response": outcome.text,
             "model": self.model,
-            "prompt": exchange.task.prompt,
-            "success": reading.success,
+            "prompt": task.prompt,
+            "success": reading.ok,
             "status": reading.status,
-            "error": exchange.error,
-            "cached": exchange.cached,
-            "reasks": exchange.reasks,
+            "error": outcome.error,
+            "cached": outcome.cached,
+            "reasks": outcome.reasks,
         }
         if reading.details is not None:
-            outcome["details"] = dict(reading.details)
-        return outcome
+            judgment["details"] = dict(reading.details)
+        return judgment
+
+    def _judge_one(self, task: JudgeTask) -> dict[str, Any]:
+        return self.run([task])[0]
+
+    async def _ajudge_one(self, task: JudgeTask) -> dict[str, Any]:
+        return (await self.arun([task]))[0]
 
     def _task(
         self,
         request: ChatRequest,
-        read: Callable[[str | None], Reading],
+        read: Reader,
         attempt: int,
         result_key: str = "result",
     ) -> JudgeTask:
         # A distinct attempt makes an identical judgment a separate call (one per replicate).
         if attempt:
             request = dataclasses.replace(request, attempt=attempt)
-        return JudgeTask(request, read, result_key)
+        return JudgeTask(request, read, result_key=result_key)
 
     # -- tasks ---------------------------------------------------------------------------
     def binary_task(
@@ -560,38 +465,9 @@ class Judge:
         )
         return self._task(request, _pairwise_reader(scale), attempt)
 
-    # -- binary --------------------------------------------------------------------------
-    def evaluate_binary(
-        self,
-        question: str,
-        answer: str,
-        prediction: str,
-        *,
-        output_format: str = "0/1",
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        """Whether `prediction` is correct given the reference `answer`: result 1/0/None."""
-        return self.evaluate_binary_batch(
-            [question], [answer], [prediction],
-            output_format=output_format, custom_prompt=custom_prompt,
-        )[0]
 
-    async def evaluate_binary_async(
-        self,
-        question: str,
-        answer: str,
-        prediction: str,
-        *,
-        output_format: str = "0/1",
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        outcomes = await self.evaluate_binary_batch_async(
-            [question], [answer], [prediction],
-            output_format=output_format, custom_prompt=custom_prompt,
-        )
-        return outcomes[0]
-
-    def evaluate_binary_batch(
+    # -- judgments, each written once as a batch builder ---------------------------------
+    def _binary_batch(
         self,
         questions: Sequence[str],
         answers: Sequence[str],
@@ -599,72 +475,17 @@ class Judge:
         *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return self.run(self._binary_tasks(
-            questions, answers, predictions,
-            output_format=output_format, custom_prompt=custom_prompt,
-        ))
-
-    async def evaluate_binary_batch_async(
-        self,
-        questions: Sequence[str],
-        answers: Sequence[str],
-        predictions: Sequence[str],
-        *,
-        output_format: str = "0/1",
-        custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await self.arun(self._binary_tasks(
-            questions, answers, predictions,
-            output_format=output_format, custom_prompt=custom_prompt,
-        ))
-
-    def _binary_tasks(
-        self,
-        questions: Sequence[str],
-        answers: Sequence[str],
-        predictions: Sequence[str],
-        **options: Any,
-    ) -> list[JudgeTask]:
-        return [
-            self.binary_task(question, answer, prediction, **options)
+    ) -> _Batch:
+        """Whether each prediction is correct given the reference answer: result 1/0/None."""
+        return _Batch([
+            self.binary_task(question, answer, prediction, output_format=output_format,
+                             custom_prompt=custom_prompt)
             for question, answer, prediction in _rows(
                 questions=questions, answers=answers, predictions=predictions
             )
-        ]
+        ])
 
-    # -- single answer -------------------------------------------------------------------
-    def evaluate_single(
-        self,
-        question: str,
-        prediction: str,
-        *,
-        reference: str | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        """A grade of one answer on `score_range` (see `single_task`): result a number."""
-        return self.evaluate_single_batch(
-            [question], [prediction], references=[reference],
-            score_range=score_range, custom_prompt=custom_prompt,
-        )[0]
-
-    async def evaluate_single_async(
-        self,
-        question: str,
-        prediction: str,
-        *,
-        reference: str | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        outcomes = await self.evaluate_single_batch_async(
-            [question], [prediction], references=[reference],
-            score_range=score_range, custom_prompt=custom_prompt,
-        )
-        return outcomes[0]
-
-    def evaluate_single_batch(
+    def _single_batch(
         self,
         questions: Sequence[str],
         predictions: Sequence[str],
@@ -672,39 +493,65 @@ class Judge:
         references: Sequence[str | None] | None = None,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return self.run(self._single_tasks(
-            questions, predictions, references,
-            score_range=score_range, custom_prompt=custom_prompt,
-        ))
-
-    async def evaluate_single_batch_async(
-        self,
-        questions: Sequence[str],
-        predictions: Sequence[str],
-        *,
-        references: Sequence[str | None] | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await self.arun(self._single_tasks(
-            questions, predictions, references,
-            score_range=score_range, custom_prompt=custom_prompt,
-        ))
-
-    def _single_tasks(
-        self,
-        questions: Sequence[str],
-        predictions: Sequence[str],
-        references: Sequence[str | None] | None,
-        **options: Any,
-    ) -> list[JudgeTask]:
-        return [
-            self.single_task(question, prediction, reference=reference, **options)
+    ) -> _Batch:
+        """A grade of each answer on `score_range` (see `single_task`): result a number."""
+        return _Batch([
+            self.single_task(question, prediction, reference=reference,
+                             score_range=score_range, custom_prompt=custom_prompt)
             for question, prediction, reference in _rows(
                 questions=questions, predictions=predictions, references=references
             )
-        ]
+        ])
+
+    def _with_rubric_batch(
+        self,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        references: Sequence[str | None] | None = None,
+        contexts: Sequence[str | None] | None = None,
+        custom_prompt: str | None = None,
+    ) -> _Batch:
+        """Scores per criterion: "scores" maps each criterion to an integer or None."""
+        return _Batch([
+            self.rubric_task(question, prediction, rubric, score_range=score_range,
+                             reference=reference, context=context, custom_prompt=custom_prompt)
+            for question, prediction, reference, context in _rows(
+                questions=questions, predictions=predictions, references=references,
+                contexts=contexts,
+            )
+        ])
+
+    def _comparative_batch(
+        self,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+    ) -> _Batch:
+        """Which response is better: result {"winner": "A" (response1) | "B" | "tie" | None,
+        "consistent", "verdicts", "scores"}.
+
+        With `swap` (the default) each pair is judged in both orders and orders that
+        disagree make a tie; "raw_response" and "prompt" list the orders judged.
+        """
+        tasks: list[JudgeTask] = []
+        for question, first, second, context in _rows(
+            questions=questions, responses1=responses1, responses2=responses2, contexts=contexts
+        ):
+            orders = [(first, second), (second, first)] if swap else [(first, second)]
+            tasks += [
+                self.pairwise_task(question, a, b, context=context, score_range=score_range,
+                                   custom_prompt=custom_prompt)
+                for a, b in orders
+            ]
+        return _Batch(tasks, lambda judgments: _join_orders(judgments, swap))
 
     # -- multi-turn ----------------------------------------------------------------------
     def evaluate_multi_turn(
@@ -716,10 +563,9 @@ class Judge:
         custom_prompt: str | None = None,
     ) -> dict[str, Any]:
         """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
-        task = self.multi_turn_task(
+        return self._judge_one(self.multi_turn_task(
             questions, answers, references=references, custom_prompt=custom_prompt
-        )
-        return self.run([task])[0]
+        ))
 
     async def evaluate_multi_turn_async(
         self,
@@ -729,193 +575,101 @@ class Judge:
         references: Sequence[str] | None = None,
         custom_prompt: str | None = None,
     ) -> dict[str, Any]:
-        task = self.multi_turn_task(
+        return await self._ajudge_one(self.multi_turn_task(
             questions, answers, references=references, custom_prompt=custom_prompt
-        )
-        return (await self.arun([task]))[0]
-
-    # -- rubric --------------------------------------------------------------------------
-    def evaluate_with_rubric(
-        self,
-        question: str,
-        prediction: str,
-        rubric: Mapping[str, str],
-        *,
-        score_range: Sequence[int] = (1, 5),
-        reference: str | None = None,
-        context: str | None = None,
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        """Scores per criterion: "scores" maps each criterion to an integer or None."""
-        return self.evaluate_with_rubric_batch(
-            [question], [prediction], rubric, score_range=score_range,
-            references=[reference], contexts=[context], custom_prompt=custom_prompt,
-        )[0]
-
-    async def evaluate_with_rubric_async(
-        self,
-        question: str,
-        prediction: str,
-        rubric: Mapping[str, str],
-        *,
-        score_range: Sequence[int] = (1, 5),
-        reference: str | None = None,
-        context: str | None = None,
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        outcomes = await self.evaluate_with_rubric_batch_async(
-            [question], [prediction], rubric, score_range=score_range,
-            references=[reference], contexts=[context], custom_prompt=custom_prompt,
-        )
-        return outcomes[0]
-
-    def evaluate_with_rubric_batch(
-        self,
-        questions: Sequence[str],
-        predictions: Sequence[str],
-        rubric: Mapping[str, str],
-        *,
-        score_range: Sequence[int] = (1, 5),
-        references: Sequence[str | None] | None = None,
-        contexts: Sequence[str | None] | None = None,
-        custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return self.run(self._rubric_tasks(
-            questions, predictions, rubric, references, contexts,
-            score_range=score_range, custom_prompt=custom_prompt,
         ))
-
-    async def evaluate_with_rubric_batch_async(
-        self,
-        questions: Sequence[str],
-        predictions: Sequence[str],
-        rubric: Mapping[str, str],
-        *,
-        score_range: Sequence[int] = (1, 5),
-        references: Sequence[str | None] | None = None,
-        contexts: Sequence[str | None] | None = None,
-        custom_prompt: str | None = None,
-    ) -> list[dict[str, Any]]:
-        return await self.arun(self._rubric_tasks(
-            questions, predictions, rubric, references, contexts,
-            score_range=score_range, custom_prompt=custom_prompt,
-        ))
-
-    def _rubric_tasks(
-        self,
-        questions: Sequence[str],
-        predictions: Sequence[str],
-        rubric: Mapping[str, str],
-        references: Sequence[str | None] | None,
-        contexts: Sequence[str | None] | None,
-        **options: Any,
-    ) -> list[JudgeTask]:
-        return [
-            self.rubric_task(
-                question, prediction, rubric, reference=reference, context=context, **options
-            )
-            for question, prediction, reference, context in _rows(
-                questions=questions, predictions=predictions, references=references,
-                contexts=contexts,
-            )
-        ]
-
-    # -- comparative ---------------------------------------------------------------------
-    def evaluate_comparative(
-        self,
-        question: str,
-        response1: str,
-        response2: str,
-        *,
-        context: str | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-        swap: bool = True,
-    ) -> dict[str, Any]:
-        """Which response is better: result {"winner": "A" (response1) | "B" | "tie" | None,
-        "consistent", "verdicts", "scores"}.
-
-        With `swap` (the default) the pair is judged in both orders and orders that
-        disagree make a tie; "raw_response" and "prompt" list the orders judged.
-        """
-        return self.evaluate_comparative_batch(
-            [question], [response1], [response2], contexts=[context],
-            score_range=score_range, custom_prompt=custom_prompt, swap=swap,
-        )[0]
-
-    async def evaluate_comparative_async(
-        self,
-        question: str,
-        response1: str,
-        response2: str,
-        *,
-        context: str | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-        swap: bool = True,
-    ) -> dict[str, Any]:
-        outcomes = await self.evaluate_comparative_batch_async(
-            [question], [response1], [response2], contexts=[context],
-            score_range=score_range, custom_prompt=custom_prompt, swap=swap,
-        )
-        return outcomes[0]
-
-    def evaluate_comparative_batch(
-        self,
-        questions: Sequence[str],
-        responses1: Sequence[str],
-        responses2: Sequence[str],
-        *,
-        contexts: Sequence[str | None] | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-        swap: bool = True,
-    ) -> list[dict[str, Any]]:
-        tasks = self._comparative_tasks(
-            questions, responses1, responses2, contexts, swap,
-            score_range=score_range, custom_prompt=custom_prompt,
-        )
-        return _join_orders(self.run(tasks), swap)
-
-    async def evaluate_comparative_batch_async(
-        self,
-        questions: Sequence[str],
-        responses1: Sequence[str],
-        responses2: Sequence[str],
-        *,
-        contexts: Sequence[str | None] | None = None,
-        score_range: Sequence[int] = MT_BENCH_SCALE,
-        custom_prompt: str | None = None,
-        swap: bool = True,
-    ) -> list[dict[str, Any]]:
-        tasks = self._comparative_tasks(
-            questions, responses1, responses2, contexts, swap,
-            score_range=score_range, custom_prompt=custom_prompt,
-        )
-        return _join_orders(await self.arun(tasks), swap)
-
-    def _comparative_tasks(
-        self,
-        questions: Sequence[str],
-        responses1: Sequence[str],
-        responses2: Sequence[str],
-        contexts: Sequence[str | None] | None,
-        swap: bool,
-        **options: Any,
-    ) -> list[JudgeTask]:
-        tasks: list[JudgeTask] = []
-        for question, first, second, context in _rows(
-            questions=questions, responses1=responses1, responses2=responses2, contexts=contexts
-        ):
-            orders = [(first, second), (second, first)] if swap else [(first, second)]
-            tasks += [
-                self.pairwise_task(question, a, b, context=context, **options)
-                for a, b in orders
-            ]
-        return tasks
 
 
 def _join_orders(outcomes: list[dict[str, Any]], swap: bool) -> list[dict[str, Any]]:
     if not swap:
         return [_one_order(outcome) for outcome in outcomes]
     return [combine_orders(outcomes[i], outcomes[i + 1]) for i in range(0, len(outcomes), 2)]
+
+
+# Per-item batch inputs and their names in the one-item forms.
+_SINGULAR = {
+    "questions": "question",
+    "answers": "answer",
+    "predictions": "prediction",
+    "references": "reference",
+    "contexts": "context",
+    "responses1": "response1",
+    "responses2": "response2",
+}
+
+
+def _item_annotation(annotation: Any) -> Any:
+    """`Sequence[str | None] | None` -> `str | None`: one item of a batch input."""
+    if isinstance(annotation, str) and annotation.startswith("Sequence["):
+        return annotation[len("Sequence[") : annotation.index("]")]
+    return annotation
+
+
+def _derive_forms(kind: str) -> None:
+    """Add evaluate_<kind>, _async, _batch and _batch_async to `Judge` from `_<kind>_batch`.
+
+    The one-item forms take each per-item input in the singular (`question`, `reference`,
+    ...) and return one judgment; the batch forms take lists and return one per item.
+    """
+    builder = getattr(Judge, f"_{kind}_batch")
+    batch_signature = inspect.signature(builder)
+    per_item = [name for name in batch_signature.parameters if name in _SINGULAR]
+
+    def batch(self: Judge, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        built = builder(self, *args, **kwargs)
+        return built.finish(self.run(built.tasks))
+
+    async def batch_async(self: Judge, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        built = builder(self, *args, **kwargs)
+        return built.finish(await self.arun(built.tasks))
+
+    def as_batch(args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        bound = single_signature.bind(None, *args, **kwargs)
+        batch_args = {}
+        for name, value in bound.arguments.items():
+            plural = next((p for p in per_item if _SINGULAR[p] == name), None)
+            batch_args[plural or name] = [value] if plural else value
+        return batch_signature.bind(**batch_args)
+
+    def single(self: Judge, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = as_batch(args, kwargs)
+        bound.arguments["self"] = self
+        return batch(*bound.args, **bound.kwargs)[0]
+
+    async def single_async(self: Judge, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        bound = as_batch(args, kwargs)
+        bound.arguments["self"] = self
+        return (await batch_async(*bound.args, **bound.kwargs))[0]
+
+    single_signature = batch_signature.replace(
+        parameters=[
+            parameter.replace(
+                name=_SINGULAR[name],
+                annotation=_item_annotation(parameter.annotation),
+                default=parameter.default,
+            )
+            if name in per_item
+            else parameter
+            for name, parameter in batch_signature.parameters.items()
+        ],
+        return_annotation=dict[str, Any],
+    )
+    batch_signature_out = batch_signature.replace(return_annotation=list[dict[str, Any]])
+    doc = (builder.__doc__ or "").strip()
+    for name, function, signature, text in (
+        (f"evaluate_{kind}", single, single_signature, f"One item. {doc}"),
+        (f"evaluate_{kind}_async", single_async, single_signature, "`evaluate_" + kind
+         + "`, awaitable."),
+        (f"evaluate_{kind}_batch", batch, batch_signature_out,
+         f"Lists of items, one judgment each, in order. {doc}"),
+        (f"evaluate_{kind}_batch_async", batch_async, batch_signature_out,
+         f"`evaluate_{kind}_batch`, awaitable."),
+    ):
+        function.__name__ = function.__qualname__ = name
+        function.__signature__ = signature
+        function.__doc__ = text
+        setattr(Judge, name, function)
+
+
+for _kind in ("binary", "single", "with_rubric", "comparative"):
+    _derive_forms(_kind)

@@ -6,14 +6,13 @@ malformed reply is stored as null with its status instead of crashing a run or b
 counted silently. Every parser also reads the JSON object a structured-output request
 (`structured=True` in `prompts`) asks for.
 
-Statuses: "ok"; "partial" (a record parser found some fields only); "empty" (no text);
-"no_match" (no value found); "out_of_range" (a value outside the scale); "ambiguous"
-(contradicting values, none chosen).
+Statuses are those of `llm_feedback.replies.status`: "ok"; "partial" (a record parser
+found some fields only); "empty" (no text); "no_match" (no value found); "out_of_range" (a
+value outside the scale); "ambiguous" (contradicting values, none chosen).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -26,16 +25,11 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.replies.extract import first_json_object
+from llm_feedback.replies.status import AMBIGUOUS, EMPTY, NO_MATCH, OK, OUT_OF_RANGE, PARTIAL
 
 BINARY_OUTPUT_FORMATS = ("0/1", "yes/no")
 
-OK = "ok"
-PARTIAL = "partial"
-EMPTY = "empty"
-NO_MATCH = "no_match"
-OUT_OF_RANGE = "out_of_range"
-AMBIGUOUS = "ambiguous"
-PARSE_STATUSES = (OK, PARTIAL, EMPTY, NO_MATCH, OUT_OF_RANGE, AMBIGUOUS)
 
 T = TypeVar("T")
 
@@ -64,7 +58,6 @@ class PairwiseReply:
 
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
-_CODE_FENCE = re.compile(r"```[a-zA-Z]*")
 
 
 def _is_blank(text: object) -> bool:
@@ -74,26 +67,6 @@ def _is_blank(text: object) -> bool:
 def _strip_emphasis(text: str) -> str:
     """Drop markdown emphasis and code marks, which judges sprinkle around their verdicts."""
     return text.replace("*", "").replace("`", "")
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text`: whole reply, fenced, or embedded in prose.
-
-    A reply cut short by max_tokens still yields its first complete inner object.
-    """
-    candidate = _CODE_FENCE.sub("", text).strip()
-    decoder = json.JSONDecoder()
-    start = candidate.find("{")
-    while start != -1:
-        try:
-            value, _ = decoder.raw_decode(candidate, start)
-        except ValueError:
-            start = candidate.find("{", start + 1)
-            continue
-        if isinstance(value, dict):
-            return value
-        start = candidate.find("{", start + 1)
-    return None
 
 
 def _key(name: str) -> str:
@@ -186,7 +159,7 @@ def parse_binary(text: str | None, output_format: str = "0/1") -> ParseResult[in
         )
     if _is_blank(text):
         return ParseResult(None, EMPTY)
-    data = _json_object(text)
+    data = first_json_object(text)
     if data is not None:
         value = _binary_from_value(_lookup(data, "correct", "answer", "verdict"))
         if value is not None:
@@ -278,7 +251,7 @@ def parse_reference_grading(text: str | None) -> ParseResult[ReferenceGrading]:
     """
     if _is_blank(text):
         return ParseResult(ReferenceGrading(**dict.fromkeys(_GRADING_FIELDS)), EMPTY)
-    data = _json_object(text) or {}
+    data = first_json_object(text) or {}
     from_json = {name: _lookup(data, name) for name in _GRADING_FIELDS}
     # Each field runs from its label to the next label, so reasoning may span lines.
     from_lines: dict[str, str] = {}
@@ -344,7 +317,7 @@ def parse_rating(text: str | None, low: float, high: float) -> ParseResult[float
     _check_range(low, high)
     if _is_blank(text):
         return ParseResult(None, EMPTY)
-    data = _json_object(text)
+    data = first_json_object(text)
     if data is not None:
         value = _as_number(_lookup(data, "rating", "score"))
         if value is not None:
@@ -421,7 +394,7 @@ def parse_rubric_scores(
     scores: dict[str, int | None] = dict.fromkeys(names)
     if _is_blank(text):
         return ParseResult(scores, EMPTY)
-    data = _json_object(text) or {}
+    data = first_json_object(text) or {}
     nested = _lookup(data, "scores")
     found = nested if isinstance(nested, Mapping) else data
     saw_out_of_range = False
@@ -486,7 +459,7 @@ def parse_pairwise(
         return ParseResult(PairwiseReply(None, (None, None)), EMPTY)
     raw_scores: list[float | None] = [None, None]
     verdicts: set[str] = set()
-    data = _json_object(text)
+    data = first_json_object(text)
     if data is not None:
         raw_scores = [_as_number(_lookup(data, "score_a")), _as_number(_lookup(data, "score_b"))]
         json_verdict = _verdict_from_json(_lookup(data, "verdict", "winner"))

@@ -1,10 +1,24 @@
 """Judge prompt builders: each returns a ready `ChatRequest` for one judgment.
 
-Every builder renders a `str.format` template. The built-in templates are ours; a caller
-may pass `custom_prompt` instead, which is checked against the fields that builder
-supplies before anything is rendered, so a typo in a template fails at build time (before
-any paid call) with a `ConfigError` naming the field. A custom template replaces the user
-message only: it must itself ask for a reply format that the matching parser reads.
+The built-in prompts are the `str.format` templates in `llm_feedback/templates/` (one file
+per judgment kind: binary.txt, reference_grading.txt, score_0_5.txt, single_1_10.txt,
+single_1_10_reference.txt, multi_turn.txt, multi_turn_reference.txt, rubric.txt,
+pairwise.txt). A caller may pass `custom_prompt` instead, which is checked against the
+fields that builder supplies before anything is rendered, so a typo in a template fails at
+build time (before any paid call) with a `ConfigError` naming the field. A custom template
+replaces the user message only: it must itself ask for a reply format that the matching
+parser reads.
+
+Untrusted text is fenced. Every question, answer, reference, response and context is shown
+as a block between marker lines carrying a nonce derived from the whole request
+(`llm_feedback.replies.fencing`), with any line that imitates a reply format or a marker
+quoted "> ", so that a judged answer can neither close its own block nor pass for the
+judge's reply. The built-in templates explain the marker lines to the judge (the shared
+templates/fencing_notice.txt). A `custom_prompt` gets the same defence: each content field
+below is filled in with its fenced block, never with the raw text (so "{question}" renders
+as `<<<QUESTION BEGIN nonce>>>`, the question, `<<<QUESTION END nonce>>>`), and the optional
+field {fencing_notice} renders the explanation of the marker lines. Rubric {criteria} and
+the {low}/{high} bounds come from the caller's configuration and are shown as they are.
 
 Field names per builder (a template must use every content field it is given):
 - binary, reference grading, 0-5: {question}, {reference} (synonym {answer}: the gold
@@ -31,11 +45,10 @@ from typing import Any
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges.parsing import BINARY_OUTPUT_FORMATS
+from llm_feedback.replies.fencing import fenced_block, request_nonce
+from llm_feedback.templates import load_template, render
 
-JUDGE_SYSTEM_PROMPT = (
-    "You are a careful and impartial evaluator of answers written by AI assistants. "
-    "You follow the requested reply format exactly."
-)
+JUDGE_SYSTEM_PROMPT = render("system_judge")
 
 PAIRWISE_OUTPUTS = ("both", "scores", "verdict")
 
@@ -49,6 +62,9 @@ _MAX_TOKENS = {
     "rubric": 512,
     "pairwise": 1024,
 }
+
+# What the fencing notice says the material in the blocks is there for.
+_FENCING_TASK = "evaluate"
 
 _FORMATTER = string.Formatter()
 
@@ -103,6 +119,38 @@ def render_template(
     return template.format_map(values)
 
 
+def _fenced_values(
+    values: Mapping[str, str], labels: Mapping[str, str], kind: str
+) -> dict[str, str]:
+    """`values` with each untrusted one (those `labels` names) as a fenced block.
+
+    Synonyms share a label and so show the same block. The nonce hashes every untrusted
+    value of the request and its kind; {fencing_notice} explains the marker lines.
+    """
+    untrusted = {labels[name]: text for name, text in values.items() if name in labels}
+    nonce = request_nonce(untrusted, kind)
+    fenced = {
+        name: fenced_block(labels[name], text, nonce) if name in labels else text
+        for name, text in values.items()
+    }
+    fenced["fencing_notice"] = render("fencing_notice", nonce=nonce, task=_FENCING_TASK)
+    return fenced
+
+
+def _render_prompt(
+    custom_prompt: str | None,
+    template: str,
+    values: Mapping[str, str],
+    required: Sequence[tuple[str, ...]],
+    judge: str,
+    **ours: str,
+) -> str:
+    """The user message: `custom_prompt` if given, else our `template` with `ours` added."""
+    if custom_prompt is not None:
+        return render_template(custom_prompt, values, required, judge)
+    return render_template(template, {**values, **ours}, required, judge)
+
+
 def _check_text(**values: Any) -> None:
     for name, value in values.items():
         if not isinstance(value, str):
@@ -132,10 +180,9 @@ def _request(
     return ChatRequest.from_prompt(user, system=system, **settings)
 
 
-def _json_reply_instruction(example: Mapping[str, str]) -> str:
-    """An instruction to reply with a JSON object; `example` maps keys to placeholders."""
-    body = ", ".join(f"{json.dumps(key)}: {placeholder}" for key, placeholder in example.items())
-    return f"Reply with only a JSON object of this shape, without code fences:\n{{{body}}}"
+def _json_reply_instruction(fields: str) -> str:
+    """An instruction to reply with a JSON object whose keys and placeholders are `fields`."""
+    return render("json_reply", fields=fields)
 
 
 def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
@@ -149,72 +196,31 @@ def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
 
 # --- binary and reference grading -------------------------------------------------------
 
-_BINARY_TEMPLATE = """\
-Decide whether a candidate answer to a question is correct, taking the reference answer \
-as the truth.
-
-Question:
-{question}
-
-Reference answer:
-{reference}
-
-Candidate answer:
-{prediction}
-
-The candidate is correct when its final answer means the same as the reference, even if \
-the wording, the formatting or the amount of detail differ (numbers must have the same \
-value, in any notation). It is incorrect when it contradicts the reference, gives another \
-final answer, hedges between several answers or gives no answer at all."""
-
-_BINARY_REPLY = {
-    "0/1": "Reply with a single character: 1 if the candidate answer is correct, 0 if it is "
-    "not. Write nothing else.",
-    "yes/no": "Reply with a single word: yes if the candidate answer is correct, no if it is "
-    "not. Write nothing else.",
-}
+_BINARY_REPLY_PARTS = {"0/1": "0_1", "yes/no": "yes_no"}
 
 _BINARY_SCHEMA = {
     "0/1": _object_schema({"correct": {"type": "integer", "enum": [0, 1]}}),
     "yes/no": _object_schema({"correct": {"type": "string", "enum": ["yes", "no"]}}),
 }
-_BINARY_JSON_REPLY = {
-    "0/1": _json_reply_instruction({"correct": "1 if the candidate answer is correct, else 0"}),
-    "yes/no": _json_reply_instruction({"correct": '"yes" if the candidate is correct, else "no"'}),
-}
-
-_REFERENCE_GRADING_TEMPLATE = """\
-Check whether the response below answers the question correctly, measured against the \
-reference answer.
-
-[Question]
-{question}
-
-[Response]
-{prediction}
-
-[Reference answer]
-{reference}"""
-
-_REFERENCE_GRADING_FIELDS = """\
-extracted_final_answer: the final answer as the response states it, copied word for word, \
-or None if the response gives no final answer
-reasoning: a short explanation of whether the extracted answer agrees with the reference \
-answer; name any difference, and do not try to solve the question yourself
-correct: yes if the extracted answer agrees with the reference answer (small rounding \
-differences in numbers are acceptable), otherwise no
-confidence: the confidence the response expresses in its own answer, as a percentage from \
-0% to 100%; write 100% if it expresses none"""
 
 
-def _reference_values(question: str, reference: str, prediction: str) -> dict[str, str]:
+def _reference_values(
+    question: str, reference: str, prediction: str, kind: str, prediction_label: str
+) -> dict[str, str]:
     _check_text(question=question, reference=reference, prediction=prediction)
-    return {
+    values = {
         "question": question,
         "reference": reference,
         "answer": reference,
         "prediction": prediction,
     }
+    labels = {
+        "question": "QUESTION",
+        "reference": "REFERENCE ANSWER",
+        "answer": "REFERENCE ANSWER",
+        "prediction": prediction_label,
+    }
+    return _fenced_values(values, labels, kind)
 
 
 _REFERENCE_REQUIRED = (("question",), ("reference", "answer"), ("prediction",))
@@ -236,13 +242,21 @@ def build_binary_request(
         raise ConfigError(
             f"output_format must be one of {BINARY_OUTPUT_FORMATS}, got {output_format!r}"
         )
-    values = _reference_values(question, reference, prediction)
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, _REFERENCE_REQUIRED, "binary")
-    else:
-        reply = (_BINARY_JSON_REPLY if structured else _BINARY_REPLY)[output_format]
-        body = render_template(_BINARY_TEMPLATE, values, _REFERENCE_REQUIRED, "binary")
-        user = f"{body}\n\n{reply}"
+    values = _reference_values(question, reference, prediction, "binary", "CANDIDATE ANSWER")
+    part = _BINARY_REPLY_PARTS[output_format]
+    reply = (
+        _json_reply_instruction(render("binary", f"json_fields_{part}"))
+        if structured
+        else render("binary", f"reply_{part}")
+    )
+    user = _render_prompt(
+        custom_prompt,
+        load_template("binary"),
+        values,
+        _REFERENCE_REQUIRED,
+        "binary",
+        reply=reply,
+    )
     schema = _BINARY_SCHEMA[output_format] if structured else None
     return _request(user, system, "binary", schema, sampling)
 
@@ -272,50 +286,22 @@ def build_reference_grading_request(
     `confidence` is the confidence the judged response states in its own answer (100%
     when it states none), which is what calibration metrics need.
     """
-    values = _reference_values(question, reference, prediction)
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, _REFERENCE_REQUIRED, "reference grading")
-    else:
-        body = render_template(
-            _REFERENCE_GRADING_TEMPLATE, values, _REFERENCE_REQUIRED, "reference grading"
-        )
-        lead = (
-            "Reply with only a JSON object with these four keys, without code fences:"
-            if structured
-            else "Write exactly these four lines and nothing else:"
-        )
-        user = f"{body}\n\n{lead}\n{_REFERENCE_GRADING_FIELDS}"
+    values = _reference_values(question, reference, prediction, "reference_grading", "RESPONSE")
+    user = _render_prompt(
+        custom_prompt,
+        load_template("reference_grading"),
+        values,
+        _REFERENCE_REQUIRED,
+        "reference grading",
+        reply_lead=render(
+            "reference_grading", "json_reply_lead" if structured else "reply_lead"
+        ),
+    )
     schema = REFERENCE_GRADING_SCHEMA if structured else None
     return _request(user, system, "reference_grading", schema, sampling)
 
 
 # --- 0-5 rating against a reference ---------------------------------------------------
-
-_SCORE_0_5_TEMPLATE = """\
-Rate how well a candidate answer agrees with the reference answer to a question, on a \
-scale from 0 to 5.
-
-Question:
-{question}
-
-Reference answer:
-{reference}
-
-Candidate answer:
-{prediction}
-
-Scale:
-5 - correct and complete: agrees with the reference on every essential point
-4 - correct in substance, with a small omission or imprecision
-3 - partly correct: the main point is right, but notable parts are missing or wrong
-2 - mostly wrong, though some relevant parts are right
-1 - wrong, although it does address the question
-0 - wrong and off the point, or no answer at all"""
-
-_SCORE_0_5_REPLY = (
-    "Explain your judgement in one or two sentences, then end with a line of the form "
-    '"Rating: N", where N is a whole number from 0 to 5.'
-)
 
 
 def _rating_schema(low: int, high: int) -> dict[str, Any]:
@@ -329,12 +315,7 @@ def _rating_schema(low: int, high: int) -> dict[str, Any]:
 
 
 def _rating_json_reply(low: int, high: int) -> str:
-    return _json_reply_instruction(
-        {
-            "rating": f"<whole number from {low} to {high}>",
-            "explanation": '"<one or two sentences>"',
-        }
-    )
+    return _json_reply_instruction(render("json_reply", "rating_fields", low=low, high=high))
 
 
 def build_score_0_5_request(
@@ -348,105 +329,20 @@ def build_score_0_5_request(
     **sampling: Any,
 ) -> ChatRequest:
     """Ask for a 0-5 rating of `prediction` against `reference` ("Rating: N")."""
-    values = _reference_values(question, reference, prediction)
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, _REFERENCE_REQUIRED, "0-5 rating")
-    else:
-        body = render_template(_SCORE_0_5_TEMPLATE, values, _REFERENCE_REQUIRED, "0-5 rating")
-        user = f"{body}\n\n{_rating_json_reply(0, 5) if structured else _SCORE_0_5_REPLY}"
+    values = _reference_values(question, reference, prediction, "score_0_5", "CANDIDATE ANSWER")
+    user = _render_prompt(
+        custom_prompt,
+        load_template("score_0_5"),
+        values,
+        _REFERENCE_REQUIRED,
+        "0-5 rating",
+        reply=_rating_json_reply(0, 5) if structured else render("score_0_5", "reply"),
+    )
     schema = _rating_schema(0, 5) if structured else None
     return _request(user, system, "score_0_5", schema, sampling)
 
 
 # --- MT-Bench-style single-answer grading, 1-10 written as [[N]] ----------------------
-
-_SINGLE_CRITERIA = (
-    "Weigh how helpful, relevant, accurate, deep, creative and detailed the reply is."
-)
-_SINGLE_CRITERIA_WITH_REFERENCE = (
-    "Weigh above all whether the reply is correct, then how helpful it is. Compare the "
-    "reply with the reference given and point out any mistakes the reply makes."
-)
-_SINGLE_REPLY = (
-    "Start with a short explanation and be as objective as you can. Then rate the reply on a "
-    'scale from 1 to 10, written in double square brackets exactly like this: "Rating: [[6]]".'
-)
-
-_SINGLE_TEMPLATE = """\
-[Task]
-Act as an impartial judge of the reply an AI assistant gave to the user question below. \
-{criteria_text}
-
-[User question]
-{question}
-
-[Assistant's reply - start]
-{answer}
-[Assistant's reply - end]"""
-
-_SINGLE_REFERENCE_TEMPLATE = """\
-[Task]
-Act as an impartial judge of the reply an AI assistant gave to the user question below. \
-{criteria_text}
-
-[User question]
-{question}
-
-[Reference answer - start]
-{reference}
-[Reference answer - end]
-
-[Assistant's reply - start]
-{answer}
-[Assistant's reply - end]"""
-
-_MULTI_TURN_TEMPLATE = """\
-[Task]
-Act as an impartial judge of an AI assistant in the two-turn conversation below. Grade \
-only the assistant's reply to the second user message; the first exchange is there for \
-context. {criteria_text}
-
-[Conversation - start]
-### User
-{question_1}
-
-### Assistant
-{answer_1}
-
-### User
-{question_2}
-
-### Assistant
-{answer_2}
-[Conversation - end]"""
-
-_MULTI_TURN_REFERENCE_TEMPLATE = """\
-[Task]
-Act as an impartial judge of an AI assistant in the two-turn conversation below. Grade \
-only the assistant's reply to the second user message; the first exchange is there for \
-context. {criteria_text}
-
-[Reference answers - start]
-### Reference answer to the first message
-{reference_1}
-
-### Reference answer to the second message
-{reference_2}
-[Reference answers - end]
-
-[Conversation - start]
-### User
-{question_1}
-
-### Assistant
-{answer_1}
-
-### User
-{question_2}
-
-### Assistant
-{answer_2}
-[Conversation - end]"""
 
 
 def _single_request(
@@ -460,14 +356,16 @@ def _single_request(
     system: str | None,
     sampling: dict[str, Any],
 ) -> ChatRequest:
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, required, "single 1-10")
-    else:
-        criteria = _SINGLE_CRITERIA_WITH_REFERENCE if has_reference else _SINGLE_CRITERIA
-        body = render_template(
-            template, {**values, "criteria_text": criteria}, required, "single 1-10"
-        )
-        user = f"{body}\n\n{_rating_json_reply(1, 10) if structured else _SINGLE_REPLY}"
+    criteria = "criteria_with_reference" if has_reference else "criteria"
+    user = _render_prompt(
+        custom_prompt,
+        load_template(template),
+        values,
+        required,
+        "single 1-10",
+        criteria_text=render("single_1_10", criteria),
+        reply=_rating_json_reply(1, 10) if structured else render("single_1_10", "reply"),
+    )
     schema = _rating_schema(1, 10) if structured else None
     return _request(user, system, "single_1_10", schema, sampling)
 
@@ -485,15 +383,16 @@ def build_single_rating_request(
     """MT-Bench-style 1-10 grading of one answer, with or without a reference answer."""
     _check_text(question=question, answer=answer)
     values = {"question": question, "answer": answer, "prediction": answer}
+    labels = {"question": "QUESTION", "answer": "ANSWER", "prediction": "ANSWER"}
     required: tuple[tuple[str, ...], ...] = (("question",), ("answer", "prediction"))
     if reference is not None:
         _check_text(reference=reference)
         values["reference"] = reference
+        labels["reference"] = "REFERENCE ANSWER"
         required += (("reference",),)
-    template = _SINGLE_TEMPLATE if reference is None else _SINGLE_REFERENCE_TEMPLATE
     return _single_request(
-        template,
-        values,
+        "single_1_10" if reference is None else "single_1_10_reference",
+        _fenced_values(values, labels, "single_1_10"),
         required,
         has_reference=reference is not None,
         custom_prompt=custom_prompt,
@@ -534,10 +433,11 @@ def build_multi_turn_rating_request(
     if references is not None:
         values["reference_1"], values["reference_2"] = _two_turns("references", references)
         required += (("reference_1",), ("reference_2",))
-    template = _MULTI_TURN_TEMPLATE if references is None else _MULTI_TURN_REFERENCE_TEMPLATE
+    # QUESTION 1, ANSWER 1, ..., REFERENCE 2
+    labels = {name: name.upper().replace("_", " ") for name in values}
     return _single_request(
-        template,
-        values,
+        "multi_turn" if references is None else "multi_turn_reference",
+        _fenced_values(values, labels, "multi_turn"),
         required,
         has_reference=references is not None,
         custom_prompt=custom_prompt,
@@ -548,19 +448,6 @@ def build_multi_turn_rating_request(
 
 
 # --- rubric: several criteria, JSON scores ---------------------------------------------
-
-_RUBRIC_TEMPLATE = """\
-Evaluate the response below against each of the listed criteria. Give every criterion a \
-whole-number score from {low} (worst) to {high} (best), judging each criterion on its own.
-
-[Question]
-{question}
-{optional_sections}
-[Response]
-{response}
-
-[Criteria]
-{criteria}"""
 
 
 def _check_criteria(criteria: Mapping[str, str]) -> None:
@@ -589,6 +476,16 @@ def rubric_json_schema(criteria: Mapping[str, str], score_range: tuple[int, int]
     )
 
 
+def _with_optional_sections(kind: str, names: Sequence[str]) -> str:
+    """The `kind` template with the sections for the optional inputs given put in.
+
+    The sections go into the template before rendering, so that their fields are checked
+    and rendered like every other one.
+    """
+    sections = "".join(f"\n{load_template(kind, name)}\n" for name in names)
+    return load_template(kind).replace("{optional_sections}", sections)
+
+
 def build_rubric_request(
     question: str,
     response: str,
@@ -606,76 +503,48 @@ def build_rubric_request(
     _check_criteria(criteria)
     low, high = _check_score_range(score_range)
     _check_text(question=question, response=response)
-    criteria_text = "\n".join(f"- {name}: {description}" for name, description in criteria.items())
-    values = {
-        "question": question,
-        "response": response,
-        "prediction": response,
-        "criteria": criteria_text,
-        "low": str(low),
-        "high": str(high),
-    }
+    values = {"question": question, "response": response, "prediction": response}
+    labels = {"question": "QUESTION", "response": "RESPONSE", "prediction": "RESPONSE"}
     required: tuple[tuple[str, ...], ...] = (
         ("question",),
         ("response", "prediction"),
         ("criteria",),
     )
-    sections = ""
+    given = []
     for name, label, text in (
-        ("context", "Context", context),
-        ("reference", "Reference answer", reference),
+        ("context", "CONTEXT", context),
+        ("reference", "REFERENCE ANSWER", reference),
     ):
         if text is not None:
             _check_text(**{name: text})
             values[name] = text
+            labels[name] = label
             required += ((name,),)
-            sections += f"\n[{label}]\n{{{name}}}\n"
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, required, "rubric")
-    else:
-        # The optional sections go into the template first, so their text is rendered
-        # by str.format like every other value and never parsed as a template.
-        template = _RUBRIC_TEMPLATE.replace("{optional_sections}", sections)
-        body = render_template(template, values, required, "rubric")
-        example = {
-            "scores": "{" + ", ".join(f"{json.dumps(name)}: <score>" for name in criteria) + "}",
-            "justification": '"<one or two sentences>"',
-        }
-        user = f"{body}\n\n{_json_reply_instruction(example)}"
+            given.append(name)
+    criteria_text = "\n".join(
+        render("rubric", "criterion", name=name, description=description)
+        for name, description in criteria.items()
+    )
+    fenced = {
+        **_fenced_values(values, labels, "rubric"),
+        "criteria": criteria_text,
+        "low": str(low),
+        "high": str(high),
+    }
+    scores = ", ".join(render("rubric", "json_score", name=json.dumps(name)) for name in criteria)
+    user = _render_prompt(
+        custom_prompt,
+        _with_optional_sections("rubric", given),
+        fenced,
+        required,
+        "rubric",
+        reply=_json_reply_instruction(render("rubric", "json_fields", scores=scores)),
+    )
     schema = rubric_json_schema(criteria, (low, high)) if structured else None
     return _request(user, system, "rubric", schema, sampling)
 
 
 # --- pairwise comparison ---------------------------------------------------------------
-
-_PAIRWISE_TEMPLATE = """\
-Compare two responses to the same question and decide which one is better.
-
-[Question]
-{question}
-{optional_sections}
-[Response A - start]
-{response1}
-[Response A - end]
-
-[Response B - start]
-{response2}
-[Response B - end]
-
-Judge helpfulness, relevance, accuracy and level of detail. Do not let the order in which \
-the responses are shown, their length or any names sway your judgement."""
-
-_PAIRWISE_REPLY = {
-    "both": "Explain your comparison briefly, then end with exactly these three lines:\n"
-    "Score A: <whole number from {low} to {high}>\n"
-    "Score B: <whole number from {low} to {high}>\n"
-    "Verdict: [[A]] if Response A is better, [[B]] if Response B is better, [[C]] for a tie",
-    "scores": "Explain your comparison briefly, then end with exactly these two lines:\n"
-    "Score A: <whole number from {low} to {high}>\n"
-    "Score B: <whole number from {low} to {high}>",
-    "verdict": "Explain your comparison briefly, then end with your verdict: [[A]] if "
-    "Response A is better, [[B]] if Response B is better, [[C]] for a tie.",
-}
 
 
 def pairwise_json_schema(score_range: tuple[int, int], output: str = "both") -> dict:
@@ -710,38 +579,31 @@ def build_pairwise_request(
     schema = pairwise_json_schema(score_range, output)  # validates output and score_range
     low, high = _check_score_range(score_range)
     _check_text(question=question, response_a=response_a, response_b=response_b)
-    values = {
-        "question": question,
-        "response1": response_a,
-        "response2": response_b,
-        "low": str(low),
-        "high": str(high),
-    }
+    values = {"question": question, "response1": response_a, "response2": response_b}
+    labels = {"question": "QUESTION", "response1": "RESPONSE A", "response2": "RESPONSE B"}
     required: tuple[tuple[str, ...], ...] = (("question",), ("response1",), ("response2",))
-    sections = ""
+    given = []
     if context is not None:
         _check_text(context=context)
         values["context"] = context
+        labels["context"] = "CONTEXT"
         required += (("context",),)
-        sections = "\n[Context]\n{context}\n"
-    if custom_prompt is not None:
-        user = render_template(custom_prompt, values, required, "pairwise")
+        given.append("context")
+    fenced = {**_fenced_values(values, labels, "pairwise"), "low": str(low), "high": str(high)}
+    if structured:
+        reply = _json_reply_instruction(
+            render("pairwise", f"json_fields_{output}", low=low, high=high)
+        )
     else:
-        template = _PAIRWISE_TEMPLATE.replace("{optional_sections}", sections)
-        body = render_template(template, values, required, "pairwise")
-        if structured:
-            example = {
-                "score_a": f"<{low}-{high}>",
-                "score_b": f"<{low}-{high}>",
-                "verdict": '<"A", "B", or "C" for a tie>',
-                "explanation": '"<one or two sentences>"',
-            }
-            reply = _json_reply_instruction(
-                {key: text for key, text in example.items() if key in schema["properties"]}
-            )
-        else:
-            reply = _PAIRWISE_REPLY[output].format(low=low, high=high)
-        user = f"{body}\n\n{reply}"
+        reply = render("pairwise", f"reply_{output}", low=low, high=high)
+    user = _render_prompt(
+        custom_prompt,
+        _with_optional_sections("pairwise", given),
+        fenced,
+        required,
+        "pairwise",
+        reply=reply,
+    )
     return _request(user, system, "pairwise", schema if structured else None, sampling)
 
 

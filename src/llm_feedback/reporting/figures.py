@@ -155,20 +155,22 @@ def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     return figure
 
 
-def score_scatter_figure(feedback: pd.DataFrame) -> Figure:
+def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
     """Overall score (after the fix) against the fine-grained score, coloured by fix action,
-    with Pearson's r in the title. Takes the feedback table."""
+    with Pearson's r in the title. Takes the overall_scores table."""
     title = "Overall vs fine-grained score"
-    if feedback.empty:
+    if overall_scores.empty:
         return message_figure(title, NO_DATA)
     require_columns(
-        feedback, ["fine_grained_score", "overall_score_fixed", "fix_action"], "feedback"
+        overall_scores,
+        ["fine_grained_score", "overall_score_fixed", "fix_action"],
+        "overall_scores",
     )
     points = pd.DataFrame(
         {
-            "fine_grained": as_float(feedback["fine_grained_score"]),
-            "overall": as_float(feedback["overall_score_fixed"]),
-            "fix_action": feedback["fix_action"],
+            "fine_grained": as_float(overall_scores["fine_grained_score"]),
+            "overall": as_float(overall_scores["overall_score_fixed"]),
+            "fix_action": overall_scores["fix_action"],
         }
     ).dropna(subset=["fine_grained", "overall"])
     if points.empty:

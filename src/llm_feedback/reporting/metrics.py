@@ -14,6 +14,7 @@ import pandas as pd
 
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.replies.status import CALL_FAILED, UNREADABLE
 from llm_feedback.reporting._frames import (
     COMPLETION_KEY,
     as_float,
@@ -24,7 +25,7 @@ from llm_feedback.reporting._frames import (
     typed_frame,
 )
 
-# "reannotate" is a pending state of the fix; a finished feedback table never holds it.
+# "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
@@ -121,7 +122,7 @@ def model_aspect_metrics(
     return typed_frame(table.reset_index(), MODEL_ASPECT_SCHEMA)
 
 
-def model_score_metrics(feedback: pd.DataFrame) -> pd.DataFrame:
+def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
     """Per model: the overall score before and after the score fix, the fine-grained score,
     and how well the (fixed) overall score agrees with the fine-grained one.
 
@@ -132,9 +133,9 @@ def model_score_metrics(feedback: pd.DataFrame) -> pd.DataFrame:
     n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained.
     """
     score_columns = ["fine_grained_score", "overall_score_original", "overall_score_fixed"]
-    require_columns(feedback, ["model", *score_columns], "feedback")
-    scores = pd.DataFrame({column: as_float(feedback[column]) for column in score_columns})
-    scores["model"] = feedback["model"].to_numpy()
+    require_columns(overall_scores, ["model", *score_columns], "overall_scores")
+    scores = pd.DataFrame({column: as_float(overall_scores[column]) for column in score_columns})
+    scores["model"] = overall_scores["model"].to_numpy()
 
     rows = []
     for model, group in scores.groupby("model", sort=True):
@@ -170,7 +171,7 @@ def pearson(x: pd.Series, y: pd.Series) -> float:
 
 
 def judge_health(
-    aspect_annotations: pd.DataFrame, critiques: pd.DataFrame, feedback: pd.DataFrame
+    aspect_annotations: pd.DataFrame, critiques: pd.DataFrame, overall_scores: pd.DataFrame
 ) -> pd.DataFrame:
     """How well the judge behaved, as a long (metric, scope, value) table.
 
@@ -178,14 +179,14 @@ def judge_health(
       rows, parse_errors, parse_error_rate, call_errors, call_error_rate, reasks
       (total re-asks), and for aspects na_rate. Rates are shares of all rows of the scope.
     Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
-      fix_count and fix_share (share of the feedback rows); every action is listed, 0 when
-      absent.
+      fix_count and fix_share (share of the overall_scores rows); every action is listed,
+      0 when absent.
     """
     require_columns(
         aspect_annotations, ["aspect", "parse_status", "reasks", "is_na"], "aspect_annotations"
     )
     require_columns(critiques, ["parse_status", "reasks"], "critiques")
-    require_columns(feedback, ["fix_action"], "feedback")
+    require_columns(overall_scores, ["fix_action"], "overall_scores")
 
     rows: list[dict[str, object]] = []
     for aspect in ordered_aspects(aspect_annotations["aspect"]):
@@ -195,21 +196,24 @@ def judge_health(
         rows.append({"metric": "na_rate", "scope": aspect, "value": na_share})
     rows += _call_health(critiques, scope="critique")
 
-    unknown = set(feedback["fix_action"].dropna()) - set(FIX_ACTIONS)
+    unknown = set(overall_scores["fix_action"].dropna()) - set(FIX_ACTIONS)
     if unknown:
-        raise InputError(f"feedback: column 'fix_action' has unknown value(s) {sorted(unknown)}")
-    fix_counts = feedback["fix_action"].value_counts()
+        raise InputError(
+            f"overall_scores: column 'fix_action' has unknown value(s) {sorted(unknown)}"
+        )
+    fix_counts = overall_scores["fix_action"].value_counts()
     for action in FIX_ACTIONS:
         count = int(fix_counts.get(action, 0))
         rows.append({"metric": "fix_count", "scope": action, "value": count})
-        rows.append({"metric": "fix_share", "scope": action, "value": _share(count, len(feedback))})
+        share = _share(count, len(overall_scores))
+        rows.append({"metric": "fix_share", "scope": action, "value": share})
     return typed_frame(pd.DataFrame(rows), JUDGE_HEALTH_SCHEMA)
 
 
 def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
     n_rows = len(frame)
-    parse_errors = int((frame["parse_status"] == "parse_error").sum())
-    call_errors = int((frame["parse_status"] == "call_error").sum())
+    parse_errors = int(frame["parse_status"].isin(UNREADABLE).sum())
+    call_errors = int((frame["parse_status"] == CALL_FAILED).sum())
     values = {
         "rows": n_rows,
         "parse_errors": parse_errors,
@@ -298,55 +302,57 @@ def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     return typed_frame(table, RATING_BY_POSITION_SCHEMA)
 
 
+# Models these backends run on this machine cost nothing per token unless a price is given.
+IN_PROCESS_BACKENDS = ("local", "vllm")
+
+
 def cost_table(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
     prices: Mapping[str, Mapping[str, float]],
-    stage_endpoints: Mapping[str, str],
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
 
-    The generate stage takes each completion's own `endpoint`; the judge stages take
-    `stage_endpoints["annotate"]` and `stage_endpoints["critique"]` and the judge_model.
-    Tokens are summed over rows, so each row must carry its own share of a call's tokens.
-    `prices` maps a model name to {"prompt_per_1k": ..., "completion_per_1k": ...}; a model
-    absent from it costs 0 and has priced = False.
+    Each row is priced by what the data records of it: a completion by its `model`,
+    `endpoint` and `backend`, a judgment by its `judge_model`, `judge_endpoint` and
+    `judge_backend`. So a report on an older run prices that run, whatever the parameters
+    say today. Tokens are summed over rows, so each row must carry its own share of a
+    call's tokens. `prices` maps a model name to {"prompt_per_1k": ..., "completion_per_1k":
+    ...}; a model run in process (local, vllm) costs 0 unless priced, any other model absent
+    from `prices` costs 0 with priced = False.
 
     Columns: stage, endpoint, model, prompt_tokens, completion_tokens, estimated_cost, priced.
     """
-    require_columns(
-        completions, ["model", "endpoint", "prompt_tokens", "completion_tokens"], "completions"
-    )
-    judge_columns = ["judge_model", "prompt_tokens", "completion_tokens"]
+    token_columns = ["prompt_tokens", "completion_tokens"]
+    require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
+    judge_columns = ["judge_model", "judge_endpoint", "judge_backend", *token_columns]
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
     require_columns(critiques, judge_columns, "critiques")
     _check_prices(prices)
 
     usage = [
-        completions.loc[:, ["endpoint", "model", "prompt_tokens", "completion_tokens"]].assign(
+        completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
             stage="generate"
         )
     ]
     for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
-        if frame.empty:
-            continue
-        if stage not in stage_endpoints:
-            raise ConfigError(f"stage_endpoints.{stage}: no endpoint named for the {stage} stage")
         usage.append(
             frame.loc[:, judge_columns]
-            .rename(columns={"judge_model": "model"})
-            .assign(stage=stage, endpoint=stage_endpoints[stage])
+            .rename(columns={"judge_model": "model", "judge_endpoint": "endpoint",
+                             "judge_backend": "backend"})
+            .assign(stage=stage)
         )
     tokens = pd.concat(usage, ignore_index=True)
-    for column in ("prompt_tokens", "completion_tokens"):
+    for column in token_columns:
         tokens[column] = tokens[column].fillna(0).astype("int64")
     # dropna=False: tokens of a row without an endpoint or model still count.
-    table = tokens.groupby(["stage", "endpoint", "model"], as_index=False, dropna=False)[
-        ["prompt_tokens", "completion_tokens"]
-    ].sum()
+    table = tokens.groupby(["stage", "endpoint", "backend", "model"], as_index=False,
+                           dropna=False)[token_columns].sum()
 
-    table["priced"] = table["model"].isin(list(prices))
+    table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(
+        IN_PROCESS_BACKENDS
+    )
     prompt_price, completion_price = (
         np.array(
             [prices[model][key] if model in prices else 0.0 for model in table["model"]],

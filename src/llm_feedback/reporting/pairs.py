@@ -82,7 +82,7 @@ def normalise_instruction(text: str) -> str:
 
 def binarize(
     completions: pd.DataFrame,
-    feedback: pd.DataFrame,
+    overall_scores: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     *,
     score: ScoreKind = "overall",
@@ -92,7 +92,7 @@ def binarize(
 ) -> PreferencePairs:
     """Turn scored completions into chosen/rejected pairs.
 
-    score: "overall" uses feedback.overall_score_fixed (1-10); "mean_aspects" the mean over
+    score: "overall" uses overall_scores.overall_score_fixed (1-10); "mean_aspects" the mean over
     aspects of the aspect ratings (each aspect's shuffles averaged first; N/A and failures
     left out). A completion with a generation error, a null or blank response, or no score
     never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
@@ -112,7 +112,7 @@ def binarize(
         "completions",
     )
     require_unique_key(completions, COMPLETION_KEY, "completions")
-    scores = _scores(feedback, aspect_annotations, score)
+    scores = _scores(overall_scores, aspect_annotations, score)
 
     scored = completions.merge(scores, on=COMPLETION_KEY, how="left").sort_values(COMPLETION_KEY)
     response = scored["response"]
@@ -167,14 +167,14 @@ def binarize(
 
 
 def _scores(
-    feedback: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
+    overall_scores: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
 ) -> pd.DataFrame:
     """(prompt_id, completion_idx, score) for the requested score kind."""
     if score == "overall":
-        require_columns(feedback, [*COMPLETION_KEY, "overall_score_fixed"], "feedback")
-        require_unique_key(feedback, COMPLETION_KEY, "feedback")
-        return feedback.loc[:, COMPLETION_KEY].assign(
-            score=as_float(feedback["overall_score_fixed"])
+        require_columns(overall_scores, [*COMPLETION_KEY, "overall_score_fixed"], "overall_scores")
+        require_unique_key(overall_scores, COMPLETION_KEY, "overall_scores")
+        return overall_scores.loc[:, COMPLETION_KEY].assign(
+            score=as_float(overall_scores["overall_score_fixed"])
         )
     require_columns(
         aspect_annotations, [*COMPLETION_KEY, "aspect", "rating", "is_na"], "aspect_annotations"

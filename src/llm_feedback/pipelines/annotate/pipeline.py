@@ -5,26 +5,29 @@ from llm_feedback.pipelines.annotate.nodes import (
     export_ultrafeedback,
     fix_scores,
     rate_aspects,
+    read_params,
 )
 
-JUDGE_PARAMS = ["params:annotate", "params:endpoints", "params:request_cache"]
+JUDGE_INPUTS = ["annotate_params", "params:request_cache"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(rate_aspects, ["completions", *JUDGE_PARAMS], "aspect_annotations",
+            node(read_params, ["params:annotate", "params:endpoints"], "annotate_params",
+                 name="read_annotate_params"),
+            node(rate_aspects, ["completions", *JUDGE_INPUTS], "aspect_annotations",
                  name="rate_aspects"),
-            node(critique, ["completions", *JUDGE_PARAMS], "critiques", name="critique"),
+            node(critique, ["completions", *JUDGE_INPUTS], "critiques", name="critique"),
             node(
                 fix_scores,
-                ["completions", "aspect_annotations", "critiques", *JUDGE_PARAMS],
-                "feedback",
+                ["completions", "aspect_annotations", "critiques", *JUDGE_INPUTS],
+                "overall_scores",
                 name="fix_overall_scores",
             ),
             node(
                 export_ultrafeedback,
-                ["completions", "aspect_annotations", "critiques", "feedback"],
+                ["completions", "aspect_annotations", "critiques", "overall_scores"],
                 "ultrafeedback",
                 name="export_ultrafeedback",
             ),

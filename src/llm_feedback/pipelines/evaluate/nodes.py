@@ -6,37 +6,35 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.evaluation import (
-    EvaluationConfig,
     compute_metrics,
     generate_responses,
-    judge_endpoint,
     judge_samples,
     prepare_samples,
 )
 from llm_feedback.judges import Judge
+from llm_feedback.params import EvaluateParams, parse_evaluate
 
 
-def prepare(eval_samples: pd.DataFrame, evaluate: Mapping[str, Any],
-            endpoints: Mapping[str, Any]) -> pd.DataFrame:
-    config = EvaluationConfig.from_params(evaluate)
-    judge_endpoint(config, endpoints)  # a bad judge endpoint fails here, before any call
-    return prepare_samples(eval_samples, config)
+def read_params(evaluate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> EvaluateParams:
+    return parse_evaluate(evaluate, endpoints)
 
 
-def generate(samples: pd.DataFrame, evaluate: Mapping[str, Any],
-             endpoints: Mapping[str, Any], request_cache: str | None) -> pd.DataFrame:
-    return generate_responses(samples, EvaluationConfig.from_params(evaluate), endpoints,
-                              request_cache)
+def prepare(eval_samples: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
+    return prepare_samples(eval_samples, params)
 
 
-def judge(samples: pd.DataFrame, evaluate: Mapping[str, Any],
-          endpoints: Mapping[str, Any], request_cache: str | None) -> pd.DataFrame:
-    config = EvaluationConfig.from_params(evaluate)
-    with Judge(judge_endpoint(config, endpoints), request_cache,
-               refresh=config.overwrite_results, progress=True,
-               sampling=config.judge_sampling, max_reasks=config.max_reasks) as judge_client:
-        return judge_samples(samples, config, judge_client)
+def generate(samples: pd.DataFrame, params: EvaluateParams,
+             request_cache: str | None) -> pd.DataFrame:
+    return generate_responses(samples, params, request_cache)
 
 
-def summarise(eval_judgments: pd.DataFrame, evaluate: Mapping[str, Any]) -> pd.DataFrame:
-    return compute_metrics(eval_judgments, EvaluationConfig.from_params(evaluate))
+def judge(samples: pd.DataFrame, params: EvaluateParams,
+          request_cache: str | None) -> pd.DataFrame:
+    with Judge(params.judge.endpoint, request_cache, refresh=params.overwrite_results,
+               progress=True, sampling=params.judge.sampling,
+               max_reasks=params.max_reasks) as judge_client:
+        return judge_samples(samples, params, judge_client)
+
+
+def summarise(eval_judgments: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
+    return compute_metrics(eval_judgments, params)

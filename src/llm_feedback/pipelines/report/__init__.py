@@ -1,5 +1,5 @@
 """Metrics tables, preference pairs, figures and a readable report from the annotations."""
 
-from llm_feedback.pipelines.report.pipeline import ReportProvenanceHooks, create_pipeline
+from llm_feedback.pipelines.report.pipeline import create_pipeline
 
-__all__ = ["ReportProvenanceHooks", "create_pipeline"]
+__all__ = ["create_pipeline"]

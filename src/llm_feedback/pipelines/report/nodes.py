@@ -5,9 +5,8 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.annotation.settings import parse_annotate_settings
-from llm_feedback.endpoints import parse_endpoints
 from llm_feedback.errors import ConfigError
+from llm_feedback.params import ReportParams, parse_report
 from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
@@ -22,69 +21,37 @@ FIGURE_LINKS = {
     name: f"figures/{name}.png"
     for name in ("rating_distribution", "aspect_heatmap", "score_scatter", "position_bias")
 }
-PAIR_SETTINGS = ("score", "strategy", "seed")
 
 
-IN_PROCESS_BACKENDS = ("local", "vllm")
-NO_COST = {"prompt_per_1k": 0.0, "completion_per_1k": 0.0}
+def read_params(report: Mapping[str, Any]) -> ReportParams:
+    return parse_report(report)
 
 
 def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
-    prices: Mapping[str, Mapping[str, float]] | None,
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
+    params: ReportParams,
 ) -> pd.DataFrame:
-    # Aspect ratings and critiques come from the same judge endpoint (see annotate).
-    judge = parse_annotate_settings(annotate, endpoints).endpoint
-    # Models run on this machine (embedded or in-process vLLM) cost nothing per token.
-    in_process = {name for name, config in parse_endpoints(endpoints).items()
-                  if config.backend in IN_PROCESS_BACKENDS}
-    free = dict.fromkeys(
-        completions.loc[completions["endpoint"].isin(in_process), "model"].dropna().unique(),
-        NO_COST,
-    )
-    if judge.backend in IN_PROCESS_BACKENDS:
-        for table in (aspect_annotations, critiques):
-            free.update(dict.fromkeys(table["judge_model"].dropna().unique(), NO_COST))
-    return cost_table(
-        completions,
-        aspect_annotations,
-        critiques,
-        prices={**free, **(prices or {})},
-        stage_endpoints={"annotate": judge.name, "critique": judge.name},
-    )
+    return cost_table(completions, aspect_annotations, critiques, params.prices)
 
 
 def preference_pairs(
     completions: pd.DataFrame,
-    feedback: pd.DataFrame,
+    overall_scores: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     decontamination_questions: str | pd.DataFrame,
-    pairs: Mapping[str, Any],
+    params: ReportParams,
 ) -> PreferencePairs:
-    check_pair_settings(pairs)
     return binarize(
         completions,
-        feedback,
+        overall_scores,
         aspect_annotations,
-        score=pairs["score"],
-        strategy=pairs["strategy"],
-        seed=pairs["seed"],
+        score=params.pairs.score,
+        strategy=params.pairs.strategy,
+        seed=params.pairs.seed,
         decontaminate=question_list(decontamination_questions),
     )
-
-
-def check_pair_settings(pairs: Mapping[str, Any]) -> None:
-    missing = [key for key in PAIR_SETTINGS if key not in pairs]
-    unknown = sorted(set(pairs) - set(PAIR_SETTINGS))
-    if missing or unknown:
-        raise ConfigError(
-            f"report.pairs: expected exactly {', '.join(PAIR_SETTINGS)}; "
-            f"missing {missing or 'none'}, unknown {unknown or 'none'}"
-        )
 
 
 def question_list(questions: str | pd.DataFrame) -> list[str]:
@@ -106,11 +73,7 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
 
 
 def render_report(
-    input_versions: Mapping[str, str], pairs: Mapping[str, Any], **tables: pd.DataFrame
+    input_versions: Mapping[str, str], params: ReportParams, **tables: pd.DataFrame
 ) -> str:
-    run_info = {
-        "preference pairs": (
-            f"score {pairs['score']}, strategy {pairs['strategy']}, seed {pairs['seed']}"
-        )
-    }
+    run_info = {"preference pairs": params.pairs.describe()}
     return render_markdown_report(tables, FIGURE_LINKS, input_versions, run_info)

@@ -5,7 +5,12 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.params import SampleParams, parse_sample
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
+
+
+def read_params(sample: Mapping[str, Any], model_pool: Mapping[str, Any]) -> SampleParams:
+    return parse_sample(sample, model_pool)
 
 
 def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
@@ -13,14 +18,13 @@ def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) 
     return combine_prompt_sources({name: load() for name, load in sorted(raw_prompt_files.items())})
 
 
-def sample(raw_prompts: pd.DataFrame, model_pool: Mapping[str, Any],
-           sampling: Mapping[str, Any]) -> pd.DataFrame:
+def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
     return sample_prompts(
         raw_prompts,
-        model_pool=list(model_pool),
-        n_completions=sampling["n_completions"],
-        seed=sampling["seed"],
-        principle_weights=sampling.get("principle_weights"),
-        verbalized_calibration_rate=sampling.get("verbalized_calibration_rate", 0.1),
-        max_prompts=sampling.get("max_prompts"),
+        model_pool=list(params.models),
+        n_completions=params.n_completions,
+        seed=params.seed,
+        principle_weights=params.principle_weights,
+        verbalized_calibration_rate=params.verbalized_calibration_rate,
+        max_prompts=params.max_prompts,
     )

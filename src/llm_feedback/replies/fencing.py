@@ -104,3 +104,8 @@ def strip_echoed_blocks(reply: str) -> str:
 
 def is_quoted(line: str) -> bool:
     return line.lstrip().startswith(">")
+
+
+def unquoted_lines(reply: str) -> list[str]:
+    """The reply's own lines: echoed material blocks and quoted lines removed."""
+    return [line for line in strip_echoed_blocks(reply).splitlines() if not is_quoted(line)]

@@ -1,0 +1,307 @@
+"""The annotation stages as engine tasks: aspect ratings, critiques and the score fix.
+
+Each stage turns its rows into `Task`s for the `TaskEngine` (which caches, bounds
+concurrency, re-asks only unreadable replies and doubles the budget of cut-off ones) and
+its outcomes back into rows. A call that still fails becomes a row with a null rating, its
+raw text and a parse status: nothing is lost and nothing crashes the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.annotation.aspects import build_aspect_request, get_aspect
+from llm_feedback.annotation.critique import (
+    CritiqueParse,
+    build_critique_request,
+    build_rescore_request,
+    parse_critique_reply,
+    parse_rescore_reply,
+)
+from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
+from llm_feedback.annotation.score_fix import (
+    apply_reannotated_scores,
+    collect_scores,
+    fix_counts,
+    pending_reannotation,
+    plan_score_fix,
+    validate_thresholds,
+)
+from llm_feedback.annotation.shuffle import shuffle_orders
+from llm_feedback.annotation.tables import (
+    AspectJudgement,
+    CritiqueJudgement,
+    aspect_annotations_frame,
+    critiques_frame,
+)
+from llm_feedback.backends import LLMClient
+from llm_feedback.engine import Reading, Task, TaskEngine
+from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.replies.status import NO_MATCH, OK, PARTIAL, READ, is_unreadable
+
+logger = logging.getLogger(__name__)
+
+COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", "principle")
+
+
+def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
+    """Completions a judge can read: generated without error and not blank."""
+    require_columns(completions, COMPLETION_COLUMNS, "completions")
+    if completions.duplicated(["prompt_id", "completion_idx"]).any():
+        row = completions.index[
+            completions.duplicated(["prompt_id", "completion_idx"]).to_numpy().argmax()
+        ]
+        raise InputError(
+            f"completions row {row}: duplicate (prompt_id, completion_idx) "
+            f"({completions.at[row, 'prompt_id']}, {completions.at[row, 'completion_idx']})"
+        )
+    empty_instruction = completions["instruction"].fillna("").astype(str).str.strip() == ""
+    if empty_instruction.any():
+        row = completions.index[empty_instruction.to_numpy().argmax()]
+        raise InputError(f"completions row {row}, column 'instruction': empty instruction")
+    failed = completions["response"].isna()
+    if "error" in completions.columns:
+        failed |= completions["error"].notna()
+    failed |= completions["response"].fillna("").astype(str).str.strip() == ""
+    if failed.any():
+        logger.warning("annotate: %d completion(s) without a usable response are not judged",
+                       int(failed.sum()))
+    return completions[~failed].sort_values(["prompt_id", "completion_idx"], kind="stable")
+
+
+# -- aspects ---------------------------------------------------------------------------
+
+
+def rating_problems(ratings: Sequence[AspectRating]) -> list[str]:
+    """What went wrong, per unreadable position; empty when every position was read."""
+    return [
+        f"Text {rating.position + 1}: {rating.error}"
+        for rating in ratings
+        if is_unreadable(rating.status)
+    ]
+
+
+def _ratings_reading(ratings: list[AspectRating]) -> Reading:
+    problems = rating_problems(ratings)
+    if not problems:
+        return Reading(ratings)
+    status = NO_MATCH if len(problems) == len(ratings) else PARTIAL
+    return Reading(ratings, status, ok=False, problem="; ".join(problems))
+
+
+def _aspect_reading(ratings: list[AspectRating], text: str | None) -> Reading:
+    for rating in ratings:
+        rating.reply = text
+    return _ratings_reading(ratings)
+
+
+def _merge_ratings(earlier: Reading, fresh: Reading) -> Reading:
+    """Per position, the earlier rating unless only the re-ask could read it."""
+    return _ratings_reading([
+        new if is_unreadable(old.status) and not is_unreadable(new.status) else old
+        for old, new in zip(earlier.value, fresh.value, strict=True)
+    ])
+
+
+@dataclass(frozen=True, slots=True)
+class _AspectCall:
+    prompt_id: str
+    aspect: str
+    shuffle_idx: int
+    order: list[int]
+    completion_ids: list[int]
+
+
+def annotate_aspects(
+    completions: pd.DataFrame,
+    client: LLMClient,
+    *,
+    aspects: Sequence[str],
+    n_shuffles: int = 1,
+    shuffle_seed: int = 42,
+    max_reasks: int = 2,
+    sampling: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect."""
+    specs = [get_aspect(aspect) for aspect in aspects]  # unknown aspect: fail before any call
+    usable = usable_completions(completions)
+    structured = client.supports_json_schema
+    sampling = dict(sampling or {})
+    calls: list[_AspectCall] = []
+    # One reader per (aspect, number of texts): shared by every task of that shape.
+    readers: dict[tuple[str, int], Any] = {}
+
+    def reader(aspect: str, n_texts: int) -> Any:
+        if (aspect, n_texts) not in readers:
+            readers[aspect, n_texts] = lambda text: _aspect_reading(
+                parse_aspect_reply(aspect, text, n_texts, structured), text
+            )
+        return readers[aspect, n_texts]
+
+    def tasks() -> Iterator[Task]:
+        for prompt_id, group in usable.groupby("prompt_id", sort=True):
+            completion_ids = group["completion_idx"].astype(int).tolist()
+            responses = group["response"].astype(str).tolist()
+            instruction = str(group["instruction"].iloc[0])
+            knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
+            orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
+            for spec in specs:
+                for shuffle_idx, order in enumerate(orders):
+                    request = build_aspect_request(
+                        spec.name, instruction, responses, order,
+                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                        structured=structured, sampling=sampling,
+                    )
+                    calls.append(_AspectCall(str(prompt_id), spec.name, shuffle_idx, order,
+                                             completion_ids))
+                    yield Task(request, reader(spec.name, len(order)), _merge_ratings)
+
+    engine = TaskEngine(client, max_reasks=max_reasks)
+    outcomes = engine.run(
+        tasks(), desc="annotate aspects",
+        total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
+    )
+
+    def judgements() -> Iterator[AspectJudgement]:
+        for index, call in enumerate(calls):
+            outcome, outcomes[index] = outcomes[index], None  # rows keep what they need
+            ratings = outcome.value if outcome.reply.ok else []
+            yield AspectJudgement(
+                prompt_id=call.prompt_id, aspect=call.aspect, shuffle_idx=call.shuffle_idx,
+                order=call.order, ratings=ratings, judge_model=client.model,
+                judge_endpoint=client.config.name, judge_backend=client.config.backend,
+                raw_reply=outcome.text, reasks=outcome.reasks,
+                call_error=outcome.error if not ratings else None,
+                completion_ids=call.completion_ids,
+                raw_replies=[rating.reply for rating in ratings] or None,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+            )
+
+    frame = aspect_annotations_frame(judgements())
+    _log_parse_rate("aspect ratings", frame)
+    return frame
+
+
+def _log_parse_rate(what: str, frame: pd.DataFrame) -> None:
+    if frame.empty:
+        logger.info("annotate: no %s to report", what)
+        return
+    readable = frame["parse_status"].isin(READ).mean()
+    logger.info("annotate: %d %s, %.1f%% readable (%d re-asked)", len(frame), what,
+                100 * readable, int((frame["reasks"] > 0).sum()))
+
+
+# -- critiques -------------------------------------------------------------------------
+
+
+def _critique_reading(parsed: CritiqueParse) -> Reading:
+    if parsed.overall_score is not None:
+        return Reading(parsed)
+    problem = parsed.error or "no overall score from 1 to 10 could be read"
+    return Reading(parsed, NO_MATCH, ok=False, problem=problem)
+
+
+def critique_completions(
+    completions: pd.DataFrame,
+    client: LLMClient,
+    *,
+    max_reasks: int = 2,
+    sampling: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """`critiques`: teacher-style feedback and an overall 1-10 score per completion."""
+    usable = usable_completions(completions)
+    structured = client.supports_json_schema
+    sampling = dict(sampling or {})
+
+    def read(text: str | None) -> Reading:
+        return _critique_reading(parse_critique_reply(text, structured))
+
+    def tasks() -> Iterator[Task]:
+        for row in usable.itertuples(index=False):
+            request = build_critique_request(
+                str(row.instruction), str(row.response), str(row.principle or "helpfulness"),
+                str(getattr(row, "system_prompt", "") or ""),
+                structured=structured, sampling=sampling,
+            )
+            yield Task(request, read)
+
+    outcomes = TaskEngine(client, max_reasks=max_reasks).run(
+        tasks(), desc="critique", total=len(usable)
+    )
+    judgements = [
+        CritiqueJudgement(
+            prompt_id=prompt_id, completion_idx=completion_idx,
+            parsed=outcome.value if outcome.reply.ok else None, judge_model=client.model,
+            judge_endpoint=client.config.name, judge_backend=client.config.backend,
+            raw_reply=outcome.text, reasks=outcome.reasks,
+            call_error=None if outcome.reply.ok else outcome.error,
+        )
+        for prompt_id, completion_idx, outcome in zip(
+            usable["prompt_id"].astype(str), usable["completion_idx"].astype(int), outcomes,
+            strict=True,
+        )
+    ]
+    frame = critiques_frame(judgements)
+    frame["prompt_tokens"] = pd.array([o.prompt_tokens for o in outcomes], dtype="float64")
+    frame["completion_tokens"] = pd.array([o.completion_tokens for o in outcomes],
+                                          dtype="float64")
+    _log_parse_rate("critiques", frame)
+    return frame
+
+
+# -- the overall-score fix -------------------------------------------------------------
+
+
+def _rescore_reading(text: str | None) -> Reading:
+    score = parse_rescore_reply(text)
+    if score is None:
+        return Reading(None, NO_MATCH, ok=False, problem="no overall score from 1 to 10")
+    return Reading(score, OK)
+
+
+def fix_overall_scores(
+    completions: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    critiques: pd.DataFrame,
+    client: LLMClient | None,
+    *,
+    flip_threshold: float = 2.0,
+    reannotate_threshold: float = 4.0,
+    aspects: Sequence[str] | None = None,
+    max_reasks: int = 0,
+) -> pd.DataFrame:
+    """`overall_scores`: fine-grained score, original and fixed overall score, and the action."""
+    validate_thresholds(flip_threshold, reannotate_threshold)
+    scores = collect_scores(completions, aspect_annotations, critiques, aspects=aspects)
+    plan = plan_score_fix(scores, flip_threshold, reannotate_threshold)
+    pending = pending_reannotation(plan)
+    new_scores: dict[tuple[str, int], float | None] = {}
+    if pending:
+        if client is None:
+            raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
+        texts = completions.set_index(["prompt_id", "completion_idx"])
+        critique_of = critiques.set_index(["prompt_id", "completion_idx"])["critique"]
+        tasks = [
+            Task(
+                build_rescore_request(
+                    str(texts.at[key, "instruction"]), str(texts.at[key, "response"]),
+                    str(critique_of.get(key) or ""), structured=client.supports_json_schema,
+                ),
+                _rescore_reading,
+            )
+            for key in pending
+        ]
+        outcomes = TaskEngine(client, max_reasks=max_reasks).run(
+            tasks, desc="re-annotate overall scores"
+        )
+        new_scores = {key: outcome.value for key, outcome in zip(pending, outcomes, strict=True)}
+    overall_scores = apply_reannotated_scores(plan, new_scores)
+    counts = fix_counts(overall_scores)
+    logger.info("score fix: %s", ", ".join(f"{k}={v}" for k, v in counts.items()))
+    return overall_scores

@@ -1,0 +1,144 @@
+"""What `LLMClient` needs from a model backend, and the registry that maps names to backends.
+
+There are two kinds of backend, told apart by `is_batch`:
+
+- `RequestBackend` (`is_batch = False`): answers one request at a time. The client makes one
+  SDK client on its own event loop (`make_sdk_client()`) and calls `send(sdk, request)`
+  concurrently, up to the endpoint's concurrency, retrying on `RetryableError`.
+- `BatchBackend` (`is_batch = True`): schedules a whole batch itself. The client hands it
+  every uncached request of a call at once (`generate(requests)`, run in a worker thread).
+
+Caching, deduplication, retries and accounting stay in the client; a backend only talks to
+its model. An endpoint's `backend:` name is looked up in `BACKENDS`; `register_backend`
+adds a name (the built-in ones are registered by `llm_feedback.backends`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.errors import ConfigError
+
+if TYPE_CHECKING:
+    from llm_feedback.backends.config import EndpointConfig
+
+
+class RetryableError(Exception):
+    """A failure worth trying again; `retry_after` is the server's wish, in seconds."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend has, whatever its kind."""
+
+    #: True for a `BatchBackend`, False for a `RequestBackend`.
+    is_batch: ClassVar[bool]
+    #: Requests in flight at once when the endpoint sets no `max_concurrent`.
+    default_concurrency: ClassVar[int]
+
+    config: EndpointConfig
+    model: str
+
+    @property
+    def cache_namespace(self) -> str:
+        """Part of every cache key: answers from different servers or weights never mix."""
+        ...
+
+    def open(self) -> None:
+        """Start or load what the backend needs (called once, before any request)."""
+        ...
+
+    def close(self) -> None:
+        """Release it again (called once, after the last request)."""
+        ...
+
+
+@runtime_checkable
+class RequestBackend(Backend, Protocol):
+    """A backend that answers one request at a time, concurrently, on the client's loop."""
+
+    def make_sdk_client(self) -> Any:
+        """A connection (pool) for the client's event loop; it must have `async close()`."""
+        ...
+
+    async def send(self, sdk: Any, request: ChatRequest) -> ChatResult:
+        """Answer one request; raise `RetryableError` for a failure worth retrying."""
+        ...
+
+    async def probe(self, sdk: Any, timeout_s: float) -> bool:
+        """A cheap health check: can the endpoint answer at all? Never raises."""
+        ...
+
+
+@runtime_checkable
+class BatchBackend(Backend, Protocol):
+    """A backend that takes every uncached request of a call at once."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """One result per request, in order (blocking; the client runs it in a thread)."""
+        ...
+
+    def is_ready(self) -> bool:
+        """Whether the backend is open and can generate."""
+        ...
+
+
+BackendFactory = Callable[["EndpointConfig"], Backend]
+
+#: Backend name (an endpoint's `backend:`) -> the class (or factory) that builds it.
+#: A factory must carry the `is_batch` and `default_concurrency` class attributes.
+BACKENDS: dict[str, BackendFactory] = {}
+
+
+def register_backend(name: str, factory: BackendFactory, *, replace: bool = False) -> None:
+    """Make `backend: <name>` available to endpoint definitions."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
+    if not isinstance(getattr(factory, "is_batch", None), bool):
+        raise TypeError(f"backend '{name}': {factory!r} needs a bool class attribute 'is_batch'")
+    concurrency = getattr(factory, "default_concurrency", None)
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise TypeError(
+            f"backend '{name}': {factory!r} needs an int class attribute "
+            "'default_concurrency' >= 1"
+        )
+    if name in BACKENDS and BACKENDS[name] is not factory and not replace:
+        raise ValueError(f"backend '{name}' is already registered ({BACKENDS[name]!r})")
+    BACKENDS[name] = factory
+
+
+def backend_names() -> tuple[str, ...]:
+    return tuple(BACKENDS)
+
+
+def backend_factory(name: str) -> BackendFactory:
+    """The registered factory for `name`; ConfigError naming the known ones otherwise."""
+    try:
+        return BACKENDS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"unknown backend '{name}'; expected one of {', '.join(BACKENDS) or 'none'}"
+        ) from None
+
+
+def make_backend(config: EndpointConfig) -> Backend:
+    """The backend for an endpoint, checked against the protocol of its kind."""
+    backend = backend_factory(config.backend)(config)
+    if not isinstance(backend, Backend):
+        raise TypeError(
+            f"backend '{config.backend}' built {type(backend).__name__}, which does not "
+            "implement Backend"
+        )
+    kind = BatchBackend if backend.is_batch else RequestBackend
+    if not isinstance(backend, kind):
+        raise TypeError(
+            f"backend '{config.backend}' built {type(backend).__name__}, which does not "
+            f"implement {kind.__name__}"
+        )
+    return backend

@@ -1,0 +1,15 @@
+"""The task engine: every model call of every pipeline and judge runs through `TaskEngine`."""
+
+from llm_feedback.engine.engine import RunSummary, TaskEngine, reask_request
+from llm_feedback.engine.tasks import Outcome, Reader, Reading, Task, read_text
+
+__all__ = [
+    "Outcome",
+    "Reader",
+    "Reading",
+    "RunSummary",
+    "Task",
+    "TaskEngine",
+    "read_text",
+    "reask_request",
+]

@@ -1,0 +1,179 @@
+"""The one engine every model call goes through: generation, aspect ratings, critiques,
+the score-fix re-score, every judge kind and evaluate's generation.
+
+The client beneath it deduplicates, caches, bounds concurrency, retries and shows progress;
+the engine adds what every stage needs on top: each reply is read as it arrives, then only
+the tasks whose reply could not be read are re-asked (bounded), showing the judge its reply
+and what was wrong with it, with twice the token budget when the reply was cut off.
+
+The engine runs on the client's event loop, so the synchronous `run` (Kedro nodes from any
+runner, notebooks with a running loop) and the asynchronous `arun` are one implementation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from llm_feedback.backends.client import LLMClient
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.engine.tasks import Outcome, Task, failed_reading
+from llm_feedback.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def reask_request(request: ChatRequest, reply: ChatResult, problem: str) -> ChatRequest:
+    """`request` one attempt later, followed by the unreadable reply and what to fix.
+
+    Repeating the identical request at temperature 0 tends to return the identical reply,
+    so the re-ask shows the judge its previous answer and says what was wrong with it; the
+    higher `attempt` keeps it a distinct entry of the request cache. A reply cut off by
+    max_tokens gets twice the budget: the same budget would cut the answer again.
+    """
+    changes: dict[str, object] = {"attempt": request.attempt + 1}
+    if reply.finish_reason == "length":
+        changes["max_tokens"] = 2 * request.max_tokens
+    text = reply.text
+    if text and text.strip():
+        correction = (
+            f"Your answer above could not be read: {problem or 'its format did not match'}. "
+            "Answer the original request again from the start, in exactly the requested "
+            "format, covering everything it asks for."
+        )
+        changes["messages"] = (
+            *request.messages,
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": correction},
+        )
+    return dataclasses.replace(request, **changes)
+
+
+@dataclass
+class _Running:
+    """A task in flight: its latest request is kept only while a re-ask may need it."""
+
+    task: Task
+    request: ChatRequest | None
+    outcome: Outcome | None = None
+
+    def needs_reask(self) -> bool:
+        outcome = self.outcome
+        return self.task.reask and outcome.error is None and not outcome.reading.ok
+
+    def take_first(self, reply: ChatResult, may_reask: bool) -> None:
+        read = self.task.read
+        if reply.ok:
+            reading = read(reply.text)
+        else:
+            reading = failed_reading(read, reply.error)
+        self.outcome = Outcome(
+            reading, reply, prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens, cached=reply.cached, error=reply.error,
+        )
+        if not (may_reask and self.needs_reask()):
+            self.request = None  # never re-asked: at scale its prompt is most of the memory
+
+    def take_reask(self, request: ChatRequest, reply: ChatResult) -> None:
+        outcome = self.outcome
+        outcome.reasks += 1
+        outcome.prompt_tokens += reply.prompt_tokens
+        outcome.completion_tokens += reply.completion_tokens
+        outcome.cached = outcome.cached and reply.cached
+        if not reply.ok:  # the earlier reading stays, with the reason it was not replaced
+            outcome.error = reply.error
+            return
+        fresh = self.task.read(reply.text)
+        merge = self.task.merge
+        outcome.reading = fresh if merge is None else merge(outcome.reading, fresh)
+        outcome.reply = reply
+        self.request = request  # the next round builds on the latest exchange
+
+
+@dataclass
+class RunSummary:
+    """What one `run` did, for the log line at its end and for callers that check shares."""
+
+    tasks: int = 0
+    reasked: int = 0
+    unreadable: int = 0
+    failed: int = 0
+
+    def line(self, desc: str) -> str:
+        return (
+            f"{desc}: {self.tasks} tasks, {self.reasked} re-asked, "
+            f"{self.unreadable} still unreadable, {self.failed} failed calls"
+        )
+
+
+class TaskEngine:
+    """Runs tasks on one client: `run(tasks)` or `await arun(tasks)`, results in order."""
+
+    def __init__(self, client: LLMClient, *, max_reasks: int = 2) -> None:
+        if not isinstance(max_reasks, int) or isinstance(max_reasks, bool) or max_reasks < 0:
+            raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
+        self.client = client
+        self.max_reasks = max_reasks
+        self.last_summary = RunSummary()
+
+    def run(
+        self, tasks: Iterable[Task], *, desc: str | None = None, total: int | None = None
+    ) -> list[Outcome]:
+        """Every task's outcome, in order. `tasks` may be lazy (give `total` for the bar):
+        the first calls are in flight while later tasks are still being built."""
+        return self.client.call(self._run(tasks, desc, total))
+
+    async def arun(
+        self, tasks: Iterable[Task], *, desc: str | None = None, total: int | None = None
+    ) -> list[Outcome]:
+        return await self.client.acall(self._run(tasks, desc, total))
+
+    async def _run(
+        self, tasks: Iterable[Task], desc: str | None, total: int | None
+    ) -> list[Outcome]:
+        running: list[_Running] = []
+        may_reask = self.max_reasks > 0
+
+        def requests() -> Iterator[ChatRequest]:
+            for task in tasks:
+                running.append(_Running(task, task.request))
+                yield task.request
+
+        def receive(index: int, reply: ChatResult) -> None:
+            # Runs as each reply arrives, so reading overlaps the calls still in flight.
+            running[index].take_first(reply, may_reask)
+
+        await self.client.stream(requests(), desc=desc, on_result=receive, total=total)
+        reasked: set[int] = set()
+        for round_number in range(1, self.max_reasks + 1):
+            pending = [i for i, item in enumerate(running) if item.needs_reask()]
+            if not pending:
+                break
+            reasks = [
+                reask_request(
+                    running[i].request, running[i].outcome.reply,
+                    running[i].outcome.reading.problem_text,
+                )
+                for i in pending
+            ]
+            replies = await self.client.stream(
+                reasks, desc=None if desc is None else f"{desc} re-ask {round_number}"
+            )
+            for index, request, reply in zip(pending, reasks, replies, strict=True):
+                running[index].take_reask(request, reply)
+            reasked.update(pending)
+        outcomes = []
+        for item in running:
+            item.request = None
+            outcomes.append(item.outcome)
+        self.last_summary = RunSummary(
+            tasks=len(outcomes),
+            reasked=len(reasked),
+            unreadable=sum(1 for o in outcomes if o.error is None and not o.reading.ok),
+            failed=sum(1 for o in outcomes if o.error is not None),
+        )
+        if desc is not None and outcomes:
+            logger.info(self.last_summary.line(desc))
+        return outcomes

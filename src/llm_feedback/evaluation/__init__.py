@@ -1,0 +1,61 @@
+"""Reference-based LLM-as-judge evaluation of given (or generated) responses.
+
+The library behind the `evaluate` pipeline; from a notebook, `run_evaluation` does it all:
+
+    config = parse_evaluate({"mode": "binary", "judge": {"endpoint": "local"}}, endpoints)
+    samples = prepare_samples(frame, config)        # every check before any call
+    samples = generate_responses(samples, config, cache_path)
+    with Judge(config.judge.endpoint, cache_path, sampling=config.judge.sampling) as judge:
+        judgments = judge_samples(samples, config, judge)
+    metrics = compute_metrics(judgments, config)
+
+Modes: `binary` (correct or not against the reference: an exact match after
+normalisation skips the call, an unknown reference is "invalid" with no call),
+`score_0_5` (0-5 against the reference, "invalid" without one), `single_1_10` (MT-Bench
+`[[N]]`, with the reference where there is one), `rubric` (a score per criterion) and
+`pairwise` (every two models' responses to the same instance and replicate, judged in
+both orders; orders that disagree make a tie).
+
+The parameters are `llm_feedback.params.evaluate`. Modules: `samples` (the input columns
+and their checks), `generation`, `judging` (replicates, re-asks), `metrics`, `tables`
+(dtypes), `run`.
+"""
+
+from llm_feedback.evaluation.generation import generate_responses
+from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID, NO_RESPONSE, judge_samples
+from llm_feedback.evaluation.metrics import compute_metrics
+from llm_feedback.evaluation.run import run_evaluation
+from llm_feedback.evaluation.samples import (
+    PRIOR_COLUMNS,
+    REQUIRED_COLUMNS,
+    SAMPLE_KEYS,
+    prepare_samples,
+    select_samples,
+    validate_samples,
+)
+from llm_feedback.evaluation.tables import (
+    JUDGMENT_DTYPES,
+    METRIC_DTYPES,
+    PAIRWISE_DTYPES,
+    SAMPLE_DTYPES,
+)
+
+__all__ = [
+    "EXACT_MATCH",
+    "INVALID",
+    "JUDGMENT_DTYPES",
+    "METRIC_DTYPES",
+    "NO_RESPONSE",
+    "PAIRWISE_DTYPES",
+    "PRIOR_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "SAMPLE_DTYPES",
+    "SAMPLE_KEYS",
+    "compute_metrics",
+    "generate_responses",
+    "judge_samples",
+    "prepare_samples",
+    "run_evaluation",
+    "select_samples",
+    "validate_samples",
+]

@@ -1,0 +1,74 @@
+"""Generating the missing responses, each from its model's `generate_with` endpoint."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.backends import ChatRequest, LLMClient
+from llm_feedback.engine import Task, TaskEngine
+from llm_feedback.params.evaluate import EvaluateParams
+
+logger = logging.getLogger(__name__)
+
+
+def _generation_request(sample: Any, sampling: Mapping[str, Any]) -> ChatRequest:
+    messages: list[dict[str, str]] = []
+    if sample.turn == 2:
+        messages += [
+            {"role": "user", "content": sample.prior_question},
+            {"role": "assistant", "content": sample.prior_response},
+        ]
+    messages.append({"role": "user", "content": sample.question})
+    settings = dict(sampling)
+    stop = settings.pop("stop", None)
+    # The replicate is the attempt: replicates are separate samples, each cached.
+    return ChatRequest(
+        messages=tuple(messages),
+        stop=tuple(stop) if stop else None,
+        attempt=int(sample.replicate),
+        **settings,
+    )
+
+
+def generate_responses(
+    samples: pd.DataFrame,
+    config: EvaluateParams,
+    cache_path: str | Path | None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Fill every empty `response` from its model's `generate_with` endpoint.
+
+    Answers are cached like judgments; `overwrite_outputs` asks again. A failed call
+    leaves the response empty and its error in `generation_error`.
+    """
+    samples = samples.copy()
+    samples["generation_error"] = pd.Series(pd.NA, index=samples.index, dtype="string")
+    todo = samples[samples["response"].isna()]
+    if todo.empty:
+        return samples
+    generators = todo["model"].map(config.generator_for)
+    for endpoint_name, rows in todo.groupby(generators.map(lambda e: e.name), sort=True):
+        endpoint = generators[rows.index[0]]
+        tasks = [
+            Task(_generation_request(row, config.generation), reask=False)
+            for row in rows.itertuples()
+        ]
+        with LLMClient(
+            endpoint, cache_path, progress=progress, refresh=config.overwrite_outputs
+        ) as client:
+            outcomes = TaskEngine(client, max_reasks=0).run(
+                tasks, desc=f"evaluate: generate [{endpoint_name}]"
+            )
+        for row, outcome in zip(rows.index, outcomes, strict=True):
+            if outcome.error is None:
+                samples.at[row, "response"] = outcome.text
+            else:
+                samples.at[row, "generation_error"] = outcome.error
+    failed = int(samples["generation_error"].notna().sum())
+    logger.info("evaluate: generated %d responses, %d failed", len(todo) - failed, failed)
+    return samples

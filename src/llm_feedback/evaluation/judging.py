@@ -1,0 +1,263 @@
+"""Judging the samples: one judge call per sample (per pair of models, in both orders, in
+pairwise mode), or the status that stands in for it.
+
+Each replicate is judged by its own call (its request's `attempt`), so replicates never
+share one cached judgment, while a rerun reuses every cached one. A judge reply that
+cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before it is
+stored as a missing judgment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.evaluation.tables import JUDGMENT_DTYPES, PAIRWISE_DTYPES
+from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
+from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
+from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
+
+logger = logging.getLogger(__name__)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or pd.isna(value) else str(value)
+
+
+def _known_reference(value: Any) -> str | None:
+    return None if is_unknown_reference(value) else str(value)
+
+
+def _plan(sample: Any, config: EvaluateParams, judge: Judge) -> JudgeTask | str:
+    """The judge call for one sample, or the status that stands in for it."""
+    response = _text(sample.response)
+    if response is None:
+        return NO_RESPONSE
+    reference = _known_reference(sample.reference)
+    if config.mode in REFERENCE_MODES and reference is None:
+        return INVALID
+    if config.mode == "binary" and exact_match(response, reference):
+        return EXACT_MATCH
+    return _judge_task(sample, response, reference, config, judge)
+
+
+def _judge_task(
+    sample: Any, response: str, reference: str | None, config: EvaluateParams, judge: Judge
+) -> JudgeTask:
+    options: dict[str, Any] = {
+        "custom_prompt": config.custom_prompt,
+        "attempt": int(sample.replicate),
+    }
+    question = str(sample.question)
+    if config.mode == "binary":
+        return judge.binary_task(
+            question, reference, response, output_format=config.binary_reply, **options
+        )
+    if config.mode == "rubric":
+        return judge.rubric_task(
+            question,
+            response,
+            config.rubric,
+            score_range=config.scale,
+            reference=reference,
+            **options,
+        )
+    if sample.turn == 2:
+        prior_reference = _known_reference(sample.prior_reference)
+        references = (
+            None if prior_reference is None or reference is None else [prior_reference, reference]
+        )
+        return judge.multi_turn_task(
+            [str(sample.prior_question), question],
+            [str(sample.prior_response), response],
+            references=references,
+            **options,
+        )
+    return judge.single_task(
+        question, response, reference=reference, score_range=config.scale, **options
+    )
+
+
+def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dict[str, Any]:
+    return {
+        "instance_id": sample.instance_id,
+        "turn": sample.turn,
+        "model": sample.model,
+        "replicate": sample.replicate,
+        "weight": sample.weight,
+        "mode": config.mode,
+        "response": _text(sample.response),
+        "judge_model": judge_model,
+    }
+
+
+def _records_without_call(
+    sample: Any, status: str, config: EvaluateParams, judge_model: str
+) -> list[dict[str, Any]]:
+    record = {
+        **_sample_fields(sample, config, judge_model),
+        "parse_status": status,
+        "success": status == EXACT_MATCH,
+        "cached": False,
+        "reasks": 0,
+        "error": _text(getattr(sample, "generation_error", None)),
+    }
+    if status == EXACT_MATCH:
+        record |= {"score": 1.0, "correct": True}
+    criteria = list(config.rubric) if config.mode == "rubric" else [None]
+    return [{**record, "criterion": criterion} for criterion in criteria]
+
+
+def _records_from_outcome(
+    sample: Any, outcome: Mapping[str, Any], config: EvaluateParams
+) -> list[dict[str, Any]]:
+    record = {
+        **_sample_fields(sample, config, outcome["model"]),
+        "parse_status": outcome["status"],
+        "success": outcome["success"],
+        "raw_response": outcome["raw_response"],
+        "prompt": outcome["prompt"],
+        "cached": outcome["cached"],
+        "error": outcome["error"],
+        "reasks": outcome["reasks"],
+    }
+    if config.mode == "rubric":
+        return [
+            {**record, "criterion": criterion, "score": score, "success": score is not None}
+            for criterion, score in outcome["scores"].items()
+        ]
+    result = outcome["result"]
+    if config.mode == "binary":
+        record |= {"correct": None if result is None else bool(result)}
+        record |= outcome.get("details", {})
+    return [{**record, "score": result}]
+
+
+def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
+    """One judgment row per sample (per sample and criterion in rubric mode), or per pair
+    of models in pairwise mode. All requests are built before the first call."""
+    if config.mode == "pairwise":
+        return _judge_pairs(samples, config, judge)
+    rows = list(samples.itertuples())
+    plan = [_plan(sample, config, judge) for sample in rows]
+    tasks = [step for step in plan if isinstance(step, JudgeTask)]
+    outcomes = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
+    records: list[dict[str, Any]] = []
+    for sample, step in zip(rows, plan, strict=True):
+        if isinstance(step, JudgeTask):
+            records += _records_from_outcome(sample, next(outcomes), config)
+        else:
+            records += _records_without_call(sample, step, config, judge.model)
+    judgments = pd.DataFrame(records, columns=list(JUDGMENT_DTYPES)).astype(JUDGMENT_DTYPES)
+    _log_summary(judgments, config)
+    return judgments
+
+
+def _log_summary(judgments: pd.DataFrame, config: EvaluateParams) -> None:
+    statuses = judgments["parse_status"]
+    called = ~statuses.isin([EXACT_MATCH, INVALID, NO_RESPONSE])
+    parsed = int((called & judgments["success"]).sum())
+    logger.info(
+        "evaluate (%s): %d judgments; %d by the judge, %d of them parsed (%.1f%%); "
+        "%d exact matches, %d invalid (unknown reference), %d without a response",
+        config.mode,
+        len(judgments),
+        int(called.sum()),
+        parsed,
+        100.0 * parsed / max(int(called.sum()), 1),
+        int((statuses == EXACT_MATCH).sum()),
+        int((statuses == INVALID).sum()),
+        int((statuses == NO_RESPONSE).sum()),
+    )
+
+
+def _pairs(samples: pd.DataFrame) -> list[tuple[Any, Any]]:
+    """Every two models' samples of one (instance, turn, replicate), models in name order."""
+    pairs: list[tuple[Any, Any]] = []
+    alone = 0
+    for _, group in samples.groupby(["instance_id", "turn", "replicate"], sort=False):
+        members = list(group.sort_values("model").itertuples())
+        alone += len(members) == 1
+        pairs += itertools.combinations(members, 2)
+    if alone:
+        logger.warning("evaluate (pairwise): %d instance replicates have one model only", alone)
+    return pairs
+
+
+def _pair_record(
+    first: Any, second: Any, combined: Mapping[str, Any] | None, judge_model: str
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "instance_id": first.instance_id,
+        "turn": first.turn,
+        "replicate": first.replicate,
+        "mode": "pairwise",
+        "model_a": first.model,
+        "model_b": second.model,
+        "judge_model": judge_model,
+    }
+    if combined is None:
+        errors = [_text(getattr(sample, "generation_error", None)) for sample in (first, second)]
+        return record | {
+            "parse_status": NO_RESPONSE,
+            "success": False,
+            "cached": False,
+            "error": next((error for error in errors if error), None),
+            "reasks": 0,
+        }
+    result = combined["result"]
+    return record | {
+        "verdict_a_first": result["verdicts"][0],
+        "verdict_b_first": result["verdicts"][1],
+        "outcome": result["winner"],
+        "consistent": result["consistent"],
+        "score_a": result["scores"][0],
+        "score_b": result["scores"][1],
+        "parse_status": combined["status"],
+        "success": combined["success"],
+        "raw_response_a_first": combined["raw_response"][0],
+        "raw_response_b_first": combined["raw_response"][1],
+        "prompt_a_first": combined["prompt"][0],
+        "prompt_b_first": combined["prompt"][1],
+        "cached": combined["cached"],
+        "error": combined["error"],
+        "reasks": combined["reasks"],
+    }
+
+
+def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
+    pairs = _pairs(samples)
+    tasks: list[JudgeTask] = []
+    for first, second in pairs:
+        if _text(first.response) is None or _text(second.response) is None:
+            continue
+        reference = _known_reference(first.reference)
+        options: dict[str, Any] = {
+            "context": None if reference is None else f"Reference answer: {reference}",
+            "score_range": config.scale,
+            "custom_prompt": config.custom_prompt,
+            "attempt": int(first.replicate),
+        }
+        tasks += [
+            judge.pairwise_task(first.question, first.response, second.response, **options),
+            judge.pairwise_task(first.question, second.response, first.response, **options),
+        ]
+    outcomes = iter(judge.run(tasks, desc="evaluate [pairwise]"))
+    records = []
+    for first, second in pairs:
+        judged = _text(first.response) is not None and _text(second.response) is not None
+        combined = combine_orders(next(outcomes), next(outcomes)) if judged else None
+        records.append(_pair_record(first, second, combined, judge.model))
+    judgments = pd.DataFrame(records, columns=list(PAIRWISE_DTYPES)).astype(PAIRWISE_DTYPES)
+    inconsistent = int((judgments["consistent"] == False).sum())  # noqa: E712 - nullable
+    logger.info(
+        "evaluate (pairwise): %d pairs, %d with an outcome, %d position-inconsistent (ties)",
+        len(judgments),
+        int(judgments["outcome"].notna().sum()),
+        inconsistent,
+    )
+    return judgments

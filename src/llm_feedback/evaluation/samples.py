@@ -1,0 +1,212 @@
+"""Checking and selecting `eval_samples`, every check before any call.
+
+Input, one row per response to judge: `instance_id`, `question`, `response` (null: generate
+it with `generate_with`), `model`, and optionally `reference` (nullable; required column
+in the reference modes), `replicate` (default 0), `weight` (non-negative; a null weight
+counts as 1) and `prior_question` / `prior_response` / `prior_reference`: the first
+exchange of a two-turn conversation, which makes the row turn 2 of its instance (graded
+MT-Bench multi-turn style, in mode `single_1_10`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.errors import InputError
+from llm_feedback.evaluation.tables import SAMPLE_DTYPES
+from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams, _is_int
+
+REQUIRED_COLUMNS = ("instance_id", "question", "response", "model")
+PRIOR_COLUMNS = ("prior_question", "prior_response", "prior_reference")
+# What tells one sample (and its judge call) from another.
+SAMPLE_KEYS = ("instance_id", "turn", "model", "replicate")
+
+
+def _values(frame: pd.DataFrame, column: str) -> list[Any]:
+    """A column as Python objects, None for every kind of missing value."""
+    if column not in frame.columns:
+        return [None] * len(frame)
+    series = frame[column].astype(object)
+    return series.where(series.notna(), None).tolist()
+
+
+class _RowChecker:
+    """Checks columns value by value; `fail` makes the InputError naming row and column."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self._instance_ids = _values(frame, "instance_id")
+
+    def fail(self, row: int, column: str, problem: str) -> InputError:
+        instance = self._instance_ids[row]
+        where = f"eval_samples row {row}" + (f" (instance_id {instance!r})" if instance else "")
+        return InputError(f"{where}, column {column!r}: {problem}")
+
+    def text(self, values: list[Any], column: str, *, required: bool) -> list[str | None]:
+        for row, value in enumerate(values):
+            if value is None:
+                if required:
+                    raise self.fail(row, column, "is empty")
+            elif not isinstance(value, str):
+                raise self.fail(row, column, f"must be text, got {type(value).__name__}")
+            elif required and not value.strip():
+                raise self.fail(row, column, "is empty")
+        return values
+
+    def instance_ids(self, values: list[Any]) -> list[str]:
+        for row, value in enumerate(values):
+            if not (_is_int(value) or (isinstance(value, str) and value.strip())):
+                raise self.fail(row, "instance_id", f"must be a non-empty string or an integer, "
+                                                    f"got {value!r}")
+        return [str(value) for value in values]
+
+    def replicates(self, values: list[Any], present: bool) -> list[int]:
+        if not present:
+            return [0] * len(values)
+        checked = []
+        for row, value in enumerate(values):
+            # JSON readers turn an integer column with a gap into floats: accept 1.0.
+            is_whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and (
+                float(value).is_integer()
+            )
+            if not is_whole or value < 0:
+                raise self.fail(row, "replicate", f"must be an integer >= 0, got {value!r}")
+            checked.append(int(value))
+        return checked
+
+    def weights(self, values: list[Any]) -> list[float]:
+        checked = []
+        for row, value in enumerate(values):
+            if value is None:
+                checked.append(math.nan)
+                continue
+            if (
+                not isinstance(value, numbers.Real)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise self.fail(row, "weight", f"must be a number >= 0, got {value!r}")
+            checked.append(float(value))
+        return checked
+
+
+def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """The checked samples with the columns of `SAMPLE_DTYPES` and a `turn`.
+
+    The index is the input's row number, which every later error names.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
+    required = list(REQUIRED_COLUMNS) + (["reference"] if config.mode in REFERENCE_MODES else [])
+    missing = [column for column in required if column not in frame.columns]
+    if missing:
+        raise InputError(
+            f"eval_samples: missing column(s) {missing}; it has {list(frame.columns)}"
+        )
+    if frame.empty:
+        raise InputError("eval_samples has no rows")
+    frame = frame.reset_index(drop=True)
+    check = _RowChecker(frame)
+    prior = {column: _values(frame, column) for column in PRIOR_COLUMNS}
+    samples = pd.DataFrame(
+        {
+            "instance_id": check.instance_ids(_values(frame, "instance_id")),
+            "model": check.text(_values(frame, "model"), "model", required=True),
+            "replicate": check.replicates(
+                _values(frame, "replicate"), "replicate" in frame.columns
+            ),
+            "weight": check.weights(_values(frame, "weight")),
+            "question": check.text(_values(frame, "question"), "question", required=True),
+            "response": check.text(_values(frame, "response"), "response", required=False),
+            "reference": check.text(_values(frame, "reference"), "reference", required=False),
+            **{
+                column: check.text(values, column, required=False)
+                for column, values in prior.items()
+            },
+        }
+    )
+    samples["turn"] = [1 if question is None else 2 for question in prior["prior_question"]]
+    for row, (question, response) in enumerate(
+        zip(prior["prior_question"], prior["prior_response"], strict=True)
+    ):
+        if (question is None) != (response is None):
+            column = "prior_response" if response is None else "prior_question"
+            raise check.fail(row, column, "prior_question and prior_response go together")
+        if question is not None and config.mode != "single_1_10":
+            raise check.fail(
+                row, "prior_question",
+                f"two-turn rows are judged in mode single_1_10 only, not {config.mode}",
+            )
+    _check_unique_keys(samples, check)
+    _check_same_question(samples, check)
+    return samples[list(SAMPLE_DTYPES)].astype(SAMPLE_DTYPES)
+
+
+def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:
+    keys = list(SAMPLE_KEYS)
+    repeated = samples.duplicated(keys, keep=False)
+    if repeated.any():
+        rows = samples.index[repeated]
+        first = samples.loc[rows[0], keys].tolist()
+        twins = [row for row in rows if samples.loc[row, keys].tolist() == first]
+        raise check.fail(int(twins[1]), "instance_id",
+                         f"(instance_id, turn, model, replicate) {tuple(first)} repeats row "
+                         f"{twins[0]}")
+
+
+def _check_same_question(samples: pd.DataFrame, check: _RowChecker) -> None:
+    for _, group in samples.groupby(["instance_id", "turn"], sort=False):
+        differing = group.index[group["question"] != group["question"].iloc[0]]
+        if len(differing):
+            raise check.fail(int(differing[0]), "question",
+                             f"differs from row {group.index[0]} of the same instance and turn")
+
+
+def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """`max_instances` first instances; replicates 0..n_replicates-1 of each response.
+
+    A missing replicate becomes a row to generate, which needs `generate_with`.
+    """
+    if config.max_instances is not None:
+        kept = samples["instance_id"].drop_duplicates().iloc[: config.max_instances]
+        samples = samples[samples["instance_id"].isin(kept)]
+    if config.n_replicates is None:
+        return samples
+    samples = samples[samples["replicate"] < config.n_replicates]
+    added = []
+    for (instance_id, turn, model), group in samples.groupby(
+        ["instance_id", "turn", "model"], sort=False
+    ):
+        absent = sorted(set(range(config.n_replicates)) - set(group["replicate"]))
+        if absent and config.generator_for(model) is None:
+            raise InputError(
+                f"eval_samples: instance_id {instance_id!r} turn {turn} model {model!r} has "
+                f"replicates {sorted(group['replicate'])} but evaluate.n_replicates is "
+                f"{config.n_replicates}: set evaluate.generate_with to generate the others"
+            )
+        for replicate in absent:
+            added.append({**group.iloc[0].to_dict(), "replicate": replicate, "response": None})
+    if not added:
+        return samples
+    start = int(samples.index.max()) + 1
+    extra = pd.DataFrame(added, index=range(start, start + len(added))).astype(SAMPLE_DTYPES)
+    return pd.concat([samples, extra])
+
+
+def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """Validate and select the samples; every row without a response must be generable."""
+    samples = select_samples(validate_samples(frame, config), config)
+    for row, response, model in zip(
+        samples.index, samples["response"], samples["model"], strict=True
+    ):
+        if pd.isna(response) and config.generator_for(model) is None:
+            raise InputError(
+                f"eval_samples row {row} (instance_id {samples.at[row, 'instance_id']!r}), "
+                f"column 'response': is empty and evaluate.generate_with names no endpoint "
+                f"for model {model!r}"
+            )
+    return samples

@@ -1,0 +1,32 @@
+"""Every pipeline's parameters, read once per run into typed objects.
+
+One module per pipeline (`sample`, `generate`, `annotate`, `evaluate`, `report`); each
+`parse_<pipeline>` rejects unknown keys, checks every type and range with the dotted name
+of the parameter in its message, and takes every default from its dataclass. Each pipeline
+starts with a node that calls its parser, so the typed object is a dataset that the other
+nodes read, and a bad parameter stops the run before any model is called.
+"""
+
+from llm_feedback.params.annotate import AnnotateParams, ScoreFixParams, parse_annotate
+from llm_feedback.params.evaluate import EvaluateParams, parse_evaluate
+from llm_feedback.params.generate import GenerateParams, parse_generate
+from llm_feedback.params.judge import JudgeParams, parse_judge
+from llm_feedback.params.report import PairParams, ReportParams, parse_report
+from llm_feedback.params.sample import SampleParams, parse_sample
+
+__all__ = [
+    "AnnotateParams",
+    "EvaluateParams",
+    "GenerateParams",
+    "JudgeParams",
+    "PairParams",
+    "ReportParams",
+    "SampleParams",
+    "ScoreFixParams",
+    "parse_annotate",
+    "parse_evaluate",
+    "parse_generate",
+    "parse_judge",
+    "parse_report",
+    "parse_sample",
+]

@@ -1,0 +1,153 @@
+"""`params:evaluate`: the mode, the judge, replicates and generation, checked as a whole
+before anything is called; the modes and their score scales."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from llm_feedback.backends import EndpointConfig
+from llm_feedback.backends.contract import check_sampling
+from llm_feedback.endpoints import resolve_endpoint
+from llm_feedback.errors import ConfigError
+from llm_feedback.judges import BINARY_FORMATS, SCORE_RANGES
+from llm_feedback.judges.metrics import MISSING_POLICIES
+from llm_feedback.params.judge import JudgeParams, parse_judge
+from llm_feedback.params.reader import Block, defaults_of
+
+MODES = ("binary", "score_0_5", "single_1_10", "rubric", "pairwise")
+REFERENCE_MODES = ("binary", "score_0_5")
+DEFAULT_SCALES = {**SCORE_RANGES, "rubric": (1, 5), "pairwise": (1, 10)}
+DEFAULT_JUDGE = {"endpoint": "local"}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_count(name: str, value: object) -> None:
+    if value is not None and not (_is_int(value) and value >= 1):
+        raise ConfigError(f"evaluate.{name} must be null or an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    """The `evaluate` parameters, checked before anything is called (see `parse_evaluate`).
+
+    `generate_with` holds the resolved endpoint(s) that generate missing responses: one for
+    every model, or one per model name.
+    """
+
+    judge: JudgeParams
+    mode: str = "binary"
+    binary_reply: str = "graded"
+    score_range: tuple[int, int] | None = None
+    missing: str = "zero"
+    max_reasks: int = 1
+    rubric: Mapping[str, str] = field(default_factory=dict)
+    custom_prompt: str | None = None
+    n_replicates: int | None = None
+    max_instances: int | None = None
+    ks: tuple[int, ...] | None = None
+    overwrite_results: bool = False
+    overwrite_outputs: bool = False
+    generate_with: EndpointConfig | Mapping[str, EndpointConfig] | None = None
+    generation: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"evaluate.mode must be one of {MODES}, got {self.mode!r}")
+        if self.missing not in MISSING_POLICIES:
+            raise ConfigError(
+                f"evaluate.missing must be one of {MISSING_POLICIES}, got {self.missing!r}"
+            )
+        if self.binary_reply not in BINARY_FORMATS:
+            raise ConfigError(
+                f"evaluate.binary_reply must be one of {BINARY_FORMATS}, got {self.binary_reply!r}"
+            )
+        if not (_is_int(self.max_reasks) and self.max_reasks >= 0):
+            raise ConfigError(
+                f"evaluate.max_reasks must be an integer >= 0, got {self.max_reasks!r}"
+            )
+        object.__setattr__(self, "generation", check_sampling(self.generation,
+                                                               "evaluate.generation"))
+        self._check_score_range()
+        if self.mode == "rubric" and (not isinstance(self.rubric, Mapping) or not self.rubric):
+            raise ConfigError("evaluate.rubric must map criterion names to descriptions")
+        if self.custom_prompt is not None and not isinstance(self.custom_prompt, str):
+            raise ConfigError("evaluate.custom_prompt must be null or a str.format template")
+        _optional_count("n_replicates", self.n_replicates)
+        _optional_count("max_instances", self.max_instances)
+        if self.ks is not None:
+            if isinstance(self.ks, str) or not all(_is_int(k) and k >= 1 for k in self.ks):
+                raise ConfigError(f"evaluate.ks must be null or integers >= 1, got {self.ks!r}")
+            object.__setattr__(self, "ks", tuple(self.ks))
+        for flag in ("overwrite_results", "overwrite_outputs"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(f"evaluate.{flag} must be true or false")
+        if self.overwrite_outputs and not self.overwrite_results:
+            raise ConfigError(
+                "evaluate.overwrite_outputs regenerates the responses, which makes every "
+                "stored judgment of them stale: set evaluate.overwrite_results: true as well"
+            )
+
+    def _check_score_range(self) -> None:
+        if self.score_range is None:
+            return
+        value = self.score_range
+        if (
+            isinstance(value, str)
+            or not isinstance(value, Sequence)
+            or len(value) != 2
+            or not all(_is_int(bound) for bound in value)
+            or value[0] >= value[1]
+        ):
+            raise ConfigError(f"evaluate.score_range must be [low, high] integers, got {value!r}")
+        scale = (value[0], value[1])
+        if self.mode in SCORE_RANGES and scale != SCORE_RANGES[self.mode]:
+            raise ConfigError(
+                f"evaluate.score_range: mode {self.mode} grades on the fixed scale "
+                f"{list(SCORE_RANGES[self.mode])}, got {list(scale)}; leave it null"
+            )
+        object.__setattr__(self, "score_range", scale)
+
+    @property
+    def scale(self) -> tuple[int, int]:
+        """The score scale: fixed for binary / 0-5 / 1-10, `score_range` or default else."""
+        return self.score_range or DEFAULT_SCALES[self.mode]
+
+    def generator_for(self, model: str) -> EndpointConfig | None:
+        """The endpoint that generates `model`'s missing responses, or None."""
+        if isinstance(self.generate_with, Mapping):
+            return self.generate_with.get(model)
+        return self.generate_with
+
+
+def _generators(
+    target: Any, endpoints: Mapping[str, Any] | None
+) -> EndpointConfig | dict[str, EndpointConfig] | None:
+    where = "evaluate.generate_with"
+    if target is None:
+        return None
+    if isinstance(target, str):
+        return resolve_endpoint(target, endpoints, where)
+    if not isinstance(target, Mapping) or not all(isinstance(n, str) for n in target.values()):
+        raise ConfigError(
+            f"{where} must be null, an endpoint name, or a mapping {{model: endpoint name}}; "
+            f"got {target!r}"
+        )
+    return {
+        model: resolve_endpoint(name, endpoints, f"{where}.{model}")
+        for model, name in target.items()
+    }
+
+
+def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> EvaluateParams:
+    """`params:evaluate` with its judge and generators resolved against `endpoints`."""
+    allowed = [item.name for item in fields(EvaluateParams)]
+    block = Block(evaluate, "evaluate", allowed, defaults_of(EvaluateParams))
+    values = dict(block.values)
+    judge = parse_judge(values.pop("judge", DEFAULT_JUDGE), "evaluate.judge", endpoints)
+    generate_with = _generators(values.pop("generate_with", None), endpoints)
+    return EvaluateParams(judge=judge, generate_with=generate_with, **values)

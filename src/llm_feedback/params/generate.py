@@ -1,0 +1,24 @@
+"""`params:endpoints`, `params:model_pool` and `params:generation`: who answers the prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from llm_feedback.backends.contract import check_sampling
+from llm_feedback.endpoints import ModelSpec, parse_endpoints, parse_model_pool
+
+
+@dataclass(frozen=True)
+class GenerateParams:
+    """The completion models by name, each with its endpoint and its sampling settings."""
+
+    pool: Mapping[str, ModelSpec]
+
+
+def parse_generate(
+    endpoints: Mapping[str, Any], model_pool: Mapping[str, Any], generation: Any
+) -> GenerateParams:
+    defaults = check_sampling(generation, "generation")
+    return GenerateParams(parse_model_pool(model_pool, parse_endpoints(endpoints), defaults))

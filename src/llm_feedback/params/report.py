@@ -1,0 +1,52 @@
+"""`params:report`: preference pairs and the price table."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_feedback.errors import ConfigError
+from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.reporting.pairs import SCORE_KINDS, STRATEGIES
+
+PRICE_KEYS = ("prompt_per_1k", "completion_per_1k")
+
+
+@dataclass(frozen=True)
+class PairParams:
+    score: str = "overall"
+    strategy: str = "random_lower"
+    seed: int = 42
+
+    def describe(self) -> str:
+        return f"score {self.score}, strategy {self.strategy}, seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    pairs: PairParams = field(default_factory=PairParams)
+    # USD per 1k tokens by model name; a model absent here costs 0 and is flagged unpriced.
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+def parse_report(report: Any) -> ReportParams:
+    block = Block(report, "report", ("pairs", "prices"), defaults_of(ReportParams))
+    pairs = block.block("pairs", ("score", "strategy", "seed"), defaults_of(PairParams))
+    prices = block.mapping("prices", nullable=True) or {}
+    for model, entry in prices.items():
+        where = f"report.prices.{model}"
+        if not isinstance(entry, Mapping) or set(entry) != set(PRICE_KEYS):
+            raise ConfigError(f"{where} must be {{prompt_per_1k: ..., completion_per_1k: ...}}")
+        for key, value in entry.items():
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
+                raise ConfigError(f"{where}.{key} must be a number >= 0, got {value!r}")
+    return ReportParams(
+        pairs=PairParams(
+            score=pairs.choice("score", SCORE_KINDS),
+            strategy=pairs.choice("strategy", STRATEGIES),
+            seed=pairs.integer("seed"),
+        ),
+        prices={model: dict(entry) for model, entry in prices.items()},
+    )

@@ -1,0 +1,51 @@
+"""The parse-status vocabulary of every output table (`aspect_annotations`, `critiques`,
+`eval_judgments`): one word says what became of a judgment.
+
+Read:
+- `ok`: a value was read from the judge's answer.
+- `na`: the judge answered "not applicable" where the rubric allows it (honesty).
+Unreadable (the value is null; such replies are re-asked, bounded):
+- `empty`: the reply had no text.
+- `no_match`: no answer in the requested format was found.
+- `out_of_range`: a score outside the scale, or a value the rubric does not allow.
+- `ambiguous`: conflicting answers (two different ratings, two different JSON answers).
+- `partial`: a record answer with some of its fields missing.
+No reply:
+- `call_failed`: the call itself failed (HTTP error, timeout, retries exhausted).
+No call needed (evaluate only):
+- `exact_match`: the response equals the reference after normalisation.
+- `invalid`: the reference is unknown, so there is nothing to judge against.
+- `no_response`: there is no response to judge.
+"""
+
+from __future__ import annotations
+
+OK = "ok"
+NOT_APPLICABLE = "na"
+EMPTY = "empty"
+NO_MATCH = "no_match"
+OUT_OF_RANGE = "out_of_range"
+AMBIGUOUS = "ambiguous"
+PARTIAL = "partial"
+CALL_FAILED = "call_failed"
+EXACT_MATCH = "exact_match"
+INVALID = "invalid"
+NO_RESPONSE = "no_response"
+
+READ = (OK, NOT_APPLICABLE)
+UNREADABLE = (EMPTY, NO_MATCH, OUT_OF_RANGE, AMBIGUOUS, PARTIAL)
+WITHOUT_CALL = (EXACT_MATCH, INVALID, NO_RESPONSE)
+PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, *WITHOUT_CALL)
+
+# What a re-ask tells the judge was wrong with its reply, when the parser gave no detail.
+PROBLEM_BY_STATUS = {
+    EMPTY: "it was empty",
+    NO_MATCH: "no answer in the requested format was found",
+    OUT_OF_RANGE: "a score was outside the allowed range",
+    AMBIGUOUS: "it gave conflicting answers",
+    PARTIAL: "part of the requested answer was missing",
+}
+
+
+def is_unreadable(status: str) -> bool:
+    return status in UNREADABLE
