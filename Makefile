@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export KEDRO_DISABLE_TELEMETRY := 1
 
-.PHONY: install run test lint viz clean-cache
+.PHONY: install run test lint format viz clean-cache
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,11 @@ test: install
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: install
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
 
 viz: install
 	$(BIN)/kedro viz run

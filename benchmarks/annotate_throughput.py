@@ -34,11 +34,20 @@ from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
 
 def completions(prompts: int) -> pd.DataFrame:
     rows = [
-        {"prompt_id": f"p{p:05d}", "completion_idx": c, "source": "sharegpt",
-         "instruction": f"Explain idea {p} in plain words.", "world_knowledge": "",
-         "model": f"m{c}", "principle": "helpfulness", "system_prompt": "Be helpful.",
-         "response": f"Answer {c} to idea {p}: " + "some words " * 40, "error": None}
-        for p in range(prompts) for c in range(4)
+        {
+            "prompt_id": f"p{p:05d}",
+            "completion_idx": c,
+            "source": "sharegpt",
+            "instruction": f"Explain idea {p} in plain words.",
+            "world_knowledge": "",
+            "model": f"m{c}",
+            "principle": "helpfulness",
+            "system_prompt": "Be helpful.",
+            "response": f"Answer {c} to idea {p}: " + "some words " * 40,
+            "error": None,
+        }
+        for p in range(prompts)
+        for c in range(4)
     ]
     return pd.DataFrame(rows)
 
@@ -53,9 +62,12 @@ def plain_client_rate(url: str, requests: list, concurrency: int) -> float:
         async def one(request) -> None:
             async with semaphore:
                 await client.chat.completions.create(
-                    model="judge", messages=list(request.messages), temperature=0.0,
+                    model="judge",
+                    messages=list(request.messages),
+                    temperature=0.0,
                     max_tokens=request.max_tokens,
-                    response_format=response_format_for(request.json_schema))
+                    response_format=response_format_for(request.json_schema),
+                )
 
         await asyncio.gather(*(one(r) for r in requests))
         await client.close()
@@ -73,13 +85,25 @@ def main() -> None:
     args = parser.parse_args()
     bound = args.concurrency / args.latency
     frame = completions(args.prompts)
-    report: dict = {"latency_s": args.latency, "concurrency": args.concurrency,
-                    "bound_calls_per_s": bound, "prompts": args.prompts}
-    with serve_in_subprocess(latency_s=args.latency, responder="schema") as url, \
-            tempfile.TemporaryDirectory() as tmp:
-        config = EndpointConfig.from_dict({"backend": "openai", "model": "judge",
-                                           "base_url": url, "max_concurrent": args.concurrency},
-                                          name="judge")
+    report: dict = {
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "bound_calls_per_s": bound,
+        "prompts": args.prompts,
+    }
+    with (
+        serve_in_subprocess(latency_s=args.latency, responder="schema") as url,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        config = EndpointConfig.from_dict(
+            {
+                "backend": "openai",
+                "model": "judge",
+                "base_url": url,
+                "max_concurrent": args.concurrency,
+            },
+            name="judge",
+        )
         with LLMClient(config, Path(tmp) / "cache.sqlite", progress=False) as judge:
             for stage, run in (
                 ("aspects", lambda: annotate_aspects(frame, judge, aspects=DEFAULT_ASPECTS)),
@@ -91,21 +115,29 @@ def main() -> None:
                 wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
                 calls = judge.stats.calls - calls_before
                 readable = float(rows["parse_status"].isin(["ok", "na"]).mean())
-                report[stage] = {"calls": calls, "rows": len(rows), "wall_s": wall,
-                                 "calls_per_s": calls / wall,
-                                 "ratio_of_bound": calls / wall / bound,
-                                 "cpu_ms_per_call": 1000 * cpu / calls, "readable": readable}
+                report[stage] = {
+                    "calls": calls,
+                    "rows": len(rows),
+                    "wall_s": wall,
+                    "calls_per_s": calls / wall,
+                    "ratio_of_bound": calls / wall / bound,
+                    "cpu_ms_per_call": 1000 * cpu / calls,
+                    "readable": readable,
+                }
         # Rebuild exactly the aspect requests the runner sent, for the bare-client ceiling.
         requests = [
-            build_aspect_request(aspect, instruction, list(group["response"]), order,
-                                 structured=True)
+            build_aspect_request(
+                aspect, instruction, list(group["response"]), order, structured=True
+            )
             for (_, instruction), group in frame.groupby(["prompt_id", "instruction"])
             for aspect in DEFAULT_ASPECTS
             for order in [shuffle_orders(str(group["prompt_id"].iloc[0]), 4, 1, 42)[0]]
         ]
         plain = plain_client_rate(url, requests, args.concurrency)
         report["plain_async_openai_same_aspect_requests"] = {
-            "calls_per_s": plain, "ratio_of_bound": plain / bound}
+            "calls_per_s": plain,
+            "ratio_of_bound": plain / bound,
+        }
         report["aspects"]["ratio_of_plain_client"] = report["aspects"]["calls_per_s"] / plain
     save("annotate_throughput", report)
 

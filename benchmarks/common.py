@@ -33,8 +33,12 @@ def measured(label: str, store: dict[str, Any]):
 
 def save(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(exist_ok=True)
-    payload = {"benchmark": name, "cpus": os.cpu_count(), "when": time.strftime("%Y-%m-%d %H:%M"),
-               **payload}
+    payload = {
+        "benchmark": name,
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        **payload,
+    }
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2))
     print(json.dumps(payload, indent=2))

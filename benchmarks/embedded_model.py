@@ -1,6 +1,6 @@
 """Tokens per second of the embedded model, one stream and with parallel llama.cpp slots.
 
-    python benchmarks/embedded_model.py [--requests 16] [--max-tokens 96]
+python benchmarks/embedded_model.py [--requests 16] [--max-tokens 96]
 """
 
 from __future__ import annotations
@@ -16,20 +16,39 @@ from common import peak_rss_mib, save  # noqa: E402
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.backends.local import stop_local_servers  # noqa: E402
 
-QUESTIONS = ["Explain photosynthesis to a child.", "Give three tips for learning to cook.",
-             "Why is the sky blue?", "Describe a good morning routine.",
-             "What makes a story memorable?", "How do vaccines work?",
-             "Write a short poem about rivers.", "Summarise the water cycle."]
+QUESTIONS = [
+    "Explain photosynthesis to a child.",
+    "Give three tips for learning to cook.",
+    "Why is the sky blue?",
+    "Describe a good morning routine.",
+    "What makes a story memorable?",
+    "How do vaccines work?",
+    "Write a short poem about rivers.",
+    "Summarise the water cycle.",
+]
 
 
 def measure(slots: int, concurrency: int, n: int, max_tokens: int) -> dict[str, float]:
-    config = EndpointConfig.from_dict({"backend": "local", "model": "smollm2",
-                                       "parallel_slots": slots, "max_concurrent": concurrency,
-                                       "cache": False}, name=f"slots{slots}")
+    config = EndpointConfig.from_dict(
+        {
+            "backend": "local",
+            "model": "smollm2",
+            "parallel_slots": slots,
+            "max_concurrent": concurrency,
+            "cache": False,
+        },
+        name=f"slots{slots}",
+    )
     # Forced length (ignore EOS is not exposed), so compare by generated tokens.
-    requests = [ChatRequest.from_prompt(QUESTIONS[i % len(QUESTIONS)] + f" ({i})",
-                                        temperature=0.7, max_tokens=max_tokens, seed=i)
-                for i in range(n)]
+    requests = [
+        ChatRequest.from_prompt(
+            QUESTIONS[i % len(QUESTIONS)] + f" ({i})",
+            temperature=0.7,
+            max_tokens=max_tokens,
+            seed=i,
+        )
+        for i in range(n)
+    ]
     with LLMClient(config, None, progress=False) as client:
         client.complete(ChatRequest.from_prompt("warm up", max_tokens=4))
         started = time.perf_counter()
@@ -37,9 +56,15 @@ def measure(slots: int, concurrency: int, n: int, max_tokens: int) -> dict[str, 
         wall = time.perf_counter() - started
     stop_local_servers()
     tokens = sum(r.completion_tokens for r in results)
-    return {"slots": slots, "concurrency": concurrency, "requests": n,
-            "completion_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
-            "mean_latency_s": sum(r.latency_s for r in results) / n}
+    return {
+        "slots": slots,
+        "concurrency": concurrency,
+        "requests": n,
+        "completion_tokens": tokens,
+        "wall_s": wall,
+        "tokens_per_s": tokens / wall,
+        "mean_latency_s": sum(r.latency_s for r in results) / n,
+    }
 
 
 def main() -> None:

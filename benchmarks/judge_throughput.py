@@ -37,9 +37,16 @@ def judge_responder(body: dict[str, Any], ctx: Any) -> str:
 
 def endpoint(base_url: str, concurrency: int) -> EndpointConfig:
     # Free-text replies, as a judge without structured output gives them.
-    return EndpointConfig.from_dict({"backend": "openai", "model": "bench-judge",
-                                     "base_url": base_url, "max_concurrent": concurrency,
-                                     "structured_output": False}, name="bench")
+    return EndpointConfig.from_dict(
+        {
+            "backend": "openai",
+            "model": "bench-judge",
+            "base_url": base_url,
+            "max_concurrent": concurrency,
+            "structured_output": False,
+        },
+        name="bench",
+    )
 
 
 def items(n: int) -> tuple[list[str], list[str], list[str]]:
@@ -69,8 +76,10 @@ def run_client_only(base_url: str, n: int, concurrency: int) -> dict[str, float]
     questions, _, predictions = items(n)
     config = endpoint(base_url, concurrency)
     with Judge(config) as judge:
-        requests = [judge.single_task(question, prediction).request
-                    for question, prediction in zip(questions, predictions, strict=True)]
+        requests = [
+            judge.single_task(question, prediction).request
+            for question, prediction in zip(questions, predictions, strict=True)
+        ]
     with LLMClient(config, None, progress=False) as client:
         cpu, wall = cpu_seconds(), time.perf_counter()
         client.complete_many(requests, desc=None)
@@ -91,26 +100,46 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     bound = args.concurrency / args.latency
-    report: dict[str, Any] = {"latency_s": args.latency, "concurrency": args.concurrency,
-                              "bound_judgments_per_s": bound, "judgments": args.judgments}
+    report: dict[str, Any] = {
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "bound_judgments_per_s": bound,
+        "judgments": args.judgments,
+    }
     with serve_in_subprocess(latency_s=args.latency, responder=RESPONDER) as url:
         for kind in ("single_1_10", "binary"):
-            report[kind] = ratio(best_of(args.runs, lambda kind=kind: run_judge(
-                url, kind, args.judgments, args.concurrency), "judgments_per_s"), bound)
+            report[kind] = ratio(
+                best_of(
+                    args.runs,
+                    lambda kind=kind: run_judge(url, kind, args.judgments, args.concurrency),
+                    "judgments_per_s",
+                ),
+                bound,
+            )
         # Measured in the same conditions: the share of the bound the bare client reaches.
-        report["client_only"] = ratio(best_of(args.runs, lambda: run_client_only(
-            url, args.judgments, args.concurrency), "judgments_per_s"), bound)
+        report["client_only"] = ratio(
+            best_of(
+                args.runs,
+                lambda: run_client_only(url, args.judgments, args.concurrency),
+                "judgments_per_s",
+            ),
+            bound,
+        )
     # At zero latency the client's own CPU is the limit: what judging adds per call.
     n = args.zero_latency_judgments
     with serve_in_subprocess(latency_s=0.0, responder=RESPONDER) as url:
-        judge = best_of(args.runs, lambda: run_judge(url, "single_1_10", n, args.concurrency),
-                        "judgments_per_s")
-        client = best_of(args.runs, lambda: run_client_only(url, n, args.concurrency),
-                         "judgments_per_s")
+        judge = best_of(
+            args.runs, lambda: run_judge(url, "single_1_10", n, args.concurrency), "judgments_per_s"
+        )
+        client = best_of(
+            args.runs, lambda: run_client_only(url, n, args.concurrency), "judgments_per_s"
+        )
     report["zero_latency"] = {
-        "judgments": n, "judge": judge, "client_only": client,
-        "judge_overhead_cpu_ms_per_judgment":
-            judge["cpu_ms_per_judgment"] - client["cpu_ms_per_judgment"],
+        "judgments": n,
+        "judge": judge,
+        "client_only": client,
+        "judge_overhead_cpu_ms_per_judgment": judge["cpu_ms_per_judgment"]
+        - client["cpu_ms_per_judgment"],
     }
     save("judge_throughput", report)
 

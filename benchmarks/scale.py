@@ -35,16 +35,20 @@ MODELS = [f"model-{i:02d}" for i in range(17)]  # UltraFeedback's pool had 17 mo
 
 
 def raw_prompts(n: int) -> pd.DataFrame:
-    return pd.DataFrame({
-        "prompt_id": [f"p{i:06d}" for i in range(n)],
-        "source": [SOURCES[i % 6] for i in range(n)],
-        "instruction": [f"Question {i}: explain, with one example, how topic {i % 997} works "
-                        "and why it matters to a newcomer in two short paragraphs."
-                        for i in range(n)],
-        "correct_answers": [["yes"] if i % 6 == 4 else [] for i in range(n)],
-        "incorrect_answers": [["no"] if i % 6 == 4 else [] for i in range(n)],
-        "reference_answer": ["ref" if i % 6 == 2 else None for i in range(n)],
-    })
+    return pd.DataFrame(
+        {
+            "prompt_id": [f"p{i:06d}" for i in range(n)],
+            "source": [SOURCES[i % 6] for i in range(n)],
+            "instruction": [
+                f"Question {i}: explain, with one example, how topic {i % 997} works "
+                "and why it matters to a newcomer in two short paragraphs."
+                for i in range(n)
+            ],
+            "correct_answers": [["yes"] if i % 6 == 4 else [] for i in range(n)],
+            "incorrect_answers": [["no"] if i % 6 == 4 else [] for i in range(n)],
+            "reference_answer": ["ref" if i % 6 == 2 else None for i in range(n)],
+        }
+    )
 
 
 def run_generate(n: int, url: str, cache: Path) -> dict:
@@ -52,14 +56,21 @@ def run_generate(n: int, url: str, cache: Path) -> dict:
     started, cpu = time.perf_counter(), cpu_seconds()
     sampled = sample_prompts(raw_prompts(n), MODELS, n_completions=4, seed=1)
     stages["sample"] = {"wall_s": time.perf_counter() - started, "rows": len(sampled)}
-    endpoints = parse_endpoints({"fake": {"backend": "openai", "model": "fake", "base_url": url,
-                                          "max_concurrent": 64}})
-    pool = parse_model_pool({m: {"endpoint": "fake"} for m in MODELS}, endpoints,
-                            {"temperature": 1.0, "top_p": 1.0, "max_tokens": 1024})
+    endpoints = parse_endpoints(
+        {"fake": {"backend": "openai", "model": "fake", "base_url": url, "max_concurrent": 64}}
+    )
+    pool = parse_model_pool(
+        {m: {"endpoint": "fake"} for m in MODELS},
+        endpoints,
+        {"temperature": 1.0, "top_p": 1.0, "max_tokens": 1024},
+    )
     started = time.perf_counter()
     completions = generate_completions(sampled, pool, cache, progress=False)
-    stages["generate"] = {"wall_s": time.perf_counter() - started, "rows": len(completions),
-                          "requests_per_s": len(completions) / (time.perf_counter() - started)}
+    stages["generate"] = {
+        "wall_s": time.perf_counter() - started,
+        "rows": len(completions),
+        "requests_per_s": len(completions) / (time.perf_counter() - started),
+    }
     completions.to_parquet(cache.parent / "completions.parquet")
     stages["cpu_s"] = cpu_seconds() - cpu
     return stages
@@ -68,13 +79,18 @@ def run_generate(n: int, url: str, cache: Path) -> dict:
 def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
     """One annotate node as Kedro runs it: load completions, judge, save the table."""
     completions = pd.read_parquet(cache.parent / "completions.parquet")
-    config = EndpointConfig.from_dict({"backend": "openai", "model": "fake", "base_url": url,
-                                       "max_concurrent": 64}, name="judge")
+    config = EndpointConfig.from_dict(
+        {"backend": "openai", "model": "fake", "base_url": url, "max_concurrent": 64}, name="judge"
+    )
     with LLMClient(config, cache, progress=False) as judge:
         started = time.perf_counter()
         if stage == "aspects":
-            table = annotate_aspects(completions, judge, max_reasks=1, aspects=[
-                "instruction_following", "honesty", "truthfulness", "helpfulness"])
+            table = annotate_aspects(
+                completions,
+                judge,
+                max_reasks=1,
+                aspects=["instruction_following", "honesty", "truthfulness", "helpfulness"],
+            )
         else:
             table = critique_completions(completions, judge, max_reasks=1)
         wall = time.perf_counter() - started
@@ -96,9 +112,16 @@ def main() -> None:
             stages = run_generate(args.prompts, url, cache)
         else:
             stages = run_judge_stage(args.stage, url, cache)
-    save(f"scale_{args.stage}", {"prompts": args.prompts, "completions": args.prompts * 4,
-                                 "stages": stages, "peak_rss_mib": peak_rss_mib(),
-                                 "workdir": str(workdir)})
+    save(
+        f"scale_{args.stage}",
+        {
+            "prompts": args.prompts,
+            "completions": args.prompts * 4,
+            "stages": stages,
+            "peak_rss_mib": peak_rss_mib(),
+            "workdir": str(workdir),
+        },
+    )
 
 
 if __name__ == "__main__":

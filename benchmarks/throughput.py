@@ -25,13 +25,18 @@ from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
 
 
 def requests_for(n: int) -> list[ChatRequest]:
-    return [ChatRequest.from_prompt(f"prompt number {i}", system="Be helpful.", temperature=0.0,
-                                    max_tokens=64) for i in range(n)]
+    return [
+        ChatRequest.from_prompt(
+            f"prompt number {i}", system="Be helpful.", temperature=0.0, max_tokens=64
+        )
+        for i in range(n)
+    ]
 
 
 def run_ours(base_url: str, n: int, concurrency: int, cache: Path | None) -> dict[str, float]:
-    config = EndpointConfig.from_dict({"backend": "openai", "model": "bench",
-                                       "base_url": base_url, "max_concurrent": concurrency})
+    config = EndpointConfig.from_dict(
+        {"backend": "openai", "model": "bench", "base_url": base_url, "max_concurrent": concurrency}
+    )
     batch = requests_for(n)
     with LLMClient(config, cache, progress=False) as client:
         cpu, wall = cpu_seconds(), time.perf_counter()
@@ -49,9 +54,14 @@ def run_plain(base_url: str, n: int, concurrency: int) -> dict[str, float]:
         async def one(i: int) -> None:
             async with semaphore:
                 await client.chat.completions.create(
-                    model="bench", max_tokens=64, temperature=0.0,
-                    messages=[{"role": "system", "content": "Be helpful."},
-                              {"role": "user", "content": f"prompt number {i}"}])
+                    model="bench",
+                    max_tokens=64,
+                    temperature=0.0,
+                    messages=[
+                        {"role": "system", "content": "Be helpful."},
+                        {"role": "user", "content": f"prompt number {i}"},
+                    ],
+                )
 
         await asyncio.gather(*(one(i) for i in range(n)))
         await client.close()
@@ -71,30 +81,43 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     bound = args.concurrency / args.latency
-    report: dict = {"latency_s": args.latency, "concurrency": args.concurrency,
-                    "bound_requests_per_s": bound}
+    report: dict = {
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "bound_requests_per_s": bound,
+    }
     with serve_in_subprocess(latency_s=args.latency, responder="echo") as url:
-        ours = best_of(args.runs, lambda: run_ours(url, args.requests, args.concurrency, None),
-                       "requests_per_s")
-        plain = best_of(args.runs, lambda: run_plain(url, args.requests, args.concurrency),
-                        "requests_per_s")
+        ours = best_of(
+            args.runs,
+            lambda: run_ours(url, args.requests, args.concurrency, None),
+            "requests_per_s",
+        )
+        plain = best_of(
+            args.runs, lambda: run_plain(url, args.requests, args.concurrency), "requests_per_s"
+        )
     report["latency_run"] = {
-        "ours": ours, "plain_async_openai": plain,
+        "ours": ours,
+        "plain_async_openai": plain,
         "ours_ratio_of_bound": ours["requests_per_s"] / bound,
         "plain_ratio_of_bound": plain["requests_per_s"] / bound,
     }
     # At zero latency the client's own CPU is the limit: what our layer adds per request.
     n = args.zero_latency_requests
-    with serve_in_subprocess(latency_s=0.0, responder="echo") as url, \
-            __import__("tempfile").TemporaryDirectory() as tmp:
-        ours = best_of(args.runs, lambda: run_ours(url, n, args.concurrency, None),
-                       "requests_per_s")
+    with (
+        serve_in_subprocess(latency_s=0.0, responder="echo") as url,
+        __import__("tempfile").TemporaryDirectory() as tmp,
+    ):
+        ours = best_of(
+            args.runs, lambda: run_ours(url, n, args.concurrency, None), "requests_per_s"
+        )
         cache = Path(tmp) / "cache.sqlite"
         with_cache = run_ours(url, n, args.concurrency, cache)
         rerun = run_ours(url, n, args.concurrency, cache)
         plain = best_of(args.runs, lambda: run_plain(url, n, args.concurrency), "requests_per_s")
     report["zero_latency_run"] = {
-        "ours": ours, "ours_with_cache_writes": with_cache, "ours_cached_rerun": rerun,
+        "ours": ours,
+        "ours_with_cache_writes": with_cache,
+        "ours_cached_rerun": rerun,
         "plain_async_openai": plain,
         "overhead_cpu_ms_per_request": ours["cpu_ms_per_request"] - plain["cpu_ms_per_request"],
     }

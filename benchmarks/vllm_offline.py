@@ -30,25 +30,44 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=4096)
     args = parser.parse_args()
     config = EndpointConfig.from_dict(
-        {"backend": "vllm", "model": args.model,
-         "engine_kwargs": {"max_model_len": args.max_model_len}}, name="gpu")
-    questions = [f"In two sentences, explain idea number {i} of good software design."
-                 for i in range(args.prompts)]
+        {
+            "backend": "vllm",
+            "model": args.model,
+            "engine_kwargs": {"max_model_len": args.max_model_len},
+        },
+        name="gpu",
+    )
+    questions = [
+        f"In two sentences, explain idea number {i} of good software design."
+        for i in range(args.prompts)
+    ]
     report: dict = {"model": args.model}
-    with tempfile.TemporaryDirectory() as tmp, \
-            LLMClient(config, Path(tmp) / "cache.sqlite") as client:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LLMClient(config, Path(tmp) / "cache.sqlite") as client,
+    ):
         started = time.perf_counter()
         answers = client.complete_many(
             [ChatRequest.from_prompt(q, temperature=1.0, max_tokens=256) for q in questions],
-            desc="generate")
+            desc="generate",
+        )
         wall = time.perf_counter() - started
         tokens = sum(a.completion_tokens for a in answers)
-        report["generate"] = {"requests": len(answers), "failed": sum(not a.ok for a in answers),
-                              "completion_tokens": tokens, "tokens_per_s": tokens / wall}
+        report["generate"] = {
+            "requests": len(answers),
+            "failed": sum(not a.ok for a in answers),
+            "completion_tokens": tokens,
+            "tokens_per_s": tokens / wall,
+        }
         judge_requests = [
-            build_aspect_request("helpfulness", questions[i], [answers[i].text or "",
-                                 answers[i + 1].text or ""], [1, 0], structured=True,
-                                 sampling={"temperature": 0.0, "max_tokens": 512})
+            build_aspect_request(
+                "helpfulness",
+                questions[i],
+                [answers[i].text or "", answers[i + 1].text or ""],
+                [1, 0],
+                structured=True,
+                sampling={"temperature": 0.0, "max_tokens": 512},
+            )
             for i in range(0, len(questions) - 1, 2)
         ]
         replies = client.complete_many(judge_requests, desc="judge")

@@ -26,8 +26,16 @@ def fake_llm() -> Iterator[FakeLLMServer]:
 
 def endpoints_via(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     """Runtime params that point the project's `local` endpoint at a fake server."""
-    return {"local": {"backend": "openai", "model": "fake-model", "base_url": server.base_url,
-                      "backoff_base_s": 0.01, "backoff_max_s": 0.05, **extra}}
+    return {
+        "local": {
+            "backend": "openai",
+            "model": "fake-model",
+            "base_url": server.base_url,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.05,
+            **extra,
+        }
+    }
 
 
 @pytest.fixture
@@ -41,8 +49,11 @@ def run_kedro(tmp_path) -> Callable[..., dict[str, Any]]:
 
     bootstrap_project(PROJECT_ROOT)
 
-    def run(pipeline_name: str = "__default__",
-            runtime_params: Mapping[str, Any] | None = None, **run_args: Any) -> dict[str, Any]:
+    def run(
+        pipeline_name: str = "__default__",
+        runtime_params: Mapping[str, Any] | None = None,
+        **run_args: Any,
+    ) -> dict[str, Any]:
         params = {"data_root": str(tmp_path / "data"), **(runtime_params or {})}
         with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
             outputs = session.run(pipeline_names=[pipeline_name], **run_args)

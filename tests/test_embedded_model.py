@@ -40,8 +40,9 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
     aspects = catalog.load("aspect_annotations")
     assert len(aspects) == 8 * 4
     readable = aspects["parse_status"].isin(["ok", "na"]).mean()
-    assert readable >= 0.95, aspects.loc[aspects["parse_status"].isin(UNREADABLE),
-                                         ["parse_error", "raw_reply"]].to_string()
+    assert readable >= 0.95, aspects.loc[
+        aspects["parse_status"].isin(UNREADABLE), ["parse_error", "raw_reply"]
+    ].to_string()
     assert aspects.loc[aspects["parse_status"] == "ok", "rating"].between(1, 5).all()
 
     overall_scores = catalog.load("overall_scores")
@@ -53,8 +54,9 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
 
 
 def test_the_embedded_server_listens_on_loopback_and_stops():
-    config = EndpointConfig.from_dict({"backend": "local", "model": "smollm2",
-                                       "parallel_slots": 1}, name="local")
+    config = EndpointConfig.from_dict(
+        {"backend": "local", "model": "smollm2", "parallel_slots": 1}, name="local"
+    )
     with LLMClient(config, None, progress=False) as client:
         url = urlparse(client.backend._base_url)
         assert url.hostname == "127.0.0.1"

@@ -22,11 +22,23 @@ def endpoints(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     return endpoints_via(server, structured_output=False, **extra)
 
 
-def row(instance_id: str, response: str | None, reference: str | None = "Paris",
-        model: str = "m1", replicate: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"instance_id": instance_id, "question": f"Question {instance_id}?",
-            "response": response, "reference": reference, "model": model,
-            "replicate": replicate, **extra}
+def row(
+    instance_id: str,
+    response: str | None,
+    reference: str | None = "Paris",
+    model: str = "m1",
+    replicate: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "instance_id": instance_id,
+        "question": f"Question {instance_id}?",
+        "response": response,
+        "reference": reference,
+        "model": model,
+        "replicate": replicate,
+        **extra,
+    }
 
 
 def evaluate(server: FakeLLMServer, rows: list[dict[str, Any]], cache=None, **params: Any):
@@ -36,8 +48,7 @@ def evaluate(server: FakeLLMServer, rows: list[dict[str, Any]], cache=None, **pa
 def metric(metrics: pd.DataFrame, model: str, name: str, **where: Any) -> pd.Series:
     selected = metrics[(metrics["model"] == model) & (metrics["metric"] == name)]
     for column, value in where.items():
-        selected = selected[selected[column].isna() if value is None else
-                            selected[column] == value]
+        selected = selected[selected[column].isna() if value is None else selected[column] == value]
     assert len(selected) == 1, selected
     return selected.iloc[0]
 
@@ -73,8 +84,10 @@ def candidate(body: dict[str, Any]) -> str:
         ({"modee": "binary"}, "evaluate.modee: unknown setting"),
         ({"judge": "local"}, "evaluate.judge must be a mapping {endpoint: ..."),
         ({"judge": {"endpoint": "local", "temprature": 0}}, "evaluate.judge.temprature"),
-        ({"judge": {"endpoint": "local", "max_tokens": "many"}},
-         "evaluate.judge.max_tokens must be an integer >= 1"),
+        (
+            {"judge": {"endpoint": "local", "max_tokens": "many"}},
+            "evaluate.judge.max_tokens must be an integer >= 1",
+        ),
         ({"generate_with": "nowhere"}, "evaluate.generate_with: 'nowhere' is not defined"),
     ],
 )
@@ -108,10 +121,14 @@ def test_the_judge_endpoint_by_name_inline_or_from_the_environment(monkeypatch):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda rows: [{k: v for k, v in r.items() if k != "question"} for r in rows],
-         "missing column(s) ['question']"),
-        (lambda rows: [rows[0], {**rows[1], "question": "  "}], "row 1 (instance_id 'b'), "
-                                                                 "column 'question': is empty"),
+        (
+            lambda rows: [{k: v for k, v in r.items() if k != "question"} for r in rows],
+            "missing column(s) ['question']",
+        ),
+        (
+            lambda rows: [rows[0], {**rows[1], "question": "  "}],
+            "row 1 (instance_id 'b'), column 'question': is empty",
+        ),
         (lambda rows: [rows[0], {**rows[1], "response": 42}], "column 'response': must be text"),
         (lambda rows: [rows[0], {**rows[1], "instance_id": None}], "column 'instance_id'"),
         (lambda rows: [rows[0], {**rows[1], "model": None}], "column 'model': is empty"),
@@ -119,13 +136,22 @@ def test_the_judge_endpoint_by_name_inline_or_from_the_environment(monkeypatch):
         (lambda rows: [rows[0], {**rows[1], "replicate": 0.5}], "column 'replicate'"),
         (lambda rows: [rows[0], {**rows[1], "weight": -2}], "column 'weight'"),
         (lambda rows: [rows[0], {**rows[1], "instance_id": "a"}], "repeats row 0"),
-        (lambda rows: [rows[0], {**rows[1], "instance_id": "a", "model": "m2",
-                                 "question": "Another?"}], "differs from row 0"),
+        (
+            lambda rows: [
+                rows[0],
+                {**rows[1], "instance_id": "a", "model": "m2", "question": "Another?"},
+            ],
+            "differs from row 0",
+        ),
         (lambda rows: [rows[0], {**rows[1], "response": None}], "evaluate.generate_with"),
-        (lambda rows: [rows[0], {**rows[1], "prior_question": "Hi"}],
-         "column 'prior_response': prior_question and prior_response go together"),
-        (lambda rows: [rows[0], {**rows[1], "prior_question": "Hi", "prior_response": "Yo"}],
-         "single_1_10 only"),
+        (
+            lambda rows: [rows[0], {**rows[1], "prior_question": "Hi"}],
+            "column 'prior_response': prior_question and prior_response go together",
+        ),
+        (
+            lambda rows: [rows[0], {**rows[1], "prior_question": "Hi", "prior_response": "Yo"}],
+            "single_1_10 only",
+        ),
         (lambda rows: [], "has no rows"),
     ],
 )
@@ -150,11 +176,12 @@ def test_reference_modes_need_a_reference_column(fake_llm):
 
 
 def test_binary_exact_match_and_unknown_reference_skip_the_judge():
-    reply = ("extracted_final_answer: Lyon\nreasoning: Lyon is not Paris.\ncorrect: no\n"
-             "confidence: 70%")
+    reply = (
+        "extracted_final_answer: Lyon\nreasoning: Lyon is not Paris.\ncorrect: no\nconfidence: 70%"
+    )
     rows = [
         row("a", "The answer is: paris!", reference="Paris"),  # not an exact match: judged
-        row("b", "  PARIS. "),                                  # exact after normalisation
+        row("b", "  PARIS. "),  # exact after normalisation
         row("c", "Lyon"),
         row("d", "whatever", reference=None),
         row("e", "whatever", reference="n/a"),
@@ -177,19 +204,25 @@ def test_binary_exact_match_and_unknown_reference_skip_the_judge():
 
 def test_binary_single_token_replies():
     with FakeLLMServer(lambda body, ctx: "Yes" if "Paris" in candidate(body) else "No") as server:
-        judgments, _ = evaluate(server, [row("a", "It's Paris"), row("b", "Rome")],
-                                mode="binary", binary_reply="yes/no")
+        judgments, _ = evaluate(
+            server, [row("a", "It's Paris"), row("b", "Rome")], mode="binary", binary_reply="yes/no"
+        )
     assert list(judgments["score"]) == [1.0, 0.0]
     assert "single word: yes" in judgments["prompt"].iloc[0]
 
 
 def test_pass_at_k_over_replicates_matches_hand_computed_values():
     # m1: instance a correct in 1 of 3 replicates, b in 2 of 3; m2: a 0 of 3, b 3 of 3.
-    outcomes = {("m1", "a"): [1, 0, 0], ("m1", "b"): [1, 1, 0],
-                ("m2", "a"): [0, 0, 0], ("m2", "b"): [1, 1, 1]}
+    outcomes = {
+        ("m1", "a"): [1, 0, 0],
+        ("m1", "b"): [1, 1, 0],
+        ("m2", "a"): [0, 0, 0],
+        ("m2", "b"): [1, 1, 1],
+    }
     rows = [
-        row(instance, "Paris" if correct else f"wrong {replicate}", model=model,
-            replicate=replicate)
+        row(
+            instance, "Paris" if correct else f"wrong {replicate}", model=model, replicate=replicate
+        )
         for (model, instance), marks in outcomes.items()
         for replicate, correct in enumerate(marks)
     ]
@@ -210,8 +243,12 @@ def test_pass_at_k_over_replicates_matches_hand_computed_values():
 
 
 def test_weighted_accuracy_over_weighted_responses():
-    rows = [row("a", "Paris", weight=3.0), row("b", "Rome", weight=1.0),
-            row("c", "Paris", replicate=0), row("c", "Lyon", replicate=1, weight=0.5)]
+    rows = [
+        row("a", "Paris", weight=3.0),
+        row("b", "Rome", weight=1.0),
+        row("c", "Paris", replicate=0),
+        row("c", "Lyon", replicate=1, weight=0.5),
+    ]
     with FakeLLMServer(lambda body, ctx: "0") as server:
         _, metrics = evaluate(server, rows, mode="binary", binary_reply="0/1")
     # A missing weight counts as 1: (3*1 + 1*0 + 1*1 + 0.5*0) / 5.5
@@ -235,8 +272,12 @@ def test_unparsed_binary_replies_count_as_wrong_or_are_excluded():
 
 
 def test_score_0_5_normalises_to_100_and_counts_unrated_replies_as_zero():
-    ratings = {"good": "Rating: 5", "fair": "Rating: 3", "poor": "Rating: 1",
-               "rambling": "I cannot decide."}
+    ratings = {
+        "good": "Rating: 5",
+        "fair": "Rating: 3",
+        "poor": "Rating: 1",
+        "rambling": "I cannot decide.",
+    }
     rows = [row(name, name) for name in ratings] + [row("none", "x", reference=None)]
     judge = lambda body, ctx: ratings[candidate(body)]  # noqa: E731
     with FakeLLMServer(judge) as server:
@@ -258,8 +299,15 @@ def test_single_1_10_uses_references_where_known_and_the_conversation_for_turn_2
     rows = [
         row("a", "Four.", reference="4"),
         row("b", "A poem.", reference=None),
-        row("a", "Eight.", reference="8", prior_question="Question a?", prior_response="Four.",
-            prior_reference="4") | {"question": "Double it?"},
+        row(
+            "a",
+            "Eight.",
+            reference="8",
+            prior_question="Question a?",
+            prior_response="Four.",
+            prior_reference="4",
+        )
+        | {"question": "Double it?"},
     ]
     with FakeLLMServer(lambda body, ctx: "Fine. Rating: [[6]]") as server:
         judgments, metrics = evaluate(server, rows, mode="single_1_10")
@@ -275,12 +323,19 @@ def test_single_1_10_uses_references_where_known_and_the_conversation_for_turn_2
 
 
 def test_rubric_gives_one_row_per_criterion_and_means_per_criterion():
-    replies = {"clear": '{"scores": {"accuracy": 5, "clarity": 4}}',
-               "muddled": '{"scores": {"accuracy": 3}}'}
+    replies = {
+        "clear": '{"scores": {"accuracy": 5, "clarity": 4}}',
+        "muddled": '{"scores": {"accuracy": 3}}',
+    }
     judge = lambda body, ctx: replies[candidate(body)]  # noqa: E731
     with FakeLLMServer(judge) as server:
-        judgments, metrics = evaluate(server, [row("a", "clear"), row("b", "muddled")],
-                                      mode="rubric", rubric=RUBRIC, missing="exclude")
+        judgments, metrics = evaluate(
+            server,
+            [row("a", "clear"), row("b", "muddled")],
+            mode="rubric",
+            rubric=RUBRIC,
+            missing="exclude",
+        )
     assert len(judgments) == 4 and set(judgments["criterion"]) == set(RUBRIC)
     muddled = judgments[judgments["instance_id"] == "b"].set_index("criterion")
     assert muddled.loc["accuracy", "score"] == 3 and pd.isna(muddled.loc["clarity", "score"])
@@ -296,14 +351,19 @@ def test_rubric_gives_one_row_per_criterion_and_means_per_criterion():
 
 
 def pair_rows(replicates: int = 1) -> list[dict[str, Any]]:
-    return [row(instance, f"{model} says {instance}", model=model, replicate=replicate)
-            for instance in ("a", "b") for model in ("m1", "m2", "m3")
-            for replicate in range(replicates)]
+    return [
+        row(instance, f"{model} says {instance}", model=model, replicate=replicate)
+        for instance in ("a", "b")
+        for model in ("m1", "m2", "m3")
+        for replicate in range(replicates)
+    ]
 
 
 def first_shown(body: dict[str, Any]) -> str:
-    return re.search(r"\[Response A - start\]\n<<<RESPONSE A BEGIN \w+>>>\n(.*?)\n",
-                     body["messages"][-1]["content"]).group(1)
+    return re.search(
+        r"\[Response A - start\]\n<<<RESPONSE A BEGIN \w+>>>\n(.*?)\n",
+        body["messages"][-1]["content"],
+    ).group(1)
 
 
 def test_pairwise_judges_each_pair_in_both_orders():
@@ -317,7 +377,10 @@ def test_pairwise_judges_each_pair_in_both_orders():
         judgments, metrics = evaluate(server, pair_rows(), mode="pairwise")
         assert server.request_count == 2 * 6  # 3 pairs per instance, both orders
     assert list(judgments[["model_a", "model_b"]].drop_duplicates().itertuples(index=False)) == [
-        ("m1", "m2"), ("m1", "m3"), ("m2", "m3")]
+        ("m1", "m2"),
+        ("m1", "m3"),
+        ("m2", "m3"),
+    ]
     assert judgments["consistent"].all()
     assert metric(metrics, "m3", "win_rate")["value"] == 1.0
     assert metric(metrics, "m1", "win_rate")["value"] == pytest.approx(0.25)  # one tie, one loss
@@ -340,13 +403,21 @@ def test_pairwise_position_bias_counts_as_a_tie():
 
 def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(tmp_path):
     cache = tmp_path / "cache.sqlite"
-    responder = scripted([
-        ("\nlate\n<<<CANDIDATE ANSWER END", sequence(["hmm", "1"])),
-        ("\nhopeless\n<<<CANDIDATE ANSWER END", "I cannot tell."),
-        ("\nrefused\n<<<CANDIDATE ANSWER END", Reply(status=400, error_message="bad request")),
-    ], default=lambda body, ctx: "0")
-    rows = [row("late", "late"), row("hopeless", "hopeless"), row("refused", "refused"),
-            row("fine", "fine"), row("exact", "Paris")]
+    responder = scripted(
+        [
+            ("\nlate\n<<<CANDIDATE ANSWER END", sequence(["hmm", "1"])),
+            ("\nhopeless\n<<<CANDIDATE ANSWER END", "I cannot tell."),
+            ("\nrefused\n<<<CANDIDATE ANSWER END", Reply(status=400, error_message="bad request")),
+        ],
+        default=lambda body, ctx: "0",
+    )
+    rows = [
+        row("late", "late"),
+        row("hopeless", "hopeless"),
+        row("refused", "refused"),
+        row("fine", "fine"),
+        row("exact", "Paris"),
+    ]
     params = {"mode": "binary", "binary_reply": "0/1"}
     with FakeLLMServer(responder) as server:
         judgments, metrics = evaluate(server, rows, cache, **params)
@@ -358,10 +429,16 @@ def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(
         assert server.request_count == 7 + 1
     by_id = judgments.set_index("instance_id")
     assert by_id.loc["late", ["score", "parse_status", "raw_response", "reasks"]].tolist() == [
-        1.0, "ok", "1", 1]
+        1.0,
+        "ok",
+        "1",
+        1,
+    ]
     assert pd.isna(by_id.loc["hopeless", "score"]) and by_id.loc["hopeless", "reasks"] == 1
     assert by_id.loc["hopeless", ["parse_status", "raw_response"]].tolist() == [
-        "no_match", "I cannot tell."]
+        "no_match",
+        "I cannot tell.",
+    ]
     assert by_id.loc["refused", ["parse_status", "reasks"]].tolist() == ["call_failed", 0]
     assert by_id.loc[["fine", "exact"], "reasks"].tolist() == [0, 0]
     assert metric(metrics, "m1", "n_reasks")[["value", "n"]].tolist() == [2, 5]
@@ -376,8 +453,11 @@ def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(
 
 
 def test_max_instances_and_n_replicates_select_samples(fake_llm):
-    rows = [row(instance, "Rome", replicate=replicate)
-            for instance in ("a", "b", "c") for replicate in range(3)]
+    rows = [
+        row(instance, "Rome", replicate=replicate)
+        for instance in ("a", "b", "c")
+        for replicate in range(3)
+    ]
     judgments, _ = evaluate(fake_llm, rows, mode="score_0_5", max_instances=2, n_replicates=2)
     assert sorted(set(judgments["instance_id"])) == ["a", "b"]
     assert sorted(set(judgments["replicate"])) == [0, 1]
@@ -394,8 +474,7 @@ def test_missing_responses_are_generated_cached_and_regenerated(tmp_path):
         return "1"
 
     rows = [row("a", None), row("b", "Rome")]
-    params = {"mode": "binary", "binary_reply": "0/1", "generate_with": "local",
-              "n_replicates": 2}
+    params = {"mode": "binary", "binary_reply": "0/1", "generate_with": "local", "n_replicates": 2}
     with FakeLLMServer(responder) as server:
         judgments, _ = evaluate(server, rows, cache, **params)
         generated = [body for body in server.requests if len(body["messages"]) == 1]
@@ -415,8 +494,9 @@ def test_missing_responses_are_generated_cached_and_regenerated(tmp_path):
 def test_replicates_are_judged_separately_even_when_identical(tmp_path):
     rows = [row("a", "Rome", replicate=0), row("a", "Rome", replicate=1)]
     with FakeLLMServer(lambda body, ctx: ["1", "0"][ctx.key_call_index % 2]) as server:
-        judgments, _ = evaluate(server, rows, tmp_path / "c.sqlite", mode="binary",
-                                binary_reply="0/1")
+        judgments, _ = evaluate(
+            server, rows, tmp_path / "c.sqlite", mode="binary", binary_reply="0/1"
+        )
         assert server.request_count == 2
     assert sorted(judgments["score"]) == [0.0, 1.0]
 
@@ -428,8 +508,9 @@ def test_failed_generation_is_a_missing_judgment():
         return "1"
 
     with FakeLLMServer(responder) as server:
-        judgments, metrics = evaluate(server, [row("a", None), row("b", "Paris")],
-                                      mode="binary", generate_with="local")
+        judgments, metrics = evaluate(
+            server, [row("a", None), row("b", "Paris")], mode="binary", generate_with="local"
+        )
     failed = judgments.set_index("instance_id").loc["a"]
     assert failed["parse_status"] == "no_response" and "no such model" in failed["error"]
     assert metric(metrics, "m1", "mean")["n_missing"] == 1

@@ -31,8 +31,11 @@ def project_copy(tmp_path: Path) -> Path:
     copy = tmp_path / "project"
     copy.mkdir()
     shutil.copy(PROJECT_ROOT / "pyproject.toml", copy)
-    shutil.copytree(PROJECT_ROOT / "src", copy / "src",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(
+        PROJECT_ROOT / "src",
+        copy / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )
     shutil.copytree(PROJECT_ROOT / "conf", copy / "conf", ignore=shutil.ignore_patterns("local"))
     (copy / "conf" / "local").mkdir()
     shutil.copytree(PROJECT_ROOT / "data" / "01_raw", copy / "data" / "01_raw")

@@ -65,8 +65,10 @@ class RecordedJudge:
         text = body["messages"][-1]["content"]
         found = [
             (len(signature), key)
-            for question, candidates in self.by_question.items() if question in text
-            for signature, key in candidates if all(part in text for part in signature)
+            for question, candidates in self.by_question.items()
+            if question in text
+            for signature, key in candidates
+            if all(part in text for part in signature)
         ]
         longest = max((length for length, _ in found), default=0)
         keys = [key for length, key in found if length == longest]
@@ -96,8 +98,12 @@ def mt_bench() -> dict[str, Any]:
         for row in _read_jsonl(path)
     }
     judgments = _read_jsonl(MT_BENCH / "gpt-4_single_judgments.jsonl")
-    return {"questions": questions, "references": references, "answers": answers,
-            "judgments": judgments}
+    return {
+        "questions": questions,
+        "references": references,
+        "answers": answers,
+        "judgments": judgments,
+    }
 
 
 def eval_samples(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,18 +116,24 @@ def eval_samples(data: dict[str, Any]) -> list[dict[str, Any]]:
     for (model, question_id, turn), times in sorted(judged_times.items()):
         asked, said = data["questions"][question_id], data["answers"][(model, question_id)]
         reference = data["references"].get(question_id, [None, None])
-        sample = {"instance_id": str(question_id), "model": model, "question": asked[turn - 1],
-                  "response": said[turn - 1], "reference": reference[turn - 1]}
+        sample = {
+            "instance_id": str(question_id),
+            "model": model,
+            "question": asked[turn - 1],
+            "response": said[turn - 1],
+            "reference": reference[turn - 1],
+        }
         if turn == 2:
-            sample |= {"prior_question": asked[0], "prior_response": said[0],
-                       "prior_reference": reference[0]}
+            sample |= {
+                "prior_question": asked[0],
+                "prior_response": said[0],
+                "prior_reference": reference[0],
+            }
         rows += [{**sample, "replicate": replicate} for replicate in range(times)]
     return rows
 
 
-def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(
-    mt_bench, run_kedro, tmp_path
-):
+def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, run_kedro, tmp_path):
     samples_path = tmp_path / "mt_bench_samples.jsonl"
     samples_path.write_text(
         "".join(json.dumps(row) + "\n" for row in eval_samples(mt_bench)), encoding="utf-8"

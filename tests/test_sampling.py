@@ -9,15 +9,17 @@ from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.principles import SOURCES, SYSTEM_PROMPTS
 from llm_feedback.sampling import (
     FALSE_PREMISE_NOTE,
-    RAW_PROMPT_COLUMNS,
-    REQUIRED_COLUMNS,
-    SAMPLED_PROMPT_COLUMNS,
     combine_prompt_sources,
     derive_prompt_id,
     sample_prompts,
     truthfulqa_to_raw_prompts,
     validate_raw_prompts,
     world_knowledge,
+)
+from llm_feedback.schema import (
+    RAW_PROMPTS_COLUMNS,
+    RAW_PROMPTS_REQUIRED_COLUMNS,
+    SAMPLED_PROMPTS_COLUMNS,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +58,8 @@ def small_raw() -> pd.DataFrame:
 def test_validated_frame_has_explicit_columns_and_dtypes():
     raw = small_raw().assign(extra="dropped")
     clean = validate_raw_prompts(raw)
-    assert tuple(clean.columns) == RAW_PROMPT_COLUMNS
-    assert REQUIRED_COLUMNS == ("source", "instruction")
+    assert tuple(clean.columns) == RAW_PROMPTS_COLUMNS
+    assert RAW_PROMPTS_REQUIRED_COLUMNS == ("source", "instruction")
     for column in ("prompt_id", "source", "instruction", "reference_answer"):
         assert clean[column].dtype == "str", column
     assert clean["correct_answers"].dtype == object
@@ -190,7 +192,7 @@ def test_world_knowledge_accepts_a_series_with_null_reference():
 
 def test_output_is_long_with_the_documented_columns_and_dtypes():
     sampled = sample_prompts(small_raw(), POOL, n_completions=4, seed=1)
-    assert tuple(sampled.columns) == SAMPLED_PROMPT_COLUMNS
+    assert tuple(sampled.columns) == SAMPLED_PROMPTS_COLUMNS
     assert len(sampled) == 12
     assert sampled["completion_idx"].dtype == np.int64
     assert sampled["completion_idx"].tolist() == [0, 1, 2, 3] * 3
@@ -342,7 +344,7 @@ def test_max_prompts_keeps_a_stable_seeded_subset_in_input_order():
 
 def test_empty_input_gives_an_empty_frame_with_the_columns():
     sampled = sample_prompts(synthetic_prompts(0), POOL)
-    assert len(sampled) == 0 and tuple(sampled.columns) == SAMPLED_PROMPT_COLUMNS
+    assert len(sampled) == 0 and tuple(sampled.columns) == SAMPLED_PROMPTS_COLUMNS
 
 
 @pytest.mark.parametrize(
@@ -398,7 +400,7 @@ def truthfulqa_layout() -> pd.DataFrame:
 def test_truthfulqa_layout_is_converted():
     raw = truthfulqa_layout()
     converted = truthfulqa_to_raw_prompts(raw)
-    assert tuple(converted.columns) == RAW_PROMPT_COLUMNS
+    assert tuple(converted.columns) == RAW_PROMPTS_COLUMNS
     assert converted["source"].eq("truthful_qa").all()
     # A best answer missing from the correct answers is put first; empty pieces are dropped.
     assert converted["correct_answers"][0] == [
@@ -473,7 +475,7 @@ def test_combining_sources_keeps_every_prompt_and_names_the_dataset_at_fault():
         {"demo_prompts": load_demo(), "truthfulqa": truthfulqa_to_raw_prompts(truthfulqa_layout())}
     )
     assert len(combined) == len(load_demo()) + 2
-    assert tuple(combined.columns) == RAW_PROMPT_COLUMNS
+    assert tuple(combined.columns) == RAW_PROMPTS_COLUMNS
     assert isinstance(combined.index, pd.RangeIndex)
 
     broken = small_raw().assign(instruction=["ok", "", "ok too"])

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.config import EndpointConfig, endpoint_from_env
-from llm_feedback.backends.contract import SAMPLING_KEYS, check_sampling
+from llm_feedback.backends.contract import check_sampling
 from llm_feedback.errors import ConfigError
 
 # The endpoint reference that means "from the seed environment variables".
@@ -48,12 +48,6 @@ def parse_model_pool(
     for name, definition in pool.items():
         if not isinstance(definition, Mapping) or "endpoint" not in definition:
             raise ConfigError(f"model_pool.{name}: needs an 'endpoint'")
-        unknown = sorted(set(definition) - {"endpoint", *SAMPLING_KEYS})
-        if unknown:
-            raise ConfigError(
-                f"model_pool.{name}: unknown setting(s) {', '.join(unknown)}; "
-                f"allowed: endpoint, {', '.join(SAMPLING_KEYS)}"
-            )
         endpoint_name = definition["endpoint"]
         if endpoint_name not in endpoints:
             raise ConfigError(

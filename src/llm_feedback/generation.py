@@ -12,30 +12,11 @@ from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.endpoints import ModelSpec
 from llm_feedback.engine import Task, TaskEngine
 from llm_feedback.errors import InputError
+from llm_feedback.schema import COMPLETIONS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 
 SAMPLED_COLUMNS = ("prompt_id", "completion_idx", "instruction", "model", "system_prompt")
-
-COMPLETION_DTYPES = {
-    "prompt_id": "string",
-    "completion_idx": "int64",
-    "source": "string",
-    "instruction": "string",
-    "world_knowledge": "string",
-    "model": "string",
-    "principle": "string",
-    "system_prompt": "string",
-    "endpoint": "string",
-    "backend": "string",
-    "response": "string",
-    "finish_reason": "string",
-    "prompt_tokens": "int64",
-    "completion_tokens": "int64",
-    "latency_s": "float64",
-    "cached": "bool",
-    "error": "string",
-}
 
 
 def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
@@ -117,6 +98,7 @@ def generate_completions(
     )
     failed = frame["error"].notna().sum()
     if failed:
-        logger.warning("generate: %d of %d completions failed (see column 'error')",
-                       failed, len(frame))
-    return frame.astype(COMPLETION_DTYPES)
+        logger.warning(
+            "generate: %d of %d completions failed (see column 'error')", failed, len(frame)
+        )
+    return frame.astype(COMPLETIONS_COLUMN_TYPES)

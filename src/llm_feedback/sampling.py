@@ -31,28 +31,12 @@ from llm_feedback.principles import (
     validate_calibration_rate,
     validate_principle_weights,
 )
+from llm_feedback.schema import (
+    ANSWER_LIST_COLUMNS,
+    RAW_PROMPTS_REQUIRED_COLUMNS,
+    SAMPLED_PROMPTS_COLUMNS,
+)
 
-REQUIRED_COLUMNS: tuple[str, ...] = ("source", "instruction")
-ANSWER_LIST_COLUMNS: tuple[str, ...] = ("correct_answers", "incorrect_answers")
-RAW_PROMPT_COLUMNS: tuple[str, ...] = (
-    "prompt_id",
-    "source",
-    "instruction",
-    *ANSWER_LIST_COLUMNS,
-    "reference_answer",
-)
-SAMPLED_PROMPT_COLUMNS: tuple[str, ...] = (
-    "prompt_id",
-    "completion_idx",
-    "source",
-    "instruction",
-    *ANSWER_LIST_COLUMNS,
-    "reference_answer",
-    "world_knowledge",
-    "model",
-    "principle",
-    "system_prompt",
-)
 TRUTHFULQA_SOURCE = "truthful_qa"
 
 FALSE_PREMISE_NOTE = (
@@ -125,7 +109,7 @@ def _answer_list(value: Any) -> list[str] | str:
 def _validate(df: Any, name: str, known_sources: Iterable[str]) -> pd.DataFrame:
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
-    for column in REQUIRED_COLUMNS:
+    for column in RAW_PROMPTS_REQUIRED_COLUMNS:
         if column not in df.columns:
             raise InputError(
                 f"{name}: required column {column!r} is missing "
@@ -246,7 +230,7 @@ def validate_raw_prompts(
     name: str = "raw_prompts",
     principle_weights: Mapping[str, Mapping[str, float]] | None = None,
 ) -> pd.DataFrame:
-    """Check raw prompts and return them as a clean frame with `RAW_PROMPT_COLUMNS`.
+    """Check raw prompts and return them as a clean frame with `RAW_PROMPTS_COLUMNS`.
 
     Raises `InputError` naming `name`, the row (0-based position), the prompt_id where
     known and the column, for: a missing `source` or `instruction` column; an instruction
@@ -495,7 +479,7 @@ def sample_prompts(
     other prompts, so adding prompts to a dataset leaves existing assignments unchanged.
     Parameters are checked (`ConfigError`) before the data (`InputError`).
 
-    Returns columns `SAMPLED_PROMPT_COLUMNS`: completion_idx `int64`, correct_answers and
+    Returns columns `SAMPLED_PROMPTS_COLUMNS`: completion_idx `int64`, correct_answers and
     incorrect_answers `object` (`list[str]`), reference_answer nullable `str`, all other
     columns `str`; rows ordered by input prompt order, then completion_idx.
     """
@@ -567,4 +551,4 @@ def sample_prompts(
     sampled["model"] = pd.array(np.array(pool, dtype=object)[model_codes.ravel()], dtype="str")
     sampled["principle"] = pd.array(principle_names[principle_codes.ravel()], dtype="str")
     sampled["system_prompt"] = pd.array(flat_prompts[system_prompt_codes.ravel()], dtype="str")
-    return sampled[list(SAMPLED_PROMPT_COLUMNS)]
+    return sampled[list(SAMPLED_PROMPTS_COLUMNS)]

@@ -3,7 +3,7 @@ import pytest
 from llm_feedback.annotation import (
     ASPECTS,
     DEFAULT_ASPECTS,
-    aspect_json_schema,
+    aspect_reply_schema,
     build_aspect_request,
     parse_aspect_reply,
 )
@@ -58,7 +58,7 @@ def test_sampling_defaults_to_a_deterministic_judge_and_can_be_overridden() -> N
 @pytest.mark.parametrize("aspect", list(ASPECTS))
 def test_structured_mode_attaches_a_strict_schema(aspect: str) -> None:
     request = build_aspect_request(aspect, "Q?", COMPLETIONS, [1, 2, 0], structured=True)
-    assert request.json_schema == aspect_json_schema(aspect, 3)
+    assert request.json_schema == aspect_reply_schema(aspect, 3)
     assert "JSON" in user_text(request)
     ratings = request.json_schema["properties"]["ratings"]
     # One required key per shown text: a constrained decoder can neither skip nor repeat one.

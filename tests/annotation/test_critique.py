@@ -3,8 +3,8 @@ import json
 import pytest
 
 from llm_feedback.annotation import (
-    CRITIQUE_SCHEMA,
-    RESCORE_SCHEMA,
+    CRITIQUE_REPLY_SCHEMA,
+    RESCORE_REPLY_SCHEMA,
     build_critique_request,
     build_rescore_request,
     parse_critique_reply,
@@ -78,7 +78,7 @@ def test_critique_request_carries_principle_and_untrusted_text_safely() -> None:
 
 def test_structured_critique() -> None:
     request = build_critique_request("Q?", "A.", "honesty", structured=True)
-    assert request.json_schema == CRITIQUE_SCHEMA
+    assert request.json_schema == CRITIQUE_REPLY_SCHEMA
     assert request.messages[-1]["content"].endswith(
         'Reply with one JSON object and nothing else: {"feedback": "<your review>", '
         '"overall_score": <whole number from 1 (very poor) to 10 (excellent)>}.'
@@ -110,7 +110,7 @@ def test_rescore_request_is_tiny_and_includes_the_critique() -> None:
     assert "Too short; misses the point." in text and "number only" in text
     assert request.max_tokens == 8 and request.temperature == 0.0
     structured = build_rescore_request("Q?", "A.", "ok", structured=True, sampling={"seed": 1})
-    assert structured.json_schema == RESCORE_SCHEMA and structured.seed == 1
+    assert structured.json_schema == RESCORE_REPLY_SCHEMA and structured.seed == 1
     structured_text = structured.messages[-1]["content"]
     assert structured_text.endswith('Reply with {"overall_score": <1-10>} and nothing else.')
     # The marker lines are explained before the first block, with this request's code.

@@ -228,8 +228,12 @@ def test_json_reply() -> None:
 
 def test_json_in_the_keyed_shape_of_our_schema() -> None:
     reply = json.dumps(
-        {"ratings": {"text_2": {"rating": "N/A", "rationale": "fiction"},
-                     "text_1": {"rating": 3, "rationale": "ok"}}}
+        {
+            "ratings": {
+                "text_2": {"rating": "N/A", "rationale": "fiction"},
+                "text_1": {"rating": 3, "rationale": "ok"},
+            }
+        }
     )
     first, second = parse_aspect_reply("honesty", reply, 2, structured=True)
     assert (first.rating, first.rationale, first.status) == (3, "ok", "ok")

@@ -3,8 +3,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from llm_feedback.annotation import (
-    ASPECT_ANNOTATION_DTYPES,
-    CRITIQUE_DTYPES,
     DEFAULT_ASPECTS,
     AspectJudgement,
     CritiqueJudgement,
@@ -20,6 +18,7 @@ from llm_feedback.annotation import (
     ultrafeedback_frame,
 )
 from llm_feedback.errors import InputError
+from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 
 # Prompt "a": completion 1 failed to generate, so only 0 and 2 are judged.
 COMPLETIONS = pd.DataFrame(
@@ -123,7 +122,7 @@ def test_aspect_frame_maps_positions_back_to_completions() -> None:
     frame = aspect_annotations_frame(judge_everything())
     assert frame.dtypes.astype(str).to_dict() == {
         column: str(pd.Series(dtype=dtype).dtype)
-        for column, dtype in ASPECT_ANNOTATION_DTYPES.items()
+        for column, dtype in ASPECT_ANNOTATIONS_COLUMN_TYPES.items()
     }
     assert len(frame) == (2 * 2 + 2) * 4
     ok = frame[frame["parse_status"] == "ok"]
@@ -155,7 +154,7 @@ def test_aspect_frame_rejects_mismatched_results() -> None:
 
 def test_critiques_frame() -> None:
     frame = critique_table()
-    assert list(frame.columns) == list(CRITIQUE_DTYPES)
+    assert list(frame.columns) == list(CRITIQUES_COLUMN_TYPES)
     assert frame["overall_score"].tolist() == [9.0, 10.0, 10.0, pd.NA]
     assert frame["parse_status"].tolist() == ["ok", "ok", "ok", "call_failed"]
     assert frame["critique"].tolist()[:2] == ["Correct and brief.", "Wrong sum."]

@@ -13,8 +13,14 @@ from llm_feedback.testing.server import FakeLLMServer, Reply, echo_responder, fl
 
 
 def endpoint(server, **extra):
-    definition = {"backend": "openai", "model": "judge-x", "base_url": server.base_url,
-                  "backoff_base_s": 0.01, "backoff_max_s": 0.05, **extra}
+    definition = {
+        "backend": "openai",
+        "model": "judge-x",
+        "base_url": server.base_url,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.05,
+        **extra,
+    }
     return EndpointConfig.from_dict(definition, name="test")
 
 
@@ -101,8 +107,9 @@ def test_429_with_retry_after_is_retried_and_honoured():
 def test_500s_are_retried_then_reported_without_raising(tmp_path):
     always_500 = scripted([("doomed", Reply(status=500, error_message="boom"))])
     with FakeLLMServer(always_500) as server:
-        with LLMClient(endpoint(server, max_retries=2), tmp_path / "c.sqlite",
-                       progress=False) as client:
+        with LLMClient(
+            endpoint(server, max_retries=2), tmp_path / "c.sqlite", progress=False
+        ) as client:
             results = client.complete_many(
                 [ChatRequest.from_prompt("doomed"), ChatRequest.from_prompt("fine")]
             )
@@ -127,8 +134,9 @@ def test_failed_calls_are_not_cached(tmp_path):
 def test_a_reply_slower_than_the_timeout_is_retried_then_fails():
     slow = scripted([("slow", Reply(content="late", delay_s=2.0))])
     with FakeLLMServer(slow) as server:
-        with LLMClient(endpoint(server, timeout_s=0.2, max_retries=1), None,
-                       progress=False) as client:
+        with LLMClient(
+            endpoint(server, timeout_s=0.2, max_retries=1), None, progress=False
+        ) as client:
             result = client.complete(ChatRequest.from_prompt("slow"))
     assert not result.ok and "Timeout" in result.error
 
@@ -162,8 +170,12 @@ def test_client_errors_fail_fast_and_redact_keys():
 
 
 def test_json_schema_is_sent_as_response_format():
-    schema = {"type": "object", "properties": {"rating": {"type": "integer", "minimum": 1,
-              "maximum": 5}}, "required": ["rating"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"rating": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["rating"],
+        "additionalProperties": False,
+    }
     with FakeLLMServer() as server:  # the default responder fills the schema
         with LLMClient(endpoint(server), None, progress=False) as client:
             result = client.complete(ChatRequest.from_prompt("rate", json_schema=schema))
@@ -175,16 +187,33 @@ def test_json_schema_is_sent_as_response_format():
 
 def test_sampling_parameters_reach_the_server():
     with FakeLLMServer(echo_responder) as server:
-        with LLMClient(endpoint(server, max_tokens_field="max_completion_tokens"), None,
-                       progress=False) as client:
-            client.complete(ChatRequest.from_prompt("p", system="sys", temperature=0.0,
-                                                    top_p=0.6, max_tokens=7, stop=["END"],
-                                                    seed=3))
+        with LLMClient(
+            endpoint(server, max_tokens_field="max_completion_tokens"), None, progress=False
+        ) as client:
+            client.complete(
+                ChatRequest.from_prompt(
+                    "p",
+                    system="sys",
+                    temperature=0.0,
+                    top_p=0.6,
+                    max_tokens=7,
+                    stop=["END"],
+                    seed=3,
+                )
+            )
         sent = server.requests[-1]
-    assert sent["messages"] == [{"role": "system", "content": "sys"},
-                                {"role": "user", "content": "p"}]
-    assert (sent["temperature"], sent["top_p"], sent["max_completion_tokens"], sent["stop"],
-            sent["seed"], sent["model"]) == (0.0, 0.6, 7, ["END"], 3, "judge-x")
+    assert sent["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "p"},
+    ]
+    assert (
+        sent["temperature"],
+        sent["top_p"],
+        sent["max_completion_tokens"],
+        sent["stop"],
+        sent["seed"],
+        sent["model"],
+    ) == (0.0, 0.6, 7, ["END"], 3, "judge-x")
 
 
 def test_async_api_works_from_a_running_loop():
@@ -203,7 +232,8 @@ def test_async_api_works_from_a_running_loop():
 
 def test_is_available_is_false_for_a_dead_endpoint():
     config = EndpointConfig.from_dict(
-        {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}, name="dead")
+        {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}, name="dead"
+    )
     with LLMClient(config, None, progress=False) as client:
         assert client.is_available(timeout_s=1.0) is False
 
@@ -213,8 +243,7 @@ def test_credentials_come_from_the_registry_and_never_reach_logs(caplog):
     try:
         with FakeLLMServer(echo_responder) as server:
             caplog.set_level(logging.DEBUG)
-            with LLMClient(endpoint(server, credentials="judge"), None,
-                           progress=False) as client:
+            with LLMClient(endpoint(server, credentials="judge"), None, progress=False) as client:
                 client.complete_many(prompts(2), desc="secret-check")
             assert "secretsecret" not in json.dumps(server.requests)
         assert "secretsecret" not in caplog.text
@@ -244,15 +273,21 @@ def test_refresh_ignores_and_replaces_cached_answers(tmp_path):
 
 
 def test_max_string_chars_caps_free_text_fields_of_the_schema(tmp_path):
-    schema = {"type": "object", "additionalProperties": False, "required": ["why", "verdict"],
-              "properties": {"why": {"type": "string"},
-                             "verdict": {"type": "string", "enum": ["yes", "no"]},
-                             "notes": {"type": "array", "items": {"type": "string",
-                                                                  "maxLength": 500}}}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["why", "verdict"],
+        "properties": {
+            "why": {"type": "string"},
+            "verdict": {"type": "string", "enum": ["yes", "no"]},
+            "notes": {"type": "array", "items": {"type": "string", "maxLength": 500}},
+        },
+    }
     request = ChatRequest.from_prompt("judge", json_schema=schema)
     with FakeLLMServer() as server:
-        with LLMClient(endpoint(server, max_string_chars=40), tmp_path / "c.sqlite",
-                       progress=False) as client:
+        with LLMClient(
+            endpoint(server, max_string_chars=40), tmp_path / "c.sqlite", progress=False
+        ) as client:
             client.complete(request)
         with LLMClient(endpoint(server), tmp_path / "c.sqlite", progress=False) as client:
             client.complete(request)  # uncapped: a different request, not a cache hit

@@ -72,8 +72,9 @@ class DictBackend:
             return ChatResult(text="steady now", model=self.model)
         if question not in ANSWERS:
             return ChatResult.failure(f"no answer for {question!r}", model=self.model)
-        return ChatResult(text=ANSWERS[question], finish_reason="stop", completion_tokens=1,
-                          model=self.model)
+        return ChatResult(
+            text=ANSWERS[question], finish_reason="stop", completion_tokens=1, model=self.model
+        )
 
     async def probe(self, sdk: _Session, timeout_s: float) -> bool:
         return sdk is not None and not sdk.closed
@@ -142,8 +143,10 @@ def test_the_builtin_backends_are_registered():
 def test_a_registered_backend_is_used_by_the_client(registered, tmp_path):
     config = _config()
     assert config.concurrency == DictBackend.default_concurrency
-    requests = [ChatRequest.from_prompt(q, temperature=0.0)
-                for q in ("Capital of France?", "2 + 2?", "Capital of France?", "flaky?", "?")]
+    requests = [
+        ChatRequest.from_prompt(q, temperature=0.0)
+        for q in ("Capital of France?", "2 + 2?", "Capital of France?", "flaky?", "?")
+    ]
     with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
         assert isinstance(client.backend, DictBackend)
         assert client.is_available()

@@ -26,8 +26,12 @@ def fake_vllm(monkeypatch):
 
 def _config(**extra):
     return EndpointConfig.from_dict(
-        {"backend": "vllm", "model": "org/tiny-model", "engine_kwargs": {"max_model_len": 2048},
-         **extra},
+        {
+            "backend": "vllm",
+            "model": "org/tiny-model",
+            "engine_kwargs": {"max_model_len": 2048},
+            **extra,
+        },
         name="gpu",
     )
 
@@ -35,8 +39,15 @@ def _config(**extra):
 def test_offline_batch_makes_exactly_the_expected_calls(fake_vllm, tmp_path):
     schema = {"type": "object", "properties": {"rating": {"type": "integer"}}}
     requests = [
-        ChatRequest.from_prompt("Hello?", system="Be brief.", temperature=0.0, top_p=0.6,
-                                max_tokens=32, stop=["</s>"], seed=7),
+        ChatRequest.from_prompt(
+            "Hello?",
+            system="Be brief.",
+            temperature=0.0,
+            top_p=0.6,
+            max_tokens=32,
+            stop=["</s>"],
+            seed=7,
+        ),
         ChatRequest.from_prompt("Rate it.", temperature=0.0, max_tokens=16, json_schema=schema),
     ]
     with LLMClient(_config(), tmp_path / "cache.sqlite", progress=False) as client:
@@ -46,15 +57,22 @@ def test_offline_batch_makes_exactly_the_expected_calls(fake_vllm, tmp_path):
     assert kinds == ["LLM", "apply_chat_template", "apply_chat_template", "generate"]
     assert fake_vllm.CALLS[0][1] == {"model": "org/tiny-model", "max_model_len": 2048}
     messages, tokenize, add_prompt = fake_vllm.CALLS[1][1]
-    assert messages == [{"role": "system", "content": "Be brief."},
-                        {"role": "user", "content": "Hello?"}]
+    assert messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello?"},
+    ]
     assert tokenize is False and add_prompt is True
 
     prompts, params, _ = fake_vllm.CALLS[3][1]
     assert prompts[0] == "<|system|>Be brief.<|user|>Hello?<|assistant|>"
     first, second = params
     assert (first.temperature, first.top_p, first.max_tokens, first.stop, first.seed) == (
-        0.0, 0.6, 32, ["</s>"], 7)
+        0.0,
+        0.6,
+        32,
+        ["</s>"],
+        7,
+    )
     assert first.structured_outputs is None
     assert second.structured_outputs.json == schema
 

@@ -14,8 +14,14 @@ from llm_feedback.testing.server import FakeLLMServer, Reply, scripted, sequence
 
 
 def endpoint(server, **extra):
-    definition = {"backend": "openai", "model": "judge-x", "base_url": server.base_url,
-                  "backoff_base_s": 0.01, "backoff_max_s": 0.02, **extra}
+    definition = {
+        "backend": "openai",
+        "model": "judge-x",
+        "base_url": server.base_url,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.02,
+        **extra,
+    }
     return EndpointConfig.from_dict(definition, name="test")
 
 
@@ -58,10 +64,13 @@ def test_a_reply_cut_off_by_max_tokens_is_reasked_with_twice_the_budget():
 
 
 def test_only_unreadable_replies_are_reasked_with_the_problem_shown():
-    responder = scripted([
-        ("could not be read", "7"),
-        ("question bad", "no idea"),
-    ], default=lambda body, ctx: "3")
+    responder = scripted(
+        [
+            ("could not be read", "7"),
+            ("question bad", "no idea"),
+        ],
+        default=lambda body, ctx: "3",
+    )
     with FakeLLMServer(responder) as server:
         with LLMClient(endpoint(server), None, progress=False) as client:
             engine = TaskEngine(client, max_reasks=2)
@@ -136,8 +145,10 @@ def test_generation_tasks_take_any_reply_and_are_never_reasked():
 
 
 def test_sync_and_async_runs_are_the_same_implementation(tmp_path):
-    responder = scripted([("could not be read", "9")], default=lambda body, ctx: (
-        "1" if "even" in body["messages"][-1]["content"] else "odd"))
+    responder = scripted(
+        [("could not be read", "9")],
+        default=lambda body, ctx: "1" if "even" in body["messages"][-1]["content"] else "odd",
+    )
     questions = [f"{'even' if i % 2 == 0 else 'other'} {i}" for i in range(6)]
     with FakeLLMServer(responder) as server:
         with LLMClient(endpoint(server), None, progress=False) as client:
@@ -148,8 +159,7 @@ def test_sync_and_async_runs_are_the_same_implementation(tmp_path):
                 return await engine.arun([digit_task(q) for q in questions])
 
             asynchronous = asyncio.run(main())
-    assert [(o.value, o.reasks) for o in synchronous] == [(o.value, o.reasks)
-                                                          for o in asynchronous]
+    assert [(o.value, o.reasks) for o in synchronous] == [(o.value, o.reasks) for o in asynchronous]
     assert [o.value for o in synchronous] == [1, 9, 1, 9, 1, 9]
 
 

@@ -16,16 +16,22 @@ from llm_feedback.judges import CALL_FAILED, Judge, combine_orders
 from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 
-RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached",
-               "reasks"}
+RESULT_KEYS = {"raw_response", "model", "prompt", "success", "status", "error", "cached", "reasks"}
 RUBRIC = {"accuracy": "Is it correct?", "clarity": "Is it clear?"}
 
 
 def endpoint(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     """Free-text replies by default: most tests script the judge's exact words."""
-    return {"backend": "openai", "model": "judge-x", "base_url": server.base_url,
-            "structured_output": False, "backoff_base_s": 0.01, "backoff_max_s": 0.02,
-            "max_retries": 1, **extra}
+    return {
+        "backend": "openai",
+        "model": "judge-x",
+        "base_url": server.base_url,
+        "structured_output": False,
+        "backoff_base_s": 0.01,
+        "backoff_max_s": 0.02,
+        "max_retries": 1,
+        **extra,
+    }
 
 
 def user_text(body: dict[str, Any]) -> str:
@@ -64,13 +70,18 @@ def test_binary_in_both_reply_formats_and_malformed_replies():
 
 
 def test_graded_binary_reply_is_parsed_into_fields():
-    reply = ("extracted_final_answer: 42\nreasoning: It matches the reference.\n"
-             "correct: yes\nconfidence: 85%")
+    reply = (
+        "extracted_final_answer: 42\nreasoning: It matches the reference.\n"
+        "correct: yes\nconfidence: 85%"
+    )
     with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
         outcome = judge.evaluate_binary("6 x 7?", "42", "It is 42.", output_format="graded")
     assert outcome["result"] == 1 and outcome["success"]
-    assert outcome["details"] == {"extracted_final_answer": "42",
-                                  "reasoning": "It matches the reference.", "confidence": 85.0}
+    assert outcome["details"] == {
+        "extracted_final_answer": "42",
+        "reasoning": "It matches the reference.",
+        "confidence": 85.0,
+    }
     assert "extracted_final_answer" in outcome["prompt"]
 
 
@@ -125,8 +136,9 @@ def test_malformed_single_grades(reply, status):
 def test_two_turn_grade_shows_the_whole_conversation():
     reply = "The follow-up is handled well. Rating: [[8]]"
     with FakeLLMServer(lambda body, ctx: reply) as server, Judge(endpoint(server)) as judge:
-        outcome = judge.evaluate_multi_turn(["Name a fruit.", "Another one?"],
-                                            ["Apple.", "Pear."], references=["Fig", "Plum"])
+        outcome = judge.evaluate_multi_turn(
+            ["Name a fruit.", "Another one?"], ["Apple.", "Pear."], references=["Fig", "Plum"]
+        )
     assert outcome["result"] == 8.0
     for text in ("Name a fruit.", "Apple.", "Another one?", "Pear.", "Plum"):
         assert text in outcome["prompt"]
@@ -136,13 +148,17 @@ def test_two_turn_grade_shows_the_whole_conversation():
 
 
 def test_rubric_scores_as_json_and_a_partial_reply():
-    replies = iter([
-        '```json\n{"scores": {"accuracy": 5, "clarity": 3}, "justification": "ok"}\n```',
-        '{"scores": {"accuracy": 4, "clarity": 9}}',
-    ])
+    replies = iter(
+        [
+            '```json\n{"scores": {"accuracy": 5, "clarity": 3}, "justification": "ok"}\n```',
+            '{"scores": {"accuracy": 4, "clarity": 9}}',
+        ]
+    )
     # No re-ask: the partial reply itself is under test.
-    with FakeLLMServer(lambda body, ctx: next(replies)) as server, \
-            Judge(endpoint(server, max_concurrent=1), max_reasks=0) as judge:
+    with (
+        FakeLLMServer(lambda body, ctx: next(replies)) as server,
+        Judge(endpoint(server, max_concurrent=1), max_reasks=0) as judge,
+    ):
         full = judge.evaluate_with_rubric("q", "a", RUBRIC)
         partial = judge.evaluate_with_rubric("q", "b", RUBRIC)
     assert set(full) == RESULT_KEYS | {"scores"}
@@ -200,9 +216,17 @@ def test_position_bias_makes_a_tie():
 
 def test_combining_orders_with_a_missing_verdict():
     def judged(verdict, scores, status="ok", reasks=0):
-        return {"result": {"verdict": verdict, "scores": scores}, "raw_response": "r",
-                "model": "m", "prompt": "p", "success": verdict is not None, "status": status,
-                "error": None, "cached": True, "reasks": reasks}
+        return {
+            "result": {"verdict": verdict, "scores": scores},
+            "raw_response": "r",
+            "model": "m",
+            "prompt": "p",
+            "success": verdict is not None,
+            "status": status,
+            "error": None,
+            "cached": True,
+            "reasks": reasks,
+        }
 
     combined = combine_orders(judged("A", [9, 2]), judged(None, [None, 7], "no_match", 2))
     assert combined["result"]["winner"] is None and not combined["success"]
@@ -240,8 +264,10 @@ def test_batches_of_different_lengths_are_rejected_before_any_call():
 
 def test_max_concurrent_bounds_calls_in_flight():
     reply = lambda body, ctx: "Rating: [[5]]"  # noqa: E731
-    with FakeLLMServer(reply, latency_s=0.1) as server, \
-            Judge(endpoint(server), max_concurrent=2) as judge:
+    with (
+        FakeLLMServer(reply, latency_s=0.1) as server,
+        Judge(endpoint(server), max_concurrent=2) as judge,
+    ):
         assert judge.max_concurrent == 2
         started = time.perf_counter()
         judge.evaluate_single_batch(["q"] * 8, [f"a{i}" for i in range(8)])
@@ -251,8 +277,10 @@ def test_max_concurrent_bounds_calls_in_flight():
 
 def test_async_batches_share_the_bound_and_sync_calls_work_inside_a_running_loop():
     reply = lambda body, ctx: "1"  # noqa: E731
-    with FakeLLMServer(reply, latency_s=0.1) as server, \
-            Judge(endpoint(server), max_concurrent=3) as judge:
+    with (
+        FakeLLMServer(reply, latency_s=0.1) as server,
+        Judge(endpoint(server), max_concurrent=3) as judge,
+    ):
 
         async def notebook_cell() -> tuple[list, dict, float]:
             started = time.perf_counter()
@@ -294,13 +322,18 @@ def test_every_async_form_answers():
 
 def calls_about(server: FakeLLMServer, text: str) -> int:
     """How many requests showed `text` (a re-ask repeats the original prompt)."""
-    return sum(any(text in message["content"] for message in body["messages"])
-               for body in server.requests)
+    return sum(
+        any(text in message["content"] for message in body["messages"]) for body in server.requests
+    )
 
 
 def test_an_unreadable_reply_is_re_asked_with_what_was_wrong():
-    responder = scripted([("late", sequence(["No idea.", "On reflection: Rating: [[8]]"])),
-                          ("prompt", "Rating: [[5]]")])
+    responder = scripted(
+        [
+            ("late", sequence(["No idea.", "On reflection: Rating: [[8]]"])),
+            ("prompt", "Rating: [[5]]"),
+        ]
+    )
     with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
         late, prompt = judge.evaluate_single_batch(["q", "q"], ["late", "prompt"])
         assert server.request_count == 3
@@ -328,9 +361,13 @@ def test_a_reply_unreadable_every_time_is_missing_after_max_reasks():
 
 def test_failed_calls_are_not_re_asked():
     refused = Reply(status=400, error_message="bad request")
-    responder = scripted([("refused", refused),
-                          ("flaky", sequence(["No idea.", refused])),
-                          ("fine", "Rating: [[5]]")])
+    responder = scripted(
+        [
+            ("refused", refused),
+            ("flaky", sequence(["No idea.", refused])),
+            ("fine", "Rating: [[5]]"),
+        ]
+    )
     with FakeLLMServer(responder) as server, Judge(endpoint(server), max_reasks=3) as judge:
         refused_outcome, flaky, _ = judge.evaluate_single_batch(
             ["q"] * 3, ["refused", "flaky", "fine"]
@@ -344,8 +381,10 @@ def test_failed_calls_are_not_re_asked():
 
 
 def test_max_reasks_zero_never_re_asks_and_a_negative_bound_is_rejected():
-    with FakeLLMServer(lambda body, ctx: "No idea.") as server, \
-            Judge(endpoint(server), max_reasks=0) as judge:
+    with (
+        FakeLLMServer(lambda body, ctx: "No idea.") as server,
+        Judge(endpoint(server), max_reasks=0) as judge,
+    ):
         outcome = judge.evaluate_single("q", "a")
         assert server.request_count == 1
         with pytest.raises(ConfigError, match="max_reasks"):
@@ -355,8 +394,10 @@ def test_max_reasks_zero_never_re_asks_and_a_negative_bound_is_rejected():
 
 def test_async_batches_and_comparisons_re_ask_too():
     # "other" wins both orders, but the order showing "late" first is unreadable at first.
-    responder = scripted([("late\n<<<RESPONSE A END", sequence(["Hmm.", "[[B]]"]))],
-                         default=lambda body, ctx: "[[A]]")
+    responder = scripted(
+        [("late\n<<<RESPONSE A END", sequence(["Hmm.", "[[B]]"]))],
+        default=lambda body, ctx: "[[A]]",
+    )
     with FakeLLMServer(responder) as server, Judge(endpoint(server)) as judge:
         outcome = asyncio.run(judge.evaluate_comparative_async("q", "late", "other"))
         assert server.request_count == 3  # both orders, then the unreadable one again

@@ -39,8 +39,15 @@ def test_binary_on_the_demo_set_writes_versioned_parquet(run_kedro, fake_llm, tm
     assert len(asked) == fake_llm.request_count
     # The default `graded` reply fills the four fields (the fake judge writes JSON).
     assert asked["extracted_final_answer"].notna().all() and asked["confidence"].notna().all()
-    assert set(metrics["metric"]) == {"n_invalid", "n_exact_match", "mean", "normalised_mean",
-                                      "weighted_accuracy", "pass_at_k", "n_reasks"}
+    assert set(metrics["metric"]) == {
+        "n_invalid",
+        "n_exact_match",
+        "mean",
+        "normalised_mean",
+        "weighted_accuracy",
+        "pass_at_k",
+        "n_reasks",
+    }
     assert (judgments["reasks"] == 0).all()  # every reply of the fake judge is readable
     assert sorted(metrics.loc[metrics["metric"] == "pass_at_k", "k"].unique()) == [1, 2]
     assert (metrics["mode"] == "binary").all()
@@ -77,8 +84,10 @@ def test_every_mode_runs_on_the_demo_set(run_kedro, fake_llm, mode, rows):
 
 
 def test_max_instances_limits_the_judged_instances(run_kedro, fake_llm):
-    params = {"endpoints": endpoints_via(fake_llm),
-              "evaluate": {"mode": "single_1_10", "max_instances": 3}}
+    params = {
+        "endpoints": endpoints_via(fake_llm),
+        "evaluate": {"mode": "single_1_10", "max_instances": 3},
+    }
     judgments = run_kedro("evaluate", params)["catalog"].load("eval_judgments")
     assert sorted(set(judgments["instance_id"])) == ["q01", "q02", "q03"]
     assert fake_llm.request_count == 12
@@ -103,8 +112,10 @@ def test_bad_samples_fail_before_any_call(run_kedro, fake_llm, tmp_path):
 
 
 def test_an_unknown_judge_endpoint_fails_before_any_call(run_kedro, fake_llm):
-    params = {"endpoints": endpoints_via(fake_llm),
-              "evaluate": {"judge": {"endpoint": "gpt-judge"}}}
+    params = {
+        "endpoints": endpoints_via(fake_llm),
+        "evaluate": {"judge": {"endpoint": "gpt-judge"}},
+    }
     with pytest.raises(ConfigError, match="evaluate.judge.endpoint: 'gpt-judge' is not defined"):
         run_kedro("evaluate", params)
     assert fake_llm.request_count == 0

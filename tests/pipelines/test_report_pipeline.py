@@ -62,8 +62,11 @@ def seed(data_root: Path) -> Callable[[Frames], str]:
 def run_report(data_root: Path, seed: Callable[[Frames], str]) -> RunReport:
     """Seed `frames` (if given), run the report pipeline, return a catalog to load from."""
 
-    def run(frames: Frames | None = None, runtime_params: Mapping[str, Any] | None = None,
-            **run_args: Any) -> DataCatalog:
+    def run(
+        frames: Frames | None = None,
+        runtime_params: Mapping[str, Any] | None = None,
+        **run_args: Any,
+    ) -> DataCatalog:
         if frames is not None:
             seed(frames)
         params = {"data_root": str(data_root), **(runtime_params or {})}
@@ -170,7 +173,9 @@ def test_pairs_can_use_the_mean_aspect_rating(run_report: RunReport):
     pair = run_report(build_frames(specs), params).load("preference_pairs").iloc[0]
 
     assert (pair["score_kind"], pair["model_chosen"], pair["model_rejected"]) == (
-        "mean_aspects", "alpha", "beta"
+        "mean_aspects",
+        "alpha",
+        "beta",
     )
 
 
@@ -179,8 +184,14 @@ def test_empty_inputs_give_empty_tables_and_placeholder_figures(
 ):
     catalog = run_report(empty_frames())
 
-    for table in ("model_aspect_metrics", "model_score_metrics", "position_consistency",
-                  "rating_by_position", "cost_table", "preference_pairs"):
+    for table in (
+        "model_aspect_metrics",
+        "model_score_metrics",
+        "position_consistency",
+        "rating_by_position",
+        "cost_table",
+        "preference_pairs",
+    ):
         assert catalog.load(table).empty, table
     assert set(drop_counts(catalog).values()) == {0}
     health = catalog.load("judge_health")
@@ -191,9 +202,7 @@ def test_empty_inputs_give_empty_tables_and_placeholder_figures(
 
 
 def test_all_ratings_not_applicable(run_report: RunReport):
-    all_na = dict.fromkeys(
-        ("instruction_following", "honesty", "truthfulness", "helpfulness"), NA
-    )
+    all_na = dict.fromkeys(("instruction_following", "honesty", "truthfulness", "helpfulness"), NA)
     specs = [Completion(f"p{i}", model, all_na) for i in (1, 2) for model in ("alpha", "beta")]
 
     catalog = run_report(build_frames(specs), {"report": {"pairs": {"score": "mean_aspects"}}})

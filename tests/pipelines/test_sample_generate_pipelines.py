@@ -53,8 +53,7 @@ def test_sampling_is_reproducible_across_runs(run_kedro, fake_llm):
 
 def test_a_pool_smaller_than_n_completions_fails_before_generation(run_kedro, fake_llm):
     with pytest.raises(ConfigError, match="n_completions"):
-        run_kedro("sample", {"endpoints": endpoints_via(fake_llm),
-                             "sample": {"n_completions": 9}})
+        run_kedro("sample", {"endpoints": endpoints_via(fake_llm), "sample": {"n_completions": 9}})
     assert fake_llm.request_count == 0
 
 
@@ -91,17 +90,41 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
     """Kill `kedro run --pipeline generate` half-way; the rerun sends only what was unanswered."""
     data_root = tmp_path / "data"
     with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
-        endpoints = f"endpoints.local.backend=openai,endpoints.local.base_url={url}," \
-                    "endpoints.local.model=fake,endpoints.local.max_concurrent=4"
-        common = [sys.executable, "-m", "kedro", "run", "--params",
-                  f"data_root={data_root},{endpoints}"]
+        endpoints = (
+            f"endpoints.local.backend=openai,endpoints.local.base_url={url},"
+            "endpoints.local.model=fake,endpoints.local.max_concurrent=4"
+        )
+        common = [
+            sys.executable,
+            "-m",
+            "kedro",
+            "run",
+            "--params",
+            f"data_root={data_root},{endpoints}",
+        ]
         env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
-        subprocess.run([*common[:3], "run", "--pipeline", "sample", "--params",
-                        f"data_root={data_root},sample.max_prompts=null"], cwd=PROJECT_ROOT,
-                       env=env, check=True, capture_output=True)
-        child = subprocess.Popen([*common, "--pipeline", "generate"], cwd=PROJECT_ROOT, env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+        subprocess.run(
+            [
+                *common[:3],
+                "run",
+                "--pipeline",
+                "sample",
+                "--params",
+                f"data_root={data_root},sample.max_prompts=null",
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        child = subprocess.Popen(
+            [*common, "--pipeline", "generate"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         total = 37 * 4
         deadline = time.monotonic() + 60
         while fetch_stats(url)["chat_requests"] < total // 2:
@@ -116,8 +139,13 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
         assert 0 < answered < total
         assert not list((data_root / "03_primary").glob("completions.parquet/*"))
 
-        subprocess.run([*common, "--pipeline", "generate"], cwd=PROJECT_ROOT, env=env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [*common, "--pipeline", "generate"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         resent = fetch_stats(url)["chat_requests"] - sent_before_kill
     # Exactly the unanswered requests went out again: none of the answered ones.
     assert resent == total - answered

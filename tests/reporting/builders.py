@@ -97,10 +97,10 @@ def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
         overall_score_rows.append(_overall_scores(key, spec, numeric))
 
     return Frames(
-        completions=_typed(completion_rows, COMPLETION_DTYPES),
-        aspect_annotations=_typed(annotation_rows, ANNOTATION_DTYPES),
-        critiques=_typed(critique_rows, CRITIQUE_DTYPES),
-        overall_scores=_typed(overall_score_rows, OVERALL_SCORES_DTYPES),
+        completions=_typed(completion_rows, COMPLETIONS_FIXTURE_TYPES),
+        aspect_annotations=_typed(annotation_rows, ASPECT_ANNOTATIONS_FIXTURE_TYPES),
+        critiques=_typed(critique_rows, CRITIQUES_FIXTURE_TYPES),
+        overall_scores=_typed(overall_score_rows, OVERALL_SCORES_FIXTURE_TYPES),
     )
 
 
@@ -154,7 +154,7 @@ def _typed(rows: list[dict], dtypes: dict[str, str]) -> pd.DataFrame:
     return frame.astype({c: d for c, d in dtypes.items() if d != "object"})
 
 
-COMPLETION_DTYPES = {
+COMPLETIONS_FIXTURE_TYPES = {
     "prompt_id": "str",
     "completion_idx": "int64",
     "source": "str",
@@ -171,7 +171,7 @@ COMPLETION_DTYPES = {
     "endpoint": "str",
     "backend": "str",
 }
-ANNOTATION_DTYPES = {
+ASPECT_ANNOTATIONS_FIXTURE_TYPES = {
     "prompt_id": "str",
     "completion_idx": "int64",
     "aspect": "str",
@@ -191,7 +191,7 @@ ANNOTATION_DTYPES = {
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
 }
-CRITIQUE_DTYPES = {
+CRITIQUES_FIXTURE_TYPES = {
     "prompt_id": "str",
     "completion_idx": "int64",
     "critique": "str",
@@ -205,7 +205,7 @@ CRITIQUE_DTYPES = {
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
 }
-OVERALL_SCORES_DTYPES = {
+OVERALL_SCORES_FIXTURE_TYPES = {
     "prompt_id": "str",
     "completion_idx": "int64",
     "model": "str",

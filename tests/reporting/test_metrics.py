@@ -12,13 +12,13 @@ from llm_feedback.reporting import (
     rating_by_position,
     to_0_100,
 )
-from llm_feedback.reporting.metrics import (
-    COST_SCHEMA,
-    JUDGE_HEALTH_SCHEMA,
-    MODEL_ASPECT_SCHEMA,
-    MODEL_SCORE_SCHEMA,
-    POSITION_CONSISTENCY_SCHEMA,
-    RATING_BY_POSITION_SCHEMA,
+from llm_feedback.schema import (
+    COST_TABLE_COLUMN_TYPES,
+    JUDGE_HEALTH_COLUMN_TYPES,
+    MODEL_ASPECT_METRICS_COLUMN_TYPES,
+    MODEL_SCORE_METRICS_COLUMN_TYPES,
+    POSITION_CONSISTENCY_COLUMN_TYPES,
+    RATING_BY_POSITION_COLUMN_TYPES,
 )
 
 from .builders import NA, Completion, build_frames, empty_frames, typical_specs
@@ -51,7 +51,7 @@ def test_model_aspect_metrics_counts_and_means():
     frames = build_frames(typical_specs())
     table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
 
-    assert_schema(table, MODEL_ASPECT_SCHEMA)
+    assert_schema(table, MODEL_ASPECT_METRICS_COLUMN_TYPES)
     assert len(table) == 4 * 4
     # Canonical aspect order within each model, models alphabetical.
     assert list(table["aspect"][:4]) == [
@@ -128,7 +128,7 @@ def test_model_aspect_metrics_on_empty_inputs():
     frames = empty_frames()
     table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
     assert table.empty
-    assert_schema(table, MODEL_ASPECT_SCHEMA)
+    assert_schema(table, MODEL_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def test_annotation_of_an_unknown_completion_is_an_input_error():
@@ -155,7 +155,7 @@ def test_model_score_metrics_means_and_correlations():
     frames = build_frames(typical_specs())
     table = model_score_metrics(frames.overall_scores)
 
-    assert_schema(table, MODEL_SCORE_SCHEMA)
+    assert_schema(table, MODEL_SCORE_METRICS_COLUMN_TYPES)
     assert list(table["model"]) == ["alpha", "beta", "delta", "gamma"]
     alpha = row(table, model="alpha")
     alpha_scores = frames.overall_scores[frames.overall_scores["model"] == "alpha"]
@@ -190,7 +190,7 @@ def test_correlation_of_a_constant_score_is_nan():
 def test_model_score_metrics_on_empty_overall_scores():
     table = model_score_metrics(empty_frames().overall_scores)
     assert table.empty
-    assert_schema(table, MODEL_SCORE_SCHEMA)
+    assert_schema(table, MODEL_SCORE_METRICS_COLUMN_TYPES)
 
 
 # --- judge_health -----------------------------------------------------------------------
@@ -200,7 +200,7 @@ def test_judge_health_counts_failures_reasks_and_fixes():
     frames = build_frames(typical_specs())
     table = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
 
-    assert_schema(table, JUDGE_HEALTH_SCHEMA)
+    assert_schema(table, JUDGE_HEALTH_COLUMN_TYPES)
     annotated = 11  # 12 completions, one failed generation
     assert health_value(table, "rows", "truthfulness") == annotated
     assert health_value(table, "parse_errors", "truthfulness") == 1
@@ -222,10 +222,14 @@ def test_judge_health_on_empty_inputs_lists_every_fix_action():
     frames = empty_frames()
     table = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
 
-    assert_schema(table, JUDGE_HEALTH_SCHEMA)
+    assert_schema(table, JUDGE_HEALTH_COLUMN_TYPES)
     fix_counts = table[table["metric"] == "fix_count"]
     assert list(fix_counts["scope"]) == [
-        "kept", "reannotated", "reannotate_failed", "flipped", "no_overall_score"
+        "kept",
+        "reannotated",
+        "reannotate_failed",
+        "flipped",
+        "no_overall_score",
     ]
     assert (fix_counts["value"] == 0).all()
     assert np.isnan(health_value(table, "parse_error_rate", "critique"))
@@ -246,8 +250,8 @@ def test_position_tables_are_empty_with_a_single_shuffle():
     consistency = position_consistency(annotations)
     by_position = rating_by_position(annotations)
     assert consistency.empty and by_position.empty
-    assert_schema(consistency, POSITION_CONSISTENCY_SCHEMA)
-    assert_schema(by_position, RATING_BY_POSITION_SCHEMA)
+    assert_schema(consistency, POSITION_CONSISTENCY_COLUMN_TYPES)
+    assert_schema(by_position, RATING_BY_POSITION_COLUMN_TYPES)
 
 
 def test_position_consistency_counts_changed_ratings():
@@ -263,7 +267,7 @@ def test_position_consistency_counts_changed_ratings():
 
     table = position_consistency(annotations)
 
-    assert_schema(table, POSITION_CONSISTENCY_SCHEMA)
+    assert_schema(table, POSITION_CONSISTENCY_COLUMN_TYPES)
     result = row(table, aspect="helpfulness")
     assert result["n_compared"] == 11
     assert result["share_changed"] == pytest.approx(1 / 11)
@@ -297,7 +301,7 @@ def test_rating_by_position_exposes_a_first_position_bias():
 
     table = rating_by_position(annotations)
 
-    assert_schema(table, RATING_BY_POSITION_SCHEMA)
+    assert_schema(table, RATING_BY_POSITION_COLUMN_TYPES)
     helpfulness = table[table["aspect"] == "helpfulness"]
     assert list(helpfulness["position"]) == [0, 1, 2, 3]
     assert list(helpfulness["mean_rating"]) == [5.0, 3.0, 3.0, 3.0]
@@ -310,7 +314,7 @@ def test_cost_table_sums_tokens_and_prices_known_models():
     frames = build_frames(typical_specs())
     table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, PRICES)
 
-    assert_schema(table, COST_SCHEMA)
+    assert_schema(table, COST_TABLE_COLUMN_TYPES)
     assert list(table["stage"].unique()) == ["generate", "annotate", "critique"]
     generate = table[table["stage"] == "generate"]
     assert set(generate["model"]) == {"alpha", "beta", "gamma", "delta"}
@@ -333,7 +337,7 @@ def test_cost_table_on_empty_inputs():
     frames = empty_frames()
     table = cost_table(frames.completions, frames.aspect_annotations, frames.critiques, {})
     assert table.empty
-    assert_schema(table, COST_SCHEMA)
+    assert_schema(table, COST_TABLE_COLUMN_TYPES)
 
 
 def test_cost_table_prices_each_row_by_the_endpoint_and_backend_it_records():
@@ -342,7 +346,9 @@ def test_cost_table_prices_each_row_by_the_endpoint_and_backend_it_records():
     # Half of the critiques came from an embedded judge on another endpoint.
     embedded = critiques.index[::2]
     critiques.loc[embedded, ["judge_endpoint", "judge_backend", "judge_model"]] = [
-        "local", "local", "smollm2"
+        "local",
+        "local",
+        "smollm2",
     ]
     table = cost_table(frames.completions, frames.aspect_annotations, critiques, PRICES)
     critique = table[table["stage"] == "critique"].set_index("endpoint")
@@ -356,8 +362,12 @@ def test_cost_table_prices_each_row_by_the_endpoint_and_backend_it_records():
 def test_cost_table_needs_the_recorded_endpoint_columns():
     frames = build_frames(typical_specs())
     with pytest.raises(InputError, match="judge_backend"):
-        cost_table(frames.completions, frames.aspect_annotations,
-                   frames.critiques.drop(columns="judge_backend"), PRICES)
+        cost_table(
+            frames.completions,
+            frames.aspect_annotations,
+            frames.critiques.drop(columns="judge_backend"),
+            PRICES,
+        )
 
 
 @pytest.mark.parametrize("bad_price", [None, "0.01", -1.0, True])

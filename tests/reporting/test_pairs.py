@@ -5,7 +5,7 @@ import pytest
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.reporting import binarize, normalise_instruction
-from llm_feedback.reporting.pairs import DROPPED_SCHEMA, PAIRS_SCHEMA
+from llm_feedback.schema import PAIR_DROPS_COLUMN_TYPES, PREFERENCE_PAIRS_COLUMN_TYPES
 
 from .builders import NA, PARSE_ERROR, Completion, build_frames, empty_frames, typical_specs
 
@@ -28,8 +28,8 @@ def test_random_lower_pairs_the_best_with_a_strictly_lower_completion():
     frames = build_frames(typical_specs())
     pairs, dropped = run(frames)
 
-    assert_schema(pairs, PAIRS_SCHEMA)
-    assert_schema(dropped, DROPPED_SCHEMA)
+    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
+    assert_schema(dropped, PAIR_DROPS_COLUMN_TYPES)
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
     assert (pairs["model_chosen"] == "alpha").all()  # 9, 8 (beta's 10 was re-annotated to 6), 9
     assert (pairs["score_rejected"] < pairs["score_chosen"]).all()
@@ -116,7 +116,7 @@ def test_single_completion_per_prompt_gives_no_pairs_and_says_why():
     frames = build_frames([Completion("p1", "alpha"), Completion("p2", "beta")])
     pairs, dropped = run(frames)
     assert pairs.empty
-    assert_schema(pairs, PAIRS_SCHEMA)
+    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
     assert drop_counts(dropped)["fewer_than_two_scored"] == 2
 
 
@@ -195,7 +195,7 @@ def test_unknown_options_are_config_errors(option, value):
 def test_empty_inputs(score):
     pairs, dropped = run(empty_frames(), score=score)
     assert pairs.empty
-    assert_schema(pairs, PAIRS_SCHEMA)
+    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
     assert drop_counts(dropped) == dict.fromkeys(
         ["decontaminated", "fewer_than_two_scored", "all_scores_tied"], 0
     )

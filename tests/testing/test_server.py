@@ -124,7 +124,7 @@ def typed_violations(instance: Any, schema: dict[str, Any], root: dict[str, Any]
     return problems
 
 
-RATING_SCHEMA: dict[str, Any] = {
+RATING_REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "$defs": {
         "Rating": {
@@ -333,7 +333,7 @@ def test_connection_close_is_honoured(echo_server: FakeLLMServer) -> None:
 def test_schema_responder_output_validates_and_varies_with_the_request() -> None:
     response_format = {
         "type": "json_schema",
-        "json_schema": {"name": "ratings", "schema": RATING_SCHEMA, "strict": True},
+        "json_schema": {"name": "ratings", "schema": RATING_REPLY_SCHEMA, "strict": True},
     }
     with FakeLLMServer(schema_responder) as server, client_for(server) as client:
         documents = [
@@ -354,7 +354,7 @@ def test_schema_responder_output_validates_and_varies_with_the_request() -> None
         )
 
     for document in documents:
-        assert schema_violations(document, RATING_SCHEMA, RATING_SCHEMA) == []
+        assert schema_violations(document, RATING_REPLY_SCHEMA, RATING_REPLY_SCHEMA) == []
     scores = {rating["score"] for document in documents for rating in document["ratings"]}
     aspects = {rating["aspect"] for document in documents for rating in document["ratings"]}
     assert len(scores) >= 4  # spread over 1..5, not stuck on one value

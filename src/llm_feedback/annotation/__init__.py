@@ -9,13 +9,13 @@ from llm_feedback.annotation.aspects import (
     DEFAULT_ASPECTS,
     NOT_APPLICABLE,
     AspectSpec,
-    aspect_json_schema,
+    aspect_reply_schema,
     build_aspect_request,
     get_aspect,
 )
 from llm_feedback.annotation.critique import (
-    CRITIQUE_SCHEMA,
-    RESCORE_SCHEMA,
+    CRITIQUE_REPLY_SCHEMA,
+    RESCORE_REPLY_SCHEMA,
     CritiqueParse,
     build_critique_request,
     build_rescore_request,
@@ -37,8 +37,6 @@ from llm_feedback.annotation.score_fix import (
 )
 from llm_feedback.annotation.shuffle import positions_by_completion, shuffle_orders
 from llm_feedback.annotation.tables import (
-    ASPECT_ANNOTATION_DTYPES,
-    CRITIQUE_DTYPES,
     AspectJudgement,
     CritiqueJudgement,
     aspect_annotations_frame,
@@ -47,13 +45,11 @@ from llm_feedback.annotation.tables import (
 
 __all__ = [
     "ASPECTS",
-    "ASPECT_ANNOTATION_DTYPES",
-    "CRITIQUE_DTYPES",
-    "CRITIQUE_SCHEMA",
+    "CRITIQUE_REPLY_SCHEMA",
     "DEFAULT_ASPECTS",
     "FIX_ACTIONS",
     "NOT_APPLICABLE",
-    "RESCORE_SCHEMA",
+    "RESCORE_REPLY_SCHEMA",
     "AspectJudgement",
     "AspectRating",
     "AspectSpec",
@@ -61,7 +57,7 @@ __all__ = [
     "CritiqueParse",
     "apply_reannotated_scores",
     "aspect_annotations_frame",
-    "aspect_json_schema",
+    "aspect_reply_schema",
     "build_aspect_request",
     "build_critique_request",
     "build_rescore_request",

@@ -182,7 +182,7 @@ def get_aspect(name: str) -> AspectSpec:
 
 
 @functools.lru_cache(maxsize=64)
-def aspect_json_schema(aspect: str, n_completions: int) -> dict[str, Any]:
+def aspect_reply_schema(aspect: str, n_completions: int) -> dict[str, Any]:
     """The structured-output schema: one required key per text shown, `text_1`..`text_N`.
 
     Cached and shared by every request of that shape (treat it as read-only): at
@@ -269,9 +269,7 @@ def _free_text_format(spec: AspectSpec, n_completions: int) -> str:
 def _json_format(spec: AspectSpec, n_completions: int) -> str:
     fields = [render("aspect", "json_type_fields")] if spec.has_types else []
     hint = "json_rating_hint_na" if spec.allows_na else "json_rating_hint"
-    fields.append(
-        render("aspect", "json_rating_fields", rating_hint=render("aspect", hint))
-    )
+    fields.append(render("aspect", "json_rating_fields", rating_hint=render("aspect", hint)))
     return render("aspect", "json_reply", n=n_completions, fields=", ".join(fields))
 
 
@@ -341,5 +339,5 @@ def build_aspect_request(
 
     request_sampling = {**JUDGE_SAMPLING, **(sampling or {})}
     if structured:
-        request_sampling["json_schema"] = aspect_json_schema(aspect, n_shown)
+        request_sampling["json_schema"] = aspect_reply_schema(aspect, n_shown)
     return ChatRequest.from_prompt(user, system=_SYSTEM_PROMPT, **request_sampling)

@@ -41,7 +41,7 @@ PRINCIPLE_FOCUS: Mapping[str, str] = {
     "harmlessness": "avoiding anything that could cause harm, and staying respectful and safe",
 }
 
-CRITIQUE_SCHEMA: dict[str, Any] = {
+CRITIQUE_REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "feedback": {"type": "string"},
@@ -50,9 +50,9 @@ CRITIQUE_SCHEMA: dict[str, Any] = {
     "required": ["feedback", "overall_score"],
     "additionalProperties": False,
 }
-RESCORE_SCHEMA: dict[str, Any] = {
+RESCORE_REPLY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"overall_score": CRITIQUE_SCHEMA["properties"]["overall_score"]},
+    "properties": {"overall_score": CRITIQUE_REPLY_SCHEMA["properties"]["overall_score"]},
     "required": ["overall_score"],
     "additionalProperties": False,
 }
@@ -188,7 +188,7 @@ def build_critique_request(
     )
     request_sampling = {**JUDGE_SAMPLING, **(sampling or {})}
     if structured:
-        request_sampling["json_schema"] = CRITIQUE_SCHEMA
+        request_sampling["json_schema"] = CRITIQUE_REPLY_SCHEMA
     return ChatRequest.from_prompt(user, system=_TEACHER_SYSTEM_PROMPT, **request_sampling)
 
 
@@ -253,7 +253,7 @@ def build_rescore_request(
         **(sampling or {}),
     }
     if structured:
-        request_sampling["json_schema"] = RESCORE_SCHEMA
+        request_sampling["json_schema"] = RESCORE_REPLY_SCHEMA
     return ChatRequest.from_prompt(user, system=_TEACHER_SYSTEM_PROMPT, **request_sampling)
 
 

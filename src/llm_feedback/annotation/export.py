@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
-from llm_feedback.annotation.score_fix import KEY_COLUMNS, require_columns
+from llm_feedback.annotation.score_fix import require_columns
 from llm_feedback.replies.status import READ
+from llm_feedback.schema import COMPLETION_KEY, ULTRAFEEDBACK_COLUMN_TYPES
 
 _COMPLETION_COLUMNS = [
-    *KEY_COLUMNS,
+    *COMPLETION_KEY,
     "source",
     "instruction",
     "model",
@@ -28,7 +29,7 @@ _COMPLETION_COLUMNS = [
     "response",
 ]
 _ASPECT_COLUMNS = [
-    *KEY_COLUMNS,
+    *COMPLETION_KEY,
     "aspect",
     "shuffle_idx",
     "rating",
@@ -88,7 +89,7 @@ def _chosen_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[s
         unusable=~aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
     )
     chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(
-        [*KEY_COLUMNS, "aspect"]
+        [*COMPLETION_KEY, "aspect"]
     )
     return {
         (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
@@ -109,8 +110,8 @@ def to_ultrafeedback_records(
     """
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
-    require_columns(critiques_df, [*KEY_COLUMNS, "critique"], "critiques")
-    score_columns = [*KEY_COLUMNS, "fine_grained_score", "overall_score_fixed"]
+    require_columns(critiques_df, [*COMPLETION_KEY, "critique"], "critiques")
+    score_columns = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
     require_columns(overall_scores_df, score_columns, "overall_scores")
     present = set(aspect_df["aspect"].unique())
     aspects = [name for name in ASPECTS if name in present]
@@ -120,7 +121,7 @@ def to_ultrafeedback_records(
     aspect_rows = _chosen_aspect_rows(aspect_df)
     critiques = {
         (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
-        for row in critiques_df[[*KEY_COLUMNS, "critique"]].to_dict("records")
+        for row in critiques_df[[*COMPLETION_KEY, "critique"]].to_dict("records")
     }
     overall_scores = {
         (row["prompt_id"], int(row["completion_idx"])): row
@@ -164,7 +165,7 @@ def to_ultrafeedback_records(
 
 def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The records as a DataFrame that `to_parquet` writes with nested list/struct columns."""
-    frame = pd.DataFrame(
-        list(records), columns=["prompt_id", "source", "instruction", "models", "completions"]
+    frame = pd.DataFrame(list(records), columns=list(ULTRAFEEDBACK_COLUMN_TYPES))
+    return frame.astype(
+        {column: dtype for column, dtype in ULTRAFEEDBACK_COLUMN_TYPES.items() if dtype != "object"}
     )
-    return frame.astype({"prompt_id": "string", "source": "string", "instruction": "string"})

@@ -101,9 +101,7 @@ def _read_rating(spec: AspectSpec, value: Any) -> int | None:
     return int(number)
 
 
-def _rating_from_value(
-    spec: AspectSpec, value: Any
-) -> tuple[int | None, bool, str | None, str]:
+def _rating_from_value(spec: AspectSpec, value: Any) -> tuple[int | None, bool, str | None, str]:
     """(rating, is_na, error, status) from a rating as written in free text or JSON."""
     try:
         rating = _read_rating(spec, value)
@@ -310,10 +308,13 @@ def _parse_json(spec: AspectSpec, reply: str, n_completions: int) -> list[Aspect
                 if not matches
                 else f"{len(matches)} items for Text {position + 1}"
             )
-            results.append(_failed(
-                position, f"{reason}; {count_note}" if count_note else reason,
-                AMBIGUOUS if matches else NO_MATCH,
-            ))
+            results.append(
+                _failed(
+                    position,
+                    f"{reason}; {count_note}" if count_note else reason,
+                    AMBIGUOUS if matches else NO_MATCH,
+                )
+            )
             continue
         item = matches[0]
         if "rating" not in item:

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.schema import COMPLETION_KEY
 
-KEY_COLUMNS = ["prompt_id", "completion_idx"]
 FIX_ACTIONS = (
     "kept",
     "reannotate",  # planned, waiting for the judge's new score
@@ -32,9 +32,9 @@ DEFAULT_REANNOTATE_THRESHOLD = 4.0
 
 
 def _require_unique_keys(df: pd.DataFrame, dataset: str) -> None:
-    duplicated = df.duplicated(KEY_COLUMNS, keep=False)
+    duplicated = df.duplicated(list(COMPLETION_KEY), keep=False)
     if duplicated.any():
-        first = df.loc[duplicated, KEY_COLUMNS].iloc[0].tolist()
+        first = df.loc[duplicated, list(COMPLETION_KEY)].iloc[0].tolist()
         raise InputError(f"{dataset} has several rows for (prompt_id, completion_idx) {first}")
 
 
@@ -45,10 +45,10 @@ def fine_grained_scores(
 
     Completions whose every rating is null get a null score rather than disappearing.
     """
-    require_columns(aspect_df, [*KEY_COLUMNS, "aspect", "rating"], "aspect_annotations")
+    require_columns(aspect_df, [*COMPLETION_KEY, "aspect", "rating"], "aspect_annotations")
     rows = aspect_df if aspects is None else aspect_df[aspect_df["aspect"].isin(aspects)]
-    ratings = rows[KEY_COLUMNS].assign(rating=rows["rating"].astype("Float64"))
-    scores = ratings.groupby(KEY_COLUMNS, sort=True)["rating"].mean().astype("Float64")
+    ratings = rows[list(COMPLETION_KEY)].assign(rating=rows["rating"].astype("Float64"))
+    scores = ratings.groupby(list(COMPLETION_KEY), sort=True)["rating"].mean().astype("Float64")
     return scores.rename("fine_grained_score").reset_index()
 
 
@@ -59,18 +59,18 @@ def collect_scores(
     aspects: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per completion with its model, fine-grained and original overall score."""
-    require_columns(completions_df, [*KEY_COLUMNS, "model"], "completions")
-    require_columns(critiques_df, [*KEY_COLUMNS, "overall_score"], "critiques")
+    require_columns(completions_df, [*COMPLETION_KEY, "model"], "completions")
+    require_columns(critiques_df, [*COMPLETION_KEY, "overall_score"], "critiques")
     _require_unique_keys(completions_df, "completions")
     _require_unique_keys(critiques_df, "critiques")
-    base = completions_df[[*KEY_COLUMNS, "model"]].astype({"completion_idx": "int64"})
-    critiques = critiques_df[[*KEY_COLUMNS, "overall_score"]].astype(
+    base = completions_df[[*COMPLETION_KEY, "model"]].astype({"completion_idx": "int64"})
+    critiques = critiques_df[[*COMPLETION_KEY, "overall_score"]].astype(
         {"completion_idx": "int64", "overall_score": "Float64"}
     )
     fine = fine_grained_scores(aspect_df, aspects).astype({"completion_idx": "int64"})
-    merged = base.merge(fine, on=KEY_COLUMNS, how="left").merge(
+    merged = base.merge(fine, on=list(COMPLETION_KEY), how="left").merge(
         critiques.rename(columns={"overall_score": "overall_score_original"}),
-        on=KEY_COLUMNS,
+        on=list(COMPLETION_KEY),
         how="left",
     )
     return merged.astype({"fine_grained_score": "Float64", "overall_score_original": "Float64"})
@@ -103,7 +103,7 @@ def plan_score_fix(
     validate_thresholds(flip_threshold, reannotate_threshold)
     require_columns(
         overall_scores_df,
-        [*KEY_COLUMNS, "fine_grained_score", "overall_score_original"],
+        [*COMPLETION_KEY, "fine_grained_score", "overall_score_original"],
         "overall_scores",
     )
     overall = overall_scores_df["overall_score_original"].astype("Float64")
@@ -134,7 +134,7 @@ def plan_score_fix(
 
 def pending_reannotation(plan_df: pd.DataFrame) -> list[tuple[str, int]]:
     """Keys of the completions whose score the judge must give again."""
-    pending = plan_df.loc[plan_df["fix_action"] == "reannotate", KEY_COLUMNS]
+    pending = plan_df.loc[plan_df["fix_action"] == "reannotate", list(COMPLETION_KEY)]
     return [(str(prompt), int(idx)) for prompt, idx in pending.itertuples(index=False)]
 
 
@@ -146,7 +146,9 @@ def apply_reannotated_scores(
     Every planned row needs an entry (a missing one is a wiring bug, not a judge failure);
     entries for other rows are ignored.
     """
-    require_columns(plan_df, [*KEY_COLUMNS, "fix_action", "overall_score_fixed"], "overall_scores")
+    require_columns(
+        plan_df, [*COMPLETION_KEY, "fix_action", "overall_score_fixed"], "overall_scores"
+    )
     pending = pending_reannotation(plan_df)
     missing = [key for key in pending if key not in new_scores]
     if missing:

@@ -69,8 +69,9 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
         failed |= completions["error"].notna()
     failed |= completions["response"].fillna("").astype(str).str.strip() == ""
     if failed.any():
-        logger.warning("annotate: %d completion(s) without a usable response are not judged",
-                       int(failed.sum()))
+        logger.warning(
+            "annotate: %d completion(s) without a usable response are not judged", int(failed.sum())
+        )
     return completions[~failed].sort_values(["prompt_id", "completion_idx"], kind="stable")
 
 
@@ -102,10 +103,12 @@ def _aspect_reading(ratings: list[AspectRating], text: str | None) -> Reading:
 
 def _merge_ratings(earlier: Reading, fresh: Reading) -> Reading:
     """Per position, the earlier rating unless only the re-ask could read it."""
-    return _ratings_reading([
-        new if is_unreadable(old.status) and not is_unreadable(new.status) else old
-        for old, new in zip(earlier.value, fresh.value, strict=True)
-    ])
+    return _ratings_reading(
+        [
+            new if is_unreadable(old.status) and not is_unreadable(new.status) else old
+            for old, new in zip(earlier.value, fresh.value, strict=True)
+        ]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,17 +156,23 @@ def annotate_aspects(
             for spec in specs:
                 for shuffle_idx, order in enumerate(orders):
                     request = build_aspect_request(
-                        spec.name, instruction, responses, order,
+                        spec.name,
+                        instruction,
+                        responses,
+                        order,
                         world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                        structured=structured, sampling=sampling,
+                        structured=structured,
+                        sampling=sampling,
                     )
-                    calls.append(_AspectCall(str(prompt_id), spec.name, shuffle_idx, order,
-                                             completion_ids))
+                    calls.append(
+                        _AspectCall(str(prompt_id), spec.name, shuffle_idx, order, completion_ids)
+                    )
                     yield Task(request, reader(spec.name, len(order)), _merge_ratings)
 
     engine = TaskEngine(client, max_reasks=max_reasks)
     outcomes = engine.run(
-        tasks(), desc="annotate aspects",
+        tasks(),
+        desc="annotate aspects",
         total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
     )
 
@@ -172,10 +181,16 @@ def annotate_aspects(
             outcome, outcomes[index] = outcomes[index], None  # rows keep what they need
             ratings = outcome.value if outcome.reply.ok else []
             yield AspectJudgement(
-                prompt_id=call.prompt_id, aspect=call.aspect, shuffle_idx=call.shuffle_idx,
-                order=call.order, ratings=ratings, judge_model=client.model,
-                judge_endpoint=client.config.name, judge_backend=client.config.backend,
-                raw_reply=outcome.text, reasks=outcome.reasks,
+                prompt_id=call.prompt_id,
+                aspect=call.aspect,
+                shuffle_idx=call.shuffle_idx,
+                order=call.order,
+                ratings=ratings,
+                judge_model=client.model,
+                judge_endpoint=client.config.name,
+                judge_backend=client.config.backend,
+                raw_reply=outcome.text,
+                reasks=outcome.reasks,
                 call_error=outcome.error if not ratings else None,
                 completion_ids=call.completion_ids,
                 raw_replies=[rating.reply for rating in ratings] or None,
@@ -193,8 +208,13 @@ def _log_parse_rate(what: str, frame: pd.DataFrame) -> None:
         logger.info("annotate: no %s to report", what)
         return
     readable = frame["parse_status"].isin(READ).mean()
-    logger.info("annotate: %d %s, %.1f%% readable (%d re-asked)", len(frame), what,
-                100 * readable, int((frame["reasks"] > 0).sum()))
+    logger.info(
+        "annotate: %d %s, %.1f%% readable (%d re-asked)",
+        len(frame),
+        what,
+        100 * readable,
+        int((frame["reasks"] > 0).sum()),
+    )
 
 
 # -- critiques -------------------------------------------------------------------------
@@ -225,9 +245,12 @@ def critique_completions(
     def tasks() -> Iterator[Task]:
         for row in usable.itertuples(index=False):
             request = build_critique_request(
-                str(row.instruction), str(row.response), str(row.principle or "helpfulness"),
+                str(row.instruction),
+                str(row.response),
+                str(row.principle or "helpfulness"),
                 str(getattr(row, "system_prompt", "") or ""),
-                structured=structured, sampling=sampling,
+                structured=structured,
+                sampling=sampling,
             )
             yield Task(request, read)
 
@@ -236,21 +259,26 @@ def critique_completions(
     )
     judgements = [
         CritiqueJudgement(
-            prompt_id=prompt_id, completion_idx=completion_idx,
-            parsed=outcome.value if outcome.reply.ok else None, judge_model=client.model,
-            judge_endpoint=client.config.name, judge_backend=client.config.backend,
-            raw_reply=outcome.text, reasks=outcome.reasks,
+            prompt_id=prompt_id,
+            completion_idx=completion_idx,
+            parsed=outcome.value if outcome.reply.ok else None,
+            judge_model=client.model,
+            judge_endpoint=client.config.name,
+            judge_backend=client.config.backend,
+            raw_reply=outcome.text,
+            reasks=outcome.reasks,
             call_error=None if outcome.reply.ok else outcome.error,
         )
         for prompt_id, completion_idx, outcome in zip(
-            usable["prompt_id"].astype(str), usable["completion_idx"].astype(int), outcomes,
+            usable["prompt_id"].astype(str),
+            usable["completion_idx"].astype(int),
+            outcomes,
             strict=True,
         )
     ]
     frame = critiques_frame(judgements)
     frame["prompt_tokens"] = pd.array([o.prompt_tokens for o in outcomes], dtype="float64")
-    frame["completion_tokens"] = pd.array([o.completion_tokens for o in outcomes],
-                                          dtype="float64")
+    frame["completion_tokens"] = pd.array([o.completion_tokens for o in outcomes], dtype="float64")
     _log_parse_rate("critiques", frame)
     return frame
 
@@ -290,8 +318,10 @@ def fix_overall_scores(
         tasks = [
             Task(
                 build_rescore_request(
-                    str(texts.at[key, "instruction"]), str(texts.at[key, "response"]),
-                    str(critique_of.get(key) or ""), structured=client.supports_json_schema,
+                    str(texts.at[key, "instruction"]),
+                    str(texts.at[key, "response"]),
+                    str(critique_of.get(key) or ""),
+                    structured=client.supports_json_schema,
                 ),
                 _rescore_reading,
             )

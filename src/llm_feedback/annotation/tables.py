@@ -1,8 +1,8 @@
 """Turning parsed judge replies into the long-format `aspect_annotations` and `critiques` tables.
 
-One row per natural unit with explicit dtypes, so the Parquet schema does not depend on which
-values happened to occur. The `types` column holds Python lists of strings (Parquet
-list<string>); read back, each cell is a sequence of strings.
+One row per natural unit with the explicit dtypes of `llm_feedback.schema`, so the Parquet
+schema does not depend on which values happened to occur. The `types` column holds Python
+lists of strings (Parquet list<string>); read back, each cell is a sequence of strings.
 """
 
 from __future__ import annotations
@@ -17,42 +17,7 @@ from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
 from llm_feedback.errors import InputError
 from llm_feedback.replies.status import CALL_FAILED
-
-ASPECT_ANNOTATION_DTYPES: Mapping[str, Any] = {
-    "prompt_id": "string",
-    "completion_idx": "int64",
-    "aspect": "string",
-    "shuffle_idx": "int64",
-    "position": "int64",
-    "rating": "Float64",
-    "is_na": "bool",
-    "rationale": "string",
-    "types": "object",
-    "type_rationale": "string",
-    "parse_status": "string",  # a word of llm_feedback.replies.status
-    "parse_error": "string",  # why the rating is null (call error or parse failure)
-    "reasks": "int64",
-    "judge_model": "string",
-    "judge_endpoint": "string",  # the endpoint's name in parameters.yml
-    "judge_backend": "string",  # local | openai | azure | vllm | ...
-    "raw_reply": "string",
-    "prompt_tokens": "float64",  # this row's share of its call's tokens
-    "completion_tokens": "float64",
-}
-
-CRITIQUE_DTYPES: Mapping[str, Any] = {
-    "prompt_id": "string",
-    "completion_idx": "int64",
-    "critique": "string",
-    "overall_score": "Float64",
-    "parse_status": "string",  # a word of llm_feedback.replies.status
-    "parse_error": "string",
-    "reasks": "int64",
-    "judge_model": "string",
-    "judge_endpoint": "string",
-    "judge_backend": "string",
-    "raw_reply": "string",
-}
+from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 
 
 @dataclass(frozen=True)
@@ -171,7 +136,7 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
 def aspect_annotations_frame(judgements: Iterable[AspectJudgement]) -> pd.DataFrame:
     """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx)."""
     rows = (row for judgement in judgements for row in _aspect_rows(judgement))
-    return _typed_frame(rows, ASPECT_ANNOTATION_DTYPES)
+    return _typed_frame(rows, ASPECT_ANNOTATIONS_COLUMN_TYPES)
 
 
 def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
@@ -197,4 +162,4 @@ def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
                 "raw_reply": judgement.raw_reply,
             }
         )
-    return _typed_frame(rows, CRITIQUE_DTYPES)
+    return _typed_frame(rows, CRITIQUES_COLUMN_TYPES)

@@ -105,8 +105,7 @@ def register_backend(name: str, factory: BackendFactory, *, replace: bool = Fals
     concurrency = getattr(factory, "default_concurrency", None)
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise TypeError(
-            f"backend '{name}': {factory!r} needs an int class attribute "
-            "'default_concurrency' >= 1"
+            f"backend '{name}': {factory!r} needs an int class attribute 'default_concurrency' >= 1"
         )
     if name in BACKENDS and BACKENDS[name] is not factory and not replace:
         raise ValueError(f"backend '{name}' is already registered ({BACKENDS[name]!r})")

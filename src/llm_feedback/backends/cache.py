@@ -34,8 +34,9 @@ class RequestCache:
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
         )
         self._pending: queue.SimpleQueue = queue.SimpleQueue()
-        self._writer = threading.Thread(target=self._write_forever, name="request-cache",
-                                        daemon=True)
+        self._writer = threading.Thread(
+            target=self._write_forever, name="request-cache", daemon=True
+        )
         self._writer.start()
 
     def get_many(self, keys: Iterable[str]) -> dict[str, ChatResult]:
@@ -85,8 +86,10 @@ class RequestCache:
                     batch.append(self._pending.get_nowait())
                 except queue.Empty:
                     break
-            rows = [(key, _encode(result)) for key, result in
-                    (item for item in batch if isinstance(item, tuple))]
+            rows = [
+                (key, _encode(result))
+                for key, result in (item for item in batch if isinstance(item, tuple))
+            ]
             if rows:
                 with self._lock:
                     self._db.execute("BEGIN")

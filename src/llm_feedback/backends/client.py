@@ -161,16 +161,6 @@ class LLMClient:
             raise RuntimeError("the client is not open; use it as a context manager")
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
 
-    async def stream(
-        self,
-        requests: Iterable[ChatRequest],
-        desc: str | None = "requests",
-        on_result: ResultCallback | None = None,
-        total: int | None = None,
-    ) -> list[ChatResult]:
-        """`complete_many` for code already running on the client's loop (see `call`)."""
-        return await self._complete_many(requests, desc, on_result, total)
-
     def complete(self, request: ChatRequest) -> ChatResult:
         return self.complete_many([request], desc=None)[0]
 
@@ -187,7 +177,7 @@ class LLMClient:
         so callers can parse replies while the rest are still in flight. `requests` may be
         a lazy iterable (give `total` for the progress bar): sending starts at once.
         """
-        return self._run(self._complete_many(requests, desc, on_result, total))
+        return self._run(self.stream(requests, desc, on_result, total))
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
         return (await self.acomplete_many([request], desc=None))[0]
@@ -195,7 +185,7 @@ class LLMClient:
     async def acomplete_many(
         self, requests: Iterable[ChatRequest], desc: str | None = None
     ) -> list[ChatResult]:
-        return await self.acall(self._complete_many(list(requests), desc))
+        return await self.acall(self.stream(list(requests), desc))
 
     def is_available(self, timeout_s: float = 10.0) -> bool:
         """A cheap health check: can the endpoint answer at all?"""
@@ -204,14 +194,15 @@ class LLMClient:
         return self._run(self.backend.probe(self._sdk, timeout_s))
 
     # -- machinery -------------------------------------------------------------------
-    async def _complete_many(
+    async def stream(
         self,
         requests: Iterable[ChatRequest],
-        desc: str | None,
+        desc: str | None = "requests",
         on_result: ResultCallback | None = None,
         total: int | None = None,
     ) -> list[ChatResult]:
-        """Look up, deduplicate and send requests chunk by chunk as they are produced.
+        """`complete_many` for code running on the client's loop (see `call`): look up,
+        deduplicate and send requests chunk by chunk as they are produced.
 
         `requests` may be a lazy iterable: the first calls are in flight while later
         requests are still being built, hashed and looked up in the cache.
@@ -239,7 +230,10 @@ class LLMClient:
         if sent and desc is not None:
             logger.info(
                 "%s: %d requests, %d from cache, %d sent, %d failed, %d retries",
-                desc, len(batch.results), len(batch.results) - sent, sent,
+                desc,
+                len(batch.results),
+                len(batch.results) - sent,
+                sent,
                 sum(1 for index in batch.first_index.values() if not batch.results[index].ok),
                 self.stats.retries,
             )

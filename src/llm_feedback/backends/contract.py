@@ -88,9 +88,7 @@ class ChatRequest:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
     @classmethod
-    def from_prompt(
-        cls, user: str, system: str | None = None, **sampling: Any
-    ) -> ChatRequest:
+    def from_prompt(cls, user: str, system: str | None = None, **sampling: Any) -> ChatRequest:
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}
         ]

@@ -80,14 +80,20 @@ class LocalModelBackend(OpenAICompatibleBackend):
         model_path = self._model_path or embedded_model_path()
         if not model_path.is_file():
             raise ConfigError(f"endpoint '{self.config.name}': model file {model_path} not found")
-        key = (str(model_path), self.config.parallel_slots, self.config.context_per_slot,
-               self._threads)
+        key = (
+            str(model_path),
+            self.config.parallel_slots,
+            self.config.context_per_slot,
+            self._threads,
+        )
         with _servers_lock:
             server = _servers.get(key)
             if server is None:
                 logger.info(
                     "Starting the embedded model %s (%d slots, %d threads)",
-                    model_path.name, self.config.parallel_slots, self._threads,
+                    model_path.name,
+                    self.config.parallel_slots,
+                    self._threads,
                 )
                 server = _start_server(model_path, *key[1:])
                 _servers[key] = server

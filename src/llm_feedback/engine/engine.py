@@ -70,8 +70,12 @@ class _Running:
         else:
             reading = failed_reading(read, reply.error)
         self.outcome = Outcome(
-            reading, reply, prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens, cached=reply.cached, error=reply.error,
+            reading,
+            reply,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cached=reply.cached,
+            error=reply.error,
         )
         if not (may_reask and self.needs_reask()):
             self.request = None  # never re-asked: at scale its prompt is most of the memory
@@ -153,7 +157,8 @@ class TaskEngine:
                 break
             reasks = [
                 reask_request(
-                    running[i].request, running[i].outcome.reply,
+                    running[i].request,
+                    running[i].outcome.reply,
                     running[i].outcome.reading.problem_text,
                 )
                 for i in pending

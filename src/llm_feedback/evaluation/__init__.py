@@ -16,9 +16,9 @@ normalisation skips the call, an unknown reference is "invalid" with no call),
 `pairwise` (every two models' responses to the same instance and replicate, judged in
 both orders; orders that disagree make a tie).
 
-The parameters are `llm_feedback.params.evaluate`. Modules: `samples` (the input columns
-and their checks), `generation`, `judging` (replicates, re-asks), `metrics`, `tables`
-(dtypes), `run`.
+The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtypes
+`llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
+(replicates, re-asks), `metrics`, `run`.
 """
 
 from llm_feedback.evaluation.generation import generate_responses
@@ -26,31 +26,15 @@ from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID, NO_RESPONSE, j
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.evaluation.run import run_evaluation
 from llm_feedback.evaluation.samples import (
-    PRIOR_COLUMNS,
-    REQUIRED_COLUMNS,
-    SAMPLE_KEYS,
     prepare_samples,
     select_samples,
     validate_samples,
-)
-from llm_feedback.evaluation.tables import (
-    JUDGMENT_DTYPES,
-    METRIC_DTYPES,
-    PAIRWISE_DTYPES,
-    SAMPLE_DTYPES,
 )
 
 __all__ = [
     "EXACT_MATCH",
     "INVALID",
-    "JUDGMENT_DTYPES",
-    "METRIC_DTYPES",
     "NO_RESPONSE",
-    "PAIRWISE_DTYPES",
-    "PRIOR_COLUMNS",
-    "REQUIRED_COLUMNS",
-    "SAMPLE_DTYPES",
-    "SAMPLE_KEYS",
     "compute_metrics",
     "generate_responses",
     "judge_samples",

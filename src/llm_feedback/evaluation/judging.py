@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.evaluation.tables import JUDGMENT_DTYPES, PAIRWISE_DTYPES
 from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
+from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES, EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +152,9 @@ def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -
             records += _records_from_outcome(sample, next(outcomes), config)
         else:
             records += _records_without_call(sample, step, config, judge.model)
-    judgments = pd.DataFrame(records, columns=list(JUDGMENT_DTYPES)).astype(JUDGMENT_DTYPES)
+    judgments = pd.DataFrame(records, columns=list(EVAL_JUDGMENTS_COLUMN_TYPES)).astype(
+        EVAL_JUDGMENTS_COLUMN_TYPES
+    )
     _log_summary(judgments, config)
     return judgments
 
@@ -252,7 +254,9 @@ def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) ->
         judged = _text(first.response) is not None and _text(second.response) is not None
         combined = combine_orders(next(outcomes), next(outcomes)) if judged else None
         records.append(_pair_record(first, second, combined, judge.model))
-    judgments = pd.DataFrame(records, columns=list(PAIRWISE_DTYPES)).astype(PAIRWISE_DTYPES)
+    judgments = pd.DataFrame(records, columns=list(EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES)).astype(
+        EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
+    )
     inconsistent = int((judgments["consistent"] == False).sum())  # noqa: E712 - nullable
     logger.info(
         "evaluate (pairwise): %d pairs, %d with an outcome, %d position-inconsistent (ties)",

@@ -7,8 +7,6 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID
-from llm_feedback.evaluation.samples import SAMPLE_KEYS
-from llm_feedback.evaluation.tables import METRIC_DTYPES
 from llm_feedback.judges import (
     aggregate_scores,
     pairwise_win_rates,
@@ -16,6 +14,7 @@ from llm_feedback.judges import (
     weighted_accuracy,
 )
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
+from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 
 def _metric(
@@ -28,8 +27,15 @@ def _metric(
     criterion: str | None = None,
     k: int | None = None,
 ) -> dict[str, Any]:
-    return {"model": model, "metric": metric, "criterion": criterion, "k": k, "value": value,
-            "n": n, "n_missing": n_missing}
+    return {
+        "model": model,
+        "metric": metric,
+        "criterion": criterion,
+        "k": k,
+        "value": value,
+        "n": n,
+        "n_missing": n_missing,
+    }
 
 
 def _weighted_metrics(
@@ -45,14 +51,16 @@ def _weighted_metrics(
     rows = []
     for model, index in part.groupby("model", sort=True).groups.items():
         value = weighted_accuracy(fraction[index], weights[index])
-        rows.append(_metric(
-            model,
-            "weighted_accuracy" if binary else "weighted_normalised_mean",
-            value if binary else 100.0 * value,
-            n=int(fraction[index].notna().sum()),
-            n_missing=int(part.loc[index, "score"].isna().sum()),
-            criterion=criterion,
-        ))
+        rows.append(
+            _metric(
+                model,
+                "weighted_accuracy" if binary else "weighted_normalised_mean",
+                value if binary else 100.0 * value,
+                n=int(fraction[index].notna().sum()),
+                n_missing=int(part.loc[index, "score"].isna().sum()),
+                criterion=criterion,
+            )
+        )
     return rows
 
 
@@ -60,8 +68,14 @@ def _pass_at_k_metrics(judged: pd.DataFrame, config: EvaluateParams) -> list[dic
     items = judged.assign(item=judged["instance_id"] + "#" + judged["turn"].astype("string"))
     table = pass_at_k_table(items, "item", "score", config.ks, missing=config.missing)
     return [
-        _metric(row.model, "pass_at_k", row.pass_at_k, n=row.n_instances,
-                n_missing=row.n_missing, k=row.k)
+        _metric(
+            row.model,
+            "pass_at_k",
+            row.pass_at_k,
+            n=row.n_instances,
+            n_missing=row.n_missing,
+            k=row.k,
+        )
         for row in table.itertuples()
     ]
 
@@ -91,14 +105,22 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
         summary = aggregate_scores(part, "score", low=low, high=high, missing=config.missing)
         for row in summary.itertuples():
             for metric in ("mean", "normalised_mean"):
-                rows.append(_metric(row.model, metric, getattr(row, metric), n=row.n,
-                                    n_missing=row.n_missing, criterion=criterion))
+                rows.append(
+                    _metric(
+                        row.model,
+                        metric,
+                        getattr(row, metric),
+                        n=row.n,
+                        n_missing=row.n_missing,
+                        criterion=criterion,
+                    )
+                )
         if part["weight"].notna().any():
             rows += _weighted_metrics(part, config, criterion)
     if config.mode == "binary" and not judged.empty:
         rows += _pass_at_k_metrics(judged, config)
     # A rubric call makes one row per criterion, each with the call's re-asks: count it once.
-    calls = judgments.drop_duplicates(list(SAMPLE_KEYS))
+    calls = judgments.drop_duplicates(list(EVAL_SAMPLE_KEY))
     rows += [
         _metric(model, "n_reasks", float(group.sum()), n=len(group))
         for model, group in calls["reasks"].groupby(calls["model"], sort=True)
@@ -110,18 +132,30 @@ def _pairwise_metrics(judgments: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     table = pairwise_win_rates(judgments, "model_a", "model_b", "outcome")
     for row in table.itertuples():
-        rows.append(_metric(row.model, "win_rate", row.win_rate, n=row.n,
-                            n_missing=row.n_missing))
+        rows.append(_metric(row.model, "win_rate", row.win_rate, n=row.n, n_missing=row.n_missing))
         rows += [
             _metric(row.model, name, float(getattr(row, name)), n=row.n, n_missing=row.n_missing)
             for name in ("wins", "losses", "ties")
         ]
         involved = (judgments["model_a"] == row.model) | (judgments["model_b"] == row.model)
         inconsistent = involved & (judgments["consistent"] == False)  # noqa: E712 - nullable
-        rows.append(_metric(row.model, "n_inconsistent", float(inconsistent.sum()),
-                            n=int(involved.sum()), n_missing=row.n_missing))
-        rows.append(_metric(row.model, "n_reasks", float(judgments.loc[involved, "reasks"].sum()),
-                            n=int(involved.sum())))
+        rows.append(
+            _metric(
+                row.model,
+                "n_inconsistent",
+                float(inconsistent.sum()),
+                n=int(involved.sum()),
+                n_missing=row.n_missing,
+            )
+        )
+        rows.append(
+            _metric(
+                row.model,
+                "n_reasks",
+                float(judgments.loc[involved, "reasks"].sum()),
+                n=int(involved.sum()),
+            )
+        )
     return rows
 
 
@@ -143,6 +177,6 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
         rows = _pairwise_metrics(judgments)
     else:
         rows = _pointwise_metrics(judgments, config)
-    metrics = pd.DataFrame(rows, columns=list(METRIC_DTYPES))
+    metrics = pd.DataFrame(rows, columns=list(EVAL_METRICS_COLUMN_TYPES))
     metrics["mode"] = config.mode
-    return metrics.astype(METRIC_DTYPES)
+    return metrics.astype(EVAL_METRICS_COLUMN_TYPES)

@@ -27,8 +27,13 @@ def run_evaluation(
     config = parse_evaluate(params, endpoints)
     samples = prepare_samples(eval_samples, config)
     samples = generate_responses(samples, config, cache_path, progress)
-    with Judge(config.judge.endpoint, cache_path, refresh=config.overwrite_results,
-               progress=progress, sampling=config.judge.sampling,
-               max_reasks=config.max_reasks) as judge:
+    with Judge(
+        config.judge.endpoint,
+        cache_path,
+        refresh=config.overwrite_results,
+        progress=progress,
+        sampling=config.judge.sampling,
+        max_reasks=config.max_reasks,
+    ) as judge:
         judgments = judge_samples(samples, config, judge)
     return judgments, compute_metrics(judgments, config)

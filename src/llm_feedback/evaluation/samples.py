@@ -17,13 +17,13 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import InputError
-from llm_feedback.evaluation.tables import SAMPLE_DTYPES
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams, _is_int
-
-REQUIRED_COLUMNS = ("instance_id", "question", "response", "model")
-PRIOR_COLUMNS = ("prior_question", "prior_response", "prior_reference")
-# What tells one sample (and its judge call) from another.
-SAMPLE_KEYS = ("instance_id", "turn", "model", "replicate")
+from llm_feedback.schema import (
+    EVAL_SAMPLE_KEY,
+    EVAL_SAMPLES_COLUMN_TYPES,
+    EVAL_SAMPLES_PRIOR_COLUMNS,
+    EVAL_SAMPLES_REQUIRED_COLUMNS,
+)
 
 
 def _values(frame: pd.DataFrame, column: str) -> list[Any]:
@@ -59,8 +59,9 @@ class _RowChecker:
     def instance_ids(self, values: list[Any]) -> list[str]:
         for row, value in enumerate(values):
             if not (_is_int(value) or (isinstance(value, str) and value.strip())):
-                raise self.fail(row, "instance_id", f"must be a non-empty string or an integer, "
-                                                    f"got {value!r}")
+                raise self.fail(
+                    row, "instance_id", f"must be a non-empty string or an integer, got {value!r}"
+                )
         return [str(value) for value in values]
 
     def replicates(self, values: list[Any], present: bool) -> list[int]:
@@ -69,8 +70,10 @@ class _RowChecker:
         checked = []
         for row, value in enumerate(values):
             # JSON readers turn an integer column with a gap into floats: accept 1.0.
-            is_whole = isinstance(value, numbers.Real) and not isinstance(value, bool) and (
-                float(value).is_integer()
+            is_whole = (
+                isinstance(value, numbers.Real)
+                and not isinstance(value, bool)
+                and (float(value).is_integer())
             )
             if not is_whole or value < 0:
                 raise self.fail(row, "replicate", f"must be an integer >= 0, got {value!r}")
@@ -95,23 +98,23 @@ class _RowChecker:
 
 
 def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """The checked samples with the columns of `SAMPLE_DTYPES` and a `turn`.
+    """The checked samples with the columns of `EVAL_SAMPLES_COLUMN_TYPES` and a `turn`.
 
     The index is the input's row number, which every later error names.
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
-    required = list(REQUIRED_COLUMNS) + (["reference"] if config.mode in REFERENCE_MODES else [])
+    required = list(EVAL_SAMPLES_REQUIRED_COLUMNS) + (
+        ["reference"] if config.mode in REFERENCE_MODES else []
+    )
     missing = [column for column in required if column not in frame.columns]
     if missing:
-        raise InputError(
-            f"eval_samples: missing column(s) {missing}; it has {list(frame.columns)}"
-        )
+        raise InputError(f"eval_samples: missing column(s) {missing}; it has {list(frame.columns)}")
     if frame.empty:
         raise InputError("eval_samples has no rows")
     frame = frame.reset_index(drop=True)
     check = _RowChecker(frame)
-    prior = {column: _values(frame, column) for column in PRIOR_COLUMNS}
+    prior = {column: _values(frame, column) for column in EVAL_SAMPLES_PRIOR_COLUMNS}
     samples = pd.DataFrame(
         {
             "instance_id": check.instance_ids(_values(frame, "instance_id")),
@@ -138,32 +141,38 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
             raise check.fail(row, column, "prior_question and prior_response go together")
         if question is not None and config.mode != "single_1_10":
             raise check.fail(
-                row, "prior_question",
+                row,
+                "prior_question",
                 f"two-turn rows are judged in mode single_1_10 only, not {config.mode}",
             )
     _check_unique_keys(samples, check)
     _check_same_question(samples, check)
-    return samples[list(SAMPLE_DTYPES)].astype(SAMPLE_DTYPES)
+    return samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
 
 
 def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:
-    keys = list(SAMPLE_KEYS)
+    keys = list(EVAL_SAMPLE_KEY)
     repeated = samples.duplicated(keys, keep=False)
     if repeated.any():
         rows = samples.index[repeated]
         first = samples.loc[rows[0], keys].tolist()
         twins = [row for row in rows if samples.loc[row, keys].tolist() == first]
-        raise check.fail(int(twins[1]), "instance_id",
-                         f"(instance_id, turn, model, replicate) {tuple(first)} repeats row "
-                         f"{twins[0]}")
+        raise check.fail(
+            int(twins[1]),
+            "instance_id",
+            f"(instance_id, turn, model, replicate) {tuple(first)} repeats row {twins[0]}",
+        )
 
 
 def _check_same_question(samples: pd.DataFrame, check: _RowChecker) -> None:
     for _, group in samples.groupby(["instance_id", "turn"], sort=False):
         differing = group.index[group["question"] != group["question"].iloc[0]]
         if len(differing):
-            raise check.fail(int(differing[0]), "question",
-                             f"differs from row {group.index[0]} of the same instance and turn")
+            raise check.fail(
+                int(differing[0]),
+                "question",
+                f"differs from row {group.index[0]} of the same instance and turn",
+            )
 
 
 def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
@@ -193,7 +202,9 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     if not added:
         return samples
     start = int(samples.index.max()) + 1
-    extra = pd.DataFrame(added, index=range(start, start + len(added))).astype(SAMPLE_DTYPES)
+    extra = pd.DataFrame(added, index=range(start, start + len(added))).astype(
+        EVAL_SAMPLES_COLUMN_TYPES
+    )
     return pd.concat([samples, extra])
 
 

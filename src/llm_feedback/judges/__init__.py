@@ -49,9 +49,9 @@ from llm_feedback.judges.prompts import (
     build_rubric_request,
     build_score_0_5_request,
     build_single_rating_request,
-    pairwise_json_schema,
+    pairwise_reply_schema,
     render_template,
-    rubric_json_schema,
+    rubric_reply_schema,
     template_fields,
 )
 from llm_feedback.replies.status import CALL_FAILED, PARSE_STATUSES
@@ -86,8 +86,8 @@ __all__ = [
     "is_unknown_reference",
     "normalised_mean",
     "normalize_answer",
-    "pairwise_json_schema",
     "pairwise_outcome",
+    "pairwise_reply_schema",
     "pairwise_win_rates",
     "parse_binary",
     "parse_bracket_rating",
@@ -98,7 +98,7 @@ __all__ = [
     "pass_at_k",
     "pass_at_k_table",
     "render_template",
-    "rubric_json_schema",
+    "rubric_reply_schema",
     "template_fields",
     "weighted_accuracy",
 ]

@@ -102,9 +102,7 @@ def _read_graded(text: str | None) -> Reading:
     parsed = parse_reference_grading(text)
     record = parsed.value
     correct = None if record["correct"] is None else int(record["correct"])
-    details = {
-        name: record[name] for name in ("extracted_final_answer", "reasoning", "confidence")
-    }
+    details = {name: record[name] for name in ("extracted_final_answer", "reasoning", "confidence")}
     return Reading(correct, parsed.status, correct is not None, details=details)
 
 
@@ -305,8 +303,9 @@ class Judge:
     def _judgments(
         self, tasks: Sequence[JudgeTask], outcomes: list[Outcome]
     ) -> list[dict[str, Any]]:
-        return [self._judgment(task, outcome) for task, outcome in zip(tasks, outcomes,
-                                                                        strict=True)]
+        return [
+            self._judgment(task, outcome) for task, outcome in zip(tasks, outcomes, strict=True)
+        ]
 
     def _judgment(self, task: JudgeTask, outcome: Outcome) -> dict[str, Any]:
         reading = outcome.reading
@@ -324,12 +323,6 @@ class Judge:
         if reading.details is not None:
             judgment["details"] = dict(reading.details)
         return judgment
-
-    def _judge_one(self, task: JudgeTask) -> dict[str, Any]:
-        return self.run([task])[0]
-
-    async def _ajudge_one(self, task: JudgeTask) -> dict[str, Any]:
-        return (await self.arun([task]))[0]
 
     def _task(
         self,
@@ -359,14 +352,14 @@ class Judge:
         `output_format` "0/1" or "yes/no" asks for one token; "graded" asks for
         extracted_final_answer / reasoning / correct / confidence, given in "details".
         """
-        options = {"custom_prompt": custom_prompt, "structured": self.structured,
-                   **self.sampling}
+        options = {"custom_prompt": custom_prompt, "structured": self.structured, **self.sampling}
         if output_format == "graded":
             request = build_reference_grading_request(question, answer, prediction, **options)
             return self._task(request, _read_graded, attempt)
         if output_format not in BINARY_FORMATS:
-            raise ConfigError(f"output_format must be one of {BINARY_FORMATS}, "
-                              f"got {output_format!r}")
+            raise ConfigError(
+                f"output_format must be one of {BINARY_FORMATS}, got {output_format!r}"
+            )
         request = build_binary_request(
             question, answer, prediction, output_format=output_format, **options
         )
@@ -390,8 +383,7 @@ class Judge:
         scale; any other scale is asked as a one-criterion rubric ("overall").
         """
         scale = _scale(score_range)
-        options = {"custom_prompt": custom_prompt, "structured": self.structured,
-                   **self.sampling}
+        options = {"custom_prompt": custom_prompt, "structured": self.structured, **self.sampling}
         if scale == MT_BENCH_SCALE:
             request = build_single_rating_request(
                 question, prediction, reference=reference, **options
@@ -417,8 +409,12 @@ class Judge:
     ) -> JudgeTask:
         """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
         request = build_multi_turn_rating_request(
-            questions, answers, references=references, custom_prompt=custom_prompt,
-            structured=self.structured, **self.sampling,
+            questions,
+            answers,
+            references=references,
+            custom_prompt=custom_prompt,
+            structured=self.structured,
+            **self.sampling,
         )
         return self._task(request, _rating_reader(MT_BENCH_SCALE, self.structured), attempt)
 
@@ -437,8 +433,14 @@ class Judge:
         """An integer score per criterion of `rubric` ({name: description}), as JSON."""
         scale = _scale(score_range)
         request = build_rubric_request(
-            question, prediction, rubric, score_range=scale, reference=reference,
-            context=context, custom_prompt=custom_prompt, structured=self.structured,
+            question,
+            prediction,
+            rubric,
+            score_range=scale,
+            reference=reference,
+            context=context,
+            custom_prompt=custom_prompt,
+            structured=self.structured,
             **self.sampling,
         )
         return self._task(request, _rubric_reader(rubric, scale), attempt, result_key="scores")
@@ -460,11 +462,16 @@ class Judge:
         """
         scale = _scale(score_range)
         request = build_pairwise_request(
-            question, response_a, response_b, context=context, score_range=scale,
-            custom_prompt=custom_prompt, structured=self.structured, **self.sampling,
+            question,
+            response_a,
+            response_b,
+            context=context,
+            score_range=scale,
+            custom_prompt=custom_prompt,
+            structured=self.structured,
+            **self.sampling,
         )
         return self._task(request, _pairwise_reader(scale), attempt)
-
 
     # -- judgments, each written once as a batch builder ---------------------------------
     def _binary_batch(
@@ -477,13 +484,20 @@ class Judge:
         custom_prompt: str | None = None,
     ) -> _Batch:
         """Whether each prediction is correct given the reference answer: result 1/0/None."""
-        return _Batch([
-            self.binary_task(question, answer, prediction, output_format=output_format,
-                             custom_prompt=custom_prompt)
-            for question, answer, prediction in _rows(
-                questions=questions, answers=answers, predictions=predictions
-            )
-        ])
+        return _Batch(
+            [
+                self.binary_task(
+                    question,
+                    answer,
+                    prediction,
+                    output_format=output_format,
+                    custom_prompt=custom_prompt,
+                )
+                for question, answer, prediction in _rows(
+                    questions=questions, answers=answers, predictions=predictions
+                )
+            ]
+        )
 
     def _single_batch(
         self,
@@ -495,13 +509,20 @@ class Judge:
         custom_prompt: str | None = None,
     ) -> _Batch:
         """A grade of each answer on `score_range` (see `single_task`): result a number."""
-        return _Batch([
-            self.single_task(question, prediction, reference=reference,
-                             score_range=score_range, custom_prompt=custom_prompt)
-            for question, prediction, reference in _rows(
-                questions=questions, predictions=predictions, references=references
-            )
-        ])
+        return _Batch(
+            [
+                self.single_task(
+                    question,
+                    prediction,
+                    reference=reference,
+                    score_range=score_range,
+                    custom_prompt=custom_prompt,
+                )
+                for question, prediction, reference in _rows(
+                    questions=questions, predictions=predictions, references=references
+                )
+            ]
+        )
 
     def _with_rubric_batch(
         self,
@@ -515,14 +536,25 @@ class Judge:
         custom_prompt: str | None = None,
     ) -> _Batch:
         """Scores per criterion: "scores" maps each criterion to an integer or None."""
-        return _Batch([
-            self.rubric_task(question, prediction, rubric, score_range=score_range,
-                             reference=reference, context=context, custom_prompt=custom_prompt)
-            for question, prediction, reference, context in _rows(
-                questions=questions, predictions=predictions, references=references,
-                contexts=contexts,
-            )
-        ])
+        return _Batch(
+            [
+                self.rubric_task(
+                    question,
+                    prediction,
+                    rubric,
+                    score_range=score_range,
+                    reference=reference,
+                    context=context,
+                    custom_prompt=custom_prompt,
+                )
+                for question, prediction, reference, context in _rows(
+                    questions=questions,
+                    predictions=predictions,
+                    references=references,
+                    contexts=contexts,
+                )
+            ]
+        )
 
     def _comparative_batch(
         self,
@@ -547,37 +579,40 @@ class Judge:
         ):
             orders = [(first, second), (second, first)] if swap else [(first, second)]
             tasks += [
-                self.pairwise_task(question, a, b, context=context, score_range=score_range,
-                                   custom_prompt=custom_prompt)
+                self.pairwise_task(
+                    question,
+                    a,
+                    b,
+                    context=context,
+                    score_range=score_range,
+                    custom_prompt=custom_prompt,
+                )
                 for a, b in orders
             ]
         return _Batch(tasks, lambda judgments: _join_orders(judgments, swap))
 
-    # -- multi-turn ----------------------------------------------------------------------
-    def evaluate_multi_turn(
+    def _multi_turn_batch(
         self,
-        questions: Sequence[str],
-        answers: Sequence[str],
+        conversations_questions: Sequence[Sequence[str]],
+        conversations_answers: Sequence[Sequence[str]],
         *,
-        references: Sequence[str] | None = None,
+        conversations_references: Sequence[Sequence[str] | None] | None = None,
         custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
-        return self._judge_one(self.multi_turn_task(
-            questions, answers, references=references, custom_prompt=custom_prompt
-        ))
-
-    async def evaluate_multi_turn_async(
-        self,
-        questions: Sequence[str],
-        answers: Sequence[str],
-        *,
-        references: Sequence[str] | None = None,
-        custom_prompt: str | None = None,
-    ) -> dict[str, Any]:
-        return await self._ajudge_one(self.multi_turn_task(
-            questions, answers, references=references, custom_prompt=custom_prompt
-        ))
+    ) -> _Batch:
+        """MT-Bench 1-10 grade of the second answer of each two-turn conversation; one item
+        is the turns' `questions`, `answers` and, optionally, `references`."""
+        return _Batch(
+            [
+                self.multi_turn_task(
+                    questions, answers, references=references, custom_prompt=custom_prompt
+                )
+                for questions, answers, references in _rows(
+                    conversations_questions=conversations_questions,
+                    conversations_answers=conversations_answers,
+                    conversations_references=conversations_references,
+                )
+            ]
+        )
 
 
 def _join_orders(outcomes: list[dict[str, Any]], swap: bool) -> list[dict[str, Any]]:
@@ -595,13 +630,17 @@ _SINGULAR = {
     "contexts": "context",
     "responses1": "response1",
     "responses2": "response2",
+    # One item of a multi-turn batch is a whole conversation: its turns' lists.
+    "conversations_questions": "questions",
+    "conversations_answers": "answers",
+    "conversations_references": "references",
 }
 
 
 def _item_annotation(annotation: Any) -> Any:
     """`Sequence[str | None] | None` -> `str | None`: one item of a batch input."""
     if isinstance(annotation, str) and annotation.startswith("Sequence["):
-        return annotation[len("Sequence[") : annotation.index("]")]
+        return annotation[len("Sequence[") : annotation.rindex("]")]
     return annotation
 
 
@@ -658,12 +697,24 @@ def _derive_forms(kind: str) -> None:
     doc = (builder.__doc__ or "").strip()
     for name, function, signature, text in (
         (f"evaluate_{kind}", single, single_signature, f"One item. {doc}"),
-        (f"evaluate_{kind}_async", single_async, single_signature, "`evaluate_" + kind
-         + "`, awaitable."),
-        (f"evaluate_{kind}_batch", batch, batch_signature_out,
-         f"Lists of items, one judgment each, in order. {doc}"),
-        (f"evaluate_{kind}_batch_async", batch_async, batch_signature_out,
-         f"`evaluate_{kind}_batch`, awaitable."),
+        (
+            f"evaluate_{kind}_async",
+            single_async,
+            single_signature,
+            "`evaluate_" + kind + "`, awaitable.",
+        ),
+        (
+            f"evaluate_{kind}_batch",
+            batch,
+            batch_signature_out,
+            f"Lists of items, one judgment each, in order. {doc}",
+        ),
+        (
+            f"evaluate_{kind}_batch_async",
+            batch_async,
+            batch_signature_out,
+            f"`evaluate_{kind}_batch`, awaitable.",
+        ),
     ):
         function.__name__ = function.__qualname__ = name
         function.__signature__ = signature
@@ -671,5 +722,5 @@ def _derive_forms(kind: str) -> None:
         setattr(Judge, name, function)
 
 
-for _kind in ("binary", "single", "with_rubric", "comparative"):
+for _kind in ("binary", "single", "multi_turn", "with_rubric", "comparative"):
     _derive_forms(_kind)

@@ -185,7 +185,7 @@ def _json_reply_instruction(fields: str) -> str:
     return render("json_reply", fields=fields)
 
 
-def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
+def _object_reply_schema(properties: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": properties,
@@ -198,9 +198,9 @@ def _object_schema(properties: dict[str, Any]) -> dict[str, Any]:
 
 _BINARY_REPLY_PARTS = {"0/1": "0_1", "yes/no": "yes_no"}
 
-_BINARY_SCHEMA = {
-    "0/1": _object_schema({"correct": {"type": "integer", "enum": [0, 1]}}),
-    "yes/no": _object_schema({"correct": {"type": "string", "enum": ["yes", "no"]}}),
+_BINARY_REPLY_SCHEMAS = {
+    "0/1": _object_reply_schema({"correct": {"type": "integer", "enum": [0, 1]}}),
+    "yes/no": _object_reply_schema({"correct": {"type": "string", "enum": ["yes", "no"]}}),
 }
 
 
@@ -257,11 +257,11 @@ def build_binary_request(
         "binary",
         reply=reply,
     )
-    schema = _BINARY_SCHEMA[output_format] if structured else None
+    schema = _BINARY_REPLY_SCHEMAS[output_format] if structured else None
     return _request(user, system, "binary", schema, sampling)
 
 
-REFERENCE_GRADING_SCHEMA = _object_schema(
+REFERENCE_GRADING_REPLY_SCHEMA = _object_reply_schema(
     {
         "extracted_final_answer": {"type": "string"},
         "reasoning": {"type": "string"},
@@ -293,20 +293,18 @@ def build_reference_grading_request(
         values,
         _REFERENCE_REQUIRED,
         "reference grading",
-        reply_lead=render(
-            "reference_grading", "json_reply_lead" if structured else "reply_lead"
-        ),
+        reply_lead=render("reference_grading", "json_reply_lead" if structured else "reply_lead"),
     )
-    schema = REFERENCE_GRADING_SCHEMA if structured else None
+    schema = REFERENCE_GRADING_REPLY_SCHEMA if structured else None
     return _request(user, system, "reference_grading", schema, sampling)
 
 
 # --- 0-5 rating against a reference ---------------------------------------------------
 
 
-def _rating_schema(low: int, high: int) -> dict[str, Any]:
+def _rating_reply_schema(low: int, high: int) -> dict[str, Any]:
     # The rating comes first so that a reply cut short by max_tokens still carries it.
-    return _object_schema(
+    return _object_reply_schema(
         {
             "rating": {"type": "integer", "minimum": low, "maximum": high},
             "explanation": {"type": "string"},
@@ -338,7 +336,7 @@ def build_score_0_5_request(
         "0-5 rating",
         reply=_rating_json_reply(0, 5) if structured else render("score_0_5", "reply"),
     )
-    schema = _rating_schema(0, 5) if structured else None
+    schema = _rating_reply_schema(0, 5) if structured else None
     return _request(user, system, "score_0_5", schema, sampling)
 
 
@@ -366,7 +364,7 @@ def _single_request(
         criteria_text=render("single_1_10", criteria),
         reply=_rating_json_reply(1, 10) if structured else render("single_1_10", "reply"),
     )
-    schema = _rating_schema(1, 10) if structured else None
+    schema = _rating_reply_schema(1, 10) if structured else None
     return _request(user, system, "single_1_10", schema, sampling)
 
 
@@ -460,7 +458,7 @@ def _check_criteria(criteria: Mapping[str, str]) -> None:
             raise ConfigError(f"criterion {name!r} needs a string description")
 
 
-def rubric_json_schema(criteria: Mapping[str, str], score_range: tuple[int, int]) -> dict:
+def rubric_reply_schema(criteria: Mapping[str, str], score_range: tuple[int, int]) -> dict:
     """JSON schema for a rubric reply: {"scores": {criterion: int}, "justification": str}.
 
     Scores come before the justification so that a reply cut short still has them.
@@ -468,9 +466,9 @@ def rubric_json_schema(criteria: Mapping[str, str], score_range: tuple[int, int]
     _check_criteria(criteria)
     low, high = _check_score_range(score_range)
     score = {"type": "integer", "minimum": low, "maximum": high}
-    return _object_schema(
+    return _object_reply_schema(
         {
-            "scores": _object_schema({name: dict(score) for name in criteria}),
+            "scores": _object_reply_schema({name: dict(score) for name in criteria}),
             "justification": {"type": "string"},
         }
     )
@@ -540,14 +538,14 @@ def build_rubric_request(
         "rubric",
         reply=_json_reply_instruction(render("rubric", "json_fields", scores=scores)),
     )
-    schema = rubric_json_schema(criteria, (low, high)) if structured else None
+    schema = rubric_reply_schema(criteria, (low, high)) if structured else None
     return _request(user, system, "rubric", schema, sampling)
 
 
 # --- pairwise comparison ---------------------------------------------------------------
 
 
-def pairwise_json_schema(score_range: tuple[int, int], output: str = "both") -> dict:
+def pairwise_reply_schema(score_range: tuple[int, int], output: str = "both") -> dict:
     """JSON schema for a pairwise reply; the verdict is "A", "B" or "C" (tie)."""
     if output not in PAIRWISE_OUTPUTS:
         raise ConfigError(f"output must be one of {PAIRWISE_OUTPUTS}, got {output!r}")
@@ -559,7 +557,7 @@ def pairwise_json_schema(score_range: tuple[int, int], output: str = "both") -> 
     if output in ("both", "verdict"):
         properties["verdict"] = {"type": "string", "enum": ["A", "B", "C"]}
     properties["explanation"] = {"type": "string"}
-    return _object_schema(properties)
+    return _object_reply_schema(properties)
 
 
 def build_pairwise_request(
@@ -576,7 +574,7 @@ def build_pairwise_request(
     **sampling: Any,
 ) -> ChatRequest:
     """Ask which of two responses is better: scores "Score A/B: N" and/or `[[A|B|C]]`."""
-    schema = pairwise_json_schema(score_range, output)  # validates output and score_range
+    schema = pairwise_reply_schema(score_range, output)  # validates output and score_range
     low, high = _check_score_range(score_range)
     _check_text(question=question, response_a=response_a, response_b=response_b)
     values = {"question": question, "response1": response_a, "response2": response_b}

@@ -47,8 +47,15 @@ class AnnotateParams:
         return [a for a in self.aspects if a in DEFAULT_ASPECTS] or list(self.aspects)
 
 
-_SECTIONS = ("judge", "critique", "aspects", "n_shuffles", "shuffle_seed", "max_reasks",
-             "score_fix")
+_SECTIONS = (
+    "judge",
+    "critique",
+    "aspects",
+    "n_shuffles",
+    "shuffle_seed",
+    "max_reasks",
+    "score_fix",
+)
 
 
 def parse_annotate(annotate: Any, endpoints: Mapping[str, Any] | None) -> AnnotateParams:
@@ -61,10 +68,12 @@ def parse_annotate(annotate: Any, endpoints: Mapping[str, Any] | None) -> Annota
         get_aspect(aspect)
     if len(set(aspects)) != len(aspects):
         raise ConfigError("annotate.aspects: an aspect is listed twice")
-    judge = parse_judge(block.raw("judge") if "judge" in block.values else None,
-                        "annotate.judge", endpoints)
-    score_fix = block.block("score_fix", ("flip_threshold", "reannotate_threshold"),
-                            defaults_of(ScoreFixParams))
+    judge = parse_judge(
+        block.raw("judge") if "judge" in block.values else None, "annotate.judge", endpoints
+    )
+    score_fix = block.block(
+        "score_fix", ("flip_threshold", "reannotate_threshold"), defaults_of(ScoreFixParams)
+    )
     thresholds = ScoreFixParams(
         flip_threshold=score_fix.number("flip_threshold"),
         reannotate_threshold=score_fix.number("reannotate_threshold"),

@@ -70,8 +70,9 @@ class EvaluateParams:
             raise ConfigError(
                 f"evaluate.max_reasks must be an integer >= 0, got {self.max_reasks!r}"
             )
-        object.__setattr__(self, "generation", check_sampling(self.generation,
-                                                               "evaluate.generation"))
+        object.__setattr__(
+            self, "generation", check_sampling(self.generation, "evaluate.generation")
+        )
         self._check_score_range()
         if self.mode == "rubric" and (not isinstance(self.rubric, Mapping) or not self.rubric):
             raise ConfigError("evaluate.rubric must map criterion names to descriptions")

@@ -65,17 +65,17 @@ class Block:
         value = self.raw(key)
         if value is None and nullable:
             return None
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (
-            minimum is not None and value < minimum
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or (minimum is not None and value < minimum)
         ):
             bound = "" if minimum is None else f" >= {minimum}"
             allowed = " or null" if nullable else ""
             raise ConfigError(f"{self.name(key)} must be an integer{bound}{allowed}, got {value!r}")
         return int(value)
 
-    def number(
-        self, key: str, minimum: float | None = None, maximum: float | None = None
-    ) -> float:
+    def number(self, key: str, minimum: float | None = None, maximum: float | None = None) -> float:
         value = self.raw(key)
         if (
             isinstance(value, bool)

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import InputError, require_columns  # noqa: F401 - re-exported
+from llm_feedback.schema import COMPLETION_KEY
 
 # The four UltraFeedback aspects in the order the paper presents them; any other aspect
 # found in the data is listed after these, alphabetically.
 CANONICAL_ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 
-COMPLETION_KEY = ["prompt_id", "completion_idx"]
 
-
-def require_unique_key(frame: pd.DataFrame, key: list[str], dataset: str) -> None:
+def require_unique_key(frame: pd.DataFrame, key: Sequence[str], dataset: str) -> None:
     """Fail on a repeated key, which would silently duplicate rows in a join."""
-    duplicated = frame.duplicated(subset=key)
+    duplicated = frame.duplicated(subset=list(key))
     if duplicated.any():
         position = int(duplicated.to_numpy().argmax())
         values = ", ".join(repr(frame[column].iloc[position]) for column in key)
@@ -27,12 +26,12 @@ def require_unique_key(frame: pd.DataFrame, key: list[str], dataset: str) -> Non
         )
 
 
-def typed_frame(frame: pd.DataFrame | None, schema: Mapping[str, str]) -> pd.DataFrame:
-    """Select `schema`'s columns in order and cast them, so outputs have stable dtypes
+def typed_frame(frame: pd.DataFrame | None, column_types: Mapping[str, str]) -> pd.DataFrame:
+    """Select `column_types`' columns in order and cast them, so outputs have stable dtypes
     even when empty (an empty groupby result otherwise comes back as `object`)."""
     if frame is None or frame.empty:
-        frame = pd.DataFrame({column: [] for column in schema})
-    return frame.loc[:, list(schema)].astype(dict(schema)).reset_index(drop=True)
+        frame = pd.DataFrame({column: [] for column in column_types})
+    return frame.loc[:, list(column_types)].astype(dict(column_types)).reset_index(drop=True)
 
 
 def as_float(values: pd.Series) -> pd.Series:
@@ -74,7 +73,7 @@ def attach_model(frame: pd.DataFrame, completions: pd.DataFrame, dataset: str) -
     come from different runs, which would silently skew every per-model number: fail."""
     models = completions.loc[:, [*COMPLETION_KEY, "model"]]
     require_unique_key(models, COMPLETION_KEY, "completions")
-    merged = frame.merge(models, on=COMPLETION_KEY, how="left", indicator=True)
+    merged = frame.merge(models, on=list(COMPLETION_KEY), how="left", indicator=True)
     orphans = merged[merged["_merge"] == "left_only"]
     if not orphans.empty:
         row = orphans.iloc[0]

@@ -15,7 +15,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from llm_feedback.reporting._frames import (
-    COMPLETION_KEY,
     as_float,
     attach_model,
     ordered_aspects,
@@ -24,12 +23,12 @@ from llm_feedback.reporting._frames import (
 from llm_feedback.reporting.metrics import (
     ANNOTATION_COLUMNS,
     FIX_ACTIONS,
-    MODEL_ASPECT_SCHEMA,
     RATING_MAX,
     RATING_MIN,
     pearson,
     rating_by_position,
 )
+from llm_feedback.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPES
 
 RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))
 NO_DATA = "no data"
@@ -117,7 +116,7 @@ def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     title = "Mean rating per model and aspect"
     if model_aspect_table.empty:
         return message_figure(title, NO_DATA)
-    require_columns(model_aspect_table, MODEL_ASPECT_SCHEMA, "model_aspect_metrics")
+    require_columns(model_aspect_table, MODEL_ASPECT_METRICS_COLUMN_TYPES, "model_aspect_metrics")
     means = model_aspect_table.pivot(index="model", columns="aspect", values="mean_rating")
     counts = model_aspect_table.pivot(index="model", columns="aspect", values="n_rated")
     aspects = ordered_aspects(means.columns)

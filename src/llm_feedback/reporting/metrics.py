@@ -16,7 +16,6 @@ from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.status import CALL_FAILED, UNREADABLE
 from llm_feedback.reporting._frames import (
-    COMPLETION_KEY,
     as_float,
     attach_model,
     ordered_aspects,
@@ -24,55 +23,21 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
+from llm_feedback.schema import (
+    COMPLETION_KEY,
+    COST_TABLE_COLUMN_TYPES,
+    JUDGE_HEALTH_COLUMN_TYPES,
+    MODEL_ASPECT_METRICS_COLUMN_TYPES,
+    MODEL_SCORE_METRICS_COLUMN_TYPES,
+    POSITION_CONSISTENCY_COLUMN_TYPES,
+    RATING_BY_POSITION_COLUMN_TYPES,
+)
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
 MIN_CORRELATION_PAIRS = 3
-
-MODEL_ASPECT_SCHEMA = {
-    "model": "str",
-    "aspect": "str",
-    "n_rated": "int64",
-    "n_na": "int64",
-    "n_failed": "int64",
-    "mean_rating": "float64",
-    "mean_rating_0_100": "float64",
-    "std_error": "float64",
-}
-MODEL_SCORE_SCHEMA = {
-    "model": "str",
-    "n": "int64",
-    "mean_overall_original": "float64",
-    "mean_overall_fixed": "float64",
-    "mean_fine_grained": "float64",
-    "n_paired": "int64",
-    "pearson_overall_vs_fine_grained": "float64",
-    "spearman_overall_vs_fine_grained": "float64",
-}
-JUDGE_HEALTH_SCHEMA = {"metric": "str", "scope": "str", "value": "float64"}
-POSITION_CONSISTENCY_SCHEMA = {
-    "aspect": "str",
-    "n_compared": "int64",
-    "share_changed": "float64",
-    "mean_abs_change": "float64",
-}
-RATING_BY_POSITION_SCHEMA = {
-    "aspect": "str",
-    "position": "int64",
-    "n_rated": "int64",
-    "mean_rating": "float64",
-}
-COST_SCHEMA = {
-    "stage": "str",
-    "endpoint": "str",
-    "model": "str",
-    "prompt_tokens": "int64",
-    "completion_tokens": "int64",
-    "estimated_cost": "float64",
-    "priced": "bool",
-}
 
 ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
 
@@ -119,7 +84,7 @@ def model_aspect_metrics(
     table = counts.reindex(grid, fill_value=0).join(moments, how="left")
     table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
     table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
-    return typed_frame(table.reset_index(), MODEL_ASPECT_SCHEMA)
+    return typed_frame(table.reset_index(), MODEL_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
@@ -153,7 +118,7 @@ def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
                 "spearman_overall_vs_fine_grained": pearson(overall.rank(), fine.rank()),
             }
         )
-    return typed_frame(pd.DataFrame(rows), MODEL_SCORE_SCHEMA)
+    return typed_frame(pd.DataFrame(rows), MODEL_SCORE_METRICS_COLUMN_TYPES)
 
 
 def pearson(x: pd.Series, y: pd.Series) -> float:
@@ -207,7 +172,7 @@ def judge_health(
         rows.append({"metric": "fix_count", "scope": action, "value": count})
         share = _share(count, len(overall_scores))
         rows.append({"metric": "fix_share", "scope": action, "value": share})
-    return typed_frame(pd.DataFrame(rows), JUDGE_HEALTH_SCHEMA)
+    return typed_frame(pd.DataFrame(rows), JUDGE_HEALTH_COLUMN_TYPES)
 
 
 def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
@@ -242,7 +207,7 @@ def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     if aspect_annotations["shuffle_idx"].nunique() < 2:
-        return typed_frame(None, POSITION_CONSISTENCY_SCHEMA)
+        return typed_frame(None, POSITION_CONSISTENCY_COLUMN_TYPES)
 
     item = [*COMPLETION_KEY, "aspect"]
     ratings = aspect_annotations.loc[:, item].copy()
@@ -275,7 +240,7 @@ def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
                 "mean_abs_change": compared["abs_change"].mean(),
             }
         )
-    return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_SCHEMA)
+    return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_COLUMN_TYPES)
 
 
 def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
@@ -286,7 +251,7 @@ def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     if aspect_annotations["shuffle_idx"].nunique() < 2:
-        return typed_frame(None, RATING_BY_POSITION_SCHEMA)
+        return typed_frame(None, RATING_BY_POSITION_COLUMN_TYPES)
 
     ratings = aspect_annotations.loc[:, ["aspect", "position"]].copy()
     ratings["rating"] = as_float(aspect_annotations["rating"])
@@ -299,7 +264,7 @@ def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     aspect_rank = {aspect: rank for rank, aspect in enumerate(ordered_aspects(table["aspect"]))}
     table["aspect_rank"] = table["aspect"].map(aspect_rank)
     table = table.sort_values(["aspect_rank", "position"])
-    return typed_frame(table, RATING_BY_POSITION_SCHEMA)
+    return typed_frame(table, RATING_BY_POSITION_COLUMN_TYPES)
 
 
 # Models these backends run on this machine cost nothing per token unless a price is given.
@@ -339,20 +304,24 @@ def cost_table(
     for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
         usage.append(
             frame.loc[:, judge_columns]
-            .rename(columns={"judge_model": "model", "judge_endpoint": "endpoint",
-                             "judge_backend": "backend"})
+            .rename(
+                columns={
+                    "judge_model": "model",
+                    "judge_endpoint": "endpoint",
+                    "judge_backend": "backend",
+                }
+            )
             .assign(stage=stage)
         )
     tokens = pd.concat(usage, ignore_index=True)
     for column in token_columns:
         tokens[column] = tokens[column].fillna(0).astype("int64")
     # dropna=False: tokens of a row without an endpoint or model still count.
-    table = tokens.groupby(["stage", "endpoint", "backend", "model"], as_index=False,
-                           dropna=False)[token_columns].sum()
+    table = tokens.groupby(["stage", "endpoint", "backend", "model"], as_index=False, dropna=False)[
+        token_columns
+    ].sum()
 
-    table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(
-        IN_PROCESS_BACKENDS
-    )
+    table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(IN_PROCESS_BACKENDS)
     prompt_price, completion_price = (
         np.array(
             [prices[model][key] if model in prices else 0.0 for model in table["model"]],
@@ -366,7 +335,7 @@ def cost_table(
     ) / 1000
     table["stage_order"] = table["stage"].map(STAGES.index)
     table = table.sort_values(["stage_order", "endpoint", "model"])
-    return typed_frame(table, COST_SCHEMA)
+    return typed_frame(table, COST_TABLE_COLUMN_TYPES)
 
 
 def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:

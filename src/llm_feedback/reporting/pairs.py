@@ -23,12 +23,16 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.reporting._frames import (
-    COMPLETION_KEY,
     as_float,
     ratings_per_completion_aspect,
     require_columns,
     require_unique_key,
     typed_frame,
+)
+from llm_feedback.schema import (
+    COMPLETION_KEY,
+    PAIR_DROPS_COLUMN_TYPES,
+    PREFERENCE_PAIRS_COLUMN_TYPES,
 )
 
 logger = logging.getLogger(__name__)
@@ -40,21 +44,6 @@ STRATEGIES: tuple[str, ...] = ("random_lower", "all_pairs")
 
 # Why a prompt yields no pair, in the order they are checked.
 DROP_REASONS = ("decontaminated", "fewer_than_two_scored", "all_scores_tied")
-
-PAIRS_SCHEMA = {
-    "prompt_id": "str",
-    "prompt": "str",
-    "chosen": "object",
-    "rejected": "object",
-    "score_chosen": "float64",
-    "score_rejected": "float64",
-    "model_chosen": "str",
-    "model_rejected": "str",
-    "completion_idx_chosen": "int64",
-    "completion_idx_rejected": "int64",
-    "score_kind": "str",
-}
-DROPPED_SCHEMA = {"reason": "str", "n_prompts": "int64"}
 
 
 class PreferencePairs(NamedTuple):
@@ -114,7 +103,8 @@ def binarize(
     require_unique_key(completions, COMPLETION_KEY, "completions")
     scores = _scores(overall_scores, aspect_annotations, score)
 
-    scored = completions.merge(scores, on=COMPLETION_KEY, how="left").sort_values(COMPLETION_KEY)
+    completion_key = list(COMPLETION_KEY)
+    scored = completions.merge(scores, on=completion_key, how="left").sort_values(completion_key)
     response = scored["response"]
     scored["usable"] = (
         scored["error"].isna()
@@ -162,7 +152,8 @@ def binarize(
         ", ".join(f"{reason}={count}" for reason, count in drops.items()),
     )
     return PreferencePairs(
-        typed_frame(pd.DataFrame(pair_rows), PAIRS_SCHEMA), typed_frame(dropped, DROPPED_SCHEMA)
+        typed_frame(pd.DataFrame(pair_rows), PREFERENCE_PAIRS_COLUMN_TYPES),
+        typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
     )
 
 
@@ -173,14 +164,14 @@ def _scores(
     if score == "overall":
         require_columns(overall_scores, [*COMPLETION_KEY, "overall_score_fixed"], "overall_scores")
         require_unique_key(overall_scores, COMPLETION_KEY, "overall_scores")
-        return overall_scores.loc[:, COMPLETION_KEY].assign(
+        return overall_scores.loc[:, list(COMPLETION_KEY)].assign(
             score=as_float(overall_scores["overall_score_fixed"])
         )
     require_columns(
         aspect_annotations, [*COMPLETION_KEY, "aspect", "rating", "is_na"], "aspect_annotations"
     )
     folded = ratings_per_completion_aspect(aspect_annotations)
-    return folded.groupby(COMPLETION_KEY, as_index=False).agg(score=("rating", "mean"))
+    return folded.groupby(list(COMPLETION_KEY), as_index=False).agg(score=("rating", "mean"))
 
 
 def _prompt_rng(seed: int, prompt_id: str) -> random.Random:

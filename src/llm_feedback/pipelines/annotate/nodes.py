@@ -20,19 +20,25 @@ def read_params(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> An
     return parse_annotate(annotate, endpoints)
 
 
-def rate_aspects(completions: pd.DataFrame, params: AnnotateParams,
-                 request_cache: str | None) -> pd.DataFrame:
+def rate_aspects(
+    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+) -> pd.DataFrame:
     usable_completions(completions)  # bad input fails before the judge starts
     with LLMClient(params.endpoint, request_cache) as judge:
         return annotate_aspects(
-            completions, judge, aspects=params.aspects, n_shuffles=params.n_shuffles,
-            shuffle_seed=params.shuffle_seed, max_reasks=params.max_reasks,
+            completions,
+            judge,
+            aspects=params.aspects,
+            n_shuffles=params.n_shuffles,
+            shuffle_seed=params.shuffle_seed,
+            max_reasks=params.max_reasks,
             sampling=params.aspect_sampling,
         )
 
 
-def critique(completions: pd.DataFrame, params: AnnotateParams,
-             request_cache: str | None) -> pd.DataFrame:
+def critique(
+    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+) -> pd.DataFrame:
     usable_completions(completions)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critique_completions(
@@ -40,19 +46,31 @@ def critique(completions: pd.DataFrame, params: AnnotateParams,
         )
 
 
-def fix_scores(completions: pd.DataFrame, aspect_annotations: pd.DataFrame,
-               critiques: pd.DataFrame, params: AnnotateParams,
-               request_cache: str | None) -> pd.DataFrame:
+def fix_scores(
+    completions: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    critiques: pd.DataFrame,
+    params: AnnotateParams,
+    request_cache: str | None,
+) -> pd.DataFrame:
     with LLMClient(params.endpoint, request_cache) as judge:
         return fix_overall_scores(
-            completions, aspect_annotations, critiques, judge,
+            completions,
+            aspect_annotations,
+            critiques,
+            judge,
             flip_threshold=params.score_fix.flip_threshold,
             reannotate_threshold=params.score_fix.reannotate_threshold,
-            aspects=params.fine_grained_aspects, max_reasks=params.max_reasks,
+            aspects=params.fine_grained_aspects,
+            max_reasks=params.max_reasks,
         )
 
 
-def export_ultrafeedback(completions: pd.DataFrame, aspect_annotations: pd.DataFrame,
-                         critiques: pd.DataFrame, overall_scores: pd.DataFrame) -> pd.DataFrame:
+def export_ultrafeedback(
+    completions: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    critiques: pd.DataFrame,
+    overall_scores: pd.DataFrame,
+) -> pd.DataFrame:
     records = to_ultrafeedback_records(completions, aspect_annotations, critiques, overall_scores)
     return ultrafeedback_frame(records)

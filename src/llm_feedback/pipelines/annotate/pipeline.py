@@ -14,10 +14,18 @@ JUDGE_INPUTS = ["annotate_params", "params:request_cache"]
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(read_params, ["params:annotate", "params:endpoints"], "annotate_params",
-                 name="read_annotate_params"),
-            node(rate_aspects, ["completions", *JUDGE_INPUTS], "aspect_annotations",
-                 name="rate_aspects"),
+            node(
+                read_params,
+                ["params:annotate", "params:endpoints"],
+                "annotate_params",
+                name="read_annotate_params",
+            ),
+            node(
+                rate_aspects,
+                ["completions", *JUDGE_INPUTS],
+                "aspect_annotations",
+                name="rate_aspects",
+            ),
             node(critique, ["completions", *JUDGE_INPUTS], "critiques", name="critique"),
             node(
                 fix_scores,

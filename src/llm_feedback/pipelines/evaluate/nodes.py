@@ -23,16 +23,21 @@ def prepare(eval_samples: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
     return prepare_samples(eval_samples, params)
 
 
-def generate(samples: pd.DataFrame, params: EvaluateParams,
-             request_cache: str | None) -> pd.DataFrame:
+def generate(
+    samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None
+) -> pd.DataFrame:
     return generate_responses(samples, params, request_cache)
 
 
-def judge(samples: pd.DataFrame, params: EvaluateParams,
-          request_cache: str | None) -> pd.DataFrame:
-    with Judge(params.judge.endpoint, request_cache, refresh=params.overwrite_results,
-               progress=True, sampling=params.judge.sampling,
-               max_reasks=params.max_reasks) as judge_client:
+def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None) -> pd.DataFrame:
+    with Judge(
+        params.judge.endpoint,
+        request_cache,
+        refresh=params.overwrite_results,
+        progress=True,
+        sampling=params.judge.sampling,
+        max_reasks=params.max_reasks,
+    ) as judge_client:
         return judge_samples(samples, params, judge_client)
 
 

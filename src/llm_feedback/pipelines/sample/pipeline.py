@@ -6,10 +6,15 @@ from llm_feedback.pipelines.sample.nodes import combine_sources, read_params, sa
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(read_params, ["params:sample", "params:model_pool"], "sample_params",
-                 name="read_sample_params"),
+            node(
+                read_params,
+                ["params:sample", "params:model_pool"],
+                "sample_params",
+                name="read_sample_params",
+            ),
             node(combine_sources, "raw_prompt_files", "raw_prompts", name="combine_prompt_sources"),
-            node(sample, ["raw_prompts", "sample_params"], "sampled_prompts",
-                 name="sample_prompts"),
+            node(
+                sample, ["raw_prompts", "sample_params"], "sampled_prompts", name="sample_prompts"
+            ),
         ]
     )
