@@ -13,6 +13,11 @@ class ConfigError(ValueError):
     """A bad parameter or endpoint definition: names the parameter at fault."""
 
 
+class EndpointError(RuntimeError):
+    """An endpoint that cannot do its job (down, wrong key, too many failed calls): names
+    the endpoint, its URL and where its key comes from, never the key."""
+
+
 def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
     """Fail with the dataset and column names when an input lacks expected columns."""
     missing = [column for column in columns if column not in frame.columns]

@@ -57,8 +57,12 @@ def generate_completions(
     pool: Mapping[str, ModelSpec],
     cache_path: str | Path | None,
     progress: bool = True,
+    fail_loud: bool = False,
 ) -> pd.DataFrame:
-    """Answer every sampled (prompt, slot); a failed call becomes a row with `error` set."""
+    """Answer every sampled (prompt, slot); a failed call becomes a row with `error` set.
+
+    `fail_loud`: raise instead when more calls of an endpoint failed than its
+    `max_failure_share` (the pipeline's node does)."""
     validate_sampled_prompts(sampled, pool)
     sampled = sampled.reset_index(drop=True)
     requests = build_requests(sampled, pool)
@@ -68,7 +72,7 @@ def generate_completions(
     for endpoint_name, rows in endpoint_of_row.groupby(endpoint_of_row, sort=True):
         positions = rows.index.to_list()
         with LLMClient(endpoints[endpoint_name], cache_path, progress=progress) as client:
-            outcomes = TaskEngine(client, max_reasks=0).run(
+            outcomes = TaskEngine(client, max_reasks=0, fail_loud=fail_loud).run(
                 [Task(requests[i], reask=False) for i in positions],
                 desc=f"generate [{endpoint_name}]",
             )

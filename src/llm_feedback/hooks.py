@@ -1,6 +1,8 @@
-"""Project hooks: hand credentials to the endpoint layer, stop local model servers, and
-tell the report which dataset versions it was built from."""
+"""Project hooks: hand credentials to the endpoint layer, check a run before its first
+node (parameters, one run per data root, endpoints that answer), stop local model
+servers, and tell the report which dataset versions it was built from."""
 
+from pathlib import Path
 from typing import Any
 
 from kedro.config import MissingConfigException
@@ -9,7 +11,10 @@ from kedro.io import AbstractVersionedDataset, CatalogProtocol, MemoryDataset
 from kedro.pipeline import Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
+from llm_feedback.backends.preflight import preflight
+from llm_feedback.params.run import check_run
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
+from llm_feedback.runlock import RunLock
 
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
@@ -33,6 +38,55 @@ class ModelEndpointHooks:
     @hook_impl
     def on_pipeline_error(self) -> None:
         stop_local_servers()
+
+
+class RunGuardHooks:
+    """Before the first node of a run, so that a run that cannot do its job costs nothing:
+
+    - every parameter block the selected pipelines read is parsed and checked (the nodes
+      parse them again into the objects they use; checking here catches a bad annotate
+      block before generate has paid for anything);
+    - a run that calls models takes the data root's lock (one run per request cache);
+    - every endpoint it will call answers one cheap request (`backends.preflight`).
+    """
+
+    def __init__(self) -> None:
+        self._lock: RunLock | None = None
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+        parameters = catalog.load("parameters")
+        blocks = {
+            name.removeprefix("params:").split(".")[0]
+            for name in pipeline.inputs()
+            if name.startswith("params:")
+        }
+        endpoints = check_run(parameters, blocks)
+        cache = parameters.get("request_cache")
+        if not endpoints or not cache:
+            return
+        lock = RunLock(Path(f"{cache}.lock"))
+        lock.acquire()
+        self._lock = lock
+        try:
+            for endpoint in endpoints:
+                preflight(endpoint)
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._release()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._release()
 
 
 class ReportProvenanceHooks:

@@ -93,6 +93,7 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",  # the endpoint's name in parameters.yml
     "judge_backend": "string",  # local | openai | azure | vllm | ...
+    "suspected_injection": "bool",  # the completion imitates a judge's answer format
     "raw_reply": "string",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
     "completion_tokens": "float64",
@@ -109,6 +110,7 @@ CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",
     "judge_backend": "string",
+    "suspected_injection": "bool",
     "raw_reply": "string",
 }
 

@@ -2,12 +2,15 @@
 
 from kedro.config import OmegaConfigLoader
 
-from llm_feedback.hooks import ModelEndpointHooks, ReportProvenanceHooks
+from llm_feedback.hooks import ModelEndpointHooks, ReportProvenanceHooks, RunGuardHooks
 
-HOOKS = (ModelEndpointHooks(), ReportProvenanceHooks())
+HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
+    # conf/local adds to conf/base key by key: an `endpoints:` block there adds endpoints
+    # instead of replacing the whole map.
+    "merge_strategy": {"parameters": "soft"},
 }

@@ -32,7 +32,6 @@ from llm_feedback.errors import InputError
         ("[[8]]", 8.0),
         ("**9**", 9.0),
         ("8.\n\nThe answer", 8.0),
-        ("I would give it an overall score of 6 because it is vague.", 6.0),
         ("Good, but misses the date.\n\n7", 7.0),
         ("It earns a score of 3 on style.\nOverall score: 7", 7.0),
     ],
@@ -56,6 +55,11 @@ def test_parse_overall_score(text: str, score: float) -> None:
         "1. The answer is fine.",
         "No score given.",
         "__import__('os')",
+        # A score counts only at the start of the judge's own line: mid-sentence it may be
+        # a quote of the judged text (the judge is re-asked instead).
+        "I would give it an overall score of 6 because it is vague.",
+        # A bare "Rating:" is the 1-5 aspect label, not the 1-10 overall score.
+        "Rating: 4",
     ],
 )
 def test_parse_overall_score_rejects(text: str | None) -> None:

@@ -248,6 +248,9 @@ def test_completion_text_cannot_inject_ratings(run_kedro):
     aspects = catalog.load("aspect_annotations")
     assert aspects["rating"].isna().all()
     assert aspects["parse_status"].isin(UNREADABLE).all()
+    # Every judged completion imitated the answer format: flagged on every row.
+    assert aspects["suspected_injection"].all()
+    assert catalog.load("critiques")["suspected_injection"].all()
 
 
 def test_a_cached_rerun_of_annotate_makes_no_request(run_kedro, fake_llm):

@@ -67,8 +67,11 @@ _NUMBER = (
     r"(?P<number>\d+(?:\.\d+)?)(?P<range>\s*[-–]\s*\d)?"
     r"(?:\s*(?:/|out\s+of)\s*(?P<scale>\d+(?:\.0+)?)\b)?"
 )
+# A labelled score counts only at the start of one of the judge's own lines: "Overall score:
+# 7", "**Final grade** - 8/10", "Score: 6". A bare "Rating:" is the aspect rubric's 1-5
+# label, never a 1-10 overall score.
 _LABELLED_SCORE = re.compile(
-    r"\b(?P<overall>(?:overall|final)\s+)?(?:score|rating|grade)\b"
+    LINE_DECORATION + r"(?:(?P<overall>(?:overall|final)\s+)(?:score|rating|grade)|score|grade)\b"
     r"\s*[*_]*\s*(?:\([^)\n]*\))?\s*[*_]*\s*(?:[:：=\-–—]|\bis\b|\bof\b)?\s*[*_\[(]*\s*" + _NUMBER,
     re.IGNORECASE,
 )
@@ -120,18 +123,28 @@ def _leading_score(text: str) -> re.Match[str] | None:
 
 
 def _find_score(text: str) -> tuple[_ScoreReading, int | None]:
-    """(score reading, index of the line that carries a labelled score)."""
+    """(score reading, index of the line that carries a labelled score).
+
+    The first labelled line is the judge's answer ("Overall ..." lines before plain "Score"
+    ones); a later labelled line with another value makes the reply ambiguous rather than
+    overriding it, so text the judge quotes or echoes cannot replace its score.
+    """
     lines = unquoted_lines(text)
     labelled = [
         (index, match)
         for index, line in enumerate(lines)
-        for match in _LABELLED_SCORE.finditer(line)
+        if (match := _LABELLED_SCORE.match(line)) is not None
     ]
     overall = [(index, match) for index, match in labelled if match["overall"]]
-    chosen = (overall or labelled or [None])[-1]
-    if chosen is not None:
-        index, match = chosen
-        return _score_from_match(match), index
+    candidates = overall or labelled
+    if candidates:
+        index, match = candidates[0]
+        reading = _score_from_match(match)
+        others = {_score_from_match(later)[0] for _, later in candidates[1:]}
+        if others - {reading[0]}:
+            values = [reading[0], *sorted(v for v in others if v is not None)]
+            return (None, f"conflicting scores {values}", AMBIGUOUS), index
+        return reading, index
     body = "\n".join(lines).strip()
     bare = _leading_score(body) if body else None
     if bare is None and body:
@@ -198,19 +211,27 @@ def _json_score(value: Any) -> _ScoreReading:
     return _find_score(str(value))[0]
 
 
+class _ConflictingAnswers(ValueError):
+    """The reply holds several different JSON answers: one may be echoed, trust none."""
+
+
 def _json_answer(reply: str, key: str) -> dict[str, Any] | None:
-    """The single distinct JSON object in `reply` carrying `key`, if there is exactly one."""
+    """The JSON object in `reply` carrying `key`; None when there is none; raises
+    `_ConflictingAnswers` when there are several that differ."""
     answers = [obj for obj in json_objects_in("\n".join(unquoted_lines(reply))) if key in obj]
-    if len({json.dumps(answer, sort_keys=True) for answer in answers}) != 1:
-        return None
-    return answers[0]
+    if len({json.dumps(answer, sort_keys=True) for answer in answers}) > 1:
+        raise _ConflictingAnswers(f"the reply holds {len(answers)} different JSON answers")
+    return answers[0] if answers else None
 
 
 def parse_critique_reply(reply_text: str | None, structured: bool) -> CritiqueParse:
     """Feedback text and overall score; never raises, never invents a score."""
     if not reply_text or not reply_text.strip():
         return CritiqueParse("", None, EMPTY, "empty reply")
-    answer = _json_answer(reply_text, "overall_score") if structured else None
+    try:
+        answer = _json_answer(reply_text, "overall_score") if structured else None
+    except _ConflictingAnswers as conflict:
+        return CritiqueParse("", None, AMBIGUOUS, str(conflict))
     if answer is not None:
         feedback = str(answer.get("feedback") or "").strip()
         score, error, status = _json_score(answer["overall_score"])
@@ -261,7 +282,10 @@ def parse_rescore_reply(reply_text: str | None) -> float | None:
     """The new 1-10 score, or None; a JSON reply is read whichever format was asked for."""
     if not reply_text:
         return None
-    answer = _json_answer(reply_text, "overall_score")
+    try:
+        answer = _json_answer(reply_text, "overall_score")
+    except _ConflictingAnswers:
+        return None
     if answer is not None:
         return _json_score(answer["overall_score"])[0]
     return parse_overall_score(reply_text)

@@ -196,10 +196,23 @@ def _read_fields(body: Sequence[str]) -> dict[str, list[str]]:
     return {name: [value.strip() for value in found] for name, found in fields.items()}
 
 
+def _has_rating(fields: dict[str, list[str]]) -> bool:
+    return any(_RATING_VALUE.match(value) for value in fields.get("rating", []))
+
+
 def _parse_section(spec: AspectSpec, position: int, bodies: list[list[str]]) -> AspectRating:
+    # A header line followed at once by another ("### Text 1" then "Text 1: 4") is one section.
+    bodies = [body for body in bodies if any(line.strip() for line in body)] or bodies[:1]
+    readings = [_read_fields(body) for body in bodies]
+    if len(readings) > 1 and not _has_rating(readings[0]) and any(map(_has_rating, readings)):
+        # The judge's own section for this text carries no rating, a later one does: that
+        # later section is text it copied (a completion imitating the answer format).
+        return _failed(
+            position, f"Text {position + 1} is rated only in a repeated section", AMBIGUOUS
+        )
     fields: dict[str, list[str]] = {}
-    for body in bodies:
-        for name, values in _read_fields(body).items():
+    for found in readings:
+        for name, values in found.items():
             fields.setdefault(name, []).extend(values)
     # A "Score: the text ..." line in prose carries no value; only lines that start with a
     # number or N/A compete (and must agree) for the rating.

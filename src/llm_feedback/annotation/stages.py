@@ -42,6 +42,7 @@ from llm_feedback.annotation.tables import (
 from llm_feedback.backends import LLMClient
 from llm_feedback.engine import Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.replies.fencing import suspected_injection
 from llm_feedback.replies.status import NO_MATCH, OK, PARTIAL, READ, is_unreadable
 
 logger = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class _AspectCall:
     shuffle_idx: int
     order: list[int]
     completion_ids: list[int]
+    injection_flags: list[bool]
 
 
 def annotate_aspects(
@@ -128,6 +130,7 @@ def annotate_aspects(
     n_shuffles: int = 1,
     shuffle_seed: int = 42,
     max_reasks: int = 2,
+    fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect."""
@@ -153,6 +156,7 @@ def annotate_aspects(
             instruction = str(group["instruction"].iloc[0])
             knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
             orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
+            flags = [suspected_injection(response) for response in responses]
             for spec in specs:
                 for shuffle_idx, order in enumerate(orders):
                     request = build_aspect_request(
@@ -165,11 +169,13 @@ def annotate_aspects(
                         sampling=sampling,
                     )
                     calls.append(
-                        _AspectCall(str(prompt_id), spec.name, shuffle_idx, order, completion_ids)
+                        _AspectCall(
+                            str(prompt_id), spec.name, shuffle_idx, order, completion_ids, flags
+                        )
                     )
                     yield Task(request, reader(spec.name, len(order)), _merge_ratings)
 
-    engine = TaskEngine(client, max_reasks=max_reasks)
+    engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
     outcomes = engine.run(
         tasks(),
         desc="annotate aspects",
@@ -193,6 +199,7 @@ def annotate_aspects(
                 reasks=outcome.reasks,
                 call_error=outcome.error if not ratings else None,
                 completion_ids=call.completion_ids,
+                injection_flags=call.injection_flags,
                 raw_replies=[rating.reply for rating in ratings] or None,
                 prompt_tokens=outcome.prompt_tokens,
                 completion_tokens=outcome.completion_tokens,
@@ -232,6 +239,7 @@ def critique_completions(
     client: LLMClient,
     *,
     max_reasks: int = 2,
+    fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion."""
@@ -254,7 +262,7 @@ def critique_completions(
             )
             yield Task(request, read)
 
-    outcomes = TaskEngine(client, max_reasks=max_reasks).run(
+    outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
         tasks(), desc="critique", total=len(usable)
     )
     judgements = [
@@ -268,10 +276,12 @@ def critique_completions(
             raw_reply=outcome.text,
             reasks=outcome.reasks,
             call_error=None if outcome.reply.ok else outcome.error,
+            suspected_injection=suspected_injection(response),
         )
-        for prompt_id, completion_idx, outcome in zip(
+        for prompt_id, completion_idx, response, outcome in zip(
             usable["prompt_id"].astype(str),
             usable["completion_idx"].astype(int),
+            usable["response"].astype(str),
             outcomes,
             strict=True,
         )
@@ -303,6 +313,7 @@ def fix_overall_scores(
     reannotate_threshold: float = 4.0,
     aspects: Sequence[str] | None = None,
     max_reasks: int = 0,
+    fail_loud: bool = False,
 ) -> pd.DataFrame:
     """`overall_scores`: fine-grained score, original and fixed overall score, and the action."""
     validate_thresholds(flip_threshold, reannotate_threshold)
@@ -327,7 +338,7 @@ def fix_overall_scores(
             )
             for key in pending
         ]
-        outcomes = TaskEngine(client, max_reasks=max_reasks).run(
+        outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
             tasks, desc="re-annotate overall scores"
         )
         new_scores = {key: outcome.value for key, outcome in zip(pending, outcomes, strict=True)}

@@ -42,6 +42,8 @@ class AspectJudgement:
     completion_ids: Sequence[int] | None = None
     judge_endpoint: str = ""
     judge_backend: str = ""
+    # Per completion (indexed like `completion_ids`): does it imitate the answer format?
+    injection_flags: Sequence[bool] | None = None
     # Per shown position, the reply its rating was read from (a re-ask may have fixed one).
     raw_replies: Sequence[str | None] | None = None
     prompt_tokens: int = 0
@@ -61,6 +63,7 @@ class CritiqueJudgement:
     call_error: str | None = None
     judge_endpoint: str = ""
     judge_backend: str = ""
+    suspected_injection: bool = False
 
 
 def _typed_frame(rows: Iterable[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
@@ -122,6 +125,9 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 "judge_model": judgement.judge_model,
                 "judge_endpoint": judgement.judge_endpoint,
                 "judge_backend": judgement.judge_backend,
+                "suspected_injection": bool(
+                    judgement.injection_flags and judgement.injection_flags[shown]
+                ),
                 "raw_reply": judgement.raw_replies[position]
                 if judgement.raw_replies
                 else judgement.raw_reply,
@@ -159,6 +165,7 @@ def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
                 "judge_model": judgement.judge_model,
                 "judge_endpoint": judgement.judge_endpoint,
                 "judge_backend": judgement.judge_backend,
+                "suspected_injection": judgement.suspected_injection,
                 "raw_reply": judgement.raw_reply,
             }
         )

@@ -26,11 +26,18 @@ if TYPE_CHECKING:
 
 
 class RetryableError(Exception):
-    """A failure worth trying again; `retry_after` is the server's wish, in seconds."""
+    """A failure worth trying again; `retry_after` is the server's wish, in seconds.
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    `timed_out` marks a request that ran past the endpoint's timeout: sent unchanged to a
+    deterministic local model, it would only time out again.
+    """
+
+    def __init__(
+        self, message: str, retry_after: float | None = None, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.timed_out = timed_out
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ from llm_feedback.backends.base import BatchBackend, RetryableError, make_backen
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.errors import EndpointError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend"]
 
@@ -60,6 +61,38 @@ class _Batch:
     duplicates: list[tuple[int, int]] = field(default_factory=list)
 
 
+# The circuit breaker (see LLMClient._trip_breaker_if_failing).
+BREAKER_FIRST_CALLS = 10
+BREAKER_MIN_CALLS = 50
+BREAKER_SHARE = 0.25
+RETRY_LOG_EVERY_S = 5.0
+
+
+class _RetryLog:
+    """Retries at WARNING, a summary line every few seconds rather than one per retry."""
+
+    def __init__(self, describe: Callable[[], str]) -> None:
+        self._describe = describe
+        self._count = 0
+        self._last_error = ""
+        self._since = time.monotonic()
+
+    def note(self, error: str) -> None:
+        self._count += 1
+        self._last_error = error
+        now = time.monotonic()
+        if self._count == 1 or now - self._since >= RETRY_LOG_EVERY_S:
+            logger.warning(
+                "%s: %d retr%s in the last %.0f s (last: %s)",
+                self._describe(),
+                self._count,
+                "y" if self._count == 1 else "ies",
+                max(now - self._since, 0.0),
+                self._last_error,
+            )
+            self._count, self._since = 0, now
+
+
 @dataclass
 class ClientStats:
     requests: int = 0
@@ -93,6 +126,8 @@ class LLMClient:
         self._thread: threading.Thread | None = None
         self._sdk: Any = None
         self._semaphore: asyncio.Semaphore | None = None
+        self._last_failure: str | None = None
+        self._retry_log = _RetryLog(config.describe)
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -288,7 +323,16 @@ class LLMClient:
                 batch.deliver(index, result)
                 batch.bar.update(1)
 
-        await asyncio.gather(produce(), *(work() for _ in range(workers)))
+        tasks = [asyncio.ensure_future(produce())]
+        tasks += [asyncio.ensure_future(work()) for _ in range(workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            # A tripped breaker (or the caller's Ctrl-C) ends every worker: nothing more is
+            # sent, and every answer received so far is already in the cache.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_batch(self, batch: _Batch) -> None:
         todo = list(batch.first_index.values())
@@ -313,8 +357,29 @@ class LLMClient:
         self.stats.completion_tokens += result.completion_tokens
         if not result.ok:
             self.stats.failures += 1
+            self._last_failure = result.error
+            self._trip_breaker_if_failing()
         elif self.cache is not None:
             self.cache.put(key, result)
+
+    def _trip_breaker_if_failing(self) -> None:
+        """Stop sending when the endpoint is plainly not doing its job.
+
+        It trips when the first `BREAKER_FIRST_CALLS` calls all failed, or when, after at
+        least `BREAKER_MIN_CALLS` calls, more than `max(2 x max_failure_share,
+        BREAKER_SHARE)` of them failed: grinding through every row would only pay for
+        more failures. What was answered is cached, so a rerun resumes.
+        """
+        calls, failures = self.stats.calls, self.stats.failures
+        share_limit = max(2 * self.config.max_failure_share, BREAKER_SHARE)
+        if (calls == failures and calls >= BREAKER_FIRST_CALLS) or (
+            calls >= BREAKER_MIN_CALLS and failures > share_limit * calls
+        ):
+            raise EndpointError(
+                f"{self.config.describe()}: {failures} of {calls} calls failed, stopping "
+                f"(last error: {self._last_failure}); {calls - failures} answered calls are "
+                "cached: fix the endpoint and run the same command to resume"
+            )
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
@@ -324,9 +389,11 @@ class LLMClient:
                 return await self.backend.send(self._sdk, request)
             except RetryableError as error:
                 last_error = str(error)
-                if attempt == self.config.max_retries:
+                deterministic = self.config.backend == "local" and request.temperature == 0
+                if attempt == self.config.max_retries or (error.timed_out and deterministic):
                     break
                 self.stats.retries += 1
+                self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
         return ChatResult.failure(
             f"gave up after {self.config.max_retries + 1} attempts: {last_error}",

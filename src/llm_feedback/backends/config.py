@@ -26,6 +26,29 @@ def register_credentials(credentials: Mapping[str, Any]) -> None:
             _registered_credentials[name] = dict(entry)
 
 
+# The type each setting must have (None: may be null), checked before anything starts.
+_FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
+    "max_concurrent": (int, None),
+    "timeout_s": (int, float),
+    "max_retries": (int,),
+    "backoff_base_s": (int, float),
+    "backoff_max_s": (int, float),
+    "structured_output": (bool, None),
+    "max_string_chars": (int, None),
+    "cache": (bool,),
+    "preflight": (bool,),
+    "max_failure_share": (int, float),
+    "parallel_slots": (int,),
+    "context_per_slot": (int,),
+    "threads": (int, None),
+    "base_url": (str, None),
+    "credentials": (str, None),
+    "api_version": (str, None),
+    "azure_endpoint": (str, None),
+    "model_path": (str, None),
+}
+
+
 @dataclass(frozen=True)
 class EndpointConfig:
     """Where and how to reach one model."""
@@ -46,6 +69,10 @@ class EndpointConfig:
     max_string_chars: int | None = None
     max_tokens_field: str = "max_tokens"
     cache: bool = True
+    # Before the first paid call of a run, ask the endpoint one cheap question.
+    preflight: bool = True
+    # A node whose calls fail more often than this stops the run (answered calls are cached).
+    max_failure_share: float = 0.05
     # local backend
     model_path: str | None = None
     parallel_slots: int = 4
@@ -56,6 +83,7 @@ class EndpointConfig:
 
     def __post_init__(self) -> None:
         where = f"endpoint '{self.name}'" if self.name else "endpoint"
+        self._check_types(where)
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
             # The registry (llm_feedback.backends.base) is filled when the package loads.
             raise ConfigError(
@@ -86,6 +114,20 @@ class EndpointConfig:
                 f"{where}: credentials entry '{self.credentials}' not found in "
                 f"conf/local/credentials.yml ({known})"
             )
+
+    def _check_types(self, where: str) -> None:
+        for name, kinds in _FIELD_KINDS.items():
+            value = getattr(self, name)
+            if value is None and None in kinds:
+                continue
+            if isinstance(value, bool) != (bool in kinds) or not isinstance(
+                value, tuple(kind for kind in kinds if kind is not None)
+            ):
+                wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
+                dotted = f"endpoints.{self.name}.{name}" if self.name else name
+                raise ConfigError(f"{dotted} must be {wanted}, got {value!r}")
+        if not 0 <= self.max_failure_share <= 1:
+            raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
 
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
@@ -129,6 +171,16 @@ class EndpointConfig:
     def resolved_azure_endpoint(self) -> str | None:
         return self.azure_endpoint or self.base_url or os.environ.get("AZURE_ENDPOINT")
 
+    def key_source(self) -> str:
+        """Where this endpoint's key comes from, for messages (never the key itself)."""
+        if self.credentials is not None:
+            return f"credentials entry '{self.credentials}' in conf/local/credentials.yml"
+        if self.backend == "azure":
+            return "AZURE_API_KEY / AZURE_OPENAI_API_KEY"
+        if self.backend == "openai":
+            return "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "no key set"
+        return "no key needed"
+
     def api_key(self) -> str | None:
         """The secret for this endpoint, or None; never logged or stored."""
         if self.credentials is not None:
@@ -139,6 +191,16 @@ class EndpointConfig:
         if self.backend == "openai":
             return os.environ.get("OPENAI_API_KEY")
         return None
+
+    def describe(self) -> str:
+        """The endpoint as messages name it: name, backend, URL, where its key comes from."""
+        url = self.public_dict()["base_url"]
+        if url is None and self.backend == "openai":
+            url = "https://api.openai.com/v1"
+        return (
+            f"endpoint '{self.name}' ({self.backend}, {url or 'in process'}, key from "
+            f"{self.key_source()})"
+        )
 
     def public_dict(self) -> dict[str, Any]:
         """What may be shown in logs, reports and datasets."""

@@ -124,7 +124,10 @@ class OpenAICompatibleBackend:
                 ) from None
             return ChatResult.failure(message, time.perf_counter() - started, self.model)
         except (openai.APITimeoutError, openai.APIConnectionError) as error:
-            raise RetryableError(redact(f"{type(error).__name__}: {error}")) from None
+            raise RetryableError(
+                redact(f"{type(error).__name__}: {error}"),
+                timed_out=isinstance(error, openai.APITimeoutError),
+            ) from None
         except (openai.APIResponseValidationError, ValueError) as error:
             # A body that is not a chat completion: the server misbehaved, try again.
             raise RetryableError(redact(f"malformed response: {error}")) from None

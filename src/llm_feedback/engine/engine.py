@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llm_feedback.backends.client import LLMClient
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.engine.tasks import Outcome, Task, failed_reading
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
 
@@ -98,28 +99,49 @@ class _Running:
 
 @dataclass
 class RunSummary:
-    """What one `run` did, for the log line at its end and for callers that check shares."""
+    """What one `run` did, for the line logged at its end and the failure check."""
 
     tasks: int = 0
     reasked: int = 0
     unreadable: int = 0
     failed: int = 0
+    retries: int = 0
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> int:
+        return self.tasks - self.failed
 
     def line(self, desc: str) -> str:
-        return (
-            f"{desc}: {self.tasks} tasks, {self.reasked} re-asked, "
-            f"{self.unreadable} still unreadable, {self.failed} failed calls"
+        reasons = ", ".join(
+            f"{count} x {reason}"
+            for reason, count in sorted(self.failures_by_reason.items(), key=lambda kv: -kv[1])
         )
+        return (
+            f"{desc}: {self.answered} of {self.tasks} answered, {self.reasked} re-asked, "
+            f"{self.unreadable} still unreadable, {self.failed} failed"
+            + (f" ({reasons})" if reasons else "")
+            + f", {self.retries} retries"
+        )
+
+
+def _reason(error: str) -> str:
+    """A failure's kind, for counting: its text up to the first colon."""
+    return error.split(":", 1)[0][:60]
 
 
 class TaskEngine:
     """Runs tasks on one client: `run(tasks)` or `await arun(tasks)`, results in order."""
 
-    def __init__(self, client: LLMClient, *, max_reasks: int = 2) -> None:
+    def __init__(self, client: LLMClient, *, max_reasks: int = 2, fail_loud: bool = False) -> None:
+        """`fail_loud`: raise `EndpointError` after a run in which a larger share of calls
+        failed than the endpoint's `max_failure_share` (pipeline nodes do; a library
+        caller may prefer the rows with their errors)."""
         if not isinstance(max_reasks, int) or isinstance(max_reasks, bool) or max_reasks < 0:
             raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
         self.client = client
         self.max_reasks = max_reasks
+        self.fail_loud = fail_loud
         self.last_summary = RunSummary()
 
     def run(
@@ -139,6 +161,7 @@ class TaskEngine:
     ) -> list[Outcome]:
         running: list[_Running] = []
         may_reask = self.max_reasks > 0
+        retries_before = self.client.stats.retries
 
         def requests() -> Iterator[ChatRequest]:
             for task in tasks:
@@ -173,12 +196,24 @@ class TaskEngine:
         for item in running:
             item.request = None
             outcomes.append(item.outcome)
-        self.last_summary = RunSummary(
+        failures = [o.error for o in outcomes if o.error is not None]
+        summary = RunSummary(
             tasks=len(outcomes),
             reasked=len(reasked),
             unreadable=sum(1 for o in outcomes if o.error is None and not o.reading.ok),
-            failed=sum(1 for o in outcomes if o.error is not None),
+            failed=len(failures),
+            retries=self.client.stats.retries - retries_before,
+            failures_by_reason=dict(Counter(_reason(error) for error in failures)),
         )
+        self.last_summary = summary
         if desc is not None and outcomes:
-            logger.info(self.last_summary.line(desc))
+            quiet = not (summary.failed or summary.unreadable or summary.retries)
+            logger.log(logging.INFO if quiet else logging.WARNING, summary.line(desc))
+        share = self.client.config.max_failure_share
+        if self.fail_loud and outcomes and summary.failed > share * summary.tasks:
+            raise EndpointError(
+                f"{summary.line(desc or 'calls')}: more than max_failure_share {share:.0%} "
+                f"failed on {self.client.config.describe()}; the {summary.answered} answered "
+                "calls are cached: fix the endpoint and run the same command to resume"
+            )
         return outcomes

@@ -40,6 +40,7 @@ def generate_responses(
     config: EvaluateParams,
     cache_path: str | Path | None,
     progress: bool = True,
+    fail_loud: bool = False,
 ) -> pd.DataFrame:
     """Fill every empty `response` from its model's `generate_with` endpoint.
 
@@ -61,7 +62,7 @@ def generate_responses(
         with LLMClient(
             endpoint, cache_path, progress=progress, refresh=config.overwrite_outputs
         ) as client:
-            outcomes = TaskEngine(client, max_reasks=0).run(
+            outcomes = TaskEngine(client, max_reasks=0, fail_loud=fail_loud).run(
                 tasks, desc=f"evaluate: generate [{endpoint_name}]"
             )
         for row, outcome in zip(rows.index, outcomes, strict=True):

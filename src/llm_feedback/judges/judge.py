@@ -230,7 +230,8 @@ class Judge:
     answers. `sampling` overrides the builders' settings (temperature 0, a max_tokens
     per judgment kind) for every call. Replies are constrained by a JSON schema when the
     endpoint supports structured output. A reply that cannot be read is re-asked up to
-    `max_reasks` times (0: never).
+    `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
+    more calls failed than the endpoint's `max_failure_share`.
     """
 
     def __init__(
@@ -243,13 +244,14 @@ class Judge:
         progress: bool = False,
         sampling: Mapping[str, Any] | None = None,
         max_reasks: int = 1,
+        fail_loud: bool = False,
     ) -> None:
         config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
         self.sampling = check_sampling(sampling, "judge sampling")
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
-        self._engine = TaskEngine(self._client, max_reasks=max_reasks)
+        self._engine = TaskEngine(self._client, max_reasks=max_reasks, fail_loud=fail_loud)
         self._client.open()
 
     # -- lifecycle and facts -------------------------------------------------------------

@@ -26,6 +26,7 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.replies.extract import first_json_object
+from llm_feedback.replies.fencing import unquoted_lines
 from llm_feedback.replies.status import AMBIGUOUS, EMPTY, NO_MATCH, OK, OUT_OF_RANGE, PARTIAL
 
 BINARY_OUTPUT_FORMATS = ("0/1", "yes/no")
@@ -58,6 +59,12 @@ class PairwiseReply:
 
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
+
+
+def _judges_own_text(text: str) -> str:
+    """The judge's own lines: material it echoed (marker blocks) and quoted lines ("> ")
+    dropped, so a score written inside the judged text never counts as the judge's."""
+    return "\n".join(unquoted_lines(text))
 
 
 def _is_blank(text: object) -> bool:
@@ -159,6 +166,7 @@ def parse_binary(text: str | None, output_format: str = "0/1") -> ParseResult[in
         )
     if _is_blank(text):
         return ParseResult(None, EMPTY)
+    text = _judges_own_text(text)
     data = first_json_object(text)
     if data is not None:
         value = _binary_from_value(_lookup(data, "correct", "answer", "verdict"))
@@ -251,6 +259,7 @@ def parse_reference_grading(text: str | None) -> ParseResult[ReferenceGrading]:
     """
     if _is_blank(text):
         return ParseResult(ReferenceGrading(**dict.fromkeys(_GRADING_FIELDS)), EMPTY)
+    text = _judges_own_text(text)
     data = first_json_object(text) or {}
     from_json = {name: _lookup(data, name) for name in _GRADING_FIELDS}
     # Each field runs from its label to the next label, so reasoning may span lines.
@@ -317,6 +326,7 @@ def parse_rating(text: str | None, low: float, high: float) -> ParseResult[float
     _check_range(low, high)
     if _is_blank(text):
         return ParseResult(None, EMPTY)
+    text = _judges_own_text(text)
     data = first_json_object(text)
     if data is not None:
         value = _as_number(_lookup(data, "rating", "score"))
@@ -355,6 +365,7 @@ def parse_bracket_rating(
     """
     if _is_blank(text):
         return ParseResult(None, EMPTY)
+    text = _judges_own_text(text)
     match = _MT_BENCH_SCORE.search(text) or _MT_BENCH_BACKUP.search(text)
     if match is None:
         return ParseResult(None, NO_MATCH)
@@ -394,6 +405,7 @@ def parse_rubric_scores(
     scores: dict[str, int | None] = dict.fromkeys(names)
     if _is_blank(text):
         return ParseResult(scores, EMPTY)
+    text = _judges_own_text(text)
     data = first_json_object(text) or {}
     nested = _lookup(data, "scores")
     found = nested if isinstance(nested, Mapping) else data
@@ -457,6 +469,7 @@ def parse_pairwise(
     _check_range(low, high)
     if _is_blank(text):
         return ParseResult(PairwiseReply(None, (None, None)), EMPTY)
+    text = _judges_own_text(text)
     raw_scores: list[float | None] = [None, None]
     verdicts: set[str] = set()
     data = first_json_object(text)

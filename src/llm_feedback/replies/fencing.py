@@ -60,7 +60,13 @@ OVERALL_SCORE_LINE = re.compile(
 )
 
 _MARKER_FRAGMENT = re.compile(r"<<<|>>>")
-_JSON_ANSWER_FRAGMENT = re.compile(r'"\s*(?:ratings?|overall_score|feedback)\s*"', re.IGNORECASE)
+# The keys of every judge's JSON answer, and MT-Bench's "[[8]]" verdicts.
+_JSON_ANSWER_FRAGMENT = re.compile(
+    r'"\s*(?:ratings?|overall_score|feedback|scores?|score_[ab]|correct|verdict|winner'
+    r'|extracted_final_answer|confidence)\s*"',
+    re.IGNORECASE,
+)
+_BRACKET_VERDICT = re.compile(r"\[\[\s*(?:\d|[abc]\s*\]\])", re.IGNORECASE)
 
 # Blocks echoed back by a judge, whatever their nonce: dropped before parsing a reply.
 ECHOED_BLOCK = re.compile(
@@ -83,7 +89,13 @@ def _looks_like_reply_syntax(line: str) -> bool:
         or OVERALL_SCORE_LINE.match(line)
         or _MARKER_FRAGMENT.search(line)
         or _JSON_ANSWER_FRAGMENT.search(line)
+        or _BRACKET_VERDICT.search(line)
     )
+
+
+def suspected_injection(text: str) -> bool:
+    """Whether `text` (a completion) holds lines that imitate a judge's answer format."""
+    return any(_looks_like_reply_syntax(line) for line in text.split("\n"))
 
 
 def neutralise(text: str) -> str:

@@ -188,7 +188,11 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
     if not calls.empty:
         wide = calls.pivot(index="scope", columns="metric", values="value")
         wide = wide.loc[calls["scope"].unique(), calls["metric"].unique()].reset_index()
-        counts = [c for c in ("rows", "parse_errors", "call_errors", "reasks") if c in wide]
+        counts = [
+            c
+            for c in ("rows", "parse_errors", "call_errors", "reasks", "suspected_injections")
+            if c in wide
+        ]
         wide[counts] = wide[counts].astype("int64")
         parts.append(markdown_table(wide))
     if not fixes.empty:

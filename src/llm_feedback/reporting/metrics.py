@@ -142,7 +142,8 @@ def judge_health(
 
     Scope is an aspect name or "critique" for:
       rows, parse_errors, parse_error_rate, call_errors, call_error_rate, reasks
-      (total re-asks), and for aspects na_rate. Rates are shares of all rows of the scope.
+      (total re-asks), suspected_injections (rows whose completion imitates the judge's
+      answer format), and for aspects na_rate. Rates are shares of all rows of the scope.
     Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
       fix_count and fix_share (share of the overall_scores rows); every action is listed,
       0 when absent.
@@ -187,6 +188,8 @@ def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
         "call_error_rate": _share(call_errors, n_rows),
         "reasks": int(frame["reasks"].fillna(0).sum()),
     }
+    if "suspected_injection" in frame.columns:  # tables written before it was recorded lack it
+        values["suspected_injections"] = int(frame["suspected_injection"].fillna(False).sum())
     return [{"metric": metric, "scope": scope, "value": value} for metric, value in values.items()]
 
 

@@ -435,7 +435,10 @@ def _messages_key(messages: list[Any]) -> str:
 class _FakeLLMApp:
     """Request handling and counters, shared by the in-thread and the subprocess server."""
 
-    def __init__(self, responder: Responder, latency_s: float, record: bool) -> None:
+    def __init__(
+        self, responder: Responder, latency_s: float, record: bool, api_key: str | None = None
+    ) -> None:
+        self.api_key = api_key  # when set, every other key is answered with 401
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -485,13 +488,13 @@ class _FakeLLMApp:
                 except asyncio.IncompleteReadError:
                     return  # the client closed the connection between requests
                 try:
-                    method, target, content_length, keep_alive = _parse_head(head)
+                    method, target, content_length, keep_alive, api_key = _parse_head(head)
                 except ValueError as exc:
                     writer.write(_encode(_error_response(400, str(exc)), keep_alive=False))
                     await writer.drain()
                     return
                 body = await reader.readexactly(content_length) if content_length else b""
-                response = await self._dispatch(method, target, body)
+                response = await self._dispatch(method, target, body, api_key)
                 writer.write(_encode(response, keep_alive))
                 await writer.drain()
                 if not keep_alive:
@@ -505,11 +508,15 @@ class _FakeLLMApp:
         finally:
             writer.close()
 
-    async def _dispatch(self, method: str, target: str, body: bytes) -> _Response:
+    async def _dispatch(
+        self, method: str, target: str, body: bytes, api_key: str | None = None
+    ) -> _Response:
         path = target.partition("?")[0]
         if path not in _CONTROL_PATHS:
             with self._lock:
                 self.total_requests += 1
+            if self.api_key is not None and api_key != self.api_key:
+                return _error_response(401, "Incorrect API key provided")
         if path in _CHAT_PATHS or (path.startswith(_AZURE_PREFIX) and path.endswith(_CHAT_SUFFIX)):
             if method != "POST":
                 return _error_response(405, f"{method} is not allowed on {path}")
@@ -602,14 +609,15 @@ def _models_response() -> _Response:
     return _json_response(200, {"object": "list", "data": [model]})
 
 
-def _parse_head(head: bytes) -> tuple[str, str, int, bool]:
-    """Method, target, Content-Length and keep-alive from a request head."""
+def _parse_head(head: bytes) -> tuple[str, str, int, bool, str | None]:
+    """Method, target, Content-Length, keep-alive and the API key from a request head."""
     request_line, *header_lines = head.decode("latin-1").split("\r\n")
     parts = request_line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise ValueError(f"malformed request line {request_line!r}")
     method, target, version = parts
     content_length = 0
+    api_key = None
     # HTTP/1.1 keeps the connection open unless told otherwise; HTTP/1.0 the reverse.
     keep_alive = version == "HTTP/1.1"
     for line in header_lines:
@@ -625,7 +633,11 @@ def _parse_head(head: bytes) -> tuple[str, str, int, bool]:
                 keep_alive = token == "keep-alive"
         elif name == "transfer-encoding":
             raise ValueError("chunked request bodies are not supported; send Content-Length")
-    return method, target, content_length, keep_alive
+        elif name == "authorization":
+            api_key = value.strip().removeprefix("Bearer ").strip()
+        elif name == "api-key":  # Azure's header
+            api_key = value.strip()
+    return method, target, content_length, keep_alive, api_key
 
 
 def _encode(response: _Response, keep_alive: bool) -> bytes:
@@ -680,8 +692,11 @@ class FakeLLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        *,
+        api_key: str | None = None,
     ) -> None:
-        self._app = _FakeLLMApp(responder or schema_responder, latency_s, record)
+        """`api_key`: when given, a request with any other key gets HTTP 401."""
+        self._app = _FakeLLMApp(responder or schema_responder, latency_s, record, api_key)
         self._host = host
         self._requested_port = port
         self._port: int | None = None

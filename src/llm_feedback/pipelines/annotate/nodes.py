@@ -33,6 +33,7 @@ def rate_aspects(
             shuffle_seed=params.shuffle_seed,
             max_reasks=params.max_reasks,
             sampling=params.aspect_sampling,
+            fail_loud=True,
         )
 
 
@@ -42,7 +43,11 @@ def critique(
     usable_completions(completions)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critique_completions(
-            completions, judge, max_reasks=params.max_reasks, sampling=params.critique_sampling
+            completions,
+            judge,
+            max_reasks=params.max_reasks,
+            sampling=params.critique_sampling,
+            fail_loud=True,
         )
 
 
@@ -63,6 +68,7 @@ def fix_scores(
             reannotate_threshold=params.score_fix.reannotate_threshold,
             aspects=params.fine_grained_aspects,
             max_reasks=params.max_reasks,
+            fail_loud=True,
         )
 
 

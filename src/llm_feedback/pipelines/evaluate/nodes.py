@@ -26,7 +26,7 @@ def prepare(eval_samples: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
 def generate(
     samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None
 ) -> pd.DataFrame:
-    return generate_responses(samples, params, request_cache)
+    return generate_responses(samples, params, request_cache, fail_loud=True)
 
 
 def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None) -> pd.DataFrame:
@@ -37,6 +37,7 @@ def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | No
         progress=True,
         sampling=params.judge.sampling,
         max_reasks=params.max_reasks,
+        fail_loud=True,
     ) as judge_client:
         return judge_samples(samples, params, judge_client)
 

@@ -18,4 +18,4 @@ def read_params(
 def generate(
     sampled_prompts: pd.DataFrame, params: GenerateParams, request_cache: str | None
 ) -> pd.DataFrame:
-    return generate_completions(sampled_prompts, params.pool, request_cache)
+    return generate_completions(sampled_prompts, params.pool, request_cache, fail_loud=True)
