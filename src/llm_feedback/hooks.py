@@ -50,6 +50,9 @@ class RunGuardHooks:
     - every endpoint it will call answers one cheap request (`backends.preflight`).
     """
 
+    # The request cache of the run in progress, for the CLI's message on Ctrl-C.
+    current_request_cache: str | None = None
+
     def __init__(self) -> None:
         self._lock: RunLock | None = None
 
@@ -63,6 +66,7 @@ class RunGuardHooks:
         }
         endpoints = check_run(parameters, blocks)
         cache = parameters.get("request_cache")
+        RunGuardHooks.current_request_cache = cache
         if not endpoints or not cache:
             return
         lock = RunLock(Path(f"{cache}.lock"))

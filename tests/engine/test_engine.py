@@ -166,3 +166,27 @@ def test_sync_and_async_runs_are_the_same_implementation(tmp_path):
 def test_max_reasks_must_be_a_count():
     with pytest.raises(ConfigError, match="max_reasks"):
         TaskEngine(None, max_reasks=-1)
+
+
+def test_a_prompt_over_the_input_budget_is_not_sent_and_says_so():
+    with FakeLLMServer(lambda body, ctx: "7") as server:
+        config = endpoint(server, max_input_tokens=100)
+        with LLMClient(config, None, progress=False) as client:
+            engine = TaskEngine(client, fail_loud=True)
+            outcomes = engine.run([digit_task("short"), digit_task("x" * 3000), digit_task("ok")])
+        assert server.request_count == 2
+    assert [o.value for o in (outcomes[0], outcomes[2])] == [7, 7]
+    skipped = outcomes[1]
+    assert skipped.status == "skipped_too_long" and not skipped.ok
+    assert skipped.error.startswith("skipped_too_long: ~1") and "endpoints.test" in skipped.error
+    assert engine.last_summary.skipped == 1 and engine.last_summary.failed == 0
+
+
+def test_the_local_model_budget_counts_the_reply_too():
+    from llm_feedback.engine.engine import too_long
+
+    local = EndpointConfig.from_dict(
+        {"backend": "local", "model": "m", "context_per_slot": 1024}, name="local"
+    )
+    assert too_long(local, ChatRequest.from_prompt("q" * 300, max_tokens=512)) is None
+    assert too_long(local, ChatRequest.from_prompt("q" * 300, max_tokens=1000)) is not None

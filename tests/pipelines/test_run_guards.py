@@ -1,5 +1,6 @@
 """A run that cannot do its job stops before paying, and says so (issue: trust)."""
 
+import json
 import logging
 import os
 import re
@@ -318,3 +319,24 @@ def test_a_second_run_on_the_same_data_root_is_refused_and_pays_nothing(tmp_path
     assert f"pid {first.pid}" in second.stdout + second.stderr
     assert sent == 8 * 4  # every call paid once, by the first run only
     # (32 calls, 4 at a time, 1 s each: the first run is still busy when the second starts)
+
+
+def test_an_over_long_prompt_is_skipped_counted_and_not_judged(run_kedro, fake_llm, tmp_path):
+    raw = tmp_path / "prompts"
+    raw.mkdir()
+    lines = [{"source": "flan", "instruction": f"Question {i}?"} for i in range(3)]
+    lines.append({"source": "flan", "instruction": "word " * 200_000})  # ~1 MB
+    (raw / "mixed.jsonl").write_text("\n".join(json.dumps(line) for line in lines))
+    params = {
+        "raw_prompts_dir": str(raw),
+        "sample": {"max_prompts": None},
+        "endpoints": endpoints_via(fake_llm, max_input_tokens=4000),
+    }
+    outputs = run_kedro("__default__", params)
+    completions = outputs["catalog"].load("completions")
+    skipped = completions["error"].fillna("").str.startswith("skipped_too_long")
+    assert skipped.sum() == 4 and completions.loc[~skipped, "error"].isna().all()
+    assert fake_llm.stats()["chat_requests"] > 0
+    assert all(len(json.dumps(body)) < 100_000 for body in fake_llm.requests)  # never sent
+    aspects = outputs["catalog"].load("aspect_annotations")
+    assert len(aspects) == 3 * 4 * 4  # 3 prompts x 4 completions x 4 aspects, none skipped

@@ -79,6 +79,10 @@ def test_report_has_headline_tables_figures_and_versions():
     assert report.startswith("# llm_feedback report\n")
     assert "- **judge**: judge-1" in report
     assert (
+        "Judged rows (aspect ratings and critiques): 55: 52 read (94.5%), 2 unreadable (3.6%), "
+        "1 failed (1.8%); 3 re-asks." in report
+    )
+    assert (
         "Score fix: 8 kept, 1 reannotated, 0 reannotate_failed, 1 flipped, 1 no_overall_score."
         in report
     )

@@ -16,7 +16,7 @@ import pandas as pd
 from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
 from llm_feedback.errors import InputError
-from llm_feedback.replies.status import CALL_FAILED
+from llm_feedback.replies.status import status_of_failure
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 
 
@@ -117,7 +117,9 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 "rationale": rating.rationale if rating else None,
                 "types": list(rating.types) if rating else [],
                 "type_rationale": rating.type_rationale if rating else None,
-                "parse_status": rating.status if rating else CALL_FAILED,
+                "parse_status": rating.status
+                if rating
+                else status_of_failure(judgement.call_error),
                 "parse_error": rating.error
                 if rating
                 else (judgement.call_error or "no ratings returned"),
@@ -157,7 +159,9 @@ def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
                 "completion_idx": judgement.completion_idx,
                 "critique": None if failed_call else parsed.feedback,
                 "overall_score": None if failed_call else parsed.overall_score,
-                "parse_status": CALL_FAILED if failed_call else parsed.status,
+                "parse_status": status_of_failure(judgement.call_error)
+                if failed_call
+                else parsed.status,
                 "parse_error": (judgement.call_error or "no reply")
                 if failed_call
                 else parsed.error,

@@ -68,6 +68,14 @@ BREAKER_SHARE = 0.25
 RETRY_LOG_EVERY_S = 5.0
 
 
+async def _cancel_pending_tasks() -> None:
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
 class _RetryLog:
     """Retries at WARNING, a summary line every few seconds rather than one per retry."""
 
@@ -156,6 +164,9 @@ class LLMClient:
     def close(self) -> None:
         if self._loop is None:
             return
+        # After Ctrl-C or a tripped breaker, calls may still be in flight: end them here,
+        # so nothing is left pending on a closed loop (and nothing prints a traceback).
+        self._run(_cancel_pending_tasks())
         if self._sdk is not None:
             self._run(self._sdk.close())
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -38,6 +38,7 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "cache": (bool,),
     "preflight": (bool,),
     "max_failure_share": (int, float),
+    "max_input_tokens": (int, None),
     "parallel_slots": (int,),
     "context_per_slot": (int,),
     "threads": (int, None),
@@ -73,6 +74,9 @@ class EndpointConfig:
     preflight: bool = True
     # A node whose calls fail more often than this stops the run (answered calls are cached).
     max_failure_share: float = 0.05
+    # Prompts estimated above this many tokens are not sent (status skipped_too_long);
+    # None: the local model's context per slot, unlimited elsewhere.
+    max_input_tokens: int | None = None
     # local backend
     model_path: str | None = None
     parallel_slots: int = 4
@@ -153,6 +157,12 @@ class EndpointConfig:
         if self.backend == "local":
             return self.parallel_slots  # one request per llama.cpp slot
         return backend_factory(self.backend).default_concurrency
+
+    @property
+    def input_token_budget(self) -> int | None:
+        if self.max_input_tokens is not None:
+            return self.max_input_tokens
+        return self.context_per_slot if self.backend == "local" else None
 
     @property
     def uses_structured_output(self) -> bool:

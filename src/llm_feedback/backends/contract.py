@@ -99,6 +99,11 @@ class ChatRequest:
             **sampling,
         )
 
+    def estimated_input_tokens(self) -> int:
+        """A conservative token count without a tokenizer: ~3 characters a token (English
+        averages ~4) plus a few tokens of chat framing per message."""
+        return sum(len(m["content"]) // 3 + 8 for m in self.messages)
+
     def with_bounded_strings(self, max_chars: int) -> ChatRequest:
         """This request with every free-text field of its JSON schema capped at max_chars."""
         if self.json_schema is None:

@@ -19,9 +19,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from llm_feedback.backends.client import LLMClient
+from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.engine.tasks import Outcome, Task, failed_reading
 from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.replies.status import SKIPPED_TOO_LONG
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,14 @@ class _Running:
         if not (may_reask and self.needs_reask()):
             self.request = None  # never re-asked: at scale its prompt is most of the memory
 
+    def skip(self, reason: str) -> None:
+        """Not sent (too long for the endpoint): an outcome that says so, no call paid."""
+        reading = dataclasses.replace(
+            failed_reading(self.task.read, reason), status=SKIPPED_TOO_LONG
+        )
+        self.outcome = Outcome(reading, ChatResult.failure(reason), cached=False, error=reason)
+        self.request = None
+
     def take_reask(self, request: ChatRequest, reply: ChatResult) -> None:
         outcome = self.outcome
         outcome.reasks += 1
@@ -105,12 +115,13 @@ class RunSummary:
     reasked: int = 0
     unreadable: int = 0
     failed: int = 0
+    skipped: int = 0  # too long to send
     retries: int = 0
     failures_by_reason: dict[str, int] = field(default_factory=dict)
 
     @property
     def answered(self) -> int:
-        return self.tasks - self.failed
+        return self.tasks - self.failed - self.skipped
 
     def line(self, desc: str) -> str:
         reasons = ", ".join(
@@ -121,8 +132,25 @@ class RunSummary:
             f"{desc}: {self.answered} of {self.tasks} answered, {self.reasked} re-asked, "
             f"{self.unreadable} still unreadable, {self.failed} failed"
             + (f" ({reasons})" if reasons else "")
+            + (f", {self.skipped} skipped as too long" if self.skipped else "")
             + f", {self.retries} retries"
         )
+
+
+def too_long(config: EndpointConfig, request: ChatRequest) -> str | None:
+    """Why `request` is not sent to `config`'s endpoint, or None when it fits its budget."""
+    budget = config.input_token_budget
+    if budget is None:
+        return None
+    needed = request.estimated_input_tokens()
+    if config.backend == "local":
+        needed += request.max_tokens  # the prompt and the reply share the slot's context
+    if needed <= budget:
+        return None
+    return (
+        f"{SKIPPED_TOO_LONG}: ~{needed} tokens (estimated) do not fit the {budget} of "
+        f"endpoints.{config.name} (max_input_tokens)"
+    )
 
 
 def _reason(error: str) -> str:
@@ -163,14 +191,22 @@ class TaskEngine:
         may_reask = self.max_reasks > 0
         retries_before = self.client.stats.retries
 
+        sent: list[int] = []  # the position in `running` of each request sent
+
         def requests() -> Iterator[ChatRequest]:
             for task in tasks:
-                running.append(_Running(task, task.request))
+                item = _Running(task, task.request)
+                running.append(item)
+                reason = too_long(self.client.config, task.request)
+                if reason is not None:
+                    item.skip(reason)
+                    continue
+                sent.append(len(running) - 1)
                 yield task.request
 
         def receive(index: int, reply: ChatResult) -> None:
             # Runs as each reply arrives, so reading overlaps the calls still in flight.
-            running[index].take_first(reply, may_reask)
+            running[sent[index]].take_first(reply, may_reask)
 
         await self.client.stream(requests(), desc=desc, on_result=receive, total=total)
         reasked: set[int] = set()
@@ -196,18 +232,24 @@ class TaskEngine:
         for item in running:
             item.request = None
             outcomes.append(item.outcome)
-        failures = [o.error for o in outcomes if o.error is not None]
+        skipped = sum(1 for o in outcomes if o.reading.status == SKIPPED_TOO_LONG)
+        failures = [
+            o.error
+            for o in outcomes
+            if o.error is not None and o.reading.status != SKIPPED_TOO_LONG
+        ]
         summary = RunSummary(
             tasks=len(outcomes),
             reasked=len(reasked),
             unreadable=sum(1 for o in outcomes if o.error is None and not o.reading.ok),
             failed=len(failures),
+            skipped=skipped,
             retries=self.client.stats.retries - retries_before,
             failures_by_reason=dict(Counter(_reason(error) for error in failures)),
         )
         self.last_summary = summary
         if desc is not None and outcomes:
-            quiet = not (summary.failed or summary.unreadable or summary.retries)
+            quiet = not (summary.failed or summary.unreadable or summary.retries or skipped)
             logger.log(logging.INFO if quiet else logging.WARNING, summary.line(desc))
         share = self.client.config.max_failure_share
         if self.fail_loud and outcomes and summary.failed > share * summary.tasks:

@@ -12,6 +12,7 @@ Unreadable (the value is null; such replies are re-asked, bounded):
 - `partial`: a record answer with some of its fields missing.
 No reply:
 - `call_failed`: the call itself failed (HTTP error, timeout, retries exhausted).
+- `skipped_too_long`: not sent: the prompt would not fit the endpoint's input budget.
 No call needed (evaluate only):
 - `exact_match`: the response equals the reference after normalisation.
 - `invalid`: the reference is unknown, so there is nothing to judge against.
@@ -28,6 +29,7 @@ OUT_OF_RANGE = "out_of_range"
 AMBIGUOUS = "ambiguous"
 PARTIAL = "partial"
 CALL_FAILED = "call_failed"
+SKIPPED_TOO_LONG = "skipped_too_long"
 EXACT_MATCH = "exact_match"
 INVALID = "invalid"
 NO_RESPONSE = "no_response"
@@ -35,7 +37,7 @@ NO_RESPONSE = "no_response"
 READ = (OK, NOT_APPLICABLE)
 UNREADABLE = (EMPTY, NO_MATCH, OUT_OF_RANGE, AMBIGUOUS, PARTIAL)
 WITHOUT_CALL = (EXACT_MATCH, INVALID, NO_RESPONSE)
-PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, *WITHOUT_CALL)
+PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, SKIPPED_TOO_LONG, *WITHOUT_CALL)
 
 # What a re-ask tells the judge was wrong with its reply, when the parser gave no detail.
 PROBLEM_BY_STATUS = {
@@ -49,3 +51,8 @@ PROBLEM_BY_STATUS = {
 
 def is_unreadable(status: str) -> bool:
     return status in UNREADABLE
+
+
+def status_of_failure(error: str | None) -> str:
+    """The status of a row whose call gave no reply: skipped, or failed."""
+    return SKIPPED_TOO_LONG if (error or "").startswith(SKIPPED_TOO_LONG) else CALL_FAILED

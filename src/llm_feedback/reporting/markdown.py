@@ -190,7 +190,14 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
         wide = wide.loc[calls["scope"].unique(), calls["metric"].unique()].reset_index()
         counts = [
             c
-            for c in ("rows", "parse_errors", "call_errors", "reasks", "suspected_injections")
+            for c in (
+                "rows",
+                "parse_errors",
+                "call_errors",
+                "skipped_too_long",
+                "reasks",
+                "suspected_injections",
+            )
             if c in wide
         ]
         wide[counts] = wide[counts].astype("int64")
@@ -205,10 +212,36 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
+def _judgment_shares(health: pd.DataFrame) -> str | None:
+    """One line: how many judged rows were read, unreadable, failed or skipped."""
+    calls = health[~health["metric"].str.startswith("fix_")]
+    totals = calls.groupby("metric")["value"].sum()
+    rows = int(totals.get("rows", 0))
+    if not rows:
+        return None
+    parts = {
+        "unreadable": int(totals.get("parse_errors", 0)),
+        "failed": int(totals.get("call_errors", 0)),
+        "skipped as too long": int(totals.get("skipped_too_long", 0)),
+    }
+    read = rows - sum(parts.values())
+    shares = [f"{read:,} read ({read / rows:.1%})"] + [
+        f"{count:,} {what} ({count / rows:.1%})" for what, count in parts.items() if count
+    ]
+    reasks = int(totals.get("reasks", 0))
+    return (
+        f"Judged rows (aspect ratings and critiques): {rows:,}: {', '.join(shares)}; "
+        f"{reasks:,} re-asks."
+    )
+
+
 def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     lines = []
     health = tables.get("judge_health")
     if health is not None and not health.empty:
+        shares = _judgment_shares(health)
+        if shares:
+            lines.append(shares)
         counts = health[health["metric"] == "fix_count"].set_index("scope")["value"]
         if counts.sum() > 0:
             lines.append(

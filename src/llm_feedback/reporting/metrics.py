@@ -14,7 +14,7 @@ import pandas as pd
 
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.replies.status import CALL_FAILED, UNREADABLE
+from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
 from llm_feedback.reporting._frames import (
     as_float,
     attach_model,
@@ -188,6 +188,7 @@ def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
         "call_error_rate": _share(call_errors, n_rows),
         "reasks": int(frame["reasks"].fillna(0).sum()),
     }
+    values["skipped_too_long"] = int((frame["parse_status"] == SKIPPED_TOO_LONG).sum())
     if "suspected_injection" in frame.columns:  # tables written before it was recorded lack it
         values["suspected_injections"] = int(frame["suspected_injection"].fillna(False).sum())
     return [{"metric": metric, "scope": scope, "value": value} for metric, value in values.items()]

@@ -363,14 +363,44 @@ def sequence(replies: Sequence[str | Reply]) -> Responder:
     return respond
 
 
+# Shares of calls the chaos responder answers with each fault (the rest: schema_responder).
+CHAOS_FAULTS = {"rate_limited": 0.20, "server_error": 0.05, "stall": 0.02, "malformed": 0.10}
+CHAOS_STALL_S = 1.5  # past the 1 s timeout the chaos benchmark gives its client
+
+
+def chaos_responder(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+    """Faults at the shares of `CHAOS_FAULTS`: 429 with Retry-After, 500, a stall past the
+    client's timeout, a reply no parser can read; otherwise `schema_responder`.
+
+    Each attempt of a request draws anew (seeded by the messages and the attempt number),
+    so retries and re-asks eventually get through, and a run can be repeated exactly.
+    """
+    draw = random.Random(f"{ctx.messages_key}:{ctx.key_call_index}").random()
+    fault, edge = None, 0.0
+    for name, share in CHAOS_FAULTS.items():
+        edge += share
+        if draw < edge:
+            fault = name
+            break
+    if fault is None:
+        return schema_responder(body, ctx)
+    if fault == "rate_limited":
+        return Reply(status=429, retry_after=0.05, error_message="chaos: slow down")
+    if fault == "server_error":
+        return Reply(status=500, error_message="chaos: internal error")
+    if fault == "stall":
+        return Reply(content="too late", delay_s=CHAOS_STALL_S)
+    return Reply(content="Sorry, I will answer in my own way: it is fine, mostly.")
+
+
 def resolve_responder(spec: str) -> Responder:
-    """``echo``, ``schema`` or ``package.module:callable`` to a responder."""
-    builtin = {"echo": echo_responder, "schema": schema_responder}
+    """``echo``, ``schema``, ``chaos`` or ``package.module:callable`` to a responder."""
+    builtin = {"echo": echo_responder, "schema": schema_responder, "chaos": chaos_responder}
     if spec in builtin:
         return builtin[spec]
     module_name, separator, attribute = spec.partition(":")
     if not separator or not module_name or not attribute:
-        raise ValueError(f"responder must be echo, schema or module:callable, got {spec!r}")
+        raise ValueError(f"responder must be echo, schema, chaos or module:callable, got {spec!r}")
     responder = getattr(importlib.import_module(module_name), attribute)
     if not callable(responder):
         raise ValueError(f"{spec!r} is not callable")

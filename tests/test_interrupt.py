@@ -1,0 +1,69 @@
+"""Ctrl-C during `kedro run`: one line, exit code 130, no traceback, and a rerun resumes."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
+from tests.conftest import PROJECT_ROOT
+
+
+def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp_path):
+    data_root = tmp_path / "data"
+    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
+    total = 37 * 4
+    with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
+        params = (
+            f"data_root={data_root},endpoints.local.backend=openai,endpoints.local.base_url={url},"
+            "endpoints.local.model=fake,endpoints.local.max_concurrent=4,sample.max_prompts=null"
+        )
+        command = [sys.executable, "-m", "kedro", "run", "--params", params]
+        subprocess.run(
+            [*command, "--pipelines", "sample"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        child = subprocess.Popen(
+            [*command, "--pipelines", "generate"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while fetch_stats(url)["chat_requests"] < total // 3:
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=60)
+        sent_before = fetch_stats(url)["chat_requests"]
+        cache = data_root / "02_intermediate" / "request_cache.sqlite"
+        with sqlite3.connect(cache) as db:
+            cached = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        rerun = subprocess.run(
+            [*command, "--pipelines", "generate"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        sent_by_rerun = fetch_stats(url)["chat_requests"] - sent_before
+
+    output = stdout + stderr
+    assert child.returncode == 130, output[-2000:]
+    assert (
+        f"interrupted: {cached:,} answered calls are cached in {cache}; run the same "
+        "command to resume" in stderr
+    )
+    assert "Traceback" not in output and "Event loop is closed" not in output
+    assert 0 < cached < total
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert sent_by_rerun == total - cached  # only the calls not answered before Ctrl-C
