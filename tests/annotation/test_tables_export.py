@@ -243,6 +243,26 @@ def test_export_round_trips_through_parquet(tmp_path) -> None:
     assert to_ultrafeedback_records(completions, *reread) == records
 
 
+def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> None:
+    """No judge call answered: the records still carry the configured aspects, all null,
+    so Parquet has a schema to write (a struct without fields cannot be written)."""
+    completions, aspects, critiques, overall_scores = full_run()
+    records = to_ultrafeedback_records(
+        completions,
+        aspects.iloc[0:0],
+        critiques.iloc[0:0],
+        overall_scores.iloc[0:0],
+        aspects=DEFAULT_ASPECTS,
+    )
+    path = tmp_path / "ultrafeedback.parquet"
+    ultrafeedback_frame(records).to_parquet(path)
+    assert path.stat().st_size > 0
+    restored = pq.read_table(path).to_pylist()
+    annotations = restored[0]["completions"][0]["annotations"]
+    assert set(annotations) == set(DEFAULT_ASPECTS)
+    assert annotations["helpfulness"]["Rating"] is None
+
+
 def test_export_names_missing_columns() -> None:
     completions, aspects, critiques, overall_scores = full_run()
     with pytest.raises(InputError, match="principle"):

@@ -190,3 +190,16 @@ def test_the_local_model_budget_counts_the_reply_too():
     )
     assert too_long(local, ChatRequest.from_prompt("q" * 300, max_tokens=512)) is None
     assert too_long(local, ChatRequest.from_prompt("q" * 300, max_tokens=1000)) is not None
+
+
+def test_a_node_with_not_one_answered_call_fails_loudly():
+    from llm_feedback.errors import EndpointError
+
+    with FakeLLMServer(lambda body, ctx: "7") as server:
+        with LLMClient(endpoint(server, max_input_tokens=10), None, progress=False) as client:
+            with pytest.raises(EndpointError, match="not one call was answered"):
+                TaskEngine(client, fail_loud=True).run([digit_task("x" * 300)] * 2, desc="d")
+            # A library caller without fail_loud gets the rows, each saying why.
+            outcomes = TaskEngine(client).run([digit_task("x" * 300)])
+        assert server.request_count == 0
+    assert outcomes[0].status == "skipped_too_long"

@@ -102,18 +102,20 @@ def to_ultrafeedback_records(
     aspect_df: pd.DataFrame,
     critiques_df: pd.DataFrame,
     overall_scores_df: pd.DataFrame,
+    aspects: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One record per prompt (in first-seen order), completions ordered by completion_idx.
 
-    Every record carries every aspect present in `aspect_df`, with null fields where a
-    completion has no rating for it, so the nested schema is the same for all records.
+    Every record carries every aspect of `aspects` (default: those present in
+    `aspect_df`), with null fields where a completion has no rating for it, so the nested
+    schema is the same for all records, also when no call was answered at all.
     """
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
     require_columns(critiques_df, [*COMPLETION_KEY, "critique"], "critiques")
     score_columns = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
     require_columns(overall_scores_df, score_columns, "overall_scores")
-    present = set(aspect_df["aspect"].unique())
+    present = set(aspect_df["aspect"].unique()) | set(aspects or ())
     aspects = [name for name in ASPECTS if name in present]
     for unknown in sorted(present - set(aspects)):
         get_aspect(unknown)  # raises ConfigError naming the unknown aspect

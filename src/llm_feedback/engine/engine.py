@@ -252,6 +252,11 @@ class TaskEngine:
             quiet = not (summary.failed or summary.unreadable or summary.retries or skipped)
             logger.log(logging.INFO if quiet else logging.WARNING, summary.line(desc))
         share = self.client.config.max_failure_share
+        if self.fail_loud and outcomes and not summary.answered:
+            raise EndpointError(
+                f"{summary.line(desc or 'calls')}: not one call was answered by "
+                f"{self.client.config.describe()}"
+            )
         if self.fail_loud and outcomes and summary.failed > share * summary.tasks:
             raise EndpointError(
                 f"{summary.line(desc or 'calls')}: more than max_failure_share {share:.0%} "

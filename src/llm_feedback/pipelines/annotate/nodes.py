@@ -77,6 +77,9 @@ def export_ultrafeedback(
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
     overall_scores: pd.DataFrame,
+    params: AnnotateParams,
 ) -> pd.DataFrame:
-    records = to_ultrafeedback_records(completions, aspect_annotations, critiques, overall_scores)
+    records = to_ultrafeedback_records(
+        completions, aspect_annotations, critiques, overall_scores, aspects=params.aspects
+    )
     return ultrafeedback_frame(records)

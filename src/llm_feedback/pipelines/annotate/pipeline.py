@@ -35,7 +35,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 export_ultrafeedback,
-                ["completions", "aspect_annotations", "critiques", "overall_scores"],
+                [
+                    "completions",
+                    "aspect_annotations",
+                    "critiques",
+                    "overall_scores",
+                    "annotate_params",
+                ],
                 "ultrafeedback",
                 name="export_ultrafeedback",
             ),
