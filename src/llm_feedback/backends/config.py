@@ -26,6 +26,8 @@ def register_credentials(credentials: Mapping[str, Any]) -> None:
             _registered_credentials[name] = dict(entry)
 
 
+DEFAULT_AZURE_API_VERSION = "2024-10-21"
+
 # The type each setting must have (None: may be null), checked before anything starts.
 _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "max_concurrent": (int, None),
@@ -171,7 +173,7 @@ class EndpointConfig:
 
     def resolved_base_url(self) -> str | None:
         if self.backend == "openai":
-            return (
+            return api_base(
                 self.base_url
                 or os.environ.get("OPENAI_BASE_URL")
                 or os.environ.get("OPENAI_API_URL")
@@ -179,7 +181,24 @@ class EndpointConfig:
         return self.base_url
 
     def resolved_azure_endpoint(self) -> str | None:
-        return self.azure_endpoint or self.base_url or os.environ.get("AZURE_ENDPOINT")
+        return azure_resource(
+            self.azure_endpoint
+            or self.base_url
+            or os.environ.get("AZURE_ENDPOINT")
+            or os.environ.get("AZURE_OPENAI_ENDPOINT")
+        )
+
+    def resolved_api_version(self) -> str:
+        """Azure's API version: the endpoint's, else the environment's, else a default."""
+        for value in (
+            self.api_version,
+            os.environ.get("AZURE_API_VERSION"),
+            os.environ.get("OPENAI_API_VERSION"),  # the Azure SDK's own name
+            os.environ.get("API_VERSION"),  # lmms-eval's
+        ):
+            if value:
+                return value
+        return DEFAULT_AZURE_API_VERSION
 
     def key_source(self) -> str:
         """Where this endpoint's key comes from, for messages (never the key itself)."""
@@ -227,11 +246,33 @@ class EndpointConfig:
         }
 
 
+def api_base(url: str | None) -> str | None:
+    """A base URL from what users set: lmms-eval's OPENAI_API_URL is the full chat
+    completions URL (".../v1/chat/completions"); the SDK wants ".../v1"."""
+    if not url:
+        return url
+    url = url.split("?", 1)[0].rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            return url[: -len(suffix)]
+    return url
+
+
+def azure_resource(url: str | None) -> str | None:
+    """The Azure resource URL from a full deployment URL (".../openai/deployments/...")."""
+    if not url:
+        return url
+    url = url.split("?", 1)[0].rstrip("/")
+    return url.split("/openai/", 1)[0] if "/openai/" in url + "/" else url
+
+
 def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointConfig:
     """A judge endpoint from the environment variables the seed evaluators used.
 
-    MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL / OPENAI_BASE_URL,
-    OPENAI_API_KEY, AZURE_ENDPOINT, AZURE_API_KEY. Explicit overrides win.
+    MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL (a base URL or the full chat
+    completions URL) / OPENAI_BASE_URL, OPENAI_API_KEY; for Azure AZURE_ENDPOINT or
+    AZURE_OPENAI_ENDPOINT, AZURE_API_KEY or AZURE_OPENAI_API_KEY, and AZURE_API_VERSION,
+    OPENAI_API_VERSION or API_VERSION. Explicit overrides win.
     """
     api_type = os.environ.get("API_TYPE", "openai").strip().lower()
     if api_type not in ("openai", "azure"):
@@ -239,8 +280,6 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     definition: dict[str, Any] = {"backend": api_type, "name": "env"}
     if os.environ.get("MODEL_VERSION"):
         definition["model"] = os.environ["MODEL_VERSION"]
-    if api_type == "azure":
-        definition["api_version"] = os.environ.get("AZURE_API_VERSION", "2024-10-21")
     definition.update(overrides or {})
     if "model" not in definition:
         raise ConfigError("no judge model: set MODEL_VERSION or pass a 'model'")

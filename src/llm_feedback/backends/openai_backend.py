@@ -64,7 +64,8 @@ class OpenAICompatibleBackend:
         self._base_url = base_url or config.resolved_base_url()
         if config.backend == "azure" and not config.resolved_azure_endpoint():
             raise ConfigError(
-                f"endpoint '{config.name}': Azure needs 'azure_endpoint' or AZURE_ENDPOINT"
+                f"endpoint '{config.name}': Azure needs 'azure_endpoint', AZURE_ENDPOINT or "
+                "AZURE_OPENAI_ENDPOINT"
             )
 
     @property
@@ -85,7 +86,7 @@ class OpenAICompatibleBackend:
             return openai.AsyncAzureOpenAI(
                 azure_endpoint=self.config.resolved_azure_endpoint(),
                 api_key=key,
-                api_version=self.config.api_version or "2024-10-21",
+                api_version=self.config.resolved_api_version(),
                 max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
                 timeout=self.config.timeout_s,
                 http_client=http_client,

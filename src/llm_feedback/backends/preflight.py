@@ -31,7 +31,7 @@ def _sdk_client(config: EndpointConfig, timeout_s: float) -> openai.OpenAI:
         return openai.AzureOpenAI(
             azure_endpoint=config.resolved_azure_endpoint(),
             api_key=key,
-            api_version=config.api_version or "2024-10-21",
+            api_version=config.resolved_api_version(),
             max_retries=0,
             timeout=timeout_s,
         )

@@ -224,8 +224,9 @@ def _one_order(outcome: Mapping[str, Any]) -> dict[str, Any]:
 class Judge:
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
-    `endpoint` None reads MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL /
-    OPENAI_BASE_URL, OPENAI_API_KEY, AZURE_ENDPOINT and AZURE_API_KEY. `cache_path` is the
+    `endpoint` None reads the seed evaluators' environment variables (MODEL_VERSION,
+    API_TYPE, OPENAI_API_URL / OPENAI_BASE_URL, OPENAI_API_KEY, the AZURE_* ones: see
+    `backends.endpoint_from_env`). `cache_path` is the
     request cache (None: no cache); `refresh=True` asks again and replaces cached
     answers. `sampling` overrides the builders' settings (temperature 0, a max_tokens
     per judgment kind) for every call. Replies are constrained by a JSON schema when the
