@@ -16,13 +16,14 @@ from llm_feedback.backends.base import (
 from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.config import EndpointConfig, endpoint_from_env, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.lean import LeanOpenAIBackend, openai_compatible
 from llm_feedback.backends.local import LocalModelBackend, stop_local_servers
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
 from llm_feedback.backends.vllm_backend import VLLMBackend  # vllm itself loads on open()
 
 register_backend("local", LocalModelBackend)
-register_backend("openai", OpenAICompatibleBackend)
-register_backend("azure", OpenAICompatibleBackend)
+register_backend("openai", openai_compatible)
+register_backend("azure", openai_compatible)
 register_backend("vllm", VLLMBackend)
 
 __all__ = [
@@ -34,6 +35,8 @@ __all__ = [
     "ClientStats",
     "EndpointConfig",
     "LLMClient",
+    "LeanOpenAIBackend",
+    "OpenAICompatibleBackend",
     "RequestBackend",
     "RetryableError",
     "endpoint_from_env",

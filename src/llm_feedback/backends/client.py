@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
 from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
 from llm_feedback.backends.cache import RequestCache

@@ -39,6 +39,7 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "max_string_chars": (int, None),
     "cache": (bool,),
     "preflight": (bool,),
+    "transport": (str,),
     "max_failure_share": (int, float),
     "max_input_tokens": (int, None),
     "parallel_slots": (int,),
@@ -72,6 +73,8 @@ class EndpointConfig:
     max_string_chars: int | None = None
     max_tokens_field: str = "max_tokens"
     cache: bool = True
+    # openai/azure: "lean" (our HTTP client, the default) or "sdk" (the openai SDK)
+    transport: str = "lean"
     # Before the first paid call of a run, ask the endpoint one cheap question.
     preflight: bool = True
     # A node whose calls fail more often than this stops the run (answered calls are cached).
@@ -132,6 +135,8 @@ class EndpointConfig:
                 wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
                 dotted = f"endpoints.{self.name}.{name}" if self.name else name
                 raise ConfigError(f"{dotted} must be {wanted}, got {value!r}")
+        if self.transport not in ("lean", "sdk"):
+            raise ConfigError(f"{where}: 'transport' must be lean or sdk, got {self.transport!r}")
         if not 0 <= self.max_failure_share <= 1:
             raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
 

@@ -100,8 +100,9 @@ class OpenAICompatibleBackend:
             http_client=http_client,
         )
 
-    async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:
-        kwargs: dict[str, Any] = {
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The chat completions body of `request`: what either transport sends."""
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": list(request.messages),
             "temperature": request.temperature,
@@ -109,11 +110,15 @@ class OpenAICompatibleBackend:
             self.config.max_tokens_field: request.max_tokens,
         }
         if request.stop:
-            kwargs["stop"] = list(request.stop)
+            body["stop"] = list(request.stop)
         if request.seed is not None:
-            kwargs["seed"] = request.seed
+            body["seed"] = request.seed
         if request.json_schema is not None and self.config.uses_structured_output:
-            kwargs["response_format"] = response_format_for(request.json_schema)
+            body["response_format"] = response_format_for(request.json_schema)
+        return body
+
+    async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:
+        kwargs = self.request_body(request)
         started = time.perf_counter()
         try:
             response = await sdk.chat.completions.create(**kwargs)

@@ -483,6 +483,7 @@ class _FakeLLMApp:
         self._routes: dict[str, tuple[str, Callable[[], _Response]]] = {
             "/v1/models": models_route,
             "/models": models_route,
+            "/openai/models": models_route,  # Azure's models list
             "/health": ("GET", lambda: _json_response(200, {"status": "ok"})),
             "/_stats": ("GET", lambda: _json_response(200, self.stats())),
             "/_reset": ("POST", self._reset_route),

@@ -1,0 +1,146 @@
+"""The lean transport for OpenAI-compatible chat completions (the default for `openai` and
+`azure` endpoints; `transport: sdk` selects the openai SDK instead).
+
+One pooled async HTTP client posts a prebuilt JSON body (orjson) and decodes only the fields
+the contract needs. The SDK spends most of its CPU per call on request transformation,
+type checks and response models (benchmarks/RESULTS.md); at hundreds of calls per second
+that CPU, not the server, sets the pace. Retries, timeouts, Retry-After, redaction and
+accounting stay in `LLMClient`, exactly as for the SDK path: both transports send the same
+bodies and raise or return the same errors.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx2
+import orjson
+
+from llm_feedback.backends.base import RetryableError
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.openai_backend import (
+    _RETRYABLE_STATUS,
+    OpenAICompatibleBackend,
+    _retry_after_seconds,
+    redact,
+)
+
+DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+
+
+class LeanConnection:
+    """An HTTP connection pool and the chat completions URL, for one event loop."""
+
+    def __init__(self, client: httpx2.AsyncClient, chat_url: str, models_url: str) -> None:
+        self.http = client
+        self.chat_url = chat_url
+        self.models_url = models_url
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+def _error_message(status: int, content: bytes) -> str:
+    """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same."""
+    try:
+        payload = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        payload = None
+    detail: Any = payload
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        detail = error.get("message", error) if isinstance(error, dict) else payload
+    if detail is None:
+        detail = content.decode("utf-8", "replace")[:500]
+    return f"Error code: {status} - {detail}"
+
+
+class LeanOpenAIBackend(OpenAICompatibleBackend):
+    """OpenAI, Azure (key auth), `vllm serve`, llama.cpp: any chat completions server."""
+
+    def make_sdk_client(self) -> LeanConnection:
+        limit = max(self.config.concurrency, 100)
+        key = self.config.api_key()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.config.backend == "azure":
+            resource = self.config.resolved_azure_endpoint()
+            query = f"?api-version={self.config.resolved_api_version()}"
+            chat_url = f"{resource}/openai/deployments/{self.model}/chat/completions{query}"
+            models_url = f"{resource}/openai/models{query}"
+            if key:
+                headers["api-key"] = key
+        else:
+            base = (self._base_url or DEFAULT_OPENAI_URL).rstrip("/")
+            chat_url, models_url = f"{base}/chat/completions", f"{base}/models"
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+        client = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(self.config.timeout_s),
+            limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit),
+        )
+        return LeanConnection(client, chat_url, models_url)
+
+    async def send(self, connection: LeanConnection, request: ChatRequest) -> ChatResult:
+        body = orjson.dumps(self.request_body(request))
+        started = time.perf_counter()
+        try:
+            response = await connection.http.post(connection.chat_url, content=body)
+        except httpx2.TimeoutException as error:
+            raise RetryableError(
+                redact(f"APITimeoutError: {error or 'Request timed out.'}"), timed_out=True
+            ) from None
+        except httpx2.TransportError as error:
+            raise RetryableError(redact(f"APIConnectionError: {error}")) from None
+        latency = time.perf_counter() - started
+        status = response.status_code
+        if status != 200:
+            message = redact(f"HTTP {status}: {_error_message(status, response.content)}")
+            if status in _RETRYABLE_STATUS:
+                raise RetryableError(message, _retry_after_seconds(response.headers))
+            return ChatResult.failure(message, latency, self.model)
+        try:
+            payload = orjson.loads(response.content)
+            choice = payload["choices"][0]
+            message = choice.get("message") or {}
+            usage = payload.get("usage") or {}
+            text = message.get("content")
+            return ChatResult(
+                text=text,
+                finish_reason=choice.get("finish_reason"),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                latency_s=latency,
+                model=self.model,
+                error=None if text is not None else "empty reply",
+            )
+        except (
+            orjson.JSONDecodeError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,
+            ValueError,
+        ) as error:
+            # A body that is not a chat completion: the server misbehaved, try again.
+            raise RetryableError(redact(f"malformed response: {error!r}")) from None
+
+    async def probe(self, connection: LeanConnection, timeout_s: float) -> bool:
+        try:
+            response = await connection.http.get(connection.models_url, timeout=timeout_s)
+        except httpx2.HTTPError:
+            return False
+        return response.status_code == 200
+
+
+def openai_compatible(config: Any) -> OpenAICompatibleBackend:
+    """The `openai` / `azure` backend of an endpoint, by its `transport`."""
+    if config.transport == "sdk":
+        return OpenAICompatibleBackend(config)
+    return LeanOpenAIBackend(config)
+
+
+# The registry reads these from the factory (see backends/base.py).
+openai_compatible.is_batch = False  # type: ignore[attr-defined]
+openai_compatible.default_concurrency = OpenAICompatibleBackend.default_concurrency  # type: ignore[attr-defined]
