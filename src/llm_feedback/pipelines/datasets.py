@@ -1,15 +1,189 @@
-"""The project's own Kedro dataset: JSON Lines read by `llm_feedback.jsonl`, so that a bad
-line in an input file is reported with its file and line number."""
+"""The project's own Kedro datasets.
+
+* `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
+  input file is reported with its file and line number.
+* `ParquetDataset`, `TextDataset` and `PartitionedDataset`: kedro-datasets' own (same
+  arguments, same files, same load and save), with a kedro-viz preview that always
+  serialises.
+
+kedro-viz puts whatever a dataset's `preview()` returns into JSON. kedro-datasets' Parquet
+preview hands it numpy arrays and dicts for list and struct columns, which fails `kedro viz
+build --include-previews` (with exit status 0) and answers HTTP 500 in `kedro viz run`.
+Here every table cell is a JSON-safe scalar: lists and structs become short JSON text, long
+text is cut. The text and partitioned datasets of kedro-datasets have no preview at all.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NewType
 
+import numpy as np
 import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
+from kedro.io.core import get_filepath_str
+from kedro_datasets._typing import TablePreview
+from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
+from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
+from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.jsonl import read_jsonl
+
+# kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
+# "TextPreview" is drawn as preformatted text (no Markdown rendering of `_` or `*`).
+TextPreview = NewType("TextPreview", str)
+
+PREVIEW_ROWS = 5
+CELL_CHARS = 200  # a table cell, JSON text included
+STRING_CHARS = 60  # a string inside a list or struct cell
+NESTED_DEPTH = 2  # list/struct levels shown before "{…N fields}" / "[…N items]"
+TEXT_CHARS = 4000  # a text file's preview
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# What Parquet (numpy arrays, dicts from struct columns), pandas and JSON give for a list
+# or a struct.
+NESTED = (Mapping, list, tuple, np.ndarray, pd.Series)
+
+
+def _json_scalar(value: Any) -> Any:
+    """A scalar as JSON holds it: a number, a bool, None or text."""
+    if isinstance(value, np.generic):  # numpy scalars: np.int64, np.bool_, np.str_, ...
+        value = value.item()
+    if value is None or value is pd.NaT or value is pd.NA:
+        return None
+    if isinstance(value, float | Decimal):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    # dates and times; anything else as its text
+    return value.isoformat() if isinstance(value, dt.date | dt.time) else str(value)
+
+
+def _compact(value: Any, depth: int) -> Any:
+    """A JSON-safe, shortened copy of a list/struct value for a preview cell."""
+    if not isinstance(value, NESTED):
+        safe = _json_scalar(value)
+        return _truncate(safe, STRING_CHARS) if isinstance(safe, str) else safe
+    if isinstance(value, Mapping):
+        if depth >= NESTED_DEPTH:
+            return f"{{…{len(value)} fields}}"
+        return {str(key): _compact(item, depth + 1) for key, item in value.items()}
+    items = list(value)
+    if depth >= NESTED_DEPTH:
+        return f"[…{len(items)} items]"
+    return [_compact(item, depth + 1) for item in items]
+
+
+def preview_cell(value: Any, limit: int = CELL_CHARS) -> Any:
+    """One table cell as kedro-viz can show it: a number, a bool, None or a string.
+
+    Text is cut to `limit` characters; a list or struct (a numpy array from Parquet, a
+    dict from a struct column) becomes JSON text, its strings cut to `STRING_CHARS` and
+    levels from `NESTED_DEPTH` on summarised as "{…N fields}" / "[…N items]".
+    """
+    if isinstance(value, NESTED):
+        safe = json.dumps(_compact(value, 0), ensure_ascii=False)
+    else:
+        safe = _json_scalar(value)
+    return _truncate(safe, limit) if isinstance(safe, str) else safe
+
+
+def table_preview(frame: pd.DataFrame, nrows: int = PREVIEW_ROWS) -> dict[str, Any]:
+    """`frame`'s first `nrows` rows in pandas' "split" layout (what kedro-viz's table
+    preview reads), every cell JSON-safe."""
+    head = frame.head(nrows)
+    return {
+        "index": [preview_cell(label) for label in head.index],
+        "columns": [str(column) for column in head.columns],
+        "data": [[preview_cell(cell) for cell in row] for row in head.itertuples(index=False)],
+    }
+
+
+def _rows_preview(columns: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "index": list(range(len(rows))),
+        "columns": [str(column) for column in columns],
+        "data": [[preview_cell(row[column]) for column in columns] for row in rows],
+    }
+
+
+class ParquetDataset(_KedroParquetDataset):
+    """`kedro_datasets.pandas.ParquetDataset` with a preview that always serialises and a
+    save that never leaves a half-written file.
+
+    `type: llm_feedback.pipelines.datasets.ParquetDataset`, the same arguments (`filepath`,
+    `versioned`, `load_args`, ...); load is kedro-datasets' own.
+    """
+
+    def save(self, data: pd.DataFrame) -> None:
+        """Write to `<path>.partial`, then rename it: a run killed or failing while writing
+        leaves no file that a later run or notebook would load as the latest version."""
+        save_path = get_filepath_str(self._get_save_path(), self._protocol)
+        partial = f"{save_path}.partial"
+        try:
+            with self._fs.open(partial, **self._fs_open_args_save) as handle:
+                data.to_parquet(handle, **self._save_args)
+            self._fs.mv(partial, save_path)
+        except BaseException:
+            if self._fs.exists(partial):
+                self._fs.rm(partial)
+            raise
+        self._invalidate_cache()
+
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        """The first `nrows` rows of the version the catalog would load; reads only the
+        row groups it needs."""
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        columns = self._load_args.get("columns")
+        with self._fs.open(load_path, mode="rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            first = next(parquet.iter_batches(batch_size=max(nrows, 1), columns=columns), None)
+            names = columns or parquet.schema_arrow.names
+        rows = first.to_pylist()[:nrows] if first is not None else []
+        return TablePreview(_rows_preview(list(names), rows))
+
+
+class TextDataset(_KedroTextDataset):
+    """`kedro_datasets.text.TextDataset` with a kedro-viz preview: the file's beginning as
+    plain text. `type: llm_feedback.pipelines.datasets.TextDataset`, the same arguments."""
+
+    def preview(self, max_chars: int = TEXT_CHARS) -> TextPreview:
+        return TextPreview(_truncate(self.load(), max_chars))
+
+
+class PartitionedDataset(_KedroPartitionedDataset):
+    """`kedro_datasets.partitions.PartitionedDataset` with a kedro-viz preview: the first
+    rows of its partitions in partition order, each with the `partition` it comes from.
+    `type: llm_feedback.pipelines.datasets.PartitionedDataset`, the same arguments."""
+
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        heads: list[pd.DataFrame] = []
+        remaining = nrows
+        for partition, load in sorted(self.load().items()):
+            if remaining <= 0:
+                break
+            data = load()
+            frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame({"value": [data]})
+            head = frame.head(remaining).copy()
+            head.insert(0, "partition", partition)
+            heads.append(head)
+            remaining -= len(head)
+        if not heads:
+            return TablePreview(table_preview(pd.DataFrame(columns=["partition"]), nrows))
+        return TablePreview(table_preview(pd.concat(heads, ignore_index=True), nrows))
 
 
 class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
@@ -24,6 +198,9 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def save(self, data: pd.DataFrame) -> None:
         raise DatasetError(f"{self._filepath} is input data; this dataset does not write it")
+
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        return TablePreview(table_preview(self.load(), nrows))
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}

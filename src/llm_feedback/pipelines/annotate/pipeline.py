@@ -19,6 +19,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["params:annotate", "params:endpoints"],
                 "annotate_params",
                 name="read_annotate_params",
+                tags="params",
             ),
             node(
                 rate_aspects,
@@ -45,5 +46,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "ultrafeedback",
                 name="export_ultrafeedback",
             ),
-        ]
+        ],
+        tags="annotate",
     )

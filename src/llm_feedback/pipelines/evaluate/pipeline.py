@@ -17,6 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["params:evaluate", "params:endpoints"],
                 "evaluate_params",
                 name="read_evaluate_params",
+                tags="params",
             ),
             node(
                 prepare,
@@ -42,5 +43,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "eval_metrics",
                 name="compute_eval_metrics",
             ),
-        ]
+        ],
+        tags="evaluate",
     )

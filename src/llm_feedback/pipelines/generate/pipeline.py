@@ -11,6 +11,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["params:endpoints", "params:model_pool", "params:generation"],
                 "generate_params",
                 name="read_generate_params",
+                tags="params",
             ),
             node(
                 generate,
@@ -18,5 +19,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "completions",
                 name="generate_completions",
             ),
-        ]
+        ],
+        tags="generate",
     )

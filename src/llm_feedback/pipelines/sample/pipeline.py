@@ -11,10 +11,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["params:sample", "params:model_pool"],
                 "sample_params",
                 name="read_sample_params",
+                tags="params",
             ),
             node(combine_sources, "raw_prompt_files", "raw_prompts", name="combine_prompt_sources"),
             node(
                 sample, ["raw_prompts", "sample_params"], "sampled_prompts", name="sample_prompts"
             ),
-        ]
+        ],
+        tags="sample",
     )
