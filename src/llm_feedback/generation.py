@@ -12,7 +12,7 @@ from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.endpoints import ModelSpec
 from llm_feedback.engine import Task, TaskEngine
 from llm_feedback.errors import InputError
-from llm_feedback.schema import COMPLETIONS_COLUMN_TYPES
+from llm_feedback.schema import ANSWER_LIST_COLUMNS, COMPLETIONS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,17 @@ def build_requests(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list
     return requests
 
 
+def _answer_lists(sampled: pd.DataFrame, column: str) -> list[list[str]]:
+    """A prompt's reference answers as lists of strings (empty when the source has none), for
+    the UltraFeedback export; Parquet gives them back as numpy arrays."""
+    if column not in sampled.columns:
+        return [[] for _ in range(len(sampled))]
+    return [
+        [] if value is None or value is pd.NA or isinstance(value, float) else list(map(str, value))
+        for value in sampled[column]
+    ]
+
+
 def generate_completions(
     sampled: pd.DataFrame,
     pool: Mapping[str, ModelSpec],
@@ -85,6 +96,7 @@ def generate_completions(
             "completion_idx": sampled["completion_idx"],
             "source": sampled.get("source"),
             "instruction": sampled["instruction"],
+            **{column: _answer_lists(sampled, column) for column in ANSWER_LIST_COLUMNS},
             "world_knowledge": sampled.get("world_knowledge", ""),
             "model": sampled["model"],
             "principle": sampled.get("principle"),

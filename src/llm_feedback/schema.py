@@ -7,14 +7,26 @@ row from another; `..._COLUMNS` tuples list columns without dtypes. The dtype st
 the producers' own ("string" in the generate, annotate and evaluate tables, "str" in the
 report tables) and are not unified here.
 
+The outputs other tools read (`ultrafeedback`, `preference_pairs`) are defined by an Arrow
+schema instead, `<DATASET>_ARROW_SCHEMA`, written with the types of the public Hugging Face
+datasets they follow (`string`, not `large_string`; `list<struct<content, role>>` chat
+messages), so that `datasets` loads them with the public features and
+`concatenate_datasets` accepts them. Their pandas dtypes are derived from it
+(`pandas_dtypes`), and `SchemaFrame` carries the schema to `to_parquet`: Kedro's
+ParquetDataset calls `frame.to_parquet(...)`, and a pyarrow schema cannot be given in the
+catalog's YAML.
+
 These are not the JSON schemas that judges' structured replies follow: those are the
 `..._REPLY_SCHEMA` constants and `..._reply_schema()` functions next to their prompts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import pandas as pd
+import pyarrow as pa
 
 # --- keys ---------------------------------------------------------------------------------
 
@@ -50,11 +62,15 @@ SAMPLED_PROMPTS_COLUMNS: tuple[str, ...] = (
 
 # --- generate: completions ----------------------------------------------------------------
 
+# `correct_answers` / `incorrect_answers` are carried from `sampled_prompts` (Python lists of
+# strings, empty when the source has none) for the UltraFeedback export.
 COMPLETIONS_COLUMN_TYPES = {
     "prompt_id": "string",
     "completion_idx": "int64",
     "source": "string",
     "instruction": "string",
+    "correct_answers": "object",
+    "incorrect_answers": "object",
     "world_knowledge": "string",
     "model": "string",
     "principle": "string",
@@ -114,15 +130,85 @@ CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {
     "raw_reply": "string",
 }
 
-# One record per prompt; `models` and `completions` are nested lists, left as Python
-# objects (Parquet list<> and list<struct>), not cast.
-ULTRAFEEDBACK_COLUMN_TYPES: Mapping[str, Any] = {
-    "prompt_id": "string",
-    "source": "string",
-    "instruction": "string",
-    "models": "object",
-    "completions": "object",
-}
+# One record per prompt. The public openbmb/UltraFeedback features, as its dataset card lists
+# them (ratings are strings: "1".."5" or "N/A"; `Type` lists type codes).
+_RATED = pa.struct([("Rating", pa.string()), ("Rationale", pa.string())])
+_RATED_WITH_TYPES = pa.struct(
+    [
+        ("Type", pa.list_(pa.string())),
+        ("Rationale", pa.string()),
+        ("Rating", pa.string()),
+        ("Rationale For Rating", pa.string()),
+    ]
+)
+# The aspects of the public `annotations` struct, in the card's order.
+ULTRAFEEDBACK_ASPECTS: tuple[str, ...] = (
+    "instruction_following",
+    "honesty",
+    "truthfulness",
+    "helpfulness",
+)
+# Aspects we rate beyond the public four; the export keeps them outside `completions`.
+ULTRAFEEDBACK_EXTRA_ASPECTS: tuple[str, ...] = ("harmlessness",)
+ULTRAFEEDBACK_COMPLETION = pa.struct(
+    [
+        (
+            "annotations",
+            pa.struct(
+                [
+                    ("instruction_following", _RATED),
+                    ("honesty", _RATED),
+                    ("truthfulness", _RATED_WITH_TYPES),
+                    ("helpfulness", _RATED_WITH_TYPES),
+                ]
+            ),
+        ),
+        ("critique", pa.string()),
+        ("custom_system_prompt", pa.string()),
+        ("fine-grained_score", pa.float64()),
+        ("model", pa.string()),
+        ("overall_score", pa.float64()),
+        ("principle", pa.string()),
+        ("response", pa.string()),
+    ]
+)
+ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("instruction", pa.string()),
+        ("models", pa.list_(pa.string())),
+        ("completions", pa.list_(ULTRAFEEDBACK_COMPLETION)),
+        ("correct_answers", pa.list_(pa.string())),
+        ("incorrect_answers", pa.list_(pa.string())),
+    ]
+)
+# Ours, as top-level columns: inside `completions` an extra field would make the list's
+# type differ from the public one, which `datasets.concatenate_datasets` refuses; extra
+# top-level columns it accepts (null in the public rows), and `annotation.export.to_public`
+# drops them. `extra_annotations` and `annotation_status` hold one entry per completion, in
+# the order of `completions`; a status is the aspect's `parse_status` word.
+ULTRAFEEDBACK_OWN_COLUMNS: tuple[str, ...] = ("prompt_id", "extra_annotations", "annotation_status")
+ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.string()),
+        *ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+        (
+            "extra_annotations",
+            pa.list_(pa.struct([(aspect, _RATED) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS])),
+        ),
+        (
+            "annotation_status",
+            pa.list_(
+                pa.struct(
+                    [
+                        (aspect, pa.string())
+                        for aspect in (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
+                    ]
+                )
+            ),
+        ),
+    ]
+)
 
 # --- evaluate: eval_samples, eval_judgments, eval_metrics ---------------------------------
 
@@ -248,17 +334,90 @@ COST_TABLE_COLUMN_TYPES = {
     "priced": "bool",
 }
 
-PREFERENCE_PAIRS_COLUMN_TYPES = {
-    "prompt_id": "str",
-    "prompt": "str",
-    "chosen": "object",
-    "rejected": "object",
-    "score_chosen": "float64",
-    "score_rejected": "float64",
-    "model_chosen": "str",
-    "model_rejected": "str",
-    "completion_idx_chosen": "int64",
-    "completion_idx_rejected": "int64",
-    "score_kind": "str",
+# Chat messages as the Hugging Face datasets store them.
+CHAT_MESSAGES = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
+
+# `report.pairs.layout: trl` (default): TRL's conversational preference format with an
+# explicit prompt: `prompt` holds the user message, `chosen` / `rejected` the assistant
+# message only.
+PREFERENCE_PAIRS_ARROW_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.string()),
+        ("prompt", CHAT_MESSAGES),
+        ("chosen", CHAT_MESSAGES),
+        ("rejected", CHAT_MESSAGES),
+        ("score_chosen", pa.float64()),
+        ("score_rejected", pa.float64()),
+        ("source", pa.string()),
+        ("model_chosen", pa.string()),
+        ("model_rejected", pa.string()),
+        ("completion_idx_chosen", pa.int64()),
+        ("completion_idx_rejected", pa.int64()),
+        ("score_kind", pa.string()),
+    ]
+)
+# `report.pairs.layout: h4`: HuggingFaceH4/ultrafeedback_binarized's features, exactly:
+# `prompt` text, `chosen` / `rejected` whole conversations (user + assistant), `messages`
+# the chosen one.
+PREFERENCE_PAIRS_H4_ARROW_SCHEMA = pa.schema(
+    [
+        ("prompt", pa.string()),
+        ("prompt_id", pa.string()),
+        ("chosen", CHAT_MESSAGES),
+        ("rejected", CHAT_MESSAGES),
+        ("messages", CHAT_MESSAGES),
+        ("score_chosen", pa.float64()),
+        ("score_rejected", pa.float64()),
+    ]
+)
+PREFERENCE_PAIRS_ARROW_SCHEMAS: Mapping[str, pa.Schema] = {
+    "trl": PREFERENCE_PAIRS_ARROW_SCHEMA,
+    "h4": PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
 }
 PAIR_DROPS_COLUMN_TYPES = {"reason": "str", "n_prompts": "int64"}
+
+
+# --- Arrow-typed outputs --------------------------------------------------------------------
+
+
+def pandas_dtypes(schema: pa.Schema) -> dict[str, str]:
+    """The in-memory pandas dtype of each column of `schema`: "str" for text, the numpy
+    dtype for numbers and booleans, "object" (Python lists and dicts) for nested types."""
+    flat = {pa.string(): "str", pa.float64(): "float64", pa.int64(): "int64", pa.bool_(): "bool"}
+    return {field.name: flat.get(field.type, "object") for field in schema}
+
+
+class SchemaFrame(pd.DataFrame):
+    """A DataFrame that `to_parquet` writes with `arrow_schema` rather than the types pyarrow
+    would infer (`large_string` for pandas' "str", `null` for a column or struct field
+    without a value, `list<null>` for lists that are all empty).
+
+    Only the frame itself carries the schema: anything derived from it (a slice, a copy) is
+    a plain DataFrame. Build one with `schema_frame`.
+    """
+
+    _metadata: ClassVar[list[str]] = ["arrow_schema"]
+    arrow_schema: pa.Schema | None = None
+
+    def to_parquet(self, path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if self.arrow_schema is not None and "schema" not in kwargs:
+            if list(self.columns) != self.arrow_schema.names:
+                raise ValueError(
+                    f"columns {list(self.columns)} do not match the Arrow schema's "
+                    f"{self.arrow_schema.names}"
+                )
+            kwargs["schema"] = self.arrow_schema
+            kwargs.setdefault("index", False)
+        return super().to_parquet(path, *args, **kwargs)
+
+
+def schema_frame(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> SchemaFrame:
+    """`rows` (dicts of Python values) as a `SchemaFrame` with `schema`'s columns, in its
+    order, and the dtypes of `pandas_dtypes(schema)`; empty rows give an empty, typed frame."""
+    dtypes = pandas_dtypes(schema)
+    columns = {
+        name: pd.Series([row[name] for row in rows], dtype=dtype) for name, dtype in dtypes.items()
+    }
+    frame = SchemaFrame(columns)
+    frame.arrow_schema = schema
+    return frame

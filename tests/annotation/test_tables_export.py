@@ -17,8 +17,14 @@ from llm_feedback.annotation import (
     to_ultrafeedback_records,
     ultrafeedback_frame,
 )
+from llm_feedback.annotation.export import to_public
 from llm_feedback.errors import InputError
-from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.schema import (
+    ASPECT_ANNOTATIONS_COLUMN_TYPES,
+    CRITIQUES_COLUMN_TYPES,
+    ULTRAFEEDBACK_ARROW_SCHEMA,
+    ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+)
 
 # Prompt "a": completion 1 failed to generate, so only 0 and 2 are judged.
 COMPLETIONS = pd.DataFrame(
@@ -27,6 +33,8 @@ COMPLETIONS = pd.DataFrame(
         "completion_idx": [0, 1, 2, 0, 1],
         "source": ["flan"] * 3 + ["sharegpt"] * 2,
         "instruction": ["Add 2 and 2."] * 3 + ["Write a haiku."] * 2,
+        "correct_answers": [["4", "four"]] * 3 + [[]] * 2,
+        "incorrect_answers": [["5"]] * 3 + [[]] * 2,
         "world_knowledge": ["4"] * 3 + [""] * 2,
         "model": ["m1", "m2", "m3", "m1", "m4"],
         "principle": ["helpfulness", "honesty", "truthfulness", "helpfulness", "harmlessness"],
@@ -185,6 +193,8 @@ def test_ultrafeedback_records_shape() -> None:
     first = records[0]
     assert (first["source"], first["instruction"]) == ("flan", "Add 2 and 2.")
     assert first["models"] == ["m1", "m2", "m3"]
+    assert (first["correct_answers"], first["incorrect_answers"]) == (["4", "four"], ["5"])
+    assert (records[1]["correct_answers"], records[1]["incorrect_answers"]) == ([], [])
     completion = first["completions"][0]
     assert set(completion) == {
         "model",
@@ -207,15 +217,27 @@ def test_ultrafeedback_records_shape() -> None:
         "Type": ["0"],
     }
     assert completion["overall_score"] == 9.0
+    # All shuffles' ratings, the failed honesty call of shuffle 1 aside: 33 / 7.
+    assert completion["fine-grained_score"] == pytest.approx(33 / 7)
+    assert first["annotation_status"][0] == {
+        **dict.fromkeys(DEFAULT_ASPECTS, "ok"),
+        "harmlessness": None,  # not annotated in this run
+    }
+    assert first["extra_annotations"][0] == {"harmlessness": {"Rating": None, "Rationale": None}}
     failed_generation = first["completions"][1]
     assert failed_generation["response"] is None
     assert failed_generation["annotations"]["helpfulness"]["Rating"] is None
     assert failed_generation["overall_score"] is None
+    assert failed_generation["fine-grained_score"] is None
+    assert set(first["annotation_status"][1].values()) == {None}  # never judged
     # The honesty call of shuffle 1 failed; shuffle 0 still supplies the rating.
     assert first["completions"][2]["annotations"]["honesty"]["Rating"] == "1"
+    assert first["annotation_status"][2]["honesty"] == "ok"
     assert first["completions"][2]["overall_score"] == 1.0
     haiku = records[1]["completions"][0]
     assert haiku["annotations"]["honesty"]["Rating"] == "N/A"
+    assert records[1]["annotation_status"][0]["honesty"] == "na"
+    assert haiku["fine-grained_score"] == pytest.approx(13 / 3)  # N/A is no failure
     assert haiku["annotations"]["helpfulness"]["Type"] == ["1", "3"]
     assert records[1]["completions"][1]["critique"] is None
 
@@ -225,22 +247,81 @@ def test_export_round_trips_through_parquet(tmp_path) -> None:
     records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
     path = tmp_path / "ultrafeedback.parquet"
     ultrafeedback_frame(records).to_parquet(path)
-    assert (
-        pq.read_schema(path)
-        .field("completions")
-        .type.value_type.get_field_index("fine-grained_score")
-        >= 0
-    )
+    written = pq.read_schema(path)
+    assert written.names == ULTRAFEEDBACK_ARROW_SCHEMA.names
+    for field in ULTRAFEEDBACK_ARROW_SCHEMA:  # the explicit schema, field by field
+        assert written.field(field.name).type == field.type, field.name
     restored = pq.read_table(path).to_pylist()
     assert restored == records
 
     # The long tables round-trip too, and the export reads them back as they come from disk.
-    tables = {"aspects": aspects, "critiques": critiques, "overall_scores": overall_scores}
+    tables = {
+        "completions": completions,
+        "aspects": aspects,
+        "critiques": critiques,
+        "overall_scores": overall_scores,
+    }
     for name, frame in tables.items():
         frame.to_parquet(tmp_path / f"{name}.parquet")
     reread = [pd.read_parquet(tmp_path / f"{name}.parquet") for name in tables]
-    pd.testing.assert_frame_equal(reread[1], critiques)
-    assert to_ultrafeedback_records(completions, *reread) == records
+    pd.testing.assert_frame_equal(reread[2], critiques)
+    assert to_ultrafeedback_records(*reread) == records
+    # and so does the export itself, into the public columns and types
+    public = to_public(pd.read_parquet(path))
+    assert public.schema.equals(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
+    assert public.to_pylist() == [
+        {name: record[name] for name in ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names}
+        for record in records
+    ]
+
+
+def test_a_failed_judgment_is_marked_and_voids_the_fine_grained_score() -> None:
+    completions, aspects, critiques, overall_scores = full_run()
+    # Every shuffle of the haiku's second completion lost its helpfulness call.
+    lost = (
+        (aspects["prompt_id"] == "b")
+        & (aspects["completion_idx"] == 1)
+        & (aspects["aspect"] == "helpfulness")
+    )
+    aspects.loc[lost, ["rating", "rationale", "parse_status"]] = [pd.NA, pd.NA, "call_failed"]
+    overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
+
+    records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
+    haiku = records[1]
+    failed = haiku["completions"][1]
+    assert failed["annotations"]["helpfulness"]["Rating"] is None
+    assert haiku["annotation_status"][1]["helpfulness"] == "call_failed"
+    assert haiku["annotation_status"][1]["truthfulness"] == "ok"
+    # overall_scores still averages what came back; the export does not pass that off as
+    # the fine-grained score.
+    assert overall_scores.set_index(["prompt_id", "completion_idx"]).loc[
+        ("b", 1), "fine_grained_score"
+    ] == pytest.approx(3.5)
+    assert failed["fine-grained_score"] is None
+    assert haiku["completions"][0]["fine-grained_score"] == pytest.approx(13 / 3)
+
+
+def test_answer_lists_are_empty_when_completions_lack_them() -> None:
+    completions, aspects, critiques, overall_scores = full_run()
+    bare = completions.drop(columns=["correct_answers", "incorrect_answers"])
+    for record in to_ultrafeedback_records(bare, aspects, critiques, overall_scores):
+        assert (record["correct_answers"], record["incorrect_answers"]) == ([], [])
+
+
+def test_an_extra_aspect_goes_beside_the_public_annotations() -> None:
+    completions, aspects, critiques, overall_scores = full_run()
+    harmless = aspects[aspects["aspect"] == "honesty"].assign(
+        aspect="harmlessness", rating=5.0, is_na=False, parse_status="ok"
+    )
+    records = to_ultrafeedback_records(
+        completions, pd.concat([aspects, harmless]), critiques, overall_scores
+    )
+    first = records[0]
+    assert set(first["completions"][0]["annotations"]) == set(DEFAULT_ASPECTS)
+    assert first["extra_annotations"][0]["harmlessness"]["Rating"] == "5"
+    assert first["annotation_status"][0]["harmlessness"] == "ok"
+    # harmlessness is not one of the aspects the fine-grained score averages
+    assert first["completions"][0]["fine-grained_score"] == pytest.approx(33 / 7)
 
 
 def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> None:
@@ -257,10 +338,13 @@ def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> 
     path = tmp_path / "ultrafeedback.parquet"
     ultrafeedback_frame(records).to_parquet(path)
     assert path.stat().st_size > 0
+    assert pq.read_schema(path).remove_metadata().equals(ULTRAFEEDBACK_ARROW_SCHEMA)
     restored = pq.read_table(path).to_pylist()
     annotations = restored[0]["completions"][0]["annotations"]
     assert set(annotations) == set(DEFAULT_ASPECTS)
     assert annotations["helpfulness"]["Rating"] is None
+    assert restored[0]["annotation_status"][0] == dict.fromkeys([*DEFAULT_ASPECTS, "harmlessness"])
+    assert restored[0]["completions"][0]["fine-grained_score"] is None
 
 
 def test_export_names_missing_columns() -> None:

@@ -4,10 +4,12 @@ import json
 import re
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.status import UNREADABLE
+from llm_feedback.schema import ULTRAFEEDBACK_ARROW_SCHEMA
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import endpoints_via
 
@@ -38,7 +40,7 @@ def _run_feedback(run_kedro, server, extra=None, pipelines=("sample", "generate"
     return result["catalog"]
 
 
-def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm):
+def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp_path):
     catalog = _run_feedback(run_kedro, fake_llm)
     completions = catalog.load("completions")
     aspects = catalog.load("aspect_annotations")
@@ -86,6 +88,32 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm):
     helpfulness = first["annotations"]["helpfulness"]
     assert {"Rating", "Rationale", "Type", "Rationale For Rating"} <= set(helpfulness)
     assert isinstance(helpfulness["Rating"], str)
+    # ... with the public data set's types, written under one explicit schema,
+    versions = list((tmp_path / "data" / "07_model_output" / "ultrafeedback.parquet").iterdir())
+    written = pq.read_schema(versions[0] / "ultrafeedback.parquet")
+    assert written.remove_metadata().equals(ULTRAFEEDBACK_ARROW_SCHEMA)
+    # and each prompt's reference answers, carried from sampled_prompts through generation.
+    sampled = catalog.load("sampled_prompts").drop_duplicates("prompt_id").set_index("prompt_id")
+    for row in export.itertuples():
+        for column in ("correct_answers", "incorrect_answers"):
+            assert list(getattr(row, column)) == list(sampled.at[row.prompt_id, column])
+    statuses = [status for record in export["annotation_status"] for status in record]
+    assert {status["helpfulness"] for status in statuses} <= {"ok", "na"}
+
+
+def test_the_export_carries_the_reference_answers_of_truthful_qa(run_kedro, fake_llm):
+    # seed 0 draws demo-truthful_qa-005 among three prompts
+    catalog = _run_feedback(run_kedro, fake_llm, {"sample": {"max_prompts": 3, "seed": 0}})
+    sampled = catalog.load("sampled_prompts").drop_duplicates("prompt_id").set_index("prompt_id")
+    export = catalog.load("ultrafeedback").set_index("prompt_id")
+
+    truthful = sampled.index[sampled["source"] == "truthful_qa"]
+    assert len(truthful) == 1
+    for column in ("correct_answers", "incorrect_answers"):
+        answers = list(export.at[truthful[0], column])
+        assert answers and answers == list(sampled.at[truthful[0], column])
+    others = export.drop(index=truthful)
+    assert all(len(answers) == 0 for answers in others["correct_answers"])
 
 
 def test_the_shuffled_order_is_recorded_and_mapped_back(run_kedro):

@@ -1,11 +1,19 @@
 import logging
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.params import parse_report
 from llm_feedback.reporting import binarize, normalise_instruction
-from llm_feedback.schema import PAIR_DROPS_COLUMN_TYPES, PREFERENCE_PAIRS_COLUMN_TYPES
+from llm_feedback.schema import (
+    PAIR_DROPS_COLUMN_TYPES,
+    PREFERENCE_PAIRS_ARROW_SCHEMA,
+    PREFERENCE_PAIRS_ARROW_SCHEMAS,
+    PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
+    pandas_dtypes,
+)
 
 from .builders import NA, PARSE_ERROR, Completion, build_frames, empty_frames, typical_specs
 
@@ -24,11 +32,18 @@ def assert_schema(frame: pd.DataFrame, schema: dict[str, str]) -> None:
     assert {column: str(dtype) for column, dtype in frame.dtypes.items()} == schema
 
 
+def assert_pairs_schema(pairs: pd.DataFrame, layout: str = "trl") -> None:
+    """The pandas dtypes follow the layout's Arrow schema, which `to_parquet` writes."""
+    schema = PREFERENCE_PAIRS_ARROW_SCHEMAS[layout]
+    assert_schema(pairs, pandas_dtypes(schema))
+    assert pairs.arrow_schema.equals(schema)
+
+
 def test_random_lower_pairs_the_best_with_a_strictly_lower_completion():
     frames = build_frames(typical_specs())
     pairs, dropped = run(frames)
 
-    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
+    assert_pairs_schema(pairs)
     assert_schema(dropped, PAIR_DROPS_COLUMN_TYPES)
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
     assert (pairs["model_chosen"] == "alpha").all()  # 9, 8 (beta's 10 was re-annotated to 6), 9
@@ -45,22 +60,70 @@ def test_random_lower_pairs_the_best_with_a_strictly_lower_completion():
     }
 
 
-def test_chosen_and_rejected_are_user_assistant_conversations():
-    frames = build_frames(
+def two_answers():
+    return build_frames(
         [
             Completion("p1", "alpha", overall=9, response="Good answer.", instruction="Why?"),
             Completion("p1", "beta", overall=2, response="Bad answer.", instruction="Why?"),
         ]
     )
-    pair = run(frames).pairs.iloc[0]
 
+
+def test_trl_layout_has_a_user_prompt_and_assistant_answers():
+    pair = run(two_answers()).pairs.iloc[0]
+
+    assert pair["prompt"] == [{"role": "user", "content": "Why?"}]
+    assert pair["chosen"] == [{"role": "assistant", "content": "Good answer."}]
+    assert pair["rejected"] == [{"role": "assistant", "content": "Bad answer."}]
+    # What a trainer concatenates is the whole conversation.
+    assert [m["role"] for m in pair["prompt"] + pair["chosen"]] == ["user", "assistant"]
+    assert (pair["prompt_id"], pair["source"]) == ("p1", "evol_instruct")
+    assert (pair["score_chosen"], pair["score_rejected"]) == (9.0, 2.0)
+    assert (pair["completion_idx_chosen"], pair["completion_idx_rejected"]) == (0, 1)
+    assert (pair["model_chosen"], pair["model_rejected"]) == ("alpha", "beta")
+
+
+def test_h4_layout_has_exactly_the_ultrafeedback_binarized_columns():
+    pairs = run(two_answers(), layout="h4").pairs
+    assert_pairs_schema(pairs, "h4")
+    assert list(pairs.columns) == [
+        "prompt",
+        "prompt_id",
+        "chosen",
+        "rejected",
+        "messages",
+        "score_chosen",
+        "score_rejected",
+    ]
+    pair = pairs.iloc[0]
     assert pair["prompt"] == "Why?"
     assert pair["chosen"] == [
         {"role": "user", "content": "Why?"},
         {"role": "assistant", "content": "Good answer."},
     ]
     assert pair["rejected"][1] == {"role": "assistant", "content": "Bad answer."}
-    assert (pair["completion_idx_chosen"], pair["completion_idx_rejected"]) == (0, 1)
+    assert pair["messages"] == pair["chosen"]
+    assert (pair["prompt_id"], pair["score_chosen"], pair["score_rejected"]) == ("p1", 9.0, 2.0)
+
+
+def test_both_layouts_pick_the_same_pairs():
+    frames = build_frames(many_prompts(8))
+    trl, h4 = run(frames, seed=3).pairs, run(frames, seed=3, layout="h4").pairs
+    assert list(trl["prompt_id"]) == list(h4["prompt_id"])
+    for (_, one), (_, other) in zip(trl.iterrows(), h4.iterrows(), strict=True):
+        assert one["prompt"] + one["chosen"] == other["chosen"]
+        assert one["prompt"] + one["rejected"] == other["rejected"]
+        assert (one["score_chosen"], one["score_rejected"]) == (
+            other["score_chosen"],
+            other["score_rejected"],
+        )
+
+
+def test_layout_parameter_defaults_to_trl_and_is_checked():
+    assert parse_report({}).pairs.layout == "trl"
+    assert parse_report({"pairs": {"layout": "h4"}}).pairs.layout == "h4"
+    with pytest.raises(ConfigError, match=r"report\.pairs\.layout"):
+        parse_report({"pairs": {"layout": "zephyr"}})
 
 
 def many_prompts(n_prompts: int) -> list[Completion]:
@@ -116,7 +179,7 @@ def test_single_completion_per_prompt_gives_no_pairs_and_says_why():
     frames = build_frames([Completion("p1", "alpha"), Completion("p2", "beta")])
     pairs, dropped = run(frames)
     assert pairs.empty
-    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
+    assert_pairs_schema(pairs)
     assert drop_counts(dropped)["fewer_than_two_scored"] == 2
 
 
@@ -185,17 +248,23 @@ def test_all_pairs_lists_every_strictly_ordered_pair():
     ]
 
 
-@pytest.mark.parametrize(("option", "value"), [("score", "median"), ("strategy", "best_worst")])
+@pytest.mark.parametrize(
+    ("option", "value"), [("score", "median"), ("strategy", "best_worst"), ("layout", "zephyr")]
+)
 def test_unknown_options_are_config_errors(option, value):
     with pytest.raises(ConfigError, match=option):
         run(build_frames(typical_specs()), **{option: value})
 
 
+@pytest.mark.parametrize("layout", ["trl", "h4"])
 @pytest.mark.parametrize("score", ["overall", "mean_aspects"])
-def test_empty_inputs(score):
-    pairs, dropped = run(empty_frames(), score=score)
+def test_empty_inputs(score, layout, tmp_path):
+    pairs, dropped = run(empty_frames(), score=score, layout=layout)
     assert pairs.empty
-    assert_schema(pairs, PREFERENCE_PAIRS_COLUMN_TYPES)
+    assert_pairs_schema(pairs, layout)
+    pairs.to_parquet(tmp_path / "pairs.parquet")  # no `null` columns for want of values
+    schema = pq.read_schema(tmp_path / "pairs.parquet")
+    assert schema.remove_metadata().equals(PREFERENCE_PAIRS_ARROW_SCHEMAS[layout])
     assert drop_counts(dropped) == dict.fromkeys(
         ["decontaminated", "fewer_than_two_scored", "all_scores_tied"], 0
     )
@@ -207,10 +276,21 @@ def test_counts_are_logged(caplog):
     assert "fewer_than_two_scored=1" in caplog.text
 
 
-def test_pairs_round_trip_through_parquet(tmp_path):
-    pairs = run(build_frames(typical_specs())).pairs
+@pytest.mark.parametrize(
+    ("layout", "schema"),
+    [("trl", PREFERENCE_PAIRS_ARROW_SCHEMA), ("h4", PREFERENCE_PAIRS_H4_ARROW_SCHEMA)],
+)
+def test_pairs_round_trip_through_parquet_with_the_explicit_schema(layout, schema, tmp_path):
+    pairs = run(build_frames(typical_specs()), layout=layout).pairs
     path = tmp_path / "pairs.parquet"
     pairs.to_parquet(path)
+
+    written = pq.read_schema(path)
+    for field in schema:  # `string`, never pandas' `large_string`
+        assert written.field(field.name).type == field.type, field.name
+    assert written.names == schema.names
     loaded = pd.read_parquet(path)
-    assert [list(messages) for messages in loaded["chosen"]] == list(pairs["chosen"])
+    assert [[dict(m) for m in messages] for messages in loaded["chosen"]] == list(pairs["chosen"])
     assert loaded["score_chosen"].tolist() == pairs["score_chosen"].tolist()
+    # Anything derived from the pairs is a plain DataFrame again.
+    assert type(pairs.head(1)) is pd.DataFrame

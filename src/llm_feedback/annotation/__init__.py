@@ -23,7 +23,11 @@ from llm_feedback.annotation.critique import (
     parse_overall_score,
     parse_rescore_reply,
 )
-from llm_feedback.annotation.export import to_ultrafeedback_records, ultrafeedback_frame
+from llm_feedback.annotation.export import (
+    to_public,
+    to_ultrafeedback_records,
+    ultrafeedback_frame,
+)
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
 from llm_feedback.annotation.score_fix import (
     FIX_ACTIONS,
@@ -74,6 +78,7 @@ __all__ = [
     "plan_score_fix",
     "positions_by_completion",
     "shuffle_orders",
+    "to_public",
     "to_ultrafeedback_records",
     "ultrafeedback_frame",
     "validate_thresholds",

@@ -1,9 +1,36 @@
 """The UltraFeedback-shaped export: one record per prompt, its completions nested inside.
 
-Field names and value conventions follow the public dataset: ratings are strings ("4" or
-"N/A"), truthfulness and helpfulness carry "Type" codes with the type rationale under
-"Rationale" and the rating rationale under "Rationale For Rating", and `overall_score` is the
-fixed score. We add `prompt_id` so records join back to the long tables.
+Field names, types and value conventions are the public openbmb/UltraFeedback dataset's
+(`schema.ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA`): `source`, `instruction`, `models`,
+`completions`, `correct_answers`, `incorrect_answers` (lists of strings, empty when the
+prompt's source has none). Ratings are strings ("4" or "N/A"); truthfulness and
+helpfulness carry "Type" codes with the type rationale under "Rationale" and the rating
+rationale under "Rationale For Rating"; `overall_score` is the fixed score. The file is
+written with one explicit Arrow schema (`schema.ULTRAFEEDBACK_ARROW_SCHEMA`), so
+`datasets.concatenate_datasets` accepts it together with the public data.
+
+Ours, as extra top-level columns (inside `completions` an extra field would change the
+list's type and `concatenate_datasets` would refuse it; extra top-level columns it takes,
+null in the public rows; `to_public` drops them):
+
+- `prompt_id`, so records join back to the long tables;
+- `annotation_status`: per completion (in the order of `completions`), each aspect's
+  `parse_status` word (`ok`, `na`, `no_match`, `call_failed`, ...; see
+  `replies/status.py`), so a null `Rating` says why it is null; null where the aspect was
+  not annotated at all (not configured, or the completion has no response);
+- `extra_annotations`: per completion, the aspects beyond the public four
+  (harmlessness), all null when they were not configured.
+
+The public format has room for one rating per aspect: the earliest shuffle with a usable
+rating (ok or na), else the earliest shuffle.
+
+Rule for `fine-grained_score`: the mean of the completion's aspect ratings (from
+`overall_scores`), and null when any aspect it averages failed for that completion, that is
+when its status is anything other than `ok` or `na` (no usable rating in any shuffle, or no
+judgment at all). A mean over the aspects that happened to come back would read like the
+public score while averaging fewer, different aspects. `overall_scores` keeps its
+best-effort mean (it only flags a completion for the score fix; `no_fine_grained` marks
+the empty ones).
 """
 
 from __future__ import annotations
@@ -13,11 +40,22 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.score_fix import require_columns
+from llm_feedback.errors import ConfigError
 from llm_feedback.replies.status import READ
-from llm_feedback.schema import COMPLETION_KEY, ULTRAFEEDBACK_COLUMN_TYPES
+from llm_feedback.schema import (
+    ANSWER_LIST_COLUMNS,
+    COMPLETION_KEY,
+    ULTRAFEEDBACK_ARROW_SCHEMA,
+    ULTRAFEEDBACK_ASPECTS,
+    ULTRAFEEDBACK_EXTRA_ASPECTS,
+    ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+    SchemaFrame,
+    schema_frame,
+)
 
 _COMPLETION_COLUMNS = [
     *COMPLETION_KEY,
@@ -97,6 +135,10 @@ def _chosen_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[s
     }
 
 
+def _status(row: dict[str, Any] | None) -> str | None:
+    return None if row is None else _scalar(row["parse_status"])
+
+
 def to_ultrafeedback_records(
     completions_df: pd.DataFrame,
     aspect_df: pd.DataFrame,
@@ -106,9 +148,11 @@ def to_ultrafeedback_records(
 ) -> list[dict[str, Any]]:
     """One record per prompt (in first-seen order), completions ordered by completion_idx.
 
-    Every record carries every aspect of `aspects` (default: those present in
-    `aspect_df`), with null fields where a completion has no rating for it, so the nested
-    schema is the same for all records, also when no call was answered at all.
+    Every record has every field of `schema.ULTRAFEEDBACK_ARROW_SCHEMA`: all four public
+    aspects (null fields where a completion has no rating, also when no call was answered
+    at all), the extra aspects and a status for each. The annotated aspects are `aspects`
+    (default: none) plus those present in `aspect_df`. `correct_answers` /
+    `incorrect_answers` come from `completions_df` when it has them, else they are empty.
     """
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
@@ -116,9 +160,18 @@ def to_ultrafeedback_records(
     score_columns = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
     require_columns(overall_scores_df, score_columns, "overall_scores")
     present = set(aspect_df["aspect"].unique()) | set(aspects or ())
-    aspects = [name for name in ASPECTS if name in present]
-    for unknown in sorted(present - set(aspects)):
+    annotated = [name for name in ASPECTS if name in present]
+    for unknown in sorted(present - set(annotated)):
         get_aspect(unknown)  # raises ConfigError naming the unknown aspect
+    all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
+    homeless = [name for name in annotated if name not in all_aspects]
+    if homeless:
+        raise ConfigError(
+            f"aspect(s) {', '.join(homeless)} have no field in the UltraFeedback export: "
+            "add them to schema.ULTRAFEEDBACK_EXTRA_ASPECTS"
+        )
+    # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
+    averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
 
     aspect_rows = _chosen_aspect_rows(aspect_df)
     critiques = {
@@ -130,7 +183,10 @@ def to_ultrafeedback_records(
         for row in overall_scores_df[score_columns].to_dict("records")
     }
 
-    ordered = completions_df[_COMPLETION_COLUMNS].sort_values("completion_idx", kind="stable")
+    answer_columns = [column for column in ANSWER_LIST_COLUMNS if column in completions_df]
+    ordered = completions_df[[*_COMPLETION_COLUMNS, *answer_columns]].sort_values(
+        "completion_idx", kind="stable"
+    )
     records: dict[Any, dict[str, Any]] = {
         prompt_id: {} for prompt_id in completions_df["prompt_id"].unique()
     }
@@ -144,8 +200,17 @@ def to_ultrafeedback_records(
                 instruction=_scalar(row["instruction"]),
                 models=[],
                 completions=[],
+                **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
+                extra_annotations=[],
+                annotation_status=[],
             )
+        used = {
+            aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
+            for aspect in all_aspects
+        }
+        status = {aspect: _status(used[aspect]) for aspect in all_aspects}
         scores = overall_scores.get(key, {})
+        failed = any(status[aspect] not in READ for aspect in averaged)
         record["models"].append(_scalar(row["model"]))
         record["completions"].append(
             {
@@ -154,20 +219,43 @@ def to_ultrafeedback_records(
                 "custom_system_prompt": _scalar(row["system_prompt"]),
                 "response": _scalar(row["response"]),
                 "annotations": {
-                    aspect: _annotation(aspect, aspect_rows.get((*key, aspect)))
-                    for aspect in aspects
+                    aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_ASPECTS
                 },
                 "critique": critiques.get(key),
                 "overall_score": _float(scores.get("overall_score_fixed")),
-                "fine-grained_score": _float(scores.get("fine_grained_score")),
+                "fine-grained_score": (
+                    None if failed else _float(scores.get("fine_grained_score"))
+                ),
             }
         )
+        record["extra_annotations"].append(
+            {aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS}
+        )
+        record["annotation_status"].append(status)
     return list(records.values())
 
 
-def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """The records as a DataFrame that `to_parquet` writes with nested list/struct columns."""
-    frame = pd.DataFrame(list(records), columns=list(ULTRAFEEDBACK_COLUMN_TYPES))
-    return frame.astype(
-        {column: dtype for column, dtype in ULTRAFEEDBACK_COLUMN_TYPES.items() if dtype != "object"}
-    )
+def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
+    """The records as a DataFrame whose `to_parquet` writes `ULTRAFEEDBACK_ARROW_SCHEMA`."""
+    return schema_frame(records, ULTRAFEEDBACK_ARROW_SCHEMA)
+
+
+def to_public(data: Any) -> Any:
+    """The export with only the public openbmb/UltraFeedback columns, with their types.
+
+    - a `datasets.Dataset` (anything with `select_columns`), e.g. from
+      `load_dataset("parquet", data_files=...)`: the same with the public columns;
+    - a `pyarrow.Table` or a pandas DataFrame (`pd.read_parquet` of the file, or
+      `ultrafeedback_frame`): a `pyarrow.Table` with `ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA`.
+
+    `concatenate_datasets` takes the export as it is too (our extra columns come out null
+    in the public rows); this gives exactly the public features.
+    """
+    names = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
+    if hasattr(data, "select_columns"):
+        return data.select_columns(names)
+    if isinstance(data, pd.DataFrame):
+        data = pa.Table.from_pandas(
+            data[names], schema=ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA, preserve_index=False
+        )
+    return data.select(names).cast(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)

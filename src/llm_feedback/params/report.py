@@ -9,7 +9,7 @@ from typing import Any
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.reporting.pairs import SCORE_KINDS, STRATEGIES
+from llm_feedback.reporting.pairs import LAYOUTS, SCORE_KINDS, STRATEGIES
 
 PRICE_KEYS = ("prompt_per_1k", "completion_per_1k")
 
@@ -19,9 +19,14 @@ class PairParams:
     score: str = "overall"
     strategy: str = "random_lower"
     seed: int = 42
+    # trl: TRL's conversational format (prompt / chosen / rejected message lists);
+    # h4: HuggingFaceH4/ultrafeedback_binarized's columns.
+    layout: str = "trl"
 
     def describe(self) -> str:
-        return f"score {self.score}, strategy {self.strategy}, seed {self.seed}"
+        return (
+            f"score {self.score}, strategy {self.strategy}, seed {self.seed}, layout {self.layout}"
+        )
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class ReportParams:
 
 def parse_report(report: Any) -> ReportParams:
     block = Block(report, "report", ("pairs", "prices"), defaults_of(ReportParams))
-    pairs = block.block("pairs", ("score", "strategy", "seed"), defaults_of(PairParams))
+    pairs = block.block("pairs", ("score", "strategy", "seed", "layout"), defaults_of(PairParams))
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
         where = f"report.prices.{model}"
@@ -47,6 +52,7 @@ def parse_report(report: Any) -> ReportParams:
             score=pairs.choice("score", SCORE_KINDS),
             strategy=pairs.choice("strategy", STRATEGIES),
             seed=pairs.integer("seed"),
+            layout=pairs.choice("layout", LAYOUTS),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
     )

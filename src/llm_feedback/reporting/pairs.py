@@ -5,6 +5,29 @@ Per prompt: chosen is the highest-scoring completion (a seeded draw among ties a
 rejected a seeded random completion with a strictly lower score ("random_lower"), or every
 ordered pair with different scores ("all_pairs"). The draw depends only on the seed and the
 prompt_id, so adding or removing other prompts never changes a prompt's pair.
+
+Two layouts (`layout`), both written with the Arrow types of the Hugging Face datasets
+(schema.PREFERENCE_PAIRS_ARROW_SCHEMAS), so `datasets.load_dataset("parquet", ...)` reads
+them as those datasets do:
+
+- "trl" (default): TRL's conversational preference format with an explicit prompt.
+  `prompt` is `[{"role": "user", "content": instruction}]`, `chosen` and `rejected` the
+  assistant message only, `[{"role": "assistant", "content": response}]`; then
+  `score_chosen`, `score_rejected`, `source`, `model_chosen`, `model_rejected`,
+  `completion_idx_chosen`, `completion_idx_rejected`, `score_kind`. Every text column is a
+  list of messages, so `trl.is_conversational` answers the same whichever column it looks
+  at, `maybe_extract_prompt` leaves the row as it is and `prompt + chosen` is the whole
+  conversation.
+- "h4": HuggingFaceH4/ultrafeedback_binarized's columns and nothing else: `prompt` (the
+  instruction text), `prompt_id`, `chosen` and `rejected` (user + assistant messages),
+  `messages` (= chosen), `score_chosen`, `score_rejected`. `concatenate_datasets` accepts
+  it with the public data. For TRL, keep `chosen` and `rejected` only (TRL then extracts
+  the prompt itself): with a text `prompt` beside message lists, TRL's
+  `is_conversational` depends on which column it happens to pick.
+
+Neither layout has a system message: the principle system prompt of each completion (which
+differs between chosen and rejected) is left out, as in the public recipe, and the prompts
+have no system prompt of their own.
 """
 
 from __future__ import annotations
@@ -32,24 +55,27 @@ from llm_feedback.reporting._frames import (
 from llm_feedback.schema import (
     COMPLETION_KEY,
     PAIR_DROPS_COLUMN_TYPES,
-    PREFERENCE_PAIRS_COLUMN_TYPES,
+    PREFERENCE_PAIRS_ARROW_SCHEMAS,
+    schema_frame,
 )
 
 logger = logging.getLogger(__name__)
 
 ScoreKind = Literal["overall", "mean_aspects"]
 Strategy = Literal["random_lower", "all_pairs"]
+Layout = Literal["trl", "h4"]
 SCORE_KINDS: tuple[str, ...] = ("overall", "mean_aspects")
 STRATEGIES: tuple[str, ...] = ("random_lower", "all_pairs")
+LAYOUTS: tuple[str, ...] = tuple(PREFERENCE_PAIRS_ARROW_SCHEMAS)
 
 # Why a prompt yields no pair, in the order they are checked.
 DROP_REASONS = ("decontaminated", "fewer_than_two_scored", "all_scores_tied")
 
 
 class PreferencePairs(NamedTuple):
-    """`pairs`: one row per pair; `dropped`: prompts without a pair, counted by reason
-    (every reason listed, 0 when none). A tuple, so a Kedro node can return it as two
-    outputs."""
+    """`pairs`: one row per pair (a `schema.SchemaFrame`: `to_parquet` writes the layout's
+    Arrow schema); `dropped`: prompts without a pair, counted by reason (every reason
+    listed, 0 when none). A tuple, so a Kedro node can return it as two outputs."""
 
     pairs: pd.DataFrame
     dropped: pd.DataFrame
@@ -78,6 +104,7 @@ def binarize(
     strategy: Strategy = "random_lower",
     seed: int = 42,
     decontaminate: Collection[str] = (),
+    layout: Layout = "trl",
 ) -> PreferencePairs:
     """Turn scored completions into chosen/rejected pairs.
 
@@ -85,16 +112,14 @@ def binarize(
     aspects of the aspect ratings (each aspect's shuffles averaged first; N/A and failures
     left out). A completion with a generation error, a null or blank response, or no score
     never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
-    dropped. `chosen` and `rejected` are chat messages: the user prompt and the assistant
-    response (the principle system prompt is left out, as in the public recipe).
-
-    Pair columns: prompt_id, prompt, chosen, rejected, score_chosen, score_rejected,
-    model_chosen, model_rejected, completion_idx_chosen, completion_idx_rejected, score_kind.
+    dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
     """
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
     if strategy not in STRATEGIES:
         raise ConfigError(f"strategy: expected one of {STRATEGIES}, got {strategy!r}")
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     require_columns(
         completions,
         [*COMPLETION_KEY, "instruction", "model", "response", "error"],
@@ -117,9 +142,10 @@ def binarize(
     pair_rows: list[dict[str, object]] = []
     drops = dict.fromkeys(DROP_REASONS, 0)
     # Plain tuples grouped by itertools: per-group pandas indexing costs ~1 ms a prompt.
-    records = scored.loc[
-        :, ["prompt_id", "completion_idx", "instruction", "model", "response", "score", "usable"]
-    ].itertuples(index=False)
+    if "source" not in scored.columns:
+        scored["source"] = None
+    columns = ["prompt_id", "completion_idx", "source", "instruction", "model", "response"]
+    records = scored.loc[:, [*columns, "score", "usable"]].itertuples(index=False)
     for prompt_id, prompt_records in itertools.groupby(records, key=lambda r: r.prompt_id):
         rows = list(prompt_records)
         instruction = str(rows[0].instruction)
@@ -138,9 +164,9 @@ def binarize(
         if not pairs:
             drops["all_scores_tied"] += 1
             continue
+        prompt = _Prompt(str(prompt_id), instruction, _text_or_none(rows[0].source))
         pair_rows += [
-            _pair_row(str(prompt_id), instruction, chosen, rejected, score)
-            for chosen, rejected in pairs
+            _PAIR_ROWS[layout](prompt, chosen, rejected, score) for chosen, rejected in pairs
         ]
 
     dropped = pd.DataFrame({"reason": list(drops), "n_prompts": list(drops.values())})
@@ -152,7 +178,7 @@ def binarize(
         ", ".join(f"{reason}={count}" for reason, count in drops.items()),
     )
     return PreferencePairs(
-        typed_frame(pd.DataFrame(pair_rows), PREFERENCE_PAIRS_COLUMN_TYPES),
+        schema_frame(pair_rows, PREFERENCE_PAIRS_ARROW_SCHEMAS[layout]),
         typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
     )
 
@@ -200,25 +226,54 @@ def _pick_pairs(
     return [(chosen, rng.choice(lower))]
 
 
-def _pair_row(
-    prompt_id: str, prompt: str, chosen: _Candidate, rejected: _Candidate, score: ScoreKind
-) -> dict[str, object]:
-    def conversation(candidate: _Candidate) -> list[dict[str, str]]:
-        return [
-            {"role": "user", "content": prompt},
-            {"role": "assistant", "content": candidate.response},
-        ]
+class _Prompt(NamedTuple):
+    prompt_id: str
+    instruction: str
+    source: str | None
 
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None or pd.isna(value) else str(value)
+
+
+def _message(role: str, content: str) -> dict[str, str]:
+    return {"role": role, "content": content}
+
+
+def _trl_row(
+    prompt: _Prompt, chosen: _Candidate, rejected: _Candidate, score: ScoreKind
+) -> dict[str, object]:
     return {
-        "prompt_id": prompt_id,
-        "prompt": prompt,
-        "chosen": conversation(chosen),
-        "rejected": conversation(rejected),
+        "prompt_id": prompt.prompt_id,
+        "prompt": [_message("user", prompt.instruction)],
+        "chosen": [_message("assistant", chosen.response)],
+        "rejected": [_message("assistant", rejected.response)],
         "score_chosen": chosen.score,
         "score_rejected": rejected.score,
+        "source": prompt.source,
         "model_chosen": chosen.model,
         "model_rejected": rejected.model,
         "completion_idx_chosen": chosen.completion_idx,
         "completion_idx_rejected": rejected.completion_idx,
         "score_kind": score,
     }
+
+
+def _h4_row(
+    prompt: _Prompt, chosen: _Candidate, rejected: _Candidate, score: ScoreKind
+) -> dict[str, object]:
+    def conversation(candidate: _Candidate) -> list[dict[str, str]]:
+        return [_message("user", prompt.instruction), _message("assistant", candidate.response)]
+
+    return {
+        "prompt": prompt.instruction,
+        "prompt_id": prompt.prompt_id,
+        "chosen": conversation(chosen),
+        "rejected": conversation(rejected),
+        "messages": conversation(chosen),
+        "score_chosen": chosen.score,
+        "score_rejected": rejected.score,
+    }
+
+
+_PAIR_ROWS = {"trl": _trl_row, "h4": _h4_row}
