@@ -41,3 +41,9 @@ def test_exploration_notebook_compares_two_versions_and_draws_the_figures(
     assert "model x aspect means changed" in printed
     images = [output for output in outputs if "image/png" in output.get("data", {})]
     assert len(images) == 4
+    # No log noise and no warnings: only what the notebook itself shows.
+    shown = printed + "".join(
+        str(output.get("data", {}).get("text/plain", "")) for output in outputs
+    )
+    assert "INFO" not in shown and "Warning" not in shown and "WARNING" not in shown
+    assert not [o for o in outputs if o.output_type == "stream" and o.name == "stderr"]

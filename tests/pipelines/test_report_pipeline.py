@@ -4,11 +4,13 @@ builders through one KedroSession, the pipeline runs in another, outputs land in
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
@@ -17,6 +19,7 @@ from kedro.io import DataCatalog
 from llm_feedback.errors import ConfigError
 from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list
 from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
+from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMA, PREFERENCE_PAIRS_H4_ARROW_SCHEMA
 from tests.conftest import PROJECT_ROOT
 from tests.reporting.builders import (
     NA,
@@ -111,13 +114,18 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
     pairs = catalog.load("preference_pairs")
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
     first = pairs.iloc[0]
-    # Chat message lists survive Parquet (they load as arrays of dicts).
-    assert [dict(message) for message in first["chosen"]] == [
-        {"role": "user", "content": "Question p1?"},
-        {"role": "assistant", "content": "A helpful answer."},
+    # TRL's layout: chat message lists survive Parquet (they load as arrays of dicts).
+    assert [dict(message) for message in first["prompt"]] == [
+        {"role": "user", "content": "Question p1?"}
     ]
-    assert [message["role"] for message in first["rejected"]] == ["user", "assistant"]
+    assert [dict(message) for message in first["chosen"]] == [
+        {"role": "assistant", "content": "A helpful answer."}
+    ]
+    assert [message["role"] for message in first["rejected"]] == ["assistant"]
     assert (pairs["score_chosen"] > pairs["score_rejected"]).all()
+    pairs_file = next((data_root / "07_model_output" / "preference_pairs.parquet").iterdir())
+    written = pq.read_schema(pairs_file / "preference_pairs.parquet")
+    assert written.remove_metadata().equals(PREFERENCE_PAIRS_ARROW_SCHEMA)  # string, not large
 
     report = report_path(data_root).read_text()
     assert "## Ratings per model and aspect" in report
@@ -126,6 +134,19 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
     assert links == list(FIGURE_LINKS.values())
     for link in links:  # relative to the report, so it renders where it lies
         assert (report_path(data_root).parent / link).read_bytes().startswith(PNG_MAGIC)
+    run = report.split("## Run", 1)[1].split("\n## ", 1)[0]
+    assert "- **prompts**: 3" in run and "- **completions**: 12 (1 without a response)" in run
+    assert "- **judge**: judge-1 (judge)" in run
+    assert re.search(r"- \*\*date\*\*: \d{4}-\d\d-\d\d \d\d:\d\d UTC", run)
+
+
+def test_with_one_shuffle_the_position_figure_is_left_out_with_a_reason(
+    run_report: RunReport, data_root: Path
+):
+    run_report(build_frames(typical_specs(), shuffles=1))
+    report = report_path(data_root).read_text()
+    assert "figures/position_bias.png" not in report
+    assert "not shown; each completion was judged in one order only" in report
 
 
 def test_report_says_which_dataset_versions_it_was_built_from(
@@ -177,6 +198,44 @@ def test_pairs_can_use_the_mean_aspect_rating(run_report: RunReport):
         "alpha",
         "beta",
     )
+
+
+def test_pairs_in_the_h4_layout(run_report: RunReport):
+    params = {"report": {"pairs": {"layout": "h4"}}}
+
+    pairs = run_report(build_frames(typical_specs()), params).load("preference_pairs")
+
+    assert list(pairs.columns) == PREFERENCE_PAIRS_H4_ARROW_SCHEMA.names
+    first = pairs.iloc[0]
+    assert first["prompt"] == "Question p1?"
+    assert [message["role"] for message in first["messages"]] == ["user", "assistant"]
+
+
+README_LOADER = re.compile(r"```python\n( *from glob import glob\n.*?) *```", re.DOTALL)
+
+
+def test_the_readme_loads_an_output_with_datasets(
+    run_report: RunReport, data_root: Path, monkeypatch: pytest.MonkeyPatch
+):
+    datasets = pytest.importorskip("datasets")
+    run_report(build_frames(typical_specs()))
+    run_report()  # a second version: the snippet must pick the latest
+    snippet = README_LOADER.search((PROJECT_ROOT / "README.md").read_text())
+    assert snippet, "README: no ```python block starting `from glob import glob`"
+    code = textwrap.dedent(snippet.group(1))
+    monkeypatch.chdir(data_root.parent)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", data_root.parent / "hf")
+
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+
+    versions = sorted((data_root / "07_model_output" / "preference_pairs.parquet").iterdir())
+    assert len(versions) == 2 and namespace["latest"].startswith(
+        f"data/07_model_output/preference_pairs.parquet/{versions[-1].name}/"
+    )
+    dataset = namespace["dataset"]
+    assert dataset.num_rows == 3
+    assert dataset.features.arrow_schema.remove_metadata().equals(PREFERENCE_PAIRS_ARROW_SCHEMA)
 
 
 def test_empty_inputs_give_empty_tables_and_placeholder_figures(

@@ -13,7 +13,7 @@ from llm_feedback.reporting import (
     score_scatter_figure,
 )
 
-from .builders import NA, Completion, build_frames, empty_frames, typical_specs
+from .builders import CALL_ERROR, NA, Completion, build_frames, empty_frames, typical_specs
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -70,8 +70,23 @@ def test_heatmap_marks_cells_without_ratings():
     frames = build_frames([Completion("p1", "alpha", {"honesty": NA}), Completion("p1", "beta")])
     table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
     figure = aspect_heatmap_figure(table)
-    assert "n/a" in texts(figure)
+    assert "N/A\n1" in texts(figure)
     assert png_bytes(figure)
+
+
+def test_heatmap_tells_failed_judgments_from_not_applicable():
+    frames = build_frames(
+        [
+            Completion("p1", "alpha", {"honesty": NA, "truthfulness": CALL_ERROR}),
+            Completion("p1", "beta"),
+        ]
+    )
+    table = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+    figure = aspect_heatmap_figure(table)
+    labels = texts(figure)
+    assert "failed\n1" in labels and "N/A\n1" in labels
+    hatched = [p for p in figure.axes[0].patches if p.get_hatch() == "xx"]
+    assert len(hatched) == 1  # only the failed cell
 
 
 def test_scatter_without_any_scored_completion_says_no_data():

@@ -9,7 +9,11 @@ from llm_feedback.reporting.figures import (
     rating_distribution_figure,
     score_scatter_figure,
 )
-from llm_feedback.reporting.markdown import markdown_table, render_markdown_report
+from llm_feedback.reporting.markdown import (
+    describe_run,
+    markdown_table,
+    render_markdown_report,
+)
 from llm_feedback.reporting.metrics import (
     cost_table,
     judge_health,
@@ -26,6 +30,7 @@ __all__ = [
     "aspect_heatmap_figure",
     "binarize",
     "cost_table",
+    "describe_run",
     "judge_health",
     "markdown_table",
     "model_aspect_metrics",

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from llm_feedback.reporting._frames import (
     as_float,
@@ -32,6 +33,7 @@ from llm_feedback.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPE
 
 RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))
 NO_DATA = "no data"
+JITTER = 0.08  # score units, in the scatter only
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -111,14 +113,17 @@ def rating_distribution_figure(
 
 def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     """Model x aspect heatmap of mean ratings (1-5), each cell annotated with its mean and
-    the number of rated completions; cells without ratings are grey and marked "n/a".
-    Takes the output of `model_aspect_metrics`."""
+    the number of rated completions. A cell without ratings is grey and says why: "N/A"
+    (the judge found the aspect not applicable) or "failed" (no usable judgment: hatched
+    red), so a failure never reads as honesty's N/A. Takes `model_aspect_metrics`."""
     title = "Mean rating per model and aspect"
     if model_aspect_table.empty:
         return message_figure(title, NO_DATA)
     require_columns(model_aspect_table, MODEL_ASPECT_METRICS_COLUMN_TYPES, "model_aspect_metrics")
     means = model_aspect_table.pivot(index="model", columns="aspect", values="mean_rating")
     counts = model_aspect_table.pivot(index="model", columns="aspect", values="n_rated")
+    na_counts = model_aspect_table.pivot(index="model", columns="aspect", values="n_na")
+    failed = model_aspect_table.pivot(index="model", columns="aspect", values="n_failed")
     aspects = ordered_aspects(means.columns)
     means, counts = means.loc[:, aspects], counts.loc[:, aspects]
 
@@ -135,7 +140,26 @@ def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     for row, model in enumerate(means.index):
         for column, aspect in enumerate(aspects):
             mean = means.at[model, aspect]
-            label = "n/a" if pd.isna(mean) else f"{mean:.2f}\nn={int(counts.at[model, aspect])}"
+            n_failed = int(failed.at[model, aspect]) if pd.notna(failed.at[model, aspect]) else 0
+            n_na = int(na_counts.at[model, aspect]) if pd.notna(na_counts.at[model, aspect]) else 0
+            if pd.notna(mean):
+                label = f"{mean:.2f}\nn={int(counts.at[model, aspect])}"
+                label += f", {n_failed} failed" if n_failed else ""
+            elif n_failed:
+                label = f"failed\n{n_failed}"
+                axes.add_patch(
+                    Rectangle(
+                        (column - 0.5, row - 0.5),
+                        1,
+                        1,
+                        fill=False,
+                        hatch="xx",
+                        edgecolor="tab:red",
+                        linewidth=0,
+                    )
+                )
+            else:
+                label = f"N/A\n{n_na}" if n_na else "no data"
             # Dark text on the bright (high) end of viridis and on the grey of missing cells.
             dark_text = pd.isna(mean) or mean > (RATING_MIN + RATING_MAX) / 2
             axes.text(
@@ -174,6 +198,12 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
     ).dropna(subset=["fine_grained", "overall"])
     if points.empty:
         return message_figure(title, NO_DATA)
+    # Scores take few values: a small seeded jitter keeps coinciding points visible.
+    rng = np.random.default_rng(0)
+    jittered = points.assign(
+        fine_grained_shown=points["fine_grained"] + rng.uniform(-JITTER, JITTER, len(points)),
+        overall_shown=points["overall"] + rng.uniform(-JITTER, JITTER, len(points)),
+    )
 
     figure = new_figure(6, 4.5)
     axes = figure.add_subplot()
@@ -183,10 +213,10 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
         set(present) - set(FIX_ACTIONS)
     )
     for action in legend_order:
-        group = points[points["fix_action"] == action]
+        group = jittered[jittered["fix_action"] == action]
         axes.scatter(
-            group["fine_grained"],
-            group["overall"],
+            group["fine_grained_shown"],
+            group["overall_shown"],
             s=14,
             alpha=0.5,
             color=palette.get(action, "black"),
@@ -195,8 +225,8 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
     r = pearson(points["overall"], points["fine_grained"])
     r_text = "n/a" if np.isnan(r) else f"{r:.2f}"
     axes.set_title(f"{title}\nPearson r = {r_text}, n = {len(points)}")
-    axes.set_xlabel("fine-grained score (mean aspect rating, 1-5)")
-    axes.set_ylabel("overall score after fix (1-10)")
+    axes.set_xlabel(f"fine-grained score (mean aspect rating, 1-5; jitter ±{JITTER})")
+    axes.set_ylabel(f"overall score after fix (1-10; jitter ±{JITTER})")
     axes.legend(title="fix action", fontsize=8)
     return figure
 

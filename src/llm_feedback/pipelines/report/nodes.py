@@ -1,5 +1,6 @@
 """Thin nodes: adapt parameters and catalog data to `llm_feedback.reporting`."""
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +12,7 @@ from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
     cost_table,
+    describe_run,
     render_markdown_report,
 )
 
@@ -51,6 +53,7 @@ def preference_pairs(
         strategy=params.pairs.strategy,
         seed=params.pairs.seed,
         decontaminate=question_list(decontamination_questions),
+        layout=params.pairs.layout,
     )
 
 
@@ -73,7 +76,21 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
 
 
 def render_report(
-    input_versions: Mapping[str, str], params: ReportParams, **tables: pd.DataFrame
+    input_versions: Mapping[str, str],
+    params: ReportParams,
+    completions: pd.DataFrame,
+    **tables: pd.DataFrame,
 ) -> str:
-    run_info = {"preference pairs": params.pairs.describe()}
-    return render_markdown_report(tables, FIGURE_LINKS, input_versions, run_info)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    run_info = {
+        **describe_run(completions, tables["cost_table"], when),
+        "preference pairs": params.pairs.describe(),
+    }
+    figures, omitted = dict(FIGURE_LINKS), {}
+    if tables["position_consistency"].empty:
+        del figures["position_bias"]
+        omitted["position_bias"] = (
+            "each completion was judged in one order only; set annotate.n_shuffles to 2 or "
+            "more to measure position effects"
+        )
+    return render_markdown_report(tables, figures, input_versions, run_info, omitted)

@@ -39,7 +39,13 @@ REPORT_TABLES = (
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(read_params, "params:report", "report_params", name="read_report_params"),
+            node(
+                read_params,
+                "params:report",
+                "report_params",
+                name="read_report_params",
+                tags="params",
+            ),
             node(
                 model_aspect_metrics,
                 ["aspect_annotations", "completions"],
@@ -117,10 +123,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 {
                     "input_versions": INPUT_VERSIONS,
                     "params": "report_params",
+                    "completions": "completions",
                     **{table: table for table in REPORT_TABLES},
                 },
                 "report",
                 name="render_report",
             ),
-        ]
+        ],
+        tags="report",
     )
