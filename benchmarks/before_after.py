@@ -4,8 +4,7 @@ Each commit is checked out into its own git worktree and runs its own benchmark 
 against its own code (PYTHONPATH=<worktree>/src), in fresh processes, alternating which
 commit goes first in each repetition, so both see the same machine state. The script then
 writes the medians, the ratio after/before and whether a figure got worse by more than the
-tolerance into `results/before_after.json` and into RESULTS.md between the markers
-`<!-- before-after:start -->` and `<!-- before-after:end -->`.
+tolerance into `results/before_after.json` and into RESULTS.md (its before-after section).
 
     python benchmarks/before_after.py --before fe3cd64 [--after HEAD] [--repetitions 3]
         [--scale-prompts 64000]   # 0 skips the UltraFeedback-scale stages
@@ -25,9 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-MARKERS = ("<!-- before-after:start -->", "<!-- before-after:end -->")
 TOLERANCE = 0.05
 
 # (script, arguments, result file) run once per repetition and commit.
@@ -155,7 +156,6 @@ def summarise(runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
 
 def markdown(meta: dict, rows: list[dict]) -> str:
     lines = [
-        MARKERS[0],
         f"## Before and after `{meta['after']}` (against `{meta['before']}`)",
         "",
         f"Written by `benchmarks/before_after.py` on {meta['when']}: {meta['cpu']}, "
@@ -173,19 +173,7 @@ def markdown(meta: dict, rows: list[dict]) -> str:
             f"| {row['figure']} | {row['median_before']:.4g} | {row['median_after']:.4g} | "
             f"{row['ratio']:.3f} | {'**yes**' if row['worse_than_tolerance'] else 'no'} |"
         )
-    lines.append(MARKERS[1])
     return "\n".join(lines)
-
-
-def write_results_md(section: str) -> None:
-    path = ROOT / "benchmarks" / "RESULTS.md"
-    text = path.read_text()
-    if MARKERS[0] in text and MARKERS[1] in text:
-        head, rest = text.split(MARKERS[0], 1)
-        text = head + section + rest.split(MARKERS[1], 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + section + "\n"
-    path.write_text(text)
 
 
 def main() -> None:
@@ -259,7 +247,7 @@ def main() -> None:
     (RESULTS / "before_after.json").write_text(
         json.dumps({**meta, "figures": rows, "runs": runs}, indent=2)
     )
-    write_results_md(markdown(meta, rows))
+    write_section("before-after", markdown(meta, rows))
     for row in rows:
         flag = "  <-- worse" if row["worse_than_tolerance"] else ""
         print(

@@ -48,3 +48,20 @@ def save(name: str, payload: dict[str, Any]) -> Path:
 def best_of(runs: int, trial: Callable[[], dict[str, float]], key: str) -> dict[str, float]:
     """Repeat a trial and keep the best one by `key` (noise on a shared 2-core box is one-sided)."""
     return max((trial() for _ in range(runs)), key=lambda result: result[key])
+
+
+RESULTS_MD = Path(__file__).parent / "RESULTS.md"
+
+
+def write_section(name: str, markdown: str) -> None:
+    """Put `markdown` between the `<!-- name:start -->` / `<!-- name:end -->` markers of
+    RESULTS.md (appended with the markers when they are absent)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = RESULTS_MD.read_text()
+    section = f"{start}\n{markdown.strip()}\n{end}"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    RESULTS_MD.write_text(text)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,33 @@ def endpoints_via(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
             **extra,
         }
     }
+
+
+KEDRO_CLI_ENV = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
+
+
+def kedro_cli(data_root: Path, url: str, *params: str) -> list[str]:
+    """`kedro run` in a child process: the `local` endpoint at a fake server, outputs under
+    data_root, plus `params` ("key=value"); add "--pipelines", name."""
+    settings = [
+        f"data_root={data_root}",
+        "endpoints.local.backend=openai",
+        f"endpoints.local.base_url={url}",
+        "endpoints.local.model=fake",
+        "endpoints.local.max_concurrent=4",
+        *params,
+    ]
+    return [sys.executable, "-m", "kedro", "run", "--params", ",".join(settings)]
+
+
+def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*command, "--pipelines", *pipeline],
+        cwd=PROJECT_ROOT,
+        env=KEDRO_CLI_ENV,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture

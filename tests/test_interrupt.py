@@ -1,37 +1,24 @@
 """Ctrl-C during `kedro run`: one line, exit code 130, no traceback, and a rerun resumes."""
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
 
 
 def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp_path):
     data_root = tmp_path / "data"
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
     total = 37 * 4
     with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
-        params = (
-            f"data_root={data_root},endpoints.local.backend=openai,endpoints.local.base_url={url},"
-            "endpoints.local.model=fake,endpoints.local.max_concurrent=4,sample.max_prompts=null"
-        )
-        command = [sys.executable, "-m", "kedro", "run", "--params", params]
-        subprocess.run(
-            [*command, "--pipelines", "sample"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        command = kedro_cli(data_root, url, "sample.max_prompts=null")
+        run_kedro_cli(command, "sample")
         child = subprocess.Popen(
             [*command, "--pipelines", "generate"],
             cwd=PROJECT_ROOT,
-            env=env,
+            env=KEDRO_CLI_ENV,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -50,7 +37,7 @@ def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp
         rerun = subprocess.run(
             [*command, "--pipelines", "generate"],
             cwd=PROJECT_ROOT,
-            env=env,
+            env=KEDRO_CLI_ENV,
             capture_output=True,
             text=True,
             check=False,

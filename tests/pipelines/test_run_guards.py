@@ -22,7 +22,13 @@ from llm_feedback.testing.server import (
     schema_responder,
     serve_in_subprocess,
 )
-from tests.conftest import PROJECT_ROOT, endpoints_via
+from tests.conftest import (
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    endpoints_via,
+    kedro_cli,
+    run_kedro_cli,
+)
 
 FEW = {"max_prompts": 4}
 
@@ -280,24 +286,13 @@ def test_a_bad_prompt_file_is_named_by_file_and_line(
 
 def test_a_second_run_on_the_same_data_root_is_refused_and_pays_nothing(tmp_path):
     data_root = tmp_path / "data"
-    env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
     with serve_in_subprocess(latency_s=1.0, responder="echo") as url:
-        params = (
-            f"data_root={data_root},endpoints.local.backend=openai,endpoints.local.base_url={url},"
-            "endpoints.local.model=fake,endpoints.local.max_concurrent=4,sample.max_prompts=8"
-        )
-        command = [sys.executable, "-m", "kedro", "run", "--params", params]
-        subprocess.run(
-            [*command, "--pipeline", "sample"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        command = kedro_cli(data_root, url, "sample.max_prompts=8")
+        run_kedro_cli(command, "sample")
         first = subprocess.Popen(
-            [*command, "--pipeline", "generate"],
+            [*command, "--pipelines", "generate"],
             cwd=PROJECT_ROOT,
-            env=env,
+            env=KEDRO_CLI_ENV,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -306,9 +301,9 @@ def test_a_second_run_on_the_same_data_root_is_refused_and_pays_nothing(tmp_path
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         second = subprocess.run(
-            [*command, "--pipeline", "generate"],
+            [*command, "--pipelines", "generate"],
             cwd=PROJECT_ROOT,
-            env=env,
+            env=KEDRO_CLI_ENV,
             capture_output=True,
             text=True,
             check=False,

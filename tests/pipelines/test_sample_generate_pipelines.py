@@ -4,7 +4,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,7 +11,13 @@ import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
-from tests.conftest import PROJECT_ROOT, endpoints_via
+from tests.conftest import (
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    endpoints_via,
+    kedro_cli,
+    run_kedro_cli,
+)
 
 ALL_PROMPTS = {"max_prompts": None}
 
@@ -90,37 +95,12 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
     """Kill `kedro run --pipeline generate` half-way; the rerun sends only what was unanswered."""
     data_root = tmp_path / "data"
     with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
-        endpoints = (
-            f"endpoints.local.backend=openai,endpoints.local.base_url={url},"
-            "endpoints.local.model=fake,endpoints.local.max_concurrent=4"
-        )
-        common = [
-            sys.executable,
-            "-m",
-            "kedro",
-            "run",
-            "--params",
-            f"data_root={data_root},{endpoints}",
-        ]
-        env = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
-        subprocess.run(
-            [
-                *common[:3],
-                "run",
-                "--pipeline",
-                "sample",
-                "--params",
-                f"data_root={data_root},sample.max_prompts=null",
-            ],
-            cwd=PROJECT_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        common = kedro_cli(data_root, url, "sample.max_prompts=null")
+        run_kedro_cli(common, "sample")
         child = subprocess.Popen(
-            [*common, "--pipeline", "generate"],
+            [*common, "--pipelines", "generate"],
             cwd=PROJECT_ROOT,
-            env=env,
+            env=KEDRO_CLI_ENV,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -139,13 +119,7 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
         assert 0 < answered < total
         assert not list((data_root / "03_primary").glob("completions.parquet/*"))
 
-        subprocess.run(
-            [*common, "--pipeline", "generate"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        run_kedro_cli(common, "generate")
         resent = fetch_stats(url)["chat_requests"] - sent_before_kill
     # Exactly the unanswered requests went out again: none of the answered ones.
     assert resent == total - answered

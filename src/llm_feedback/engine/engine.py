@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from llm_feedback.backends.client import LLMClient
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.engine.tasks import Outcome, Task, failed_reading
+from llm_feedback.engine.tasks import Merger, Outcome, Reader, Task, failed_reading
 from llm_feedback.errors import ConfigError, EndpointError
 from llm_feedback.replies.status import SKIPPED_TOO_LONG
 
@@ -56,18 +56,25 @@ def reask_request(request: ChatRequest, reply: ChatResult, problem: str) -> Chat
 
 @dataclass
 class _Running:
-    """A task in flight: its latest request is kept only while a re-ask may need it."""
+    """A task in flight: its latest request is kept only while a re-ask may need it (at
+    UltraFeedback scale the prompts are most of the memory), so the task itself is not."""
 
-    task: Task
+    read: Reader
+    merge: Merger | None
+    reask: bool
     request: ChatRequest | None
     outcome: Outcome | None = None
 
+    @classmethod
+    def of(cls, task: Task) -> _Running:
+        return cls(task.read, task.merge, task.reask, task.request)
+
     def needs_reask(self) -> bool:
         outcome = self.outcome
-        return self.task.reask and outcome.error is None and not outcome.reading.ok
+        return self.reask and outcome.error is None and not outcome.reading.ok
 
     def take_first(self, reply: ChatResult, may_reask: bool) -> None:
-        read = self.task.read
+        read = self.read
         if reply.ok:
             reading = read(reply.text)
         else:
@@ -85,9 +92,7 @@ class _Running:
 
     def skip(self, reason: str) -> None:
         """Not sent (too long for the endpoint): an outcome that says so, no call paid."""
-        reading = dataclasses.replace(
-            failed_reading(self.task.read, reason), status=SKIPPED_TOO_LONG
-        )
+        reading = dataclasses.replace(failed_reading(self.read, reason), status=SKIPPED_TOO_LONG)
         self.outcome = Outcome(reading, ChatResult.failure(reason), cached=False, error=reason)
         self.request = None
 
@@ -100,8 +105,8 @@ class _Running:
         if not reply.ok:  # the earlier reading stays, with the reason it was not replaced
             outcome.error = reply.error
             return
-        fresh = self.task.read(reply.text)
-        merge = self.task.merge
+        fresh = self.read(reply.text)
+        merge = self.merge
         outcome.reading = fresh if merge is None else merge(outcome.reading, fresh)
         outcome.reply = reply
         self.request = request  # the next round builds on the latest exchange
@@ -195,7 +200,7 @@ class TaskEngine:
 
         def requests() -> Iterator[ChatRequest]:
             for task in tasks:
-                item = _Running(task, task.request)
+                item = _Running.of(task)
                 running.append(item)
                 reason = too_long(self.client.config, task.request)
                 if reason is not None:
