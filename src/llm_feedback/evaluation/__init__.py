@@ -22,7 +22,13 @@ The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtype
 """
 
 from llm_feedback.evaluation.generation import generate_responses
-from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID, NO_RESPONSE, judge_samples
+from llm_feedback.evaluation.judging import (
+    EXACT_MATCH,
+    INVALID,
+    NO_RESPONSE,
+    judge_samples,
+    open_judge,
+)
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.evaluation.run import run_evaluation
 from llm_feedback.evaluation.samples import (
@@ -38,6 +44,7 @@ __all__ = [
     "compute_metrics",
     "generate_responses",
     "judge_samples",
+    "open_judge",
     "prepare_samples",
     "run_evaluation",
     "select_samples",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -135,6 +136,25 @@ def _records_from_outcome(
         record |= {"correct": None if result is None else bool(result)}
         record |= outcome.get("details", {})
     return [{**record, "score": result}]
+
+
+def open_judge(
+    config: EvaluateParams,
+    cache_path: str | Path | None,
+    *,
+    progress: bool = True,
+    fail_loud: bool = False,
+) -> Judge:
+    """The judge `config` names, with its sampling, re-asks and `overwrite_results`."""
+    return Judge(
+        config.judge.endpoint,
+        cache_path,
+        refresh=config.overwrite_results,
+        progress=progress,
+        sampling=config.judge.sampling,
+        max_reasks=config.max_reasks,
+        fail_loud=fail_loud,
+    )
 
 
 def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:

@@ -9,10 +9,9 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.evaluation.generation import generate_responses
-from llm_feedback.evaluation.judging import judge_samples
+from llm_feedback.evaluation.judging import judge_samples, open_judge
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.evaluation.samples import prepare_samples
-from llm_feedback.judges import Judge
 from llm_feedback.params.evaluate import parse_evaluate
 
 
@@ -27,13 +26,6 @@ def run_evaluation(
     config = parse_evaluate(params, endpoints)
     samples = prepare_samples(eval_samples, config)
     samples = generate_responses(samples, config, cache_path, progress)
-    with Judge(
-        config.judge.endpoint,
-        cache_path,
-        refresh=config.overwrite_results,
-        progress=progress,
-        sampling=config.judge.sampling,
-        max_reasks=config.max_reasks,
-    ) as judge:
+    with open_judge(config, cache_path, progress=progress) as judge:
         judgments = judge_samples(samples, config, judge)
     return judgments, compute_metrics(judgments, config)

@@ -9,9 +9,9 @@ from llm_feedback.evaluation import (
     compute_metrics,
     generate_responses,
     judge_samples,
+    open_judge,
     prepare_samples,
 )
-from llm_feedback.judges import Judge
 from llm_feedback.params import EvaluateParams, parse_evaluate
 
 
@@ -30,15 +30,7 @@ def generate(
 
 
 def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None) -> pd.DataFrame:
-    with Judge(
-        params.judge.endpoint,
-        request_cache,
-        refresh=params.overwrite_results,
-        progress=True,
-        sampling=params.judge.sampling,
-        max_reasks=params.max_reasks,
-        fail_loud=True,
-    ) as judge_client:
+    with open_judge(params, request_cache, fail_loud=True) as judge_client:
         return judge_samples(samples, params, judge_client)
 
 
