@@ -1,14 +1,17 @@
 """Project hooks: hand credentials to the endpoint layer, check a run before its first
 node (parameters, one run per data root, endpoints that answer), stop local model
-servers, and tell the report which dataset versions it was built from."""
+servers, tell the report which dataset versions it was built from, and print how long
+each node took."""
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 from kedro.io import AbstractVersionedDataset, CatalogProtocol, MemoryDataset
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
@@ -18,6 +21,10 @@ from llm_feedback.runlock import RunLock
 
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
+# Nodes quicker than this are summed into one "other nodes" line of the stage times.
+QUICK_NODE_S = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 class ModelEndpointHooks:
@@ -131,3 +138,46 @@ class ReportProvenanceHooks:
             else:
                 versions[name] = dataset.resolve_load_version()
         catalog.save(INPUT_VERSIONS, versions)
+
+
+class StageTimesHooks:
+    """At the end of a run, one table of where its time went, node by node, in run order.
+
+    `last_run` keeps the figures ({node name: seconds}) for benchmarks/default_run.py.
+    """
+
+    last_run: dict[str, float] = {}
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+        self._run_started = 0.0
+
+    @hook_impl
+    def before_pipeline_run(self) -> None:
+        StageTimesHooks.last_run = {}
+        self._run_started = time.perf_counter()
+
+    @hook_impl
+    def before_node_run(self, node: Node) -> None:
+        self._started[node.name] = time.perf_counter()
+
+    @hook_impl
+    def after_node_run(self, node: Node) -> None:
+        started = self._started.pop(node.name, None)
+        if started is not None:
+            StageTimesHooks.last_run[node.name] = time.perf_counter() - started
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        total = time.perf_counter() - self._run_started
+        slow = {n: s for n, s in StageTimesHooks.last_run.items() if s >= QUICK_NODE_S}
+        quick = sum(StageTimesHooks.last_run.values()) - sum(slow.values())
+        width = max([len(name) for name in slow] + [len("other nodes")])
+        lines = [f"  {name:<{width}}  {_minutes(seconds)}" for name, seconds in slow.items()]
+        lines.append(f"  {'other nodes':<{width}}  {_minutes(quick)}")
+        lines.append(f"  {'whole run':<{width}}  {_minutes(total)}")
+        logger.info("Time per node:\n%s", "\n".join(lines))
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"

@@ -2,9 +2,14 @@
 
 from kedro.config import OmegaConfigLoader
 
-from llm_feedback.hooks import ModelEndpointHooks, ReportProvenanceHooks, RunGuardHooks
+from llm_feedback.hooks import (
+    ModelEndpointHooks,
+    ReportProvenanceHooks,
+    RunGuardHooks,
+    StageTimesHooks,
+)
 
-HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks())
+HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks(), StageTimesHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from llm_feedback.annotation import (
@@ -161,3 +163,23 @@ def test_echoed_injection_never_becomes_a_rating() -> None:
 def test_neutralise_leaves_prose_untouched() -> None:
     prose = "Type the command below.\nThe rating agency scored it well.\nText 1 is short."
     assert neutralise(prose) == prose
+
+
+def test_calls_of_one_aspect_share_everything_up_to_the_material() -> None:
+    """A server's prompt cache (llama.cpp, vLLM, OpenAI) serves the shared prefix: the
+    rubric and the answer format come before anything that varies between calls."""
+    first, second = (
+        build_aspect_request(
+            "truthfulness",
+            question,
+            ["One.", "Two."],
+            [0, 1],
+            "Paris is in France.",
+            structured=True,
+        ).messages
+        for question in ("Where is Paris?", "Name a river.")
+    )
+    assert first[0] == second[0]  # the system prompt
+    shared = os.path.commonprefix([first[1]["content"], second[1]["content"]])
+    assert "Rating scale" in shared and "Reply with one JSON object" in shared
+    assert shared.endswith("opens and closes with a marker line containing the code ")

@@ -74,7 +74,10 @@ def test_critique_request_carries_principle_and_untrusted_text_safely() -> None:
     text = request.messages[-1]["content"]
     assert "how confident" in text and "Be calibrated." in text
     assert "> Overall score: 10" in text  # neutralised
-    assert text.rstrip().endswith("Overall score: <1-10>")
+    # What every critique shares (task, answer format) comes before the material, so a
+    # server's prompt cache serves it; the material is last, then a fixed reminder.
+    assert text.index("Overall score: <1-10>") < text.index("<<<") < text.index("Explain tides.")
+    assert text.rstrip().endswith("Now review the answer in the format given above.")
     assert request.temperature == 0.0 and request.json_schema is None
     unknown = build_critique_request("Q?", "A.", "brevity")
     assert "brevity" in unknown.messages[-1]["content"]
@@ -83,10 +86,12 @@ def test_critique_request_carries_principle_and_untrusted_text_safely() -> None:
 def test_structured_critique() -> None:
     request = build_critique_request("Q?", "A.", "honesty", structured=True)
     assert request.json_schema == CRITIQUE_REPLY_SCHEMA
-    assert request.messages[-1]["content"].endswith(
+    text = request.messages[-1]["content"]
+    json_format = (
         'Reply with one JSON object and nothing else: {"feedback": "<your review>", '
         '"overall_score": <whole number from 1 (very poor) to 10 (excellent)>}.'
     )
+    assert json_format in text and text.index(json_format) < text.index("<<<")
     assert request.json_schema["properties"]["overall_score"]["enum"] == list(range(1, 11))
     parsed = parse_critique_reply('```json\n{"feedback": "Clear.", "overall_score": 8}\n```', True)
     assert (parsed.feedback, parsed.overall_score, parsed.status) == ("Clear.", 8.0, "ok")

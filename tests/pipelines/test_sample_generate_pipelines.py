@@ -119,8 +119,11 @@ def test_a_killed_run_resumes_without_repeating_answered_requests(run_kedro, tmp
         assert 0 < answered < total
         assert not list((data_root / "03_primary").glob("completions.parquet/*"))
 
-        run_kedro_cli(common, "generate")
+        rerun = run_kedro_cli(common, "generate")
         resent = fetch_stats(url)["chat_requests"] - sent_before_kill
+    # The run ends with where its time went (Rich may wrap the log line).
+    log = " ".join(rerun.stdout.decode().split())
+    assert "Time per node:" in log and "generate_completions" in log and "whole run" in log
     # Exactly the unanswered requests went out again: none of the answered ones.
     assert resent == total - answered
     assert Path(next((data_root / "03_primary").glob("completions.parquet/*/*"))).exists()

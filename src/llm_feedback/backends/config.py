@@ -45,6 +45,7 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "parallel_slots": (int,),
     "context_per_slot": (int,),
     "threads": (int, None),
+    "prompt_cache_mib": (int,),
     "base_url": (str, None),
     "credentials": (str, None),
     "api_version": (str, None),
@@ -87,6 +88,9 @@ class EndpointConfig:
     parallel_slots: int = 4
     context_per_slot: int = 4096
     threads: int | None = None
+    # llama.cpp keeps the prompts of past requests in memory to serve shared prefixes
+    # (its own default, 8 GiB, grew a short run's RSS past 2 GB); 0 turns it off.
+    prompt_cache_mib: int = 256
     # vllm backend
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -117,6 +121,8 @@ class EndpointConfig:
             raise ConfigError(
                 f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"
             )
+        if self.prompt_cache_mib < 0:
+            raise ConfigError(f"{where}: 'prompt_cache_mib' must be >= 0")
         if self.credentials is not None and self.credentials not in _registered_credentials:
             known = ", ".join(sorted(_registered_credentials)) or "none registered"
             raise ConfigError(

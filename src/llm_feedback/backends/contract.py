@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,37 @@ from llm_feedback.errors import ConfigError
 
 # The sampling settings a request carries; every parameter block that sets them uses these.
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")
+
+# Encoding a JSON schema was most of a cache key's cost, and a stage shares a few schema
+# objects across all its requests: their encodings are kept, by object, for the recent ones.
+_SCHEMA_SLOT = "\x00json_schema\x00"
+_ENCODED_SCHEMA_SLOT = json.dumps(_SCHEMA_SLOT)
+_ENCODED_SCHEMAS_KEPT = 64
+_encoded_schemas: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+_encoded_schemas_lock = threading.Lock()
+
+
+def _encode_for_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=list)
+
+
+def _encoded_schema(schema: Any) -> str:
+    """`_encode_for_key(schema)`, computed once per schema object while it is recent.
+
+    An entry holds its schema, so its id cannot be reused by another object meanwhile;
+    schemas are read-only once attached to a request.
+    """
+    with _encoded_schemas_lock:
+        entry = _encoded_schemas.get(id(schema))
+        if entry is not None and entry[0] is schema:
+            _encoded_schemas.move_to_end(id(schema))
+            return entry[1]
+    encoded = _encode_for_key(schema)
+    with _encoded_schemas_lock:
+        _encoded_schemas[id(schema)] = (schema, encoded)
+        if len(_encoded_schemas) > _ENCODED_SCHEMAS_KEPT:
+            _encoded_schemas.popitem(last=False)
+    return encoded
 
 
 def check_sampling(settings: Any, where: str) -> dict[str, Any]:
@@ -120,10 +153,14 @@ class ChatRequest:
             "max_tokens": self.max_tokens,
             "stop": self.stop,
             "seed": self.seed,
-            "json_schema": self.json_schema,
+            "json_schema": self.json_schema if self.json_schema is None else _SCHEMA_SLOT,
             "attempt": self.attempt,
         }
-        encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=list)
+        encoded = _encode_for_key(payload)
+        if self.json_schema is not None:
+            # Sorted keys put "json_schema" after "attempt" and "backend" (a backend name),
+            # so the first slot is the schema's: the key equals encoding the whole payload.
+            encoded = encoded.replace(_ENCODED_SCHEMA_SLOT, _encoded_schema(self.json_schema), 1)
         return hashlib.sha256(encoded.encode()).hexdigest()
 
 

@@ -40,7 +40,9 @@ def embedded_model_path() -> Path:
     return path
 
 
-def _start_server(model_path: Path, slots: int, context_per_slot: int, threads: int) -> object:
+def _start_server(
+    model_path: Path, slots: int, context_per_slot: int, threads: int, prompt_cache_mib: int
+) -> object:
     try:
         import xllamacpp
     except ImportError as error:  # pragma: no cover - a broken install
@@ -51,9 +53,13 @@ def _start_server(model_path: Path, slots: int, context_per_slot: int, threads: 
     params.n_ctx = slots * context_per_slot
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
+    params.cache_ram_mib = prompt_cache_mib
     params.port = 0  # a free port, chosen by the OS
     params.hostnames = ["127.0.0.1"]
     params.verbosity = -1  # llama.cpp's per-request logs would drown the progress bar
+    # Prometheus counters on /metrics (prompt tokens evaluated vs generated, seconds of
+    # each): benchmarks/default_run.py reads where a run's time goes from them.
+    params.endpoint_metrics = True
     return xllamacpp.Server(params)
 
 
@@ -85,6 +91,7 @@ class LocalModelBackend(OpenAICompatibleBackend):
             self.config.parallel_slots,
             self.config.context_per_slot,
             self._threads,
+            self.config.prompt_cache_mib,
         )
         with _servers_lock:
             server = _servers.get(key)

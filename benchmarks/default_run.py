@@ -1,0 +1,196 @@
+"""The default run (`make run`, install excluded): where its time goes, and how long it takes.
+
+python benchmarks/default_run.py [--repeats 3]
+
+Each repetition runs the `__default__` pipeline on the embedded model in its own process
+and its own fresh data root (raw prompts copied, no request cache), so every repetition
+pays for every call. Per node it reads llama.cpp's counters (prompt tokens evaluated,
+prompt tokens served from the prompt cache, tokens generated, seconds of each) and the
+number of answered calls, and over the whole process its wall time and peak RSS (the
+model server runs inside the process, so its KV cache is counted). Writes
+results/default_run.json and the "default-run" section of RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import machine, peak_rss_mib, save, write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTERS = (
+    "prompt_tokens_total",
+    "prompt_tokens_cached_total",
+    "prompt_seconds_total",
+    "tokens_predicted_total",
+    "tokens_predicted_seconds_total",
+)
+
+
+def _scrape_counters() -> dict[str, float]:
+    """Sum llama.cpp's counters over the embedded servers running in this process."""
+    from llm_feedback.backends import local
+
+    totals = dict.fromkeys(COUNTERS, 0.0)
+    for server in list(local._servers.values()):
+        base = server.listening_address.rstrip("/")
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                name, _, value = line.partition(" ")
+                key = name.removeprefix("llamacpp:")
+                if key in totals:
+                    totals[key] += float(value)
+    return totals
+
+
+def _answered_calls(cache: Path) -> int:
+    if not cache.is_file():
+        return 0
+    with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=30) as db:
+        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+class _CounterHooks:
+    """Counter deltas per node. A node that starts no server reads zeros."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        self.per_node: dict[str, dict[str, float]] = {}
+        self._before: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        return {**_scrape_counters(), "calls": _answered_calls(self.cache)}
+
+    def before_node_run(self, node) -> None:
+        self._before = self._now()
+
+    def after_node_run(self, node) -> None:
+        after = self._now()
+        # A server started inside the node has counters from zero.
+        self.per_node[node.name] = {
+            key: after[key] - (self._before[key] if self._before[key] <= after[key] else 0)
+            for key in after
+        }
+
+
+def run_once(data_root: Path, out: Path) -> None:
+    """One default run in this process (the child of `main`)."""
+    from kedro.framework.hooks import hook_impl
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    from llm_feedback.hooks import StageTimesHooks
+
+    hooks = _CounterHooks(data_root / "02_intermediate" / "request_cache.sqlite")
+    bootstrap_project(ROOT)
+    with KedroSession.create(ROOT, runtime_params={"data_root": str(data_root)}) as session:
+        plugin = type(
+            "DefaultRunCounters",
+            (),
+            {
+                "before_node_run": hook_impl(lambda self, node: hooks.before_node_run(node)),
+                "after_node_run": hook_impl(lambda self, node: hooks.after_node_run(node)),
+            },
+        )()
+        session._hook_manager.register(plugin)
+        session.run()
+    nodes = {
+        name: {"wall_s": seconds, **hooks.per_node.get(name, {})}
+        for name, seconds in StageTimesHooks.last_run.items()
+    }
+    out.write_text(json.dumps({"nodes": nodes, "peak_rss_mib": peak_rss_mib()}))
+
+
+def one_repetition(index: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="default-run-") as tmp:
+        data_root = Path(tmp) / "data"
+        shutil.copytree(ROOT / "data" / "01_raw", data_root / "01_raw")
+        out = Path(tmp) / "result.json"
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, __file__, "--child", str(data_root), str(out)],
+            check=True,
+            cwd=ROOT,
+            env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"},
+        )
+        result = json.loads(out.read_text())
+        result["process_wall_s"] = time.perf_counter() - started
+        report_dir = data_root / "08_reporting"
+        result["report_files"] = sorted(
+            str(p.relative_to(report_dir)) for p in report_dir.rglob("*") if p.is_file()
+        )
+    print(f"repetition {index}: {result['process_wall_s']:.0f} s", flush=True)
+    return result
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+
+
+def markdown(runs: list[dict]) -> str:
+    walls = [run["process_wall_s"] for run in runs]
+    rss = [run["peak_rss_mib"] for run in runs]
+    median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
+    lines = [
+        "## The default run (`make run`, install excluded)",
+        "",
+        f"Machine: {machine()}. Written by `python benchmarks/default_run.py "
+        f"--repeats {len(runs)}`: each repetition is a fresh process and a fresh data root "
+        "(no request cache), the `__default__` pipeline on the embedded model.",
+        "",
+        f"- Wall time, process start to exit: median {_minutes(statistics.median(walls))} "
+        f"(min {_minutes(min(walls))}, max {_minutes(max(walls))}; "
+        + ", ".join(f"{w:.0f} s" for w in walls)
+        + ").",
+        f"- Peak RSS: max {max(rss):.0f} MiB over the repetitions "
+        f"({', '.join(f'{r:.0f}' for r in rss)} MiB).",
+        "",
+        "Per node, median repetition (llama.cpp counters; prompt tok/s and generated tok/s "
+        "are per slot: llama.cpp sums the seconds of every slot):",
+        "",
+        "| node | wall s | calls | prompt tokens evaluated | prompt tokens from cache "
+        "| generated tokens | prompt tok/s | generated tok/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, node in median_run["nodes"].items():
+        if node["wall_s"] < 0.5 and not node.get("calls"):
+            continue
+        evaluated = node.get("prompt_tokens_total", 0)
+        generated = node.get("tokens_predicted_total", 0)
+        prompt_rate = evaluated / node["prompt_seconds_total"] if evaluated else 0
+        gen_rate = generated / node["tokens_predicted_seconds_total"] if generated else 0
+        lines.append(
+            f"| {name} | {node['wall_s']:.1f} | {node.get('calls', 0):.0f} | {evaluated:,.0f} "
+            f"| {node.get('prompt_tokens_cached_total', 0):,.0f} | {generated:,.0f} "
+            f"| {prompt_rate:.0f} | {gen_rate:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("DATA_ROOT", "OUT"))
+    args = parser.parse_args()
+    if args.child:
+        run_once(Path(args.child[0]), Path(args.child[1]))
+        return
+    runs = [one_repetition(i + 1) for i in range(args.repeats)]
+    save("default_run", {"machine": machine(), "runs": runs})
+    write_section("default-run", markdown(runs))
+
+
+if __name__ == "__main__":
+    main()
