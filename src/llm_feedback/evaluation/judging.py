@@ -5,6 +5,10 @@ Each replicate is judged by its own call (its request's `attempt`), so replicate
 share one cached judgment, while a rerun reuses every cached one. A judge reply that
 cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before it is
 stored as a missing judgment.
+
+The judge sees a row's images with its question, and judges a row with the prompt of its
+`category` in `judge_prompts` (else `custom_prompt`, else the built-in one). The output
+keeps each row's attachment sources and hashes, never their bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
@@ -50,10 +55,22 @@ def _judge_task(
     sample: Any, response: str, reference: str | None, config: EvaluateParams, judge: Judge
 ) -> JudgeTask:
     options: dict[str, Any] = {
-        "custom_prompt": config.custom_prompt,
+        "custom_prompt": config.judge_prompt_for(_text(sample.category)),
         "attempt": int(sample.replicate),
     }
     question = str(sample.question)
+    if sample.turn == 2:  # two-turn rows carry no attachments (checked with the samples)
+        prior_reference = _known_reference(sample.prior_reference)
+        references = (
+            None if prior_reference is None or reference is None else [prior_reference, reference]
+        )
+        return judge.multi_turn_task(
+            [str(sample.prior_question), question],
+            [str(sample.prior_response), response],
+            references=references,
+            **options,
+        )
+    options["images"] = sample.images
     if config.mode == "binary":
         return judge.binary_task(
             question, reference, response, output_format=config.binary_reply, **options
@@ -65,17 +82,6 @@ def _judge_task(
             config.rubric,
             score_range=config.scale,
             reference=reference,
-            **options,
-        )
-    if sample.turn == 2:
-        prior_reference = _known_reference(sample.prior_reference)
-        references = (
-            None if prior_reference is None or reference is None else [prior_reference, reference]
-        )
-        return judge.multi_turn_task(
-            [str(sample.prior_question), question],
-            [str(sample.prior_response), response],
-            references=references,
             **options,
         )
     return judge.single_task(
@@ -93,6 +99,7 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "mode": config.mode,
         "response": _text(sample.response),
         "judge_model": judge_model,
+        **media_record(sample.images, sample.audio),
     }
 
 
@@ -221,6 +228,7 @@ def _pair_record(
         "model_a": first.model,
         "model_b": second.model,
         "judge_model": judge_model,
+        **media_record(first.images, first.audio),
     }
     if combined is None:
         errors = [_text(getattr(sample, "generation_error", None)) for sample in (first, second)]
@@ -261,8 +269,9 @@ def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) ->
         options: dict[str, Any] = {
             "context": None if reference is None else f"Reference answer: {reference}",
             "score_range": config.scale,
-            "custom_prompt": config.custom_prompt,
+            "custom_prompt": config.judge_prompt_for(_text(first.category)),
             "attempt": int(first.replicate),
+            "images": first.images,
         }
         tasks += [
             judge.pairwise_task(first.question, first.response, second.response, **options),
