@@ -291,3 +291,21 @@ def test_the_judge_api_takes_images_in_single_rubric_and_comparative(fake_llm, t
     for parts in sent[:4]:
         assert parts[1]["image_url"]["url"] == f"data:image/png;base64,{_b64(PNG)}"
     assert single["prompt"].startswith("[Attached images]")
+
+
+@pytest.mark.parametrize("mode", ["single_1_10", "pairwise"])
+def test_a_judge_prompt_missing_a_field_fails_before_generation_pays(fake_llm, tmp_path, mode):
+    _samples_file(tmp_path, [])
+    rows = [{**ROWS[0], "category": "charts"}, {**ROWS[0], "model": "other", "category": "charts"}]
+    template = "{question} {answer} [[N]]" if mode == "single_1_10" else "{question} {response1}"
+    with pytest.raises(ConfigError) as raised:
+        run_evaluation(
+            _frame(tmp_path, rows),
+            {"mode": mode, "generate_with": "local", "judge_prompts": {"charts": template}},
+            endpoints_via(fake_llm),
+            progress=False,
+        )
+    assert str(raised.value).startswith("evaluate.judge_prompts.charts (eval_samples row 0): ")
+    missing = {"single_1_10": "{reference}", "pairwise": "{response2}"}[mode]
+    assert f"lacks the field {missing}" in str(raised.value)
+    assert fake_llm.request_count == 0

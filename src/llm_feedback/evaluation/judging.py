@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
@@ -259,24 +260,60 @@ def _pair_record(
     }
 
 
+def _pair_tasks(first: Any, second: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
+    """The comparison of two samples' responses in both orders."""
+    reference = _known_reference(first.reference)
+    options: dict[str, Any] = {
+        "context": None if reference is None else f"Reference answer: {reference}",
+        "score_range": config.scale,
+        "custom_prompt": config.judge_prompt_for(_text(first.category)),
+        "attempt": int(first.replicate),
+        "images": first.images,
+    }
+    return [
+        judge.pairwise_task(first.question, first.response, second.response, **options),
+        judge.pairwise_task(first.question, second.response, first.response, **options),
+    ]
+
+
+# Stands for a response still to be generated when prompts are checked before any call.
+_TO_BE_GENERATED = "(the response to be generated)"
+
+
+def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
+    """Build the judge prompt of one row of each kind before anything is called, so that a
+    `custom_prompt` or `judge_prompts` template that lacks a field fails before generation
+    pays for answers it could never judge."""
+    if config.custom_prompt is None and not config.judge_prompts:
+        return
+    judge = Judge(config.judge.endpoint, sampling=config.judge.sampling, connect=False)
+    probes = samples.assign(
+        response=samples["response"].fillna(_TO_BE_GENERATED),
+        has_reference=samples["reference"].map(lambda value: _known_reference(value) is not None),
+    ).drop_duplicates(["category", "turn", "has_reference"])
+    for sample in probes.itertuples():
+        category = _text(sample.category)
+        try:
+            if config.mode == "pairwise":
+                _pair_tasks(sample, sample, config, judge)
+            else:
+                _plan(sample, config, judge)
+        except ConfigError as error:
+            setting = (
+                f"evaluate.judge_prompts.{category}"
+                if category in config.judge_prompts
+                else "evaluate.custom_prompt"
+            )
+            raise ConfigError(f"{setting} (eval_samples row {sample.Index}): {error}") from None
+
+
 def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
     pairs = _pairs(samples)
     tasks: list[JudgeTask] = []
     for first, second in pairs:
         if _text(first.response) is None or _text(second.response) is None:
             continue
-        reference = _known_reference(first.reference)
-        options: dict[str, Any] = {
-            "context": None if reference is None else f"Reference answer: {reference}",
-            "score_range": config.scale,
-            "custom_prompt": config.judge_prompt_for(_text(first.category)),
-            "attempt": int(first.replicate),
-            "images": first.images,
-        }
-        tasks += [
-            judge.pairwise_task(first.question, first.response, second.response, **options),
-            judge.pairwise_task(first.question, second.response, first.response, **options),
-        ]
+        tasks += _pair_tasks(first, second, config, judge)
     outcomes = iter(judge.run(tasks, desc="evaluate [pairwise]"))
     records = []
     for first, second in pairs:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
+from llm_feedback.evaluation.judging import check_judge_prompts
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams, _is_int
 from llm_feedback.schema import (
     EVAL_SAMPLE_KEY,
@@ -222,7 +223,8 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
 
 
 def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """Validate and select the samples; every row without a response must be generable."""
+    """Validate and select the samples; every row without a response must be generable,
+    and every custom judge prompt must render for the rows it judges."""
     samples = select_samples(validate_samples(frame, config), config)
     for row, response, model in zip(
         samples.index, samples["response"], samples["model"], strict=True
@@ -233,4 +235,5 @@ def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame
                 f"column 'response': is empty and evaluate.generate_with names no endpoint "
                 f"for model {model!r}"
             )
+    check_judge_prompts(samples, config)
     return samples

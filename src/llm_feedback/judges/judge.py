@@ -234,7 +234,8 @@ class Judge:
     per judgment kind) for every call. Replies are constrained by a JSON schema when the
     endpoint supports structured output. A reply that cannot be read is re-asked up to
     `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
-    more calls failed than the endpoint's `max_failure_share`.
+    more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
+    that only builds tasks (to check prompts before any call) and cannot run them.
     """
 
     def __init__(
@@ -248,6 +249,7 @@ class Judge:
         sampling: Mapping[str, Any] | None = None,
         max_reasks: int = 1,
         fail_loud: bool = False,
+        connect: bool = True,
     ) -> None:
         config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
@@ -255,7 +257,8 @@ class Judge:
         self.sampling = check_sampling(sampling, "judge sampling")
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
         self._engine = TaskEngine(self._client, max_reasks=max_reasks, fail_loud=fail_loud)
-        self._client.open()
+        if connect:
+            self._client.open()
 
     # -- lifecycle and facts -------------------------------------------------------------
     def __enter__(self) -> Judge:
