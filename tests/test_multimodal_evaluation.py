@@ -309,3 +309,19 @@ def test_a_judge_prompt_missing_a_field_fails_before_generation_pays(fake_llm, t
     missing = {"single_1_10": "{reference}", "pairwise": "{response2}"}[mode]
     assert f"lacks the field {missing}" in str(raised.value)
     assert fake_llm.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"pre_prompt": 3}, "evaluate.pre_prompt must be text, got 3"),
+        ({"judge_prompts": ["a"]}, "evaluate.judge_prompts must map categories to templates"),
+        (
+            {"judge_prompts": {"charts": "{0} {question}"}},
+            r"evaluate.judge_prompts.charts: .*\{0\}",
+        ),
+    ],
+)
+def test_bad_prompt_settings_name_the_parameter(fake_llm, setting, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_evaluate(setting, endpoints_via(fake_llm))

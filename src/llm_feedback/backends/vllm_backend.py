@@ -145,7 +145,10 @@ def _decoded(item: Media) -> Any:
     data = item.read()
     if item.kind == "image":
         image_module = importlib.import_module("PIL.Image")
-        return image_module.open(io.BytesIO(data)).convert("RGB")
+        try:
+            return image_module.open(io.BytesIO(data)).convert("RGB")
+        except (OSError, ValueError) as error:  # a truncated or corrupt file
+            raise MediaError(f"{item.source}: unreadable image ({error})") from None
     if item.format == "mp3":
         try:
             librosa = importlib.import_module("librosa")

@@ -65,6 +65,8 @@ def check_attachments(
     responses, models, turns = (samples[c].tolist() for c in ("response", "model", "turn"))
     checked: dict[str, list[tuple[Media, ...]]] = {}
     default_cap = EndpointConfig.max_media_bytes
+    # Rows often share a file (one image, several models): read and hash it once.
+    loaded: dict[tuple[str, str, int], Media] = {}
     for column, kind in MEDIA_COLUMNS.items():
         rows: list[tuple[Media, ...]] = []
         for row, value in enumerate(values[column]):
@@ -82,17 +84,20 @@ def check_attachments(
                     raise fail(
                         row,
                         column,
-                        f"{endpoint.describe()} reads text only and cannot take {kind}s; "
+                        f"{endpoint.describe()} reads text only and cannot take {column}; "
                         "use an endpoint of a model that does",
                     )
             cap = min((endpoint.max_media_bytes for endpoint in receivers), default=default_cap)
             media = []
             for item, source in enumerate(sources):
+                key = (str(source), kind, cap)
                 try:
-                    media.append(load_media(source, kind, base_dir, cap))
+                    if key not in loaded:
+                        loaded[key] = load_media(source, kind, base_dir, cap)
                 except MediaError as error:
                     where = f"item {item}: " if len(sources) > 1 else ""
                     raise fail(row, column, f"{where}{error}") from None
+                media.append(loaded[key])
             rows.append(tuple(media))
         checked[column] = rows
     return checked
