@@ -325,3 +325,25 @@ def test_a_judge_prompt_missing_a_field_fails_before_generation_pays(fake_llm, t
 def test_bad_prompt_settings_name_the_parameter(fake_llm, setting, message):
     with pytest.raises(ConfigError, match=message):
         parse_evaluate(setting, endpoints_via(fake_llm))
+
+
+def test_a_rerun_asks_again_for_an_edited_file_and_not_for_a_renamed_one(fake_llm, tmp_path):
+    _samples_file(tmp_path, [])
+    cache = tmp_path / "cache.sqlite"
+    params = {"mode": "single_1_10", "generate_with": "local"}
+
+    def run(rows):
+        judgments, _ = run_evaluation(
+            _frame(tmp_path, rows), params, endpoints_via(fake_llm), cache, progress=False
+        )
+        return judgments
+
+    run([ROWS[0]])
+    assert fake_llm.request_count == 2  # the answer and its judgment
+    write(tmp_path / "media" / "chart.png", png_bytes(4, 3, (200, 10, 10)))
+    edited = run([ROWS[0]])
+    assert fake_llm.request_count == 4 and not edited["cached"].any()
+    (tmp_path / "media" / "chart.png").rename(tmp_path / "media" / "moved.png")
+    renamed = run([{**ROWS[0], "images": ["media/moved.png"]}])
+    assert fake_llm.request_count == 4 and renamed["cached"].all()
+    assert list(renamed.loc[0, "images"]) == [str(tmp_path / "media" / "moved.png")]
