@@ -229,6 +229,18 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "prior_question": "string",
     "prior_response": "string",
     "prior_reference": "string",
+    "category": "string",
+    # tuples of checked `backends.media.Media`; in memory only, between the nodes
+    "images": "object",
+    "audio": "object",
+}
+# What `eval_judgments` keeps of a row's attachments: sources (paths or URLs, "inline" for a
+# data: URI) and SHA-256 hashes ("" for a URL), never the bytes. Lists of strings.
+EVAL_MEDIA_COLUMN_TYPES = {
+    "images": "object",
+    "image_sha256": "object",
+    "audio": "object",
+    "audio_sha256": "object",
 }
 EVAL_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
@@ -252,6 +264,7 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "cached": "bool",
     "error": "string",
     "reasks": "int64",
+    **EVAL_MEDIA_COLUMN_TYPES,
 }
 # `eval_judgments` in the pairwise mode.
 EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
@@ -277,6 +290,7 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
     "cached": "bool",
     "error": "string",
     "reasks": "int64",  # both orders together
+    **EVAL_MEDIA_COLUMN_TYPES,
 }
 EVAL_METRICS_COLUMN_TYPES = {
     "mode": "string",

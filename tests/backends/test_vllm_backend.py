@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
+from llm_feedback.backends.media import load_media, with_media
 from llm_feedback.errors import ConfigError
+from tests.media_files import png_bytes, wav_bytes, write
 
 DOUBLE = Path(__file__).parent / "vllm_double"
 
@@ -105,3 +107,43 @@ def test_missing_vllm_gives_an_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ConfigError, match=r'pip install -e "\.\[gpu\]"'):
         LLMClient(_config(), None).open()
+
+
+def test_images_and_audio_go_to_vllm_as_multi_modal_data(fake_vllm, tmp_path):
+    image = load_media(
+        str(write(tmp_path / "a.png", png_bytes(3, 2, (0, 128, 255)))), "image", tmp_path, 1 << 20
+    )
+    clip = load_media(
+        str(write(tmp_path / "a.wav", wav_bytes(160, 8000, 16384))), "audio", tmp_path, 1 << 20
+    )
+    requests = [
+        ChatRequest(
+            messages=({"role": "user", "content": with_media("What is this?", [image, clip])},),
+            temperature=0.0,
+        ),
+        ChatRequest.from_prompt("Text only.", temperature=0.0),
+    ]
+    with LLMClient(_config(), None, progress=False) as client:
+        results = client.complete_many(requests)
+    assert all(result.ok for result in results)
+
+    messages, _, _ = fake_vllm.CALLS[1][1]
+    assert messages == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image"},
+                {"type": "audio"},
+            ],
+        }
+    ]
+    prompts, _, _ = fake_vllm.CALLS[-1][1]
+    multimodal, text_only = prompts
+    assert text_only == "<|user|>Text only.<|assistant|>"
+    assert multimodal["prompt"] == "<|user|>What is this?<image><audio><|assistant|>"
+    picture = multimodal["multi_modal_data"]["image"]
+    assert picture.size == (3, 2) and picture.getpixel((2, 1)) == (0, 128, 255)
+    samples, rate = multimodal["multi_modal_data"]["audio"]
+    assert rate == 8000 and len(samples) == 160
+    assert {round(float(value), 3) for value in samples} == {-0.5, 0.5}

@@ -24,7 +24,7 @@ from llm_feedback.backends.base import BatchBackend, RetryableError, make_backen
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.errors import EndpointError
+from llm_feedback.errors import EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend"]
 
@@ -290,6 +290,13 @@ class LLMClient:
         if self.config.max_string_chars is not None:
             # Before the cache key: a different cap is a different request.
             chunk = [r.with_bounded_strings(self.config.max_string_chars) for r in chunk]
+        if not self.config.accepts_media:
+            # The samples' checks refuse such rows earlier; this guards direct callers.
+            if any(request.media for request in chunk):
+                raise InputError(
+                    f"{self.config.describe()} reads text only: a request with images or "
+                    "audio cannot be sent to it"
+                )
         namespace, model = self.backend.cache_namespace, self.config.model
         keys = [request.cache_key(namespace, model) for request in chunk]
         use_cache = self.cache is not None and not self.refresh

@@ -42,6 +42,7 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "transport": (str,),
     "max_failure_share": (int, float),
     "max_input_tokens": (int, None),
+    "max_media_bytes": (int,),
     "parallel_slots": (int,),
     "context_per_slot": (int,),
     "threads": (int, None),
@@ -83,6 +84,8 @@ class EndpointConfig:
     # Prompts estimated above this many tokens are not sent (status skipped_too_long);
     # None: the local model's context per slot, unlimited elsewhere.
     max_input_tokens: int | None = None
+    # The largest image or audio file sent to this endpoint (OpenAI takes 20 MB an image).
+    max_media_bytes: int = 20 * 1024 * 1024
     # local backend
     model_path: str | None = None
     parallel_slots: int = 4
@@ -117,6 +120,8 @@ class EndpointConfig:
             )
         if self.max_string_chars is not None and self.max_string_chars < 1:
             raise ConfigError(f"{where}: 'max_string_chars' must be >= 1 or null")
+        if self.max_media_bytes < 1:
+            raise ConfigError(f"{where}: 'max_media_bytes' must be >= 1")
         if self.parallel_slots < 1 or self.context_per_slot < 256:
             raise ConfigError(
                 f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"
@@ -176,6 +181,12 @@ class EndpointConfig:
         if self.max_input_tokens is not None:
             return self.max_input_tokens
         return self.context_per_slot if self.backend == "local" else None
+
+    @property
+    def accepts_media(self) -> bool:
+        """Whether the backend takes images and audio (a text-only one says `accepts_media
+        = False`)."""
+        return getattr(backend_factory(self.backend), "accepts_media", True)
 
     @property
     def uses_structured_output(self) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_feedback.backends.media import MEDIA_TOKEN_ESTIMATE, Media, content_media, content_text
 from llm_feedback.errors import ConfigError
 
 # The sampling settings a request carries; every parameter block that sets them uses these.
@@ -30,7 +31,7 @@ _encoded_schemas_lock = threading.Lock()
 
 
 def _encode_for_key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=list)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=_key_part)
 
 
 def _encoded_schema(schema: Any) -> str:
@@ -96,9 +97,12 @@ class ChatRequest:
     `attempt` distinguishes deliberate repeats of identical messages (a re-ask after a
     malformed reply, a replicate at temperature 1); it is part of the cache key so that a
     repeat is a new call while a rerun of the same attempt is served from the cache.
+
+    A message's content is text, or a tuple of text and `Media` parts (images, audio;
+    see `backends.media`), which the cache key knows by their content hash.
     """
 
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 1024
@@ -111,7 +115,7 @@ class ChatRequest:
         if not self.messages:
             raise ValueError("a ChatRequest needs at least one message")
         for message in self.messages:
-            if not isinstance(message.get("content"), str) or message.get("role") not in {
+            if not _is_content(message.get("content")) or message.get("role") not in {
                 "system",
                 "user",
                 "assistant",
@@ -135,7 +139,17 @@ class ChatRequest:
     def estimated_input_tokens(self) -> int:
         """A conservative token count without a tokenizer: ~3 characters a token (English
         averages ~4) plus a few tokens of chat framing per message."""
-        return sum(len(m["content"]) // 3 + 8 for m in self.messages)
+        return sum(
+            len(content_text(m["content"])) // 3
+            + 8
+            + MEDIA_TOKEN_ESTIMATE * len(content_media(m["content"]))
+            for m in self.messages
+        )
+
+    @property
+    def media(self) -> list[Media]:
+        """Every image and audio clip the messages carry."""
+        return [part for message in self.messages for part in content_media(message["content"])]
 
     def with_bounded_strings(self, max_chars: int) -> ChatRequest:
         """This request with every free-text field of its JSON schema capped at max_chars."""
@@ -162,6 +176,22 @@ class ChatRequest:
             # so the first slot is the schema's: the key equals encoding the whole payload.
             encoded = encoded.replace(_ENCODED_SCHEMA_SLOT, _encoded_schema(self.json_schema), 1)
         return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def _is_content(content: Any) -> bool:
+    if isinstance(content, str):
+        return True
+    return (
+        isinstance(content, tuple)
+        and bool(content)
+        and all(isinstance(part, str | Media) for part in content)
+    )
+
+
+def _key_part(value: Any) -> Any:
+    """Media by their content hash (so a renamed file keeps its key); other values as lists,
+    as before media existed, so that text-only keys never change."""
+    return value.identity() if isinstance(value, Media) else list(value)
 
 
 @dataclass(slots=True)

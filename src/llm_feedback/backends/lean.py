@@ -19,6 +19,7 @@ import orjson
 
 from llm_feedback.backends.base import RetryableError
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.media import MediaError
 from llm_feedback.backends.openai_backend import (
     _RETRYABLE_STATUS,
     OpenAICompatibleBackend,
@@ -83,7 +84,10 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         return LeanConnection(client, chat_url, models_url)
 
     async def send(self, connection: LeanConnection, request: ChatRequest) -> ChatResult:
-        body = orjson.dumps(self.request_body(request))
+        try:
+            body = orjson.dumps(self.request_body(request))
+        except MediaError as error:
+            return ChatResult.failure(str(error), model=self.model)
         started = time.perf_counter()
         try:
             response = await connection.http.post(connection.chat_url, content=body)

@@ -70,6 +70,9 @@ class LocalModelBackend(OpenAICompatibleBackend):
     `default_concurrency`, which is the default number of slots.
     """
 
+    # SmolLM2 reads text only: rows with images or audio are refused before any call.
+    accepts_media = False
+
     default_concurrency = 4
 
     def __init__(self, config: EndpointConfig) -> None:

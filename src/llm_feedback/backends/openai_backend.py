@@ -13,6 +13,7 @@ import openai
 from llm_feedback.backends.base import RetryableError
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.media import MediaError, openai_content
 from llm_feedback.errors import ConfigError
 
 _SECRET_PATTERN = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-*]{6,}")
@@ -101,10 +102,20 @@ class OpenAICompatibleBackend:
         )
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
-        """The chat completions body of `request`: what either transport sends."""
+        """The chat completions body of `request`: what either transport sends.
+
+        Attachments become `image_url` / `input_audio` parts; reading them raises
+        `MediaError` if a file changed since it was checked.
+        """
+        messages = [
+            message
+            if isinstance(message["content"], str)
+            else {**message, "content": openai_content(message["content"])}
+            for message in request.messages
+        ]
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": list(request.messages),
+            "messages": messages,
             "temperature": request.temperature,
             "top_p": request.top_p,
             self.config.max_tokens_field: request.max_tokens,
@@ -118,7 +129,10 @@ class OpenAICompatibleBackend:
         return body
 
     async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:
-        kwargs = self.request_body(request)
+        try:
+            kwargs = self.request_body(request)
+        except MediaError as error:
+            return ChatResult.failure(str(error), model=self.model)
         started = time.perf_counter()
         try:
             response = await sdk.chat.completions.create(**kwargs)

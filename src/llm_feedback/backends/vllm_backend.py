@@ -2,18 +2,26 @@
 
 vLLM schedules a whole batch itself, so this backend takes every uncached request of a
 call at once instead of going through the per-request concurrency path.
+
+Images and audio go to vLLM as `multi_modal_data` beside the prompt: the chat template
+sees `{"type": "image"}` / `{"type": "audio"}` parts where they stand (the Hugging Face
+convention that multimodal chat templates render as their placeholder tokens); images are
+decoded with Pillow, WAV with the standard library, MP3 with librosa (vLLM's audio extra).
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 import time
+import wave
 from collections.abc import Sequence
 from typing import Any
 
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.media import Media, MediaError
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -67,34 +75,99 @@ class VLLMBackend:
         if not requests:
             return []
         tokenizer = self._engine.get_tokenizer()
-        prompts = [
-            tokenizer.apply_chat_template(
-                list(request.messages), tokenize=False, add_generation_prompt=True
-            )
-            for request in requests
-        ]
-        params = [self._sampling_params(request) for request in requests]
+        results: list[ChatResult | None] = [None] * len(requests)
+        prompts, params, sent = [], [], []
+        for index, request in enumerate(requests):
+            try:
+                prompts.append(self._prompt(tokenizer, request))
+            except MediaError as error:
+                results[index] = ChatResult.failure(str(error), model=self.model)
+                continue
+            params.append(self._sampling_params(request))
+            sent.append(index)
+        if not sent:
+            return results  # type: ignore[return-value]
         started = time.perf_counter()
         outputs = self._engine.generate(prompts, params, use_tqdm=True)
         # vLLM finishes a batch as a whole; each row gets its share of the wall time.
-        latency = (time.perf_counter() - started) / len(requests)
-        results = []
-        for output in outputs:
+        latency = (time.perf_counter() - started) / len(sent)
+        for index, output in zip(sent, outputs, strict=True):
             completion = output.outputs[0]
-            results.append(
-                ChatResult(
-                    text=completion.text,
-                    finish_reason=completion.finish_reason,
-                    prompt_tokens=len(output.prompt_token_ids or ()),
-                    completion_tokens=len(completion.token_ids or ()),
-                    latency_s=latency,
-                    model=self.model,
-                )
+            results[index] = ChatResult(
+                text=completion.text,
+                finish_reason=completion.finish_reason,
+                prompt_tokens=len(output.prompt_token_ids or ()),
+                completion_tokens=len(completion.token_ids or ()),
+                latency_s=latency,
+                model=self.model,
             )
-        return results
+        return results  # type: ignore[return-value]
+
+    def _prompt(self, tokenizer: Any, request: ChatRequest) -> str | dict[str, Any]:
+        """The chat-templated prompt; with attachments, vLLM's {prompt, multi_modal_data}."""
+        media = request.media
+        messages = [
+            {**message, "content": _template_parts(message["content"])}
+            if not isinstance(message["content"], str)
+            else message
+            for message in request.messages
+        ]
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if not media:
+            return text
+        data: dict[str, list[Any]] = {}
+        for item in media:
+            data.setdefault(item.kind, []).append(_decoded(item))
+        # One item stays a single value: what vLLM's single-image models expect.
+        return {
+            "prompt": text,
+            "multi_modal_data": {k: v[0] if len(v) == 1 else v for k, v in data.items()},
+        }
 
     def is_ready(self) -> bool:
         return self._engine is not None
 
     def close(self) -> None:
         self._engine = None
+
+
+def _template_parts(content: tuple[Any, ...]) -> list[dict[str, str]]:
+    return [
+        {"type": "text", "text": part} if isinstance(part, str) else {"type": part.kind}
+        for part in content
+    ]
+
+
+def _decoded(item: Media) -> Any:
+    """An image as a Pillow image, an audio clip as (float samples, sample rate)."""
+    if item.is_url:
+        raise MediaError(f"{item.source}: in-process vLLM takes image files or data: URIs")
+    data = item.read()
+    if item.kind == "image":
+        image_module = importlib.import_module("PIL.Image")
+        try:
+            return image_module.open(io.BytesIO(data)).convert("RGB")
+        except (OSError, ValueError) as error:  # a truncated or corrupt file
+            raise MediaError(f"{item.source}: unreadable image ({error})") from None
+    if item.format == "mp3":
+        try:
+            librosa = importlib.import_module("librosa")
+        except ImportError as error:
+            raise MediaError("MP3 for in-process vLLM needs librosa (vllm[audio])") from error
+        return librosa.load(io.BytesIO(data), sr=None)
+    return _wav_samples(data)
+
+
+def _wav_samples(data: bytes) -> tuple[Any, int]:
+    """16-bit PCM WAV as mono float32 samples in [-1, 1] and the sample rate."""
+    numpy = importlib.import_module("numpy")
+    try:
+        with wave.open(io.BytesIO(data)) as clip:
+            width, channels, rate = clip.getsampwidth(), clip.getnchannels(), clip.getframerate()
+            frames = clip.readframes(clip.getnframes())
+    except (wave.Error, EOFError) as error:
+        raise MediaError(f"unreadable WAV: {error}") from None
+    if width != 2:
+        raise MediaError("WAV for in-process vLLM must be 16-bit PCM")
+    samples = numpy.frombuffer(frames, dtype="<i2").astype(numpy.float32) / 32768.0
+    return samples.reshape(-1, channels).mean(axis=1), rate

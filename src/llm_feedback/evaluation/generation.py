@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.backends import ChatRequest, LLMClient
+from llm_feedback.backends.media import with_media
 from llm_feedback.engine import Task, TaskEngine
 from llm_feedback.params.evaluate import EvaluateParams
 
 logger = logging.getLogger(__name__)
 
 
-def _generation_request(sample: Any, sampling: Mapping[str, Any]) -> ChatRequest:
-    messages: list[dict[str, str]] = []
+def _generation_request(sample: Any, config: EvaluateParams) -> ChatRequest:
+    messages: list[dict[str, Any]] = []
     if sample.turn == 2:
         messages += [
             {"role": "user", "content": sample.prior_question},
             {"role": "assistant", "content": sample.prior_response},
         ]
-    messages.append({"role": "user", "content": sample.question})
-    settings = dict(sampling)
+    question = f"{config.pre_prompt}{sample.question}{config.post_prompt}"
+    messages.append(
+        {"role": "user", "content": with_media(question, (*sample.images, *sample.audio))}
+    )
+    settings = dict(config.generation)
     stop = settings.pop("stop", None)
     # The replicate is the attempt: replicates are separate samples, each cached.
     return ChatRequest(
@@ -44,7 +47,8 @@ def generate_responses(
 ) -> pd.DataFrame:
     """Fill every empty `response` from its model's `generate_with` endpoint.
 
-    Answers are cached like judgments; `overwrite_outputs` asks again. A failed call
+    The question is sent between `pre_prompt` and `post_prompt`, with the row's images and
+    audio attached. Answers are cached like judgments; `overwrite_outputs` asks again. A failed call
     leaves the response empty and its error in `generation_error`.
     """
     samples = samples.copy()
@@ -55,10 +59,7 @@ def generate_responses(
     generators = todo["model"].map(config.generator_for)
     for endpoint_name, rows in todo.groupby(generators.map(lambda e: e.name), sort=True):
         endpoint = generators[rows.index[0]]
-        tasks = [
-            Task(_generation_request(row, config.generation), reask=False)
-            for row in rows.itertuples()
-        ]
+        tasks = [Task(_generation_request(row, config), reask=False) for row in rows.itertuples()]
         with LLMClient(
             endpoint, cache_path, progress=progress, refresh=config.overwrite_outputs
         ) as client:

@@ -5,6 +5,10 @@ Each replicate is judged by its own call (its request's `attempt`), so replicate
 share one cached judgment, while a rerun reuses every cached one. A judge reply that
 cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before it is
 stored as a missing judgment.
+
+The judge sees a row's images with its question, and judges a row with the prompt of its
+`category` in `judge_prompts` (else `custom_prompt`, else the built-in one). The output
+keeps each row's attachment sources and hashes, never their bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.errors import ConfigError
+from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
@@ -50,10 +56,22 @@ def _judge_task(
     sample: Any, response: str, reference: str | None, config: EvaluateParams, judge: Judge
 ) -> JudgeTask:
     options: dict[str, Any] = {
-        "custom_prompt": config.custom_prompt,
+        "custom_prompt": config.judge_prompt_for(_text(sample.category)),
         "attempt": int(sample.replicate),
     }
     question = str(sample.question)
+    if sample.turn == 2:  # two-turn rows carry no attachments (checked with the samples)
+        prior_reference = _known_reference(sample.prior_reference)
+        references = (
+            None if prior_reference is None or reference is None else [prior_reference, reference]
+        )
+        return judge.multi_turn_task(
+            [str(sample.prior_question), question],
+            [str(sample.prior_response), response],
+            references=references,
+            **options,
+        )
+    options["images"] = sample.images
     if config.mode == "binary":
         return judge.binary_task(
             question, reference, response, output_format=config.binary_reply, **options
@@ -65,17 +83,6 @@ def _judge_task(
             config.rubric,
             score_range=config.scale,
             reference=reference,
-            **options,
-        )
-    if sample.turn == 2:
-        prior_reference = _known_reference(sample.prior_reference)
-        references = (
-            None if prior_reference is None or reference is None else [prior_reference, reference]
-        )
-        return judge.multi_turn_task(
-            [str(sample.prior_question), question],
-            [str(sample.prior_response), response],
-            references=references,
             **options,
         )
     return judge.single_task(
@@ -93,6 +100,7 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "mode": config.mode,
         "response": _text(sample.response),
         "judge_model": judge_model,
+        **media_record(sample.images, sample.audio),
     }
 
 
@@ -221,6 +229,7 @@ def _pair_record(
         "model_a": first.model,
         "model_b": second.model,
         "judge_model": judge_model,
+        **media_record(first.images, first.audio),
     }
     if combined is None:
         errors = [_text(getattr(sample, "generation_error", None)) for sample in (first, second)]
@@ -251,23 +260,60 @@ def _pair_record(
     }
 
 
+def _pair_tasks(first: Any, second: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
+    """The comparison of two samples' responses in both orders."""
+    reference = _known_reference(first.reference)
+    options: dict[str, Any] = {
+        "context": None if reference is None else f"Reference answer: {reference}",
+        "score_range": config.scale,
+        "custom_prompt": config.judge_prompt_for(_text(first.category)),
+        "attempt": int(first.replicate),
+        "images": first.images,
+    }
+    return [
+        judge.pairwise_task(first.question, first.response, second.response, **options),
+        judge.pairwise_task(first.question, second.response, first.response, **options),
+    ]
+
+
+# Stands for a response still to be generated when prompts are checked before any call.
+_TO_BE_GENERATED = "(the response to be generated)"
+
+
+def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
+    """Build the judge prompt of one row of each kind before anything is called, so that a
+    `custom_prompt` or `judge_prompts` template that lacks a field fails before generation
+    pays for answers it could never judge."""
+    if config.custom_prompt is None and not config.judge_prompts:
+        return
+    judge = Judge(config.judge.endpoint, sampling=config.judge.sampling, connect=False)
+    probes = samples.assign(
+        response=samples["response"].fillna(_TO_BE_GENERATED),
+        has_reference=samples["reference"].map(lambda value: _known_reference(value) is not None),
+    ).drop_duplicates(["category", "turn", "has_reference"])
+    for sample in probes.itertuples():
+        category = _text(sample.category)
+        try:
+            if config.mode == "pairwise":
+                _pair_tasks(sample, sample, config, judge)
+            else:
+                _plan(sample, config, judge)
+        except ConfigError as error:
+            setting = (
+                f"evaluate.judge_prompts.{category}"
+                if category in config.judge_prompts
+                else "evaluate.custom_prompt"
+            )
+            raise ConfigError(f"{setting} (eval_samples row {sample.Index}): {error}") from None
+
+
 def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
     pairs = _pairs(samples)
     tasks: list[JudgeTask] = []
     for first, second in pairs:
         if _text(first.response) is None or _text(second.response) is None:
             continue
-        reference = _known_reference(first.reference)
-        options: dict[str, Any] = {
-            "context": None if reference is None else f"Reference answer: {reference}",
-            "score_range": config.scale,
-            "custom_prompt": config.custom_prompt,
-            "attempt": int(first.replicate),
-        }
-        tasks += [
-            judge.pairwise_task(first.question, first.response, second.response, **options),
-            judge.pairwise_task(first.question, second.response, first.response, **options),
-        ]
+        tasks += _pair_tasks(first, second, config, judge)
     outcomes = iter(judge.run(tasks, desc="evaluate [pairwise]"))
     records = []
     for first, second in pairs:

@@ -5,7 +5,8 @@ it with `generate_with`), `model`, and optionally `reference` (nullable; require
 in the reference modes), `replicate` (default 0), `weight` (non-negative; a null weight
 counts as 1) and `prior_question` / `prior_response` / `prior_reference`: the first
 exchange of a two-turn conversation, which makes the row turn 2 of its instance (graded
-MT-Bench multi-turn style, in mode `single_1_10`).
+MT-Bench multi-turn style, in mode `single_1_10`), `category` (picks the judge prompt of
+`evaluate.judge_prompts`) and `images` / `audio` (attachments, see `attachments.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import InputError
+from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
+from llm_feedback.evaluation.judging import check_judge_prompts
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams, _is_int
 from llm_feedback.schema import (
     EVAL_SAMPLE_KEY,
@@ -112,6 +115,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
         raise InputError(f"eval_samples: missing column(s) {missing}; it has {list(frame.columns)}")
     if frame.empty:
         raise InputError("eval_samples has no rows")
+    base_dir = samples_dir(frame)
     frame = frame.reset_index(drop=True)
     check = _RowChecker(frame)
     prior = {column: _values(frame, column) for column in EVAL_SAMPLES_PRIOR_COLUMNS}
@@ -126,6 +130,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
             "question": check.text(_values(frame, "question"), "question", required=True),
             "response": check.text(_values(frame, "response"), "response", required=False),
             "reference": check.text(_values(frame, "reference"), "reference", required=False),
+            "category": check.text(_values(frame, "category"), "category", required=False),
             **{
                 column: check.text(values, column, required=False)
                 for column, values in prior.items()
@@ -145,6 +150,15 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
                 "prior_question",
                 f"two-turn rows are judged in mode single_1_10 only, not {config.mode}",
             )
+    samples = samples.assign(
+        **check_attachments(
+            {column: _values(frame, column) for column in MEDIA_COLUMNS},
+            samples,
+            config,
+            base_dir,
+            check.fail,
+        )
+    )
     _check_unique_keys(samples, check)
     _check_same_question(samples, check)
     return samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
@@ -209,7 +223,8 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
 
 
 def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """Validate and select the samples; every row without a response must be generable."""
+    """Validate and select the samples; every row without a response must be generable,
+    and every custom judge prompt must render for the rows it judges."""
     samples = select_samples(validate_samples(frame, config), config)
     for row, response, model in zip(
         samples.index, samples["response"], samples["model"], strict=True
@@ -220,4 +235,5 @@ def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame
                 f"column 'response': is empty and evaluate.generate_with names no endpoint "
                 f"for model {model!r}"
             )
+    check_judge_prompts(samples, config)
     return samples

@@ -36,6 +36,7 @@ from typing import Any
 
 from llm_feedback.backends import ChatRequest, ClientStats, EndpointConfig, LLMClient
 from llm_feedback.backends.contract import check_sampling
+from llm_feedback.backends.media import Media, MediaError, content_text, load_media
 from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.engine import Outcome, Reader, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError
@@ -51,6 +52,7 @@ from llm_feedback.judges.parsing import (
     parse_rubric_scores,
 )
 from llm_feedback.judges.prompts import (
+    attach_images,
     build_binary_request,
     build_multi_turn_rating_request,
     build_pairwise_request,
@@ -83,7 +85,7 @@ class JudgeTask(Task):
 
     @property
     def prompt(self) -> str:
-        return self.request.messages[-1]["content"]
+        return content_text(self.request.messages[-1]["content"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,8 @@ class Judge:
     per judgment kind) for every call. Replies are constrained by a JSON schema when the
     endpoint supports structured output. A reply that cannot be read is re-asked up to
     `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
-    more calls failed than the endpoint's `max_failure_share`.
+    more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
+    that only builds tasks (to check prompts before any call) and cannot run them.
     """
 
     def __init__(
@@ -246,6 +249,7 @@ class Judge:
         sampling: Mapping[str, Any] | None = None,
         max_reasks: int = 1,
         fail_loud: bool = False,
+        connect: bool = True,
     ) -> None:
         config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
@@ -253,7 +257,8 @@ class Judge:
         self.sampling = check_sampling(sampling, "judge sampling")
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
         self._engine = TaskEngine(self._client, max_reasks=max_reasks, fail_loud=fail_loud)
-        self._client.open()
+        if connect:
+            self._client.open()
 
     # -- lifecycle and facts -------------------------------------------------------------
     def __enter__(self) -> Judge:
@@ -333,11 +338,29 @@ class Judge:
         read: Reader,
         attempt: int,
         result_key: str = "result",
+        images: Sequence[str | Media] | None = None,
     ) -> JudgeTask:
         # A distinct attempt makes an identical judgment a separate call (one per replicate).
         if attempt:
             request = dataclasses.replace(request, attempt=attempt)
+        if images:
+            request = attach_images(request, self._checked_images(images))
         return JudgeTask(request, read, result_key=result_key)
+
+    def _checked_images(self, images: Sequence[str | Media]) -> list[Media]:
+        """Images for the judge: checked `Media`, or paths / URLs / data: URIs to check."""
+        config = self._client.config
+        if isinstance(images, str | Media):
+            images = [images]
+        if not config.accepts_media:
+            raise InputError(f"{config.describe()} reads text only: it cannot judge images")
+        checked = []
+        for item, image in enumerate(images):
+            try:
+                checked.append(load_media(image, "image", Path.cwd(), config.max_media_bytes))
+            except MediaError as error:
+                raise InputError(f"judge image {item}: {error}") from None
+        return checked
 
     # -- tasks ---------------------------------------------------------------------------
     def binary_task(
@@ -349,16 +372,19 @@ class Judge:
         output_format: str = "0/1",
         custom_prompt: str | None = None,
         attempt: int = 0,
+        images: Sequence[str | Media] | None = None,
     ) -> JudgeTask:
         """Is `prediction` correct, given the reference `answer`? Result 1, 0 or None.
 
         `output_format` "0/1" or "yes/no" asks for one token; "graded" asks for
         extracted_final_answer / reasoning / correct / confidence, given in "details".
+        `images` (paths, URLs, data: URIs or checked `Media`) go with the question, as in
+        every task.
         """
         options = {"custom_prompt": custom_prompt, "structured": self.structured, **self.sampling}
         if output_format == "graded":
             request = build_reference_grading_request(question, answer, prediction, **options)
-            return self._task(request, _read_graded, attempt)
+            return self._task(request, _read_graded, attempt, images=images)
         if output_format not in BINARY_FORMATS:
             raise ConfigError(
                 f"output_format must be one of {BINARY_FORMATS}, got {output_format!r}"
@@ -367,7 +393,10 @@ class Judge:
             question, answer, prediction, output_format=output_format, **options
         )
         return self._task(
-            request, lambda text: _value_reading(parse_binary(text, output_format)), attempt
+            request,
+            lambda text: _value_reading(parse_binary(text, output_format)),
+            attempt,
+            images=images,
         )
 
     def single_task(
@@ -379,6 +408,7 @@ class Judge:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         attempt: int = 0,
+        images: Sequence[str | Media] | None = None,
     ) -> JudgeTask:
         """A grade of one answer on `score_range`, with a reference answer when given.
 
@@ -391,15 +421,19 @@ class Judge:
             request = build_single_rating_request(
                 question, prediction, reference=reference, **options
             )
-            return self._task(request, _rating_reader(scale, self.structured), attempt)
+            return self._task(
+                request, _rating_reader(scale, self.structured), attempt, images=images
+            )
         if scale == REFERENCE_SCALE and reference is not None:
             request = build_score_0_5_request(question, reference, prediction, **options)
-            return self._task(request, _rating_reader(scale, self.structured), attempt)
+            return self._task(
+                request, _rating_reader(scale, self.structured), attempt, images=images
+            )
         criteria = {OVERALL_CRITERION: _OVERALL if reference is None else _OVERALL_WITH_REFERENCE}
         request = build_rubric_request(
             question, prediction, criteria, score_range=scale, reference=reference, **options
         )
-        return self._task(request, _overall_reader(scale), attempt)
+        return self._task(request, _overall_reader(scale), attempt, images=images)
 
     def multi_turn_task(
         self,
@@ -432,6 +466,7 @@ class Judge:
         context: str | None = None,
         custom_prompt: str | None = None,
         attempt: int = 0,
+        images: Sequence[str | Media] | None = None,
     ) -> JudgeTask:
         """An integer score per criterion of `rubric` ({name: description}), as JSON."""
         scale = _scale(score_range)
@@ -446,7 +481,9 @@ class Judge:
             structured=self.structured,
             **self.sampling,
         )
-        return self._task(request, _rubric_reader(rubric, scale), attempt, result_key="scores")
+        return self._task(
+            request, _rubric_reader(rubric, scale), attempt, result_key="scores", images=images
+        )
 
     def pairwise_task(
         self,
@@ -458,6 +495,7 @@ class Judge:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         attempt: int = 0,
+        images: Sequence[str | Media] | None = None,
     ) -> JudgeTask:
         """One order of a comparison: {"verdict": "A"|"B"|"tie"|None, "scores": [a, b]}.
 
@@ -474,7 +512,7 @@ class Judge:
             structured=self.structured,
             **self.sampling,
         )
-        return self._task(request, _pairwise_reader(scale), attempt)
+        return self._task(request, _pairwise_reader(scale), attempt, images=images)
 
     # -- judgments, each written once as a batch builder ---------------------------------
     def _binary_batch(
@@ -485,6 +523,7 @@ class Judge:
         *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
+        item_images: Sequence[Sequence[str | Media] | None] | None = None,
     ) -> _Batch:
         """Whether each prediction is correct given the reference answer: result 1/0/None."""
         return _Batch(
@@ -495,9 +534,13 @@ class Judge:
                     prediction,
                     output_format=output_format,
                     custom_prompt=custom_prompt,
+                    images=images,
                 )
-                for question, answer, prediction in _rows(
-                    questions=questions, answers=answers, predictions=predictions
+                for question, answer, prediction, images in _rows(
+                    questions=questions,
+                    answers=answers,
+                    predictions=predictions,
+                    item_images=item_images,
                 )
             ]
         )
@@ -510,8 +553,10 @@ class Judge:
         references: Sequence[str | None] | None = None,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
+        item_images: Sequence[Sequence[str | Media] | None] | None = None,
     ) -> _Batch:
-        """A grade of each answer on `score_range` (see `single_task`): result a number."""
+        """A grade of each answer on `score_range` (see `single_task`): result a number.
+        `images` are shown to the judge with the question."""
         return _Batch(
             [
                 self.single_task(
@@ -520,9 +565,13 @@ class Judge:
                     reference=reference,
                     score_range=score_range,
                     custom_prompt=custom_prompt,
+                    images=images,
                 )
-                for question, prediction, reference in _rows(
-                    questions=questions, predictions=predictions, references=references
+                for question, prediction, reference, images in _rows(
+                    questions=questions,
+                    predictions=predictions,
+                    references=references,
+                    item_images=item_images,
                 )
             ]
         )
@@ -537,8 +586,10 @@ class Judge:
         references: Sequence[str | None] | None = None,
         contexts: Sequence[str | None] | None = None,
         custom_prompt: str | None = None,
+        item_images: Sequence[Sequence[str | Media] | None] | None = None,
     ) -> _Batch:
-        """Scores per criterion: "scores" maps each criterion to an integer or None."""
+        """Scores per criterion: "scores" maps each criterion to an integer or None.
+        `images` are shown to the judge with the question."""
         return _Batch(
             [
                 self.rubric_task(
@@ -549,12 +600,14 @@ class Judge:
                     reference=reference,
                     context=context,
                     custom_prompt=custom_prompt,
+                    images=images,
                 )
-                for question, prediction, reference, context in _rows(
+                for question, prediction, reference, context, images in _rows(
                     questions=questions,
                     predictions=predictions,
                     references=references,
                     contexts=contexts,
+                    item_images=item_images,
                 )
             ]
         )
@@ -569,16 +622,22 @@ class Judge:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         swap: bool = True,
+        item_images: Sequence[Sequence[str | Media] | None] | None = None,
     ) -> _Batch:
         """Which response is better: result {"winner": "A" (response1) | "B" | "tie" | None,
         "consistent", "verdicts", "scores"}.
 
         With `swap` (the default) each pair is judged in both orders and orders that
-        disagree make a tie; "raw_response" and "prompt" list the orders judged.
+        disagree make a tie; "raw_response" and "prompt" list the orders judged. `images`
+        are shown to the judge with the question.
         """
         tasks: list[JudgeTask] = []
-        for question, first, second, context in _rows(
-            questions=questions, responses1=responses1, responses2=responses2, contexts=contexts
+        for question, first, second, context, images in _rows(
+            questions=questions,
+            responses1=responses1,
+            responses2=responses2,
+            contexts=contexts,
+            item_images=item_images,
         ):
             orders = [(first, second), (second, first)] if swap else [(first, second)]
             tasks += [
@@ -589,6 +648,7 @@ class Judge:
                     context=context,
                     score_range=score_range,
                     custom_prompt=custom_prompt,
+                    images=images,
                 )
                 for a, b in orders
             ]
@@ -633,6 +693,7 @@ _SINGULAR = {
     "contexts": "context",
     "responses1": "response1",
     "responses2": "response2",
+    "item_images": "images",
     # One item of a multi-turn batch is a whole conversation: its turns' lists.
     "conversations_questions": "questions",
     "conversations_answers": "answers",

@@ -30,6 +30,9 @@ Field names per builder (a template must use every content field it is given):
   "- name: description" lines), {reference} and {context} when given; {low}, {high}.
 - pairwise: {question}, {response1}, {response2}, {context} when given; {low}, {high}.
 
+Images for the judge (`attach_images`) follow the user message as content parts, which
+starts with a short section (templates/attached_images.txt) saying that they are there.
+
 `structured=True` adds a JSON schema to the request (servers such as llama.cpp and vLLM
 then constrain the reply to it, which a small local judge needs to answer parseably) and
 asks for that JSON object; the parsers read both the JSON and the free-text replies.
@@ -37,12 +40,14 @@ asks for that JSON object; the parsers read both the JSON and the free-text repl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.backends.media import Media, content_text, with_media
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.judges.parsing import BINARY_OUTPUT_FORMATS
 from llm_feedback.replies.fencing import fenced_block, request_nonce
@@ -178,6 +183,17 @@ def _request(
     if json_schema is not None:
         settings["json_schema"] = json_schema
     return ChatRequest.from_prompt(user, system=system, **settings)
+
+
+def attach_images(request: ChatRequest, images: Sequence[Media]) -> ChatRequest:
+    """`request` with `images` after its user message, which first says they are there."""
+    if not images:
+        return request
+    *earlier, last = request.messages
+    text = f"{render('attached_images', count=len(images))}\n\n{content_text(last['content'])}"
+    return dataclasses.replace(
+        request, messages=(*earlier, {**last, "content": with_media(text, images)})
+    )
 
 
 def _json_reply_instruction(fields: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
@@ -13,6 +14,7 @@ from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
 from llm_feedback.judges import BINARY_FORMATS, SCORE_RANGES
 from llm_feedback.judges.metrics import MISSING_POLICIES
+from llm_feedback.judges.prompts import template_fields
 from llm_feedback.params.judge import JudgeParams, parse_judge
 from llm_feedback.params.reader import Block, defaults_of
 
@@ -54,6 +56,11 @@ class EvaluateParams:
     overwrite_outputs: bool = False
     generate_with: EndpointConfig | Mapping[str, EndpointConfig] | None = None
     generation: Mapping[str, Any] = field(default_factory=dict)
+    # Around each question sent to the model under test (lmms-eval's doc_to_text).
+    pre_prompt: str = ""
+    post_prompt: str = ""
+    # {category: template text or file}: the judge prompt of rows with that `category`.
+    judge_prompts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -78,6 +85,10 @@ class EvaluateParams:
             raise ConfigError("evaluate.rubric must map criterion names to descriptions")
         if self.custom_prompt is not None and not isinstance(self.custom_prompt, str):
             raise ConfigError("evaluate.custom_prompt must be null or a str.format template")
+        for name in ("pre_prompt", "post_prompt"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"evaluate.{name} must be text, got {getattr(self, name)!r}")
+        object.__setattr__(self, "judge_prompts", _judge_prompts(self.judge_prompts))
         _optional_count("n_replicates", self.n_replicates)
         _optional_count("max_instances", self.max_instances)
         if self.ks is not None:
@@ -118,11 +129,43 @@ class EvaluateParams:
         """The score scale: fixed for binary / 0-5 / 1-10, `score_range` or default else."""
         return self.score_range or DEFAULT_SCALES[self.mode]
 
+    def judge_prompt_for(self, category: str | None) -> str | None:
+        """The judge template of rows of `category`: its `judge_prompts` entry, else
+        `custom_prompt` (None: the built-in prompt)."""
+        return self.judge_prompts.get(category or "", self.custom_prompt)
+
     def generator_for(self, model: str) -> EndpointConfig | None:
         """The endpoint that generates `model`'s missing responses, or None."""
         if isinstance(self.generate_with, Mapping):
             return self.generate_with.get(model)
         return self.generate_with
+
+
+def _judge_prompts(prompts: Any) -> dict[str, str]:
+    """{category: template}; a value with a {field} is the template itself, any other value
+    names a template file (relative to the project folder)."""
+    if not isinstance(prompts, Mapping):
+        raise ConfigError(
+            f"evaluate.judge_prompts must map categories to templates, got {prompts!r}"
+        )
+    templates = {}
+    for category, value in prompts.items():
+        where = f"evaluate.judge_prompts.{category}"
+        if not isinstance(category, str) or not category or not isinstance(value, str):
+            raise ConfigError(f"{where}: needs a category name and a template text or file")
+        template = value
+        if "{" not in value:
+            if not Path(value).is_file():
+                raise ConfigError(
+                    f"{where}: {value!r} is neither a template (it has no {{field}}) nor a file"
+                )
+            template = Path(value).read_text(encoding="utf-8")
+        try:
+            template_fields(template)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+        templates[category] = template
+    return templates
 
 
 def _generators(

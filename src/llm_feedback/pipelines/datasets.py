@@ -32,6 +32,7 @@ from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
+from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
@@ -194,7 +195,10 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
         self.metadata = metadata
 
     def load(self) -> pd.DataFrame:
-        return read_jsonl(self._filepath)
+        frame = read_jsonl(self._filepath)
+        # Paths inside the file (e.g. eval_samples' images) are relative to its folder.
+        frame.attrs[SOURCE_DIR_ATTR] = str(self._filepath.resolve().parent)
+        return frame
 
     def save(self, data: pd.DataFrame) -> None:
         raise DatasetError(f"{self._filepath} is input data; this dataset does not write it")

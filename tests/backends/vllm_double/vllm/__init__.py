@@ -13,10 +13,19 @@ from vllm.sampling_params import SamplingParams, StructuredOutputsParams  # noqa
 CALLS: list[tuple[str, Any]] = []
 
 
+def _rendered(content):
+    """Text as it is; content parts as multimodal templates do: a placeholder per item."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        part["text"] if part["type"] == "text" else f"<{part['type']}>" for part in content
+    )
+
+
 class _Tokenizer:
     def apply_chat_template(self, messages, tokenize, add_generation_prompt):
         CALLS.append(("apply_chat_template", (messages, tokenize, add_generation_prompt)))
-        rendered = "".join(f"<|{m['role']}|>{m['content']}" for m in messages)
+        rendered = "".join(f"<|{m['role']}|>{_rendered(m['content'])}" for m in messages)
         return rendered + ("<|assistant|>" if add_generation_prompt else "")
 
 
@@ -45,7 +54,8 @@ class LLM:
     def generate(self, prompts, sampling_params, use_tqdm=True):
         CALLS.append(("generate", (list(prompts), list(sampling_params), use_tqdm)))
         outputs = []
-        for prompt, params in zip(prompts, sampling_params, strict=True):
+        for given, params in zip(prompts, sampling_params, strict=True):
+            prompt = given["prompt"] if isinstance(given, dict) else given  # multimodal: a dict
             text = f"reply to {len(prompt)} chars at t={params.temperature}"
             outputs.append(
                 RequestOutput(
