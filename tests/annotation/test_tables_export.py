@@ -327,6 +327,29 @@ def test_shuffles_that_disagree_show_their_mean_and_each_rating() -> None:
     assert completion["fine-grained_score"] == pytest.approx(sum(shown) / 4)
 
 
+def test_a_rating_beside_an_n_a_shows_the_rating_and_both_rationales() -> None:
+    completions, aspects, critiques, _ = full_run()
+    second = (
+        (aspects["prompt_id"] == "a")
+        & (aspects["completion_idx"] == 0)
+        & (aspects["aspect"] == "instruction_following")
+        & (aspects["shuffle_idx"] == 0)
+    )
+    aspects.loc[second, ["rating", "is_na", "parse_status", "rationale"]] = [
+        pd.NA,
+        True,
+        "na",
+        "nothing to follow",
+    ]
+    overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
+    records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
+    annotation = records[0]["completions"][0]["annotations"]["instruction_following"]
+    assert annotation == {
+        "Rating": "5",
+        "Rationale": "Shuffle 1, rated N/A: nothing to follow\nShuffle 2, rated 5: rated 5",
+    }
+
+
 def test_answer_lists_are_empty_when_completions_lack_them() -> None:
     completions, aspects, critiques, overall_scores = full_run()
     bare = completions.drop(columns=["correct_answers", "incorrect_answers"])

@@ -126,11 +126,12 @@ def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _per_shuffle_rationale(rated: pd.DataFrame) -> str:
+def _per_shuffle_rationale(usable: pd.DataFrame) -> str:
     lines = []
-    for row in rated.sort_values("shuffle_idx").itertuples(index=False):
+    for row in usable.sort_values("shuffle_idx").itertuples(index=False):
+        rating = _rating_string(row._asdict())
         rationale = _scalar(row.rationale) or ""
-        lines.append(f"Shuffle {int(row.shuffle_idx) + 1}, rated {int(row.rating)}: {rationale}")
+        lines.append(f"Shuffle {int(row.shuffle_idx) + 1}, rated {rating}: {rationale}")
     return "\n".join(lines)
 
 
@@ -140,26 +141,29 @@ def _shown_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[st
 
     Its rating is the mean of the shuffles' usable 1-5 ratings, N/A only when no shuffle
     gave a number. The texts come from the earliest shuffle with a usable rating, else the
-    earliest shuffle; where the shuffles' ratings differ, the rationale lists every
-    shuffle's rating and rationale, so the mean shown can be traced to its parts.
+    earliest shuffle; where the usable shuffles differ (another rating, or N/A beside a
+    rating), the rationale lists every shuffle's rating and rationale, so the rating shown
+    can be traced to its parts.
     """
     keys = [*COMPLETION_KEY, "aspect"]
     ranked = aspect_df[_ASPECT_COLUMNS].assign(
         unusable=~aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
     )
     chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(keys)
-    rated = ranked[~ranked["unusable"] & ranked["rating"].notna()]
-    ratings = rated.groupby(keys, sort=False)["rating"]
-    summary = pd.DataFrame({"mean": ratings.mean(), "spread": ratings.nunique()}).reset_index()
+    usable = ranked[~ranked["unusable"]]
+    ratings = usable.groupby(keys, sort=False)["rating"]
+    summary = pd.DataFrame(
+        {"mean": ratings.mean(), "outcomes": ratings.nunique(dropna=False)}
+    ).reset_index()
     shown = chosen.merge(summary, on=keys, how="left")
     has_number = shown["mean"].notna()
     shown.loc[has_number, "rating"] = shown.loc[has_number, "mean"]
     shown.loc[has_number, "is_na"] = False
     rows = {
         (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-        for row in shown.drop(columns=["unusable", "mean", "spread"]).to_dict("records")
+        for row in shown.drop(columns=["unusable", "mean", "outcomes"]).to_dict("records")
     }
-    disputed = rated.merge(summary.loc[summary["spread"] > 1, keys], on=keys)
+    disputed = usable.merge(summary.loc[summary["outcomes"] > 1, keys], on=keys)
     for (prompt_id, completion_idx, aspect), group in disputed.groupby(keys, sort=False):
         rows[(prompt_id, int(completion_idx), aspect)]["rationale"] = _per_shuffle_rationale(group)
     return rows
