@@ -350,7 +350,7 @@ def fix_overall_scores(
             raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
         structured = client.supports_json_schema
         sampling = dict(sampling or {})
-        rows = completions.set_index(["prompt_id", "completion_idx"], drop=False)
+        rows = completions.set_index(["prompt_id", "completion_idx"])
         critique_of = critiques.set_index(["prompt_id", "completion_idx"])["critique"]
         tasks = [
             Task(
