@@ -6,11 +6,12 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.principles import SOURCES, SYSTEM_PROMPTS
+from llm_feedback.principles import SOURCES, SYSTEM_PROMPTS, validate_principle_weights
 from llm_feedback.sampling import (
     FALSE_PREMISE_NOTE,
     combine_prompt_sources,
     derive_prompt_id,
+    principle_weight_table,
     sample_prompts,
     truthfulqa_to_raw_prompts,
     validate_raw_prompts,
@@ -109,7 +110,8 @@ def test_missing_required_column_is_named():
         ("instruction", "   ", "is empty or whitespace only"),
         ("instruction", None, "column 'instruction': is missing"),
         ("instruction", 42, "must be a string, got int"),
-        ("source", "reddit", "unknown source 'reddit'; known sources: evol_instruct"),
+        ("source", " ", "must be a non-empty string, got ' '"),
+        ("source", None, "must be a non-empty string, got None"),
         ("correct_answers", "No, bats can see", "must be a list of strings, got str"),
         ("incorrect_answers", ["fine", 3], "item 1 must be a string, got int"),
         ("reference_answer", 7, "must be a string, got int"),
@@ -155,12 +157,30 @@ def test_all_problems_are_listed_not_just_the_first():
     assert "row 9 (prompt_id 'p000009')" in text and "... and 20 more" in text
 
 
-def test_source_must_be_in_the_weight_table_in_use():
+def test_any_named_source_is_a_valid_prompt_source():
     raw = small_raw().assign(source="mt_bench")
-    with pytest.raises(InputError, match="unknown source 'mt_bench'"):
-        validate_raw_prompts(raw)
-    custom = {"mt_bench": {"helpfulness": 1.0}}
-    assert validate_raw_prompts(raw, principle_weights=custom)["source"].eq("mt_bench").all()
+    assert validate_raw_prompts(raw)["source"].eq("mt_bench").all()
+
+
+def test_a_source_without_weights_gets_helpfulness_and_is_counted(caplog):
+    raw = synthetic_prompts(80, sources=("mt_bench", "flan"))
+    with caplog.at_level("WARNING", logger="llm_feedback.sampling"):
+        sampled = sample_prompts(raw, POOL)
+    unweighted = sampled[sampled["source"] == "mt_bench"]
+    assert unweighted["principle"].eq("helpfulness").all()
+    assert set(sampled.loc[sampled["source"] == "flan", "principle"]) == {
+        "helpfulness",
+        "verbalized_calibration",
+    }
+    assert "40 prompt(s)" in caplog.text and "mt_bench: 40" in caplog.text
+
+
+def test_configured_weights_replace_a_sources_defaults_and_keep_the_others():
+    table = principle_weight_table({"mt_bench": {"honesty": 1}, "flan": {"harmlessness": 2}})
+    assert table["mt_bench"] == {"honesty": 1.0}
+    assert table["flan"] == {"harmlessness": 1.0}
+    assert table["truthful_qa"] == pytest.approx({"honesty": 0.5, "truthfulness": 0.5})
+    assert principle_weight_table(None) == validate_principle_weights(None)
 
 
 def test_not_a_dataframe_is_an_input_error():
@@ -374,7 +394,7 @@ def test_bad_parameters_fail_before_the_data_is_looked_at(arguments, message):
 
 def test_bad_data_is_an_input_error_from_sample_prompts():
     with pytest.raises(InputError, match=r"raw_prompts row 0, column 'source'"):
-        sample_prompts(pd.DataFrame({"source": ["nowhere"], "instruction": ["Hi"]}), POOL)
+        sample_prompts(pd.DataFrame({"source": [""], "instruction": ["Hi"]}), POOL)
 
 
 # ------------------------------------------------------------- sources and demo data

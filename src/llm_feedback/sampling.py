@@ -12,9 +12,10 @@ Python's per-process hash salt, and they are computed for all prompts at once wi
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Integral
 from typing import Any
 
@@ -24,6 +25,7 @@ import pandas as pd
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.principles import (
     DEFAULT_VERBALIZED_CALIBRATION_RATE,
+    HELPFULNESS,
     HONESTY,
     PRINCIPLES,
     SYSTEM_PROMPTS,
@@ -36,6 +38,8 @@ from llm_feedback.schema import (
     RAW_PROMPTS_REQUIRED_COLUMNS,
     SAMPLED_PROMPTS_COLUMNS,
 )
+
+logger = logging.getLogger(__name__)
 
 TRUTHFULQA_SOURCE = "truthful_qa"
 
@@ -106,7 +110,7 @@ def _answer_list(value: Any) -> list[str] | str:
     return [str(item) for item in items]
 
 
-def _validate(df: Any, name: str, known_sources: Iterable[str]) -> pd.DataFrame:
+def _validate(df: Any, name: str) -> pd.DataFrame:
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
     for column in RAW_PROMPTS_REQUIRED_COLUMNS:
@@ -115,8 +119,6 @@ def _validate(df: Any, name: str, known_sources: Iterable[str]) -> pd.DataFrame:
                 f"{name}: required column {column!r} is missing "
                 f"(columns present: {', '.join(map(str, df.columns))})"
             )
-    known = sorted(known_sources)
-    known_set = set(known)
     n_rows = len(df)
     problems: list[str] = []
 
@@ -140,10 +142,10 @@ def _validate(df: Any, name: str, known_sources: Iterable[str]) -> pd.DataFrame:
     instructions = df["instruction"].tolist()
     for position, (source, instruction) in enumerate(zip(sources, instructions, strict=True)):
         prompt_id = given_ids[position]
-        if not isinstance(source, str) or source not in known_set:
+        if not isinstance(source, str) or not source.strip():
             problems.append(
-                f"{_location(name, position, prompt_id, 'source')}: unknown source "
-                f"{source!r}; known sources: {', '.join(known)}"
+                f"{_location(name, position, prompt_id, 'source')}: must be a non-empty "
+                f"string, got {source!r}"
             )
         if _is_missing(instruction):
             problems.append(f"{_location(name, position, prompt_id, 'instruction')}: is missing")
@@ -225,17 +227,14 @@ def _object_series(values: list[Any]) -> pd.Series:
     return pd.Series(array, dtype=object)
 
 
-def validate_raw_prompts(
-    df: pd.DataFrame,
-    name: str = "raw_prompts",
-    principle_weights: Mapping[str, Mapping[str, float]] | None = None,
-) -> pd.DataFrame:
+def validate_raw_prompts(df: pd.DataFrame, name: str = "raw_prompts") -> pd.DataFrame:
     """Check raw prompts and return them as a clean frame with `RAW_PROMPTS_COLUMNS`.
 
     Raises `InputError` naming `name`, the row (0-based position), the prompt_id where
     known and the column, for: a missing `source` or `instruction` column; an instruction
-    that is not a string or is blank; a source absent from the principle weight table in
-    use; a duplicate prompt_id; `correct_answers`/`incorrect_answers` cells that are not
+    that is not a string or is blank; a source that is not a non-empty string (any name
+    is fine: `sample_prompts` weighs sources it has no weights for as helpfulness); a
+    duplicate prompt_id; `correct_answers`/`incorrect_answers` cells that are not
     lists of strings. A missing prompt_id is derived from source and instruction
     (`derive_prompt_id`); missing answer lists become `[]`, a missing or blank reference
     answer becomes null. Extra columns are dropped.
@@ -243,14 +242,10 @@ def validate_raw_prompts(
     Dtypes: prompt_id, source, instruction, reference_answer `str` (reference nullable);
     correct_answers, incorrect_answers `object` holding `list[str]`.
     """
-    weights = validate_principle_weights(principle_weights)
-    return _validate(df, name, weights)
+    return _validate(df, name)
 
 
-def combine_prompt_sources(
-    frames: Mapping[str, pd.DataFrame],
-    principle_weights: Mapping[str, Mapping[str, float]] | None = None,
-) -> pd.DataFrame:
+def combine_prompt_sources(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Validate several raw prompt datasets, keyed by dataset name, and concatenate them.
 
     Each frame is validated under its own name, so an error points at the right dataset;
@@ -258,8 +253,7 @@ def combine_prompt_sources(
     """
     if not isinstance(frames, Mapping) or not frames:
         raise InputError("combine_prompt_sources: expected at least one named prompt dataset")
-    weights = validate_principle_weights(principle_weights)
-    validated = {name: _validate(frame, name, weights) for name, frame in frames.items()}
+    validated = {name: _validate(frame, name) for name, frame in frames.items()}
 
     owner: dict[str, tuple[str, int]] = {}
     problems: list[str] = []
@@ -350,7 +344,7 @@ def truthfulqa_to_raw_prompts(df: pd.DataFrame, name: str = "TruthfulQA") -> pd.
             "reference_answer": pd.Series(references, dtype=object),
         }
     )
-    return _validate(raw, name, {TRUTHFULQA_SOURCE})
+    return _validate(raw, name)
 
 
 # --------------------------------------------------------------------- world knowledge
@@ -457,6 +451,27 @@ def _check_sampling_config(
     return pool
 
 
+def principle_weight_table(
+    configured: Mapping[str, Mapping[str, float]] | None,
+) -> dict[str, dict[str, float]]:
+    """UltraFeedback's weights with the configured sources' weights in place of theirs."""
+    defaults = validate_principle_weights(None)
+    if configured is None:
+        return defaults
+    return {**defaults, **validate_principle_weights(configured)}
+
+
+def _log_unweighted_sources(sources: np.ndarray, weights: Mapping[str, object]) -> None:
+    unweighted = Counter(source for source in sources.tolist() if source not in weights)
+    if unweighted:
+        logger.warning(
+            "sample: %d prompt(s) from source(s) without principle weights use helpfulness "
+            "(%s); give them weights in sample.principle_weights",
+            sum(unweighted.values()),
+            ", ".join(f"{source}: {count}" for source, count in sorted(unweighted.items())),
+        )
+
+
 def sample_prompts(
     raw: pd.DataFrame,
     model_pool: Sequence[str],
@@ -471,7 +486,9 @@ def sample_prompts(
 
     For each prompt, `n_completions` models are drawn from `model_pool` without
     replacement; each completion draws a principle with the weights of the prompt's
-    source, an honesty draw becomes verbalized_calibration with probability
+    source (`principle_weights` replaces UltraFeedback's weights source by source, see
+    `principle_weight_table`; a source with no weights at all gets helpfulness, and how
+    many prompts did is logged), an honesty draw becomes verbalized_calibration with probability
     `verbalized_calibration_rate`, and one of the principle's system prompts is picked
     uniformly. `max_prompts` keeps a seeded subset of that many prompts, in input order.
 
@@ -484,9 +501,9 @@ def sample_prompts(
     columns `str`; rows ordered by input prompt order, then completion_idx.
     """
     pool = _check_sampling_config(model_pool, n_completions, seed, max_prompts)
-    weights = validate_principle_weights(principle_weights)
+    weights = principle_weight_table(principle_weights)
     calibration_rate = validate_calibration_rate(verbalized_calibration_rate)
-    prompts = _validate(raw, "raw_prompts", weights)
+    prompts = _validate(raw, "raw_prompts")
 
     keys = _prompt_keys(int(seed), prompts["prompt_id"].tolist())
     if max_prompts is not None and max_prompts < len(prompts):
@@ -499,9 +516,11 @@ def sample_prompts(
     model_bits = _random_bits(keys, _STREAM_MODELS, len(pool))
     model_codes = np.argsort(model_bits, axis=1, kind="stable")[:, :n_completions]
 
-    principle_codes = np.empty((n_prompts, n_completions), dtype=np.int64)
+    # A source without weights gets helpfulness, as UltraFeedback's generation did.
+    principle_codes = np.full((n_prompts, n_completions), PRINCIPLES.index(HELPFULNESS))
     principle_draws = _uniform(keys, _STREAM_PRINCIPLES, n_completions)
     source_values = prompts["source"].to_numpy(dtype=object)
+    _log_unweighted_sources(source_values, weights)
     for source, source_weights in weights.items():
         in_source = source_values == source
         if not in_source.any():

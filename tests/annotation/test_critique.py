@@ -113,21 +113,28 @@ def test_free_text_critique_reply() -> None:
     assert parse_critique_reply(None, False).status == "empty"
 
 
-def test_rescore_request_is_tiny_and_includes_the_critique() -> None:
-    request = build_rescore_request("Q?", "A.", "Too short; misses the point.")
-    text = request.messages[-1]["content"]
-    assert "Too short; misses the point." in text and "number only" in text
-    assert request.max_tokens == 8 and request.temperature == 0.0
-    structured = build_rescore_request("Q?", "A.", "ok", structured=True, sampling={"seed": 1})
-    assert structured.json_schema == RESCORE_REPLY_SCHEMA and structured.seed == 1
-    structured_text = structured.messages[-1]["content"]
-    assert structured_text.endswith('Reply with {"overall_score": <1-10>} and nothing else.')
-    # The marker lines are explained before the first block, with this request's code.
-    nonce = text.split("<<<INSTRUCTION BEGIN ")[1].split(">>>")[0]
-    notice = f"opens and closes with a marker line containing the code {nonce}."
-    assert text.index(notice) < text.index("<<<INSTRUCTION BEGIN")
+def test_rescore_request_continues_the_critique_conversation() -> None:
+    critique_request = build_critique_request("Q?", "A.", "honesty", "Be honest.")
+    request = build_rescore_request(
+        critique_request, "Too short; misses the point.", sampling={"top_p": 0.6, "seed": 3}
+    )
+    # The critique request as the judge saw it, its critique as its own turn, then the ask.
+    assert request.messages[:-2] == critique_request.messages
+    assert request.messages[-2] == {"role": "assistant", "content": "Too short; misses the point."}
+    assert request.messages[-1]["role"] == "user"
+    assert request.messages[-1]["content"].endswith("Reply with the number only.")
+    # The judge's sampling, but the score's own tiny budget.
+    assert (request.temperature, request.top_p, request.seed) == (0.0, 0.6, 3)
+    assert request.max_tokens == 8
+    long_budget = build_rescore_request(critique_request, "ok", sampling={"max_tokens": 900})
+    assert long_budget.max_tokens == 8
+    structured = build_rescore_request(critique_request, "ok", structured=True)
+    assert structured.json_schema == RESCORE_REPLY_SCHEMA
+    assert structured.messages[-1]["content"].endswith(
+        'Reply with {"overall_score": <1-10>} and nothing else.'
+    )
     with pytest.raises(InputError):
-        build_rescore_request("", "A.", "ok")
+        build_rescore_request(critique_request, None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -63,3 +63,14 @@ def test_single_completion_and_bad_counts() -> None:
         shuffle_orders("p", 0, 1, seed=0)
     with pytest.raises(ConfigError):
         shuffle_orders("p", 3, 0, seed=0)
+
+
+def test_each_aspect_has_its_own_orders_and_no_aspect_keeps_the_shared_ones():
+    shared = shuffle_orders("prompt-1", 4, 2, seed=7)
+    assert shuffle_orders("prompt-1", 4, 2, seed=7, aspect=None) == shared
+    per_aspect = {
+        aspect: shuffle_orders("prompt-1", 4, 2, seed=7, aspect=aspect)
+        for aspect in ("instruction_following", "honesty", "truthfulness", "helpfulness")
+    }
+    assert per_aspect["honesty"] == shuffle_orders("prompt-1", 4, 2, seed=7, aspect="honesty")
+    assert len({tuple(map(tuple, orders)) for orders in per_aspect.values()}) > 1

@@ -217,8 +217,9 @@ def test_ultrafeedback_records_shape() -> None:
         "Type": ["0"],
     }
     assert completion["overall_score"] == 9.0
-    # All shuffles' ratings, the failed honesty call of shuffle 1 aside: 33 / 7.
-    assert completion["fine-grained_score"] == pytest.approx(33 / 7)
+    # Each aspect averages its shuffles (honesty only has shuffle 0), then the aspects:
+    # the mean of the four ratings the record shows.
+    assert completion["fine-grained_score"] == pytest.approx(19 / 4)
     assert first["annotation_status"][0] == {
         **dict.fromkeys(DEFAULT_ASPECTS, "ok"),
         "harmlessness": None,  # not annotated in this run
@@ -301,6 +302,54 @@ def test_a_failed_judgment_is_marked_and_voids_the_fine_grained_score() -> None:
     assert haiku["completions"][0]["fine-grained_score"] == pytest.approx(13 / 3)
 
 
+def test_shuffles_that_disagree_show_their_mean_and_each_rating() -> None:
+    completions, aspects, critiques, _ = full_run()
+    second = (
+        (aspects["prompt_id"] == "a")
+        & (aspects["completion_idx"] == 0)
+        & (aspects["aspect"] == "helpfulness")
+        & (aspects["shuffle_idx"] == 1)
+    )
+    aspects.loc[second, ["rating", "rationale"]] = [1.0, "misses the point"]
+    overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
+
+    completion = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)[0][
+        "completions"
+    ][0]
+    helpfulness = completion["annotations"]["helpfulness"]
+    assert helpfulness["Rating"] == "2.5"  # shuffle 0 rated 4, shuffle 1 rated 1
+    assert helpfulness["Rationale For Rating"] == (
+        "Shuffle 1, rated 4: rated 4\nShuffle 2, rated 1: misses the point"
+    )
+    shown = [float(a["Rating"]) for a in completion["annotations"].values()]
+    assert shown == [5.0, 5.0, 5.0, 2.5]
+    # The score is the mean of what the record shows.
+    assert completion["fine-grained_score"] == pytest.approx(sum(shown) / 4)
+
+
+def test_a_rating_beside_an_n_a_shows_the_rating_and_both_rationales() -> None:
+    completions, aspects, critiques, _ = full_run()
+    second = (
+        (aspects["prompt_id"] == "a")
+        & (aspects["completion_idx"] == 0)
+        & (aspects["aspect"] == "instruction_following")
+        & (aspects["shuffle_idx"] == 0)
+    )
+    aspects.loc[second, ["rating", "is_na", "parse_status", "rationale"]] = [
+        pd.NA,
+        True,
+        "na",
+        "nothing to follow",
+    ]
+    overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
+    records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
+    annotation = records[0]["completions"][0]["annotations"]["instruction_following"]
+    assert annotation == {
+        "Rating": "5",
+        "Rationale": "Shuffle 1, rated N/A: nothing to follow\nShuffle 2, rated 5: rated 5",
+    }
+
+
 def test_answer_lists_are_empty_when_completions_lack_them() -> None:
     completions, aspects, critiques, overall_scores = full_run()
     bare = completions.drop(columns=["correct_answers", "incorrect_answers"])
@@ -321,7 +370,7 @@ def test_an_extra_aspect_goes_beside_the_public_annotations() -> None:
     assert first["extra_annotations"][0]["harmlessness"]["Rating"] == "5"
     assert first["annotation_status"][0]["harmlessness"] == "ok"
     # harmlessness is not one of the aspects the fine-grained score averages
-    assert first["completions"][0]["fine-grained_score"] == pytest.approx(33 / 7)
+    assert first["completions"][0]["fine-grained_score"] == pytest.approx(19 / 4)
 
 
 def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> None:

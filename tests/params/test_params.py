@@ -53,6 +53,7 @@ def test_defaults_come_from_the_dataclasses():
         defaults.max_reasks,
         defaults.score_fix,
     )
+    assert annotate.aspect_orders == defaults.aspect_orders == "independent"
 
 
 @pytest.mark.parametrize(
@@ -102,6 +103,12 @@ def test_defaults_come_from_the_dataclasses():
         (
             lambda: parse_annotate({"judge": {"endpoint": "local"}, "aspects": ["wit"]}, ENDPOINTS),
             "unknown aspect 'wit'",
+        ),
+        (
+            lambda: parse_annotate(
+                {"judge": {"endpoint": "local"}, "aspect_orders": "per_prompt"}, ENDPOINTS
+            ),
+            "annotate.aspect_orders must be one of independent, shared, got 'per_prompt'",
         ),
         (
             lambda: parse_annotate(

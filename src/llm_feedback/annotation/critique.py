@@ -247,35 +247,36 @@ def parse_critique_reply(reply_text: str | None, structured: bool) -> CritiquePa
 
 
 def build_rescore_request(
-    instruction: str,
-    completion: str,
+    critique_request: ChatRequest,
     critique: str,
     *,
     structured: bool = False,
     sampling: Mapping[str, Any] | None = None,
 ) -> ChatRequest:
-    """Ask the judge for only a 1-10 score, given the critique it wrote earlier."""
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise InputError("a re-score request needs a non-empty instruction")
-    if not isinstance(completion, str) or not isinstance(critique, str):
-        raise InputError("a re-score request needs the completion and the critique as text")
-    nonce = request_nonce("rescore", instruction, completion, critique)
-    user = render(
-        "rescore",
-        fencing_notice=render("fencing_notice", nonce=nonce, task="review"),
-        instruction=fenced_block("INSTRUCTION", instruction, nonce),
-        completion=fenced_block("ANSWER", completion, nonce),
-        critique=fenced_block("REVIEW", critique, nonce),
-        reply=render("rescore", "json_reply" if structured else "reply"),
-    )
+    """Ask the judge for only a 1-10 score, continuing the conversation of its critique.
+
+    As in UltraFeedback's score fix, the judge sees its critique request again, its stored
+    critique as its own earlier turn, and then a request for the score alone. `sampling`
+    is the critique's (temperature, top_p, seed, ...); the score has its own small budget.
+    """
+    if not isinstance(critique, str):
+        raise InputError(f"the critique to continue is {type(critique).__name__}, not text")
     request_sampling: dict[str, Any] = {
         **JUDGE_SAMPLING,
-        "max_tokens": RESCORE_MAX_TOKENS_STRUCTURED if structured else RESCORE_MAX_TOKENS,
         **(sampling or {}),
+        "max_tokens": RESCORE_MAX_TOKENS_STRUCTURED if structured else RESCORE_MAX_TOKENS,
     }
     if structured:
         request_sampling["json_schema"] = RESCORE_REPLY_SCHEMA
-    return ChatRequest.from_prompt(user, system=_TEACHER_SYSTEM_PROMPT, **request_sampling)
+    follow_up = render("rescore", reply=render("rescore", "json_reply" if structured else "reply"))
+    return ChatRequest.from_messages(
+        [
+            *critique_request.messages,
+            {"role": "assistant", "content": critique},
+            {"role": "user", "content": follow_up},
+        ],
+        **request_sampling,
+    )
 
 
 def parse_rescore_reply(reply_text: str | None) -> float | None:

@@ -21,8 +21,13 @@ null in the public rows; `to_public` drops them):
 - `extra_annotations`: per completion, the aspects beyond the public four
   (harmlessness), all null when they were not configured.
 
-The public format has room for one rating per aspect: the earliest shuffle with a usable
-rating (ok or na), else the earliest shuffle.
+The public format has room for one rating per aspect: with several shuffles (`n_shuffles`)
+it is the mean of their usable ratings, the same number `fine-grained_score` averages, so a
+record and its score agree. Shuffles that agree show "4" as the public data does; shuffles
+that differ show the mean with its decimals ("3.5"), and their rationale lists each
+shuffle's rating and rationale. The other texts come from the earliest shuffle with a
+usable rating (ok or na), else the earliest shuffle. Every shuffle stays in
+`aspect_annotations`.
 
 Rule for `fine-grained_score`: the mean of the completion's aspect ratings (from
 `overall_scores`), and null when any aspect it averages failed for that completion, that is
@@ -99,12 +104,13 @@ def _string_list(value: Any) -> list[str]:
 
 
 def _rating_string(row: dict[str, Any] | None) -> str | None:
+    """ "4" as in the public data; a mean of shuffles that differ keeps its decimals ("3.5")."""
     if row is None:
         return None
     if bool(row["is_na"]):
         return NOT_APPLICABLE
-    rating = _scalar(row["rating"])
-    return None if rating is None else str(int(rating))
+    rating = _float(row["rating"])
+    return None if rating is None else f"{rating:.2f}".rstrip("0").rstrip(".")
 
 
 def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
@@ -120,19 +126,47 @@ def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _chosen_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Per (prompt_id, completion_idx, aspect), the earliest shuffle with a usable rating,
-    else the earliest shuffle: the public format has room for one rating per aspect."""
+def _per_shuffle_rationale(usable: pd.DataFrame) -> str:
+    lines = []
+    for row in usable.sort_values("shuffle_idx").itertuples(index=False):
+        rating = _rating_string(row._asdict())
+        rationale = _scalar(row.rationale) or ""
+        lines.append(f"Shuffle {int(row.shuffle_idx) + 1}, rated {rating}: {rationale}")
+    return "\n".join(lines)
+
+
+def _shown_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per (prompt_id, completion_idx, aspect), the one annotation the public format has
+    room for, agreeing with the fine-grained score (`score_fix.fine_grained_scores`).
+
+    Its rating is the mean of the shuffles' usable 1-5 ratings, N/A only when no shuffle
+    gave a number. The texts come from the earliest shuffle with a usable rating, else the
+    earliest shuffle; where the usable shuffles differ (another rating, or N/A beside a
+    rating), the rationale lists every shuffle's rating and rationale, so the rating shown
+    can be traced to its parts.
+    """
+    keys = [*COMPLETION_KEY, "aspect"]
     ranked = aspect_df[_ASPECT_COLUMNS].assign(
         unusable=~aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
     )
-    chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(
-        [*COMPLETION_KEY, "aspect"]
-    )
-    return {
+    chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(keys)
+    usable = ranked[~ranked["unusable"]]
+    ratings = usable.groupby(keys, sort=False)["rating"]
+    summary = pd.DataFrame(
+        {"mean": ratings.mean(), "outcomes": ratings.nunique(dropna=False)}
+    ).reset_index()
+    shown = chosen.merge(summary, on=keys, how="left")
+    has_number = shown["mean"].notna()
+    shown.loc[has_number, "rating"] = shown.loc[has_number, "mean"]
+    shown.loc[has_number, "is_na"] = False
+    rows = {
         (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-        for row in chosen.to_dict("records")
+        for row in shown.drop(columns=["unusable", "mean", "outcomes"]).to_dict("records")
     }
+    disputed = usable.merge(summary.loc[summary["outcomes"] > 1, keys], on=keys)
+    for (prompt_id, completion_idx, aspect), group in disputed.groupby(keys, sort=False):
+        rows[(prompt_id, int(completion_idx), aspect)]["rationale"] = _per_shuffle_rationale(group)
+    return rows
 
 
 def _status(row: dict[str, Any] | None) -> str | None:
@@ -173,7 +207,7 @@ def to_ultrafeedback_records(
     # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
     averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
 
-    aspect_rows = _chosen_aspect_rows(aspect_df)
+    aspect_rows = _shown_aspect_rows(aspect_df)
     critiques = {
         (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
         for row in critiques_df[[*COMPLETION_KEY, "critique"]].to_dict("records")

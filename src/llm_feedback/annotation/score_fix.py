@@ -2,9 +2,10 @@
 
 The published UltraFeedback overall scores carried a bug that left some weak completions with
 a 10. The fix compares each overall score with the completion's fine-grained score (the mean of
-its non-N/A aspect ratings, across all shuffles): a 10 with fine-grained <= flip threshold is
-flipped to 1; a 10 with fine-grained <= re-annotate threshold goes back to the judge for a new
-score; anything else is kept. Everything here is vectorised over DataFrames and pure.
+its non-N/A aspect ratings, each aspect averaged over its shuffles first): a 10 with
+fine-grained <= flip threshold is flipped to 1; a 10 with fine-grained <= re-annotate
+threshold goes back to the judge for a new score; anything else is kept. Everything here is
+vectorised over DataFrames and pure.
 """
 
 from __future__ import annotations
@@ -41,14 +42,18 @@ def _require_unique_keys(df: pd.DataFrame, dataset: str) -> None:
 def fine_grained_scores(
     aspect_df: pd.DataFrame, aspects: Sequence[str] | None = None
 ) -> pd.DataFrame:
-    """Mean usable aspect rating per completion; N/A and failed ratings are null and skipped.
+    """Mean aspect rating per completion; N/A and failed ratings are null and skipped.
 
-    Completions whose every rating is null get a null score rather than disappearing.
+    Each aspect first averages its shuffles, then the aspects are averaged, so every aspect
+    weighs the same however many of its shuffles came back, and the score is the mean of
+    the ratings the export shows. Completions whose every rating is null get a null score
+    rather than disappearing.
     """
     require_columns(aspect_df, [*COMPLETION_KEY, "aspect", "rating"], "aspect_annotations")
     rows = aspect_df if aspects is None else aspect_df[aspect_df["aspect"].isin(aspects)]
-    ratings = rows[list(COMPLETION_KEY)].assign(rating=rows["rating"].astype("Float64"))
-    scores = ratings.groupby(list(COMPLETION_KEY), sort=True)["rating"].mean().astype("Float64")
+    ratings = rows[[*COMPLETION_KEY, "aspect"]].assign(rating=rows["rating"].astype("Float64"))
+    per_aspect = ratings.groupby([*COMPLETION_KEY, "aspect"], sort=True)["rating"].mean()
+    scores = per_aspect.groupby(level=list(COMPLETION_KEY), sort=True).mean().astype("Float64")
     return scores.rename("fine_grained_score").reset_index()
 
 

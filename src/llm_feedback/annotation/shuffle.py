@@ -1,8 +1,13 @@
 """Reproducible presentation orders for the completions of a prompt.
 
 Judges favour some positions, so each aspect call shows the completions shuffled. The order
-depends only on (seed, prompt_id, shuffle index) through SHA-256, never on Python's salted
-`hash` or on a random generator's version, so reruns and other machines agree.
+depends only on (seed, prompt_id, shuffle index and, for independent orders, the aspect)
+through SHA-256, never on Python's salted `hash` or on a random generator's version, so
+reruns and other machines agree.
+
+UltraFeedback drew a fresh order for every aspect call (`INDEPENDENT`); `SHARED` shows all
+aspects of a prompt in one order per shuffle, which keeps the requests, and so the cache
+keys, that this project sent before independent orders became the default.
 """
 
 from __future__ import annotations
@@ -19,10 +24,18 @@ def _stable_draw(key: str, step: int, bound: int) -> int:
     return int.from_bytes(digest, "big") % bound
 
 
+INDEPENDENT = "independent"
+SHARED = "shared"
+ASPECT_ORDERS = (INDEPENDENT, SHARED)
+
+
 def shuffle_orders(
-    prompt_id: str, n_completions: int, n_shuffles: int, seed: int
+    prompt_id: str, n_completions: int, n_shuffles: int, seed: int, aspect: str | None = None
 ) -> list[list[int]]:
-    """`n_shuffles` orders; `orders[s][i]` is the completion index shown at position i."""
+    """`n_shuffles` orders; `orders[s][i]` is the completion index shown at position i.
+
+    With an `aspect` the orders are that aspect's own; without, every aspect shares them.
+    """
     if n_completions < 1:
         raise ConfigError(f"n_completions must be >= 1, got {n_completions}")
     if n_shuffles < 1:
@@ -30,6 +43,8 @@ def shuffle_orders(
     orders = []
     for shuffle_idx in range(n_shuffles):
         key = f"{seed}\x1f{prompt_id}\x1f{shuffle_idx}"
+        if aspect is not None:
+            key += f"\x1f{aspect}"
         order = list(range(n_completions))
         # Fisher-Yates with hash-derived draws.
         for last in range(n_completions - 1, 0, -1):

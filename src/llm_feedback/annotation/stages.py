@@ -32,14 +32,14 @@ from llm_feedback.annotation.score_fix import (
     plan_score_fix,
     validate_thresholds,
 )
-from llm_feedback.annotation.shuffle import shuffle_orders
+from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_orders
 from llm_feedback.annotation.tables import (
     AspectJudgement,
     CritiqueJudgement,
     aspect_annotations_frame,
     critiques_frame,
 )
-from llm_feedback.backends import LLMClient
+from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.engine import Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.replies.fencing import suspected_injection
@@ -129,12 +129,21 @@ def annotate_aspects(
     aspects: Sequence[str],
     n_shuffles: int = 1,
     shuffle_seed: int = 42,
+    aspect_orders: str = INDEPENDENT,
     max_reasks: int = 2,
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect."""
+    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect.
+
+    `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
+    or `shared` (one order per prompt and shuffle for all aspects).
+    """
     specs = [get_aspect(aspect) for aspect in aspects]  # unknown aspect: fail before any call
+    if aspect_orders not in ASPECT_ORDERS:
+        raise ConfigError(
+            f"aspect_orders must be one of {', '.join(ASPECT_ORDERS)}, got {aspect_orders!r}"
+        )
     usable = usable_completions(completions)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
@@ -155,9 +164,15 @@ def annotate_aspects(
             responses = group["response"].astype(str).tolist()
             instruction = str(group["instruction"].iloc[0])
             knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-            orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
             flags = [suspected_injection(response) for response in responses]
             for spec in specs:
+                orders = shuffle_orders(
+                    str(prompt_id),
+                    len(responses),
+                    n_shuffles,
+                    shuffle_seed,
+                    aspect=spec.name if aspect_orders == INDEPENDENT else None,
+                )
                 for shuffle_idx, order in enumerate(orders):
                     request = build_aspect_request(
                         spec.name,
@@ -234,6 +249,18 @@ def _critique_reading(parsed: CritiqueParse) -> Reading:
     return Reading(parsed, NO_MATCH, ok=False, problem=problem)
 
 
+def _critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
+    """The critique request of one completion row (a named tuple or a Series)."""
+    return build_critique_request(
+        str(row.instruction),
+        str(row.response),
+        str(row.principle or "helpfulness"),
+        str(getattr(row, "system_prompt", "") or ""),
+        structured=structured,
+        sampling=sampling,
+    )
+
+
 def critique_completions(
     completions: pd.DataFrame,
     client: LLMClient,
@@ -252,15 +279,7 @@ def critique_completions(
 
     def tasks() -> Iterator[Task]:
         for row in usable.itertuples(index=False):
-            request = build_critique_request(
-                str(row.instruction),
-                str(row.response),
-                str(row.principle or "helpfulness"),
-                str(getattr(row, "system_prompt", "") or ""),
-                structured=structured,
-                sampling=sampling,
-            )
-            yield Task(request, read)
+            yield Task(_critique_request(row, structured, sampling), read)
 
     outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
         tasks(), desc="critique", total=len(usable)
@@ -314,8 +333,13 @@ def fix_overall_scores(
     aspects: Sequence[str] | None = None,
     max_reasks: int = 0,
     fail_loud: bool = False,
+    sampling: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """`overall_scores`: fine-grained score, original and fixed overall score, and the action."""
+    """`overall_scores`: fine-grained score, original and fixed overall score, and the action.
+
+    A suspicious score is asked again as UltraFeedback did: the critique conversation goes
+    on after the stored critique, with the critique's `sampling` (`build_rescore_request`).
+    """
     validate_thresholds(flip_threshold, reannotate_threshold)
     scores = collect_scores(completions, aspect_annotations, critiques, aspects=aspects)
     plan = plan_score_fix(scores, flip_threshold, reannotate_threshold)
@@ -324,15 +348,17 @@ def fix_overall_scores(
     if pending:
         if client is None:
             raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
-        texts = completions.set_index(["prompt_id", "completion_idx"])
+        structured = client.supports_json_schema
+        sampling = dict(sampling or {})
+        rows = completions.set_index(["prompt_id", "completion_idx"])
         critique_of = critiques.set_index(["prompt_id", "completion_idx"])["critique"]
         tasks = [
             Task(
                 build_rescore_request(
-                    str(texts.at[key, "instruction"]),
-                    str(texts.at[key, "response"]),
+                    _critique_request(rows.loc[key], structured, sampling),
                     str(critique_of.get(key) or ""),
-                    structured=client.supports_json_schema,
+                    structured=structured,
+                    sampling=sampling,
                 ),
                 _rescore_reading,
             )

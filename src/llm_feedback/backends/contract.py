@@ -11,7 +11,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,12 +129,13 @@ class ChatRequest:
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}
         ]
+        return cls.from_messages(messages, **sampling)
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[dict[str, str]], **sampling: Any) -> ChatRequest:
+        """A request from chat turns and sampling settings as parameter blocks give them."""
         stop = sampling.pop("stop", None)
-        return cls(
-            messages=tuple(messages),
-            stop=tuple(stop) if stop else None,
-            **sampling,
-        )
+        return cls(messages=tuple(messages), stop=tuple(stop) if stop else None, **sampling)
 
     def estimated_input_tokens(self) -> int:
         """A conservative token count without a tokenizer: ~3 characters a token (English

@@ -8,6 +8,7 @@ from typing import Any
 
 from llm_feedback.annotation.aspects import DEFAULT_ASPECTS, get_aspect
 from llm_feedback.annotation.score_fix import validate_thresholds
+from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.errors import ConfigError
@@ -30,6 +31,7 @@ class AnnotateParams:
     aspects: tuple[str, ...] = DEFAULT_ASPECTS
     n_shuffles: int = 1
     shuffle_seed: int = 42
+    aspect_orders: str = INDEPENDENT
     max_reasks: int = 2
     score_fix: ScoreFixParams = field(default_factory=ScoreFixParams)
 
@@ -53,6 +55,7 @@ _SECTIONS = (
     "aspects",
     "n_shuffles",
     "shuffle_seed",
+    "aspect_orders",
     "max_reasks",
     "score_fix",
 )
@@ -89,6 +92,7 @@ def parse_annotate(annotate: Any, endpoints: Mapping[str, Any] | None) -> Annota
         aspects=tuple(aspects),
         n_shuffles=block.integer("n_shuffles", minimum=1),
         shuffle_seed=block.integer("shuffle_seed"),
+        aspect_orders=block.choice("aspect_orders", ASPECT_ORDERS),
         max_reasks=block.integer("max_reasks", minimum=0),
         score_fix=thresholds,
     )

@@ -31,6 +31,7 @@ def rate_aspects(
             aspects=params.aspects,
             n_shuffles=params.n_shuffles,
             shuffle_seed=params.shuffle_seed,
+            aspect_orders=params.aspect_orders,
             max_reasks=params.max_reasks,
             sampling=params.aspect_sampling,
             fail_loud=True,
@@ -68,6 +69,7 @@ def fix_scores(
             reannotate_threshold=params.score_fix.reannotate_threshold,
             aspects=params.fine_grained_aspects,
             max_reasks=params.max_reasks,
+            sampling=params.critique_sampling,
             fail_loud=True,
         )
 
