@@ -34,7 +34,7 @@ import pyarrow as pa
 # `aspect_annotations` or `critiques` row is about.
 COMPLETION_KEY = ("prompt_id", "completion_idx")
 # What tells one sample (and its judge call) from another.
-EVAL_SAMPLE_KEY = ("instance_id", "turn", "model", "replicate")
+EVAL_SAMPLE_KEY = ("instance_id", "turn", "model", "replicate", "ensemble_member")
 
 # --- sample: raw_prompts, sampled_prompts -------------------------------------------------
 
@@ -222,23 +222,31 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "turn": "int64",
     "model": "string",
     "replicate": "int64",
+    "ensemble_member": "int64",
     "weight": "float64",
+    "category": "string",
+    "level": "string",
     "question": "string",
     "response": "string",
     "reference": "string",
     "prior_question": "string",
     "prior_response": "string",
     "prior_reference": "string",
+    "runtime_s": "float64",  # seconds it took to generate the response, when known
 }
 EVAL_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
     "turn": "int64",
     "model": "string",
     "replicate": "int64",
+    "ensemble_member": "int64",
     "weight": "float64",
+    "category": "string",
+    "level": "string",
     "mode": "string",
     "criterion": "string",
     "response": "string",
+    "runtime_s": "float64",
     "score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
@@ -258,6 +266,8 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
     "turn": "int64",
     "replicate": "int64",
+    "category": "string",
+    "level": "string",
     "mode": "string",
     "model_a": "string",
     "model_b": "string",
@@ -282,6 +292,9 @@ EVAL_METRICS_COLUMN_TYPES = {
     "mode": "string",
     "model": "string",
     "metric": "string",
+    # Metrics of one category or level of eval_samples; both null: over all samples.
+    "category": "string",
+    "level": "string",
     "criterion": "string",
     "k": "Int64",
     "value": "float64",

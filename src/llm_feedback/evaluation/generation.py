@@ -45,7 +45,8 @@ def generate_responses(
     """Fill every empty `response` from its model's `generate_with` endpoint.
 
     Answers are cached like judgments; `overwrite_outputs` asks again. A failed call
-    leaves the response empty and its error in `generation_error`.
+    leaves the response empty and its error in `generation_error`. `runtime_s` records
+    how long each generated response took (a cached one: its original call's time).
     """
     samples = samples.copy()
     samples["generation_error"] = pd.Series(pd.NA, index=samples.index, dtype="string")
@@ -68,6 +69,7 @@ def generate_responses(
         for row, outcome in zip(rows.index, outcomes, strict=True):
             if outcome.error is None:
                 samples.at[row, "response"] = outcome.text
+                samples.at[row, "runtime_s"] = outcome.reply.latency_s
             else:
                 samples.at[row, "generation_error"] = outcome.error
     failed = int(samples["generation_error"].notna().sum())

@@ -89,9 +89,13 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "turn": sample.turn,
         "model": sample.model,
         "replicate": sample.replicate,
+        "ensemble_member": sample.ensemble_member,
         "weight": sample.weight,
+        "category": sample.category,
+        "level": sample.level,
         "mode": config.mode,
         "response": _text(sample.response),
+        "runtime_s": sample.runtime_s,
         "judge_model": judge_model,
     }
 
@@ -217,6 +221,8 @@ def _pair_record(
         "instance_id": first.instance_id,
         "turn": first.turn,
         "replicate": first.replicate,
+        "category": first.category,
+        "level": first.level,
         "mode": "pairwise",
         "model_a": first.model,
         "model_b": second.model,
