@@ -183,7 +183,7 @@ def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:
         raise check.fail(
             int(twins[1]),
             "instance_id",
-            f"({', '.join(keys)}) {tuple(first)} repeats row {twins[0]}",
+            f"({', '.join(keys)}) = ({', '.join(map(str, first))}) repeats row {twins[0]}",
         )
 
 
@@ -197,7 +197,7 @@ def _check_ensembles(samples: pd.DataFrame, config: EvaluateParams, check: _RowC
             continue
         if config.mode == "pairwise":
             raise check.fail(row, "ensemble_member", "pairwise mode compares single responses")
-        if response is None:
+        if pd.isna(response):
             raise check.fail(row, "response", "an ensemble member other than 0 needs a response")
 
 
