@@ -314,6 +314,7 @@ MODEL_ASPECT_METRICS_COLUMN_TYPES = {
     "mean_rating_0_100": "float64",
     "std_error": "float64",
 }
+SOURCE_ASPECT_METRICS_COLUMN_TYPES = {"source": "str", **MODEL_ASPECT_METRICS_COLUMN_TYPES}
 MODEL_SCORE_METRICS_COLUMN_TYPES = {
     "model": "str",
     "n": "int64",
