@@ -209,6 +209,16 @@ def test_bad_sample_columns_fail_before_any_call(change, mode, message):
         assert server.request_count == 0
 
 
+def test_levels_read_from_json_with_gaps_stay_integers():
+    rows = [
+        {"instance_id": "a", "response": "1", "reference": "1", "level": 1},
+        {"instance_id": "b", "response": "2", "reference": "2"},
+        {"instance_id": "c", "response": "3", "reference": "3", "level": 3},
+    ]
+    judgments = score(rows, f"{EVALUATORS}:NumericMatch")  # the level column is 1.0, NaN, 3.0
+    assert judgments["level"].tolist() == ["1", pd.NA, "3"]
+
+
 def test_pass_at_k_first_depends_on_the_order_and_skips_short_histories():
     frame = pd.DataFrame(
         {

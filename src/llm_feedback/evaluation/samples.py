@@ -37,6 +37,15 @@ def _values(frame: pd.DataFrame, column: str) -> list[Any]:
     return series.where(series.notna(), None).tolist()
 
 
+def _is_whole(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and float(value).is_integer()
+    )
+
+
 class _RowChecker:
     """Checks columns value by value; `fail` makes the InputError naming row and column."""
 
@@ -73,12 +82,7 @@ class _RowChecker:
         checked = []
         for row, value in enumerate(values):
             # JSON readers turn an integer column with a gap into floats: accept 1.0.
-            is_whole = (
-                isinstance(value, numbers.Real)
-                and not isinstance(value, bool)
-                and (float(value).is_integer())
-            )
-            if not is_whole or value < 0:
+            if not _is_whole(value) or value < 0:
                 raise self.fail(row, column, f"must be an integer >= 0, got {value!r}")
             checked.append(int(value))
         return checked
@@ -101,14 +105,18 @@ class _RowChecker:
 
     def labels(self, values: list[Any], column: str) -> list[str | None]:
         """Optional group labels (a category, a level): text or an integer, kept as text."""
+        checked: list[str | None] = []
         for row, value in enumerate(values):
-            if value is not None and not (
-                _is_int(value) or (isinstance(value, str) and value.strip())
-            ):
+            if value is None or (isinstance(value, str) and value.strip()):
+                checked.append(value)
+            # JSON readers turn an integer column with a gap into floats: accept 1.0.
+            elif _is_whole(value):
+                checked.append(str(int(value)))
+            else:
                 raise self.fail(
                     row, column, f"must be a non-empty string or an integer, got {value!r}"
                 )
-        return [None if value is None else str(value) for value in values]
+        return checked
 
 
 def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
