@@ -251,8 +251,10 @@ def test_weighted_accuracy_over_weighted_responses():
     ]
     with FakeLLMServer(lambda body, ctx: "0") as server:
         _, metrics = evaluate(server, rows, mode="binary", binary_reply="0/1")
-    # A missing weight counts as 1: (3*1 + 1*0 + 1*1 + 0.5*0) / 5.5
-    assert metric(metrics, "m1", "weighted_accuracy")["value"] == pytest.approx(4 / 5.5)
+    # A missing weight counts as 1. Pooled: (3*1 + 1*0 + 1*1 + 0.5*0) / 5.5; genlm's, per
+    # instance the mean over replicates of score x weight: (3 + 0 + (1 + 0) / 2) / 3.
+    assert metric(metrics, "m1", "pooled_weighted_accuracy")["value"] == pytest.approx(4 / 5.5)
+    assert metric(metrics, "m1", "weighted_accuracy")["value"] == pytest.approx(3.5 / 3)
 
 
 def test_unparsed_binary_replies_count_as_wrong_or_are_excluded():

@@ -34,7 +34,7 @@ import pyarrow as pa
 # `aspect_annotations` or `critiques` row is about.
 COMPLETION_KEY = ("prompt_id", "completion_idx")
 # What tells one sample (and its judge call) from another.
-EVAL_SAMPLE_KEY = ("instance_id", "turn", "model", "replicate")
+EVAL_SAMPLE_KEY = ("instance_id", "turn", "model", "replicate", "ensemble_member")
 
 # --- sample: raw_prompts, sampled_prompts -------------------------------------------------
 
@@ -222,14 +222,17 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "turn": "int64",
     "model": "string",
     "replicate": "int64",
+    "ensemble_member": "int64",
     "weight": "float64",
+    "category": "string",
+    "level": "string",
     "question": "string",
     "response": "string",
     "reference": "string",
     "prior_question": "string",
     "prior_response": "string",
     "prior_reference": "string",
-    "category": "string",
+    "runtime_s": "float64",  # seconds it took to generate the response, when known
     # tuples of checked `backends.media.Media`; in memory only, between the nodes
     "images": "object",
     "audio": "object",
@@ -247,10 +250,14 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "turn": "int64",
     "model": "string",
     "replicate": "int64",
+    "ensemble_member": "int64",
     "weight": "float64",
+    "category": "string",
+    "level": "string",
     "mode": "string",
     "criterion": "string",
     "response": "string",
+    "runtime_s": "float64",
     "score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
@@ -271,6 +278,8 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
     "turn": "int64",
     "replicate": "int64",
+    "category": "string",
+    "level": "string",
     "mode": "string",
     "model_a": "string",
     "model_b": "string",
@@ -296,6 +305,9 @@ EVAL_METRICS_COLUMN_TYPES = {
     "mode": "string",
     "model": "string",
     "metric": "string",
+    # Metrics of one category or level of eval_samples; both null: over all samples.
+    "category": "string",
+    "level": "string",
     "criterion": "string",
     "k": "Int64",
     "value": "float64",
@@ -315,6 +327,7 @@ MODEL_ASPECT_METRICS_COLUMN_TYPES = {
     "mean_rating_0_100": "float64",
     "std_error": "float64",
 }
+SOURCE_ASPECT_METRICS_COLUMN_TYPES = {"source": "str", **MODEL_ASPECT_METRICS_COLUMN_TYPES}
 MODEL_SCORE_METRICS_COLUMN_TYPES = {
     "model": "str",
     "n": "int64",

@@ -199,6 +199,7 @@ def test_comparative_judges_both_orders_and_agreeing_orders_win():
     result = outcome["result"]
     assert result["winner"] == "B" and result["consistent"] is True
     assert result["verdicts"] == ["B", "B"] and result["scores"] == [3.0, 8.0]
+    assert outcome["scores"] == (3.0, 8.0)  # the seed's top-level (response1, response2)
     assert len(outcome["raw_response"]) == 2 and len(outcome["prompt"]) == 2
     assert outcome["success"] and outcome["status"] == "ok"
 
@@ -212,6 +213,7 @@ def test_position_bias_makes_a_tie():
     assert outcome["result"]["winner"] == "tie" and outcome["result"]["consistent"] is False
     assert outcome["result"]["verdicts"] == ["A", "B"]
     assert one_order["result"]["winner"] == "A" and one_order["result"]["consistent"] is None
+    assert outcome["scores"] == one_order["scores"] == (None, None)  # no score was given
 
 
 def test_combining_orders_with_a_missing_verdict():

@@ -45,7 +45,9 @@ def test_binary_on_the_demo_set_writes_versioned_parquet(run_kedro, fake_llm, tm
         "mean",
         "normalised_mean",
         "weighted_accuracy",
+        "pooled_weighted_accuracy",
         "pass_at_k",
+        "pass_at_k_first",
         "n_reasks",
     }
     assert (judgments["reasks"] == 0).all()  # every reply of the fake judge is readable

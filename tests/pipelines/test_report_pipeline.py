@@ -101,6 +101,9 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
 
     aspects = catalog.load("model_aspect_metrics")
     assert set(aspects["model"]) == {"alpha", "beta", "gamma", "delta"}
+    by_source = catalog.load("source_aspect_metrics")
+    assert set(by_source["source"]) == {"evol_instruct"}  # every built prompt's source
+    assert by_source["n_rated"].sum() == aspects["n_rated"].sum()
     assert aspects["mean_rating_0_100"].between(0, 100).all()
     assert not catalog.load("position_consistency").empty  # two shuffles were stored
     assert not catalog.load("rating_by_position").empty
@@ -129,6 +132,7 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
 
     report = report_path(data_root).read_text()
     assert "## Ratings per model and aspect" in report
+    assert "## Ratings per prompt source, model and aspect" in report
     assert "## Position consistency" in report
     links = IMAGE_LINK.findall(report)
     assert links == list(FIGURE_LINKS.values())

@@ -10,6 +10,7 @@ from llm_feedback.reporting import (
     model_score_metrics,
     position_consistency,
     rating_by_position,
+    source_aspect_metrics,
     to_0_100,
 )
 from llm_feedback.schema import (
@@ -19,6 +20,7 @@ from llm_feedback.schema import (
     MODEL_SCORE_METRICS_COLUMN_TYPES,
     POSITION_CONSISTENCY_COLUMN_TYPES,
     RATING_BY_POSITION_COLUMN_TYPES,
+    SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 
 from .builders import NA, Completion, build_frames, empty_frames, typical_specs
@@ -73,6 +75,27 @@ def test_model_aspect_metrics_counts_and_means():
     delta_if = row(table, model="delta", aspect="instruction_following")
     assert (delta_if["n_rated"], delta_if["n_failed"]) == (1, 1)
     assert np.isnan(delta_if["std_error"])  # one rating: no standard error
+
+
+def test_source_aspect_metrics_break_the_ratings_down_per_prompt_source():
+    frames = build_frames(typical_specs())
+    completions = frames.completions.copy()
+    completions.loc[completions["prompt_id"] == "p1", "source"] = "flan"
+    table = source_aspect_metrics(frames.aspect_annotations, completions)
+
+    assert_schema(table, SOURCE_ASPECT_METRICS_COLUMN_TYPES)
+    assert sorted(set(table["source"])) == ["evol_instruct", "flan"]
+    flan = table[table["source"] == "flan"].drop(columns="source").reset_index(drop=True)
+    p1 = frames.aspect_annotations[frames.aspect_annotations["prompt_id"] == "p1"]
+    expected = model_aspect_metrics(p1, completions[completions["prompt_id"] == "p1"])
+    pd.testing.assert_frame_equal(flan, expected)
+    # The sources' counts add up to the whole table's.
+    whole = model_aspect_metrics(frames.aspect_annotations, frames.completions)
+    summed = table.groupby(["model", "aspect"])[["n_rated", "n_na", "n_failed"]].sum()
+    pd.testing.assert_frame_equal(
+        summed.sort_index(),
+        whole.set_index(["model", "aspect"])[["n_rated", "n_na", "n_failed"]].sort_index(),
+    )
 
 
 def test_model_aspect_metrics_folds_shuffles_into_one_rating_per_completion():

@@ -14,11 +14,12 @@ normalisation skips the call, an unknown reference is "invalid" with no call),
 `score_0_5` (0-5 against the reference, "invalid" without one), `single_1_10` (MT-Bench
 `[[N]]`, with the reference where there is one), `rubric` (a score per criterion) and
 `pairwise` (every two models' responses to the same instance and replicate, judged in
-both orders; orders that disagree make a tie).
+both orders; orders that disagree make a tie). `evaluate.evaluator` scores responses
+without an LLM instead (`evaluators`: exact match, numeric tolerance, regex, code tests).
 
 The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
-(replicates, re-asks), `metrics`, `run`.
+(replicates, re-asks), `evaluators`, `metrics` (also per category and level), `run`.
 """
 
 from llm_feedback.evaluation.generation import generate_responses
@@ -30,7 +31,7 @@ from llm_feedback.evaluation.judging import (
     open_judge,
 )
 from llm_feedback.evaluation.metrics import compute_metrics
-from llm_feedback.evaluation.run import run_evaluation
+from llm_feedback.evaluation.run import judge_or_score, run_evaluation
 from llm_feedback.evaluation.samples import (
     prepare_samples,
     select_samples,
@@ -43,6 +44,7 @@ __all__ = [
     "NO_RESPONSE",
     "compute_metrics",
     "generate_responses",
+    "judge_or_score",
     "judge_samples",
     "open_judge",
     "prepare_samples",

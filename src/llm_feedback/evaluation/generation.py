@@ -48,8 +48,9 @@ def generate_responses(
     """Fill every empty `response` from its model's `generate_with` endpoint.
 
     The question is sent between `pre_prompt` and `post_prompt`, with the row's images and
-    audio attached. Answers are cached like judgments; `overwrite_outputs` asks again. A failed call
-    leaves the response empty and its error in `generation_error`.
+    audio attached. Answers are cached like judgments; `overwrite_outputs` asks again. A
+    failed call leaves the response empty and its error in `generation_error`. `runtime_s`
+    records how long each generated response took (a cached one: its original call's time).
     """
     samples = samples.copy()
     samples["generation_error"] = pd.Series(pd.NA, index=samples.index, dtype="string")
@@ -69,6 +70,7 @@ def generate_responses(
         for row, outcome in zip(rows.index, outcomes, strict=True):
             if outcome.error is None:
                 samples.at[row, "response"] = outcome.text
+                samples.at[row, "runtime_s"] = outcome.reply.latency_s
             else:
                 samples.at[row, "generation_error"] = outcome.error
     failed = int(samples["generation_error"].notna().sum())

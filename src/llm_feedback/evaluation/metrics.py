@@ -1,11 +1,18 @@
-"""The long-format `eval_metrics` table from the judgments."""
+"""The long-format `eval_metrics` table from the judgments, over all samples and per
+category and per level."""
 
 from __future__ import annotations
 
+import logging
+import math
+import operator
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID
 from llm_feedback.judges import (
     aggregate_scores,
@@ -13,8 +20,95 @@ from llm_feedback.judges import (
     pass_at_k_table,
     weighted_accuracy,
 )
+from llm_feedback.judges.metrics import (
+    MISSING_POLICIES,
+    PASS_AT_K_COLUMNS,
+    _correctness,
+    _require_columns,
+)
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
+
+logger = logging.getLogger(__name__)
+
+# Sample labels whose every value gets its own copy of the metrics.
+GROUP_COLUMNS = ("category", "level")
+ENSEMBLE_KEY = ("model", "instance_id", "turn", "replicate")
+WEIGHT_SUM_TOLERANCE = 1e-6
+
+
+def pass_at_k_first_table(
+    frame: pd.DataFrame,
+    instance_col: str,
+    order_col: str,
+    correct_col: str,
+    ks: Sequence[int] | None = None,
+    *,
+    model_col: str = "model",
+    missing: str = "zero",
+) -> pd.DataFrame:
+    """pass@k as "solved if any of the first k attempts is correct" (Youtu-agent's), per
+    model: one row per (model, k), the columns of `pass_at_k_table`.
+
+    An instance's attempts are its rows in `order_col` order (the replicate). Unlike the
+    unbiased estimator, this depends on the order and is not an average over every draw
+    of k attempts. An instance with fewer than k attempts is left out of that k (counted
+    in `n_instances_too_few`); a missing correctness is a failed attempt with
+    `missing="zero"` and no attempt with "exclude", counted in `n_missing` either way.
+    """
+    if missing not in MISSING_POLICIES:
+        raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
+    if ks is not None and any(operator.index(k) < 1 for k in ks):
+        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    _require_columns(frame, (model_col, instance_col, order_col, correct_col))
+    attempts = frame[[model_col, instance_col, order_col]].assign(
+        correct=_correctness(frame, correct_col)
+    )
+    attempts = attempts.sort_values([model_col, instance_col, order_col], kind="stable")
+    rows: list[dict[str, object]] = []
+    for model, model_attempts in attempts.groupby(model_col, sort=True):
+        n_missing = int(model_attempts["correct"].isna().sum())
+        counted = (
+            model_attempts.fillna({"correct": 0.0})
+            if missing == "zero"
+            else model_attempts.dropna(subset=["correct"])
+        )
+        histories = [
+            group.to_numpy(dtype=bool) for _, group in counted.groupby(instance_col)["correct"]
+        ]
+        longest = max((len(history) for history in histories), default=0)
+        for k in ks if ks is not None else range(1, longest + 1):
+            solved = [bool(history[:k].any()) for history in histories if len(history) >= k]
+            rows.append(
+                {
+                    model_col: model,
+                    "k": k,
+                    "pass_at_k": float(np.mean(solved)) if solved else math.nan,
+                    "n_instances": len(solved),
+                    "n_instances_too_few": len(histories) - len(solved),
+                    "n_missing": n_missing,
+                }
+            )
+    return pd.DataFrame(rows, columns=[model_col, *PASS_AT_K_COLUMNS]).astype(PASS_AT_K_COLUMNS)
+
+
+def ensemble_weighted_accuracy(
+    scores: pd.Series, weights: pd.Series, instances: pd.Series, replicates: pd.Series
+) -> tuple[float, int]:
+    """genlm.eval's weighted accuracy and the number of instances it averages.
+
+    Per (instance, replicate): the sum of score x weight over the ensemble's responses;
+    then the mean over each instance's replicates, then over instances. Weights are used
+    as given (genlm's are normalised per ensemble); a missing score drops its response.
+    """
+    table = pd.DataFrame(
+        {"instance": instances, "replicate": replicates, "product": scores * weights}
+    ).dropna(subset=["product"])
+    if table.empty:
+        return math.nan, 0
+    per_replicate = table.groupby(["instance", "replicate"], sort=False)["product"].sum()
+    per_instance = per_replicate.groupby(level="instance", sort=False).mean()
+    return float(per_instance.mean()), len(per_instance)
 
 
 def _metric(
@@ -41,41 +135,88 @@ def _metric(
 def _weighted_metrics(
     part: pd.DataFrame, config: EvaluateParams, criterion: str | None
 ) -> list[dict[str, Any]]:
-    """Accuracy (binary) or normalised mean (0-100) with each response's weight."""
+    """Accuracy (binary) or normalised mean (0-100) with each response's weight: genlm's
+    per-ensemble definition, and all responses pooled (`pooled_` prefix)."""
     low, high = config.scale
     fraction = (part["score"] - low) / (high - low)
     if config.missing == "zero":
         fraction = fraction.fillna(0.0)
     weights = part["weight"].fillna(1.0)
-    binary = config.mode == "binary"
+    name, factor = (
+        ("weighted_accuracy", 1.0)
+        if config.mode == "binary"
+        else (
+            "weighted_normalised_mean",
+            100.0,
+        )
+    )
+    item = part["instance_id"] + "#" + part["turn"].astype("string")
     rows = []
     for model, index in part.groupby("model", sort=True).groups.items():
-        value = weighted_accuracy(fraction[index], weights[index])
-        rows.append(
+        n_missing = int(part.loc[index, "score"].isna().sum())
+        per_ensemble, n_instances = ensemble_weighted_accuracy(
+            fraction[index], weights[index], item[index], part.loc[index, "replicate"]
+        )
+        pooled = weighted_accuracy(fraction[index], weights[index])
+        rows += [
             _metric(
                 model,
-                "weighted_accuracy" if binary else "weighted_normalised_mean",
-                value if binary else 100.0 * value,
-                n=int(fraction[index].notna().sum()),
-                n_missing=int(part.loc[index, "score"].isna().sum()),
+                name,
+                factor * per_ensemble,
+                n=n_instances,
+                n_missing=n_missing,
                 criterion=criterion,
-            )
-        )
+            ),
+            _metric(
+                model,
+                f"pooled_{name}",
+                factor * pooled,
+                n=int(fraction[index].notna().sum()),
+                n_missing=n_missing,
+                criterion=criterion,
+            ),
+        ]
     return rows
 
 
-def _pass_at_k_metrics(judged: pd.DataFrame, config: EvaluateParams) -> list[dict[str, Any]]:
-    items = judged.assign(item=judged["instance_id"] + "#" + judged["turn"].astype("string"))
-    table = pass_at_k_table(items, "item", "score", config.ks, missing=config.missing)
+def _attempts(part: pd.DataFrame, passing_score: float) -> pd.DataFrame:
+    """One attempt per (model, instance and turn, replicate), passed (1.0) or not (0.0, NaN
+    when unscored): an ensemble's attempt is its heaviest response."""
+    heaviest = (
+        part.assign(
+            item=part["instance_id"] + "#" + part["turn"].astype("string"),
+            heft=part["weight"].fillna(1.0),
+        )
+        .sort_values(["heft", "ensemble_member"], ascending=[False, True], kind="stable")
+        .drop_duplicates(["model", "item", "replicate"])
+    )
+    passed = (heaviest["score"] >= passing_score).astype("float64")
+    return heaviest.assign(passed=passed.where(heaviest["score"].notna()))
+
+
+def _pass_at_k_metrics(
+    part: pd.DataFrame, config: EvaluateParams, criterion: str | None
+) -> list[dict[str, Any]]:
+    """Both pass@k definitions: `pass_at_k` (the unbiased estimator) and `pass_at_k_first`
+    (solved by one of the first k replicates)."""
+    attempts = _attempts(part, config.passing_score)
+    tables = {
+        "pass_at_k": pass_at_k_table(attempts, "item", "passed", config.ks, missing=config.missing),
+        "pass_at_k_first": pass_at_k_first_table(
+            attempts, "item", "replicate", "passed", config.ks, missing=config.missing
+        ),
+    }
     return [
         _metric(
             row.model,
-            "pass_at_k",
+            metric,
             row.pass_at_k,
             n=row.n_instances,
             n_missing=row.n_missing,
+            criterion=criterion,
             k=row.k,
         )
+        for metric, table in tables.items()
         for row in table.itertuples()
     ]
 
@@ -90,7 +231,7 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
             for model, group_invalid in invalid.groupby(judgments["model"], sort=True)
         ]
     judged = judgments[~invalid]
-    if config.mode == "binary":
+    if config.mode == "binary" and config.evaluator is None:  # evaluators score every match
         exact = judged["parse_status"] == EXACT_MATCH
         rows += [
             _metric(model, "n_exact_match", float(group.sum()), n=len(group))
@@ -117,13 +258,19 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
                 )
         if part["weight"].notna().any():
             rows += _weighted_metrics(part, config, criterion)
-    if config.mode == "binary" and not judged.empty:
-        rows += _pass_at_k_metrics(judged, config)
+        pooled_criteria = config.mode == "rubric" and criterion is None
+        if config.passing_score is not None and not pooled_criteria:
+            rows += _pass_at_k_metrics(part, config, criterion)
     # A rubric call makes one row per criterion, each with the call's re-asks: count it once.
     calls = judgments.drop_duplicates(list(EVAL_SAMPLE_KEY))
     rows += [
         _metric(model, "n_reasks", float(group.sum()), n=len(group))
         for model, group in calls["reasks"].groupby(calls["model"], sort=True)
+    ]
+    runtimes = calls["runtime_s"].dropna()
+    rows += [
+        _metric(model, "mean_runtime_s", float(group.mean()), n=len(group))
+        for model, group in runtimes.groupby(calls.loc[runtimes.index, "model"], sort=True)
     ]
     return rows
 
@@ -159,24 +306,55 @@ def _pairwise_metrics(judgments: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def _warn_of_unnormalised_ensembles(judgments: pd.DataFrame) -> None:
+    weighted = judgments.dropna(subset=["weight"]).drop_duplicates(list(EVAL_SAMPLE_KEY))
+    if weighted.empty:
+        return
+    sums = weighted.groupby(list(ENSEMBLE_KEY), sort=False)["weight"].sum()
+    off = int((abs(sums - 1.0) > WEIGHT_SUM_TOLERANCE).sum())
+    if off:
+        logger.warning(
+            "evaluate: the weights of %d of %d (model, instance, turn, replicate) ensembles "
+            "do not sum to 1; weighted_accuracy uses them as given (as genlm.eval does), "
+            "pooled_weighted_accuracy divides by their sum",
+            off,
+            len(sums),
+        )
+
+
 def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """Long-format metrics: one row per (model, metric, criterion, k).
+    """Long-format metrics: one row per (model, metric, category, level, criterion, k).
 
     Pointwise modes: `mean` and `normalised_mean` (0-100) per model (and per criterion
-    in rubric mode), `weighted_accuracy` / `weighted_normalised_mean` when weights are
-    given; binary and score_0_5 add `n_invalid` (unknown references), binary also
-    `n_exact_match` and `pass_at_k` for each k (default 1..replicates). Pairwise:
-    `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode: `n_reasks`, the
-    judge's re-asks of unreadable replies over the model's judgments (pairwise: over the
-    pairs it is in, both orders).
-    `n_missing` counts the judgments without a usable value (unparsed replies, failed
-    calls, missing responses): as the scale minimum with `missing: zero`, left out with
-    `exclude`; invalid judgments are never counted.
+    in rubric mode). Given weights: `weighted_accuracy` / `weighted_normalised_mean` as
+    genlm.eval computes them (per ensemble of one instance and replicate the sum of score
+    x weight, averaged over replicates, then instances) and `pooled_weighted_...` (every
+    response pooled, divided by the weights' sum). Where a response passes (binary, or
+    `pass_threshold` set): `pass_at_k` (unbiased estimator) and `pass_at_k_first` (solved
+    by one of the first k replicates) for each k (default 1..replicates). binary and
+    score_0_5 add `n_invalid` (unknown references), binary also `n_exact_match`.
+    Pairwise: `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode:
+    `n_reasks`, the judge's re-asks of unreadable replies over the model's judgments
+    (pairwise: over the pairs it is in, both orders); `mean_runtime_s` where generation
+    times are known.
+    `n` counts what each value is over (samples, instances or comparisons); `n_missing`
+    the judgments without a usable value (unparsed replies, failed calls, missing
+    responses): as the scale minimum with `missing: zero`, left out with `exclude`;
+    invalid judgments are never counted. The same metrics follow for each `category` and
+    each `level` of the samples (rows with that column set; the other one null).
     """
     if config.mode == "pairwise":
-        rows = _pairwise_metrics(judgments)
+        compute = _pairwise_metrics
     else:
-        rows = _pointwise_metrics(judgments, config)
+        _warn_of_unnormalised_ensembles(judgments)
+
+        def compute(part: pd.DataFrame) -> list[dict[str, Any]]:
+            return _pointwise_metrics(part, config)
+
+    rows = compute(judgments)
+    for column in GROUP_COLUMNS:
+        for label, part in judgments.groupby(column, sort=True):
+            rows += [{**row, column: label} for row in compute(part)]
     metrics = pd.DataFrame(rows, columns=list(EVAL_METRICS_COLUMN_TYPES))
     metrics["mode"] = config.mode
     return metrics.astype(EVAL_METRICS_COLUMN_TYPES)

@@ -2,11 +2,14 @@
 
 Input, one row per response to judge: `instance_id`, `question`, `response` (null: generate
 it with `generate_with`), `model`, and optionally `reference` (nullable; required column
-in the reference modes), `replicate` (default 0), `weight` (non-negative; a null weight
-counts as 1) and `prior_question` / `prior_response` / `prior_reference`: the first
-exchange of a two-turn conversation, which makes the row turn 2 of its instance (graded
-MT-Bench multi-turn style, in mode `single_1_10`), `category` (picks the judge prompt of
-`evaluate.judge_prompts`) and `images` / `audio` (attachments, see `attachments.py`).
+in the reference modes), `replicate` (default 0), `ensemble_member` (default 0: several
+weighted responses of one replicate, genlm-style), `weight` (non-negative; a null weight
+counts as 1), `category` and `level` (text or integer; metrics are also given per value;
+`category` also picks the judge prompt of `evaluate.judge_prompts`), `runtime_s` (seconds
+the response took to generate), `images` / `audio` (attachments, see `attachments.py`) and
+`prior_question` / `prior_response` / `prior_reference`: the first exchange of a two-turn
+conversation, which makes the row turn 2 of its instance (graded MT-Bench multi-turn style,
+in mode `single_1_10`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ def _values(frame: pd.DataFrame, column: str) -> list[Any]:
         return [None] * len(frame)
     series = frame[column].astype(object)
     return series.where(series.notna(), None).tolist()
+
+
+def _is_whole(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and float(value).is_integer()
+    )
 
 
 class _RowChecker:
@@ -67,23 +79,18 @@ class _RowChecker:
                 )
         return [str(value) for value in values]
 
-    def replicates(self, values: list[Any], present: bool) -> list[int]:
+    def counts(self, values: list[Any], present: bool, column: str) -> list[int]:
         if not present:
             return [0] * len(values)
         checked = []
         for row, value in enumerate(values):
             # JSON readers turn an integer column with a gap into floats: accept 1.0.
-            is_whole = (
-                isinstance(value, numbers.Real)
-                and not isinstance(value, bool)
-                and (float(value).is_integer())
-            )
-            if not is_whole or value < 0:
-                raise self.fail(row, "replicate", f"must be an integer >= 0, got {value!r}")
+            if not _is_whole(value) or value < 0:
+                raise self.fail(row, column, f"must be an integer >= 0, got {value!r}")
             checked.append(int(value))
         return checked
 
-    def weights(self, values: list[Any]) -> list[float]:
+    def amounts(self, values: list[Any], column: str) -> list[float]:
         checked = []
         for row, value in enumerate(values):
             if value is None:
@@ -95,8 +102,23 @@ class _RowChecker:
                 or not math.isfinite(value)
                 or value < 0
             ):
-                raise self.fail(row, "weight", f"must be a number >= 0, got {value!r}")
+                raise self.fail(row, column, f"must be a number >= 0, got {value!r}")
             checked.append(float(value))
+        return checked
+
+    def labels(self, values: list[Any], column: str) -> list[str | None]:
+        """Optional group labels (a category, a level): text or an integer, kept as text."""
+        checked: list[str | None] = []
+        for row, value in enumerate(values):
+            if value is None or (isinstance(value, str) and value.strip()):
+                checked.append(value)
+            # JSON readers turn an integer column with a gap into floats: accept 1.0.
+            elif _is_whole(value):
+                checked.append(str(int(value)))
+            else:
+                raise self.fail(
+                    row, column, f"must be a non-empty string or an integer, got {value!r}"
+                )
         return checked
 
 
@@ -123,14 +145,21 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
         {
             "instance_id": check.instance_ids(_values(frame, "instance_id")),
             "model": check.text(_values(frame, "model"), "model", required=True),
-            "replicate": check.replicates(
-                _values(frame, "replicate"), "replicate" in frame.columns
+            "replicate": check.counts(
+                _values(frame, "replicate"), "replicate" in frame.columns, "replicate"
             ),
-            "weight": check.weights(_values(frame, "weight")),
+            "ensemble_member": check.counts(
+                _values(frame, "ensemble_member"),
+                "ensemble_member" in frame.columns,
+                "ensemble_member",
+            ),
+            "weight": check.amounts(_values(frame, "weight"), "weight"),
+            "category": check.labels(_values(frame, "category"), "category"),
+            "level": check.labels(_values(frame, "level"), "level"),
+            "runtime_s": check.amounts(_values(frame, "runtime_s"), "runtime_s"),
             "question": check.text(_values(frame, "question"), "question", required=True),
             "response": check.text(_values(frame, "response"), "response", required=False),
             "reference": check.text(_values(frame, "reference"), "reference", required=False),
-            "category": check.text(_values(frame, "category"), "category", required=False),
             **{
                 column: check.text(values, column, required=False)
                 for column, values in prior.items()
@@ -159,6 +188,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
             check.fail,
         )
     )
+    _check_ensembles(samples, config, check)
     _check_unique_keys(samples, check)
     _check_same_question(samples, check)
     return samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
@@ -174,8 +204,22 @@ def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:
         raise check.fail(
             int(twins[1]),
             "instance_id",
-            f"(instance_id, turn, model, replicate) {tuple(first)} repeats row {twins[0]}",
+            f"({', '.join(keys)}) = ({', '.join(map(str, first))}) repeats row {twins[0]}",
         )
+
+
+def _check_ensembles(samples: pd.DataFrame, config: EvaluateParams, check: _RowChecker) -> None:
+    """Ensemble members beyond the first are given responses: generating them would ask the
+    same request again, and a pairwise comparison is between single responses."""
+    for row, member, response in zip(
+        samples.index, samples["ensemble_member"], samples["response"], strict=True
+    ):
+        if member == 0:
+            continue
+        if config.mode == "pairwise":
+            raise check.fail(row, "ensemble_member", "pairwise mode compares single responses")
+        if pd.isna(response):
+            raise check.fail(row, "response", "an ensemble member other than 0 needs a response")
 
 
 def _check_same_question(samples: pd.DataFrame, check: _RowChecker) -> None:
@@ -212,7 +256,15 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
                 f"{config.n_replicates}: set evaluate.generate_with to generate the others"
             )
         for replicate in absent:
-            added.append({**group.iloc[0].to_dict(), "replicate": replicate, "response": None})
+            added.append(
+                {
+                    **group.iloc[0].to_dict(),
+                    "replicate": replicate,
+                    "ensemble_member": 0,
+                    "response": None,
+                    "runtime_s": math.nan,
+                }
+            )
     if not added:
         return samples
     start = int(samples.index.max()) + 1

@@ -625,7 +625,8 @@ class Judge:
         item_images: Sequence[Sequence[str | Media] | None] | None = None,
     ) -> _Batch:
         """Which response is better: result {"winner": "A" (response1) | "B" | "tie" | None,
-        "consistent", "verdicts", "scores"}.
+        "consistent", "verdicts", "scores"}, and "scores" (response1's, response2's) also
+        as a top-level tuple, as the seed returned it.
 
         With `swap` (the default) each pair is judged in both orders and orders that
         disagree make a tie; "raw_response" and "prompt" list the orders judged. `images`
@@ -679,9 +680,12 @@ class Judge:
 
 
 def _join_orders(outcomes: list[dict[str, Any]], swap: bool) -> list[dict[str, Any]]:
-    if not swap:
-        return [_one_order(outcome) for outcome in outcomes]
-    return [combine_orders(outcomes[i], outcomes[i + 1]) for i in range(0, len(outcomes), 2)]
+    if swap:
+        joined = [combine_orders(outcomes[i], outcomes[i + 1]) for i in range(0, len(outcomes), 2)]
+    else:
+        joined = [_one_order(outcome) for outcome in outcomes]
+    # The seed's callers read the two responses' scores from a top-level tuple.
+    return [{**judgment, "scores": tuple(judgment["result"]["scores"])} for judgment in joined]
 
 
 # Per-item batch inputs and their names in the one-item forms.

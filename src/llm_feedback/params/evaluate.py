@@ -1,9 +1,13 @@
-"""`params:evaluate`: the mode, the judge, replicates and generation, checked as a whole
-before anything is called; the modes and their score scales."""
+"""`params:evaluate`: the mode, the judge (or an evaluator), replicates and generation,
+checked as a whole before anything is called; the modes and their score scales."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import importlib
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,43 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def load_evaluator(spec: str, options: Mapping[str, Any]) -> Callable[[Mapping, str], Any]:
+    """`package.module:name` as a scorer `(sample, response) -> score`: a function called
+    with `options` as keyword arguments, or a class built with `options` whose
+    `evaluate_sample(sample, response)` scores. Errors name `evaluate.evaluator` (or
+    `evaluate.evaluator_options`)."""
+    where = "evaluate.evaluator"
+    module_name, _, attribute = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if not module_name or not attribute:
+        raise ConfigError(f"{where} must be 'package.module:function' (or :Class), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"{where}: cannot import module {module_name!r}: {error}") from error
+    target = getattr(module, attribute, None)
+    if target is None:
+        raise ConfigError(f"{where}: module {module_name!r} has no {attribute!r}")
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{where}_options must be a mapping, got {options!r}")
+    if inspect.isclass(target):
+        if not callable(getattr(target, "evaluate_sample", None)):
+            raise ConfigError(f"{where}: class {spec!r} has no evaluate_sample method")
+        try:
+            return target(**options).evaluate_sample
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{where}_options do not suit {spec!r}: {error}") from error
+    if not callable(target):
+        raise ConfigError(f"{where}: {spec!r} is neither a function nor a class")
+    try:
+        inspect.signature(target).bind(None, None, **options)
+    except TypeError as error:
+        raise ConfigError(
+            f"{where}_options do not suit {spec!r}, called as (sample, response, **options): "
+            f"{error}"
+        ) from error
+    return lambda sample, response: target(sample, response, **options)
+
+
 def _optional_count(name: str, value: object) -> None:
     if value is not None and not (_is_int(value) and value >= 1):
         raise ConfigError(f"evaluate.{name} must be null or an integer >= 1, got {value!r}")
@@ -38,7 +79,9 @@ class EvaluateParams:
     """The `evaluate` parameters, checked before anything is called (see `parse_evaluate`).
 
     `generate_with` holds the resolved endpoint(s) that generate missing responses: one for
-    every model, or one per model name.
+    every model, or one per model name. `evaluator` (`package.module:function` or
+    `:Class`, see `load_evaluator`) scores responses on 0-1 in place of the judge.
+    `pass_threshold`: a score at or above it is a pass for pass@k (binary: 1 by default).
     """
 
     judge: JudgeParams
@@ -52,6 +95,9 @@ class EvaluateParams:
     n_replicates: int | None = None
     max_instances: int | None = None
     ks: tuple[int, ...] | None = None
+    pass_threshold: float | None = None
+    evaluator: str | None = None
+    evaluator_options: Mapping[str, Any] = field(default_factory=dict)
     overwrite_results: bool = False
     overwrite_outputs: bool = False
     generate_with: EndpointConfig | Mapping[str, EndpointConfig] | None = None
@@ -95,6 +141,8 @@ class EvaluateParams:
             if isinstance(self.ks, str) or not all(_is_int(k) and k >= 1 for k in self.ks):
                 raise ConfigError(f"evaluate.ks must be null or integers >= 1, got {self.ks!r}")
             object.__setattr__(self, "ks", tuple(self.ks))
+        self._check_pass_threshold()
+        self._check_evaluator()
         for flag in ("overwrite_results", "overwrite_outputs"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"evaluate.{flag} must be true or false")
@@ -123,6 +171,44 @@ class EvaluateParams:
                 f"{list(SCORE_RANGES[self.mode])}, got {list(scale)}; leave it null"
             )
         object.__setattr__(self, "score_range", scale)
+
+    def _check_pass_threshold(self) -> None:
+        value = self.pass_threshold
+        if value is None:
+            return
+        low, high = self.scale
+        if (
+            not isinstance(value, numbers.Real)
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or not low < value <= high
+        ):
+            raise ConfigError(
+                f"evaluate.pass_threshold must be null or a number in ({low}, {high}] "
+                f"(the {self.mode} scale), got {value!r}"
+            )
+        if self.mode == "pairwise":
+            raise ConfigError("evaluate.pass_threshold: pairwise mode has no pass@k")
+        object.__setattr__(self, "pass_threshold", float(value))
+
+    def _check_evaluator(self) -> None:
+        if self.evaluator is None:
+            if self.evaluator_options:
+                raise ConfigError("evaluate.evaluator_options is set but evaluate.evaluator is not")
+            return
+        if self.mode != "binary":
+            raise ConfigError(
+                f"evaluate.evaluator scores on 0-1 in place of the judge: set evaluate.mode "
+                f"to binary, got {self.mode}"
+            )
+        load_evaluator(self.evaluator, self.evaluator_options)
+
+    @property
+    def passing_score(self) -> float | None:
+        """The score from which a response passes (pass@k), or None: no pass@k."""
+        if self.pass_threshold is not None:
+            return self.pass_threshold
+        return 1.0 if self.mode == "binary" else None
 
     @property
     def scale(self) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from llm_feedback.reporting.metrics import (
     model_score_metrics,
     position_consistency,
     rating_by_position,
+    source_aspect_metrics,
     to_0_100,
 )
 from llm_feedback.reporting.pairs import PreferencePairs, binarize, normalise_instruction
@@ -34,6 +35,7 @@ __all__ = [
     "judge_health",
     "markdown_table",
     "model_aspect_metrics",
+    "source_aspect_metrics",
     "model_score_metrics",
     "normalise_instruction",
     "position_bias_figure",

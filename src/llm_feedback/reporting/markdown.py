@@ -25,6 +25,11 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
         "the 1-5 scale onto 0-100 as (mean - 1) / 4 * 100; std_error is the standard error "
         "of the mean.",
     ),
+    "source_aspect_metrics": (
+        "Ratings per prompt source, model and aspect",
+        "The table above for each prompt source (the `source` of each prompt), with its "
+        "own counts.",
+    ),
     "model_score_metrics": (
         "Overall and fine-grained scores per model",
         "Overall scores (1-10) before and after the score fix; correlations compare the "

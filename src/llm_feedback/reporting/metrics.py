@@ -31,6 +31,7 @@ from llm_feedback.schema import (
     MODEL_SCORE_METRICS_COLUMN_TYPES,
     POSITION_CONSISTENCY_COLUMN_TYPES,
     RATING_BY_POSITION_COLUMN_TYPES,
+    SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
@@ -85,6 +86,26 @@ def model_aspect_metrics(
     table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
     table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
     return typed_frame(table.reset_index(), MODEL_ASPECT_METRICS_COLUMN_TYPES)
+
+
+def source_aspect_metrics(
+    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+) -> pd.DataFrame:
+    """`model_aspect_metrics` per prompt source (`completions.source`), with the same
+    counts; completions without a source are left out.
+
+    Columns: source, then those of `model_aspect_metrics`.
+    """
+    require_columns(completions, [*COMPLETION_KEY, "model", "source"], "completions")
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    tables = [
+        model_aspect_metrics(
+            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])], part
+        ).assign(source=source)
+        for source, part in completions.groupby("source", sort=True)
+    ]
+    table = pd.concat(tables) if tables else pd.DataFrame(columns=["source"])
+    return typed_frame(table, SOURCE_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:

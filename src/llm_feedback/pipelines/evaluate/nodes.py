@@ -8,8 +8,7 @@ import pandas as pd
 from llm_feedback.evaluation import (
     compute_metrics,
     generate_responses,
-    judge_samples,
-    open_judge,
+    judge_or_score,
     prepare_samples,
 )
 from llm_feedback.params import EvaluateParams, parse_evaluate
@@ -30,8 +29,7 @@ def generate(
 
 
 def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None) -> pd.DataFrame:
-    with open_judge(params, request_cache, fail_loud=True) as judge_client:
-        return judge_samples(samples, params, judge_client)
+    return judge_or_score(samples, params, request_cache, fail_loud=True)
 
 
 def summarise(eval_judgments: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:

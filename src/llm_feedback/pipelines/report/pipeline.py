@@ -16,6 +16,7 @@ from llm_feedback.reporting import (
     rating_by_position,
     rating_distribution_figure,
     score_scatter_figure,
+    source_aspect_metrics,
 )
 
 # Filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml declares it empty
@@ -26,6 +27,7 @@ INPUT_VERSIONS = "report_input_versions"
 # Tables the report renders; each is also a versioned Parquet dataset of the same name.
 REPORT_TABLES = (
     "model_aspect_metrics",
+    "source_aspect_metrics",
     "model_score_metrics",
     "judge_health",
     "position_consistency",
@@ -51,6 +53,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["aspect_annotations", "completions"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
+            ),
+            node(
+                source_aspect_metrics,
+                ["aspect_annotations", "completions"],
+                "source_aspect_metrics",
+                name="compute_source_aspect_metrics",
             ),
             node(
                 model_score_metrics,
