@@ -229,6 +229,7 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "prior_question": "string",
     "prior_response": "string",
     "prior_reference": "string",
+    "recorded_score": "float64",  # a score recorded elsewhere (e.g. GPT-4's), to agree with
 }
 EVAL_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
@@ -240,6 +241,7 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "criterion": "string",
     "response": "string",
     "score": "float64",
+    "recorded_score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
     "success": "bool",
@@ -282,6 +284,7 @@ EVAL_METRICS_COLUMN_TYPES = {
     "mode": "string",
     "model": "string",
     "metric": "string",
+    "raters": "string",  # agreement metrics: the compared raters joined by "~"
     "criterion": "string",
     "k": "Int64",
     "value": "float64",
@@ -317,6 +320,13 @@ POSITION_CONSISTENCY_COLUMN_TYPES = {
     "n_compared": "int64",
     "share_changed": "float64",
     "mean_abs_change": "float64",
+}
+SHUFFLE_AGREEMENT_COLUMN_TYPES = {
+    "aspect": "str",
+    "raters": "str",
+    "statistic": "str",
+    "value": "float64",
+    "n": "int64",
 }
 RATING_BY_POSITION_COLUMN_TYPES = {
     "aspect": "str",

@@ -14,11 +14,13 @@ normalisation skips the call, an unknown reference is "invalid" with no call),
 `score_0_5` (0-5 against the reference, "invalid" without one), `single_1_10` (MT-Bench
 `[[N]]`, with the reference where there is one), `rubric` (a score per criterion) and
 `pairwise` (every two models' responses to the same instance and replicate, judged in
-both orders; orders that disagree make a tie).
+both orders; orders that disagree make a tie). Any mode can be judged by a panel of judges
+(`evaluate.panel`), and `eval_metrics` then measures their agreement, as it does with
+recorded judgments given as `recorded_score`.
 
 The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
-(replicates, re-asks), `metrics`, `run`.
+(replicates, re-asks), `panel` (judge panels, agreement metrics), `metrics`, `run`.
 """
 
 from llm_feedback.evaluation.generation import generate_responses
@@ -30,6 +32,12 @@ from llm_feedback.evaluation.judging import (
     open_judge,
 )
 from llm_feedback.evaluation.metrics import compute_metrics
+from llm_feedback.evaluation.panel import (
+    aggregate_panel,
+    agreement_metrics,
+    judge_all,
+    metrics_with_agreement,
+)
 from llm_feedback.evaluation.run import run_evaluation
 from llm_feedback.evaluation.samples import (
     prepare_samples,
@@ -41,9 +49,13 @@ __all__ = [
     "EXACT_MATCH",
     "INVALID",
     "NO_RESPONSE",
+    "aggregate_panel",
+    "agreement_metrics",
     "compute_metrics",
     "generate_responses",
+    "judge_all",
     "judge_samples",
+    "metrics_with_agreement",
     "open_judge",
     "prepare_samples",
     "run_evaluation",

@@ -16,6 +16,7 @@ from llm_feedback.reporting import (
     rating_by_position,
     rating_distribution_figure,
     score_scatter_figure,
+    shuffle_agreement,
 )
 
 # Filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml declares it empty
@@ -29,6 +30,7 @@ REPORT_TABLES = (
     "model_score_metrics",
     "judge_health",
     "position_consistency",
+    "shuffle_agreement",
     "rating_by_position",
     "cost_table",
     "preference_pairs",
@@ -69,6 +71,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "aspect_annotations",
                 "position_consistency",
                 name="compute_position_consistency",
+            ),
+            node(
+                shuffle_agreement,
+                "aspect_annotations",
+                "shuffle_agreement",
+                name="compute_shuffle_agreement",
             ),
             node(
                 rating_by_position,
