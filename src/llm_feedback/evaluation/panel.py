@@ -225,6 +225,15 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
             for name in judges:
                 found = agreement_rows(ratings, [RECORDED, name], categorical=categorical)
                 rows += [{**row, "criterion": criterion, "asked": len(part)} for row in found]
+    for row in rows:
+        logger.info(
+            "evaluate agreement %s%s: %s = %.3f over %d judgments",
+            row["raters"],
+            "" if row["criterion"] is None else f" [{row['criterion']}]",
+            row["statistic"],
+            row["value"],
+            row["n"],
+        )
     metrics = pd.DataFrame(
         [
             {
