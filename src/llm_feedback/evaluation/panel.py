@@ -37,6 +37,7 @@ from llm_feedback.schema import (
     EVAL_JUDGMENTS_COLUMN_TYPES,
     EVAL_METRICS_COLUMN_TYPES,
     EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
+    EVAL_SAMPLE_KEY,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,12 @@ def _judgment_types(mode: str) -> dict[str, str]:
     return (
         EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if mode == "pairwise" else EVAL_JUDGMENTS_COLUMN_TYPES
     )
+
+
+def _key_columns(mode: str) -> list[str]:
+    if mode == "pairwise":
+        return ["instance_id", "turn", "replicate", "model_a", "model_b"]
+    return [*EVAL_SAMPLE_KEY, "criterion"]
 
 
 def value_column(mode: str) -> str:
@@ -138,6 +145,12 @@ def aggregate_panel(per_judge: Mapping[str, pd.DataFrame], config: EvaluateParam
     """
     names = list(per_judge)
     frames = list(per_judge.values())
+    keys = _key_columns(config.mode)
+    for name, frame in per_judge.items():
+        if not frame[keys].equals(frames[0][keys]):
+            raise RuntimeError(
+                f"evaluate panel: judge {name!r} judged other rows than {names[0]!r}"
+            )
     value = value_column(config.mode)
     votes = _by_row(frames, value)
     combined = [_combine(row, config.panel.aggregate, config.mode) for row in votes]
