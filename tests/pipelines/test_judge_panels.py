@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
+from llm_feedback.errors import ConfigError, EndpointError, InputError
+from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, schema_responder
 from tests.conftest import endpoints_via, kedro_cli, run_kedro_cli
 
 ITEMS = [f"item-{number:02d}" for number in range(1, 11)]
@@ -301,3 +301,44 @@ def test_the_readme_panel_command_runs(tmp_path):
     metrics = pd.read_parquet(next(metrics_dir.iterdir()) / "eval_metrics.parquet")
     raters = set(metrics["raters"].dropna())
     assert raters == {"cold~warm"}  # the demo samples carry no recorded_score
+
+
+def test_a_failing_judge_stops_the_panel_and_a_rerun_pays_only_for_the_rest(run_kedro, tmp_path):
+    broken = {"b": True}
+
+    def judge_b(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        return Reply(status=500, error_message="down") if broken["b"] else "Rating: [[5]]"
+
+    with (
+        FakeLLMServer(lambda body, ctx: "Rating: [[7]]", latency_s=0.2) as slow,
+        FakeLLMServer(judge_b) as failing,
+    ):
+        endpoints = {
+            # One call at a time: 48 judgments take judge a about 10 s.
+            "judge_a": endpoints_via(slow, structured_output=False, max_concurrent=1)["local"],
+            "judge_b": endpoints_via(failing, structured_output=False, max_retries=0)["local"],
+        }
+        params = {
+            "endpoints": endpoints,
+            "evaluate": {
+                "mode": "single_1_10",
+                "panel": {
+                    "judges": [{"endpoint": "judge_a"}, {"endpoint": "judge_b"}],
+                    "aggregate": "mean",
+                },
+            },
+        }
+        with pytest.raises(EndpointError, match="judge_b"):
+            run_kedro("evaluate", params)
+        answered_before = slow.request_count
+        assert 0 < answered_before < 48  # judge a was stopped, not waited for
+
+        broken["b"] = False
+        catalog = run_kedro("evaluate", params)["catalog"]
+        resent = slow.request_count - answered_before
+    # Judge a's answers of the failed run come from the cache; only a call cut off in
+    # flight when the panel stopped is asked again.
+    assert 48 - answered_before <= resent <= 48 - answered_before + 1
+    per_judge = catalog.load("eval_panel_judgments")
+    assert per_judge.loc[per_judge["judge"] == "judge_a", "cached"].sum() == 48 - resent
+    assert catalog.load("eval_judgments")["score"].tolist() == [6.0] * 48

@@ -19,7 +19,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -73,25 +73,35 @@ def judge_all(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(`eval_judgments`, `eval_panel_judgments`) of the samples.
 
-    With one judge the second table is empty. With a panel, a judge whose run fails does
-    not stop the others: their answers are cached, the failure is raised once all finished.
+    With one judge the second table is empty. A panel's judges run at the same time, each
+    in a thread of its own. When one fails (or on Ctrl-C) the panel stops at once: closing
+    the judges cancels the calls still in flight, and every answer received is cached.
     """
     if config.panel is None:
         with open_judge(config, cache_path, progress=progress, fail_loud=fail_loud) as judge:
             return judge_samples(samples, config, judge), panel_judgments({}, config.mode)
-    with ExitStack() as stack:
-        judges = {
-            name: stack.enter_context(
-                open_judge(config, cache_path, progress=progress, fail_loud=fail_loud, judge=params)
-            )
-            for name, params in config.panel.judges.items()
-        }
-        with ThreadPoolExecutor(len(judges), thread_name_prefix="panel-judge") as pool:
+    pool = ThreadPoolExecutor(len(config.panel.judges), thread_name_prefix="panel-judge")
+    try:
+        with ExitStack() as stack:  # closed before the pool waits for its threads
             futures = {
-                name: pool.submit(judge_samples, samples, config, judge)
-                for name, judge in judges.items()
+                name: pool.submit(
+                    judge_samples,
+                    samples,
+                    config,
+                    stack.enter_context(
+                        open_judge(
+                            config, cache_path, progress=progress, fail_loud=fail_loud, judge=judge
+                        )
+                    ),
+                )
+                for name, judge in config.panel.judges.items()
             }
-        per_judge = {name: future.result() for name, future in futures.items()}
+            finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+            for future in finished:
+                future.result()  # the first failure, if any
+            per_judge = {name: future.result() for name, future in futures.items()}
+    finally:
+        pool.shutdown(wait=True)
     return aggregate_panel(per_judge, config), panel_judgments(per_judge, config.mode)
 
 
