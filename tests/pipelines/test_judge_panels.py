@@ -241,6 +241,19 @@ def test_three_judges_in_pairwise_mode_get_fleiss_kappa_and_a_majority(run_kedro
             {"panel": {"judges": [{"endpoint": "judge_a", "weight": 2}], "aggregate": "mean"}},
             r"evaluate.panel.judges\[0\].weight: unknown setting",
         ),
+        (
+            {
+                "panel": {
+                    "judges": [{"endpoint": "judge_a"}, {"endpoint": {"backend": "openai"}}],
+                    "aggregate": "mean",
+                }
+            },
+            r"evaluate.panel.judges\[1\].name: an inline endpoint has no name",
+        ),
+        (
+            {"panel": {"judges": [{"endpoint": "judge_a"}, {"endpoint": "judge_b"}]}},
+            "evaluate.panel.aggregate is required",
+        ),
     ],
 )
 def test_ambiguous_or_bad_panels_fail_before_any_call(run_kedro, fake_llm, evaluate, message):
