@@ -233,6 +233,7 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "prior_response": "string",
     "prior_reference": "string",
     "runtime_s": "float64",  # seconds it took to generate the response, when known
+    "recorded_score": "float64",  # a score recorded elsewhere (e.g. GPT-4's), to agree with
     # tuples of checked `backends.media.Media`; in memory only, between the nodes
     "images": "object",
     "audio": "object",
@@ -259,6 +260,7 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "response": "string",
     "runtime_s": "float64",
     "score": "float64",
+    "recorded_score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
     "success": "bool",
@@ -308,6 +310,7 @@ EVAL_METRICS_COLUMN_TYPES = {
     # Metrics of one category or level of eval_samples; both null: over all samples.
     "category": "string",
     "level": "string",
+    "raters": "string",  # agreement metrics: the compared raters joined by "~"
     "criterion": "string",
     "k": "Int64",
     "value": "float64",
@@ -344,6 +347,13 @@ POSITION_CONSISTENCY_COLUMN_TYPES = {
     "n_compared": "int64",
     "share_changed": "float64",
     "mean_abs_change": "float64",
+}
+SHUFFLE_AGREEMENT_COLUMN_TYPES = {
+    "aspect": "str",
+    "raters": "str",
+    "statistic": "str",
+    "value": "float64",
+    "n": "int64",
 }
 RATING_BY_POSITION_COLUMN_TYPES = {
     "aspect": "str",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from llm_feedback.agreement import agreement_rows, pearson, spearman
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
@@ -31,6 +32,7 @@ from llm_feedback.schema import (
     MODEL_SCORE_METRICS_COLUMN_TYPES,
     POSITION_CONSISTENCY_COLUMN_TYPES,
     RATING_BY_POSITION_COLUMN_TYPES,
+    SHUFFLE_AGREEMENT_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 
@@ -38,7 +40,6 @@ from llm_feedback.schema import (
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
-MIN_CORRELATION_PAIRS = 3
 
 ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
 
@@ -136,24 +137,10 @@ def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
                 "mean_fine_grained": group["fine_grained_score"].mean(),
                 "n_paired": len(paired),
                 "pearson_overall_vs_fine_grained": pearson(overall, fine),
-                "spearman_overall_vs_fine_grained": pearson(overall.rank(), fine.rank()),
+                "spearman_overall_vs_fine_grained": spearman(overall, fine),
             }
         )
     return typed_frame(pd.DataFrame(rows), MODEL_SCORE_METRICS_COLUMN_TYPES)
-
-
-def pearson(x: pd.Series, y: pd.Series) -> float:
-    """Pearson's r of two aligned, NaN-free series; NaN when undefined (fewer than 3 pairs
-    or a constant series) instead of numpy's divide-by-zero warning. Spearman's rho is this
-    applied to the ranks."""
-    if len(x) < MIN_CORRELATION_PAIRS:
-        return float("nan")
-    dx = x.to_numpy(dtype="float64") - x.mean()
-    dy = y.to_numpy(dtype="float64") - y.mean()
-    denominator = np.sqrt((dx * dx).sum() * (dy * dy).sum())
-    if denominator == 0:
-        return float("nan")
-    return float((dx * dy).sum() / denominator)
 
 
 def judge_health(
@@ -266,6 +253,33 @@ def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_COLUMN_TYPES)
+
+
+def shuffle_agreement(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per aspect, how well one judge agrees with itself when the completions are shown in
+    another order: for each two shuffles (raters `shuffle_i~shuffle_j`), Spearman's rho and
+    the exact-match share of the 1-5 ratings each completion got in both, over the
+    completions rated in both (`n`; N/A and failed ratings left out). Empty when only one
+    shuffle was run.
+
+    Columns: aspect, raters, statistic, value, n.
+    """
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    if aspect_annotations["shuffle_idx"].nunique() < 2:
+        return typed_frame(None, SHUFFLE_AGREEMENT_COLUMN_TYPES)
+    ratings = aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "shuffle_idx"]].copy()
+    ratings["rating"] = as_float(aspect_annotations["rating"])
+    ratings["shuffle"] = "shuffle_" + ratings["shuffle_idx"].astype(str)
+    shuffles = [f"shuffle_{index}" for index in sorted(ratings["shuffle_idx"].unique())]
+    rows = []
+    for aspect in ordered_aspects(ratings["aspect"]):
+        by_shuffle = ratings[ratings["aspect"] == aspect].pivot(
+            index=list(COMPLETION_KEY), columns="shuffle", values="rating"
+        )
+        by_shuffle = by_shuffle.reindex(columns=shuffles)
+        found = agreement_rows(by_shuffle, shuffles, categorical=False)
+        rows += [{"aspect": aspect, **row} for row in found]
+    return typed_frame(pd.DataFrame(rows), SHUFFLE_AGREEMENT_COLUMN_TYPES)
 
 
 def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
