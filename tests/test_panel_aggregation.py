@@ -33,6 +33,7 @@ def judged(model: str, rows: list[tuple[float | None, str]], mode: str) -> pd.Da
             "turn": 1,
             "model": "assistant",
             "replicate": 0,
+            "ensemble_member": 0,
             "mode": mode,
             "score": score,
             "parse_status": status,
