@@ -105,3 +105,49 @@ def test_missing_vllm_gives_an_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(ConfigError, match=r'pip install -e "\.\[gpu\]"'):
         LLMClient(_config(), None).open()
+
+
+def test_multi_gpu_engine_kwargs_reach_vllm_unchanged(fake_vllm, tmp_path):
+    parallel = {
+        "tensor_parallel_size": 4,
+        "data_parallel_size": 2,
+        "distributed_executor_backend": "ray",
+        "max_model_len": 8192,
+    }
+    config = _config(engine_kwargs=parallel)
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        assert client.complete(ChatRequest.from_prompt("hi")).ok
+    assert fake_vllm.CALLS[0] == ("LLM", {"model": "org/tiny-model", **parallel})
+
+
+@pytest.mark.parametrize(
+    ("engine_kwargs", "message"),
+    [
+        ({"tensor_parallel_size": 0}, "engine_kwargs.tensor_parallel_size' must be an integer"),
+        ({"data_parallel_size": "2"}, "engine_kwargs.data_parallel_size' must be an integer"),
+        ({"distributed_executor_backend": "slurm"}, "must be one of ray, mp, uni"),
+        ("tp=2", r"endpoints\.gpu\.engine_kwargs must be dict"),
+    ],
+)
+def test_bad_multi_gpu_settings_are_named_before_vllm_loads(engine_kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(engine_kwargs=engine_kwargs)
+
+
+def test_requests_reach_vllm_in_chunks_while_later_ones_are_still_being_built(fake_vllm, tmp_path):
+    def requests():
+        for i in range(600):
+            if i % 100 == 0:
+                fake_vllm.CALLS.append(("built", i))
+            yield ChatRequest.from_prompt(f"prompt {i}", temperature=0.0)
+
+    config = _config(engine_chunk_size=100)
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        results = client.complete_many(requests(), total=600)
+
+    assert all(r.ok for r in results) and len(results) == 600
+    calls = [(kind, len(args[0]) if kind == "generate" else args) for kind, args in fake_vllm.CALLS]
+    generated = [size for kind, size in calls if kind == "generate"]
+    assert generated == [100] * 6
+    # The first prompts were generated before the last ones were built: no 600-long list.
+    assert calls.index(("generate", 100)) < calls.index(("built", 500))

@@ -347,24 +347,25 @@ class LLMClient:
 
     async def _run_in_process(self, batch: _Batch, requests: Iterable[ChatRequest]) -> None:
         """A `BatchBackend` gets the misses `engine_chunk_size` at a time: each chunk is
-        answered, cached and released before the next is built."""
+        answered, cached and released before later requests are even built."""
+        size = self.config.engine_chunk_size
         todo: list[int] = []
 
-        async def generate() -> None:
+        async def generate(indices: list[int]) -> None:
             outputs = await asyncio.to_thread(
-                self.backend.generate, [batch.requests[index] for index in todo]
+                self.backend.generate, [batch.requests[index] for index in indices]
             )
-            for index, result in zip(todo, outputs, strict=True):
+            for index, result in zip(indices, outputs, strict=True):
                 self._record(batch.keys[index], result)
                 self._deliver(batch, index, result)
-            todo.clear()
 
         for chunk in _chunks(requests):
             todo += self._admit(batch, chunk)
-            if len(todo) >= self.config.engine_chunk_size:
-                await generate()
+            while len(todo) >= size:
+                await generate(todo[:size])
+                del todo[:size]
         if todo:
-            await generate()
+            await generate(todo)
 
     def _deliver(self, batch: _Batch, index: int, result: ChatResult) -> None:
         batch.requests[index] = None  # answered: its prompt need not stay in memory
