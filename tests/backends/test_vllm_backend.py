@@ -4,9 +4,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.errors import ConfigError
+from tests.conftest import readme_block, readme_command
 
 DOUBLE = Path(__file__).parent / "vllm_double"
 
@@ -151,3 +153,13 @@ def test_requests_reach_vllm_in_chunks_while_later_ones_are_still_being_built(fa
     assert generated == [100] * 6
     # The first prompts were generated before the last ones were built: no 600-long list.
     assert calls.index(("generate", 100)) < calls.index(("built", 500))
+
+
+def test_the_readme_multi_gpu_endpoint_reaches_vllm_as_written(fake_vllm, tmp_path):
+    endpoints = yaml.safe_load(readme_block("Past one machine: multi-GPU vLLM"))["endpoints"]
+    config = EndpointConfig.from_dict(endpoints["gpu"], name="gpu")
+    assert readme_command("### Multi-GPU vLLM").endswith("annotate.judge.endpoint=gpu")
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        assert client.complete(ChatRequest.from_prompt("hi")).ok
+    assert fake_vllm.CALLS[0] == ("LLM", {"model": config.model, **config.engine_kwargs})
+    assert config.engine_kwargs["distributed_executor_backend"] == "ray"

@@ -8,10 +8,21 @@ import signal
 import subprocess
 import time
 
+import yaml
+
+from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.batch_api import LEDGER_SUFFIX
 from llm_feedback.cli import BATCH_PENDING_EXIT_CODE
 from llm_feedback.testing.server import BatchScript, FakeLLMServer
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli
+from tests.conftest import (
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    dotted_params,
+    endpoints_via,
+    kedro_cli,
+    readme_block,
+    readme_command,
+)
 
 BATCH = ("endpoints.local.mode=batch", "endpoints.local.batch_poll_seconds=0.05")
 N_COMPLETIONS = 3 * 4  # sample.max_prompts=3, four completions each
@@ -108,3 +119,38 @@ def test_a_run_killed_while_polling_resumes_the_same_batch(run_kedro, tmp_path):
         assert set(server.batch_retrievals[polled_before_kill:]) == {"batch_1"}
         assert server.batch_counts["batch_lines_answered"] == N_COMPLETIONS
         assert server.request_count == 0
+
+
+def test_the_readme_batch_endpoints_and_command(run_kedro, monkeypatch):
+    """The README's batch endpoints parse, and its command judges by batch end to end: the
+    judge's rows say so and the report prices them at the batch rate."""
+    endpoints = yaml.safe_load(readme_block("Past one machine: batch endpoints"))["endpoints"]
+    without_credentials = {name: {**d, "credentials": None} for name, d in endpoints.items()}
+    for name, definition in without_credentials.items():
+        assert EndpointConfig.from_dict(definition, name).mode == "batch"
+    command = readme_command("### OpenAI / Azure Batch API")
+    prefix = "kedro run --pipelines annotate --params "
+    assert command.startswith(prefix)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
+    with FakeLLMServer() as server:
+        batch_endpoint = {
+            **without_credentials["openai_batch"],
+            "base_url": server.base_url,
+            "batch_poll_seconds": 0.01,
+        }
+        params = {
+            "endpoints": {**endpoints_via(server), "openai_batch": batch_endpoint},
+            "sample": {"max_prompts": 2},
+        }
+        run_kedro("sample", params)
+        run_kedro("generate", params)
+        assert server.batch_counts["batches_created"] == 0  # generation used `local`
+        params |= dotted_params(command.removeprefix(prefix))
+        catalog = run_kedro("annotate", params)["catalog"]
+        costs = run_kedro("report", params)["catalog"].load("cost_table")
+        assert server.batch_counts["batches_created"] >= 2  # aspects, critiques
+        assert catalog.load("aspect_annotations")["judge_via_batch"].all()
+        assert catalog.load("critiques")["judge_via_batch"].all()
+    judged = costs[costs["stage"].isin(["annotate", "critique"])]
+    assert set(judged["mode"]) == {"batch"} and set(judged["endpoint"]) == {"openai_batch"}
+    assert set(costs.loc[costs["stage"] == "generate", "mode"]) == {"online"}

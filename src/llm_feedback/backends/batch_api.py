@@ -253,11 +253,16 @@ class BatchJobs:
             if not file_id:
                 continue
             content = await self._call("GET", f"files/{file_id}/content", raw=True)
-            for text in content.splitlines():
-                if not text.strip():
+            for text in filter(bytes.strip, content.splitlines()):
+                try:
+                    line = orjson.loads(text)
+                    key = line["custom_id"]
+                    if not isinstance(key, str):
+                        raise TypeError("custom_id is not a string")
+                except _UNREADABLE:
+                    # Its request stays unanswered ("no result") and follows batch_unanswered.
+                    logger.warning("batch %s: unreadable line in %s", info.get("id"), file_id)
                     continue
-                line = orjson.loads(text)
-                key = line.get("custom_id")
                 result = self._line_result(line, latency)
                 if result.ok:
                     on_answer(key, result)
