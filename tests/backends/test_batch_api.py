@@ -8,7 +8,7 @@ import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.batch_api import LEDGER_SUFFIX
-from llm_feedback.errors import BatchPending, ConfigError
+from llm_feedback.errors import BatchPending, ConfigError, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, flaky, scripted
 
 
@@ -221,3 +221,13 @@ def test_batch_settings_are_checked_before_anything_starts():
 def test_batch_mode_without_a_cache_says_why(fake_llm):
     with pytest.raises(ConfigError, match="mode batch needs the request cache"):
         _complete(_endpoint(fake_llm), None, _requests(1))
+
+
+def test_a_recorded_batch_the_provider_does_not_know_names_the_ledger(cache):
+    ledger = cache.parent / f"{cache.name}{LEDGER_SUFFIX}"
+    with FakeLLMServer(batch=BatchScript(delay_s=60)) as server:
+        with pytest.raises(BatchPending):
+            _complete(_endpoint(server, batch_wait=False), cache, _requests(1))
+        ledger.write_text(ledger.read_text().replace("batch_1", "batch_99"))
+        with pytest.raises(EndpointError, match=r"HTTP 404.*batch_99 is recorded in .*batches"):
+            _complete(_endpoint(server, max_retries=0), cache, _requests(1))

@@ -209,7 +209,7 @@ class BatchJobs:
             statuses: Counter[str] = Counter()
             counts: Counter[str] = Counter()
             for batch_id, batch in list(waiting.items()):
-                info = await self._call("GET", f"batches/{batch_id}")
+                info = await self._retrieve(batch_id)
                 status = str(info.get("status"))
                 statuses[status] += 1
                 counts.update(info.get("request_counts") or {})
@@ -239,6 +239,15 @@ class BatchJobs:
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, self.config.batch_poll_max_seconds)
         return unanswered
+
+    async def _retrieve(self, batch_id: str) -> dict[str, Any]:
+        try:
+            return await self._call("GET", f"batches/{batch_id}")
+        except EndpointError as error:
+            raise EndpointError(
+                f"{error}; batch {batch_id} is recorded in {self._ledger.path}: if the "
+                "provider no longer knows it, remove its entry and its requests are submitted anew"
+            ) from None
 
     async def _download(
         self, info: dict[str, Any], on_answer: Callable[[str, ChatResult], None]
