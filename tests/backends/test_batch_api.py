@@ -231,3 +231,23 @@ def test_a_recorded_batch_the_provider_does_not_know_names_the_ledger(cache):
         ledger.write_text(ledger.read_text().replace("batch_1", "batch_99"))
         with pytest.raises(EndpointError, match=r"HTTP 404.*batch_99 is recorded in .*batches"):
             _complete(_endpoint(server, max_retries=0), cache, _requests(1))
+
+
+def test_the_server_rejects_a_batch_whose_input_file_is_not_ours(fake_llm):
+    good = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions"}
+    good["body"] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    duplicate = dict(good)
+    content = "\n".join(json.dumps(line) for line in (good, duplicate))
+    upload = httpx2.post(
+        f"{fake_llm.base_url}/files",
+        data={"purpose": "batch"},
+        files={"file": ("in.jsonl", content.encode(), "application/jsonl")},
+    )
+    create = httpx2.post(
+        f"{fake_llm.base_url}/batches",
+        json={"input_file_id": upload.json()["id"], "endpoint": "/v1/chat/completions"},
+    )
+    assert create.status_code == 400 and "line 2" in create.json()["error"]["message"]
+    unknown = httpx2.post(f"{fake_llm.base_url}/batches", json={"input_file_id": "file-9"})
+    assert unknown.status_code == 400
+    assert fake_llm.batch_counts["batches_created"] == 0
