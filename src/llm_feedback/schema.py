@@ -83,6 +83,7 @@ COMPLETIONS_COLUMN_TYPES = {
     "completion_tokens": "int64",
     "latency_s": "float64",
     "cached": "bool",
+    "via_batch": "bool",  # answered through a Batch API (priced at the batch rate)
     "error": "string",
 }
 
@@ -109,6 +110,7 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",  # the endpoint's name in parameters.yml
     "judge_backend": "string",  # local | openai | azure | vllm | ...
+    "judge_via_batch": "bool",  # the judge answered through a Batch API
     "suspected_injection": "bool",  # the completion imitates a judge's answer format
     "raw_reply": "string",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
@@ -126,6 +128,7 @@ CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",
     "judge_backend": "string",
+    "judge_via_batch": "bool",
     "suspected_injection": "bool",
     "raw_reply": "string",
 }
@@ -365,6 +368,7 @@ COST_TABLE_COLUMN_TYPES = {
     "stage": "str",
     "endpoint": "str",
     "model": "str",
+    "mode": "str",  # online | batch (Batch API rows, at the batch price)
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
     "estimated_cost": "float64",

@@ -57,7 +57,8 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     ),
     "cost_table": (
         "Tokens and estimated cost",
-        "Cost uses the configured price per 1k tokens; models without a price count as 0.",
+        "Cost uses the configured price per 1k tokens; models without a price count as 0. "
+        "Rows of mode batch were answered through a Batch API, at the batch price.",
     ),
     "pair_drops": (
         "Preference pairs: prompts without a pair",

@@ -8,6 +8,7 @@ correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -326,7 +327,11 @@ def cost_table(
     ...}; a model run in process (local, vllm) costs 0 unless priced, any other model absent
     from `prices` costs 0 with priced = False.
 
-    Columns: stage, endpoint, model, prompt_tokens, completion_tokens, estimated_cost, priced.
+    Rows answered through a Batch API (`via_batch`, `judge_via_batch`) are priced apart, in
+    rows of mode `batch`, at `price_per_1k`'s batch price.
+
+    Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
+    priced.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
     require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
@@ -337,7 +342,7 @@ def cost_table(
 
     usage = [
         completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
-            stage="generate"
+            stage="generate", mode=_modes(completions, "via_batch")
         )
     ]
     for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
@@ -350,20 +355,23 @@ def cost_table(
                     "judge_backend": "backend",
                 }
             )
-            .assign(stage=stage)
+            .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
         )
     tokens = pd.concat(usage, ignore_index=True)
     for column in token_columns:
         tokens[column] = tokens[column].fillna(0).astype("int64")
     # dropna=False: tokens of a row without an endpoint or model still count.
-    table = tokens.groupby(["stage", "endpoint", "backend", "model"], as_index=False, dropna=False)[
-        token_columns
-    ].sum()
+    table = tokens.groupby(
+        ["stage", "endpoint", "backend", "model", "mode"], as_index=False, dropna=False
+    )[token_columns].sum()
 
     table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(IN_PROCESS_BACKENDS)
     prompt_price, completion_price = (
         np.array(
-            [prices[model][key] if model in prices else 0.0 for model in table["model"]],
+            [
+                price_per_1k(prices.get(model), key, mode == "batch")
+                for model, mode in zip(table["model"], table["mode"], strict=True)
+            ],
             dtype="float64",
         )
         for key in ("prompt_per_1k", "completion_per_1k")
@@ -377,9 +385,35 @@ def cost_table(
     return typed_frame(table, COST_TABLE_COLUMN_TYPES)
 
 
+# The Batch APIs of OpenAI and Azure charge half the online price unless a price entry
+# names its own `batch_prompt_per_1k` / `batch_completion_per_1k`.
+BATCH_PRICE_SHARE = 0.5
+
+
+def price_per_1k(entry: Mapping[str, float] | None, key: str, batch: bool) -> float:
+    """USD per 1k tokens of `key` (prompt_per_1k | completion_per_1k) from a price entry."""
+    if entry is None:
+        return 0.0
+    if not batch:
+        return entry[key]
+    return entry.get(f"batch_{key}", entry[key] * BATCH_PRICE_SHARE)
+
+
+def _modes(frame: pd.DataFrame, column: str) -> Any:
+    """online | batch per row; data written before batch mode existed is online."""
+    if column not in frame.columns:
+        return "online"
+    return np.where(frame[column].fillna(False).astype(bool), "batch", "online")
+
+
 def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:
     for model, entry in prices.items():
-        for key in ("prompt_per_1k", "completion_per_1k"):
+        batch_keys = [
+            key
+            for key in ("batch_prompt_per_1k", "batch_completion_per_1k")
+            if key in (entry or {})
+        ]
+        for key in ("prompt_per_1k", "completion_per_1k", *batch_keys):
             value = entry.get(key) if isinstance(entry, Mapping) else None
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ConfigError(f"prices.{model}.{key}: expected a number >= 0, got {value!r}")
