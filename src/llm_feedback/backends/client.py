@@ -20,7 +20,12 @@ from typing import Any
 
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
-from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
+from llm_feedback.backends.base import (
+    BatchBackend,
+    RetryableError,
+    StreamingBatchBackend,
+    make_backend,
+)
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
@@ -346,15 +351,46 @@ class LLMClient:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_batch(self, batch: _Batch) -> None:
+        """Hand every uncached request to the batch backend; record each answer (cache
+        included) as it arrives, on this loop, while the backend works in a thread."""
         todo = list(batch.first_index.values())
-        outputs = await asyncio.to_thread(
-            self.backend.generate, [batch.requests[index] for index in todo]
-        )
-        for index, result in zip(todo, outputs, strict=True):
-            self._record(batch.keys[index], result)
-            batch.results[index] = result
-            batch.deliver(index, result)
-        batch.bar.update(len(todo))
+        requests = [batch.requests[index] for index in todo]
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            if isinstance(self.backend, StreamingBatchBackend):
+                answers: Iterable[tuple[int, ChatResult]] = self.backend.generate_stream(requests)
+            else:
+                answers = enumerate(self.backend.generate(requests))
+            try:
+                for answer in answers:
+                    loop.call_soon_threadsafe(arrived.put_nowait, answer)
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(arrived.put_nowait, None)
+            except BaseException as error:
+                loop.call_soon_threadsafe(arrived.put_nowait, error)
+            finally:
+                close = getattr(answers, "close", None)
+                if close is not None:
+                    close()  # a stopped stream ends the backend's work too
+
+        producer = asyncio.ensure_future(asyncio.to_thread(produce))
+        try:
+            while (answer := await arrived.get()) is not None:
+                if isinstance(answer, BaseException):
+                    raise answer
+                position, result = answer
+                index = todo[position]
+                self._record(batch.keys[index], result)
+                batch.results[index] = result
+                batch.deliver(index, result)
+                batch.bar.update(1)
+        finally:
+            stop.set()
+            await asyncio.gather(producer, return_exceptions=True)
 
     async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
         async with self._semaphore:

@@ -50,7 +50,17 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "api_version": (str, None),
     "azure_endpoint": (str, None),
     "model_path": (str, None),
+    "ray_address": (str, None),
+    "ray_processor": (str,),
+    "ray_replicas": (int,),
+    "ray_batch_size": (int,),
+    "ray_qps": (int, float, None),
+    "ray_batch_retries": (int,),
+    "tensor_parallel_size": (int,),
+    "pipeline_parallel_size": (int,),
 }
+
+RAY_PROCESSORS = ("http", "vllm")
 
 
 @dataclass(frozen=True)
@@ -87,8 +97,21 @@ class EndpointConfig:
     parallel_slots: int = 4
     context_per_slot: int = 4096
     threads: int | None = None
-    # vllm backend
+    # vllm backend (and the ray backend's vllm processor)
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    # ray backend: a cluster address (null: RAY_ADDRESS, else a local Ray), "http" (our
+    # client in Ray actors, for base_url) or "vllm" (ray.data.llm on GPU nodes), the
+    # number of workers or engine replicas, the rows one replica takes at a time, a cap
+    # on requests per second across all workers, and how often rows that came back
+    # failed are handed to Ray again.
+    ray_address: str | None = None
+    ray_processor: str = "http"
+    ray_replicas: int = 2
+    ray_batch_size: int = 64
+    ray_qps: float | None = None
+    ray_batch_retries: int = 1
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
 
     def __post_init__(self) -> None:
         where = f"endpoint '{self.name}'" if self.name else "endpoint"
@@ -117,6 +140,7 @@ class EndpointConfig:
             raise ConfigError(
                 f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"
             )
+        self._check_ray(where)
         if self.credentials is not None and self.credentials not in _registered_credentials:
             known = ", ".join(sorted(_registered_credentials)) or "none registered"
             raise ConfigError(
@@ -139,6 +163,25 @@ class EndpointConfig:
             raise ConfigError(f"{where}: 'transport' must be lean or sdk, got {self.transport!r}")
         if not 0 <= self.max_failure_share <= 1:
             raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
+
+    def _check_ray(self, where: str) -> None:
+        if self.ray_processor not in RAY_PROCESSORS:
+            raise ConfigError(
+                f"{where}: 'ray_processor' must be one of {', '.join(RAY_PROCESSORS)}, "
+                f"got {self.ray_processor!r}"
+            )
+        for name in (
+            "ray_replicas",
+            "ray_batch_size",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{where}: '{name}' must be >= 1")
+        if self.ray_qps is not None and self.ray_qps <= 0:
+            raise ConfigError(f"{where}: 'ray_qps' must be > 0 or null")
+        if self.ray_batch_retries < 0:
+            raise ConfigError(f"{where}: 'ray_batch_retries' must be >= 0")
 
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
@@ -176,8 +219,13 @@ class EndpointConfig:
         # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
         return True if self.structured_output is None else self.structured_output
 
+    @property
+    def is_openai_http(self) -> bool:
+        """Sent to an OpenAI-compatible URL: `openai`, or `ray` with its HTTP processor."""
+        return self.backend == "openai" or (self.backend == "ray" and self.ray_processor == "http")
+
     def resolved_base_url(self) -> str | None:
-        if self.backend == "openai":
+        if self.is_openai_http:
             return api_base(
                 self.base_url
                 or os.environ.get("OPENAI_BASE_URL")
@@ -211,7 +259,7 @@ class EndpointConfig:
             return f"credentials entry '{self.credentials}' in conf/local/credentials.yml"
         if self.backend == "azure":
             return "AZURE_API_KEY / AZURE_OPENAI_API_KEY"
-        if self.backend == "openai":
+        if self.is_openai_http:
             return "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "no key set"
         return "no key needed"
 
@@ -222,14 +270,14 @@ class EndpointConfig:
             return entry.get("api_key") or entry.get("key")
         if self.backend == "azure":
             return os.environ.get("AZURE_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")
-        if self.backend == "openai":
+        if self.is_openai_http:
             return os.environ.get("OPENAI_API_KEY")
         return None
 
     def describe(self) -> str:
         """The endpoint as messages name it: name, backend, URL, where its key comes from."""
         url = self.public_dict()["base_url"]
-        if url is None and self.backend == "openai":
+        if url is None and self.is_openai_http:
             url = "https://api.openai.com/v1"
         return (
             f"endpoint '{self.name}' ({self.backend}, {url or 'in process'}, key from "
@@ -243,7 +291,7 @@ class EndpointConfig:
             "backend": self.backend,
             "model": self.model,
             "base_url": self.resolved_base_url()
-            if self.backend == "openai"
+            if self.is_openai_http
             else self.resolved_azure_endpoint()
             if self.backend == "azure"
             else None,
