@@ -3,9 +3,10 @@
 Both send the same requests to the project's server (in its own process, 200 ms a call)
 with the same total concurrency, so both have the same bound: concurrency / latency. The
 ray backend runs on a local Ray started here (`--cpus`), its http processor with
-`--replicas` workers of `--batch-size` rows. Its start-up cost is measured apart: starting
-Ray, and a first tiny run (worker processes import the project); the calls/s of the big
-run are given end to end and net of one worker pool's start-up (which every stage pays).
+`--replicas` workers of `--batch-size` rows. Its fixed start-up cost: starting Ray (timed
+apart, once a process) and, in every stage, starting the worker pool (whose processes
+import the project): the time until the server sees the first call. The steady rate is
+the server's, between 10% and 90% of the calls (its counter polled every 50 ms).
 
     python benchmarks/ray_throughput.py [--requests 1600] [--latency 0.2] [--concurrency 32]
                                         [--replicas 2] [--batch-size 64] [--cpus 2]
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import save, write_section  # noqa: E402
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient  # noqa: E402
-from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
+from llm_feedback.testing.server import fetch_stats, serve_in_subprocess  # noqa: E402
 
 
 def requests_for(n: int, tag: str) -> list[ChatRequest]:
@@ -35,13 +37,39 @@ def requests_for(n: int, tag: str) -> list[ChatRequest]:
     ]
 
 
-def timed_run(config: EndpointConfig, requests: list[ChatRequest]) -> float:
+def timed_run(config: EndpointConfig, requests: list[ChatRequest], url: str) -> dict[str, float]:
+    """Wall time, and from the server's counter (polled): when the first call arrived and
+    the rate between 10% and 90% of the calls (the steady part, start-up excluded)."""
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+    before = fetch_stats(url)["chat_requests"]
+
+    def poll() -> None:
+        while not done.is_set():
+            samples.append((time.perf_counter(), fetch_stats(url)["chat_requests"] - before))
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
     with LLMClient(config, None, progress=False) as client:
         started = time.perf_counter()
+        poller.start()
         results = client.complete_many(requests, desc=None)
         wall = time.perf_counter() - started
+    done.set()
+    poller.join()
     assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
-    return wall
+    n = len(requests)
+
+    def reached(share: float) -> tuple[float, int]:
+        return next((when, count) for when, count in samples if count >= share * n)
+
+    (t10, c10), (t90, c90) = reached(0.1), reached(0.9)
+    return {
+        "wall_s": wall,
+        "calls_per_s": n / wall,
+        "first_call_s": reached(1 / n)[0] - started,
+        "steady_calls_per_s": (c90 - c10) / max(t90 - t10, 1e-9),
+    }
 
 
 def main() -> None:
@@ -68,60 +96,58 @@ def main() -> None:
             },
             name="ray",
         )
-        openai_wall = timed_run(openai, requests_for(n, "openai"))
-
+        openai_run = timed_run(openai, requests_for(n, "openai"), url)
         started = time.perf_counter()
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         ray_init_s = time.perf_counter() - started
         try:
-            tiny = args.replicas  # one row per worker: almost all of it is start-up
-            tiny_wall = timed_run(cluster, requests_for(tiny, "tiny"))
-            ray_wall = timed_run(cluster, requests_for(n, "ray"))
+            ray_run = timed_run(cluster, requests_for(n, "ray"), url)
         finally:
             ray.shutdown()
 
-    pool_start_s = max(tiny_wall - args.latency, 0.0)
     report = {
         "requests": n,
         "latency_s": args.latency,
         "concurrency": args.concurrency,
         "bound_calls_per_s": bound,
         "ray": {"cpus": args.cpus, "replicas": args.replicas, "batch_size": args.batch_size},
-        "openai": {"wall_s": openai_wall, "calls_per_s": n / openai_wall},
-        "ray_backend": {
-            "wall_s": ray_wall,
-            "calls_per_s": n / ray_wall,
-            "calls_per_s_net_of_pool_start": n / max(ray_wall - pool_start_s, 1e-9),
-        },
-        "ray_start_up": {"ray_init_s": ray_init_s, "worker_pool_start_s": pool_start_s},
+        "openai": openai_run,
+        "ray_backend": {**ray_run, "ray_init_s": ray_init_s},
     }
     for name in ("openai", "ray_backend"):
         report[name]["ratio_of_bound"] = report[name]["calls_per_s"] / bound
+        report[name]["steady_ratio_of_bound"] = report[name]["steady_calls_per_s"] / bound
     save("ray_throughput", report)
     when = {"when": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
     write_section("ray-throughput", markdown({**report, **when}))
 
 
 def markdown(report: dict) -> str:
-    openai, ray_run, start = report["openai"], report["ray_backend"], report["ray_start_up"]
-    setup = report["ray"]
+    openai, ray_run, setup = report["openai"], report["ray_backend"], report["ray"]
+    bound = report["bound_calls_per_s"]
+    rows = "\n".join(
+        f"| {name} | {run['wall_s']:.1f} | {run['calls_per_s']:.0f} | "
+        f"{run['ratio_of_bound']:.2f} | {run['first_call_s']:.2f} | "
+        f"{run['steady_calls_per_s']:.0f} | {run['steady_ratio_of_bound']:.2f} |"
+        for name, run in (("openai", openai), ("ray", ray_run))
+    )
     return f"""
 ## The ray backend against the openai backend (`ray_throughput.py`)
 {report["requests"]} calls, {report["latency_s"] * 1000:.0f} ms each, {report["concurrency"]}
-in flight (bound {report["bound_calls_per_s"]:.0f} calls/s); a local Ray of {setup["cpus"]} CPUs,
-{setup["replicas"]} workers of {setup["batch_size"]} rows; {report["cpus"]} cores, {report["when"]}.
+in flight (bound {bound:.0f} calls/s); a local Ray of {setup["cpus"]} CPUs, {setup["replicas"]}
+workers of up to {setup["batch_size"]} rows; {report["cpus"]} cores, {report["when"]}.
+"Steady" is the server's rate between 10% and 90% of the calls.
 
-| backend | wall s | calls/s | share of the bound |
-| --- | --- | --- | --- |
-| openai | {openai["wall_s"]:.1f} | {openai["calls_per_s"]:.0f} | {openai["ratio_of_bound"]:.2f} |
-| ray | {ray_run["wall_s"]:.1f} | {ray_run["calls_per_s"]:.0f} | {ray_run["ratio_of_bound"]:.2f} |
+| backend | wall s | calls/s | of the bound | first call at s | steady calls/s | of the bound |
+| --- | --- | --- | --- | --- | --- | --- |
+{rows}
 
-Fixed start-up cost of the ray backend: {start["ray_init_s"]:.1f} s to start Ray (once a
-process) and {start["worker_pool_start_s"]:.1f} s for a stage's worker pool (every stage);
-net of the pool's start the ray run made {ray_run["calls_per_s_net_of_pool_start"]:.0f} calls/s.
-On one machine the ray backend can only lose: the same bound, plus its start-up and the
-tail of each batch. It wins where one machine is the limit: workers on many nodes, each
-with its own CPU, connections and share of the concurrency (or a GPU per vLLM replica).
+Fixed start-up cost of the ray backend: {ray_run["ray_init_s"]:.1f} s to start Ray (once a
+process, not in the table) and, in every stage, its worker pool: the time to its first
+call. On one machine the ray backend can only lose: the same bound, plus that start-up
+and the tail of each batch (a worker takes its next batch once the slowest call of the last
+is back). It wins where one machine is the limit: workers on many nodes, each with its own
+CPU, connections and share of the concurrency, or a GPU per vLLM replica.
 """
 
 

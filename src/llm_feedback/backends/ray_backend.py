@@ -233,7 +233,6 @@ class RayBackend:
                 "'base_url' (or OPENAI_BASE_URL): the OpenAI-compatible server to call"
             )
         self._ray: Any = None
-        self._started_ray = False
 
     @property
     def cache_namespace(self) -> str:
@@ -249,19 +248,17 @@ class RayBackend:
         ray = importlib.import_module("ray")
         importlib.import_module("ray.data")
         if not ray.is_initialized():
+            # Ray stays up for the rest of the process (it stops at exit): the next stage
+            # starts only its worker pool.
             address = self.config.ray_address or os.environ.get("RAY_ADDRESS")
             logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-            self._started_ray = True
+            ray.init(address=address, include_dashboard=False)
         # The client's own bar counts answers; Ray's bars would print over it.
         ray.data.DataContext.get_current().enable_progress_bars = False
         self._ray = ray
 
     def close(self) -> None:
-        if self._started_ray:
-            self._ray.shutdown()
         self._ray = None
-        self._started_ray = False
 
     def is_ready(self) -> bool:
         return self._ray is not None and self._ray.is_initialized()
@@ -279,12 +276,15 @@ class RayBackend:
             {ROW_ID: position, "request": _request_json(request)}
             for position, request in enumerate(requests)
         ]
-        blocks = math.ceil(len(rows) / self.config.ray_batch_size)
+        # A small call still spreads over every replica.
+        per_replica = math.ceil(len(rows) / self.config.ray_replicas)
+        batch_size = min(self.config.ray_batch_size, per_replica)
+        blocks = math.ceil(len(rows) / batch_size)
         dataset = self._ray.data.from_items(rows, override_num_blocks=blocks)
         if self.config.ray_processor == "http":
-            answered, to_result = self._http(dataset), _result_from_http_row
+            answered, to_result = self._http(dataset, batch_size), _result_from_http_row
         else:
-            answered, to_result = self._vllm(dataset), _result_from_vllm_row
+            answered, to_result = self._vllm(dataset, batch_size), _result_from_vllm_row
         unanswered = set(range(len(requests)))
         try:
             for row in answered.iter_rows():
@@ -302,9 +302,8 @@ class RayBackend:
             for position in sorted(unanswered):
                 yield position, ChatResult.failure(message, model=self.model)
 
-    def _http(self, dataset: Any) -> Any:
-        replicas = self.config.ray_replicas
-        qps = self.config.ray_qps
+    def _http(self, dataset: Any, batch_size: int) -> Any:
+        replicas, qps = self.config.ray_replicas, self.config.ray_qps
         endpoint = {
             name: getattr(self.config, name)
             for name in (
@@ -324,28 +323,23 @@ class RayBackend:
             # Ray 2.60 names no parameter for an actor's restarts and task retries but these
             # keywords (its `ray_remote_args`), and warns that they will be renamed.
             warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
-            return self._map_http(dataset, endpoint, replicas, qps)
+            return dataset.map_batches(
+                ChatWorker,
+                fn_constructor_kwargs={
+                    "endpoint": endpoint,
+                    "api_key": self.config.api_key(),
+                    "concurrency": max(1, math.ceil(self.config.concurrency / replicas)),
+                    "qps": qps / replicas if qps is not None else None,
+                },
+                batch_size=batch_size,
+                compute=self._ray.data.ActorPoolStrategy(size=replicas),
+                # Network-bound workers: a CPU each would leave a small cluster idle.
+                num_cpus=0.25,
+                max_restarts=-1,
+                max_task_retries=self.config.ray_batch_retries,
+            )
 
-    def _map_http(
-        self, dataset: Any, endpoint: dict[str, Any], replicas: int, qps: float | None
-    ) -> Any:
-        return dataset.map_batches(
-            ChatWorker,
-            fn_constructor_kwargs={
-                "endpoint": endpoint,
-                "api_key": self.config.api_key(),
-                "concurrency": max(1, math.ceil(self.config.concurrency / replicas)),
-                "qps": qps / replicas if qps is not None else None,
-            },
-            batch_size=self.config.ray_batch_size,
-            compute=self._ray.data.ActorPoolStrategy(size=replicas),
-            # Network-bound workers: a CPU each would leave a small cluster idle.
-            num_cpus=0.25,
-            max_restarts=-1,
-            max_task_retries=self.config.ray_batch_retries,
-        )
-
-    def _vllm(self, dataset: Any) -> Any:
+    def _vllm(self, dataset: Any, batch_size: int) -> Any:
         llm = importlib.import_module("ray.data.llm")
         processor_config = llm.vLLMEngineProcessorConfig(
             model_source=self.model,
@@ -355,7 +349,7 @@ class RayBackend:
                 **self.config.engine_kwargs,
             },
             concurrency=self.config.ray_replicas,
-            batch_size=self.config.ray_batch_size,
+            batch_size=batch_size,
             should_continue_on_error=True,  # a failed row comes back with its error
         )
         return llm.build_processor(processor_config, preprocess=_vllm_row)(dataset)
