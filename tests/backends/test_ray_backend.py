@@ -260,6 +260,11 @@ def test_vllm_processor_rows_carry_the_request_and_map_back_by_row_id():
     assert (params["temperature"], params["top_p"], params["max_tokens"]) == (0.0, 0.9, 8)
     assert (params["stop"], params["seed"]) == (["</s>"], 3)
     assert json.loads(params["structured_outputs"]["json"]) == SCHEMA
+    plain = _vllm_row({ROW_ID: 0, "request": _request_json(ChatRequest.from_prompt("Hi."))})
+    assert (plain["sampling_params"]["stop"], plain["sampling_params"]["structured_outputs"]) == (
+        [],
+        None,
+    )
 
     # What Ray Data LLM's vLLM stage adds to the row: a full budget means cut off.
     answered = {

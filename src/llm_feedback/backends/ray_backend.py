@@ -179,7 +179,8 @@ def _vllm_row(row: dict[str, Any]) -> dict[str, Any]:
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,
-            "stop": list(request.stop) if request.stop else None,
+            # Empty rather than null: the rows of a batch share one Arrow column each.
+            "stop": list(request.stop or ()),
             "seed": request.seed,
             # A JSON string: schemas of different shapes must share one Arrow column.
             "structured_outputs": {"json": json.dumps(schema)} if schema else None,
