@@ -35,6 +35,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.config import EndpointConfig, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.openai_backend import redact
@@ -116,8 +117,6 @@ class ChatWorker:
     def __init__(
         self, endpoint: dict[str, Any], api_key: str | None, concurrency: int, qps: float | None
     ) -> None:
-        from llm_feedback.backends.client import LLMClient
-
         if api_key:
             register_credentials({_WORKER_CREDENTIALS: {"api_key": api_key}})
         config = EndpointConfig.from_dict(
@@ -137,8 +136,6 @@ class ChatWorker:
         self._client.open()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
-        from llm_feedback.backends.client import ClientStats
-
         requests = [_request_from_json(payload) for payload in batch["request"]]
         answered: dict[int, ChatResult] = {}
         # The breaker judges each batch on its own, as if it were a small run.
@@ -296,8 +293,8 @@ class RayBackend:
         except Exception as error:
             # Ray gave up on a batch: every row it has not answered fails, saying why.
             message = redact(
-                f"Ray did not answer this row (a batch failed after "
-                f"{self.config.ray_batch_retries} retries): {type(error).__name__}: {error}"
+                f"Ray did not answer this row (its batch failed, retries spent): "
+                f"{type(error).__name__}: {error}"
             )[:2000]
             logger.error("%s: %s", self.config.describe(), message)
             for position in sorted(unanswered):
@@ -349,7 +346,8 @@ class RayBackend:
                 "pipeline_parallel_size": self.config.pipeline_parallel_size,
                 **self.config.engine_kwargs,
             },
-            concurrency=self.config.ray_replicas,
+            # A fixed pool: an int would let Ray start with one engine and scale up.
+            concurrency=(self.config.ray_replicas, self.config.ray_replicas),
             batch_size=batch_size,
             should_continue_on_error=True,  # a failed row comes back with its error
         )
