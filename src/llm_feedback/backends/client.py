@@ -20,7 +20,12 @@ from typing import Any
 
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
-from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
+from llm_feedback.backends.base import (
+    BatchBackend,
+    RetryableError,
+    StreamingBatchBackend,
+    make_backend,
+)
 from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
@@ -263,6 +268,10 @@ class LLMClient:
                 for chunk in _chunks(requests):
                     self._admit(batch, chunk)
                 await self._run_batch_api(batch)
+            elif isinstance(self.backend, StreamingBatchBackend):
+                for chunk in _chunks(requests):
+                    self._admit(batch, chunk)
+                await self._run_streaming(batch)
             elif self.backend.is_batch:
                 await self._run_in_process(batch, requests)
             else:
@@ -426,6 +435,44 @@ class LLMClient:
             self._deliver(batch, index, result)
 
         await asyncio.gather(*(settle(key, reason) for key, reason in unanswered.items()))
+
+    async def _run_streaming(self, batch: _Batch) -> None:
+        """Hand every uncached request to a streaming batch backend (Ray); record each
+        answer (cache included) as it arrives, on this loop, while the backend works in a
+        thread."""
+        todo = list(batch.first_index.values())
+        requests = [batch.requests[index] for index in todo]
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            answers = self.backend.generate_stream(requests)
+            try:
+                for answer in answers:
+                    loop.call_soon_threadsafe(arrived.put_nowait, answer)
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(arrived.put_nowait, None)
+            except BaseException as error:
+                loop.call_soon_threadsafe(arrived.put_nowait, error)
+            finally:
+                close = getattr(answers, "close", None)
+                if close is not None:
+                    close()  # a stopped stream ends the backend's work too
+
+        producer = asyncio.ensure_future(asyncio.to_thread(produce))
+        try:
+            while (answer := await arrived.get()) is not None:
+                if isinstance(answer, BaseException):
+                    raise answer
+                position, result = answer
+                index = todo[position]
+                self._record(batch.keys[index], result)
+                self._deliver(batch, index, result)
+        finally:
+            stop.set()
+            await asyncio.gather(producer, return_exceptions=True)
 
     async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
         async with self._semaphore:
