@@ -1,8 +1,10 @@
-"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C.
+"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C and a plain
+answer when the run was only planned.
 
 Interrupted, a run stops its calls, leaves every answer received in the request cache,
 stops the embedded model server and says in one line how to resume; it exits with 130,
-the shell's code for SIGINT, and prints no traceback.
+the shell's code for SIGINT, and prints no traceback. With `plan_only: true` it prints the
+plan and exits 0; a plan above `max_cost_usd` prints why and exits 1.
 """
 
 import sqlite3
@@ -14,6 +16,7 @@ from kedro.framework.cli.project import run as kedro_run
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.hooks import RunGuardHooks
+from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
 
@@ -44,6 +47,11 @@ def _cached_answers(cache: str | None) -> str:
 def run(ctx: click.Context, **options: object) -> None:
     try:
         ctx.invoke(kedro_run, **options)
+    except PlanOnly as plan:
+        click.echo(str(plan))
+    except CostLimitExceeded as stop:
+        click.echo(f"stopped before the first call: {stop}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         stop_local_servers()
         click.echo(

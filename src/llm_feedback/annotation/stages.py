@@ -39,7 +39,7 @@ from llm_feedback.annotation.tables import (
     aspect_annotations_frame,
     critiques_frame,
 )
-from llm_feedback.backends import LLMClient
+from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.engine import Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.replies.fencing import suspected_injection
@@ -122,6 +122,40 @@ class _AspectCall:
     injection_flags: list[bool]
 
 
+def aspect_calls(
+    usable: pd.DataFrame,
+    aspects: Sequence[str],
+    n_shuffles: int,
+    shuffle_seed: int,
+    *,
+    structured: bool,
+    sampling: Mapping[str, Any],
+) -> Iterator[tuple[_AspectCall, ChatRequest]]:
+    """Each judge call of the aspect stage, built lazily: per prompt, aspect and shuffle."""
+    for prompt_id, group in usable.groupby("prompt_id", sort=True):
+        completion_ids = group["completion_idx"].astype(int).tolist()
+        responses = group["response"].astype(str).tolist()
+        instruction = str(group["instruction"].iloc[0])
+        knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
+        orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
+        flags = [suspected_injection(response) for response in responses]
+        for aspect in aspects:
+            for shuffle_idx, order in enumerate(orders):
+                request = build_aspect_request(
+                    aspect,
+                    instruction,
+                    responses,
+                    order,
+                    world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                    structured=structured,
+                    sampling=sampling,
+                )
+                yield (
+                    _AspectCall(str(prompt_id), aspect, shuffle_idx, order, completion_ids, flags),
+                    request,
+                )
+
+
 def annotate_aspects(
     completions: pd.DataFrame,
     client: LLMClient,
@@ -134,7 +168,7 @@ def annotate_aspects(
     sampling: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect."""
-    specs = [get_aspect(aspect) for aspect in aspects]  # unknown aspect: fail before any call
+    aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     usable = usable_completions(completions)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
@@ -150,36 +184,17 @@ def annotate_aspects(
         return readers[aspect, n_texts]
 
     def tasks() -> Iterator[Task]:
-        for prompt_id, group in usable.groupby("prompt_id", sort=True):
-            completion_ids = group["completion_idx"].astype(int).tolist()
-            responses = group["response"].astype(str).tolist()
-            instruction = str(group["instruction"].iloc[0])
-            knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-            orders = shuffle_orders(str(prompt_id), len(responses), n_shuffles, shuffle_seed)
-            flags = [suspected_injection(response) for response in responses]
-            for spec in specs:
-                for shuffle_idx, order in enumerate(orders):
-                    request = build_aspect_request(
-                        spec.name,
-                        instruction,
-                        responses,
-                        order,
-                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                        structured=structured,
-                        sampling=sampling,
-                    )
-                    calls.append(
-                        _AspectCall(
-                            str(prompt_id), spec.name, shuffle_idx, order, completion_ids, flags
-                        )
-                    )
-                    yield Task(request, reader(spec.name, len(order)), _merge_ratings)
+        for call, request in aspect_calls(
+            usable, aspects, n_shuffles, shuffle_seed, structured=structured, sampling=sampling
+        ):
+            calls.append(call)
+            yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
     engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
     outcomes = engine.run(
         tasks(),
         desc="annotate aspects",
-        total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
+        total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
     )
 
     def judgements() -> Iterator[AspectJudgement]:
@@ -234,6 +249,21 @@ def _critique_reading(parsed: CritiqueParse) -> Reading:
     return Reading(parsed, NO_MATCH, ok=False, problem=problem)
 
 
+def critique_requests(
+    usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
+) -> Iterator[ChatRequest]:
+    """The critique stage's judge calls, built lazily: one per usable completion."""
+    for row in usable.itertuples(index=False):
+        yield build_critique_request(
+            str(row.instruction),
+            str(row.response),
+            str(row.principle or "helpfulness"),
+            str(getattr(row, "system_prompt", "") or ""),
+            structured=structured,
+            sampling=sampling,
+        )
+
+
 def critique_completions(
     completions: pd.DataFrame,
     client: LLMClient,
@@ -250,20 +280,12 @@ def critique_completions(
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    def tasks() -> Iterator[Task]:
-        for row in usable.itertuples(index=False):
-            request = build_critique_request(
-                str(row.instruction),
-                str(row.response),
-                str(row.principle or "helpfulness"),
-                str(getattr(row, "system_prompt", "") or ""),
-                structured=structured,
-                sampling=sampling,
-            )
-            yield Task(request, read)
-
+    tasks = (
+        Task(request, read)
+        for request in critique_requests(usable, structured=structured, sampling=sampling)
+    )
     outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
-        tasks(), desc="critique", total=len(usable)
+        tasks, desc="critique", total=len(usable)
     )
     judgements = [
         CritiqueJudgement(

@@ -298,7 +298,6 @@ def cost_table(
     judge_columns = ["judge_model", "judge_endpoint", "judge_backend", *token_columns]
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
     require_columns(critiques, judge_columns, "critiques")
-    _check_prices(prices)
 
     usage = [
         completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
@@ -325,21 +324,32 @@ def cost_table(
         token_columns
     ].sum()
 
-    table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(IN_PROCESS_BACKENDS)
+    table = price_usage(table, prices)
+    table["stage_order"] = table["stage"].map(STAGES.index)
+    table = table.sort_values(["stage_order", "endpoint", "model"])
+    return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+
+
+def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """`usage` (columns model, backend, prompt_tokens, completion_tokens) with `priced` and
+    `estimated_cost` added: the one price rule of the report and the run plan. A model run
+    in process (local, vllm) costs 0 unless priced; any other unpriced model costs 0 with
+    priced = False."""
+    _check_prices(prices)
+    usage = usage.copy()
+    usage["priced"] = usage["model"].isin(list(prices)) | usage["backend"].isin(IN_PROCESS_BACKENDS)
     prompt_price, completion_price = (
         np.array(
-            [prices[model][key] if model in prices else 0.0 for model in table["model"]],
+            [prices[model][key] if model in prices else 0.0 for model in usage["model"]],
             dtype="float64",
         )
         for key in ("prompt_per_1k", "completion_per_1k")
     )
-    table["estimated_cost"] = (
-        table["prompt_tokens"].to_numpy() * prompt_price
-        + table["completion_tokens"].to_numpy() * completion_price
+    usage["estimated_cost"] = (
+        usage["prompt_tokens"].to_numpy(dtype="float64") * prompt_price
+        + usage["completion_tokens"].to_numpy(dtype="float64") * completion_price
     ) / 1000
-    table["stage_order"] = table["stage"].map(STAGES.index)
-    table = table.sort_values(["stage_order", "endpoint", "model"])
-    return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+    return usage
 
 
 def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:

@@ -466,9 +466,15 @@ class _FakeLLMApp:
     """Request handling and counters, shared by the in-thread and the subprocess server."""
 
     def __init__(
-        self, responder: Responder, latency_s: float, record: bool, api_key: str | None = None
+        self,
+        responder: Responder,
+        latency_s: float,
+        record: bool,
+        api_key: str | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.api_key = api_key  # when set, every other key is answered with 401
+        self._count_tokens = count_tokens or _word_count
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -597,7 +603,7 @@ class _FakeLLMApp:
         if reply.raw_body is not None:
             return _Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
-        return _json_response(200, _completion(call_index, model, body, reply))
+        return _json_response(200, _completion(call_index, model, body, reply, self._count_tokens))
 
 
 def _azure_deployment(path: str) -> str | None:
@@ -606,13 +612,20 @@ def _azure_deployment(path: str) -> str | None:
     return None
 
 
-def _completion(call_index: int, model: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-    prompt_tokens = sum(
-        _word_count(_message_text(message))
-        for message in body["messages"]
-        if isinstance(message, dict)
-    )
-    completion_tokens = _word_count(reply.content)
+def _completion(
+    call_index: int,
+    model: str,
+    body: dict[str, Any],
+    reply: Reply,
+    count_tokens: Callable[[str], int],
+) -> dict[str, Any]:
+    messages = [message for message in body["messages"] if isinstance(message, dict)]
+    prompt_tokens = sum(count_tokens(_message_text(message)) for message in messages)
+    if count_tokens is not _word_count:
+        # A tokenizer's count is billed the way OpenAI documents its chat format: 3 tokens
+        # of framing per message and 3 that prime the reply.
+        prompt_tokens += 3 * len(messages) + 3
+    completion_tokens = count_tokens(reply.content or "")
     return {
         "id": f"chatcmpl-fake-{call_index}",
         "object": "chat.completion",
@@ -725,9 +738,15 @@ class FakeLLMServer:
         record: bool = True,
         *,
         api_key: str | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
-        """`api_key`: when given, a request with any other key gets HTTP 401."""
-        self._app = _FakeLLMApp(responder or schema_responder, latency_s, record, api_key)
+        """`api_key`: when given, a request with any other key gets HTTP 401.
+        `count_tokens`: how `usage` counts a message or reply's tokens; by default its
+        whitespace-separated words. Given a tokenizer's count (where tests compare token
+        figures), prompts are billed as OpenAI bills chat: plus 3 tokens a message and 3."""
+        self._app = _FakeLLMApp(
+            responder or schema_responder, latency_s, record, api_key, count_tokens
+        )
         self._host = host
         self._requested_port = port
         self._port: int | None = None
