@@ -1,5 +1,5 @@
-"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C and a plain
-answer when the run was only planned.
+"""The project's commands: `kedro run` (Kedro's own, plus a clean stop on Ctrl-C and a
+plain answer when the run was only planned) and `kedro push-to-hub`.
 
 Interrupted, a run stops its calls, leaves every answer received in the request cache,
 stops the embedded model server and says in one line how to resume; it exits with 130,
@@ -7,15 +7,21 @@ the shell's code for SIGINT, and prints no traceback. With `plan_only: true` it 
 plan and exits 0; a plan above `max_cost_usd` prints why and exits 1.
 """
 
+import os
 import sqlite3
 import sys
 from pathlib import Path
 
 import click
+from kedro.config import MissingConfigException
 from kedro.framework.cli.project import run as kedro_run
+from kedro.framework.cli.utils import _split_params
+from kedro.framework.session import KedroSession
 
 from llm_feedback.backends import stop_local_servers
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.hooks import RunGuardHooks
+from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
@@ -60,3 +66,59 @@ def run(ctx: click.Context, **options: object) -> None:
             err=True,
         )
         sys.exit(SIGINT_EXIT_CODE)
+
+
+@cli.command(name="push-to-hub")
+@click.option("--dataset", "name", type=click.Choice(list(HUB_DATASETS)), required=True)
+@click.option("--repo-id", required=True, help="The Hub dataset repository, owner/name.")
+@click.option("--public", is_flag=True, help="Create the repository public (default: private).")
+@click.option("--split", default="train", show_default=True, help="The split to write.")
+@click.option("--version", default=None, help="The dataset version to push (default: latest).")
+@click.option("--env", "-e", default=None, help="Kedro configuration environment.")
+@click.option(
+    "--params", default="", callback=_split_params, help="Runtime parameters, e.g. data_root=x."
+)
+@click.option("--dry-run", is_flag=True, help="Build and check the push, print it, send nothing.")
+@click.pass_obj
+def push_to_hub(
+    metadata: object,
+    *,
+    name: str,
+    repo_id: str,
+    public: bool,
+    split: str,
+    version: str | None,
+    env: str | None,
+    params: dict,
+    dry_run: bool,
+) -> None:
+    """Push `ultrafeedback` or `preference_pairs` to the Hugging Face Hub (`pip install -e
+    ".[hub]"`). The token comes from conf/local/credentials.yml (huggingface.token) or
+    HF_TOKEN and is never printed."""
+    with KedroSession.create(
+        project_path=metadata.project_path, env=env, runtime_params=params
+    ) as session:
+        context = session.load_context()
+        try:
+            credentials = context.config_loader["credentials"]
+        except MissingConfigException:
+            credentials = {}
+        try:
+            token, source = hub_token(credentials, os.environ)
+            frame = context.catalog.load(name, version=version)
+            push = build_push(
+                frame,
+                name=name,
+                repo_id=repo_id,
+                token=token,
+                token_source=source,
+                private=not public,
+                split=split,
+            )
+        except (ConfigError, InputError) as error:
+            raise click.ClickException(str(error)) from None
+    click.echo(push.describe())
+    if dry_run:
+        click.echo("dry run: nothing was sent")
+        return
+    click.echo(f"pushed: {send_push(push)}")
