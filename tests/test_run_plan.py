@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 
 from llm_feedback.backends.local import MODEL_FILE
+from llm_feedback.errors import ConfigError
+from llm_feedback.params.run import RunOptions, parse_run_options
 from llm_feedback.planning import ESTIMATED
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
@@ -157,3 +159,17 @@ def test_max_cost_usd_stops_the_run_before_any_call_naming_estimate_and_limit(tm
     assert "stopped before the first call: the run's estimated cost $" in message
     assert "annotate $" in message and "critique $" in message
     assert not list(data_root.glob("0[2-8]_*/*.parquet"))
+
+
+def test_run_options_are_checked_by_name():
+    assert parse_run_options({}) == RunOptions(plan_only=False, max_cost_usd=None)
+    assert parse_run_options({"max_cost_usd": 5}).max_cost_usd == 5.0
+    with pytest.raises(ConfigError, match=r"^max_cost_usd must be a number >= 0 or null"):
+        parse_run_options({"max_cost_usd": -1})
+    with pytest.raises(ConfigError, match=r"^plan_only must be true or false"):
+        parse_run_options({"plan_only": "yes"})
+
+
+def test_a_pipeline_the_plan_cannot_price_is_refused_rather_than_shown_free(run_kedro):
+    with pytest.raises(ConfigError, match="the evaluate pipeline's calls are not planned"):
+        run_kedro("evaluate", {"max_cost_usd": 1})

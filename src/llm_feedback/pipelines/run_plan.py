@@ -10,12 +10,15 @@ import pandas as pd
 from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
+from llm_feedback.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_generate, parse_report, parse_sample
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
 
 # Node name -> the plan's stage name, for the nodes that call a judge.
 JUDGE_STAGES = {"rate_aspects": "annotate", "critique": "critique"}
+# Pipelines whose calls the plan does not estimate: a plan without them would read as free.
+UNPLANNED = ("evaluate",)
 
 
 def _sampled_prompts(
@@ -34,6 +37,12 @@ def _sampled_prompts(
 def plan_for_run(
     pipeline: Pipeline, catalog: CatalogProtocol, parameters: Mapping[str, Any]
 ) -> pd.DataFrame:
+    unplanned = sorted({tag for node in pipeline.nodes for tag in node.tags} & set(UNPLANNED))
+    if unplanned:
+        raise ConfigError(
+            f"plan_only / max_cost_usd: the {', '.join(unplanned)} pipeline's calls are not "
+            "planned; plan the feedback pipelines only (sample, generate, annotate, report)"
+        )
     nodes = {node.name for node in pipeline.nodes}
     endpoints = parameters.get("endpoints")
     generate = (
