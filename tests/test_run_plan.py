@@ -19,8 +19,9 @@ import pytest
 
 from llm_feedback.backends.local import MODEL_FILE
 from llm_feedback.errors import ConfigError
+from llm_feedback.params import parse_generate
 from llm_feedback.params.run import RunOptions, parse_run_options
-from llm_feedback.planning import ESTIMATED
+from llm_feedback.planning import ESTIMATED, plan_run
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
 
@@ -173,3 +174,42 @@ def test_run_options_are_checked_by_name():
 def test_a_pipeline_the_plan_cannot_price_is_refused_rather_than_shown_free(run_kedro):
     with pytest.raises(ConfigError, match="the evaluate pipeline's calls are not planned"):
         run_kedro("evaluate", {"max_cost_usd": 1})
+
+
+def test_identical_requests_are_planned_once_and_too_long_ones_not_at_all():
+    endpoints = {
+        "api": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+        "short": {
+            "backend": "openai",
+            "model": "m",
+            "base_url": "http://127.0.0.1:9/v1",
+            "max_input_tokens": 50,
+        },
+    }
+    pool = {"a": {"endpoint": "api"}, "b": {"endpoint": "short"}}
+    generate = parse_generate(endpoints, pool, {"max_tokens": 100})
+    long_question = "Why? " * 100  # ~170 tokens by the context check's estimate
+    sampled = pd.DataFrame(
+        {
+            "prompt_id": ["p1", "p2", "p3", "p4"],
+            "completion_idx": [0, 0, 0, 0],
+            "instruction": ["Same question.", "Same question.", long_question, "Short."],
+            "model": ["a", "a", "b", "b"],
+            "system_prompt": ["", "", "", ""],
+        }
+    )
+    planned = plan_run(
+        sampled=sampled,
+        completions=None,
+        generate=generate,
+        annotate=None,
+        prices={"a": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}},
+        cache_path=None,
+    ).set_index("model")
+    assert planned.at["a", "calls"] == 2 and planned.at["a", "duplicate_calls"] == 1
+    assert planned.at["a", "calls_to_send"] == 1
+    # "Same question." is 14 characters: 4 tokens, plus 4 of framing; the reply its budget.
+    assert planned.at["a", "prompt_tokens"] == 8 and planned.at["a", "completion_tokens"] == 100
+    assert planned.at["a", "estimated_cost"] == pytest.approx((8 * 1.0 + 100 * 2.0) / 1000)
+    assert planned.at["b", "skipped_too_long"] == 1 and planned.at["b", "calls_to_send"] == 1
+    assert not planned.at["b", "priced"] and planned.at["b", "estimated_cost"] == 0
