@@ -17,6 +17,7 @@ from kedro.config import MissingConfigException
 from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import _split_params
 from kedro.framework.session import KedroSession
+from kedro.framework.startup import ProjectMetadata
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.errors import ConfigError, InputError
@@ -81,7 +82,7 @@ def run(ctx: click.Context, **options: object) -> None:
 @click.option("--dry-run", is_flag=True, help="Build and check the push, print it, send nothing.")
 @click.pass_obj
 def push_to_hub(
-    metadata: object,
+    metadata: ProjectMetadata,
     *,
     name: str,
     repo_id: str,

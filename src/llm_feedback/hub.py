@@ -88,9 +88,12 @@ def build_push(
     split: str = "train",
 ) -> HubPush:
     """Check and build a push of `frame` (the dataset `name`) to `repo_id`; sends nothing."""
-    import datasets
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
+    try:
+        import datasets
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError as error:
+        hint = 'pip install -e ".[hub]"'
+        raise ConfigError(f"pushing needs the hub extra: {hint} ({error})") from None
     try:
         validate_repo_id(repo_id)
     except HFValidationError as error:
