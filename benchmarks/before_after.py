@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
+
 sys.path.insert(0, str(Path(__file__).parent))
 from common import write_section  # noqa: E402
 
@@ -165,14 +167,17 @@ def markdown(meta: dict, rows: list[dict]) -> str:
         f"time, alternating the commits stage by stage. Medians; ratio = after / before; "
         f"a figure is flagged when it is more than {TOLERANCE:.0%} worse.",
         "",
-        "| figure | before | after | after / before | worse by > 5% |",
-        "| --- | --- | --- | --- | --- |",
     ]
-    for row in rows:
-        lines.append(
-            f"| {row['figure']} | {row['median_before']:.4g} | {row['median_after']:.4g} | "
-            f"{row['ratio']:.3f} | {'**yes**' if row['worse_than_tolerance'] else 'no'} |"
-        )
+    table = pd.DataFrame(
+        {
+            "figure": [row["figure"] for row in rows],
+            "before": [row["median_before"] for row in rows],
+            "after": [row["median_after"] for row in rows],
+            "after / before": [row["ratio"] for row in rows],
+            "worse by > 5%": ["**yes**" if row["worse_than_tolerance"] else "no" for row in rows],
+        }
+    )
+    lines.append(table.to_markdown(index=False, floatfmt=("", ".4g", ".4g", ".3f", "")))
     return "\n".join(lines)
 
 

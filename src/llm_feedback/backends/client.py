@@ -21,6 +21,7 @@ from typing import Any
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
 from llm_feedback.backends.base import (
+    Backend,
     BatchBackend,
     RetryableError,
     StreamingBatchBackend,
@@ -32,7 +33,7 @@ from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.errors import ConfigError, EndpointError, InputError
 
-__all__ = ["ClientStats", "LLMClient", "make_backend"]
+__all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,19 @@ def _chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
     iterator = iter(requests)
     while chunk := list(itertools.islice(iterator, _CHUNK)):
         yield chunk
+
+
+def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
+    """The request as this endpoint sends it: with its JSON schema's strings capped."""
+    if config.max_string_chars is None:
+        return request
+    # Before the cache key: a different cap is a different request.
+    return request.with_bounded_strings(config.max_string_chars)
+
+
+def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) -> str:
+    """The request cache's key for a request in its sent form (see `sent_form`)."""
+    return request.cache_key(backend.cache_namespace, config.model)
 
 
 @dataclass
@@ -299,9 +313,7 @@ class LLMClient:
 
     def _admit(self, batch: _Batch, chunk: list[ChatRequest]) -> list[int]:
         """Register a chunk of requests; return the indices that must be sent."""
-        if self.config.max_string_chars is not None:
-            # Before the cache key: a different cap is a different request.
-            chunk = [r.with_bounded_strings(self.config.max_string_chars) for r in chunk]
+        chunk = [sent_form(self.config, request) for request in chunk]
         if not self.config.accepts_media:
             # The samples' checks refuse such rows earlier; this guards direct callers.
             if any(request.media for request in chunk):
@@ -309,8 +321,7 @@ class LLMClient:
                     f"{self.config.describe()} reads text only: a request with images or "
                     "audio cannot be sent to it"
                 )
-        namespace, model = self.backend.cache_namespace, self.config.model
-        keys = [request.cache_key(namespace, model) for request in chunk]
+        keys = [request_key(self.config, self.backend, request) for request in chunk]
         use_cache = self.cache is not None and not self.refresh
         cached = self.cache.get_many(keys) if use_cache else {}
         to_send = []
