@@ -648,7 +648,8 @@ class _BatchAPI:
         if reply.raw_body is not None:
             return {"status_code": 200, "body": reply.raw_body}
         model = body.get("model") or DEFAULT_MODEL_ID
-        return {"status_code": 200, "body": _completion(call_index, model, body, reply)}
+        completion = _completion(call_index, model, body, reply, self._app.count_tokens)
+        return {"status_code": 200, "body": completion}
 
     def _store(self, records: list[dict[str, Any]]) -> str | None:
         if not records:
@@ -673,7 +674,7 @@ class _FakeLLMApp:
     ) -> None:
         self.api_key = api_key  # when set, every other key is answered with 401
         self.batch_api = _BatchAPI(self, batch_script or BatchScript())
-        self._count_tokens = count_tokens or _word_count
+        self.count_tokens = count_tokens or _word_count
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -799,7 +800,7 @@ class _FakeLLMApp:
         if reply.raw_body is not None:
             return _Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
-        return _json_response(200, _completion(call_index, model, body, reply, self._count_tokens))
+        return _json_response(200, _completion(call_index, model, body, reply, self.count_tokens))
 
     def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
         """The responder's reply to one chat body (from the chat route or a batch line)."""
