@@ -324,14 +324,14 @@ class LLMClient:
         queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=4 * workers)
 
         async def produce() -> None:
-            try:
-                for chunk in _chunks(requests):
-                    for index in self._admit(batch, chunk):
-                        await queue.put(index)
-                    await asyncio.sleep(0)  # let the workers send what is queued
-            finally:
-                for _ in range(workers):
-                    await queue.put(None)
+            for chunk in _chunks(requests):
+                for index in self._admit(batch, chunk):
+                    await queue.put(index)
+                await asyncio.sleep(0)  # let the workers send what is queued
+            # Only after a normal end: on an error every task is cancelled below, and a put
+            # into a full queue that nobody drains any more would never return.
+            for _ in range(workers):
+                await queue.put(None)
 
         async def work() -> None:
             while (index := await queue.get()) is not None:
