@@ -24,6 +24,7 @@ from llm_feedback.backends.base import BatchBackend, RetryableError, make_backen
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.workers import WorkerPool
 from llm_feedback.errors import EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend"]
@@ -136,6 +137,8 @@ class LLMClient:
         self._semaphore: asyncio.Semaphore | None = None
         self._last_failure: str | None = None
         self._retry_log = _RetryLog(config.describe)
+        # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
+        self.worker_pool = WorkerPool.for_endpoint(config, self.stats)
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -167,6 +170,8 @@ class LLMClient:
         # After Ctrl-C or a tripped breaker, calls may still be in flight: end them here,
         # so nothing is left pending on a closed loop (and nothing prints a traceback).
         self._run(_cancel_pending_tasks())
+        if self.worker_pool is not None:
+            self.worker_pool.close()
         if self._sdk is not None:
             self._run(self._sdk.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -335,7 +340,8 @@ class LLMClient:
 
         async def work() -> None:
             while (index := await queue.get()) is not None:
-                result = await self._fetch(batch.requests[index], batch.keys[index])
+                misses = len(batch.first_index)
+                result = await self._fetch(batch.requests[index], batch.keys[index], misses)
                 batch.requests[index] = None  # answered: its prompt need not stay in memory
                 batch.results[index] = result
                 batch.deliver(index, result)
@@ -363,9 +369,13 @@ class LLMClient:
             batch.deliver(index, result)
         batch.bar.update(len(todo))
 
-    async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
+    async def _fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
         async with self._semaphore:
-            result = await self._send_with_retries(request)
+            pool = self.worker_pool
+            if pool is not None and pool.takes(misses):
+                result = await pool.send(key, request)
+            else:
+                result = await self._send_with_retries(request)
         self._record(key, result)
         return result
 
@@ -398,6 +408,11 @@ class LLMClient:
                 f"(last error: {self._last_failure}); {calls - failures} answered calls are "
                 "cached: fix the endpoint and run the same command to resume"
             )
+
+    async def send_uncached(self, request: ChatRequest) -> ChatResult:
+        """One request straight to the backend with the endpoint's retries, and nothing else
+        (no cache, deduplication or breaker): what a worker process does for its parent."""
+        return await self._send_with_retries(request)
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
