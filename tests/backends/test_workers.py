@@ -8,8 +8,11 @@ import os
 import shlex
 import signal
 import sqlite3
+import subprocess
+import sys
 
 import pandas as pd
+import psutil
 import pytest
 
 from llm_feedback.backends import (
@@ -222,6 +225,42 @@ def test_when_every_worker_dies_the_stage_fails_and_keeps_what_was_answered(tmp_
         with LLMClient(endpoint(server, workers=1), cache, progress=False) as client:
             client.complete_many([ChatRequest.from_prompt(f"q{i}") for i in range(400)])
             assert client.stats.cache_hits >= answered >= 20  # nothing answered was lost
+
+
+@pytest.mark.timeout(120)
+def test_workers_stop_when_the_client_closes_on_an_error():
+    with FakeLLMServer(echo_responder) as server:
+        with pytest.raises(RuntimeError, match="the caller failed"):
+            with LLMClient(endpoint(server, workers=2), None, progress=False) as client:
+                client.complete_many([ChatRequest.from_prompt(f"q{i}") for i in range(10)])
+                pids = client.worker_pool.pids
+                raise RuntimeError("the caller failed")
+    assert len(pids) == 2 and not any(psutil.pid_exists(pid) for pid in pids)
+
+
+LEFT_OPEN = """
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
+from llm_feedback.testing.server import FakeLLMServer
+server = FakeLLMServer().start()
+config = EndpointConfig.from_dict(
+    {"backend": "openai", "model": "m", "base_url": server.base_url, "workers": 2}
+)
+client = LLMClient(config, None, progress=False)
+client.open()
+client.complete_many([ChatRequest.from_prompt(f"q{i}") for i in range(10)])
+print(*client.worker_pool.pids)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_workers_of_a_client_left_open_stop_quietly_at_exit():
+    run = subprocess.run(
+        [sys.executable, "-c", LEFT_OPEN], check=False, capture_output=True, text=True, timeout=100
+    )
+    assert run.returncode == 0, run.stderr
+    pids = [int(pid) for pid in run.stdout.split()]
+    assert len(pids) == 2 and not any(psutil.pid_exists(pid) for pid in pids)
+    assert "exited" not in run.stderr  # stopped by us, not reported as dying
 
 
 @pytest.mark.timeout(180)

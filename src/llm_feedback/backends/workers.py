@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import queue
 import signal
@@ -358,9 +359,10 @@ class WorkerPool:
 _POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
 
-@atexit.register
+@atexit.register  # after multiprocessing.util's (imported above), so it runs before it
 def _stop_all_pools() -> None:
-    """A client left open at exit still stops its workers."""
+    """A client left open at exit still stops its workers, quietly: multiprocessing's own
+    exit handler would terminate them first, which would read as workers dying."""
     for pool in list(_POOLS):
         pool.close()
 
