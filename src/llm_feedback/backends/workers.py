@@ -369,19 +369,44 @@ def _stop_all_pools() -> None:
 
 # -- in the worker process ---------------------------------------------------------------
 class _Replies:
-    """Sends each answer to the parent under its key, all of one loop turn in one message."""
+    """On the worker client's loop: reads what the parent hands over and sends each answer
+    back under its key, all of one loop turn in one message (one thread, no hand-offs)."""
 
-    def __init__(self, client: Any, connection: Connection) -> None:
+    def __init__(self, client: Any, requests: Connection, results: Connection) -> None:
         self._client = client
-        self._connection = connection
+        self._requests = requests
+        self._connection = results
         self._answers: list[tuple[str, ChatResult | str]] = []
         self._tasks: set[asyncio.Task] = set()
+        self._stopped: asyncio.Future | None = None
 
-    async def start(self, batch: list[tuple[str, ChatRequest]]) -> None:
-        for key, request in batch:
-            task = asyncio.ensure_future(self._answer(key, request))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    async def serve(self) -> None:
+        """Until the parent says stop, or is gone."""
+        loop = asyncio.get_running_loop()
+        self._stopped = loop.create_future()
+        loop.add_reader(self._requests.fileno(), self._read)
+        try:
+            await self._stopped
+        finally:
+            loop.remove_reader(self._requests.fileno())
+
+    def _read(self) -> None:
+        try:
+            while self._requests.poll():
+                batch = self._requests.recv()
+                if batch is None:  # the parent says stop
+                    self._stop()
+                    return
+                for key, request in batch:
+                    task = asyncio.ensure_future(self._answer(key, request))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        except EOFError:  # the parent exited
+            self._stop()
+
+    def _stop(self) -> None:
+        if not self._stopped.done():
+            self._stopped.set_result(None)
 
     async def _answer(self, key: str, request: ChatRequest) -> None:
         try:
@@ -421,11 +446,7 @@ def _serve(
         results.send(("error", redact(f"{type(error).__name__}: {error}")))
         return
     results.send(("ready", os.getpid()))
-    replies = _Replies(client, results)
     try:
-        while (batch := requests.recv()) is not None:
-            client.call(replies.start(batch))
-    except EOFError:
-        pass  # the parent exited
+        client.call(_Replies(client, requests, results).serve())
     finally:
         client.close()
