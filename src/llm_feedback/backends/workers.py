@@ -173,7 +173,7 @@ class WorkerPool:
         try:
             ready = asyncio.gather(*(worker.ready for worker in self._workers))
             await asyncio.wait_for(ready, _START_TIMEOUT_S)
-        except (EndpointError, TimeoutError) as error:
+        except (EndpointError, asyncio.TimeoutError) as error:
             self._stop_processes()
             self._workers = []
             message = str(error) or f"did not start within {_START_TIMEOUT_S:.0f} s"
@@ -190,22 +190,22 @@ class WorkerPool:
     def _spawn_all(self, credentials: dict[str, dict[str, Any]]) -> None:
         worker_config = dataclasses.replace(self.config, workers=1)  # a worker sends itself
         for worker in self._workers:
-            requests_out, requests_in = _CONTEXT.Pipe(duplex=False)
-            results_out, results_in = _CONTEXT.Pipe(duplex=False)
+            child_reads, parent_writes = _CONTEXT.Pipe(duplex=False)
+            parent_reads, child_writes = _CONTEXT.Pipe(duplex=False)
             # Credentials travel as process arguments: pickled through a pipe, never in
             # the command line, the environment of other processes, a log or a file.
             worker.process = _CONTEXT.Process(
                 target=_serve,
-                args=(worker_config, credentials, requests_out, results_in),
+                args=(worker_config, credentials, child_reads, child_writes),
                 name=f"llm-worker-{self.config.name}-{worker.index + 1}",
                 daemon=True,
             )
             worker.process.start()
-            requests_out.close()  # the child's ends: closed here, so its exit reads as EOF
-            results_in.close()
+            child_reads.close()  # closed here, so that the child's exit reads as EOF
+            child_writes.close()
             worker.threads = [
-                threading.Thread(target=self._send_forever, args=(worker, requests_in)),
-                threading.Thread(target=self._receive_forever, args=(worker, results_out)),
+                threading.Thread(target=self._send_forever, args=(worker, parent_writes)),
+                threading.Thread(target=self._receive_forever, args=(worker, parent_reads)),
             ]
             for thread in worker.threads:
                 thread.daemon = True
@@ -235,6 +235,8 @@ class WorkerPool:
 
     def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind = message[0]
+        if kind in ("ready", "error") and worker.ready.done():
+            return  # the pool gave up on starting meanwhile
         if kind == "ready":
             worker.pid = message[1]
             worker.ready.set_result(None)
