@@ -275,8 +275,11 @@ def test_auto_sends_in_process_below_the_threshold_and_from_workers_above(monkey
             assert client.worker_pool.pids == []  # 50 misses: one process sends them
             monkeypatch.setattr(workers, "WORKER_THRESHOLD", 30)
             results = client.complete_many([ChatRequest.from_prompt(f"r{i}") for i in range(50)])
-            assert len(client.worker_pool.pids) == worker_processes(config)
-        assert server.request_count == 100
+            pids = client.worker_pool.pids
+            assert len(pids) == worker_processes(config)
+            client.complete_many([ChatRequest.from_prompt(f"s{i}") for i in range(50)])
+            assert client.worker_pool.pids == pids  # the next stage reuses them
+        assert server.request_count == 150
     assert [r.text for r in results] == [f"Echo: r{i}" for i in range(50)]
 
 
