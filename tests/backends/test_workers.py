@@ -263,6 +263,38 @@ def test_workers_of_a_client_left_open_stop_quietly_at_exit():
     assert "exited" not in run.stderr  # stopped by us, not reported as dying
 
 
+INTERRUPTED = """
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
+from llm_feedback.testing.server import FakeLLMServer
+with FakeLLMServer(latency_s=0.05) as server:
+    config = EndpointConfig.from_dict(
+        {"backend": "openai", "model": "m", "base_url": server.base_url, "workers": 2}
+    )
+    with LLMClient(config, None, progress=False) as client:
+        def on_result(index, result):
+            if index == 0:
+                print(*client.worker_pool.pids, flush=True)
+        client.complete_many(
+            [ChatRequest.from_prompt(f"q{i}") for i in range(100_000)], on_result=on_result
+        )
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_stops_the_stage_and_its_workers():
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        pids = [int(pid) for pid in child.stdout.readline().split()]
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode != 0 and b"KeyboardInterrupt" in stderr
+    assert len(pids) == 2 and not any(psutil.pid_exists(pid) for pid in pids)
+
+
 @pytest.mark.timeout(180)
 def test_auto_sends_in_process_below_the_threshold_and_from_workers_above(monkeypatch):
     with FakeLLMServer(echo_responder) as server:
