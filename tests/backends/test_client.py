@@ -8,7 +8,7 @@ import time
 import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, register_credentials
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, Reply, echo_responder, flaky, scripted
 
 
@@ -297,3 +297,15 @@ def test_max_string_chars_caps_free_text_fields_of_the_schema(tmp_path):
     assert "maxLength" not in capped["properties"]["verdict"]  # an enum needs no cap
     assert "maxLength" not in uncapped["properties"]["why"]
     assert schema["properties"]["why"] == {"type": "string"}  # the caller's schema is untouched
+
+
+@pytest.mark.timeout(60)
+def test_a_tripped_breaker_ends_a_long_stream_at_once():
+    """The breaker stops a stream whose queue of requests is still full: no hang."""
+    always_503 = scripted([("q", Reply(status=503, error_message="down"))])
+    with FakeLLMServer(always_503) as server:
+        config = endpoint(server, max_retries=0, max_concurrent=2)
+        with LLMClient(config, None, progress=False) as client:
+            with pytest.raises(EndpointError, match="10 of 10 calls failed, stopping"):
+                client.complete_many(prompts(500))
+        assert server.request_count < 20

@@ -495,13 +495,19 @@ def test_counters_stats_and_reset(echo_server: FakeLLMServer) -> None:
         "requests": 4,
         "chat_requests": 3,
         "connections": 2,  # the openai client's and fetch_stats' own
+        "max_in_flight": 1,  # one call after another
     }
 
     echo_server.reset()
 
     assert echo_server.request_count == 0
     assert echo_server.requests == []
-    assert echo_server.stats() == {"requests": 0, "chat_requests": 0, "connections": 0}
+    assert echo_server.stats() == {
+        "requests": 0,
+        "chat_requests": 0,
+        "connections": 0,
+        "max_in_flight": 0,
+    }
 
 
 def test_reset_route_also_forgets_attempts_per_request() -> None:

@@ -31,6 +31,7 @@ from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.workers import WorkerPool
 from llm_feedback.errors import ConfigError, EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
@@ -156,6 +157,8 @@ class LLMClient:
         self._semaphore: asyncio.Semaphore | None = None
         self._last_failure: str | None = None
         self._retry_log = _RetryLog(config.describe)
+        # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
+        self.worker_pool = WorkerPool.for_endpoint(config, self.stats)
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -187,6 +190,8 @@ class LLMClient:
         # After Ctrl-C or a tripped breaker, calls may still be in flight: end them here,
         # so nothing is left pending on a closed loop (and nothing prints a traceback).
         self._run(_cancel_pending_tasks())
+        if self.worker_pool is not None:
+            self.worker_pool.close()
         if self._sdk is not None:
             self._run(self._sdk.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -347,18 +352,19 @@ class LLMClient:
         queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=4 * workers)
 
         async def produce() -> None:
-            try:
-                for chunk in _chunks(requests):
-                    for index in self._admit(batch, chunk):
-                        await queue.put(index)
-                    await asyncio.sleep(0)  # let the workers send what is queued
-            finally:
-                for _ in range(workers):
-                    await queue.put(None)
+            for chunk in _chunks(requests):
+                for index in self._admit(batch, chunk):
+                    await queue.put(index)
+                await asyncio.sleep(0)  # let the workers send what is queued
+            # Only after a normal end: on an error every task is cancelled below, and a put
+            # into a full queue that nobody drains any more would never return.
+            for _ in range(workers):
+                await queue.put(None)
 
         async def work() -> None:
             while (index := await queue.get()) is not None:
-                result = await self._fetch(batch.requests[index], batch.keys[index])
+                misses = len(batch.first_index)
+                result = await self._fetch(batch.requests[index], batch.keys[index], misses)
                 self._deliver(batch, index, result)
 
         tasks = [asyncio.ensure_future(produce())]
@@ -439,7 +445,7 @@ class LLMClient:
         async def settle(key: str, reason: str) -> None:
             index = batch.first_index[key]
             if retry:
-                result = await self._fetch(batch.requests[index], key)
+                result = await self._fetch(batch.requests[index], key, len(unanswered))
             else:
                 result = ChatResult.failure(reason, model=self.config.model)
                 self._record(key, result)
@@ -485,9 +491,13 @@ class LLMClient:
             stop.set()
             await asyncio.gather(producer, return_exceptions=True)
 
-    async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
+    async def _fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
         async with self._semaphore:
-            result = await self._send_with_retries(request)
+            pool = self.worker_pool
+            if pool is not None and pool.takes(misses):
+                result = await pool.send(key, request)
+            else:
+                result = await self._send_with_retries(request)
         self._record(key, result)
         return result
 
@@ -520,6 +530,11 @@ class LLMClient:
                 f"(last error: {self._last_failure}); {calls - failures} answered calls are "
                 "cached: fix the endpoint and run the same command to resume"
             )
+
+    async def send_uncached(self, request: ChatRequest) -> ChatResult:
+        """One request straight to the backend with the endpoint's retries, and nothing else
+        (no cache, deduplication or breaker): what a worker process does for its parent."""
+        return await self._send_with_retries(request)
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()

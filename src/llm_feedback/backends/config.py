@@ -27,6 +27,8 @@ def register_credentials(credentials: Mapping[str, Any]) -> None:
 
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
+#: The backends that reach their model over HTTP: only these can send from worker processes.
+HTTP_BACKENDS = ("openai", "azure")
 
 # The type each setting must have (None: may be null), checked before anything starts.
 _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
@@ -67,6 +69,7 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "ray_batch_size": (int,),
     "ray_qps": (int, float, None),
     "ray_batch_retries": (int,),
+    "workers": (int, str),
 }
 
 # Requests per batch and bytes per input file: the OpenAI and Azure Batch API limits.
@@ -110,6 +113,9 @@ class EndpointConfig:
     max_input_tokens: int | None = None
     # The largest image or audio file sent to this endpoint (OpenAI takes 20 MB an image).
     max_media_bytes: int = 20 * 1024 * 1024
+    # Processes that send a stage's requests: "auto" (several for an openai/azure endpoint on
+    # the lean transport once a stream has thousands of uncached calls) or an int >= 1.
+    workers: int | str = "auto"
     # local backend
     model_path: str | None = None
     parallel_slots: int = 4
@@ -204,6 +210,16 @@ class EndpointConfig:
             raise ConfigError(f"{where}: 'transport' must be lean or sdk, got {self.transport!r}")
         if not 0 <= self.max_failure_share <= 1:
             raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
+        dotted = f"endpoints.{self.name}.workers" if self.name else "workers"
+        if isinstance(self.workers, str) and self.workers != "auto":
+            raise ConfigError(f"{dotted} must be auto or an int >= 1, got {self.workers!r}")
+        if isinstance(self.workers, int) and self.workers < 1:
+            raise ConfigError(f"{dotted} must be auto or an int >= 1, got {self.workers!r}")
+        if self.workers not in ("auto", 1) and self.backend not in HTTP_BACKENDS:
+            raise ConfigError(
+                f"{dotted}: worker processes send to HTTP endpoints (openai, azure); "
+                f"backend '{self.backend}' runs its model in one process: use 1 or auto"
+            )
         self._check_batch(where)
         self._check_engine(where)
 

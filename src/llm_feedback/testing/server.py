@@ -23,7 +23,8 @@ so its replies, failures and malformed output are scripted the same way; a `Batc
 sets how long a batch takes and whether it expires part-way (see `_BatchAPI`).
 
 Control routes: ``GET /health``, ``GET /_stats`` (``{"requests", "chat_requests",
-"connections"}``; the control routes themselves are not counted) and ``POST /_reset``
+"connections", "max_in_flight"}``; the control routes themselves are not counted;
+``max_in_flight`` is the most chat requests the server held at once) and ``POST /_reset``
 (zero the counters, forget recorded bodies and the per-request attempt counts).
 """
 
@@ -683,6 +684,8 @@ class _FakeLLMApp:
         self.total_requests = 0
         self.chat_requests = 0
         self.connections = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._recorded: list[dict[str, Any]] = []
         self._attempts_per_key: dict[str, int] = {}
         models_route = ("GET", _models_response)
@@ -701,6 +704,7 @@ class _FakeLLMApp:
                 "requests": self.total_requests,
                 "chat_requests": self.chat_requests,
                 "connections": self.connections,
+                "max_in_flight": self.max_in_flight,
             }
 
     def recorded_bodies(self) -> list[dict[str, Any]]:
@@ -710,6 +714,7 @@ class _FakeLLMApp:
     def reset(self) -> None:
         with self._lock:
             self.total_requests = self.chat_requests = self.connections = 0
+            self.max_in_flight = self.in_flight
             self._recorded.clear()
             self._attempts_per_key.clear()
 
@@ -757,7 +762,14 @@ class _FakeLLMApp:
         if path in _CHAT_PATHS or (path.startswith(_AZURE_PREFIX) and path.endswith(_CHAT_SUFFIX)):
             if method != "POST":
                 return _error_response(405, f"{method} is not allowed on {path}")
-            return await self._chat(path, body)
+            with self._lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                return await self._chat(path, body)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
         batch_route = _batch_route(path)
         return (
             self.batch_api.handle(method, batch_route, body)
@@ -1040,6 +1052,12 @@ class FakeLLMServer:
     def request_count(self) -> int:
         """Chat completion requests received since start or the last reset."""
         return self._app.chat_requests
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most chat requests held at once (received, not yet answered) since start or
+        the last reset: what a client's concurrency limit must bound."""
+        return self._app.max_in_flight
 
     @property
     def connection_count(self) -> int:
