@@ -52,6 +52,48 @@ COVERED_BY = {
     "python -m http.server -d build": (
         "tests/test_kedro_viz.py::test_viz_build_after_a_real_run_renders_in_a_browser"
     ),
+    'kedro run --pipelines sample --params "sample.principle_weights.mt_bench.truthfulness=1"': (
+        "tests/pipelines/test_ultrafeedback_parity.py::"
+        "test_a_prompt_file_of_a_new_source_gets_its_weights_or_helpfulness"
+    ),
+    (
+        'kedro run --pipelines evaluate --params "eval_samples_path=path/to/vision_samples.jsonl,'
+        "evaluate.mode=single_1_10,evaluate.generate_with=vision,evaluate.judge.endpoint=vision"
+        '"'
+    ): "tests/test_multimodal_evaluation.py::test_the_readme_command_runs",
+    (
+        "kedro run --pipelines evaluate --params "
+        "eval_samples_path=data/01_raw/eval_samples_levels_demo.jsonl,"
+        "evaluate.evaluator=llm_feedback.evaluation.evaluators:NumericMatch"
+    ): (
+        "tests/pipelines/test_evaluate_metrics_pipeline.py::"
+        "test_the_readme_categories_and_levels_command"
+    ),
+    (
+        "kedro run --pipelines evaluate --params "
+        "eval_samples_path=data/01_raw/eval_samples_code_demo.jsonl,"
+        "evaluate.evaluator=llm_feedback.evaluation.evaluators:CodeTest,"
+        "evaluate.evaluator_options.timeout_s=5"
+    ): (
+        "tests/pipelines/test_evaluate_metrics_pipeline.py::"
+        "test_the_readme_custom_evaluators_command"
+    ),
+    (
+        'kedro run --pipelines evaluate --params "evaluate.mode=single_1_10,'
+        "evaluate.panel.judges.cold.endpoint=local,evaluate.panel.judges.warm.endpoint=local,"
+        'evaluate.panel.judges.warm.temperature=0.7,evaluate.panel.aggregate=mean"'
+    ): "tests/pipelines/test_judge_panels.py::test_the_readme_panel_command_runs",
+    (
+        "kedro run --pipelines sample,generate --params endpoints.local.backend=openai,"
+        "endpoints.local.base_url=http://localhost:8000/v1,"
+        "endpoints.local.model=Qwen/Qwen2.5-7B-Instruct,endpoints.local.workers=2"
+    ): "tests/backends/test_workers.py::test_the_readme_workers_command",
+    "kedro run --pipelines annotate --params annotate.judge.endpoint=openai_batch": (
+        "tests/pipelines/test_batch_pipeline.py::test_the_readme_batch_endpoints_and_command"
+    ),
+    "kedro run --pipelines evaluate --params evaluate.judge.endpoint=cluster": (
+        "tests/backends/test_ray_backend.py::test_the_readme_ray_cluster_runs_the_evaluate_command"
+    ),
     # Interactive: the notebook it opens is executed headless.
     "jupyter lab": (
         "tests/test_notebook.py::"
@@ -67,6 +109,14 @@ NOT_RUN = {
     "make viz": "runs `kedro viz run` (see above)",
     "python benchmarks/before_after.py --before <commit>": "a benchmark of two commits",
     "python benchmarks/chaos.py": "a benchmark; its results are in benchmarks/RESULTS.md",
+    "python benchmarks/throughput.py --workers 2": "a benchmark; `make bench` runs it",
+    "kedro run --pipelines annotate --params annotate.judge.endpoint=gpu": (
+        "needs vLLM on a GPU; its endpoint block runs against the vLLM test double in "
+        "tests/backends/test_vllm_backend.py"
+    ),
+    'pip install -e ".[ray]"': "`make test` installs the ray extra (Makefile: install-dev)",
+    'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
+    "python -I": "not a command to type: how CodeTest runs the response's code",
 }
 
 

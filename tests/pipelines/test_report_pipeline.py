@@ -345,7 +345,8 @@ def test_the_report_has_the_agreement_between_shuffles(run_report: RunReport, da
     )
     report = report_path(data_root).read_text()
     section = report.split("## Agreement between shuffles", 1)[1].split("\n## ", 1)[0]
-    assert "| helpfulness | shuffle_0~shuffle_1 | spearman | 0.8" in section
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in section.splitlines()]
+    assert ["helpfulness", "shuffle_0~shuffle_1", "spearman", "0.8", "4"] in rows
 
 
 def test_the_report_says_why_there_is_no_shuffle_agreement(run_report: RunReport, data_root: Path):
