@@ -8,7 +8,7 @@ pays for every call. Per node it reads llama.cpp's counters (prompt tokens evalu
 prompt tokens served from the prompt cache, tokens generated, seconds of each) and the
 number of answered calls, and over the whole process its wall time and peak RSS (the
 model server runs inside the process, so its KV cache is counted). Writes
-results/default_run.json and the "default-run" section of RESULTS.md.
+results/default_run.json and the "default-run" section of RESULTS.md (`results_md.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import results_md  # noqa: E402
 from common import machine, peak_rss_mib, save, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ class _CounterHooks:
         }
 
 
-def run_once(data_root: Path, out: Path) -> None:
+def run_once(data_root: Path, out: Path, max_prompts: int | None) -> None:
     """One default run in this process (the child of `main`)."""
     from kedro.framework.hooks import hook_impl
     from kedro.framework.session import KedroSession
@@ -95,7 +95,10 @@ def run_once(data_root: Path, out: Path) -> None:
 
     hooks = _CounterHooks(data_root / "02_intermediate" / "request_cache.sqlite")
     bootstrap_project(ROOT)
-    with KedroSession.create(ROOT, runtime_params={"data_root": str(data_root)}) as session:
+    params: dict = {"data_root": str(data_root)}
+    if max_prompts is not None:
+        params["sample"] = {"max_prompts": max_prompts}
+    with KedroSession.create(ROOT, runtime_params=params) as session:
         plugin = type(
             "DefaultRunCounters",
             (),
@@ -113,14 +116,15 @@ def run_once(data_root: Path, out: Path) -> None:
     out.write_text(json.dumps({"nodes": nodes, "peak_rss_mib": peak_rss_mib()}))
 
 
-def one_repetition(index: int) -> dict:
+def one_repetition(index: int, max_prompts: int | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="default-run-") as tmp:
         data_root = Path(tmp) / "data"
         shutil.copytree(ROOT / "data" / "01_raw", data_root / "01_raw")
         out = Path(tmp) / "result.json"
         started = time.perf_counter()
+        limit = [] if max_prompts is None else ["--max-prompts", str(max_prompts)]
         subprocess.run(
-            [sys.executable, __file__, "--child", str(data_root), str(out)],
+            [sys.executable, __file__, "--child", str(data_root), str(out), *limit],
             check=True,
             cwd=ROOT,
             env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"},
@@ -135,61 +139,21 @@ def one_repetition(index: int) -> dict:
     return result
 
 
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
-
-
-def markdown(runs: list[dict]) -> str:
-    walls = [run["process_wall_s"] for run in runs]
-    rss = [run["peak_rss_mib"] for run in runs]
-    median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
-    lines = [
-        "## The default run (`make run`, install excluded)",
-        "",
-        f"Machine: {machine()}. Written by `python benchmarks/default_run.py "
-        f"--repeats {len(runs)}`: each repetition is a fresh process and a fresh data root "
-        "(no request cache), the `__default__` pipeline on the embedded model.",
-        "",
-        f"- Wall time, process start to exit: median {_minutes(statistics.median(walls))} "
-        f"(min {_minutes(min(walls))}, max {_minutes(max(walls))}; "
-        + ", ".join(f"{w:.0f} s" for w in walls)
-        + ").",
-        f"- Peak RSS: max {max(rss):.0f} MiB over the repetitions "
-        f"({', '.join(f'{r:.0f}' for r in rss)} MiB).",
-        "",
-        "Per node, median repetition (llama.cpp counters; prompt tok/s and generated tok/s "
-        "are per slot: llama.cpp sums the seconds of every slot):",
-        "",
-        "| node | wall s | calls | prompt tokens evaluated | prompt tokens from cache "
-        "| generated tokens | prompt tok/s | generated tok/s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, node in median_run["nodes"].items():
-        if node["wall_s"] < 0.5 and not node.get("calls"):
-            continue
-        evaluated = node.get("prompt_tokens_total", 0)
-        generated = node.get("tokens_predicted_total", 0)
-        prompt_rate = evaluated / node["prompt_seconds_total"] if evaluated else 0
-        gen_rate = generated / node["tokens_predicted_seconds_total"] if generated else 0
-        lines.append(
-            f"| {name} | {node['wall_s']:.1f} | {node.get('calls', 0):.0f} | {evaluated:,.0f} "
-            f"| {node.get('prompt_tokens_cached_total', 0):,.0f} | {generated:,.0f} "
-            f"| {prompt_rate:.0f} | {gen_rate:.1f} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--max-prompts", type=int, default=None, help="fewer demo prompts (default: sample's)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("DATA_ROOT", "OUT"))
     args = parser.parse_args()
     if args.child:
-        run_once(Path(args.child[0]), Path(args.child[1]))
+        run_once(Path(args.child[0]), Path(args.child[1]), args.max_prompts)
         return
-    runs = [one_repetition(i + 1) for i in range(args.repeats)]
-    save("default_run", {"machine": machine(), "runs": runs})
-    write_section("default-run", markdown(runs))
+    runs = [one_repetition(i + 1, args.max_prompts) for i in range(args.repeats)]
+    payload = {"machine": machine(), "max_prompts": args.max_prompts, "runs": runs}
+    save("default_run", payload)
+    write_section("default-run", results_md.default_run([payload]))
 
 
 if __name__ == "__main__":
