@@ -64,6 +64,12 @@ def prepare_completions(prompts: int, data_root: Path) -> int:
         serve_in_subprocess(latency_s=0.0, responder="echo") as url,
     ):
         completions = generated_completions(prompts, url, Path(tmp) / "cache.sqlite", {})
+    # The server echoes the prompt, so a prompt's completions would be one text and the
+    # judge client would send each critique once; give each its own text, as 4 models would.
+    completions["response"] = [
+        f"{model} on {prompt_id}: " + "a sentence of the answer. " * 40
+        for model, prompt_id in zip(completions["model"], completions["prompt_id"], strict=True)
+    ]
     bootstrap_project(ROOT)
     with KedroSession.create(ROOT, runtime_params={"data_root": str(data_root)}) as session:
         session.load_context().catalog.save("completions", completions)

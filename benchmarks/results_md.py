@@ -12,9 +12,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-BARE = "a bare `AsyncOpenAI` loop with a semaphore"
-TOLERANCE = 0.05  # before_after.py flags a figure worse by more than this share
-
 # Row labels of the contenders the throughput scripts write; an unknown key (a contender
 # added later) is shown under its own name.
 CLIENT_LABELS = {
@@ -50,7 +47,9 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(list(values))
 
 
-def paired(runs: Sequence[dict], figure: Callable[[dict], float], base: Callable[[dict], float]):
+def paired(
+    runs: Sequence[dict], figure: Callable[[dict], float], base: Callable[[dict], float]
+) -> float:
     """Median over repetitions of figure / base, both measured in the same repetition."""
     return median(figure(run) / base(run) for run in runs)
 
@@ -86,7 +85,8 @@ def throughput(runs: Sequence[dict]) -> str:
         "",
         f"{_n_requests(latency[0]['ours']):,} generation-sized requests per contender, "
         f"{first['latency_s']} s a call, {first['concurrency']} in flight: bound "
-        f"{bound:.0f} calls/s.{workers} The bare client is {BARE} sending the same requests.",
+        f"{bound:.0f} calls/s.{workers} The bare client is an `AsyncOpenAI` loop with "
+        "a semaphore sending the same requests.",
         "",
     ]
     rows = []
@@ -495,7 +495,7 @@ def default_run(results: Sequence[dict]) -> str:
     lines = [
         "## The default run (`make run`, install excluded; `default_run.py`)",
         "",
-        f"Machine: {results[0]['machine']}. {len(runs)} repetitions, each a fresh process and "
+        f"Machine: {results[0]['machine']}. Repetitions: {len(runs)}, each a fresh process and "
         f"a fresh data root (no request cache): the `__default__` pipeline on {prompts}, the "
         "embedded model as generator and judge.",
         "",
