@@ -436,3 +436,39 @@ def test_the_readme_quick_sitting_writes_results_from_its_own_json(tmp_path):
     assert row(text, "`LLMClient`")[:3] == [f"{ours:.1f}"] * 3  # one repetition
     assert "Quick mode" in text
     assert json.loads((results / "sitting.json").read_text())["orders"] == [["throughput"]]
+
+
+def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
+    results = tmp_path / "sitting"
+    subprocess.run(
+        [sys.executable, "benchmarks/bench.py", "--quick", "--only", "kedro_annotate,scale"]
+        + ["--scale", "20,40", "--results", str(results)],
+        cwd=PROJECT_ROOT,
+        env=KEDRO_CLI_ENV,
+        check=True,
+        capture_output=True,
+        timeout=400,
+    )
+    _, runs = bench.load_sitting(results)
+    (kedro,) = runs["kedro_annotate"]
+    prompts = kedro["prompts"]
+    # Every aspect of every prompt and every completion's critique reached the server, and
+    # the bare client replayed exactly those calls.
+    assert kedro["kedro_run"]["calls"] >= 4 * prompts + 4 * prompts
+    assert kedro["plain_async_openai_same_requests"]["calls"] == kedro["kedro_run"]["calls"]
+    for size in (20, 40):
+        rows = {
+            stage: runs[f"scale_{size}_{stage}"][0]["stages"][stage]["rows"]
+            for stage in bench.STAGES
+        }
+        assert rows == {
+            "generate": 4 * size,
+            "aspects": 16 * size,  # 4 aspects x 4 completions
+            "critique": 4 * size,
+            "score_fix": 4 * size,
+            "export": size,
+        }
+    text = (results / "RESULTS.md").read_text()
+    slope = text.split("least-squares slope", 1)[1]
+    for stage in bench.STAGES:
+        assert row(slope, results_md.SCALE_LABELS[stage])[-1].startswith("**")
