@@ -85,14 +85,18 @@ def run_kedro(data_root: Path, url: str, concurrency: int) -> float:
         f"endpoints.local.max_concurrent={concurrency}",
     ]
     started = time.perf_counter()
-    subprocess.run(
+    finished = subprocess.run(
         [sys.executable, "-m", "kedro", "run", "--pipelines", "annotate"]
         + ["--params", ",".join(settings)],
         cwd=ROOT,
         env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"},
-        check=True,
+        check=False,
         capture_output=True,
+        text=True,
     )
+    if finished.returncode:
+        tail = "\n".join(finished.stderr.splitlines()[-30:])
+        raise RuntimeError(f"kedro run --pipelines annotate exited {finished.returncode}:\n{tail}")
     return time.perf_counter() - started
 
 
