@@ -94,6 +94,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             ("--judgments", "64", "--zero-latency-judgments", "100"),
         ),
     ),
+    "batch_api": (Run("batch_api", "batch_api.py", (), ("--requests", "400", "--chunk", "100")),),
     "chaos": (Run("chaos", "chaos.py", (), ("--prompts", "12")),),
     "embedded_model": (
         Run(
@@ -109,7 +110,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             "default_run",
             "default_run.py",
             ("--repeats", "1"),
-            ("--max-prompts", "1"),
+            ("--params", "sample.max_prompts=1"),
             EMBEDDED_MODEL,
         ),
     ),

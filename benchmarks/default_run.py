@@ -1,6 +1,6 @@
 """The default run (`make run`, install excluded): where its time goes, and how long it takes.
 
-python benchmarks/default_run.py [--repeats 3]
+python benchmarks/default_run.py [--repeats 3] [--params endpoints.local.parallel_slots=2,...]
 
 Each repetition runs the `__default__` pipeline on the embedded model in its own process
 and its own fresh data root (raw prompts copied, no request cache), so every repetition
@@ -8,7 +8,7 @@ pays for every call. Per node it reads llama.cpp's counters (prompt tokens evalu
 prompt tokens served from the prompt cache, tokens generated, seconds of each) and the
 number of answered calls, and over the whole process its wall time and peak RSS (the
 model server runs inside the process, so its KV cache is counted). Writes
-results/default_run.json and the "default-run" section of RESULTS.md (`results_md.py`).
+results/default_run.json and the "default-run" section of RESULTS.md.
 """
 
 from __future__ import annotations
@@ -85,7 +85,22 @@ class _CounterHooks:
         }
 
 
-def run_once(data_root: Path, out: Path, max_prompts: int | None) -> None:
+def _runtime_params(data_root: Path, settings: str) -> dict:
+    """`kedro run --params` style "a.b=value,..." as the nested dict a session takes."""
+    import yaml
+
+    params: dict = {"data_root": str(data_root)}
+    for item in filter(None, settings.split(",")):
+        dotted, _, value = item.partition("=")
+        *parents, leaf = dotted.strip().split(".")
+        node = params
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = yaml.safe_load(value)
+    return params
+
+
+def run_once(data_root: Path, out: Path, settings: str) -> None:
     """One default run in this process (the child of `main`)."""
     from kedro.framework.hooks import hook_impl
     from kedro.framework.session import KedroSession
@@ -95,9 +110,7 @@ def run_once(data_root: Path, out: Path, max_prompts: int | None) -> None:
 
     hooks = _CounterHooks(data_root / "02_intermediate" / "request_cache.sqlite")
     bootstrap_project(ROOT)
-    params: dict = {"data_root": str(data_root)}
-    if max_prompts is not None:
-        params["sample"] = {"max_prompts": max_prompts}
+    params = _runtime_params(data_root, settings)
     with KedroSession.create(ROOT, runtime_params=params) as session:
         plugin = type(
             "DefaultRunCounters",
@@ -116,15 +129,14 @@ def run_once(data_root: Path, out: Path, max_prompts: int | None) -> None:
     out.write_text(json.dumps({"nodes": nodes, "peak_rss_mib": peak_rss_mib()}))
 
 
-def one_repetition(index: int, max_prompts: int | None) -> dict:
+def one_repetition(index: int, settings: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="default-run-") as tmp:
         data_root = Path(tmp) / "data"
         shutil.copytree(ROOT / "data" / "01_raw", data_root / "01_raw")
         out = Path(tmp) / "result.json"
         started = time.perf_counter()
-        limit = [] if max_prompts is None else ["--max-prompts", str(max_prompts)]
         subprocess.run(
-            [sys.executable, __file__, "--child", str(data_root), str(out), *limit],
+            [sys.executable, __file__, "--child", str(data_root), str(out), "--params", settings],
             check=True,
             cwd=ROOT,
             env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"},
@@ -142,16 +154,18 @@ def one_repetition(index: int, max_prompts: int | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--max-prompts", type=int, default=None, help="fewer demo prompts (default: sample's)"
-    )
+    parser.add_argument("--params", default="", help="runtime parameters, as kedro run's")
     parser.add_argument("--child", nargs=2, metavar=("DATA_ROOT", "OUT"))
     args = parser.parse_args()
     if args.child:
-        run_once(Path(args.child[0]), Path(args.child[1]), args.max_prompts)
+        run_once(Path(args.child[0]), Path(args.child[1]), args.params)
         return
-    runs = [one_repetition(i + 1, args.max_prompts) for i in range(args.repeats)]
-    payload = {"machine": machine(), "max_prompts": args.max_prompts, "runs": runs}
+    runs = [one_repetition(i + 1, args.params) for i in range(args.repeats)]
+    payload = {"machine": machine(), "params": args.params, "runs": runs}
+    if args.params:  # an experiment: the JSON only, RESULTS.md keeps the default's figures
+        save("default_run_experiment", payload)
+        print(results_md.default_run([payload]))
+        return
     save("default_run", payload)
     write_section("default-run", results_md.default_run([payload]))
 

@@ -490,8 +490,8 @@ def default_run(results: Sequence[dict]) -> str:
     walls = [run["process_wall_s"] for run in runs]
     low, middle, high = spread(walls)
     median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
-    limit = results[0].get("max_prompts")
-    prompts = "the demo prompts" if limit is None else f"{limit} of the demo prompts"
+    settings = results[0].get("params")
+    prompts = f"the demo prompts with `--params {settings}`" if settings else "the demo prompts"
     lines = [
         "## The default run (`make run`, install excluded; `default_run.py`)",
         "",
@@ -599,6 +599,31 @@ def ray_throughput(runs: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def batch_api(runs: Sequence[dict]) -> str:
+    """`batch_api.py`: the client's side of Batch API jobs (JSONL, upload, poll, collect)."""
+    first = runs[0]
+    figures = (
+        ("wall s, first run", "first_wall_s", ".2f"),
+        ("client CPU ms per request", "client_cpu_ms_per_request", ".3f"),
+        ("wall s, cached rerun", "cached_rerun_wall_s", ".2f"),
+        ("peak RSS MiB", "peak_rss_mib", ".0f"),
+    )
+    rows = [[label, cells((run[key] for run in runs), form)] for label, key, form in figures]
+    return "\n".join(
+        [
+            "## Batch mode (`batch_api.py`)",
+            "",
+            f"{first['requests']:,} requests through `mode: batch` in batches of "
+            f"{first['batch_max_requests']:,}, the project's server answering at once: what is "
+            "measured is the client's side (JSONL, upload, ledger, polling, download, parsing, "
+            "cache). Chat calls sent besides (max): "
+            f"{max(run['chat_requests_sent'] for run in runs)}.",
+            "",
+            *_table(["figure", "min", "median", "max"], rows),
+        ]
+    )
+
+
 # Run key -> renderer of its repetitions, in the order of RESULTS.md; the annotate path and
 # the scale stages gather several run keys each (see `render`).
 SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
@@ -606,6 +631,7 @@ SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("judge_throughput", judge),
 )
 LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
+    ("batch_api", batch_api),
     ("chaos", chaos),
     ("embedded_model", embedded_model),
     ("default_run", default_run),

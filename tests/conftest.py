@@ -67,6 +67,32 @@ def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedPro
     )
 
 
+def readme_block(title: str) -> str:
+    """The README code block whose first line is the comment `# <title>...`, without it."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    return readme.split(f"# {title}", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+
+
+def readme_command(heading: str) -> str:
+    """The first line of the first bash block under a README heading."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    return readme.split(f"\n{heading}\n", 1)[1].split("```bash\n", 1)[1].split("\n", 1)[0]
+
+
+def dotted_params(assignments: str) -> dict[str, Any]:
+    """`--params a.b=1,c=x` as the nested runtime params a KedroSession takes (values are
+    strings, as on the command line)."""
+    nested: dict[str, Any] = {}
+    for assignment in assignments.split(","):
+        key, _, value = assignment.partition("=")
+        *parents, leaf = key.split(".")
+        level = nested
+        for parent in parents:
+            level = level.setdefault(parent, {})
+        level[leaf] = value
+    return nested
+
+
 @pytest.fixture
 def run_kedro(tmp_path) -> Callable[..., dict[str, Any]]:
     """Run named pipelines of this project in one KedroSession, outputs under tmp_path.

@@ -229,6 +229,15 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
                     },
                 },
             },
+            "batch_api": {
+                "requests": prompts,
+                "batch_max_requests": n(),
+                "first_wall_s": x(),
+                "client_cpu_ms_per_request": x(),
+                "cached_rerun_wall_s": x(),
+                "peak_rss_mib": x(),
+                "chat_requests_sent": n(),
+            },
             "chaos": {
                 "prompts": prompts,
                 "faults": dict(zip(fault_names, (share / 100 for share in shares), strict=True)),
@@ -267,7 +276,7 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
             },
             "default_run": {
                 "machine": "Test CPU",
-                "max_prompts": n(),
+                "params": f"sample.max_prompts={n()}",
                 "runs": [
                     {
                         "process_wall_s": x(60, 6000),
@@ -348,7 +357,14 @@ def test_every_number_in_results_md_comes_from_the_json(tmp_path, monkeypatch):
     # Every section rendered, with as many numbers whatever the figures ...
     for marker in ("throughput", "annotate-throughput", "kedro-annotate", "judge-throughput"):
         assert f"<!-- {marker}:start -->" in text
-    for marker in ("scale", "chaos", "embedded-model", "default-run", "ray-throughput"):
+    for marker in (
+        "scale",
+        "batch-api",
+        "chaos",
+        "embedded-model",
+        "default-run",
+        "ray-throughput",
+    ):
         assert f"<!-- {marker}:start -->" in text
     assert "<!-- before-after:start -->" in text
     assert len(numbers[0]) == len(numbers[1]) == len(numbers[2]) > 300

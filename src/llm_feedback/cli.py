@@ -1,8 +1,11 @@
-"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C.
+"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C and after
+submitting batches.
 
 Interrupted, a run stops its calls, leaves every answer received in the request cache,
 stops the embedded model server and says in one line how to resume; it exits with 130,
-the shell's code for SIGINT, and prints no traceback.
+the shell's code for SIGINT, and prints no traceback. A run that submitted Batch API jobs
+and does not wait for them (`batch_wait: false`) says which, and exits with 75
+(EX_TEMPFAIL: try again later), since it wrote no dataset.
 """
 
 import sqlite3
@@ -13,9 +16,11 @@ import click
 from kedro.framework.cli.project import run as kedro_run
 
 from llm_feedback.backends import stop_local_servers
+from llm_feedback.errors import BatchPending
 from llm_feedback.hooks import RunGuardHooks
 
 SIGINT_EXIT_CODE = 130
+BATCH_PENDING_EXIT_CODE = 75
 
 
 @click.group(name="llm_feedback")
@@ -52,3 +57,7 @@ def run(ctx: click.Context, **options: object) -> None:
             err=True,
         )
         sys.exit(SIGINT_EXIT_CODE)
+    except BatchPending as pending:
+        stop_local_servers()
+        click.echo(f"batches pending: {pending}", err=True)
+        sys.exit(BATCH_PENDING_EXIT_CODE)

@@ -23,3 +23,8 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")
+
+
+class BatchPending(EndpointError):
+    """Batches were submitted (`batch_wait: false`) and are not finished yet: a later run of
+    the same command collects their answers without submitting them again."""

@@ -109,6 +109,7 @@ def generate_completions(
             "completion_tokens": [r.completion_tokens for r in results],
             "latency_s": [r.latency_s for r in results],
             "cached": [r.cached for r in results],
+            "via_batch": [r.via_batch for r in results],
             "error": [r.error for r in results],
         }
     )

@@ -83,6 +83,7 @@ COMPLETIONS_COLUMN_TYPES = {
     "completion_tokens": "int64",
     "latency_s": "float64",
     "cached": "bool",
+    "via_batch": "bool",  # answered through a Batch API (priced at the batch rate)
     "error": "string",
 }
 
@@ -109,6 +110,7 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",  # the endpoint's name in parameters.yml
     "judge_backend": "string",  # local | openai | azure | vllm | ...
+    "judge_via_batch": "bool",  # the judge answered through a Batch API
     "suspected_injection": "bool",  # the completion imitates a judge's answer format
     "raw_reply": "string",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
@@ -126,6 +128,7 @@ CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_model": "string",
     "judge_endpoint": "string",
     "judge_backend": "string",
+    "judge_via_batch": "bool",
     "suspected_injection": "bool",
     "raw_reply": "string",
 }
@@ -233,6 +236,7 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "prior_response": "string",
     "prior_reference": "string",
     "runtime_s": "float64",  # seconds it took to generate the response, when known
+    "recorded_score": "float64",  # a score recorded elsewhere (e.g. GPT-4's), to agree with
     # tuples of checked `backends.media.Media`; in memory only, between the nodes
     "images": "object",
     "audio": "object",
@@ -259,6 +263,7 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "response": "string",
     "runtime_s": "float64",
     "score": "float64",
+    "recorded_score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
     "success": "bool",
@@ -308,6 +313,7 @@ EVAL_METRICS_COLUMN_TYPES = {
     # Metrics of one category or level of eval_samples; both null: over all samples.
     "category": "string",
     "level": "string",
+    "raters": "string",  # agreement metrics: the compared raters joined by "~"
     "criterion": "string",
     "k": "Int64",
     "value": "float64",
@@ -345,6 +351,13 @@ POSITION_CONSISTENCY_COLUMN_TYPES = {
     "share_changed": "float64",
     "mean_abs_change": "float64",
 }
+SHUFFLE_AGREEMENT_COLUMN_TYPES = {
+    "aspect": "str",
+    "raters": "str",
+    "statistic": "str",
+    "value": "float64",
+    "n": "int64",
+}
 RATING_BY_POSITION_COLUMN_TYPES = {
     "aspect": "str",
     "position": "int64",
@@ -355,6 +368,7 @@ COST_TABLE_COLUMN_TYPES = {
     "stage": "str",
     "endpoint": "str",
     "model": "str",
+    "mode": "str",  # online | batch (Batch API rows, at the batch price)
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
     "estimated_cost": "float64",

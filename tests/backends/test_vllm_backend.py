@@ -4,10 +4,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.media import load_media, with_media
 from llm_feedback.errors import ConfigError
+from tests.conftest import readme_block, readme_command
 from tests.media_files import png_bytes, wav_bytes, write
 
 DOUBLE = Path(__file__).parent / "vllm_double"
@@ -147,3 +149,59 @@ def test_images_and_audio_go_to_vllm_as_multi_modal_data(fake_vllm, tmp_path):
     samples, rate = multimodal["multi_modal_data"]["audio"]
     assert rate == 8000 and len(samples) == 160
     assert {round(float(value), 3) for value in samples} == {-0.5, 0.5}
+
+
+def test_multi_gpu_engine_kwargs_reach_vllm_unchanged(fake_vllm, tmp_path):
+    parallel = {
+        "tensor_parallel_size": 4,
+        "data_parallel_size": 2,
+        "distributed_executor_backend": "ray",
+        "max_model_len": 8192,
+    }
+    config = _config(engine_kwargs=parallel)
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        assert client.complete(ChatRequest.from_prompt("hi")).ok
+    assert fake_vllm.CALLS[0] == ("LLM", {"model": "org/tiny-model", **parallel})
+
+
+@pytest.mark.parametrize(
+    ("engine_kwargs", "message"),
+    [
+        ({"tensor_parallel_size": 0}, "engine_kwargs.tensor_parallel_size' must be an integer"),
+        ({"data_parallel_size": "2"}, "engine_kwargs.data_parallel_size' must be an integer"),
+        ({"distributed_executor_backend": "slurm"}, "must be one of ray, mp, uni"),
+        ("tp=2", r"endpoints\.gpu\.engine_kwargs must be dict"),
+    ],
+)
+def test_bad_multi_gpu_settings_are_named_before_vllm_loads(engine_kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        _config(engine_kwargs=engine_kwargs)
+
+
+def test_requests_reach_vllm_in_chunks_while_later_ones_are_still_being_built(fake_vllm, tmp_path):
+    def requests():
+        for i in range(600):
+            if i % 100 == 0:
+                fake_vllm.CALLS.append(("built", i))
+            yield ChatRequest.from_prompt(f"prompt {i}", temperature=0.0)
+
+    config = _config(engine_chunk_size=100)
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        results = client.complete_many(requests(), total=600)
+
+    assert all(r.ok for r in results) and len(results) == 600
+    calls = [(kind, len(args[0]) if kind == "generate" else args) for kind, args in fake_vllm.CALLS]
+    generated = [size for kind, size in calls if kind == "generate"]
+    assert generated == [100] * 6
+    # The first prompts were generated before the last ones were built: no 600-long list.
+    assert calls.index(("generate", 100)) < calls.index(("built", 500))
+
+
+def test_the_readme_multi_gpu_endpoint_reaches_vllm_as_written(fake_vllm, tmp_path):
+    endpoints = yaml.safe_load(readme_block("Past one machine: multi-GPU vLLM"))["endpoints"]
+    config = EndpointConfig.from_dict(endpoints["gpu"], name="gpu")
+    assert readme_command("### Multi-GPU vLLM").endswith("annotate.judge.endpoint=gpu")
+    with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+        assert client.complete(ChatRequest.from_prompt("hi")).ok
+    assert fake_vllm.CALLS[0] == ("LLM", {"model": config.model, **config.engine_kwargs})
+    assert config.engine_kwargs["distributed_executor_backend"] == "ray"

@@ -1,5 +1,6 @@
 """Prompt builders: rendered content, judge sampling defaults, custom template checks."""
 
+import os
 import re
 
 import pytest
@@ -265,3 +266,29 @@ def test_structured_requests_carry_schemas_their_parsers_read() -> None:
     }
     assert "JSON object with these four keys" in _user(grading)
     assert parse_reference_grading('{"correct": "yes", "confidence": 70}').status == "partial"
+
+
+SHARED_PREFIX_BUILDERS = {
+    "binary": lambda q: prompts.build_binary_request(q, "Lima", "It is Lima."),
+    "reference_grading": lambda q: prompts.build_reference_grading_request(q, "Lima", "Lima."),
+    "score_0_5": lambda q: prompts.build_score_0_5_request(q, "Lima", "It is Lima."),
+    "single_1_10": lambda q: prompts.build_single_rating_request(q, "Lima."),
+    "single_1_10_reference": lambda q: prompts.build_single_rating_request(
+        q, "Lima.", reference="Lima"
+    ),
+    "multi_turn": lambda q: prompts.build_multi_turn_rating_request([q, "Why?"], ["A.", "B."]),
+    "rubric": lambda q: prompts.build_rubric_request(q, "Lima.", {"accuracy": "Is it right?"}),
+    "pairwise": lambda q: prompts.build_pairwise_request(q, "Lima.", "Quito."),
+}
+
+
+@pytest.mark.parametrize("kind", SHARED_PREFIX_BUILDERS)
+def test_judge_calls_share_everything_up_to_the_material(kind: str) -> None:
+    """A server's prompt cache serves the shared prefix: the task, the scale and the answer
+    format come before the question and the answers, which vary from call to call."""
+    build = SHARED_PREFIX_BUILDERS[kind]
+    first, second = _user(build("Capital of Peru?")), _user(build("Largest ocean?"))
+    shared = os.path.commonprefix([first, second])
+    assert shared.endswith("opens and closes with a marker line containing the code ")
+    reminder = "Now give your judgement in the format given above."
+    assert first.rstrip().endswith(reminder) and second.rstrip().endswith(reminder)

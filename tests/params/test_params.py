@@ -131,6 +131,22 @@ def test_defaults_come_from_the_dataclasses():
             "report.prices.x.prompt_per_1k must be a number >= 0",
         ),
         (
+            lambda: parse_report(
+                {"prices": {"x": {"prompt_per_1k": 1, "completion_per_1k": 1, "batch_per_1k": 1}}}
+            ),
+            "report.prices.x must be {prompt_per_1k: ..., completion_per_1k: ...}, optionally",
+        ),
+        (
+            lambda: parse_report(
+                {
+                    "prices": {
+                        "x": {"prompt_per_1k": 1, "completion_per_1k": 1, "batch_prompt_per_1k": -1}
+                    }
+                }
+            ),
+            "report.prices.x.batch_prompt_per_1k must be a number >= 0",
+        ),
+        (
             lambda: parse_evaluate({"judge": {"endpoint": "local"}, "mode": "vibes"}, ENDPOINTS),
             "evaluate.mode must be one of",
         ),

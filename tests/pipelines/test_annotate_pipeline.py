@@ -320,6 +320,24 @@ def test_position_consistency_needs_every_shuffle_stored(run_kedro, fake_llm):
     assert isinstance(aspects, pd.DataFrame)
 
 
+def test_two_shuffles_through_the_report_measure_the_judge_against_itself(run_kedro, fake_llm):
+    pipelines = ("sample", "generate", "annotate", "report")
+    catalog = _run_feedback(run_kedro, fake_llm, {"annotate": {"n_shuffles": 2}}, pipelines)
+    aspects = catalog.load("aspect_annotations")
+    agreement = catalog.load("shuffle_agreement")
+    # The completions rated in both shuffles, one column per shuffle.
+    both = aspects.pivot(
+        index=["aspect", "prompt_id", "completion_idx"], columns="shuffle_idx", values="rating"
+    ).dropna()
+    assert set(agreement["aspect"]) == set(aspects["aspect"])
+    for aspect, ratings in both.groupby(level="aspect"):
+        rows = agreement[agreement["aspect"] == aspect].set_index("statistic")
+        assert (rows["raters"] == "shuffle_0~shuffle_1").all()
+        assert (rows["n"] == len(ratings)).all()
+        same = (ratings[0] == ratings[1]).mean()
+        assert rows.at["exact_match_share", "value"] == pytest.approx(same)
+
+
 def test_a_reply_cut_off_by_max_tokens_is_re_asked_with_a_larger_budget(run_kedro):
     def cut_off_at_the_default_budget(body, ctx):
         if _is_aspect_call(body) and body["max_tokens"] == 1536:

@@ -27,6 +27,8 @@ from tests.reporting.builders import (
     Frames,
     build_frames,
     empty_frames,
+    four_rated,
+    rate_in_shuffle,
     typical_specs,
 )
 
@@ -326,3 +328,28 @@ def test_question_list_reads_a_text_file_or_a_one_column_table():
     assert question_list(table) == ["Are bats blind?"]
     with pytest.raises(ConfigError, match="usecols"):
         question_list(pd.DataFrame({"Type": ["x"], "Question": ["y"]}))
+
+
+def shuffle_stats(table: pd.DataFrame, aspect: str) -> dict[tuple[str, str], tuple[float, int]]:
+    part = table[table["aspect"] == aspect]
+    return {(r.raters, r.statistic): (r.value, r.n) for r in part.itertuples()}
+
+
+def test_the_report_has_the_agreement_between_shuffles(run_report: RunReport, data_root: Path):
+    frames = build_frames(four_rated(), shuffles=2)
+    rate_in_shuffle(frames.aspect_annotations, "helpfulness", 1, [2.0, 1.0, 3.0, 4.0])
+    table = run_report(frames).load("shuffle_agreement")
+    assert shuffle_stats(table, "helpfulness")[("shuffle_0~shuffle_1", "spearman")] == (
+        pytest.approx(0.8),
+        4,
+    )
+    report = report_path(data_root).read_text()
+    section = report.split("## Agreement between shuffles", 1)[1].split("\n## ", 1)[0]
+    assert "| helpfulness | shuffle_0~shuffle_1 | spearman | 0.8" in section
+
+
+def test_the_report_says_why_there_is_no_shuffle_agreement(run_report: RunReport, data_root: Path):
+    run_report(build_frames(four_rated()))
+    report = report_path(data_root).read_text()
+    section = report.split("## Agreement between shuffles", 1)[1].split("\n## ", 1)[0]
+    assert "more than one shuffled order" in section

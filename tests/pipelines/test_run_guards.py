@@ -27,6 +27,7 @@ from tests.conftest import (
     PROJECT_ROOT,
     endpoints_via,
     kedro_cli,
+    readme_block,
     run_kedro_cli,
 )
 
@@ -184,11 +185,6 @@ def test_retries_are_logged_at_warning(run_kedro, caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("retr" in line and "endpoint 'local'" in line for line in warnings)
     assert any(re.search(r"16 of 16 answered.*, [1-9]\d* retries", line) for line in warnings)
-
-
-def readme_block(title: str) -> str:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    return readme.split(f"# {title}", 1)[1].split("\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_readme_conf_local_examples_add_to_base(run_kedro, fake_llm, monkeypatch):

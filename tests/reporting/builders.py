@@ -245,3 +245,25 @@ def typical_specs() -> list[Completion]:
 
 def empty_frames() -> Frames:
     return build_frames([])
+
+
+def rate_in_shuffle(
+    annotations: pd.DataFrame, aspect: str, shuffle: int, ratings: list[float]
+) -> None:
+    """Set the `aspect` ratings of one shuffle, completion_idx by completion_idx (all
+    prompts), in place."""
+    for completion_idx, rating in enumerate(ratings):
+        look = (
+            (annotations["aspect"] == aspect)
+            & (annotations["completion_idx"] == completion_idx)
+            & (annotations["shuffle_idx"] == shuffle)
+        )
+        annotations.loc[look, "rating"] = rating
+
+
+def four_rated() -> list[Completion]:
+    """One prompt, four completions rated 1, 2, 3 and 4 for helpfulness (3 otherwise)."""
+    return [
+        Completion("p1", model, {"helpfulness": rating})
+        for model, rating in (("alpha", 1), ("beta", 2), ("gamma", 3), ("delta", 4))
+    ]

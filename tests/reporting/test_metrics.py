@@ -382,6 +382,32 @@ def test_cost_table_prices_each_row_by_the_endpoint_and_backend_it_records():
     assert critique.loc["judge", "estimated_cost"] > 0
 
 
+def test_cost_table_prices_batch_answered_rows_apart_at_the_batch_price():
+    frames = build_frames(typical_specs())
+    annotations = frames.aspect_annotations.copy()
+    batched = annotations.index[::2]
+    annotations["judge_via_batch"] = annotations.index.isin(batched)
+    critiques = frames.critiques.assign(judge_via_batch=True)
+    own_batch_price = {"judge-1": {**PRICES["judge-1"], "batch_completion_per_1k": 0.0}}
+
+    table = cost_table(frames.completions, annotations, critiques, PRICES)
+    priced_apart = cost_table(frames.completions, annotations, critiques, own_batch_price)
+
+    batch = row(table, stage="annotate", mode="batch")
+    online = row(table, stage="annotate", mode="online")
+    tokens = annotations.loc[batched]
+    assert batch["prompt_tokens"] == tokens["prompt_tokens"].sum()
+    assert batch["estimated_cost"] == pytest.approx(
+        (tokens["prompt_tokens"].sum() * 0.01 + tokens["completion_tokens"].sum() * 0.03) / 2000
+    )
+    assert online["prompt_tokens"] == annotations["prompt_tokens"].sum() - batch["prompt_tokens"]
+    assert set(table.loc[table["stage"] == "critique", "mode"]) == {"batch"}
+    assert set(table.loc[table["stage"] == "generate", "mode"]) == {"online"}  # no column
+    assert row(priced_apart, stage="annotate", mode="batch")["estimated_cost"] == pytest.approx(
+        tokens["prompt_tokens"].sum() * 0.01 / 2000
+    )
+
+
 def test_cost_table_needs_the_recorded_endpoint_columns():
     frames = build_frames(typical_specs())
     with pytest.raises(InputError, match="judge_backend"):

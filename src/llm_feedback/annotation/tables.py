@@ -42,6 +42,7 @@ class AspectJudgement:
     completion_ids: Sequence[int] | None = None
     judge_endpoint: str = ""
     judge_backend: str = ""
+    judge_via_batch: bool = False
     # Per completion (indexed like `completion_ids`): does it imitate the answer format?
     injection_flags: Sequence[bool] | None = None
     # Per shown position, the reply its rating was read from (a re-ask may have fixed one).
@@ -63,6 +64,7 @@ class CritiqueJudgement:
     call_error: str | None = None
     judge_endpoint: str = ""
     judge_backend: str = ""
+    judge_via_batch: bool = False
     suspected_injection: bool = False
 
 
@@ -127,6 +129,7 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 "judge_model": judgement.judge_model,
                 "judge_endpoint": judgement.judge_endpoint,
                 "judge_backend": judgement.judge_backend,
+                "judge_via_batch": judgement.judge_via_batch,
                 "suspected_injection": bool(
                     judgement.injection_flags and judgement.injection_flags[shown]
                 ),
@@ -169,6 +172,7 @@ def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
                 "judge_model": judgement.judge_model,
                 "judge_endpoint": judgement.judge_endpoint,
                 "judge_backend": judgement.judge_backend,
+                "judge_via_batch": judgement.judge_via_batch,
                 "suspected_injection": judgement.suspected_injection,
                 "raw_reply": judgement.raw_reply,
             }

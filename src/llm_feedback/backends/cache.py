@@ -113,6 +113,7 @@ def _encode(result: ChatResult) -> str:
             "completion_tokens": result.completion_tokens,
             "latency_s": result.latency_s,
             "model": result.model,
+            "via_batch": result.via_batch,
         },
         ensure_ascii=False,
     )

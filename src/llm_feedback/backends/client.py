@@ -21,10 +21,11 @@ from typing import Any
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
 from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
+from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.errors import EndpointError, InputError
+from llm_feedback.errors import ConfigError, EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend"]
 
@@ -258,10 +259,12 @@ class LLMClient:
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
         try:
-            if self.backend.is_batch:
+            if self.config.mode == "batch":
                 for chunk in _chunks(requests):
                     self._admit(batch, chunk)
-                await self._run_batch(batch)
+                await self._run_batch_api(batch)
+            elif self.backend.is_batch:
+                await self._run_in_process(batch, requests)
             else:
                 await self._run_concurrently(batch, requests)
         finally:
@@ -336,10 +339,7 @@ class LLMClient:
         async def work() -> None:
             while (index := await queue.get()) is not None:
                 result = await self._fetch(batch.requests[index], batch.keys[index])
-                batch.requests[index] = None  # answered: its prompt need not stay in memory
-                batch.results[index] = result
-                batch.deliver(index, result)
-                batch.bar.update(1)
+                self._deliver(batch, index, result)
 
         tasks = [asyncio.ensure_future(produce())]
         tasks += [asyncio.ensure_future(work()) for _ in range(workers)]
@@ -352,16 +352,80 @@ class LLMClient:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_batch(self, batch: _Batch) -> None:
-        todo = list(batch.first_index.values())
-        outputs = await asyncio.to_thread(
-            self.backend.generate, [batch.requests[index] for index in todo]
+    async def _run_in_process(self, batch: _Batch, requests: Iterable[ChatRequest]) -> None:
+        """A `BatchBackend` gets the misses `engine_chunk_size` at a time: each chunk is
+        answered, cached and released before later requests are even built."""
+        size = self.config.engine_chunk_size
+        todo: list[int] = []
+
+        async def generate(indices: list[int]) -> None:
+            outputs = await asyncio.to_thread(
+                self.backend.generate, [batch.requests[index] for index in indices]
+            )
+            for index, result in zip(indices, outputs, strict=True):
+                self._record(batch.keys[index], result)
+                self._deliver(batch, index, result)
+
+        for chunk in _chunks(requests):
+            todo += self._admit(batch, chunk)
+            while len(todo) >= size:
+                await generate(todo[:size])
+                del todo[:size]
+        if todo:
+            await generate(todo)
+
+    def _deliver(self, batch: _Batch, index: int, result: ChatResult) -> None:
+        batch.requests[index] = None  # answered: its prompt need not stay in memory
+        batch.results[index] = result
+        batch.deliver(index, result)
+        batch.bar.update(1)
+
+    async def _run_batch_api(self, batch: _Batch) -> None:
+        """Misses go through the endpoint's Batch API; what no batch answered is retried
+        through the normal endpoint or recorded as failed (`batch_unanswered`)."""
+        if self.cache is None:
+            raise ConfigError(
+                f"{self.config.describe()}: mode batch needs the request cache (batch ids and "
+                "answers are kept beside it); set request_cache and leave cache: true"
+            )
+        pending = {key: batch.requests[index] for key, index in batch.first_index.items()}
+        if not pending:
+            return
+
+        def on_answer(key: str, result: ChatResult) -> None:
+            self._record(key, result)
+            if key in pending:
+                self._deliver(batch, batch.first_index[key], result)
+
+        jobs = BatchJobs(
+            self.config,
+            self._sdk,
+            BatchLedger(self.cache.path),
+            self.backend.cache_namespace,
+            self.backend.request_body,
         )
-        for index, result in zip(todo, outputs, strict=True):
-            self._record(batch.keys[index], result)
-            batch.results[index] = result
-            batch.deliver(index, result)
-        batch.bar.update(len(todo))
+        unanswered = await jobs.answer(pending, on_answer)
+        if not unanswered:
+            return
+        retry = self.config.batch_unanswered == "retry"
+        logger.warning(
+            "%s: %d requests were not answered by their batch (first: %s); %s",
+            self.config.describe(),
+            len(unanswered),
+            next(iter(unanswered.values())),
+            "sending them one by one" if retry else "recording them as failed",
+        )
+
+        async def settle(key: str, reason: str) -> None:
+            index = batch.first_index[key]
+            if retry:
+                result = await self._fetch(batch.requests[index], key)
+            else:
+                result = ChatResult.failure(reason, model=self.config.model)
+                self._record(key, result)
+            self._deliver(batch, index, result)
+
+        await asyncio.gather(*(settle(key, reason) for key, reason in unanswered.items()))
 
     async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
         async with self._semaphore:

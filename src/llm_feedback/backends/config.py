@@ -52,7 +52,23 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "api_version": (str, None),
     "azure_endpoint": (str, None),
     "model_path": (str, None),
+    "mode": (str,),
+    "batch_wait": (bool,),
+    "batch_poll_seconds": (int, float),
+    "batch_poll_max_seconds": (int, float),
+    "batch_unanswered": (str,),
+    "batch_max_requests": (int,),
+    "batch_max_bytes": (int,),
+    "engine_kwargs": (dict,),
+    "engine_chunk_size": (int,),
 }
+
+# Requests per batch and bytes per input file: the OpenAI and Azure Batch API limits.
+BATCH_MAX_REQUESTS = 50_000
+BATCH_MAX_BYTES = 200 * 1024 * 1024
+# vLLM's own names for spreading one engine over GPUs and machines (checked when set).
+_VLLM_PARALLEL_SIZES = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+_VLLM_EXECUTORS = ("ray", "mp", "uni", "external_launcher")
 
 
 @dataclass(frozen=True)
@@ -94,8 +110,25 @@ class EndpointConfig:
     # llama.cpp keeps the prompts of past requests in memory to serve shared prefixes
     # (its own default, 8 GiB, grew a short run's RSS past 2 GB); 0 turns it off.
     prompt_cache_mib: int = 256
-    # vllm backend
+    # openai/azure: "online" (one call per request) or "batch" (the Batch API: half price,
+    # answers within 24 h). Batch ids are kept beside the request cache, so a run killed
+    # while waiting resumes polling the same batches.
+    mode: str = "online"
+    # false: submit the batches and stop (the run fails, saying so); a later run collects.
+    batch_wait: bool = True
+    # Polling starts at batch_poll_seconds and backs off to batch_poll_max_seconds.
+    batch_poll_seconds: float = 30.0
+    batch_poll_max_seconds: float = 600.0
+    # Requests a batch did not answer (failed, expired, cancelled): "retry" sends them
+    # through the normal endpoint, "fail" records them as failed calls.
+    batch_unanswered: str = "retry"
+    batch_max_requests: int = BATCH_MAX_REQUESTS
+    batch_max_bytes: int = BATCH_MAX_BYTES
+    # vllm backend: vllm.LLM's keyword arguments (tensor_parallel_size, data_parallel_size,
+    # distributed_executor_backend: ray, ...), and requests per LLM.generate call, so that
+    # a quarter of a million prompts never sit in one list.
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    engine_chunk_size: int = 4096
 
     def __post_init__(self) -> None:
         where = f"endpoint '{self.name}'" if self.name else "endpoint"
@@ -150,6 +183,49 @@ class EndpointConfig:
             raise ConfigError(f"{where}: 'transport' must be lean or sdk, got {self.transport!r}")
         if not 0 <= self.max_failure_share <= 1:
             raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
+        self._check_batch(where)
+        self._check_engine(where)
+
+    def _check_batch(self, where: str) -> None:
+        if self.mode not in ("online", "batch"):
+            raise ConfigError(f"{where}: 'mode' must be online or batch, got {self.mode!r}")
+        if self.batch_unanswered not in ("retry", "fail"):
+            raise ConfigError(
+                f"{where}: 'batch_unanswered' must be retry or fail, got {self.batch_unanswered!r}"
+            )
+        if not 0 < self.batch_poll_seconds <= self.batch_poll_max_seconds:
+            raise ConfigError(
+                f"{where}: 'batch_poll_seconds' must be > 0 and <= 'batch_poll_max_seconds'"
+            )
+        if not 1 <= self.batch_max_requests <= BATCH_MAX_REQUESTS:
+            raise ConfigError(
+                f"{where}: 'batch_max_requests' must lie between 1 and {BATCH_MAX_REQUESTS}"
+            )
+        if not 1024 <= self.batch_max_bytes <= BATCH_MAX_BYTES:
+            raise ConfigError(
+                f"{where}: 'batch_max_bytes' must lie between 1024 and {BATCH_MAX_BYTES}"
+            )
+        if self.mode == "batch" and (
+            self.backend not in ("openai", "azure") or self.transport != "lean"
+        ):
+            raise ConfigError(
+                f"{where}: 'mode: batch' needs backend openai or azure with transport lean "
+                f"(got backend {self.backend}, transport {self.transport})"
+            )
+
+    def _check_engine(self, where: str) -> None:
+        if self.engine_chunk_size < 1:
+            raise ConfigError(f"{where}: 'engine_chunk_size' must be >= 1")
+        for name in _VLLM_PARALLEL_SIZES:
+            value = self.engine_kwargs.get(name, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}: 'engine_kwargs.{name}' must be an integer >= 1")
+        executor = self.engine_kwargs.get("distributed_executor_backend")
+        if executor is not None and executor not in _VLLM_EXECUTORS:
+            raise ConfigError(
+                f"{where}: 'engine_kwargs.distributed_executor_backend' must be one of "
+                f"{', '.join(_VLLM_EXECUTORS)}, got {executor!r}"
+            )
 
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:

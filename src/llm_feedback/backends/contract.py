@@ -207,6 +207,8 @@ class ChatResult:
     error: str | None = None
     cached: bool = False
     model: str = ""
+    # Answered through a Batch API (priced at the batch rate).
+    via_batch: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -31,21 +31,52 @@ DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 
 
 class LeanConnection:
-    """An HTTP connection pool and the chat completions URL, for one event loop."""
+    """An HTTP connection pool and the API's URLs, for one event loop.
 
-    def __init__(self, client: httpx2.AsyncClient, chat_url: str, models_url: str) -> None:
+    `api_url(route)` is any other route of the same API (`files`, `batches/...`): under
+    `/v1` for OpenAI, under `/openai` with the `api-version` query for Azure.
+    """
+
+    def __init__(self, client: httpx2.AsyncClient, chat_url: str, api_root: str, query: str):
         self.http = client
         self.chat_url = chat_url
-        self.models_url = models_url
+        self._api_root = api_root
+        self._query = query
+        self.models_url = self.api_url("models")
+
+    def api_url(self, route: str) -> str:
+        return f"{self._api_root}/{route}{self._query}"
 
     async def close(self) -> None:
         await self.http.aclose()
 
 
-def _error_message(status: int, content: bytes) -> str:
-    """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same."""
+_UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
+
+
+def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
+    """A decoded chat completion body as a result; raises one of `_UNREADABLE` when the
+    body is not a chat completion."""
+    choice = payload["choices"][0]
+    message = choice.get("message") or {}
+    usage = payload.get("usage") or {}
+    text = message.get("content")
+    return ChatResult(
+        text=text,
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        latency_s=latency_s,
+        model=model,
+        error=None if text is not None else "empty reply",
+    )
+
+
+def _error_message(status: int, content: bytes | Any) -> str:
+    """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same.
+    `content` is the raw body, or a body already decoded (a batch's error line)."""
     try:
-        payload = orjson.loads(content)
+        payload = orjson.loads(content) if isinstance(content, bytes) else content
     except orjson.JSONDecodeError:
         payload = None
     detail: Any = payload
@@ -53,7 +84,7 @@ def _error_message(status: int, content: bytes) -> str:
         error = payload.get("error")
         detail = error.get("message", error) if isinstance(error, dict) else payload
     if detail is None:
-        detail = content.decode("utf-8", "replace")[:500]
+        detail = str(content, "utf-8", "replace")[:500]
     return f"Error code: {status} - {detail}"
 
 
@@ -65,15 +96,14 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         key = self.config.api_key()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.config.backend == "azure":
-            resource = self.config.resolved_azure_endpoint()
+            api_root = f"{self.config.resolved_azure_endpoint()}/openai"
             query = f"?api-version={self.config.resolved_api_version()}"
-            chat_url = f"{resource}/openai/deployments/{self.model}/chat/completions{query}"
-            models_url = f"{resource}/openai/models{query}"
+            chat_url = f"{api_root}/deployments/{self.model}/chat/completions{query}"
             if key:
                 headers["api-key"] = key
         else:
-            base = (self._base_url or DEFAULT_OPENAI_URL).rstrip("/")
-            chat_url, models_url = f"{base}/chat/completions", f"{base}/models"
+            api_root, query = (self._base_url or DEFAULT_OPENAI_URL).rstrip("/"), ""
+            chat_url = f"{api_root}/chat/completions"
             if key:
                 headers["Authorization"] = f"Bearer {key}"
         client = httpx2.AsyncClient(
@@ -81,7 +111,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             timeout=httpx2.Timeout(self.config.timeout_s),
             limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit),
         )
-        return LeanConnection(client, chat_url, models_url)
+        return LeanConnection(client, chat_url, api_root, query)
 
     async def send(self, connection: LeanConnection, request: ChatRequest) -> ChatResult:
         try:
@@ -105,28 +135,8 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
                 raise RetryableError(message, _retry_after_seconds(response.headers))
             return ChatResult.failure(message, latency, self.model)
         try:
-            payload = orjson.loads(response.content)
-            choice = payload["choices"][0]
-            message = choice.get("message") or {}
-            usage = payload.get("usage") or {}
-            text = message.get("content")
-            return ChatResult(
-                text=text,
-                finish_reason=choice.get("finish_reason"),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-                latency_s=latency,
-                model=self.model,
-                error=None if text is not None else "empty reply",
-            )
-        except (
-            orjson.JSONDecodeError,
-            KeyError,
-            IndexError,
-            TypeError,
-            AttributeError,
-            ValueError,
-        ) as error:
+            return chat_result(orjson.loads(response.content), latency, self.model)
+        except _UNREADABLE as error:
             # A body that is not a chat completion: the server misbehaved, try again.
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
 

@@ -16,10 +16,13 @@ normalisation skips the call, an unknown reference is "invalid" with no call),
 `pairwise` (every two models' responses to the same instance and replicate, judged in
 both orders; orders that disagree make a tie). `evaluate.evaluator` scores responses
 without an LLM instead (`evaluators`: exact match, numeric tolerance, regex, code tests).
+Any mode can be judged by a panel of judges (`evaluate.panel`), and `eval_metrics` then
+measures their agreement, as it does with recorded judgments given as `recorded_score`.
 
 The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
-(replicates, re-asks), `evaluators`, `metrics` (also per category and level), `run`.
+(replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
+(also per category and level), `run`.
 """
 
 from llm_feedback.evaluation.generation import generate_responses
@@ -31,7 +34,13 @@ from llm_feedback.evaluation.judging import (
     open_judge,
 )
 from llm_feedback.evaluation.metrics import compute_metrics
-from llm_feedback.evaluation.run import judge_or_score, run_evaluation
+from llm_feedback.evaluation.panel import (
+    aggregate_panel,
+    agreement_metrics,
+    judge_all,
+    metrics_with_agreement,
+)
+from llm_feedback.evaluation.run import run_evaluation
 from llm_feedback.evaluation.samples import (
     prepare_samples,
     select_samples,
@@ -42,10 +51,13 @@ __all__ = [
     "EXACT_MATCH",
     "INVALID",
     "NO_RESPONSE",
+    "aggregate_panel",
+    "agreement_metrics",
     "compute_metrics",
     "generate_responses",
-    "judge_or_score",
+    "judge_all",
     "judge_samples",
+    "metrics_with_agreement",
     "open_judge",
     "prepare_samples",
     "run_evaluation",

@@ -25,6 +25,7 @@ from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
 from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
+from llm_feedback.params.judge import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
 from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES, EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
 
@@ -103,6 +104,7 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "mode": config.mode,
         "response": _text(sample.response),
         "runtime_s": sample.runtime_s,
+        "recorded_score": sample.recorded_score,
         "judge_model": judge_model,
         **media_record(sample.images, sample.audio),
     }
@@ -156,14 +158,17 @@ def open_judge(
     *,
     progress: bool = True,
     fail_loud: bool = False,
+    judge: JudgeParams | None = None,
 ) -> Judge:
-    """The judge `config` names, with its sampling, re-asks and `overwrite_results`."""
+    """The judge `config` names (or `judge`, one of its panel), with its sampling, re-asks
+    and `overwrite_results`."""
+    judge = judge or config.judge
     return Judge(
-        config.judge.endpoint,
+        judge.endpoint,
         cache_path,
         refresh=config.overwrite_results,
         progress=progress,
-        sampling=config.judge.sampling,
+        sampling=judge.sampling,
         max_reasks=config.max_reasks,
         fail_loud=fail_loud,
     )

@@ -8,27 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.evaluation.evaluators import score_samples
 from llm_feedback.evaluation.generation import generate_responses
-from llm_feedback.evaluation.judging import judge_samples, open_judge
-from llm_feedback.evaluation.metrics import compute_metrics
+from llm_feedback.evaluation.panel import judge_all, metrics_with_agreement
 from llm_feedback.evaluation.samples import prepare_samples
-from llm_feedback.params.evaluate import EvaluateParams, parse_evaluate
-
-
-def judge_or_score(
-    samples: pd.DataFrame,
-    config: EvaluateParams,
-    cache_path: str | Path | None,
-    *,
-    progress: bool = True,
-    fail_loud: bool = False,
-) -> pd.DataFrame:
-    """The judgments of `samples`: scored by `config.evaluator` if set, else by the judge."""
-    if config.evaluator is not None:
-        return score_samples(samples, config, cache_path, fail_loud=fail_loud)
-    with open_judge(config, cache_path, progress=progress, fail_loud=fail_loud) as judge:
-        return judge_samples(samples, config, judge)
+from llm_feedback.params.evaluate import parse_evaluate
 
 
 def run_evaluation(
@@ -38,9 +21,10 @@ def run_evaluation(
     cache_path: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The whole evaluation outside Kedro: (judgments, metrics) of `eval_samples`."""
+    """The whole evaluation outside Kedro: (judgments, metrics) of `eval_samples`; with a
+    panel, the judgments are the panel's (each judge's value in `score_<name>`)."""
     config = parse_evaluate(params, endpoints)
     samples = prepare_samples(eval_samples, config)
     samples = generate_responses(samples, config, cache_path, progress)
-    judgments = judge_or_score(samples, config, cache_path, progress=progress)
-    return judgments, compute_metrics(judgments, config)
+    judgments, _ = judge_all(samples, config, cache_path, progress=progress)
+    return judgments, metrics_with_agreement(judgments, config)

@@ -6,10 +6,12 @@ in the reference modes), `replicate` (default 0), `ensemble_member` (default 0: 
 weighted responses of one replicate, genlm-style), `weight` (non-negative; a null weight
 counts as 1), `category` and `level` (text or integer; metrics are also given per value;
 `category` also picks the judge prompt of `evaluate.judge_prompts`), `runtime_s` (seconds
-the response took to generate), `images` / `audio` (attachments, see `attachments.py`) and
-`prior_question` / `prior_response` / `prior_reference`: the first exchange of a two-turn
-conversation, which makes the row turn 2 of its instance (graded MT-Bench multi-turn style,
-in mode `single_1_10`).
+the response took to generate), `images` / `audio` (attachments, see `attachments.py`),
+`recorded_score` (a judgment of the response recorded elsewhere, e.g. GPT-4's, on the
+mode's scale, that the metrics measure agreement with; modes binary, score_0_5 and
+single_1_10) and `prior_question` / `prior_response` / `prior_reference`: the first
+exchange of a two-turn conversation, which makes the row turn 2 of its instance (graded
+MT-Bench multi-turn style, in mode `single_1_10`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def _is_whole(value: Any) -> bool:
         and math.isfinite(value)
         and float(value).is_integer()
     )
+
+
+RECORDED_SCORE_MODES = ("binary", "score_0_5", "single_1_10")
 
 
 class _RowChecker:
@@ -121,6 +126,32 @@ class _RowChecker:
                 )
         return checked
 
+    def recorded_scores(self, values: list[Any], config: EvaluateParams) -> list[float]:
+        """Numbers on the mode's scale (0 or 1 in binary), or missing."""
+        low, high = config.scale
+        checked = []
+        for row, value in enumerate(values):
+            if value is None:
+                checked.append(math.nan)
+                continue
+            if config.mode not in RECORDED_SCORE_MODES:
+                raise self.fail(
+                    row,
+                    "recorded_score",
+                    f"mode {config.mode} gives no single score per row to compare it with; "
+                    f"recorded scores work in modes {', '.join(RECORDED_SCORE_MODES)}",
+                )
+            if (
+                not isinstance(value, numbers.Real)
+                or isinstance(value, bool)
+                or not low <= value <= high
+                or (config.mode == "binary" and value not in (0, 1))
+            ):
+                scale = "0 or 1" if config.mode == "binary" else f"a number in [{low}, {high}]"
+                raise self.fail(row, "recorded_score", f"must be {scale}, got {value!r}")
+            checked.append(float(value))
+        return checked
+
 
 def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
     """The checked samples with the columns of `EVAL_SAMPLES_COLUMN_TYPES` and a `turn`.
@@ -160,6 +191,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
             "question": check.text(_values(frame, "question"), "question", required=True),
             "response": check.text(_values(frame, "response"), "response", required=False),
             "reference": check.text(_values(frame, "reference"), "reference", required=False),
+            "recorded_score": check.recorded_scores(_values(frame, "recorded_score"), config),
             **{
                 column: check.text(values, column, required=False)
                 for column, values in prior.items()
@@ -256,6 +288,7 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
                 f"{config.n_replicates}: set evaluate.generate_with to generate the others"
             )
         for replicate in absent:
+            # A generated replicate has no recorded judgment.
             added.append(
                 {
                     **group.iloc[0].to_dict(),
@@ -263,6 +296,7 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
                     "ensemble_member": 0,
                     "response": None,
                     "runtime_s": math.nan,
+                    "recorded_score": None,
                 }
             )
     if not added:

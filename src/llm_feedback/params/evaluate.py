@@ -20,6 +20,7 @@ from llm_feedback.judges import BINARY_FORMATS, SCORE_RANGES
 from llm_feedback.judges.metrics import MISSING_POLICIES
 from llm_feedback.judges.prompts import template_fields
 from llm_feedback.params.judge import JudgeParams, parse_judge
+from llm_feedback.params.panel import LONE_JUDGE, PanelParams, parse_panel
 from llm_feedback.params.reader import Block, defaults_of
 
 MODES = ("binary", "score_0_5", "single_1_10", "rubric", "pairwise")
@@ -79,12 +80,13 @@ class EvaluateParams:
     """The `evaluate` parameters, checked before anything is called (see `parse_evaluate`).
 
     `generate_with` holds the resolved endpoint(s) that generate missing responses: one for
-    every model, or one per model name. `evaluator` (`package.module:function` or
-    `:Class`, see `load_evaluator`) scores responses on 0-1 in place of the judge.
-    `pass_threshold`: a score at or above it is a pass for pass@k (binary: 1 by default).
+    every model, or one per model name. Either `judge` or `panel` is set, never both.
+    `evaluator` (`package.module:function` or `:Class`, see `load_evaluator`) scores
+    responses on 0-1 in place of any judge. `pass_threshold`: a score at or above it is a
+    pass for pass@k (binary: 1 by default).
     """
 
-    judge: JudgeParams
+    judge: JudgeParams | None
     mode: str = "binary"
     binary_reply: str = "graded"
     score_range: tuple[int, int] | None = None
@@ -107,8 +109,20 @@ class EvaluateParams:
     post_prompt: str = ""
     # {category: template text or file}: the judge prompt of rows with that `category`.
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
+    panel: PanelParams | None = None
 
     def __post_init__(self) -> None:
+        if (self.judge is None) == (self.panel is None):
+            raise ConfigError("evaluate: give one judge or a panel of judges")
+        if self.panel is not None and self.evaluator is not None:
+            raise ConfigError(
+                "evaluate.evaluator scores in place of any judge: set evaluate.panel: null"
+            )
+        if self.panel is not None and self.panel.aggregate == "mean" and self.mode == "binary":
+            raise ConfigError(
+                "evaluate.panel.aggregate: the mean of binary verdicts is not a verdict (pass@k "
+                "counts 0/1); use majority, with an odd number of judges to avoid ties"
+            )
         if self.mode not in MODES:
             raise ConfigError(f"evaluate.mode must be one of {MODES}, got {self.mode!r}")
         if self.missing not in MISSING_POLICIES:
@@ -220,6 +234,13 @@ class EvaluateParams:
         `custom_prompt` (None: the built-in prompt)."""
         return self.judge_prompts.get(category or "", self.custom_prompt)
 
+    @property
+    def judges(self) -> Mapping[str, JudgeParams]:
+        """The judges by name: the panel's, or the one judge as "judge"."""
+        if self.panel is not None:
+            return self.panel.judges
+        return {LONE_JUDGE: self.judge}
+
     def generator_for(self, model: str) -> EndpointConfig | None:
         """The endpoint that generates `model`'s missing responses, or None."""
         if isinstance(self.generate_with, Mapping):
@@ -278,6 +299,15 @@ def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> Evalua
     allowed = [item.name for item in fields(EvaluateParams)]
     block = Block(evaluate, "evaluate", allowed, defaults_of(EvaluateParams))
     values = dict(block.values)
-    judge = parse_judge(values.pop("judge", DEFAULT_JUDGE), "evaluate.judge", endpoints)
+    judge_block, panel_block = values.pop("judge", None), values.pop("panel", None)
+    if judge_block is not None and panel_block is not None:
+        raise ConfigError(
+            "evaluate.judge and evaluate.panel are both set: one judge or a panel of judges; "
+            "set evaluate.judge: null to use the panel"
+        )
+    panel = None if panel_block is None else parse_panel(panel_block, "evaluate.panel", endpoints)
+    judge = (
+        None if panel else parse_judge(judge_block or DEFAULT_JUDGE, "evaluate.judge", endpoints)
+    )
     generate_with = _generators(values.pop("generate_with", None), endpoints)
-    return EvaluateParams(judge=judge, generate_with=generate_with, **values)
+    return EvaluateParams(judge=judge, generate_with=generate_with, panel=panel, **values)

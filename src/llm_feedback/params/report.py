@@ -12,6 +12,7 @@ from llm_feedback.params.reader import Block, defaults_of
 from llm_feedback.reporting.pairs import LAYOUTS, SCORE_KINDS, STRATEGIES
 
 PRICE_KEYS = ("prompt_per_1k", "completion_per_1k")
+BATCH_PRICE_KEYS = ("batch_prompt_per_1k", "batch_completion_per_1k")
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,15 @@ def parse_report(report: Any) -> ReportParams:
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
         where = f"report.prices.{model}"
-        if not isinstance(entry, Mapping) or set(entry) != set(PRICE_KEYS):
-            raise ConfigError(f"{where} must be {{prompt_per_1k: ..., completion_per_1k: ...}}")
+        if (
+            not isinstance(entry, Mapping)
+            or not set(PRICE_KEYS) <= set(entry)
+            or not set(entry) <= {*PRICE_KEYS, *BATCH_PRICE_KEYS}
+        ):
+            raise ConfigError(
+                f"{where} must be {{prompt_per_1k: ..., completion_per_1k: ...}}, optionally "
+                "with batch_prompt_per_1k and batch_completion_per_1k (default: half)"
+            )
         for key, value in entry.items():
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
                 raise ConfigError(f"{where}.{key} must be a number >= 0, got {value!r}")

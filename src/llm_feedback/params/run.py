@@ -32,8 +32,9 @@ def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> list[Endp
         used.setdefault(judge.name, judge)
     if "evaluate" in blocks:
         evaluate = parse_evaluate(parameters.get("evaluate"), endpoints)
-        if evaluate.evaluator is None:  # an evaluator scores in place of the judge
-            used.setdefault(evaluate.judge.endpoint.name, evaluate.judge.endpoint)
+        if evaluate.evaluator is None:  # an evaluator scores in place of the judges
+            for judge in evaluate.judges.values():
+                used.setdefault(judge.endpoint.name, judge.endpoint)
         generators = evaluate.generate_with
         for generator in (
             generators.values()

@@ -17,6 +17,8 @@ No call needed (evaluate only):
 - `exact_match`: the response equals the reference after normalisation.
 - `invalid`: the reference is unknown, so there is nothing to judge against.
 - `no_response`: there is no response to judge.
+Panel of judges (evaluate only):
+- `split`: the judges answered but no verdict has a majority of them (`aggregate: majority`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,12 @@ SKIPPED_TOO_LONG = "skipped_too_long"
 EXACT_MATCH = "exact_match"
 INVALID = "invalid"
 NO_RESPONSE = "no_response"
+SPLIT = "split"
 
 READ = (OK, NOT_APPLICABLE)
 UNREADABLE = (EMPTY, NO_MATCH, OUT_OF_RANGE, AMBIGUOUS, PARTIAL)
 WITHOUT_CALL = (EXACT_MATCH, INVALID, NO_RESPONSE)
-PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, SKIPPED_TOO_LONG, *WITHOUT_CALL)
+PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, SKIPPED_TOO_LONG, *WITHOUT_CALL, SPLIT)
 
 # What a re-ask tells the judge was wrong with its reply, when the parser gave no detail.
 PROBLEM_BY_STATUS = {

@@ -21,6 +21,7 @@ from llm_feedback.reporting.metrics import (
     model_score_metrics,
     position_consistency,
     rating_by_position,
+    shuffle_agreement,
     source_aspect_metrics,
     to_0_100,
 )
@@ -44,5 +45,6 @@ __all__ = [
     "rating_distribution_figure",
     "render_markdown_report",
     "score_scatter_figure",
+    "shuffle_agreement",
     "to_0_100",
 ]

@@ -45,13 +45,20 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
         "Position consistency",
         "How often showing the completions in another order changed a rating.",
     ),
+    "shuffle_agreement": (
+        "Agreement between shuffles",
+        "The judge against itself: Spearman's rho and the exact-match share of the ratings "
+        "each completion got in two shuffled orders (raters shuffle_i~shuffle_j), over the "
+        "n completions rated in both.",
+    ),
     "rating_by_position": (
         "Mean rating by position",
         "Mean rating by the 0-based position a completion was shown at.",
     ),
     "cost_table": (
         "Tokens and estimated cost",
-        "Cost uses the configured price per 1k tokens; models without a price count as 0.",
+        "Cost uses the configured price per 1k tokens; models without a price count as 0. "
+        "Rows of mode batch were answered through a Batch API, at the batch price.",
     ),
     "pair_drops": (
         "Preference pairs: prompts without a pair",
@@ -204,7 +211,7 @@ def _escape(text: str) -> str:
 
 
 def _render_known(name: str, table: pd.DataFrame) -> str:
-    if name in {"position_consistency", "rating_by_position"} and table.empty:
+    if name in {"position_consistency", "shuffle_agreement", "rating_by_position"} and table.empty:
         return f"_{EMPTY_POSITION_NOTE}_"
     if name == "judge_health" and not table.empty:
         return _judge_health_tables(table)

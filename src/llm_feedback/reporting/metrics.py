@@ -8,10 +8,12 @@ correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from llm_feedback.agreement import agreement_rows, pearson, spearman
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
@@ -31,6 +33,7 @@ from llm_feedback.schema import (
     MODEL_SCORE_METRICS_COLUMN_TYPES,
     POSITION_CONSISTENCY_COLUMN_TYPES,
     RATING_BY_POSITION_COLUMN_TYPES,
+    SHUFFLE_AGREEMENT_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 
@@ -38,7 +41,6 @@ from llm_feedback.schema import (
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
-MIN_CORRELATION_PAIRS = 3
 
 ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
 
@@ -136,24 +138,10 @@ def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
                 "mean_fine_grained": group["fine_grained_score"].mean(),
                 "n_paired": len(paired),
                 "pearson_overall_vs_fine_grained": pearson(overall, fine),
-                "spearman_overall_vs_fine_grained": pearson(overall.rank(), fine.rank()),
+                "spearman_overall_vs_fine_grained": spearman(overall, fine),
             }
         )
     return typed_frame(pd.DataFrame(rows), MODEL_SCORE_METRICS_COLUMN_TYPES)
-
-
-def pearson(x: pd.Series, y: pd.Series) -> float:
-    """Pearson's r of two aligned, NaN-free series; NaN when undefined (fewer than 3 pairs
-    or a constant series) instead of numpy's divide-by-zero warning. Spearman's rho is this
-    applied to the ranks."""
-    if len(x) < MIN_CORRELATION_PAIRS:
-        return float("nan")
-    dx = x.to_numpy(dtype="float64") - x.mean()
-    dy = y.to_numpy(dtype="float64") - y.mean()
-    denominator = np.sqrt((dx * dx).sum() * (dy * dy).sum())
-    if denominator == 0:
-        return float("nan")
-    return float((dx * dy).sum() / denominator)
 
 
 def judge_health(
@@ -268,6 +256,33 @@ def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_COLUMN_TYPES)
 
 
+def shuffle_agreement(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
+    """Per aspect, how well one judge agrees with itself when the completions are shown in
+    another order: for each two shuffles (raters `shuffle_i~shuffle_j`), Spearman's rho and
+    the exact-match share of the 1-5 ratings each completion got in both, over the
+    completions rated in both (`n`; N/A and failed ratings left out). Empty when only one
+    shuffle was run.
+
+    Columns: aspect, raters, statistic, value, n.
+    """
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    if aspect_annotations["shuffle_idx"].nunique() < 2:
+        return typed_frame(None, SHUFFLE_AGREEMENT_COLUMN_TYPES)
+    ratings = aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "shuffle_idx"]].copy()
+    ratings["rating"] = as_float(aspect_annotations["rating"])
+    ratings["shuffle"] = "shuffle_" + ratings["shuffle_idx"].astype(str)
+    shuffles = [f"shuffle_{index}" for index in sorted(ratings["shuffle_idx"].unique())]
+    rows = []
+    for aspect in ordered_aspects(ratings["aspect"]):
+        by_shuffle = ratings[ratings["aspect"] == aspect].pivot(
+            index=list(COMPLETION_KEY), columns="shuffle", values="rating"
+        )
+        by_shuffle = by_shuffle.reindex(columns=shuffles)
+        found = agreement_rows(by_shuffle, shuffles, categorical=False)
+        rows += [{"aspect": aspect, **row} for row in found]
+    return typed_frame(pd.DataFrame(rows), SHUFFLE_AGREEMENT_COLUMN_TYPES)
+
+
 def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
     """Mean rating per aspect by the 0-based position the completion was shown at: a judge
     without position bias gives flat lines. Empty when only one shuffle was run.
@@ -312,7 +327,11 @@ def cost_table(
     ...}; a model run in process (local, vllm) costs 0 unless priced, any other model absent
     from `prices` costs 0 with priced = False.
 
-    Columns: stage, endpoint, model, prompt_tokens, completion_tokens, estimated_cost, priced.
+    Rows answered through a Batch API (`via_batch`, `judge_via_batch`) are priced apart, in
+    rows of mode `batch`, at `price_per_1k`'s batch price.
+
+    Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
+    priced.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
     require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
@@ -323,7 +342,7 @@ def cost_table(
 
     usage = [
         completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
-            stage="generate"
+            stage="generate", mode=_modes(completions, "via_batch")
         )
     ]
     for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
@@ -336,20 +355,23 @@ def cost_table(
                     "judge_backend": "backend",
                 }
             )
-            .assign(stage=stage)
+            .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
         )
     tokens = pd.concat(usage, ignore_index=True)
     for column in token_columns:
         tokens[column] = tokens[column].fillna(0).astype("int64")
     # dropna=False: tokens of a row without an endpoint or model still count.
-    table = tokens.groupby(["stage", "endpoint", "backend", "model"], as_index=False, dropna=False)[
-        token_columns
-    ].sum()
+    table = tokens.groupby(
+        ["stage", "endpoint", "backend", "model", "mode"], as_index=False, dropna=False
+    )[token_columns].sum()
 
     table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(IN_PROCESS_BACKENDS)
     prompt_price, completion_price = (
         np.array(
-            [prices[model][key] if model in prices else 0.0 for model in table["model"]],
+            [
+                price_per_1k(prices.get(model), key, mode == "batch")
+                for model, mode in zip(table["model"], table["mode"], strict=True)
+            ],
             dtype="float64",
         )
         for key in ("prompt_per_1k", "completion_per_1k")
@@ -363,9 +385,35 @@ def cost_table(
     return typed_frame(table, COST_TABLE_COLUMN_TYPES)
 
 
+# The Batch APIs of OpenAI and Azure charge half the online price unless a price entry
+# names its own `batch_prompt_per_1k` / `batch_completion_per_1k`.
+BATCH_PRICE_SHARE = 0.5
+
+
+def price_per_1k(entry: Mapping[str, float] | None, key: str, batch: bool) -> float:
+    """USD per 1k tokens of `key` (prompt_per_1k | completion_per_1k) from a price entry."""
+    if entry is None:
+        return 0.0
+    if not batch:
+        return entry[key]
+    return entry.get(f"batch_{key}", entry[key] * BATCH_PRICE_SHARE)
+
+
+def _modes(frame: pd.DataFrame, column: str) -> Any:
+    """online | batch per row; data written before batch mode existed is online."""
+    if column not in frame.columns:
+        return "online"
+    return np.where(frame[column].fillna(False).astype(bool), "batch", "online")
+
+
 def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:
     for model, entry in prices.items():
-        for key in ("prompt_per_1k", "completion_per_1k"):
+        batch_keys = [
+            key
+            for key in ("batch_prompt_per_1k", "batch_completion_per_1k")
+            if key in (entry or {})
+        ]
+        for key in ("prompt_per_1k", "completion_per_1k", *batch_keys):
             value = entry.get(key) if isinstance(entry, Mapping) else None
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ConfigError(f"prices.{model}.{key}: expected a number >= 0, got {value!r}")

@@ -16,6 +16,12 @@ Two ways to run it:
   ``python -m llm_feedback.testing.server --latency 0.2 --port 0 --responder schema``,
   which prints ``LISTENING http://127.0.0.1:PORT/v1`` and serves until SIGTERM/SIGINT.
 
+The Files and Batches routes of the OpenAI Batch API are served too (``/v1/files``,
+``/v1/files/{id}/content``, ``/v1/batches``, ``/v1/batches/{id}``, ``/v1/batches/{id}/cancel``
+and Azure's ``/openai/...`` forms): each line of a batch is answered by the same responder,
+so its replies, failures and malformed output are scripted the same way; a `BatchScript`
+sets how long a batch takes and whether it expires part-way (see `_BatchAPI`).
+
 Control routes: ``GET /health``, ``GET /_stats`` (``{"requests", "chat_requests",
 "connections"}``; the control routes themselves are not counted) and ``POST /_reset``
 (zero the counters, forget recorded bodies and the per-request attempt counts).
@@ -462,13 +468,209 @@ def _messages_key(messages: list[Any]) -> str:
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class BatchScript:
+    """How the fake Batch API treats every batch.
+
+    `delay_s`: seconds from creation until a batch is finished (`in_progress` until then).
+    `expire_after`: when set, a batch expires with only its first `expire_after` requests
+    answered; the rest go to its error file with code `batch_expired`, as OpenAI reports them.
+    `fail`: when set, every batch ends `failed` with this message and no output at all.
+    """
+
+    delay_s: float = 0.0
+    expire_after: int | None = None
+    fail: str | None = None
+
+
+_BATCH_API_PREFIXES = ("/v1", "/openai", "")
+_EXPIRED_ERROR = {
+    "code": "batch_expired",
+    "message": "This request could not be executed before the completion window expired.",
+}
+
+
+def _batch_route(path: str) -> str | None:
+    """`/files...` or `/batches...` from the OpenAI (`/v1`) or Azure (`/openai`) path."""
+    for prefix in _BATCH_API_PREFIXES:
+        rest = path[len(prefix) :] if path.startswith(prefix) else None
+        if rest is not None and rest.startswith(("/files", "/batches")):
+            return rest
+    return None
+
+
+def _multipart_fields(body: bytes) -> dict[str, bytes]:
+    """The named parts of a multipart/form-data body; its first line is the boundary."""
+    boundary = body.split(b"\r\n", 1)[0]
+    fields: dict[str, bytes] = {}
+    for part in body.split(boundary)[1:]:
+        head, separator, content = part.partition(b"\r\n\r\n")
+        marker = b'name="'
+        if not separator or marker not in head:
+            continue
+        name = head.split(marker, 1)[1].split(b'"', 1)[0].decode()
+        fields[name] = content.removesuffix(b"\r\n")
+    return fields
+
+
+class _BatchAPI:
+    """Files and Batches: uploads kept in memory, each batch answered line by line by the
+    app's responder once its `BatchScript.delay_s` has passed (on the first retrieve after)."""
+
+    def __init__(self, app: _FakeLLMApp, script: BatchScript) -> None:
+        self.script = script
+        self._app = app
+        self._files: dict[str, bytes] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
+        self._lines: dict[str, list[dict[str, Any]]] = {}
+        self.counts = {"files_uploaded": 0, "batches_created": 0, "batch_lines_answered": 0}
+        self.retrieved: list[str] = []  # batch ids, in the order they were polled
+        self._lock = threading.Lock()  # tests read the counts from their own thread
+
+    def handle(self, method: str, route: str, body: bytes) -> _Response:
+        with self._lock:
+            return self._handle(method, route, body)
+
+    def _handle(self, method: str, route: str, body: bytes) -> _Response:
+        parts = route.strip("/").split("/")
+        if parts == ["files"] and method == "POST":
+            return self._upload(body)
+        if parts == ["batches"] and method == "POST":
+            return self._create(body)
+        if parts[2:] == ["content"] and parts[0] == "files" and method == "GET":
+            content = self._files.get(parts[1])
+            return _Response(200, content) if content else _error_response(404, "no such file")
+        known = len(parts) >= 2 and parts[0] == "batches" and parts[1] in self._batches
+        if known and len(parts) == 2 and method == "GET":
+            self.retrieved.append(parts[1])
+            return _json_response(200, self._advance(parts[1]))
+        if known and parts[2:] == ["cancel"] and method == "POST":
+            return _json_response(200, self._cancel(parts[1]))
+        return _error_response(404, f"no route for {method} {route}")
+
+    def _upload(self, body: bytes) -> _Response:
+        fields = _multipart_fields(body)
+        if fields.get("purpose") != b"batch" or "file" not in fields:
+            return _error_response(400, "an upload needs purpose=batch and a file part")
+        file_id = f"file-{len(self._files) + 1}"
+        self._files[file_id] = fields["file"]
+        self.counts["files_uploaded"] += 1
+        return _json_response(
+            200,
+            {"id": file_id, "object": "file", "bytes": len(fields["file"]), "purpose": "batch"},
+        )
+
+    def _create(self, raw_body: bytes) -> _Response:
+        try:
+            body = json.loads(raw_body)
+            content = self._files[body["input_file_id"]]
+        except (ValueError, KeyError, TypeError):
+            return _error_response(400, "input_file_id must name an uploaded file")
+        endpoint = body.get("endpoint")
+        if endpoint not in _CHAT_PATHS:
+            return _error_response(400, f"unsupported endpoint {endpoint!r}")
+        lines, seen = [], set()
+        for number, text in enumerate(content.decode().splitlines(), start=1):
+            try:
+                line = json.loads(text)
+                custom_id, chat = line["custom_id"], line["body"]
+                valid = line["method"] == "POST" and line["url"] == endpoint
+            except (ValueError, KeyError, TypeError):
+                valid = False
+            if not valid or custom_id in seen or not isinstance(chat.get("messages"), list):
+                return _error_response(400, f"line {number} of the input file is not valid")
+            seen.add(custom_id)
+            lines.append(line)
+        batch_id = f"batch_{len(self._batches) + 1}"
+        self._lines[batch_id] = lines
+        self._batches[batch_id] = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": endpoint,
+            "input_file_id": body["input_file_id"],
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "in_progress",
+            "created_at": time.time(),
+            "output_file_id": None,
+            "error_file_id": None,
+            "errors": None,
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+        }
+        self.counts["batches_created"] += 1
+        return _json_response(200, self._batches[batch_id])
+
+    def _cancel(self, batch_id: str) -> dict[str, Any]:
+        batch = self._batches[batch_id]
+        if batch["status"] == "in_progress":
+            batch["status"] = "cancelled"  # nothing answered: no output, no error file
+        return batch
+
+    def _advance(self, batch_id: str) -> dict[str, Any]:
+        batch = self._batches[batch_id]
+        if batch["status"] != "in_progress" or time.time() < batch["created_at"] + (
+            self.script.delay_s
+        ):
+            return batch
+        lines = self._lines.pop(batch_id)
+        if self.script.fail is not None:
+            batch["status"] = "failed"
+            batch["errors"] = {"data": [{"code": "failed", "message": self.script.fail}]}
+            return batch
+        answered = len(lines) if self.script.expire_after is None else self.script.expire_after
+        outputs, errors = [], []
+        for index, line in enumerate(lines):
+            record = {"id": f"{batch_id}_req_{index}", "custom_id": line["custom_id"]}
+            if index >= answered:
+                errors.append({**record, "response": None, "error": _EXPIRED_ERROR})
+                continue
+            response = self._answer(line["body"], batch["endpoint"])
+            (outputs if response["status_code"] == 200 else errors).append(
+                {**record, "response": response, "error": None}
+            )
+        batch["output_file_id"] = self._store(outputs)
+        batch["error_file_id"] = self._store(errors)
+        batch["status"] = "expired" if answered < len(lines) else "completed"
+        batch["completed_at"] = time.time()
+        batch["request_counts"] = {
+            "total": len(lines),
+            "completed": len(outputs),
+            "failed": len(errors),
+        }
+        return batch
+
+    def _answer(self, body: dict[str, Any], endpoint: str) -> dict[str, Any]:
+        call_index = self.counts["batch_lines_answered"]
+        self.counts["batch_lines_answered"] += 1
+        reply = self._app.respond(body, call_index, endpoint)
+        if reply.status != 200:
+            error = _error_response(reply.status, reply.error_message or "simulated error")
+            return {"status_code": reply.status, "body": json.loads(error.body)}
+        if reply.raw_body is not None:
+            return {"status_code": 200, "body": reply.raw_body}
+        model = body.get("model") or DEFAULT_MODEL_ID
+        return {"status_code": 200, "body": _completion(call_index, model, body, reply)}
+
+    def _store(self, records: list[dict[str, Any]]) -> str | None:
+        if not records:
+            return None
+        file_id = f"file-{len(self._files) + 1}"
+        self._files[file_id] = "".join(json.dumps(r) + "\n" for r in records).encode()
+        return file_id
+
+
 class _FakeLLMApp:
     """Request handling and counters, shared by the in-thread and the subprocess server."""
 
     def __init__(
-        self, responder: Responder, latency_s: float, record: bool, api_key: str | None = None
+        self,
+        responder: Responder,
+        latency_s: float,
+        record: bool,
+        api_key: str | None = None,
+        batch_script: BatchScript | None = None,
     ) -> None:
         self.api_key = api_key  # when set, every other key is answered with 401
+        self.batch_api = _BatchAPI(self, batch_script or BatchScript())
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -552,6 +754,14 @@ class _FakeLLMApp:
             if method != "POST":
                 return _error_response(405, f"{method} is not allowed on {path}")
             return await self._chat(path, body)
+        batch_route = _batch_route(path)
+        return (
+            self.batch_api.handle(method, batch_route, body)
+            if batch_route is not None
+            else self._route(method, path)
+        )
+
+    def _route(self, method: str, path: str) -> _Response:
         route = self._routes.get(path)
         if route is None:
             return _error_response(404, f"no route for {method} {path}")
@@ -573,21 +783,10 @@ class _FakeLLMApp:
             return _error_response(400, "the request body needs a 'messages' list")
         if body.get("stream"):
             return _error_response(400, "streaming is not supported by the fake server")
-        key = _messages_key(body["messages"])
         with self._lock:
             call_index = self.chat_requests
             self.chat_requests += 1
-            key_call_index = self._attempts_per_key.get(key, 0)
-            self._attempts_per_key[key] = key_call_index + 1
-            if self._record:
-                self._recorded.append(body)
-        context = RequestContext(call_index, key_call_index, key, path)
-        try:
-            reply = self._responder(body, context)
-        except Exception as exc:  # a broken responder is reported to the client, not lost
-            reply = Reply(status=500, error_message=f"responder raised {exc!r}")
-        if isinstance(reply, str):
-            reply = Reply(content=reply)
+        reply = self.respond(body, call_index, path)
         delay_s = self._latency_s + (reply.delay_s or 0.0)
         if delay_s > 0:
             await asyncio.sleep(delay_s)
@@ -598,6 +797,21 @@ class _FakeLLMApp:
             return _Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
         return _json_response(200, _completion(call_index, model, body, reply))
+
+    def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
+        """The responder's reply to one chat body (from the chat route or a batch line)."""
+        key = _messages_key(body["messages"])
+        with self._lock:
+            key_call_index = self._attempts_per_key.get(key, 0)
+            self._attempts_per_key[key] = key_call_index + 1
+            if self._record:
+                self._recorded.append(body)
+        context = RequestContext(call_index, key_call_index, key, path)
+        try:
+            reply = self._responder(body, context)
+        except Exception as exc:  # a broken responder is reported to the client, not lost
+            reply = Reply(status=500, error_message=f"responder raised {exc!r}")
+        return Reply(content=reply) if isinstance(reply, str) else reply
 
 
 def _azure_deployment(path: str) -> str | None:
@@ -725,9 +939,13 @@ class FakeLLMServer:
         record: bool = True,
         *,
         api_key: str | None = None,
+        batch: BatchScript | None = None,
     ) -> None:
-        """`api_key`: when given, a request with any other key gets HTTP 401."""
-        self._app = _FakeLLMApp(responder or schema_responder, latency_s, record, api_key)
+        """`api_key`: when given, a request with any other key gets HTTP 401; `batch`: how
+        the Batch API routes behave (`batch_script` may change it between runs)."""
+        self._app = _FakeLLMApp(
+            responder or schema_responder, latency_s, record, api_key, batch_script=batch
+        )
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -812,6 +1030,24 @@ class FakeLLMServer:
     def requests(self) -> list[dict[str, Any]]:
         """Bodies of the chat requests received (empty unless `record`), oldest first."""
         return self._app.recorded_bodies()
+
+    @property
+    def batch_script(self) -> BatchScript:
+        return self._app.batch_api.script
+
+    @batch_script.setter
+    def batch_script(self, script: BatchScript) -> None:
+        self._app.batch_api.script = script
+
+    @property
+    def batch_counts(self) -> dict[str, int]:
+        """Files uploaded, batches created and batch lines answered since start."""
+        return dict(self._app.batch_api.counts)
+
+    @property
+    def batch_retrievals(self) -> list[str]:
+        """The batch ids clients polled, oldest first."""
+        return list(self._app.batch_api.retrieved)
 
     def stats(self) -> dict[str, int]:
         """The same counters as ``GET /_stats``."""

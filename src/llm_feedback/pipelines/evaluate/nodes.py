@@ -1,4 +1,5 @@
-"""Thin nodes: `eval_samples` in, `eval_judgments` and `eval_metrics` out."""
+"""Thin nodes: `eval_samples` in; `eval_judgments`, `eval_panel_judgments` and
+`eval_metrics` out."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -6,9 +7,9 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.evaluation import (
-    compute_metrics,
     generate_responses,
-    judge_or_score,
+    judge_all,
+    metrics_with_agreement,
     prepare_samples,
 )
 from llm_feedback.params import EvaluateParams, parse_evaluate
@@ -28,9 +29,11 @@ def generate(
     return generate_responses(samples, params, request_cache, fail_loud=True)
 
 
-def judge(samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None) -> pd.DataFrame:
-    return judge_or_score(samples, params, request_cache, fail_loud=True)
+def judge(
+    samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return judge_all(samples, params, request_cache, fail_loud=True)
 
 
 def summarise(eval_judgments: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
-    return compute_metrics(eval_judgments, params)
+    return metrics_with_agreement(eval_judgments, params)

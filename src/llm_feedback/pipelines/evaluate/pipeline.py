@@ -34,7 +34,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             node(
                 judge,
                 ["eval_samples_answered", "evaluate_params", "params:request_cache"],
-                "eval_judgments",
+                ["eval_judgments", "eval_panel_judgments"],
                 name="judge_eval_samples",
             ),
             node(

@@ -16,6 +16,7 @@ from llm_feedback.reporting import (
     rating_by_position,
     rating_distribution_figure,
     score_scatter_figure,
+    shuffle_agreement,
     source_aspect_metrics,
 )
 
@@ -31,6 +32,7 @@ REPORT_TABLES = (
     "model_score_metrics",
     "judge_health",
     "position_consistency",
+    "shuffle_agreement",
     "rating_by_position",
     "cost_table",
     "preference_pairs",
@@ -77,6 +79,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "aspect_annotations",
                 "position_consistency",
                 name="compute_position_consistency",
+            ),
+            node(
+                shuffle_agreement,
+                "aspect_annotations",
+                "shuffle_agreement",
+                name="compute_shuffle_agreement",
             ),
             node(
                 rating_by_position,

@@ -1,0 +1,336 @@
+"""The OpenAI / Azure Batch API (`mode: batch` on an `openai` or `azure` endpoint).
+
+`LLMClient` hands it the requests that missed the cache. They are written as JSONL (the
+request's cache key is its `custom_id`), uploaded to `/files`, submitted to `/batches` in
+chunks within the API's limits, polled with backoff, and each output line is handed back by
+its `custom_id` as it is downloaded. Submitted batch ids go into a ledger beside the request
+cache before polling starts, so a run killed while waiting polls the same batches again
+instead of paying twice; `batch_wait: false` submits and stops, and a later run collects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import orjson
+
+from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.lean import _UNREADABLE, LeanConnection, _error_message, chat_result
+from llm_feedback.backends.openai_backend import _RETRYABLE_STATUS, redact
+from llm_feedback.errors import BatchPending, EndpointError
+
+logger = logging.getLogger(__name__)
+
+LEDGER_SUFFIX = ".batches.json"
+FINISHED = frozenset({"completed", "expired", "cancelled", "failed"})
+COMPLETION_WINDOW = "24h"
+
+
+@dataclass(frozen=True)
+class SubmittedBatch:
+    id: str
+    namespace: str  # the endpoint's cache namespace: batches of other endpoints are kept apart
+    model: str
+    custom_ids: tuple[str, ...]
+    submitted_at: float
+
+
+class BatchLedger:
+    """Submitted batches not yet collected, in `<request cache>.batches.json`.
+
+    Every change rewrites the file atomically (a temporary file, then `os.replace`), so a
+    kill at any moment leaves either the old or the new list, never half of one.
+    """
+
+    def __init__(self, cache_path: str | Path) -> None:
+        self.path = Path(f"{cache_path}{LEDGER_SUFFIX}")
+
+    def load(self) -> list[SubmittedBatch]:
+        if not self.path.is_file():
+            return []
+        try:
+            entries = json.loads(self.path.read_text())["batches"]
+            return [
+                SubmittedBatch(**{**entry, "custom_ids": tuple(entry["custom_ids"])})
+                for entry in entries
+            ]
+        except (ValueError, KeyError, TypeError) as error:
+            raise EndpointError(
+                f"{self.path} is not a batch ledger ({error!r}); move it away to submit anew"
+            ) from None
+
+    def add(self, batch: SubmittedBatch) -> None:
+        self._write([*self.load(), batch])
+
+    def remove(self, batch_id: str) -> None:
+        self._write([batch for batch in self.load() if batch.id != batch_id])
+
+    def _write(self, batches: list[SubmittedBatch]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        payload = {"batches": [asdict(batch) for batch in batches]}
+        temporary.write_text(json.dumps(payload, indent=1))
+        os.replace(temporary, self.path)
+
+
+def jsonl_chunks(
+    lines: Iterable[tuple[str, bytes]], max_requests: int, max_bytes: int
+) -> Iterator[tuple[list[str], bytes]]:
+    """(custom_ids, JSONL file) chunks of at most `max_requests` lines and `max_bytes`."""
+    ids: list[str] = []
+    parts: list[bytes] = []
+    size = 0
+    for custom_id, line in lines:
+        if len(line) + 1 > max_bytes:
+            raise EndpointError(
+                f"request {custom_id} alone is {len(line)} bytes, over batch_max_bytes"
+            )
+        if ids and (len(ids) == max_requests or size + len(line) + 1 > max_bytes):
+            yield ids, b"".join(parts)
+            ids, parts, size = [], [], 0
+        ids.append(custom_id)
+        parts.append(line + b"\n")
+        size += len(line) + 1
+    if ids:
+        yield ids, b"".join(parts)
+
+
+class BatchJobs:
+    """Submits requests as batches and collects their answers, for one endpoint."""
+
+    def __init__(
+        self,
+        config: EndpointConfig,
+        connection: LeanConnection,
+        ledger: BatchLedger,
+        namespace: str,
+        request_body: Callable[[ChatRequest], dict[str, Any]],
+    ) -> None:
+        self.config = config
+        self._connection = connection
+        self._ledger = ledger
+        self._namespace = namespace
+        self._request_body = request_body
+        # Azure's batch lines and batches name the route without the version prefix.
+        self._route = "/chat/completions" if config.backend == "azure" else "/v1/chat/completions"
+
+    async def answer(
+        self, pending: dict[str, ChatRequest], on_answer: Callable[[str, ChatResult], None]
+    ) -> dict[str, str]:
+        """Answer `pending` (cache key -> request) through batches, resuming recorded ones.
+
+        `on_answer(key, result)` gets every successful answer as it is downloaded (also
+        those of keys outside `pending` that a resumed batch carries: they were paid for).
+        Returns the keys no batch answered, each with the reason.
+        """
+        resumed = [
+            batch
+            for batch in self._ledger.load()
+            if (batch.namespace, batch.model) == (self._namespace, self.config.model)
+            and not pending.keys().isdisjoint(batch.custom_ids)
+        ]
+        covered = {key for batch in resumed for key in batch.custom_ids}
+        if resumed:
+            logger.info(
+                "%s: resuming %d submitted batch(es) (%s) for %d requests",
+                self.config.describe(),
+                len(resumed),
+                ", ".join(batch.id for batch in resumed),
+                len(covered & pending.keys()),
+            )
+        fresh = [key for key in pending if key not in covered]
+        submitted = [batch async for batch in self._submit(fresh, pending)]
+        return await self._collect([*resumed, *submitted], pending, on_answer)
+
+    async def _submit(self, keys: list[str], pending: dict[str, ChatRequest]):
+        lines = (
+            (key, orjson.dumps(self._line(key, pending[key]))) for key in keys
+        )  # built chunk by chunk: one input file in memory at a time
+        chunks = jsonl_chunks(lines, self.config.batch_max_requests, self.config.batch_max_bytes)
+        for custom_ids, content in chunks:
+            file_id = (await self._upload(content))["id"]
+            created = await self._call(
+                "POST",
+                "batches",
+                json={
+                    "input_file_id": file_id,
+                    "endpoint": self._route,
+                    "completion_window": COMPLETION_WINDOW,
+                },
+            )
+            batch = SubmittedBatch(
+                id=created["id"],
+                namespace=self._namespace,
+                model=self.config.model,
+                custom_ids=tuple(custom_ids),
+                submitted_at=time.time(),
+            )
+            self._ledger.add(batch)  # before any wait: a killed run resumes this batch
+            logger.info(
+                "%s: submitted batch %s with %d requests (%d bytes)",
+                self.config.describe(),
+                batch.id,
+                len(custom_ids),
+                len(content),
+            )
+            yield batch
+
+    def _line(self, key: str, request: ChatRequest) -> dict[str, Any]:
+        return {
+            "custom_id": key,
+            "method": "POST",
+            "url": self._route,
+            "body": self._request_body(request),
+        }
+
+    async def _collect(
+        self,
+        batches: list[SubmittedBatch],
+        pending: dict[str, ChatRequest],
+        on_answer: Callable[[str, ChatResult], None],
+    ) -> dict[str, str]:
+        unanswered: dict[str, str] = {}
+        waiting = {batch.id: batch for batch in batches}
+        delay = self.config.batch_poll_seconds
+        while waiting:
+            statuses: Counter[str] = Counter()
+            counts: Counter[str] = Counter()
+            for batch_id, batch in list(waiting.items()):
+                info = await self._retrieve(batch_id)
+                status = str(info.get("status"))
+                statuses[status] += 1
+                counts.update(info.get("request_counts") or {})
+                if status in FINISHED:
+                    outcome = await self._download(info, on_answer)
+                    reason = _unanswered_reason(info)
+                    for key in batch.custom_ids:
+                        if key in pending and outcome.get(key) != "":
+                            unanswered[key] = f"{reason}: {outcome.get(key) or 'no result'}"
+                    self._ledger.remove(batch_id)
+                    del waiting[batch_id]
+            logger.info(
+                "%s: batches %s; requests %d of %d completed, %d failed",
+                self.config.describe(),
+                ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())),
+                counts["completed"],
+                counts["total"],
+                counts["failed"],
+            )
+            if waiting and not self.config.batch_wait:
+                raise BatchPending(
+                    f"{self.config.describe()}: {len(waiting)} batch(es) submitted and not "
+                    f"finished ({', '.join(waiting)}), recorded in {self._ledger.path}; "
+                    "run the same command later to collect their answers (batch_wait: false)"
+                )
+            if waiting:
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, self.config.batch_poll_max_seconds)
+        return unanswered
+
+    async def _retrieve(self, batch_id: str) -> dict[str, Any]:
+        try:
+            return await self._call("GET", f"batches/{batch_id}")
+        except EndpointError as error:
+            raise EndpointError(
+                f"{error}; batch {batch_id} is recorded in {self._ledger.path}: if the "
+                "provider no longer knows it, remove its entry and its requests are submitted anew"
+            ) from None
+
+    async def _download(
+        self, info: dict[str, Any], on_answer: Callable[[str, ChatResult], None]
+    ) -> dict[str, str]:
+        """Hand every successful answer of a finished batch to `on_answer`; returns
+        custom_id -> "" for each answer, -> why for each failed line."""
+        outcome: dict[str, str] = {}
+        started, ended = info.get("created_at"), info.get("completed_at")
+        latency = float(ended - started) if started and ended else 0.0
+        for file_field in ("output_file_id", "error_file_id"):
+            file_id = info.get(file_field)
+            if not file_id:
+                continue
+            content = await self._call("GET", f"files/{file_id}/content", raw=True)
+            for text in filter(bytes.strip, content.splitlines()):
+                try:
+                    line = orjson.loads(text)
+                    key = line["custom_id"]
+                    if not isinstance(key, str):
+                        raise TypeError("custom_id is not a string")
+                except _UNREADABLE:
+                    # Its request stays unanswered ("no result") and follows batch_unanswered.
+                    logger.warning("batch %s: unreadable line in %s", info.get("id"), file_id)
+                    continue
+                result = self._line_result(line, latency)
+                if result.ok:
+                    on_answer(key, result)
+                    outcome[key] = ""
+                else:
+                    outcome.setdefault(key, result.error)
+        return outcome
+
+    def _line_result(self, line: dict[str, Any], latency: float) -> ChatResult:
+        response = line.get("response") or {}
+        status = response.get("status_code")
+        if status == 200:
+            try:
+                result = chat_result(response.get("body"), latency, self.config.model)
+            except _UNREADABLE as error:
+                return ChatResult.failure(redact(f"malformed batch output: {error!r}"))
+            result.via_batch = True
+            return result
+        error = line.get("error")
+        if isinstance(error, dict):
+            return ChatResult.failure(redact(f"{error.get('code')}: {error.get('message')}"))
+        return ChatResult.failure(redact(f"HTTP {status}: {_error_message(status, response)}"))
+
+    async def _upload(self, content: bytes) -> dict[str, Any]:
+        # The connection's default Content-Type is JSON: name the multipart boundary here.
+        boundary = uuid.uuid4().hex
+        return await self._call(
+            "POST",
+            "files",
+            data={"purpose": "batch"},
+            files={"file": ("batch.jsonl", content, "application/jsonl")},
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
+
+    async def _call(self, method: str, route: str, raw: bool = False, **kwargs: Any) -> Any:
+        """One Files/Batches call, retried like chat calls; EndpointError when it fails."""
+        url = self._connection.api_url(route)
+        problem = ""
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                response = await self._connection.http.request(method, url, **kwargs)
+            except httpx2.TransportError as error:
+                problem = f"{type(error).__name__}: {error}"
+            else:
+                if response.status_code == 200:
+                    return response.content if raw else orjson.loads(response.content)
+                problem = f"HTTP {response.status_code}: " + _error_message(
+                    response.status_code, response.content
+                )
+                if response.status_code not in _RETRYABLE_STATUS:
+                    break
+            ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
+            if attempt < self.config.max_retries:
+                await asyncio.sleep(random.uniform(ceiling / 2, ceiling))
+        what = route.partition("/")[0]
+        raise EndpointError(f"{self.config.describe()}: {method} {what} failed: {redact(problem)}")
+
+
+def _unanswered_reason(info: dict[str, Any]) -> str:
+    errors = (info.get("errors") or {}).get("data") or []
+    detail = "; ".join(str(error.get("message")) for error in errors if isinstance(error, dict))
+    return f"batch {info.get('id')} {info.get('status')}" + (f": {detail}" if detail else "")

@@ -1,0 +1,288 @@
+"""Judging with one judge or a panel, and the agreement metrics of `eval_metrics`.
+
+A panel's judges each judge every sample (at the same time, each on its own endpoint and
+client, all through the request cache), and their verdicts are combined per judgment row:
+`mean` averages scores (pairwise outcomes as A = +1, tie = 0, B = -1, the sign deciding)
+and `majority` takes the value most judges gave, none ("split") when the most given ones
+tie. A judge without a usable value abstains. The combined row keeps each judge's value in
+a column of its own (`score_<name>`, pairwise `outcome_<name>`); every judge's full
+judgment (reply, prompt, status) is in `eval_panel_judgments`, one row per judge.
+
+Agreement (`agreement_metrics`) is measured over the rows the judges were asked about (no
+exact matches, invalid references or missing responses): between the panel's judges, and
+between a `recorded_score` given with the samples and each judge (and the panel).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.agreement import agreement_rows
+from llm_feedback.evaluation.evaluators import score_samples
+from llm_feedback.evaluation.judging import judge_samples, open_judge
+from llm_feedback.evaluation.metrics import compute_metrics
+from llm_feedback.params.evaluate import EvaluateParams
+from llm_feedback.params.panel import LONE_JUDGE, PANEL, RECORDED
+from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
+from llm_feedback.schema import (
+    EVAL_JUDGMENTS_COLUMN_TYPES,
+    EVAL_METRICS_COLUMN_TYPES,
+    EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
+    EVAL_SAMPLE_KEY,
+)
+
+logger = logging.getLogger(__name__)
+
+CATEGORICAL_MODES = ("binary", "pairwise")
+_PAIRWISE_SIGN = {"A": 1.0, "tie": 0.0, "B": -1.0}
+
+
+def _judgment_types(mode: str) -> dict[str, str]:
+    return (
+        EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if mode == "pairwise" else EVAL_JUDGMENTS_COLUMN_TYPES
+    )
+
+
+def _key_columns(mode: str) -> list[str]:
+    if mode == "pairwise":
+        return ["instance_id", "turn", "replicate", "model_a", "model_b"]
+    return [*EVAL_SAMPLE_KEY, "criterion"]
+
+
+def value_column(mode: str) -> str:
+    """The column holding a judgment's verdict: `outcome` (pairwise) or `score`."""
+    return "outcome" if mode == "pairwise" else "score"
+
+
+def judge_all(
+    samples: pd.DataFrame,
+    config: EvaluateParams,
+    cache_path: str | Path | None,
+    *,
+    progress: bool = True,
+    fail_loud: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(`eval_judgments`, `eval_panel_judgments`) of the samples.
+
+    With one judge, or an `evaluator` scoring in place of the judges, the second table is
+    empty. A panel's judges run at the same time, each
+    in a thread of its own. When one fails (or on Ctrl-C) the panel stops at once: closing
+    the judges cancels the calls still in flight, and every answer received is cached.
+    """
+    if config.evaluator is not None:  # scores in place of any judge
+        no_panel = panel_judgments({}, config.mode)
+        return score_samples(samples, config, cache_path, fail_loud=fail_loud), no_panel
+    if config.panel is None:
+        with open_judge(config, cache_path, progress=progress, fail_loud=fail_loud) as judge:
+            return judge_samples(samples, config, judge), panel_judgments({}, config.mode)
+    pool = ThreadPoolExecutor(len(config.panel.judges), thread_name_prefix="panel-judge")
+    try:
+        with ExitStack() as stack:  # closed before the pool waits for its threads
+            futures = {
+                name: pool.submit(
+                    judge_samples,
+                    samples,
+                    config,
+                    stack.enter_context(
+                        open_judge(
+                            config, cache_path, progress=progress, fail_loud=fail_loud, judge=judge
+                        )
+                    ),
+                )
+                for name, judge in config.panel.judges.items()
+            }
+            finished, _ = wait(futures.values(), return_when=FIRST_EXCEPTION)
+            for future in finished:
+                future.result()  # the first failure, if any
+            per_judge = {name: future.result() for name, future in futures.items()}
+    finally:
+        pool.shutdown(wait=True)
+    return aggregate_panel(per_judge, config), panel_judgments(per_judge, config.mode)
+
+
+def panel_judgments(per_judge: Mapping[str, pd.DataFrame], mode: str) -> pd.DataFrame:
+    """Every judge's judgments, one row per judge and judgment, `judge` naming the judge."""
+    types = {"judge": "string", **_judgment_types(mode)}
+    frames = [frame.assign(judge=name) for name, frame in per_judge.items()]
+    stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(types))
+    return stacked[list(types)].astype(types)
+
+
+def _combine(values: Sequence[Any], aggregate: str, mode: str) -> tuple[Any, bool]:
+    """The panel's value from the judges' values (None: abstained) and whether it split."""
+    given = [value for value in values if value is not None]
+    if not given:
+        return None, False
+    if aggregate == "mean":
+        if mode != "pairwise":
+            return math.fsum(given) / len(given), False
+        mean = math.fsum(_PAIRWISE_SIGN[value] for value in given) / len(given)
+        return ("A" if mean > 0 else "B" if mean < 0 else "tie"), False
+    ranked = Counter(given).most_common()
+    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+        return None, True
+    return ranked[0][0], False
+
+
+def _status(statuses: Sequence[str], value: Any, split: bool) -> str:
+    if split:
+        return SPLIT
+    if len(set(statuses)) == 1:  # all read, or all the same no-call or failure status
+        return statuses[0]
+    if value is not None:
+        return OK
+    return next(status for status in statuses if status != OK)
+
+
+def _as_objects(series: pd.Series) -> list[Any]:
+    return series.astype(object).where(series.notna(), None).tolist()
+
+
+def _by_row(frames: Sequence[pd.DataFrame], column: str) -> list[tuple[Any, ...]]:
+    """The judges' values of `column`, one tuple per row (None for missing)."""
+    return list(zip(*(_as_objects(frame[column]) for frame in frames), strict=True))
+
+
+def aggregate_panel(per_judge: Mapping[str, pd.DataFrame], config: EvaluateParams) -> pd.DataFrame:
+    """One judgment row per sample (pairwise: per pair) from every judge's rows.
+
+    The judges judged the same samples in the same order, so their rows align by position.
+    """
+    names = list(per_judge)
+    frames = list(per_judge.values())
+    keys = _key_columns(config.mode)
+    for name, frame in per_judge.items():
+        if not frame[keys].equals(frames[0][keys]):
+            raise RuntimeError(
+                f"evaluate panel: judge {name!r} judged other rows than {names[0]!r}"
+            )
+    value = value_column(config.mode)
+    votes = _by_row(frames, value)
+    combined = [_combine(row, config.panel.aggregate, config.mode) for row in votes]
+    panel = frames[0].copy()
+    panel[value] = [result for result, _ in combined]
+    panel["parse_status"] = [
+        _status(statuses, result, split)
+        for statuses, (result, split) in zip(_by_row(frames, "parse_status"), combined, strict=True)
+    ]
+    panel["success"] = panel[value].notna()
+    panel["judge_model"] = "+".join(dict.fromkeys(frame["judge_model"].iloc[0] for frame in frames))
+    panel["cached"] = np.logical_and.reduce([frame["cached"].to_numpy() for frame in frames])
+    panel["reasks"] = sum(frame["reasks"].to_numpy() for frame in frames)
+    panel["error"] = [
+        next((error for error in row if error), None) for row in _by_row(frames, "error")
+    ]
+    # Replies, prompts and what they said beyond the verdict stay with each judge.
+    own = [
+        column
+        for column in panel.columns
+        if column.startswith(("raw_response", "prompt", "verdict_"))
+        or column in ("extracted_final_answer", "reasoning", "confidence")
+    ]
+    panel[own] = None
+    if config.mode == "pairwise":
+        for column in ("score_a", "score_b"):
+            panel[column] = pd.concat([frame[column] for frame in frames], axis=1).mean(axis=1)
+        # Inconsistent if one judge was, consistent if all were, else unknown.
+        panel["consistent"] = [
+            False if False in row else True if all(row) else None
+            for row in _by_row(frames, "consistent")
+        ]
+    elif config.mode == "binary":
+        panel["correct"] = panel["score"].map(lambda score: None if pd.isna(score) else bool(score))
+    types = _judgment_types(config.mode)
+    panel = panel[list(types)].astype(types)
+    for name, frame in zip(names, frames, strict=True):
+        panel[f"{value}_{name}"] = frame[value].array
+    _log_panel(panel, names, config)
+    return panel
+
+
+def _log_panel(panel: pd.DataFrame, names: list[str], config: EvaluateParams) -> None:
+    logger.info(
+        "evaluate panel (%s, %s of %s): %d judgments, %d with a panel verdict, %d split",
+        config.mode,
+        config.panel.aggregate,
+        ", ".join(names),
+        len(panel),
+        int(panel["success"].sum()),
+        int((panel["parse_status"] == SPLIT).sum()),
+    )
+
+
+def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """Agreement rows of `eval_metrics` (`model` null: over all models; per criterion in
+    rubric mode), over the judgments the judges were asked for.
+
+    Between a panel's judges: Cohen's kappa of each two (Fleiss' kappa of all, with three
+    or more) for binary and pairwise verdicts, Spearman's rho for scores, and the
+    exact-match share. With `recorded_score`s: the same between the recording and each
+    judge, and the panel. `n` counts the compared items, `n_missing` the asked ones left
+    out because a rater gave no value.
+    """
+    value = value_column(config.mode)
+    categorical = config.mode in CATEGORICAL_MODES
+    asked = judgments[~judgments["parse_status"].isin(WITHOUT_CALL)]
+    parts = [(None, asked)]
+    if config.mode == "rubric":
+        parts = [(name, asked[asked["criterion"] == name]) for name in config.rubric]
+    rows = []
+    for criterion, part in parts:
+        if config.panel is None:
+            ratings = pd.DataFrame({LONE_JUDGE: part[value]})
+            judges = [LONE_JUDGE]
+        else:
+            judges = list(config.panel.judges)
+            ratings = pd.DataFrame({name: part[f"{value}_{name}"] for name in judges})
+            ratings[PANEL] = part[value]
+            found = agreement_rows(ratings, judges, categorical=categorical)
+            rows += [{**row, "criterion": criterion, "asked": len(part)} for row in found]
+            judges.append(PANEL)
+        if "recorded_score" in part and part["recorded_score"].notna().any():
+            ratings[RECORDED] = part["recorded_score"]
+            for name in judges:
+                found = agreement_rows(ratings, [RECORDED, name], categorical=categorical)
+                rows += [{**row, "criterion": criterion, "asked": len(part)} for row in found]
+    for row in rows:
+        logger.info(
+            "evaluate agreement %s%s: %s = %.3f over %d judgments",
+            row["raters"],
+            "" if row["criterion"] is None else f" [{row['criterion']}]",
+            row["statistic"],
+            row["value"],
+            row["n"],
+        )
+    metrics = pd.DataFrame(
+        [
+            {
+                "mode": config.mode,
+                "model": None,
+                "metric": row["statistic"],
+                "raters": row["raters"],
+                "criterion": row["criterion"],
+                "k": None,
+                "value": row["value"],
+                "n": row["n"],
+                "n_missing": row["asked"] - row["n"],
+            }
+            for row in rows
+        ],
+        columns=list(EVAL_METRICS_COLUMN_TYPES),
+    )
+    return metrics.astype(EVAL_METRICS_COLUMN_TYPES)
+
+
+def metrics_with_agreement(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """`eval_metrics`: `compute_metrics`' rows, then the agreement rows."""
+    metrics, agreement = compute_metrics(judgments, config), agreement_metrics(judgments, config)
+    return pd.concat([metrics, agreement], ignore_index=True) if len(agreement) else metrics
