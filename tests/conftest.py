@@ -40,6 +40,12 @@ def endpoints_via(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     }
 
 
+def readme_block(title: str) -> str:
+    """The code block of README.md whose first line is the comment `# <title>`."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    return readme.split(f"# {title}", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+
+
 KEDRO_CLI_ENV = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
 
 
@@ -65,12 +71,6 @@ def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedPro
         check=True,
         capture_output=True,
     )
-
-
-def readme_block(title: str) -> str:
-    """The README code block whose first line is the comment `# <title>...`, without it."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    return readme.split(f"# {title}", 1)[1].split("\n", 1)[1].split("```", 1)[0]
 
 
 def readme_command(heading: str) -> str:

@@ -301,8 +301,13 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
                 "concurrency": concurrency,
                 "bound_calls_per_s": bound,
                 "ray": {"cpus": n(), "replicas": n(), "batch_size": n()},
-                "openai": {"calls_per_s": x()},
-                "ray_backend": {"calls_per_s": x(), "ray_init_s": x()},
+                "openai": {"calls_per_s": x(), "steady_calls_per_s": x(), "first_call_s": x()},
+                "ray_backend": {
+                    "calls_per_s": x(),
+                    "steady_calls_per_s": x(),
+                    "first_call_s": x(),
+                    "ray_init_s": x(),
+                },
             },
         }
         for size in sizes:

@@ -29,16 +29,14 @@ AGREEMENT_STATISTICS = (COHEN_KAPPA, FLEISS_KAPPA, SPEARMAN, EXACT_MATCH_SHARE)
 
 
 def pearson(x: pd.Series, y: pd.Series) -> float:
-    """Pearson's r of two aligned, NaN-free series; NaN when undefined (fewer than 3 pairs
-    or a constant series) instead of numpy's divide-by-zero warning."""
+    """Pearson's r of two aligned, NaN-free series (pandas' `Series.corr`); NaN with fewer
+    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks (pandas'
+    own spearman needs scipy, which is not a dependency)."""
     if len(x) < MIN_CORRELATION_PAIRS:
         return float("nan")
-    dx = x.to_numpy(dtype="float64") - x.mean()
-    dy = y.to_numpy(dtype="float64") - y.mean()
-    denominator = np.sqrt((dx * dx).sum() * (dy * dy).sum())
-    if denominator == 0:
-        return float("nan")
-    return float((dx * dy).sum() / denominator)
+    return float(
+        pd.Series(x.to_numpy(dtype="float64")).corr(pd.Series(y.to_numpy(dtype="float64")))
+    )
 
 
 def spearman(x: pd.Series, y: pd.Series) -> float:

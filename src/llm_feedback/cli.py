@@ -1,23 +1,32 @@
-"""The project's `kedro run`: Kedro's own command, plus a clean stop on Ctrl-C and after
-submitting batches.
+"""The project's commands: `kedro run` (Kedro's own, plus a clean stop on Ctrl-C, after
+submitting batches, and a plain answer when the run was only planned) and `kedro
+push-to-hub`.
 
 Interrupted, a run stops its calls, leaves every answer received in the request cache,
 stops the embedded model server and says in one line how to resume; it exits with 130,
 the shell's code for SIGINT, and prints no traceback. A run that submitted Batch API jobs
 and does not wait for them (`batch_wait: false`) says which, and exits with 75
-(EX_TEMPFAIL: try again later), since it wrote no dataset.
+(EX_TEMPFAIL: try again later), since it wrote no dataset. With `plan_only: true` it
+prints the plan and exits 0; a plan above `max_cost_usd` prints why and exits 1.
 """
 
+import os
 import sqlite3
 import sys
 from pathlib import Path
 
 import click
+from kedro.config import MissingConfigException
 from kedro.framework.cli.project import run as kedro_run
+from kedro.framework.cli.utils import _split_params
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import ProjectMetadata
 
 from llm_feedback.backends import stop_local_servers
-from llm_feedback.errors import BatchPending
+from llm_feedback.errors import BatchPending, ConfigError, InputError
 from llm_feedback.hooks import RunGuardHooks
+from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
+from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
@@ -49,6 +58,11 @@ def _cached_answers(cache: str | None) -> str:
 def run(ctx: click.Context, **options: object) -> None:
     try:
         ctx.invoke(kedro_run, **options)
+    except PlanOnly as plan:
+        click.echo(str(plan))
+    except CostLimitExceeded as stop:
+        click.echo(f"stopped before the first call: {stop}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         stop_local_servers()
         click.echo(
@@ -61,3 +75,59 @@ def run(ctx: click.Context, **options: object) -> None:
         stop_local_servers()
         click.echo(f"batches pending: {pending}", err=True)
         sys.exit(BATCH_PENDING_EXIT_CODE)
+
+
+@cli.command(name="push-to-hub")
+@click.option("--dataset", "name", type=click.Choice(list(HUB_DATASETS)), required=True)
+@click.option("--repo-id", required=True, help="The Hub dataset repository, owner/name.")
+@click.option("--public", is_flag=True, help="Create the repository public (default: private).")
+@click.option("--split", default="train", show_default=True, help="The split to write.")
+@click.option("--version", default=None, help="The dataset version to push (default: latest).")
+@click.option("--env", "-e", default=None, help="Kedro configuration environment.")
+@click.option(
+    "--params", default="", callback=_split_params, help="Runtime parameters, e.g. data_root=x."
+)
+@click.option("--dry-run", is_flag=True, help="Build and check the push, print it, send nothing.")
+@click.pass_obj
+def push_to_hub(
+    metadata: ProjectMetadata,
+    *,
+    name: str,
+    repo_id: str,
+    public: bool,
+    split: str,
+    version: str | None,
+    env: str | None,
+    params: dict,
+    dry_run: bool,
+) -> None:
+    """Push `ultrafeedback` or `preference_pairs` to the Hugging Face Hub (`pip install -e
+    ".[hub]"`). The token comes from conf/local/credentials.yml (huggingface.token) or
+    HF_TOKEN and is never printed."""
+    with KedroSession.create(
+        project_path=metadata.project_path, env=env, runtime_params=params
+    ) as session:
+        context = session.load_context()
+        try:
+            credentials = context.config_loader["credentials"]
+        except MissingConfigException:
+            credentials = {}
+        try:
+            token, source = hub_token(credentials, os.environ)
+            frame = context.catalog.load(name, version=version)
+            push = build_push(
+                frame,
+                name=name,
+                repo_id=repo_id,
+                token=token,
+                token_source=source,
+                private=not public,
+                split=split,
+            )
+        except (ConfigError, InputError) as error:
+            raise click.ClickException(str(error)) from None
+    click.echo(push.describe())
+    if dry_run:
+        click.echo("dry run: nothing was sent")
+        return
+    click.echo(f"pushed: {send_push(push)}")

@@ -1,7 +1,7 @@
 """Project hooks: hand credentials to the endpoint layer, check a run before its first
-node (parameters, one run per data root, endpoints that answer), stop local model
-servers, tell the report which dataset versions it was built from, and print how long
-each node took."""
+node (parameters, its priced plan, one run per data root, endpoints that answer), stop
+local model servers, tell the report which dataset versions it was built from, and print
+how long each node took."""
 
 import logging
 import time
@@ -15,9 +15,16 @@ from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
-from llm_feedback.params.run import check_run
+from llm_feedback.params.run import check_run, parse_run_options
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
+from llm_feedback.pipelines.run_plan import plan_for_run
+from llm_feedback.planning import PlanOnly, check_cost_limit, describe_plan
 from llm_feedback.runlock import RunLock
+
+logger = logging.getLogger(__name__)
+
+# The catalog entry the plan is saved to (conf/base/catalog.yml).
+RUN_PLAN = "run_plan"
 
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
@@ -53,6 +60,9 @@ class RunGuardHooks:
     - every parameter block the selected pipelines read is parsed and checked (the nodes
       parse them again into the objects they use; checking here catches a bad annotate
       block before generate has paid for anything);
+    - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.planning`):
+      `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
+      `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
     - a run that calls models takes the data root's lock (one run per request cache);
     - every endpoint it will call answers one cheap request (`backends.preflight`).
     """
@@ -72,6 +82,18 @@ class RunGuardHooks:
             if name.startswith("params:")
         }
         endpoints = check_run(parameters, blocks)
+        options = parse_run_options(parameters)
+        if options.plan_only or options.max_cost_usd is not None:
+            plan = plan_for_run(pipeline, catalog, parameters)
+            if options.plan_only:
+                catalog.save(RUN_PLAN, plan)
+                raise PlanOnly(describe_plan(plan, options.max_cost_usd))
+            check_cost_limit(plan, options.max_cost_usd)
+            logger.info(
+                "run plan: estimated cost $%.4f, within max_cost_usd $%.4f",
+                plan["estimated_cost"].sum(),
+                options.max_cost_usd,
+            )
         cache = parameters.get("request_cache")
         RunGuardHooks.current_request_cache = cache
         if not endpoints or not cache:

@@ -1,5 +1,6 @@
 """Reading JSON Lines input (prompt files, evaluation samples) with errors that name the
-file and the line: a malformed line, bytes that are not UTF-8, a line that is no object."""
+file and the line: a malformed line, bytes that are not UTF-8, a line that is no object.
+(Hand-written because `pandas.read_json(lines=True)` names a byte position, not the line.)"""
 
 from __future__ import annotations
 

@@ -375,6 +375,25 @@ COST_TABLE_COLUMN_TYPES = {
     "priced": "bool",
 }
 
+# `run_plan`: one row per stage, endpoint and model (llm_feedback.planning).
+RUN_PLAN_COLUMN_TYPES = {
+    "stage": "str",
+    "endpoint": "str",
+    "backend": "str",
+    "model": "str",
+    "mode": "str",  # online | batch (priced at the batch rate)
+    "calls": "int64",
+    "cached_calls": "int64",
+    "duplicate_calls": "int64",
+    "skipped_too_long": "int64",
+    "calls_to_send": "int64",
+    "prompt_tokens": "int64",
+    "completion_tokens": "int64",
+    "estimated_cost": "float64",
+    "priced": "bool",
+    "basis": "str",
+}
+
 # Chat messages as the Hugging Face datasets store them.
 CHAT_MESSAGES = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
 

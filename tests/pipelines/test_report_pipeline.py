@@ -164,7 +164,7 @@ def test_report_says_which_dataset_versions_it_was_built_from(
     run_report(load_versions={"overall_scores": older})
 
     built_from = report_path(data_root).read_text().split("## Built from")[1]
-    versions = dict(re.findall(r"^\| (\w+) \| (\S+) \|$", built_from, flags=re.MULTILINE))
+    versions = dict(re.findall(r"^\| (\w+) +\| (\S+) +\|$", built_from, flags=re.MULTILINE))
     assert versions, "no versions recorded: is ReportProvenanceHooks in settings.HOOKS?"
     assert versions["overall_scores"] == older  # --load-versions honoured
     assert versions["completions"] == versions["critiques"] == newer  # latest on disk

@@ -122,6 +122,55 @@ class _AspectCall:
     injection_flags: list[bool]
 
 
+def aspect_calls(
+    usable: pd.DataFrame,
+    aspects: Sequence[str],
+    n_shuffles: int,
+    shuffle_seed: int,
+    *,
+    aspect_orders: str = INDEPENDENT,
+    structured: bool,
+    sampling: Mapping[str, Any],
+) -> Iterator[tuple[_AspectCall, ChatRequest]]:
+    """Each judge call of the aspect stage, built lazily: per prompt, aspect and shuffle.
+
+    `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
+    or `shared` (one order per prompt and shuffle for all aspects).
+    """
+    if aspect_orders not in ASPECT_ORDERS:
+        raise ConfigError(
+            f"aspect_orders must be one of {', '.join(ASPECT_ORDERS)}, got {aspect_orders!r}"
+        )
+    for prompt_id, group in usable.groupby("prompt_id", sort=True):
+        completion_ids = group["completion_idx"].astype(int).tolist()
+        responses = group["response"].astype(str).tolist()
+        instruction = str(group["instruction"].iloc[0])
+        knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
+        flags = [suspected_injection(response) for response in responses]
+        for aspect in aspects:
+            orders = shuffle_orders(
+                str(prompt_id),
+                len(responses),
+                n_shuffles,
+                shuffle_seed,
+                aspect=aspect if aspect_orders == INDEPENDENT else None,
+            )
+            for shuffle_idx, order in enumerate(orders):
+                request = build_aspect_request(
+                    aspect,
+                    instruction,
+                    responses,
+                    order,
+                    world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                    structured=structured,
+                    sampling=sampling,
+                )
+                yield (
+                    _AspectCall(str(prompt_id), aspect, shuffle_idx, order, completion_ids, flags),
+                    request,
+                )
+
+
 def annotate_aspects(
     completions: pd.DataFrame,
     client: LLMClient,
@@ -136,14 +185,9 @@ def annotate_aspects(
 ) -> pd.DataFrame:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect.
 
-    `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
-    or `shared` (one order per prompt and shuffle for all aspects).
+    `aspect_orders`: see `aspect_calls`.
     """
-    specs = [get_aspect(aspect) for aspect in aspects]  # unknown aspect: fail before any call
-    if aspect_orders not in ASPECT_ORDERS:
-        raise ConfigError(
-            f"aspect_orders must be one of {', '.join(ASPECT_ORDERS)}, got {aspect_orders!r}"
-        )
+    aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     usable = usable_completions(completions)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
@@ -159,42 +203,23 @@ def annotate_aspects(
         return readers[aspect, n_texts]
 
     def tasks() -> Iterator[Task]:
-        for prompt_id, group in usable.groupby("prompt_id", sort=True):
-            completion_ids = group["completion_idx"].astype(int).tolist()
-            responses = group["response"].astype(str).tolist()
-            instruction = str(group["instruction"].iloc[0])
-            knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-            flags = [suspected_injection(response) for response in responses]
-            for spec in specs:
-                orders = shuffle_orders(
-                    str(prompt_id),
-                    len(responses),
-                    n_shuffles,
-                    shuffle_seed,
-                    aspect=spec.name if aspect_orders == INDEPENDENT else None,
-                )
-                for shuffle_idx, order in enumerate(orders):
-                    request = build_aspect_request(
-                        spec.name,
-                        instruction,
-                        responses,
-                        order,
-                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                        structured=structured,
-                        sampling=sampling,
-                    )
-                    calls.append(
-                        _AspectCall(
-                            str(prompt_id), spec.name, shuffle_idx, order, completion_ids, flags
-                        )
-                    )
-                    yield Task(request, reader(spec.name, len(order)), _merge_ratings)
+        for call, request in aspect_calls(
+            usable,
+            aspects,
+            n_shuffles,
+            shuffle_seed,
+            aspect_orders=aspect_orders,
+            structured=structured,
+            sampling=sampling,
+        ):
+            calls.append(call)
+            yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
     engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
     outcomes = engine.run(
         tasks(),
         desc="annotate aspects",
-        total=usable["prompt_id"].nunique() * len(specs) * n_shuffles,
+        total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
     )
 
     def judgements() -> Iterator[AspectJudgement]:
@@ -250,6 +275,14 @@ def _critique_reading(parsed: CritiqueParse) -> Reading:
     return Reading(parsed, NO_MATCH, ok=False, problem=problem)
 
 
+def critique_requests(
+    usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
+) -> Iterator[ChatRequest]:
+    """The critique stage's judge calls, built lazily: one per usable completion."""
+    for row in usable.itertuples(index=False):
+        yield _critique_request(row, structured, sampling)
+
+
 def _critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
     """The critique request of one completion row (a named tuple or a Series)."""
     return build_critique_request(
@@ -278,12 +311,12 @@ def critique_completions(
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    def tasks() -> Iterator[Task]:
-        for row in usable.itertuples(index=False):
-            yield Task(_critique_request(row, structured, sampling), read)
-
+    tasks = (
+        Task(request, read)
+        for request in critique_requests(usable, structured=structured, sampling=sampling)
+    )
     outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
-        tasks(), desc="critique", total=len(usable)
+        tasks, desc="critique", total=len(usable)
     )
     judgements = [
         CritiqueJudgement(

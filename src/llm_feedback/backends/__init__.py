@@ -10,6 +10,7 @@ from llm_feedback.backends.base import (
     BatchBackend,
     RequestBackend,
     RetryableError,
+    StreamingBatchBackend,
     make_backend,
     register_backend,
 )
@@ -19,12 +20,14 @@ from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.lean import LeanOpenAIBackend, openai_compatible
 from llm_feedback.backends.local import LocalModelBackend, stop_local_servers
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
+from llm_feedback.backends.ray_backend import RayBackend  # ray itself loads on open()
 from llm_feedback.backends.vllm_backend import VLLMBackend  # vllm itself loads on open()
 
 register_backend("local", LocalModelBackend)
 register_backend("openai", openai_compatible)
 register_backend("azure", openai_compatible)
 register_backend("vllm", VLLMBackend)
+register_backend("ray", RayBackend)
 
 __all__ = [
     "BACKENDS",
@@ -37,8 +40,10 @@ __all__ = [
     "LLMClient",
     "LeanOpenAIBackend",
     "OpenAICompatibleBackend",
+    "RayBackend",
     "RequestBackend",
     "RetryableError",
+    "StreamingBatchBackend",
     "endpoint_from_env",
     "make_backend",
     "register_backend",

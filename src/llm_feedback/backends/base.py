@@ -7,6 +7,8 @@ There are two kinds of backend, told apart by `is_batch`:
   concurrently, up to the endpoint's concurrency, retrying on `RetryableError`.
 - `BatchBackend` (`is_batch = True`): schedules a whole batch itself. The client hands it
   every uncached request of a call at once (`generate(requests)`, run in a worker thread).
+  A `StreamingBatchBackend` also yields answers as they finish (`generate_stream`), and
+  the client caches each one as it arrives.
 
 Caching, deduplication, retries and accounting stay in the client; a backend only talks to
 its model. An endpoint's `backend:` name is looked up in `BACKENDS`; `register_backend`
@@ -15,7 +17,7 @@ adds a name (the built-in ones are registered by `llm_feedback.backends`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from llm_feedback.backends.contract import ChatRequest, ChatResult
@@ -93,6 +95,16 @@ class BatchBackend(Backend, Protocol):
 
     def is_ready(self) -> bool:
         """Whether the backend is open and can generate."""
+        ...
+
+
+@runtime_checkable
+class StreamingBatchBackend(BatchBackend, Protocol):
+    """A batch backend that hands back answers as its batches finish, so that the client
+    caches them at once and a killed job resumes where it stopped."""
+
+    def generate_stream(self, requests: Sequence[ChatRequest]) -> Iterator[tuple[int, ChatResult]]:
+        """(position in `requests`, result) pairs in any order, one per request (blocking)."""
         ...
 
 

@@ -20,14 +20,20 @@ from typing import Any
 
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
-from llm_feedback.backends.base import BatchBackend, RetryableError, make_backend
+from llm_feedback.backends.base import (
+    Backend,
+    BatchBackend,
+    RetryableError,
+    StreamingBatchBackend,
+    make_backend,
+)
 from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.errors import ConfigError, EndpointError, InputError
 
-__all__ = ["ClientStats", "LLMClient", "make_backend"]
+__all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +53,19 @@ def _chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
     iterator = iter(requests)
     while chunk := list(itertools.islice(iterator, _CHUNK)):
         yield chunk
+
+
+def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
+    """The request as this endpoint sends it: with its JSON schema's strings capped."""
+    if config.max_string_chars is None:
+        return request
+    # Before the cache key: a different cap is a different request.
+    return request.with_bounded_strings(config.max_string_chars)
+
+
+def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) -> str:
+    """The request cache's key for a request in its sent form (see `sent_form`)."""
+    return request.cache_key(backend.cache_namespace, config.model)
 
 
 @dataclass
@@ -263,6 +282,10 @@ class LLMClient:
                 for chunk in _chunks(requests):
                     self._admit(batch, chunk)
                 await self._run_batch_api(batch)
+            elif isinstance(self.backend, StreamingBatchBackend):
+                for chunk in _chunks(requests):
+                    self._admit(batch, chunk)
+                await self._run_streaming(batch)
             elif self.backend.is_batch:
                 await self._run_in_process(batch, requests)
             else:
@@ -290,9 +313,7 @@ class LLMClient:
 
     def _admit(self, batch: _Batch, chunk: list[ChatRequest]) -> list[int]:
         """Register a chunk of requests; return the indices that must be sent."""
-        if self.config.max_string_chars is not None:
-            # Before the cache key: a different cap is a different request.
-            chunk = [r.with_bounded_strings(self.config.max_string_chars) for r in chunk]
+        chunk = [sent_form(self.config, request) for request in chunk]
         if not self.config.accepts_media:
             # The samples' checks refuse such rows earlier; this guards direct callers.
             if any(request.media for request in chunk):
@@ -300,8 +321,7 @@ class LLMClient:
                     f"{self.config.describe()} reads text only: a request with images or "
                     "audio cannot be sent to it"
                 )
-        namespace, model = self.backend.cache_namespace, self.config.model
-        keys = [request.cache_key(namespace, model) for request in chunk]
+        keys = [request_key(self.config, self.backend, request) for request in chunk]
         use_cache = self.cache is not None and not self.refresh
         cached = self.cache.get_many(keys) if use_cache else {}
         to_send = []
@@ -426,6 +446,44 @@ class LLMClient:
             self._deliver(batch, index, result)
 
         await asyncio.gather(*(settle(key, reason) for key, reason in unanswered.items()))
+
+    async def _run_streaming(self, batch: _Batch) -> None:
+        """Hand every uncached request to a streaming batch backend (Ray); record each
+        answer (cache included) as it arrives, on this loop, while the backend works in a
+        thread."""
+        todo = list(batch.first_index.values())
+        requests = [batch.requests[index] for index in todo]
+        loop = asyncio.get_running_loop()
+        arrived: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            answers = self.backend.generate_stream(requests)
+            try:
+                for answer in answers:
+                    loop.call_soon_threadsafe(arrived.put_nowait, answer)
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(arrived.put_nowait, None)
+            except BaseException as error:
+                loop.call_soon_threadsafe(arrived.put_nowait, error)
+            finally:
+                close = getattr(answers, "close", None)
+                if close is not None:
+                    close()  # a stopped stream ends the backend's work too
+
+        producer = asyncio.ensure_future(asyncio.to_thread(produce))
+        try:
+            while (answer := await arrived.get()) is not None:
+                if isinstance(answer, BaseException):
+                    raise answer
+                position, result = answer
+                index = todo[position]
+                self._record(batch.keys[index], result)
+                self._deliver(batch, index, result)
+        finally:
+            stop.set()
+            await asyncio.gather(producer, return_exceptions=True)
 
     async def _fetch(self, request: ChatRequest, key: str) -> ChatResult:
         async with self._semaphore:

@@ -61,6 +61,12 @@ _FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
     "batch_max_bytes": (int,),
     "engine_kwargs": (dict,),
     "engine_chunk_size": (int,),
+    "ray_address": (str, None),
+    "ray_processor": (str,),
+    "ray_replicas": (int,),
+    "ray_batch_size": (int,),
+    "ray_qps": (int, float, None),
+    "ray_batch_retries": (int,),
 }
 
 # Requests per batch and bytes per input file: the OpenAI and Azure Batch API limits.
@@ -69,6 +75,8 @@ BATCH_MAX_BYTES = 200 * 1024 * 1024
 # vLLM's own names for spreading one engine over GPUs and machines (checked when set).
 _VLLM_PARALLEL_SIZES = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
 _VLLM_EXECUTORS = ("ray", "mp", "uni", "external_launcher")
+
+RAY_PROCESSORS = ("http", "vllm")
 
 
 @dataclass(frozen=True)
@@ -124,11 +132,23 @@ class EndpointConfig:
     batch_unanswered: str = "retry"
     batch_max_requests: int = BATCH_MAX_REQUESTS
     batch_max_bytes: int = BATCH_MAX_BYTES
-    # vllm backend: vllm.LLM's keyword arguments (tensor_parallel_size, data_parallel_size,
-    # distributed_executor_backend: ray, ...), and requests per LLM.generate call, so that
-    # a quarter of a million prompts never sit in one list.
+    # vllm backend (and the ray backend's vllm processor): vllm.LLM's keyword arguments
+    # (tensor_parallel_size, data_parallel_size, distributed_executor_backend: ray, ...),
+    # and requests per LLM.generate call, so that a quarter of a million prompts never sit
+    # in one list.
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     engine_chunk_size: int = 4096
+    # ray backend: a cluster address (null: RAY_ADDRESS, else a local Ray), "http" (our
+    # client in Ray actors, for base_url) or "vllm" (ray.data.llm on GPU nodes), the
+    # number of workers or engine replicas, the rows one replica takes at a time, a cap
+    # on requests per second across all workers, and how often rows that came back
+    # failed are handed to Ray again.
+    ray_address: str | None = None
+    ray_processor: str = "http"
+    ray_replicas: int = 2
+    ray_batch_size: int = 64
+    ray_qps: float | None = None
+    ray_batch_retries: int = 1
 
     def __post_init__(self) -> None:
         where = f"endpoint '{self.name}'" if self.name else "endpoint"
@@ -161,6 +181,7 @@ class EndpointConfig:
             )
         if self.prompt_cache_mib < 0:
             raise ConfigError(f"{where}: 'prompt_cache_mib' must be >= 0")
+        self._check_ray(where)
         if self.credentials is not None and self.credentials not in _registered_credentials:
             known = ", ".join(sorted(_registered_credentials)) or "none registered"
             raise ConfigError(
@@ -227,6 +248,20 @@ class EndpointConfig:
                 f"{', '.join(_VLLM_EXECUTORS)}, got {executor!r}"
             )
 
+    def _check_ray(self, where: str) -> None:
+        if self.ray_processor not in RAY_PROCESSORS:
+            raise ConfigError(
+                f"{where}: 'ray_processor' must be one of {', '.join(RAY_PROCESSORS)}, "
+                f"got {self.ray_processor!r}"
+            )
+        for name in ("ray_replicas", "ray_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{where}: '{name}' must be >= 1")
+        if self.ray_qps is not None and self.ray_qps <= 0:
+            raise ConfigError(f"{where}: 'ray_qps' must be > 0 or null")
+        if self.ray_batch_retries < 0:
+            raise ConfigError(f"{where}: 'ray_batch_retries' must be >= 0")
+
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
         if not isinstance(definition, Mapping):
@@ -269,8 +304,13 @@ class EndpointConfig:
         # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
         return True if self.structured_output is None else self.structured_output
 
+    @property
+    def is_openai_http(self) -> bool:
+        """Sent to an OpenAI-compatible URL: `openai`, or `ray` with its HTTP processor."""
+        return self.backend == "openai" or (self.backend == "ray" and self.ray_processor == "http")
+
     def resolved_base_url(self) -> str | None:
-        if self.backend == "openai":
+        if self.is_openai_http:
             return api_base(
                 self.base_url
                 or os.environ.get("OPENAI_BASE_URL")
@@ -304,7 +344,7 @@ class EndpointConfig:
             return f"credentials entry '{self.credentials}' in conf/local/credentials.yml"
         if self.backend == "azure":
             return "AZURE_API_KEY / AZURE_OPENAI_API_KEY"
-        if self.backend == "openai":
+        if self.is_openai_http:
             return "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "no key set"
         return "no key needed"
 
@@ -315,14 +355,14 @@ class EndpointConfig:
             return entry.get("api_key") or entry.get("key")
         if self.backend == "azure":
             return os.environ.get("AZURE_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")
-        if self.backend == "openai":
+        if self.is_openai_http:
             return os.environ.get("OPENAI_API_KEY")
         return None
 
     def describe(self) -> str:
         """The endpoint as messages name it: name, backend, URL, where its key comes from."""
         url = self.public_dict()["base_url"]
-        if url is None and self.backend == "openai":
+        if url is None and self.is_openai_http:
             url = "https://api.openai.com/v1"
         return (
             f"endpoint '{self.name}' ({self.backend}, {url or 'in process'}, key from "
@@ -336,7 +376,7 @@ class EndpointConfig:
             "backend": self.backend,
             "model": self.model,
             "base_url": self.resolved_base_url()
-            if self.backend == "openai"
+            if self.is_openai_http
             else self.resolved_azure_endpoint()
             if self.backend == "azure"
             else None,

@@ -18,6 +18,7 @@ import openai
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.local import embedded_model_path
 from llm_feedback.backends.openai_backend import redact
+from llm_feedback.backends.ray_backend import check_ray_installed
 from llm_feedback.errors import ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,9 @@ def preflight(config: EndpointConfig, timeout_s: float = 10.0) -> None:
                 'gpu extra: pip install -e ".[gpu]"'
             )
         return
-    if config.backend not in ("openai", "azure"):
+    if config.backend == "ray":
+        check_ray_installed(config)
+    if config.backend != "azure" and not config.is_openai_http:
         return  # a plugged-in backend checks itself when it opens
     client = _sdk_client(config, min(timeout_s, config.timeout_s))
     try:

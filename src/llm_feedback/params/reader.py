@@ -75,8 +75,16 @@ class Block:
             raise ConfigError(f"{self.name(key)} must be an integer{bound}{allowed}, got {value!r}")
         return int(value)
 
-    def number(self, key: str, minimum: float | None = None, maximum: float | None = None) -> float:
+    def number(
+        self,
+        key: str,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        nullable: bool = False,
+    ) -> float | None:
         value = self.raw(key)
+        if value is None and nullable:
+            return None
         if (
             isinstance(value, bool)
             or not isinstance(value, numbers.Real)
@@ -86,6 +94,7 @@ class Block:
             limits = [f">= {minimum}"] if minimum is not None else []
             limits += [f"<= {maximum}"] if maximum is not None else []
             wanted = " ".join(["a number", " and ".join(limits)]).strip()
+            wanted += " or null" if nullable else ""
             raise ConfigError(f"{self.name(key)} must be {wanted}, got {value!r}")
         return float(value)
 

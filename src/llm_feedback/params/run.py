@@ -4,14 +4,37 @@ pipelines read, and the endpoints they will call."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.params.annotate import parse_annotate
 from llm_feedback.params.evaluate import parse_evaluate
 from llm_feedback.params.generate import parse_generate
+from llm_feedback.params.reader import Block, defaults_of
 from llm_feedback.params.report import parse_report
 from llm_feedback.params.sample import parse_sample
+
+RUN_OPTION_KEYS = ("plan_only", "max_cost_usd")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Top-level parameters about the run as a whole."""
+
+    # Print and save the priced plan (calls, tokens, cost) and call nothing.
+    plan_only: bool = False
+    # A run whose plan is estimated above this many USD stops before its first call.
+    max_cost_usd: float | None = None
+
+
+def parse_run_options(parameters: Mapping[str, Any]) -> RunOptions:
+    present = {key: parameters[key] for key in RUN_OPTION_KEYS if key in parameters}
+    block = Block(present, "", RUN_OPTION_KEYS, defaults_of(RunOptions))
+    return RunOptions(
+        plan_only=block.boolean("plan_only"),
+        max_cost_usd=block.number("max_cost_usd", minimum=0, nullable=True),
+    )
 
 
 def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> list[EndpointConfig]:

@@ -1,6 +1,8 @@
 """The readable report: headline numbers, Markdown tables, figure links and provenance.
 
-`tabulate` is not a dependency, so tables are formatted here (`markdown_table`).
+Tables are laid out by pandas' `DataFrame.to_markdown` (tabulate); only the cell text is
+ours (`_cell`: thousands separators, "–" for missing, yes/no, lists joined), because the
+report's reader wants those and tabulate does not format them.
 """
 
 from __future__ import annotations
@@ -166,26 +168,20 @@ def markdown_table(frame: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
         return "_No columns._"
     if frame.empty:
         return "_No rows._"
-    shown = frame.head(max_rows)
-    header = "| " + " | ".join(_escape(str(column)) for column in frame.columns) + " |"
-    alignment = (
-        "|"
-        + "|".join(
-            "---:"
-            if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
-            else "---"
-            for dtype in frame.dtypes
-        )
-        + "|"
-    )
-    body = [
-        "| " + " | ".join(_escape(_cell(value)) for value in row) + " |"
-        for row in shown.itertuples(index=False)
+    shown = frame.head(max_rows).map(lambda value: _escape(_cell(value)))
+    shown.columns = [_escape(str(column)) for column in frame.columns]
+    alignment = [
+        "right"
+        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+        else "left"
+        for dtype in frame.dtypes
     ]
-    lines = [header, alignment, *body]
+    text = shown.to_markdown(
+        index=False, tablefmt="pipe", colalign=alignment, disable_numparse=True
+    )
     if len(frame) > max_rows:
-        lines.append(f"\n_{len(frame) - max_rows} more rows not shown._")
-    return "\n".join(lines)
+        text += f"\n\n_{len(frame) - max_rows} more rows not shown._"
+    return text
 
 
 def _cell(value: Any) -> str:

@@ -338,7 +338,6 @@ def cost_table(
     judge_columns = ["judge_model", "judge_endpoint", "judge_backend", *token_columns]
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
     require_columns(critiques, judge_columns, "critiques")
-    _check_prices(prices)
 
     usage = [
         completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
@@ -365,24 +364,35 @@ def cost_table(
         ["stage", "endpoint", "backend", "model", "mode"], as_index=False, dropna=False
     )[token_columns].sum()
 
-    table["priced"] = table["model"].isin(list(prices)) | table["backend"].isin(IN_PROCESS_BACKENDS)
+    table = price_usage(table, prices)
+    table["stage_order"] = table["stage"].map(STAGES.index)
+    table = table.sort_values(["stage_order", "endpoint", "model"])
+    return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+
+
+def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
+    """`usage` (columns model, backend, mode, prompt_tokens, completion_tokens) with `priced`
+    and `estimated_cost` added: the one price rule of the report and the run plan. A model run
+    in process (local, vllm) costs 0 unless priced; any other unpriced model costs 0 with
+    priced = False."""
+    _check_prices(prices)
+    usage = usage.copy()
+    usage["priced"] = usage["model"].isin(list(prices)) | usage["backend"].isin(IN_PROCESS_BACKENDS)
     prompt_price, completion_price = (
         np.array(
             [
                 price_per_1k(prices.get(model), key, mode == "batch")
-                for model, mode in zip(table["model"], table["mode"], strict=True)
+                for model, mode in zip(usage["model"], usage["mode"], strict=True)
             ],
             dtype="float64",
         )
         for key in ("prompt_per_1k", "completion_per_1k")
     )
-    table["estimated_cost"] = (
-        table["prompt_tokens"].to_numpy() * prompt_price
-        + table["completion_tokens"].to_numpy() * completion_price
+    usage["estimated_cost"] = (
+        usage["prompt_tokens"].to_numpy(dtype="float64") * prompt_price
+        + usage["completion_tokens"].to_numpy(dtype="float64") * completion_price
     ) / 1000
-    table["stage_order"] = table["stage"].map(STAGES.index)
-    table = table.sort_values(["stage_order", "endpoint", "model"])
-    return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+    return usage
 
 
 # The Batch APIs of OpenAI and Azure charge half the online price unless a price entry

@@ -667,10 +667,13 @@ class _FakeLLMApp:
         latency_s: float,
         record: bool,
         api_key: str | None = None,
+        *,
         batch_script: BatchScript | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.api_key = api_key  # when set, every other key is answered with 401
         self.batch_api = _BatchAPI(self, batch_script or BatchScript())
+        self._count_tokens = count_tokens or _word_count
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -796,7 +799,7 @@ class _FakeLLMApp:
         if reply.raw_body is not None:
             return _Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
-        return _json_response(200, _completion(call_index, model, body, reply))
+        return _json_response(200, _completion(call_index, model, body, reply, self._count_tokens))
 
     def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
         """The responder's reply to one chat body (from the chat route or a batch line)."""
@@ -820,13 +823,20 @@ def _azure_deployment(path: str) -> str | None:
     return None
 
 
-def _completion(call_index: int, model: str, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-    prompt_tokens = sum(
-        _word_count(_message_text(message))
-        for message in body["messages"]
-        if isinstance(message, dict)
-    )
-    completion_tokens = _word_count(reply.content)
+def _completion(
+    call_index: int,
+    model: str,
+    body: dict[str, Any],
+    reply: Reply,
+    count_tokens: Callable[[str], int],
+) -> dict[str, Any]:
+    messages = [message for message in body["messages"] if isinstance(message, dict)]
+    prompt_tokens = sum(count_tokens(_message_text(message)) for message in messages)
+    if count_tokens is not _word_count:
+        # A tokenizer's count is billed the way OpenAI documents its chat format: 3 tokens
+        # of framing per message and 3 that prime the reply.
+        prompt_tokens += 3 * len(messages) + 3
+    completion_tokens = count_tokens(reply.content or "")
     return {
         "id": f"chatcmpl-fake-{call_index}",
         "object": "chat.completion",
@@ -940,11 +950,20 @@ class FakeLLMServer:
         *,
         api_key: str | None = None,
         batch: BatchScript | None = None,
+        count_tokens: Callable[[str], int] | None = None,
     ) -> None:
         """`api_key`: when given, a request with any other key gets HTTP 401; `batch`: how
-        the Batch API routes behave (`batch_script` may change it between runs)."""
+        the Batch API routes behave (`batch_script` may change it between runs).
+        `count_tokens`: how `usage` counts a message or reply's tokens; by default its
+        whitespace-separated words. Given a tokenizer's count (where tests compare token
+        figures), prompts are billed as OpenAI bills chat: plus 3 tokens a message and 3."""
         self._app = _FakeLLMApp(
-            responder or schema_responder, latency_s, record, api_key, batch_script=batch
+            responder or schema_responder,
+            latency_s,
+            record,
+            api_key,
+            batch_script=batch,
+            count_tokens=count_tokens,
         )
         self._host = host
         self._requested_port = port

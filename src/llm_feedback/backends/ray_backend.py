@@ -1,0 +1,350 @@
+"""A stage's uncached requests spread over a Ray cluster (`pip install -e ".[ray]"`).
+
+The endpoint's `ray_processor` picks how Ray answers them:
+
+- `http` (the default), for any OpenAI-compatible `base_url`: Ray Data `map_batches` over
+  a pool of `ray_replicas` actors, each running our own `LLMClient` (the lean transport,
+  retries with backoff that honour Retry-After, timeouts, redacted errors) with its share
+  of `max_concurrent` and of the `ray_qps` cap. Ray Data LLM's own HTTP processor is not
+  used: it sends a batch's requests one after another unless `qps` is set, retries
+  neither HTTP 500 nor by Retry-After, and a row that runs out of retries fails the
+  whole dataset.
+- `vllm`, for open models on GPU nodes: Ray Data LLM's vLLM engine processor
+  (`ray.data.llm`) with `ray_replicas` engines of `engine_kwargs.tensor_parallel_size` x
+  `pipeline_parallel_size` GPUs each, `ray_batch_size` rows per batch. The cluster needs
+  `ray[llm]` (which brings its own vLLM).
+
+The client's request cache stays in front: only misses reach Ray. Answers come back as
+Ray finishes each batch, keyed by a row id (never by position), and the client caches
+each one as it arrives, so a killed job resumes where it stopped. Ray restarts a worker
+that dies and runs its batch again up to `ray_batch_retries` times; after that the rows
+Ray did not answer come back failed, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from llm_feedback.backends.client import ClientStats, LLMClient
+from llm_feedback.backends.config import EndpointConfig, register_credentials
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.openai_backend import redact
+from llm_feedback.errors import ConfigError, EndpointError
+
+logger = logging.getLogger(__name__)
+
+# Our row id column: the vLLM stage writes a `request_id` column of its own.
+ROW_ID = "lf_row_id"
+_RESULT_COLUMNS = ("text", "finish_reason", "prompt_tokens", "completion_tokens", "latency_s")
+# The name under which a worker registers the key the driver resolved for it.
+_WORKER_CREDENTIALS = "ray-worker"
+
+
+def _request_json(request: ChatRequest) -> str:
+    """A request as one JSON string: one Arrow column, whatever its schema looks like."""
+    return json.dumps(
+        {
+            "messages": list(request.messages),
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            "stop": list(request.stop) if request.stop else None,
+            "seed": request.seed,
+            "json_schema": request.json_schema,
+            "attempt": request.attempt,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _request_from_json(payload: str) -> ChatRequest:
+    fields = json.loads(payload)
+    stop = fields.pop("stop")
+    return ChatRequest(
+        messages=tuple(fields.pop("messages")),
+        stop=tuple(stop) if stop else None,
+        **fields,
+    )
+
+
+class _Pacer:
+    """At most `per_second` sends a second, retries included (one event loop, no lock)."""
+
+    def __init__(self, per_second: float) -> None:
+        self._interval = 1.0 / per_second
+        self._next = 0.0
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        slot = max(now, self._next)
+        self._next = slot + self._interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+class _PacedBackend:
+    """A request backend whose sends wait for the pacer; everything else is the inner one."""
+
+    def __init__(self, inner: Any, pacer: _Pacer) -> None:
+        self._inner = inner
+        self._pacer = pacer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, sdk: Any, request: ChatRequest) -> ChatResult:
+        await self._pacer.wait()
+        return await self._inner.send(sdk, request)
+
+
+class ChatWorker:
+    """One Ray actor of the http processor: answers a batch of rows with our own client.
+
+    Requests that fail after the client's retries come back as failed rows (with the
+    error); a tripped circuit breaker fails only the rows not yet answered.
+    """
+
+    def __init__(
+        self, endpoint: dict[str, Any], api_key: str | None, concurrency: int, qps: float | None
+    ) -> None:
+        if api_key:
+            register_credentials({_WORKER_CREDENTIALS: {"api_key": api_key}})
+        config = EndpointConfig.from_dict(
+            {
+                **endpoint,
+                "backend": "openai",
+                "max_concurrent": concurrency,
+                "cache": False,  # the driver's cache is the one that counts
+                "preflight": False,
+                "credentials": _WORKER_CREDENTIALS if api_key else None,
+            },
+            name=endpoint["name"],
+        )
+        self._client = LLMClient(config, cache_path=None, progress=False)
+        if qps is not None:
+            self._client.backend = _PacedBackend(self._client.backend, _Pacer(qps))
+        self._client.open()
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
+        requests = [_request_from_json(payload) for payload in batch["request"]]
+        answered: dict[int, ChatResult] = {}
+        # The breaker judges each batch on its own, as if it were a small run.
+        self._client.stats = ClientStats()
+        try:
+            self._client.complete_many(requests, desc=None, on_result=answered.__setitem__)
+        except EndpointError as error:
+            failure = ChatResult.failure(str(error), model=self._client.model)
+            answered = {index: answered.get(index, failure) for index in range(len(requests))}
+        results = [answered[index] for index in range(len(requests))]
+        columns: dict[str, list[Any]] = {ROW_ID: list(batch[ROW_ID])}
+        for name in (*_RESULT_COLUMNS, "error"):
+            columns[name] = [getattr(result, name) for result in results]
+        return columns
+
+
+def _result_from_http_row(row: dict[str, Any], model: str) -> ChatResult:
+    return ChatResult(
+        text=row["text"],
+        finish_reason=row["finish_reason"],
+        prompt_tokens=int(row["prompt_tokens"]),
+        completion_tokens=int(row["completion_tokens"]),
+        latency_s=float(row["latency_s"]),
+        error=row["error"],
+        model=model,
+    )
+
+
+def _vllm_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The vLLM processor's input columns from our request (runs on the cluster)."""
+    request = _request_from_json(row["request"])
+    schema = request.json_schema
+    return {
+        ROW_ID: row[ROW_ID],
+        "lf_max_tokens": request.max_tokens,
+        "messages": list(request.messages),
+        "sampling_params": {
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            # Empty rather than null: the rows of a batch share one Arrow column each.
+            "stop": list(request.stop or ()),
+            "seed": request.seed,
+            # A JSON string: schemas of different shapes must share one Arrow column.
+            "structured_outputs": {"json": json.dumps(schema)} if schema else None,
+        },
+    }
+
+
+def _result_from_vllm_row(row: dict[str, Any], model: str) -> ChatResult:
+    error = row.get("__inference_error__") or None
+    if error:
+        return ChatResult.failure(redact(f"vLLM on Ray: {error}"), model=model)
+    generated = int(row["num_generated_tokens"])
+    return ChatResult(
+        text=row["generated_text"],
+        # The processor does not report vLLM's finish reason; a full budget means cut off.
+        finish_reason="length" if generated >= int(row["lf_max_tokens"]) else "stop",
+        prompt_tokens=int(row["num_input_tokens"]),
+        completion_tokens=generated,
+        latency_s=float(row.get("time_taken_llm") or 0.0),
+        model=model,
+    )
+
+
+def check_ray_installed(config: EndpointConfig) -> None:
+    """ConfigError, naming the extra to install, when this machine cannot drive Ray."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(
+            f"endpoint '{config.name}' uses the ray backend, which needs the ray extra: "
+            'pip install -e ".[ray]"'
+        )
+    # ray.data.llm imports vLLM and torch as it builds the processor, here on the driver.
+    if config.ray_processor == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            f"endpoint '{config.name}' uses the ray backend's vllm processor, which needs "
+            'ray[llm] (and with it vLLM) here and on the cluster: pip install -e ".[ray-gpu]"'
+        )
+
+
+class RayBackend:
+    """Ray Data over a Ray cluster (a `StreamingBatchBackend`)."""
+
+    is_batch = True
+    default_concurrency = 32  # http: requests in flight across all workers
+
+    def __init__(self, config: EndpointConfig) -> None:
+        self.config = config
+        self.model = config.model
+        if config.ray_processor == "http" and not config.resolved_base_url():
+            raise ConfigError(
+                f"endpoint '{config.name}': the ray backend's http processor needs "
+                "'base_url' (or OPENAI_BASE_URL): the OpenAI-compatible server to call"
+            )
+        self._ray: Any = None
+
+    @property
+    def cache_namespace(self) -> str:
+        # The same server or weights as the openai / vllm backends: answers are shared.
+        if self.config.ray_processor == "http":
+            return f"openai:{self.config.resolved_base_url()}"
+        return "vllm"
+
+    def open(self) -> None:
+        if self._ray is not None:
+            return
+        check_ray_installed(self.config)
+        ray = importlib.import_module("ray")
+        importlib.import_module("ray.data")
+        if not ray.is_initialized():
+            # Ray stays up for the rest of the process (it stops at exit): the next stage
+            # starts only its worker pool.
+            address = self.config.ray_address or os.environ.get("RAY_ADDRESS")
+            logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
+            ray.init(address=address, include_dashboard=False)
+        # The client's own bar counts answers; Ray's bars would print over it.
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        self._ray = ray
+
+    def close(self) -> None:
+        self._ray = None
+
+    def is_ready(self) -> bool:
+        return self._ray is not None and self._ray.is_initialized()
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        results: list[ChatResult | None] = [None] * len(requests)
+        for position, result in self.generate_stream(requests):
+            results[position] = result
+        return results  # type: ignore[return-value]
+
+    def generate_stream(self, requests: Sequence[ChatRequest]) -> Iterator[tuple[int, ChatResult]]:
+        if not requests:
+            return
+        rows = [
+            {ROW_ID: position, "request": _request_json(request)}
+            for position, request in enumerate(requests)
+        ]
+        # A small call still spreads over every replica.
+        per_replica = math.ceil(len(rows) / self.config.ray_replicas)
+        batch_size = min(self.config.ray_batch_size, per_replica)
+        blocks = math.ceil(len(rows) / batch_size)
+        dataset = self._ray.data.from_items(rows, override_num_blocks=blocks)
+        if self.config.ray_processor == "http":
+            answered, to_result = self._http(dataset, batch_size), _result_from_http_row
+        else:
+            answered, to_result = self._vllm(dataset, batch_size), _result_from_vllm_row
+        unanswered = set(range(len(requests)))
+        try:
+            for row in answered.iter_rows():
+                position = int(row[ROW_ID])
+                if position in unanswered:  # a batch Ray ran twice answers once
+                    unanswered.discard(position)
+                    yield position, to_result(row, self.model)
+        except Exception as error:
+            # Ray gave up on a batch: every row it has not answered fails, saying why.
+            message = redact(
+                f"Ray did not answer this row (its batch failed, retries spent): "
+                f"{type(error).__name__}: {error}"
+            )[:2000]
+            logger.error("%s: %s", self.config.describe(), message)
+            for position in sorted(unanswered):
+                yield position, ChatResult.failure(message, model=self.model)
+
+    def _http(self, dataset: Any, batch_size: int) -> Any:
+        replicas, qps = self.config.ray_replicas, self.config.ray_qps
+        endpoint = {
+            name: getattr(self.config, name)
+            for name in (
+                "name",
+                "model",
+                "timeout_s",
+                "max_retries",
+                "backoff_base_s",
+                "backoff_max_s",
+                "structured_output",
+                "max_tokens_field",
+                "transport",
+            )
+        }
+        endpoint["base_url"] = self.config.resolved_base_url()
+        with warnings.catch_warnings():
+            # Ray 2.60 names no parameter for an actor's restarts and task retries but these
+            # keywords (its `ray_remote_args`), and warns that they will be renamed.
+            warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+            return dataset.map_batches(
+                ChatWorker,
+                fn_constructor_kwargs={
+                    "endpoint": endpoint,
+                    "api_key": self.config.api_key(),
+                    "concurrency": max(1, math.ceil(self.config.concurrency / replicas)),
+                    "qps": qps / replicas if qps is not None else None,
+                },
+                batch_size=batch_size,
+                compute=self._ray.data.ActorPoolStrategy(size=replicas),
+                # Network-bound workers: a CPU each would leave a small cluster idle.
+                num_cpus=0.25,
+                max_restarts=-1,
+                max_task_retries=self.config.ray_batch_retries,
+            )
+
+    def _vllm(self, dataset: Any, batch_size: int) -> Any:
+        llm = importlib.import_module("ray.data.llm")
+        processor_config = llm.vLLMEngineProcessorConfig(
+            model_source=self.model,
+            engine_kwargs=dict(self.config.engine_kwargs),
+            # A fixed pool: an int would let Ray start with one engine and scale up.
+            concurrency=(self.config.ray_replicas, self.config.ray_replicas),
+            batch_size=batch_size,
+            should_continue_on_error=True,  # a failed row comes back with its error
+        )
+        return llm.build_processor(processor_config, preprocess=_vllm_row)(dataset)

@@ -1,0 +1,124 @@
+"""Publishing `ultrafeedback` or `preference_pairs` on the Hugging Face Hub.
+
+Two steps, so that what would be sent can be checked without sending it: `build_push`
+builds the `datasets.DatasetDict` with the features of the dataset's explicit Arrow schema
+and checks what the Hub would refuse (repository id, split name, token); `send_push` is
+the only function that talks to the Hub. `datasets` is the optional `hub` extra, imported
+only here, when a push is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMAS, ULTRAFEEDBACK_ARROW_SCHEMA
+
+# Dataset name -> the Arrow schemas its Parquet files may have (preference pairs: a layout).
+HUB_DATASETS: Mapping[str, tuple[pa.Schema, ...]] = {
+    "ultrafeedback": (ULTRAFEEDBACK_ARROW_SCHEMA,),
+    "preference_pairs": tuple(PREFERENCE_PAIRS_ARROW_SCHEMAS.values()),
+}
+TOKEN_ENV = "HF_TOKEN"
+CREDENTIALS_KEY = "huggingface"  # conf/local/credentials.yml: huggingface: {token: ...}
+
+
+@dataclass(frozen=True)
+class HubPush:
+    """One checked push: the data as the Hub will store it and where it goes."""
+
+    repo_id: str
+    config_name: str  # the dataset's name: one repository can hold both datasets
+    data: Any  # datasets.DatasetDict, one split
+    private: bool
+    token_source: str
+    token: str = field(repr=False)  # never printed: not in repr, not in describe()
+
+    def describe(self) -> str:
+        lines = [
+            f"repository: https://huggingface.co/datasets/{self.repo_id} "
+            f"({'private' if self.private else 'public'})",
+            f"configuration: {self.config_name}",
+            f"token: from {self.token_source}",
+        ]
+        for split, dataset in self.data.items():
+            lines.append(f"split {split}: {dataset.num_rows:,} rows")
+        lines.append("features: " + ", ".join(self.data[next(iter(self.data))].features))
+        return "\n".join(lines)
+
+
+def hub_token(credentials: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, str]:
+    """The Hub token and where it came from: credentials.yml's `huggingface.token`, else
+    the HF_TOKEN environment variable."""
+    entry = credentials.get(CREDENTIALS_KEY) or {}
+    token = entry.get("token") if isinstance(entry, Mapping) else None
+    if token:
+        return str(token), f"conf/local/credentials.yml ({CREDENTIALS_KEY}.token)"
+    if environ.get(TOKEN_ENV):
+        return environ[TOKEN_ENV], TOKEN_ENV
+    raise ConfigError(
+        f"no Hugging Face token: set {TOKEN_ENV} or {CREDENTIALS_KEY}: {{token: ...}} in "
+        "conf/local/credentials.yml (a token with write access)"
+    )
+
+
+def _schema_of(name: str, frame: pd.DataFrame) -> pa.Schema:
+    if name not in HUB_DATASETS:
+        raise ConfigError(f"dataset must be one of {', '.join(HUB_DATASETS)}, got {name!r}")
+    for schema in HUB_DATASETS[name]:
+        if list(frame.columns) == schema.names:
+            return schema
+    expected = " or ".join(str(schema.names) for schema in HUB_DATASETS[name])
+    raise InputError(f"{name}: columns {list(frame.columns)} are not those expected ({expected})")
+
+
+def build_push(
+    frame: pd.DataFrame,
+    *,
+    name: str,
+    repo_id: str,
+    token: str,
+    token_source: str,
+    private: bool = True,
+    split: str = "train",
+) -> HubPush:
+    """Check and build a push of `frame` (the dataset `name`) to `repo_id`; sends nothing."""
+    try:
+        import datasets
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError as error:
+        hint = 'pip install -e ".[hub]"'
+        raise ConfigError(f"pushing needs the hub extra: {hint} ({error})") from None
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ConfigError(f"repo_id {repo_id!r}: {error}") from None
+    if repo_id.count("/") != 1:
+        raise ConfigError(f"repo_id must be 'owner/name', got {repo_id!r}")
+    try:
+        datasets.NamedSplit(split)
+    except ValueError as error:
+        raise ConfigError(f"split {split!r}: {error}") from None
+    if not token:
+        raise ConfigError(f"the Hugging Face token from {token_source} is empty")
+    features = datasets.Features.from_arrow_schema(_schema_of(name, frame))
+    dataset = datasets.Dataset.from_pandas(frame, features=features, preserve_index=False)
+    data = datasets.DatasetDict({split: dataset})
+    return HubPush(repo_id, name, data, private, token_source, token)
+
+
+def send_push(push: HubPush) -> str:
+    """Upload a built push; returns the commit's URL."""
+    commit = push.data.push_to_hub(
+        push.repo_id,
+        config_name=push.config_name,
+        private=push.private,
+        token=push.token,
+        commit_message=f"llm_feedback: {push.config_name}",
+    )
+    return str(commit.commit_url)

@@ -1,0 +1,166 @@
+"""Every command in README.md is exercised: the `kedro` commands no other test runs are run
+here as written (plus only the data root and the test server's endpoint), the others are
+mapped to the test or the `.ci/run` line that runs them, and a few that cannot run here
+are listed with the reason. A new README command that nothing covers fails this test."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from llm_feedback.testing.server import FakeLLMServer
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
+
+README = PROJECT_ROOT / "README.md"
+CI_SCRIPT = PROJECT_ROOT / ".ci" / "run"
+COMMAND_WORDS = ("kedro", "make", "python", "pip", "jupyter", ".")
+RUN_HERE = "tests/test_readme.py::test_the_readme_kedro_commands_run_as_written"
+
+# The README's `kedro` commands, in the order this module runs them (the first one writes
+# the data the others read).
+KEDRO_COMMANDS = (
+    "kedro run --params sample.max_prompts=null",
+    "kedro run",
+    "kedro run --pipelines annotate",
+    "kedro run --pipelines report --load-versions overall_scores:2026-11-30T10.15.03.123Z",
+    "kedro run --pipelines evaluate",
+    "kedro run --pipelines evaluate --params evaluate.mode=single_1_10",
+    "kedro run --pipelines evaluate --params evaluate.mode=score_0_5,evaluate.missing=exclude",
+    "kedro run --params plan_only=true",
+    "kedro run --params max_cost_usd=5",
+    "kedro run --params annotate.judge.endpoint=openai",
+    "kedro push-to-hub --dataset preference_pairs --repo-id you/my-feedback --dry-run",
+)
+COVERED_BY = {
+    **dict.fromkeys(KEDRO_COMMANDS, RUN_HERE),
+    "make run": ".ci/run",
+    "make test": ".ci/run",
+    "make lint": ".ci/run",
+    "make format": ".ci/run",
+    "make viz-build": ".ci/run",
+    'pip install -e ".[hub]"': ".ci/run",
+    ". .venv/bin/activate": ".ci/run",
+    "kedro viz build --include-previews": (
+        "tests/test_kedro_viz.py::test_viz_build_previews_tables_and_figures_of_a_report_run"
+    ),
+    # The built site served over HTTP (in process, by the same http.server handler).
+    "python -m http.server -d build": (
+        "tests/test_kedro_viz.py::test_viz_build_after_a_real_run_renders_in_a_browser"
+    ),
+    # Interactive: the notebook it opens is executed headless.
+    "jupyter lab": (
+        "tests/test_notebook.py::"
+        "test_exploration_notebook_compares_two_versions_and_draws_the_figures"
+    ),
+}
+# Commands no test or CI line runs, and why.
+NOT_RUN = {
+    "pip install datasets": "datasets is pinned in the dev and hub extras that CI installs",
+    'pip install -e ".[notebook]"': "installs JupyterLab, an interactive editor",
+    'pip install -e ".[gpu]"': "vLLM with CUDA (GBs); checked by benchmarks/vllm_offline.py",
+    "kedro viz run": "an interactive server; `kedro viz build` makes the same API offline",
+    "make viz": "runs `kedro viz run` (see above)",
+    "python benchmarks/before_after.py --before <commit>": "a benchmark of two commits",
+    "python benchmarks/chaos.py": "a benchmark; its results are in benchmarks/RESULTS.md",
+}
+
+
+def readme_commands() -> list[str]:
+    """Each line of the README's bash blocks (comments dropped) and each inline code span
+    that starts with a command."""
+    text = README.read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            command = re.split(r"\s+#", line)[0].strip()
+            if command and not command.startswith("#"):
+                commands.append(command)
+    for span in re.findall(r"`([^`\n]+)`", text):
+        if " " in span and span.split(" ")[0] in COMMAND_WORDS:
+            commands.append(span)
+    return list(dict.fromkeys(commands))
+
+
+def test_every_readme_command_is_exercised_or_says_why_not():
+    commands = readme_commands()
+    assert "make run" in commands and "make test" in commands
+    uncovered = [c for c in commands if c not in COVERED_BY and c not in NOT_RUN]
+    assert not uncovered, f"README commands that nothing runs: {uncovered}"
+    ci_script = CI_SCRIPT.read_text()
+    for command, where in COVERED_BY.items():
+        assert command in commands, f"{command!r} is no longer in the README: update this list"
+        if where == ".ci/run":
+            assert re.search(rf"^{re.escape(command)}$", ci_script, re.M), command
+        else:
+            path, name = where.split("::")
+            assert f"def {name}(" in (PROJECT_ROOT / path).read_text(), where
+    assert set(NOT_RUN) <= set(commands)
+
+
+def with_test_settings(command: str, data_root: Path, url: str) -> list[str]:
+    """The command as written, its outputs under data_root and `local` at the test server;
+    the endpoint `openai` the README defines in conf/local points there too."""
+    argv = shlex.split(command)
+    settings = [f"data_root={data_root}"]
+    if argv[1] == "run":
+        settings += [
+            "endpoints.local.backend=openai",
+            f"endpoints.local.base_url={url}",
+            "endpoints.local.model=fake",
+            "endpoints.openai.backend=openai",
+            f"endpoints.openai.base_url={url}",
+            "endpoints.openai.model=gpt-4o-mini",
+        ]
+    if "--params" in argv:
+        at = argv.index("--params") + 1
+        argv[at] = ",".join([argv[at], *settings])
+    else:
+        argv += ["--params", ",".join(settings)]
+    return [sys.executable, "-m", *argv]
+
+
+def versions(data_root: Path, name: str) -> list[str]:
+    return sorted(path.name for path in data_root.glob(f"*/{name}.parquet/*"))
+
+
+def test_the_readme_kedro_commands_run_as_written(tmp_path):
+    assert set(KEDRO_COMMANDS) <= set(readme_commands())
+    data_root = tmp_path / "data"
+    env = {**KEDRO_CLI_ENV, "HF_TOKEN": "hf_readme-test-token", "OPENAI_API_KEY": "sk-test"}
+    outputs = {}
+    with FakeLLMServer() as server:
+        for command in KEDRO_COMMANDS:
+            runnable = command
+            if "--load-versions" in command:
+                first = versions(data_root, "overall_scores")[0]  # an older one than latest
+                runnable = re.sub(r"overall_scores:\S+", f"overall_scores:{first}", command)
+            result = subprocess.run(
+                with_test_settings(runnable, data_root, server.base_url),
+                cwd=PROJECT_ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert result.returncode == 0, (command, result.stderr[-3000:])
+            outputs[command] = result.stdout + result.stderr
+            if "--load-versions" in command:  # report.md is rewritten by every later run
+                report = (data_root / "08_reporting" / "report.md").read_text()
+        judged_by = {body["model"] for body in server.requests if body.get("response_format")}
+
+    every_prompt = versions(data_root, "completions")[0]  # sample.max_prompts=null
+    completions = data_root / "03_primary" / "completions.parquet" / every_prompt
+    assert len(pd.read_parquet(completions)) == 37 * 4
+    assert f"| overall_scores | {first} |" in re.sub(r" {2,}", " ", report)
+    assert "Run plan" in outputs["kedro run --params plan_only=true"]
+    assert "within max_cost_usd" in outputs["kedro run --params max_cost_usd=5"]
+    assert "gpt-4o-mini" in judged_by  # the judge moved to the `openai` endpoint
+    assert len(versions(data_root, "eval_metrics")) == 3
+    push = outputs[KEDRO_COMMANDS[-1]]
+    assert "datasets/you/my-feedback (private)" in push and "nothing was sent" in push
+    assert "hf_readme-test-token" not in "".join(outputs.values())
