@@ -413,29 +413,45 @@ def test_unknown_benchmarks_and_sizes_are_rejected_by_name(capsys):
         assert message in capsys.readouterr().err
 
 
-def test_make_bench_passes_its_options_to_bench_py():
+def readme_bench_commands() -> list[str]:
+    """The bash lines of the README's Benchmarks section, comments dropped."""
+    section = (PROJECT_ROOT / "README.md").read_text().split("## Benchmarks\n", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [re.split(r"\s+#", line)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def make_bench_dry_run(*variables: str) -> list[str]:
+    """The bench.py arguments `make bench` would run with these variables (make -n)."""
     dry_run = subprocess.run(
-        ["make", "-n", "bench", "BENCH_QUICK=1", "BENCH_SCALE=100,200", "BENCH_ONLY=scale"],
+        ["make", "-n", "bench", *variables],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.replace("\\\n", " ")
     command = next(line for line in dry_run.splitlines() if "benchmarks/bench.py" in line)
-    assert shlex.split(command)[1:] == [
-        "benchmarks/bench.py",
-        "--quick",
+    return shlex.split(command)[2:]
+
+
+def test_the_readme_make_bench_options_reach_bench_py():
+    commands = readme_bench_commands()
+    with_options = next(line for line in commands if line.startswith("make bench BENCH_"))
+    assert make_bench_dry_run(*shlex.split(with_options)[2:]) == [
+        "--repetitions",
+        "5",
         "--scale",
-        "100,200",
+        "16000,64000",
         "--only",
-        "scale",
+        "throughput,annotate,scale",
     ]
+    quick = next(line for line in commands if line.endswith("make bench") and "=" in line)
+    assert make_bench_dry_run(quick.split()[0]) == ["--quick"]
+    assert make_bench_dry_run() == []  # bench.py's own defaults: 3 repetitions, full sizes
 
 
 def readme_bench_command() -> list[str]:
-    section = (PROJECT_ROOT / "README.md").read_text().split("## Benchmarks\n", 1)[1]
-    line = next(line for line in section.splitlines() if line.startswith("python benchmarks/"))
-    return shlex.split(line.split("#", 1)[0])
+    line = next(line for line in readme_bench_commands() if line.startswith("python benchmarks/"))
+    return shlex.split(line)
 
 
 def test_the_readme_quick_sitting_writes_results_from_its_own_json(tmp_path):

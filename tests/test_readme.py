@@ -52,6 +52,16 @@ COVERED_BY = {
     "python -m http.server -d build": (
         "tests/test_kedro_viz.py::test_viz_build_after_a_real_run_renders_in_a_browser"
     ),
+    # `make -n`: the variables reach bench.py; quick sittings run in the test below.
+    "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale": (
+        "tests/test_bench_report.py::test_the_readme_make_bench_options_reach_bench_py"
+    ),
+    "BENCH_QUICK=1 make bench": (
+        "tests/test_bench_report.py::test_the_readme_make_bench_options_reach_bench_py"
+    ),
+    "python benchmarks/bench.py --quick --only throughput": (
+        "tests/test_bench_report.py::test_the_readme_quick_sitting_writes_results_from_its_own_json"
+    ),
     # Interactive: the notebook it opens is executed headless.
     "jupyter lab": (
         "tests/test_notebook.py::"
@@ -67,6 +77,10 @@ NOT_RUN = {
     "make viz": "runs `kedro viz run` (see above)",
     "python benchmarks/before_after.py --before <commit>": "a benchmark of two commits",
     "python benchmarks/chaos.py": "a benchmark; its results are in benchmarks/RESULTS.md",
+    "make bench": "every benchmark at full size: hours, on a quiet machine",
+    "python benchmarks/bench.py --render benchmarks/results/bench": (
+        "needs a full sitting's JSON; tests/test_bench_report.py renders hand-made sittings"
+    ),
 }
 
 
