@@ -175,12 +175,26 @@ def load_sitting(directory: Path) -> tuple[dict, dict[str, list[dict]]]:
     meta = json.loads(meta_file.read_text())
     if "finished" not in meta:
         raise SittingFailed(f"{directory}: the sitting did not finish; rerun it")
+    return meta, load_runs(directory)
+
+
+def load_runs(directory: Path) -> dict[str, list[dict]]:
+    """Per run key, its JSON of each repetition in order."""
     runs: dict[str, list[dict]] = {}
     for repetition in sorted(directory.glob("rep*"), key=lambda path: int(path.name[3:])):
         for folder in sorted(repetition.iterdir()):
             (produced,) = folder.glob("*.json")
             runs.setdefault(folder.name, []).append(json.loads(produced.read_text()))
-    return meta, runs
+    return runs
+
+
+def check_renders(directory: Path, meta: dict) -> None:
+    """Render what the first repetition measured (and throw it away): a JSON the renderers
+    cannot read stops the sitting now rather than after hours of measuring."""
+    try:
+        results_md.render({**meta, "finished": "(running)"}, load_runs(directory))
+    except Exception as error:
+        raise SittingFailed(f"RESULTS.md cannot be rendered from {directory}: {error!r}") from error
 
 
 def write_results(directory: Path, output: Path | None) -> None:
@@ -239,6 +253,8 @@ def sitting(args: argparse.Namespace) -> Path:
         print(f"repetition {repetition} of {args.repetitions}: {', '.join(order)}", flush=True)
         for name in order:
             run_group(name, args, skipped, directory / f"rep{repetition}")
+        if repetition == 1:
+            check_renders(directory, meta)
     meta["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     (directory / "sitting.json").write_text(json.dumps(meta, indent=2))
     return directory

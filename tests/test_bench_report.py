@@ -403,6 +403,17 @@ def test_render_refuses_an_unfinished_sitting_and_a_folder_that_is_none(tmp_path
     assert not (tmp_path / "out.md").exists()
 
 
+def test_a_json_the_renderers_cannot_read_stops_the_sitting_after_its_first_repetition(
+    tmp_path,
+):
+    broken = throughput_run(150.0, 151.0, 2.0, 3.0)
+    del broken["zero_latency_run"]
+    folder = write_sitting(tmp_path / "sitting", meta(3), [{"throughput": broken}])
+    with pytest.raises(bench.SittingFailed, match="zero_latency_run") as failure:
+        bench.check_renders(folder, meta(3))
+    assert str(folder) in str(failure.value)
+
+
 def test_unknown_benchmarks_and_sizes_are_rejected_by_name(capsys):
     for arguments, message in (
         (["--only", "throughput,nonesuch"], "unknown benchmark(s) nonesuch"),
