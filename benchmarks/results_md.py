@@ -192,17 +192,22 @@ def annotate_path(at_latency: Sequence[dict], at_zero: Sequence[dict]) -> str:
             "path and calls/s end to end.",
             "",
         ]
+        aspects_cpu_to_bare = paired(
+            at_zero,
+            lambda run: run["aspects"]["cpu_ms_per_call"],
+            lambda run: run[bare]["cpu_ms_per_call"],
+        )
         rows = [
             [
                 label,
                 cells((run[key]["calls_per_s"] for run in at_zero), ",.0f"),
                 cells((run[key]["cpu_ms_per_call"] for run in at_zero), ".3f"),
+                format(aspects_cpu_to_bare, ".3f") if key == "aspects" else "",
             ]
             for key, label in ANNOTATE_CALLS
         ]
-        lines += _table(
-            ["calls", "calls/s min", "median", "max", "CPU ms/call min", "median", "max"], rows
-        )
+        header = ["calls", "calls/s min", "median", "max", "CPU ms/call min", "median", "max"]
+        lines += _table([*header, "CPU / bare client"], rows)
     return "\n".join(lines)
 
 

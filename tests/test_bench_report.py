@@ -111,6 +111,45 @@ def test_min_median_max_and_paired_ratios_of_three_repetitions(tmp_path):
     assert "repetitions: 3" in text
 
 
+def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
+    def run(window_rate: float, process_rate: float, bare_rate: float) -> dict:
+        return {
+            "latency_s": 0.2,
+            "concurrency": 32,
+            "bound_calls_per_s": 160.0,
+            "prompts": 500,
+            "completions": 2000,
+            "kedro_run": {
+                "calls": 4100,
+                "process_wall_s": 4100 / process_rate,
+                "calls_per_s": window_rate,
+                "calls_per_s_process": process_rate,
+            },
+            "plain_async_openai_same_requests": {"calls_per_s": bare_rate},
+        }
+
+    text = results_md.kedro_annotate(
+        [run(140.0, 100.0, 150.0), run(120.0, 90.0, 125.0), run(130.0, 80.0, 152.0)]
+    )
+    # window / bare per repetition: 0.933, 0.96, 0.855 -> 0.933; process: 0.667, 0.72, 0.526
+    assert row(text, "`kedro run`, judge window") == [
+        "120.0",
+        "130.0",
+        "140.0",
+        "**0.812**",
+        "0.933",
+    ]
+    assert row(text, "`kedro run`, whole process") == ["80.0", "90.0", "100.0", "0.562", "0.667"]
+    assert row(text, "bare `AsyncOpenAI`, same requests")[:4] == [
+        "125.0",
+        "150.0",
+        "152.0",
+        "0.938",
+    ]
+    assert "500 prompts (2,000 completions)" in text and "4,100 judge calls" in text
+    assert "Process wall time, s (min | median | max): 41.0 | 45.6 | 51.2." in text
+
+
 def test_an_even_number_of_repetitions_takes_the_middle_two_for_the_median():
     assert results_md.spread([4.0, 1.0, 3.0, 2.0]) == (1.0, 2.5, 4.0)
     assert results_md.cells([3.0, 1.0], ".1f") == "1.0 | 2.0 | 3.0"
