@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import pandas as pd
+
 # Row labels of the contenders the throughput scripts write; an unknown key (a contender
 # added later) is shown under its own name.
 CLIENT_LABELS = {
@@ -35,12 +37,17 @@ def spread(values: Iterable[float]) -> tuple[float, float, float]:
     return ordered[0], statistics.median(ordered), ordered[-1]
 
 
-def cells(values: Iterable[float], form: str) -> str:
-    """Three table cells: min | median | max."""
-    return " | ".join(format(value, form) for value in spread(values))
+def cells(values: Iterable[float], form: str) -> list[str]:
+    """Three table cells: min, median, max."""
+    return [format(value, form) for value in spread(values)]
 
 
-NO_CELLS = " | ".join(["", "", ""])  # three empty cells where min | median | max would be
+def inline(values: Iterable[float], form: str) -> str:
+    """min | median | max, in a sentence."""
+    return " | ".join(cells(values, form))
+
+
+NO_CELLS = ["", "", ""]  # where min, median and max would be
 
 
 def median(values: Iterable[float]) -> float:
@@ -55,11 +62,9 @@ def paired(
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join("---" for _ in header) + " |",
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
+    """A Markdown table of cells already formatted (tabulate must not re-read them)."""
+    table = pd.DataFrame(list(rows), columns=list(header))
+    return table.to_markdown(index=False, disable_numparse=True).splitlines()
 
 
 def _contenders(section: dict, rate_key: str) -> list[str]:
@@ -99,10 +104,10 @@ def throughput(runs: Sequence[dict]) -> str:
         )
         share = format(median(rates) / bound, ".3f")
         if key == "plain_async_openai":
-            rows.append([CLIENT_LABELS[key], cells(rates, ".1f"), share, ""])
+            rows.append([CLIENT_LABELS[key], *cells(rates, ".1f"), share, ""])
         else:
             label = CLIENT_LABELS.get(key, key)
-            rows.append([label, cells(rates, ".1f"), f"**{share}**", format(to_bare, ".3f")])
+            rows.append([label, *cells(rates, ".1f"), f"**{share}**", format(to_bare, ".3f")])
     lines += _table(
         ["contender", "calls/s min", "median", "max", "share of bound", "/ bare client"], rows
     )
@@ -123,8 +128,8 @@ def throughput(runs: Sequence[dict]) -> str:
         rows.append(
             [
                 CLIENT_LABELS.get(key, key),
-                cells((section[key]["requests_per_s"] for section in zero), ",.0f"),
-                cells(cpu, ".3f"),
+                *cells((section[key]["requests_per_s"] for section in zero), ",.0f"),
+                *cells(cpu, ".3f"),
                 "" if key == "plain_async_openai" else f"{to_bare:.3f}",
             ]
         )
@@ -181,7 +186,7 @@ def annotate_path(at_latency: Sequence[dict], at_zero: Sequence[dict]) -> str:
             share = format(median(rates) / bound, ".3f")
             if key != bare:
                 share = f"**{share}**"
-            rows.append([label, cells(rates, ".1f"), share, to_bare])
+            rows.append([label, *cells(rates, ".1f"), share, to_bare])
         lines += _table(
             ["calls", "calls/s min", "median", "max", "share of bound", "/ bare client"], rows
         )
@@ -200,8 +205,8 @@ def annotate_path(at_latency: Sequence[dict], at_zero: Sequence[dict]) -> str:
         rows = [
             [
                 label,
-                cells((run[key]["calls_per_s"] for run in at_zero), ",.0f"),
-                cells((run[key]["cpu_ms_per_call"] for run in at_zero), ".3f"),
+                *cells((run[key]["calls_per_s"] for run in at_zero), ",.0f"),
+                *cells((run[key]["cpu_ms_per_call"] for run in at_zero), ".3f"),
                 format(aspects_cpu_to_bare, ".3f") if key == "aspects" else "",
             ]
             for key, label in ANNOTATE_CALLS
@@ -230,9 +235,9 @@ def kedro_annotate(runs: Sequence[dict]) -> str:
         if label.endswith("judge window"):
             share = f"**{share}**"
         to_bare = "" if rate is bare_rate else format(paired(runs, rate, bare_rate), ".3f")
-        rows.append([label, cells(rates, ".1f"), share, to_bare])
+        rows.append([label, *cells(rates, ".1f"), share, to_bare])
     calls = median(run["kedro_run"]["calls"] for run in runs)
-    walls = cells((run["kedro_run"]["process_wall_s"] for run in runs), ".1f")
+    walls = inline((run["kedro_run"]["process_wall_s"] for run in runs), ".1f")
     return "\n".join(
         [
             "## `kedro run --pipelines annotate` (`kedro_annotate.py`)",
@@ -280,7 +285,7 @@ def judge(runs: Sequence[dict]) -> str:
         rows.append(
             [
                 label,
-                cells(rates, ".1f"),
+                *cells(rates, ".1f"),
                 share if key == "client_only" else f"**{share}**",
                 to_client,
             ]
@@ -290,8 +295,8 @@ def judge(runs: Sequence[dict]) -> str:
     zero_rows = [
         [
             JUDGE_LABELS[label_key],
-            cells((section[key]["judgments_per_s"] for section in zero), ",.0f"),
-            cells((section[key]["cpu_ms_per_judgment"] for section in zero), ".3f"),
+            *cells((section[key]["judgments_per_s"] for section in zero), ",.0f"),
+            *cells((section[key]["cpu_ms_per_judgment"] for section in zero), ".3f"),
         ]
         for key, label_key in (("judge", "single_1_10"), ("client_only", "client_only"))
     ]
@@ -337,7 +342,7 @@ def scale(runs: Sequence[dict]) -> str:
                     f"{reps[0]['completions']:,}",
                     f"{reps[0]['stages'][stage]['rows']:,}",
                     f"{median(rep['stages'][stage]['wall_s'] for rep in reps):.1f}",
-                    cells((rep["peak_rss_mib"] for rep in reps), ".0f"),
+                    *cells((rep["peak_rss_mib"] for rep in reps), ".0f"),
                 ]
             )
     lines = [
@@ -405,9 +410,9 @@ def chaos(runs: Sequence[dict]) -> str:
     rows = [
         [
             name,
-            cells((run[name]["rows"] for run in runs), ",.0f"),
-            cells((run[name][good] for run in runs), ",.0f"),
-            cells((bad(run[name]) for run in runs), ",.0f"),
+            *cells((run[name]["rows"] for run in runs), ",.0f"),
+            *cells((run[name][good] for run in runs), ",.0f"),
+            *cells((bad(run[name]) for run in runs), ",.0f"),
             f"{max(run[name]['lost'] for run in runs)}",
             f"{max(run[name]['duplicated'] for run in runs)}",
         ]
@@ -417,9 +422,9 @@ def chaos(runs: Sequence[dict]) -> str:
     rows.append(
         [
             "ultrafeedback records",
-            cells((table["rows"] for table in export), ",.0f"),
-            NO_CELLS,
-            NO_CELLS,
+            *cells((table["rows"] for table in export), ",.0f"),
+            *NO_CELLS,
+            *NO_CELLS,
             f"{max(table['lost'] for table in export)}",
             "",
         ]
@@ -433,13 +438,13 @@ def chaos(runs: Sequence[dict]) -> str:
             f"{first['prompts']:,} prompts, sample -> generate -> annotate -> report in one Kedro "
             f"session against the project's server answering {faults}; every attempt draws "
             f"anew. Wall time, s (min | median | max): "
-            f"{cells((run['wall_s'] for run in runs), '.1f')}.",
+            f"{inline((run['wall_s'] for run in runs), '.1f')}.",
             "",
             *_table(header, rows),
             "",
             "Requests the server received per call the run needed (retries after rate limits, "
             "server errors and stalls, and re-asks of unreadable replies), min | median | max: "
-            f"{cells((run['requests_per_needed_call'] for run in runs), '.2f')}; calls failed "
+            f"{inline((run['requests_per_needed_call'] for run in runs), '.2f')}; calls failed "
             f"after all retries (max): {max(run['calls_failed_after_retries'] for run in runs)}.",
         ]
     )
@@ -453,7 +458,7 @@ def embedded_model(runs: Sequence[dict]) -> str:
     rows = [
         [
             f"{slots}",
-            cells((m["tokens_per_s"] for m in measured), ".1f"),
+            *cells((m["tokens_per_s"] for m in measured), ".1f"),
             f"{median(m['speedup_vs_single_stream'] for m in measured):.2f}",
             f"{median(m['mean_latency_s'] for m in measured):.1f}",
         ]
@@ -588,16 +593,16 @@ def ray_throughput(runs: Sequence[dict]) -> str:
         rows.append(
             [
                 label,
-                cells(rates, ".1f"),
+                *cells(rates, ".1f"),
                 f"{median(rates) / bound:.3f}",
                 to_openai,
                 f"{median(run[key]['first_call_s'] for run in runs):.2f}",
-                cells(steady, ".1f"),
+                *cells(steady, ".1f"),
                 f"{median(steady) / bound:.3f}",
             ]
         )
     setup = first["ray"]
-    starts = cells((run["ray_backend"]["ray_init_s"] for run in runs), ".1f")
+    starts = inline((run["ray_backend"]["ray_init_s"] for run in runs), ".1f")
     header = ["backend", "calls/s min", "median", "max", "share of bound", "/ openai"]
     header += ["first call at s", "steady calls/s min", "median", "max", "share of bound"]
     return "\n".join(
@@ -629,7 +634,7 @@ def batch_api(runs: Sequence[dict]) -> str:
         ("wall s, cached rerun", "cached_rerun_wall_s", ".2f"),
         ("peak RSS MiB", "peak_rss_mib", ".0f"),
     )
-    rows = [[label, cells((run[key] for run in runs), form)] for label, key, form in figures]
+    rows = [[label, *cells((run[key] for run in runs), form)] for label, key, form in figures]
     return "\n".join(
         [
             "## Batch mode (`batch_api.py`)",

@@ -152,7 +152,8 @@ def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
 
 def test_an_even_number_of_repetitions_takes_the_middle_two_for_the_median():
     assert results_md.spread([4.0, 1.0, 3.0, 2.0]) == (1.0, 2.5, 4.0)
-    assert results_md.cells([3.0, 1.0], ".1f") == "1.0 | 2.0 | 3.0"
+    assert results_md.cells([3.0, 1.0], ".1f") == ["1.0", "2.0", "3.0"]
+    assert results_md.inline([3.0, 1.0], ".1f") == "1.0 | 2.0 | 3.0"
 
 
 def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
