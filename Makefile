@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export KEDRO_DISABLE_TELEMETRY := 1
 
-.PHONY: install install-dev run test lint format viz viz-build clean-cache
+.PHONY: install install-dev run test lint format viz viz-build clean-cache bench
 
 install: $(VENV)/.installed
 
@@ -31,6 +31,15 @@ run: install
 
 test: install-dev
 	$(BIN)/python -m pytest
+
+# Every benchmark in one sitting, then benchmarks/RESULTS.md from the JSON it measured.
+# Options: BENCH_REPS (3), BENCH_SCALE (16000,64000,128000: prompt counts of the scale
+# stages), BENCH_ONLY (a comma list of benchmarks), BENCH_QUICK=1 (tiny sizes, one
+# repetition, written to benchmarks/results/bench-quick/ to check the machinery).
+bench: install
+	$(BIN)/python benchmarks/bench.py $(if $(filter 1,$(BENCH_QUICK)),--quick) \
+	    $(if $(BENCH_REPS),--repetitions $(BENCH_REPS)) \
+	    $(if $(BENCH_SCALE),--scale $(BENCH_SCALE)) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
 
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks

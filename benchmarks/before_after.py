@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -24,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 sys.path.insert(0, str(Path(__file__).parent))
-from common import write_section  # noqa: E402
+import results_md  # noqa: E402
+from common import cpu_model, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -119,16 +117,6 @@ def lookup(data: dict, path: str) -> float | None:
     return float(data) if isinstance(data, int | float) else None
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def summarise(runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
     rows = []
     for label, result, path, higher_is_better in FIGURES:
@@ -154,31 +142,6 @@ def summarise(runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
             }
         )
     return rows
-
-
-def markdown(meta: dict, rows: list[dict]) -> str:
-    lines = [
-        f"## Before and after `{meta['after']}` (against `{meta['before']}`)",
-        "",
-        f"Written by `benchmarks/before_after.py` on {meta['when']}: {meta['cpu']}, "
-        f"{meta['cores']} cores; {meta['repetitions']} interleaved repetitions per "
-        f"commit, each in fresh processes against the project's server in its own process; "
-        f"scale stages at {meta['scale_prompts']:,} prompts x 4 completions, run one at a "
-        f"time, alternating the commits stage by stage. Medians; ratio = after / before; "
-        f"a figure is flagged when it is more than {TOLERANCE:.0%} worse.",
-        "",
-    ]
-    table = pd.DataFrame(
-        {
-            "figure": [row["figure"] for row in rows],
-            "before": [row["median_before"] for row in rows],
-            "after": [row["median_after"] for row in rows],
-            "after / before": [row["ratio"] for row in rows],
-            "worse by > 5%": ["**yes**" if row["worse_than_tolerance"] else "no" for row in rows],
-        }
-    )
-    lines.append(table.to_markdown(index=False, floatfmt=("", ".4g", ".4g", ".3f", "")))
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -249,10 +212,9 @@ def main() -> None:
     }
     rows = summarise(runs)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "before_after.json").write_text(
-        json.dumps({**meta, "figures": rows, "runs": runs}, indent=2)
-    )
-    write_section("before-after", markdown(meta, rows))
+    data = {**meta, "tolerance": TOLERANCE, "figures": rows}
+    (RESULTS / "before_after.json").write_text(json.dumps({**data, "runs": runs}, indent=2))
+    write_section("before-after", results_md.before_after(data))
     for row in rows:
         flag = "  <-- worse" if row["worse_than_tolerance"] else ""
         print(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sqlite3
 import sys
 import tempfile
@@ -25,7 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import save, write_section  # noqa: E402
+import results_md  # noqa: E402
+from common import machine, save, write_section  # noqa: E402
 
 from llm_feedback.replies.status import READ  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
@@ -133,61 +133,11 @@ def main() -> None:
         "requests_per_needed_call": sent / max(answered_calls + failed_calls, 1),
     }
     save("chaos", report)
-    when = {"when": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
-    write_section("chaos", markdown({**report, **when}))
-
-
-def markdown(report: dict) -> str:
-    faults = ", ".join(
-        f"{share:.0%} {name.replace('_', ' ')}" for name, share in report["faults"].items()
+    write_section(
+        "chaos",
+        f"{results_md.chaos([report])}\n\nWritten by `benchmarks/chaos.py` on "
+        f"{time.strftime('%Y-%m-%d %H:%M')}: {machine()}.",
     )
-    rows = [
-        (
-            "completions",
-            report["completions"],
-            report["completions"]["answered"],
-            report["completions"]["failed"],
-        ),
-        (
-            "aspect_annotations",
-            report["aspect_annotations"],
-            report["aspect_annotations"]["read"],
-            report["aspect_annotations"]["unreadable_after_reasks"],
-        ),
-        (
-            "critiques",
-            report["critiques"],
-            report["critiques"]["read"],
-            report["critiques"]["rows"] - report["critiques"]["read"],
-        ),
-    ]
-    lines = [
-        "## The default pipeline through a faulty server (`chaos.py`)",
-        "",
-        f"Written by `benchmarks/chaos.py` on {report['when']} ({report['cpus']} cores): "
-        f"{report['prompts']} prompts x 4 completions, sample -> generate -> annotate -> report "
-        f"in one Kedro session against the project's server answering {faults}; every "
-        f"attempt draws anew. Wall time {report['wall_s']:.0f} s.",
-        "",
-        "| table | rows | answered / read | failed / unreadable | lost | duplicated |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, table, good, bad in rows:
-        lines.append(
-            f"| {name} | {table['rows']:,} | {good:,} | {bad:,} | {table['lost']} | "
-            f"{table['duplicated']} |"
-        )
-    export = report["ultrafeedback_records"]
-    lines += [
-        f"| ultrafeedback records | {export['rows']:,} | | | {export['lost']} | |",
-        "",
-        f"Requests the server received: {report['requests_sent']:,} for "
-        f"{report['distinct_calls_answered'] + report['calls_failed_after_retries']:,} calls "
-        f"the run needed ({report['requests_per_needed_call']:.2f} requests per needed call: "
-        "retries after 429, 500 and stalls, and re-asks of unreadable replies); "
-        f"{report['calls_failed_after_retries']} calls failed after all retries.",
-    ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import time
 from collections.abc import Callable
@@ -11,19 +12,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(__file__).parent / "results"
+# `bench.py` points each script it runs at a folder of its own sitting (and then writes the
+# whole of RESULTS.md itself); run alone, a script writes results/<name>.json.
+BENCH_RESULTS_DIR = os.environ.get("BENCH_RESULTS_DIR")
+RESULTS_DIR = Path(BENCH_RESULTS_DIR or Path(__file__).parent / "results")
 
 
-def machine() -> str:
-    """The CPU model and core count: absolute figures are facts about one machine."""
-    model = "unknown CPU"
+def cpu_model() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores"
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def machine() -> str:
+    """The CPU model and core count: absolute figures are facts about one machine."""
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def cpu_seconds() -> float:
@@ -44,7 +50,7 @@ def measured(label: str, store: dict[str, Any]):
 
 
 def save(name: str, payload: dict[str, Any]) -> Path:
-    RESULTS_DIR.mkdir(exist_ok=True)
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": name,
         "cpus": os.cpu_count(),
@@ -67,7 +73,10 @@ RESULTS_MD = Path(__file__).parent / "RESULTS.md"
 
 def write_section(name: str, markdown: str) -> None:
     """Put `markdown` between the `<!-- name:start -->` / `<!-- name:end -->` markers of
-    RESULTS.md (appended with the markers when they are absent)."""
+    RESULTS.md (appended with the markers when they are absent). Under `bench.py` it leaves
+    RESULTS.md alone: the sitting renders the whole file from its JSON."""
+    if BENCH_RESULTS_DIR:
+        return
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     text = RESULTS_MD.read_text()
     section = f"{start}\n{markdown.strip()}\n{end}"

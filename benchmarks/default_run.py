@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import results_md  # noqa: E402
 from common import machine, peak_rss_mib, save, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,50 +151,6 @@ def one_repetition(index: int, settings: str) -> dict:
     return result
 
 
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
-
-
-def markdown(runs: list[dict]) -> str:
-    walls = [run["process_wall_s"] for run in runs]
-    rss = [run["peak_rss_mib"] for run in runs]
-    median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
-    lines = [
-        "## The default run (`make run`, install excluded)",
-        "",
-        f"Machine: {machine()}. Written by `python benchmarks/default_run.py "
-        f"--repeats {len(runs)}`: each repetition is a fresh process and a fresh data root "
-        "(no request cache), the `__default__` pipeline on the embedded model.",
-        "",
-        f"- Wall time, process start to exit: median {_minutes(statistics.median(walls))} "
-        f"(min {_minutes(min(walls))}, max {_minutes(max(walls))}; "
-        + ", ".join(f"{w:.0f} s" for w in walls)
-        + ").",
-        f"- Peak RSS: max {max(rss):.0f} MiB over the repetitions "
-        f"({', '.join(f'{r:.0f}' for r in rss)} MiB).",
-        "",
-        "Per node, median repetition (llama.cpp counters; prompt tok/s and generated tok/s "
-        "are per slot: llama.cpp sums the seconds of every slot):",
-        "",
-        "| node | wall s | calls | prompt tokens evaluated | prompt tokens from cache "
-        "| generated tokens | prompt tok/s | generated tok/s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, node in median_run["nodes"].items():
-        if node["wall_s"] < 0.5 and not node.get("calls"):
-            continue
-        evaluated = node.get("prompt_tokens_total", 0)
-        generated = node.get("tokens_predicted_total", 0)
-        prompt_rate = evaluated / node["prompt_seconds_total"] if evaluated else 0
-        gen_rate = generated / node["tokens_predicted_seconds_total"] if generated else 0
-        lines.append(
-            f"| {name} | {node['wall_s']:.1f} | {node.get('calls', 0):.0f} | {evaluated:,.0f} "
-            f"| {node.get('prompt_tokens_cached_total', 0):,.0f} | {generated:,.0f} "
-            f"| {prompt_rate:.0f} | {gen_rate:.1f} |"
-        )
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -205,12 +161,13 @@ def main() -> None:
         run_once(Path(args.child[0]), Path(args.child[1]), args.params)
         return
     runs = [one_repetition(i + 1, args.params) for i in range(args.repeats)]
+    payload = {"machine": machine(), "params": args.params, "runs": runs}
     if args.params:  # an experiment: the JSON only, RESULTS.md keeps the default's figures
-        save("default_run_experiment", {"machine": machine(), "params": args.params, "runs": runs})
-        print(markdown(runs))
+        save("default_run_experiment", payload)
+        print(results_md.default_run([payload]))
         return
-    save("default_run", {"machine": machine(), "runs": runs})
-    write_section("default-run", markdown(runs))
+    save("default_run", payload)
+    write_section("default-run", results_md.default_run([payload]))
 
 
 if __name__ == "__main__":

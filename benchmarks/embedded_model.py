@@ -78,7 +78,10 @@ def main() -> None:
     single = runs[0]["tokens_per_s"]
     for run in runs:
         run["speedup_vs_single_stream"] = run["tokens_per_s"] / single
-    save("embedded_model", {"runs": runs, "peak_rss_mib": peak_rss_mib()})
+    save(
+        "embedded_model",
+        {"max_tokens": args.max_tokens, "runs": runs, "peak_rss_mib": peak_rss_mib()},
+    )
 
 
 if __name__ == "__main__":

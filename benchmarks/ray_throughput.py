@@ -15,14 +15,14 @@ the server's, between 10% and 90% of the calls (its counter polled every 50 ms).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import save, write_section  # noqa: E402
+import results_md  # noqa: E402
+from common import machine, save, write_section  # noqa: E402
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess  # noqa: E402
@@ -118,37 +118,11 @@ def main() -> None:
         report[name]["ratio_of_bound"] = report[name]["calls_per_s"] / bound
         report[name]["steady_ratio_of_bound"] = report[name]["steady_calls_per_s"] / bound
     save("ray_throughput", report)
-    when = {"when": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
-    write_section("ray-throughput", markdown({**report, **when}))
-
-
-def markdown(report: dict) -> str:
-    openai, ray_run, setup = report["openai"], report["ray_backend"], report["ray"]
-    bound = report["bound_calls_per_s"]
-    rows = "\n".join(
-        f"| {name} | {run['wall_s']:.1f} | {run['calls_per_s']:.0f} | "
-        f"{run['ratio_of_bound']:.2f} | {run['first_call_s']:.2f} | "
-        f"{run['steady_calls_per_s']:.0f} | {run['steady_ratio_of_bound']:.2f} |"
-        for name, run in (("openai", openai), ("ray", ray_run))
+    write_section(
+        "ray-throughput",
+        f"{results_md.ray_throughput([report])}\n\nWritten by `benchmarks/ray_throughput.py` "
+        f"on {time.strftime('%Y-%m-%d %H:%M')}: {machine()}.",
     )
-    return f"""
-## The ray backend against the openai backend (`ray_throughput.py`)
-{report["requests"]} calls, {report["latency_s"] * 1000:.0f} ms each, {report["concurrency"]}
-in flight (bound {bound:.0f} calls/s); a local Ray of {setup["cpus"]} CPUs, {setup["replicas"]}
-workers of up to {setup["batch_size"]} rows; {report["cpus"]} cores, {report["when"]}.
-"Steady" is the server's rate between 10% and 90% of the calls.
-
-| backend | wall s | calls/s | of the bound | first call at s | steady calls/s | of the bound |
-| --- | --- | --- | --- | --- | --- | --- |
-{rows}
-
-Fixed start-up cost of the ray backend: {ray_run["ray_init_s"]:.1f} s to start Ray (once a
-process, not in the table) and, in every stage, its worker pool: the time to its first
-call. On one machine the ray backend can only lose: the same bound, plus that start-up
-and the tail of each batch (a worker takes its next batch once the slowest call of the last
-is back). It wins where one machine is the limit: workers on many nodes, each with its own
-CPU, connections and share of the concurrency, or a GPU per vLLM replica.
-"""
 
 
 if __name__ == "__main__":

@@ -8,11 +8,14 @@ its inputs and saving its output, so its peak RSS is its own.
     python benchmarks/scale.py --stage generate --workdir /tmp/scale [--prompts 64000]
     python benchmarks/scale.py --stage aspects --workdir /tmp/scale   # reads its completions
     python benchmarks/scale.py --stage critique --workdir /tmp/scale
+    python benchmarks/scale.py --stage score_fix --workdir /tmp/scale  # re-asks suspicious 10s
+    python benchmarks/scale.py --stage export --workdir /tmp/scale     # UltraFeedback records
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -23,7 +26,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
-from llm_feedback.annotation.stages import annotate_aspects, critique_completions  # noqa: E402
+from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame  # noqa: E402
+from llm_feedback.annotation.stages import (  # noqa: E402
+    annotate_aspects,
+    critique_completions,
+    fix_overall_scores,
+)
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import generate_completions  # noqa: E402
@@ -32,6 +40,9 @@ from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
 
 SOURCES = ("evol_instruct", "false_qa", "flan", "sharegpt", "truthful_qa", "ultrachat")
 MODELS = [f"model-{i:02d}" for i in range(17)]  # UltraFeedback's pool had 17 models
+ASPECTS = ["instruction_following", "honesty", "truthfulness", "helpfulness"]
+# In pipeline order; each stage reads the tables the earlier ones left in --workdir.
+STAGES = ("generate", "aspects", "critique", "score_fix", "export")
 
 
 def raw_prompts(n: int) -> pd.DataFrame:
@@ -51,9 +62,10 @@ def raw_prompts(n: int) -> pd.DataFrame:
     )
 
 
-def run_generate(n: int, url: str, cache: Path) -> dict:
-    stages: dict = {}
-    started, cpu = time.perf_counter(), cpu_seconds()
+def generated_completions(n: int, url: str, cache: Path, stages: dict) -> pd.DataFrame:
+    """`n` prompts sampled from all six sources, 4 completions each, answered by the server
+    at `url`; the wall time of sampling and of generation go into `stages`."""
+    started = time.perf_counter()
     sampled = sample_prompts(raw_prompts(n), MODELS, n_completions=4, seed=1)
     stages["sample"] = {"wall_s": time.perf_counter() - started, "rows": len(sampled)}
     endpoints = parse_endpoints(
@@ -66,48 +78,82 @@ def run_generate(n: int, url: str, cache: Path) -> dict:
     )
     started = time.perf_counter()
     completions = generate_completions(sampled, pool, cache, progress=False)
+    wall = time.perf_counter() - started
     stages["generate"] = {
-        "wall_s": time.perf_counter() - started,
+        "wall_s": wall,
         "rows": len(completions),
-        "requests_per_s": len(completions) / (time.perf_counter() - started),
+        "requests_per_s": len(completions) / wall,
     }
-    completions.to_parquet(cache.parent / "completions.parquet")
-    stages["cpu_s"] = cpu_seconds() - cpu
+    return completions
+
+
+def run_generate(n: int, url: str, cache: Path) -> dict:
+    stages: dict = {}
+    generated_completions(n, url, cache, stages).to_parquet(cache.parent / "completions.parquet")
     return stages
 
 
-def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
-    """One annotate node as Kedro runs it: load completions, judge, save the table."""
-    completions = pd.read_parquet(cache.parent / "completions.parquet")
-    config = EndpointConfig.from_dict(
+def _judge(url: str) -> EndpointConfig:
+    return EndpointConfig.from_dict(
         {"backend": "openai", "model": "fake", "base_url": url, "max_concurrent": 64}, name="judge"
     )
-    with LLMClient(config, cache, progress=False) as judge:
-        started = time.perf_counter()
-        if stage == "aspects":
-            table = annotate_aspects(
+
+
+def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
+    """One annotate node as Kedro runs it: load its inputs, do its work, save its table."""
+    workdir = cache.parent
+    completions = pd.read_parquet(workdir / "completions.parquet")
+    calls = 0
+    started = time.perf_counter()
+    if stage == "export":
+        table = ultrafeedback_frame(
+            to_ultrafeedback_records(
                 completions,
-                judge,
-                max_reasks=1,
-                aspects=["instruction_following", "honesty", "truthfulness", "helpfulness"],
+                pd.read_parquet(workdir / "aspects.parquet"),
+                pd.read_parquet(workdir / "critique.parquet"),
+                pd.read_parquet(workdir / "score_fix.parquet"),
+                aspects=ASPECTS,
             )
-        else:
-            table = critique_completions(completions, judge, max_reasks=1)
-        wall = time.perf_counter() - started
-    table.to_parquet(cache.parent / f"{stage}.parquet")
-    return {stage: {"wall_s": wall, "rows": len(table), "calls_per_s": judge.stats.calls / wall}}
+        )
+    else:
+        with LLMClient(_judge(url), cache, progress=False) as judge:
+            if stage == "aspects":
+                table = annotate_aspects(completions, judge, max_reasks=1, aspects=ASPECTS)
+            elif stage == "critique":
+                table = critique_completions(completions, judge, max_reasks=1)
+            else:
+                table = fix_overall_scores(
+                    completions,
+                    pd.read_parquet(workdir / "aspects.parquet"),
+                    pd.read_parquet(workdir / "critique.parquet"),
+                    judge,
+                    max_reasks=1,
+                )
+            calls = judge.stats.calls
+    wall = time.perf_counter() - started
+    table.to_parquet(workdir / f"{stage}.parquet")
+    return {
+        stage: {"wall_s": wall, "rows": len(table), "calls": calls, "calls_per_s": calls / wall}
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--stage", choices=["generate", "aspects", "critique"], required=True)
+    parser.add_argument("--stage", choices=STAGES, required=True)
     parser.add_argument("--prompts", type=int, default=64_000)
     parser.add_argument("--workdir", default=None, help="keeps the cache between stages")
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="llmfb-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
     cache = workdir / "request_cache.sqlite"
-    with serve_in_subprocess(latency_s=0.0, responder="schema") as url:
+    cpu = cpu_seconds()
+    # The export asks no judge: it runs without a server.
+    serving = (
+        contextlib.nullcontext("")
+        if args.stage == "export"
+        else serve_in_subprocess(latency_s=0.0, responder="schema")
+    )
+    with serving as url:
         if args.stage == "generate":
             stages = run_generate(args.prompts, url, cache)
         else:
@@ -118,6 +164,7 @@ def main() -> None:
             "prompts": args.prompts,
             "completions": args.prompts * 4,
             "stages": stages,
+            "cpu_s": cpu_seconds() - cpu,
             "peak_rss_mib": peak_rss_mib(),
             "workdir": str(workdir),
         },

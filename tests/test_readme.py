@@ -94,6 +94,16 @@ COVERED_BY = {
     "kedro run --pipelines evaluate --params evaluate.judge.endpoint=cluster": (
         "tests/backends/test_ray_backend.py::test_the_readme_ray_cluster_runs_the_evaluate_command"
     ),
+    # `make -n`: the variables reach bench.py; quick sittings run in the test below.
+    "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale": (
+        "tests/test_bench_report.py::test_the_readme_make_bench_options_reach_bench_py"
+    ),
+    "BENCH_QUICK=1 make bench": (
+        "tests/test_bench_report.py::test_the_readme_make_bench_options_reach_bench_py"
+    ),
+    "python benchmarks/bench.py --quick --only throughput": (
+        "tests/test_bench_report.py::test_the_readme_quick_sitting_writes_results_from_its_own_json"
+    ),
     # Interactive: the notebook it opens is executed headless.
     "jupyter lab": (
         "tests/test_notebook.py::"
@@ -117,6 +127,10 @@ NOT_RUN = {
     'pip install -e ".[ray]"': "`make test` installs the ray extra (Makefile: install-dev)",
     'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
     "python -I": "not a command to type: how CodeTest runs the response's code",
+    "make bench": "every benchmark at full size: hours, on a quiet machine",
+    "python benchmarks/bench.py --render benchmarks/results/bench": (
+        "needs a full sitting's JSON; tests/test_bench_report.py renders hand-made sittings"
+    ),
 }
 
 

@@ -1,0 +1,175 @@
+"""`kedro run --pipelines annotate` against the concurrency/latency bound.
+
+A completions dataset (`--prompts` x 4, from all six sources) is prepared in a fresh data
+root, then `kedro run --pipelines annotate` runs as a subprocess, its judge endpoint the
+project's server in its own process at `--latency` s a call. The server records the time
+and body of every judge call, so afterwards the very same requests go through a bare
+`AsyncOpenAI` loop with the same concurrency: the ceiling for these payloads.
+
+    python benchmarks/kedro_annotate.py [--prompts 500] [--latency 0.2] [--concurrency 32]
+
+Calls/s are over the judge window: first call received to last call answered (aspects,
+critiques and re-scores, with the saves and loads between those nodes); the process wall
+time adds Python, Kedro and Parquet around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import openai
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import cpu_seconds, save  # noqa: E402
+from scale import generated_completions  # noqa: E402
+
+from llm_feedback.testing.server import (  # noqa: E402
+    fetch_stats,
+    schema_responder,
+    serve_in_subprocess,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD_ENV = "KEDRO_ANNOTATE_RECORD"
+RESPONDER = "kedro_annotate:recording_responder"  # imported by the server's own process
+_record: Any = None
+
+
+def recording_responder(body: dict[str, Any], ctx: Any) -> str:
+    """The schema responder, appending each call's arrival time and body to a JSON Lines file."""
+    global _record  # noqa: PLW0603 - one file per server process, opened on its first call
+    if _record is None:
+        _record = open(os.environ[RECORD_ENV], "a")  # noqa: SIM115 - closed at process exit
+    _record.write(json.dumps({"arrived": time.time(), "body": body}) + "\n")
+    _record.flush()
+    return schema_responder(body, ctx)
+
+
+def prepare_completions(prompts: int, data_root: Path) -> int:
+    """Save `prompts` x 4 completions as the catalog's versioned `completions` dataset."""
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_in_subprocess(latency_s=0.0, responder="echo") as url,
+    ):
+        completions = generated_completions(prompts, url, Path(tmp) / "cache.sqlite", {})
+    # The server echoes the prompt, so a prompt's completions would be one text and the
+    # judge client would send each critique once; give each its own text, as 4 models would.
+    completions["response"] = [
+        f"{model} on {prompt_id}: " + "a sentence of the answer. " * 40
+        for model, prompt_id in zip(completions["model"], completions["prompt_id"], strict=True)
+    ]
+    bootstrap_project(ROOT)
+    with KedroSession.create(ROOT, runtime_params={"data_root": str(data_root)}) as session:
+        session.load_context().catalog.save("completions", completions)
+    return len(completions)
+
+
+def run_kedro(data_root: Path, url: str, concurrency: int) -> float:
+    settings = [
+        f"data_root={data_root}",
+        "endpoints.local.backend=openai",
+        f"endpoints.local.base_url={url}",
+        "endpoints.local.model=judge",
+        f"endpoints.local.max_concurrent={concurrency}",
+    ]
+    started = time.perf_counter()
+    finished = subprocess.run(
+        [sys.executable, "-m", "kedro", "run", "--pipelines", "annotate"]
+        + ["--params", ",".join(settings)],
+        cwd=ROOT,
+        env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"},
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if finished.returncode:
+        tail = "\n".join(finished.stderr.splitlines()[-30:])
+        raise RuntimeError(f"kedro run --pipelines annotate exited {finished.returncode}:\n{tail}")
+    return time.perf_counter() - started
+
+
+def replay(url: str, bodies: list[dict[str, Any]], concurrency: int) -> dict[str, float]:
+    """The recorded bodies through a bare AsyncOpenAI loop bounded by a semaphore."""
+
+    async def send_all() -> None:
+        client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(body: dict[str, Any]) -> None:
+            async with semaphore:
+                await client.chat.completions.create(**body)
+
+        await asyncio.gather(*(one(body) for body in bodies))
+        await client.close()
+
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    asyncio.run(send_all())
+    wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+    return {
+        "calls": len(bodies),
+        "wall_s": wall,
+        "calls_per_s": len(bodies) / wall,
+        "cpu_ms_per_call": 1000 * cpu / len(bodies),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prompts", type=int, default=500)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    bound = args.concurrency / args.latency
+    with tempfile.TemporaryDirectory(prefix="kedro-annotate-") as tmp:
+        data_root = Path(tmp) / "data"
+        completions = prepare_completions(args.prompts, data_root)
+        record = Path(tmp) / "judge_calls.jsonl"
+        os.environ[RECORD_ENV] = str(record)
+        with serve_in_subprocess(latency_s=args.latency, responder=RESPONDER) as url:
+            process_wall = run_kedro(data_root, url, args.concurrency)
+            received = fetch_stats(url)["chat_requests"]
+        calls = [json.loads(line) for line in record.read_text().splitlines()]
+        if len(calls) != received:
+            raise RuntimeError(f"the server answered {received} calls but recorded {len(calls)}")
+        window = max(c["arrived"] for c in calls) + args.latency - min(c["arrived"] for c in calls)
+        with serve_in_subprocess(latency_s=args.latency, responder="schema") as url:
+            bare = replay(url, [c["body"] for c in calls], args.concurrency)
+    kedro = {
+        "calls": len(calls),
+        "process_wall_s": process_wall,
+        "judge_window_s": window,
+        "calls_per_s": len(calls) / window,
+        "calls_per_s_process": len(calls) / process_wall,
+    }
+    save(
+        "kedro_annotate",
+        {
+            "latency_s": args.latency,
+            "concurrency": args.concurrency,
+            "bound_calls_per_s": bound,
+            "prompts": args.prompts,
+            "completions": completions,
+            "kedro_run": {**kedro, "ratio_of_bound": kedro["calls_per_s"] / bound},
+            "plain_async_openai_same_requests": {
+                **bare,
+                "ratio_of_bound": bare["calls_per_s"] / bound,
+            },
+            "ratio_of_plain_client": kedro["calls_per_s"] / bare["calls_per_s"],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

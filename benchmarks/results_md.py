@@ -1,0 +1,723 @@
+"""RESULTS.md from measured JSON: every figure in it is read or computed here, none typed.
+
+`render(meta, runs, before_after)` writes the whole file of one `bench.py` sitting: `runs`
+maps a run's key (see `bench.py`: `throughput`, `annotate_latency`, `scale_64000_aspects`,
+...) to the JSON that run wrote, one per repetition. Each section renderer takes the list of
+its repetitions' JSON and returns Markdown; the scripts that write their own section when
+run alone (`chaos.py`, `default_run.py`, `before_after.py`) use the same renderers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+# Row labels of the contenders the throughput scripts write; an unknown key (a contender
+# added later) is shown under its own name.
+CLIENT_LABELS = {
+    "ours": "`LLMClient`",
+    "ours_with_cache_writes": "`LLMClient`, writing the request cache",
+    "ours_cached_rerun": "`LLMClient`, cached rerun (no call made)",
+    "plain_async_openai": "bare `AsyncOpenAI`, same requests",
+}
+SCALE_LABELS = {  # in pipeline order
+    "generate": "generate (with sampling)",
+    "aspects": "annotate: aspect ratings",
+    "critique": "annotate: critiques",
+    "score_fix": "annotate: score fix (re-scores)",
+    "export": "annotate: UltraFeedback export",
+}
+
+
+def spread(values: Iterable[float]) -> tuple[float, float, float]:
+    """(min, median, max): with few repetitions on a shared machine, all three matter."""
+    ordered = sorted(values)
+    return ordered[0], statistics.median(ordered), ordered[-1]
+
+
+def cells(values: Iterable[float], form: str) -> list[str]:
+    """Three table cells: min, median, max."""
+    return [format(value, form) for value in spread(values)]
+
+
+def inline(values: Iterable[float], form: str) -> str:
+    """min | median | max, in a sentence."""
+    return " | ".join(cells(values, form))
+
+
+NO_CELLS = ["", "", ""]  # where min, median and max would be
+
+
+def median(values: Iterable[float]) -> float:
+    return statistics.median(list(values))
+
+
+def paired(
+    runs: Sequence[dict], figure: Callable[[dict], float], base: Callable[[dict], float]
+) -> float:
+    """Median over repetitions of figure / base, both measured in the same repetition."""
+    return median(figure(run) / base(run) for run in runs)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A Markdown table of cells already formatted (tabulate must not re-read them)."""
+    table = pd.DataFrame(list(rows), columns=list(header))
+    return table.to_markdown(index=False, disable_numparse=True).splitlines()
+
+
+def _contenders(section: dict, rate_key: str) -> list[str]:
+    return [key for key, value in section.items() if isinstance(value, dict) and rate_key in value]
+
+
+def _n_requests(run: dict) -> int:
+    """Requests in a timed batch: the scripts record its rate and wall time."""
+    return round(run["requests_per_s"] * run["wall_s"])
+
+
+# --- sections -----------------------------------------------------------------------------
+
+
+def throughput(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    bound = first["bound_requests_per_s"]
+    latency = [run["latency_run"] for run in runs]
+    zero = [run["zero_latency_run"] for run in runs]
+    workers = f" {first['workers']} worker processes." if "workers" in first else ""
+    lines = [
+        "## The client against the bound (`throughput.py`)",
+        "",
+        f"{_n_requests(latency[0]['ours']):,} generation-sized requests per contender, "
+        f"{first['latency_s']} s a call, {first['concurrency']} in flight: bound "
+        f"{bound:.0f} calls/s.{workers} The bare client is an `AsyncOpenAI` loop with "
+        "a semaphore sending the same requests.",
+        "",
+    ]
+    rows = []
+    for key in _contenders(latency[0], "requests_per_s"):
+        rates = [section[key]["requests_per_s"] for section in latency]
+        to_bare = paired(
+            latency,
+            lambda section, key=key: section[key]["requests_per_s"],
+            lambda section: section["plain_async_openai"]["requests_per_s"],
+        )
+        share = format(median(rates) / bound, ".3f")
+        if key == "plain_async_openai":
+            rows.append([CLIENT_LABELS[key], *cells(rates, ".1f"), share, ""])
+        else:
+            label = CLIENT_LABELS.get(key, key)
+            rows.append([label, *cells(rates, ".1f"), f"**{share}**", format(to_bare, ".3f")])
+    lines += _table(
+        ["contender", "calls/s min", "median", "max", "share of bound", "/ bare client"], rows
+    )
+    lines += [
+        "",
+        f"At zero latency the client's own CPU is the limit ({_n_requests(zero[0]['ours']):,} "
+        "requests per contender): CPU per call of the transport.",
+        "",
+    ]
+    rows = []
+    for key in _contenders(zero[0], "requests_per_s"):
+        cpu = [section[key]["cpu_ms_per_request"] for section in zero]
+        to_bare = paired(
+            zero,
+            lambda section, key=key: section[key]["cpu_ms_per_request"],
+            lambda section: section["plain_async_openai"]["cpu_ms_per_request"],
+        )
+        rows.append(
+            [
+                CLIENT_LABELS.get(key, key),
+                *cells((section[key]["requests_per_s"] for section in zero), ",.0f"),
+                *cells(cpu, ".3f"),
+                "" if key == "plain_async_openai" else f"{to_bare:.3f}",
+            ]
+        )
+    lines += _table(
+        [
+            "contender",
+            "calls/s min",
+            "median",
+            "max",
+            "CPU ms/call min",
+            "median",
+            "max",
+            "CPU / bare client",
+        ],
+        rows,
+    )
+    return "\n".join(lines)
+
+
+ANNOTATE_CALLS = (
+    ("aspects", "aspect ratings"),
+    ("critiques", "critiques"),
+    ("plain_async_openai_same_aspect_requests", "bare `AsyncOpenAI`, same aspect requests"),
+)
+
+
+def annotate_path(at_latency: Sequence[dict], at_zero: Sequence[dict]) -> str:
+    """The annotate stages (aspect ratings, critiques) on one judge client, at a latency and
+    at zero latency."""
+    lines = ["## The annotate path (`annotate_throughput.py`)", ""]
+    bare = ANNOTATE_CALLS[-1][0]
+    if at_latency:
+        first = at_latency[0]
+        bound = first["bound_calls_per_s"]
+        lines += [
+            f"{first['prompts']:,} prompts, each aspect call rating all completions of a "
+            f"prompt; {first['latency_s']} s a call, {first['concurrency']} in flight: bound "
+            f"{bound:.0f} calls/s. The bare client sends the same aspect requests.",
+            "",
+        ]
+        rows = []
+        for key, label in ANNOTATE_CALLS:
+            rates = [run[key]["calls_per_s"] for run in at_latency]
+            to_bare = ""
+            if key == "aspects":
+                to_bare = format(
+                    paired(
+                        at_latency,
+                        lambda run: run["aspects"]["calls_per_s"],
+                        lambda run: run[bare]["calls_per_s"],
+                    ),
+                    ".3f",
+                )
+            share = format(median(rates) / bound, ".3f")
+            if key != bare:
+                share = f"**{share}**"
+            rows.append([label, *cells(rates, ".1f"), share, to_bare])
+        lines += _table(
+            ["calls", "calls/s min", "median", "max", "share of bound", "/ bare client"], rows
+        )
+    if at_zero:
+        lines += [
+            "",
+            f"At zero latency ({at_zero[0]['prompts']:,} prompts): CPU per call of the annotate "
+            "path and calls/s end to end.",
+            "",
+        ]
+        aspects_cpu_to_bare = paired(
+            at_zero,
+            lambda run: run["aspects"]["cpu_ms_per_call"],
+            lambda run: run[bare]["cpu_ms_per_call"],
+        )
+        rows = [
+            [
+                label,
+                *cells((run[key]["calls_per_s"] for run in at_zero), ",.0f"),
+                *cells((run[key]["cpu_ms_per_call"] for run in at_zero), ".3f"),
+                format(aspects_cpu_to_bare, ".3f") if key == "aspects" else "",
+            ]
+            for key, label in ANNOTATE_CALLS
+        ]
+        header = ["calls", "calls/s min", "median", "max", "CPU ms/call min", "median", "max"]
+        lines += _table([*header, "CPU / bare client"], rows)
+    return "\n".join(lines)
+
+
+def kedro_annotate(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    bound = first["bound_calls_per_s"]
+
+    def bare_rate(run: dict) -> float:
+        return run["plain_async_openai_same_requests"]["calls_per_s"]
+
+    contenders = (
+        ("`kedro run`, judge window", lambda run: run["kedro_run"]["calls_per_s"]),
+        ("`kedro run`, whole process", lambda run: run["kedro_run"]["calls_per_s_process"]),
+        ("bare `AsyncOpenAI`, same requests", bare_rate),
+    )
+    rows = []
+    for label, rate in contenders:
+        rates = [rate(run) for run in runs]
+        share = format(median(rates) / bound, ".3f")
+        if label.endswith("judge window"):
+            share = f"**{share}**"
+        to_bare = "" if rate is bare_rate else format(paired(runs, rate, bare_rate), ".3f")
+        rows.append([label, *cells(rates, ".1f"), share, to_bare])
+    calls = median(run["kedro_run"]["calls"] for run in runs)
+    walls = inline((run["kedro_run"]["process_wall_s"] for run in runs), ".1f")
+    return "\n".join(
+        [
+            "## `kedro run --pipelines annotate` (`kedro_annotate.py`)",
+            "",
+            f"A `kedro run` subprocess on {first['prompts']:,} prompts "
+            f"({first['completions']:,} completions), its judge the project's server at "
+            f"{first['latency_s']} s a call, {first['concurrency']} in flight: bound "
+            f"{bound:.0f} calls/s; {calls:,.0f} judge calls (aspects, critiques, re-scores). "
+            "Counted over the judge window (first call received to last answered, the saves "
+            "and loads between nodes included) and over the whole process. The bare client "
+            "replays the very requests the server recorded.",
+            "",
+            *_table(
+                ["contender", "calls/s min", "median", "max", "share of bound", "/ bare client"],
+                rows,
+            ),
+            "",
+            f"Process wall time, s (min | median | max): {walls}.",
+        ]
+    )
+
+
+JUDGE_LABELS = {
+    "single_1_10": "judge library, MT-Bench grade `[[N]]`",
+    "binary": "judge library, binary verdict",
+    "client_only": "`LLMClient` alone, the grading requests built beforehand",
+}
+
+
+def judge(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    bound = first["bound_judgments_per_s"]
+
+    def client_rate(run: dict) -> float:
+        return run["client_only"]["judgments_per_s"]
+
+    rows = []
+    for key, label in JUDGE_LABELS.items():
+        rates = [run[key]["judgments_per_s"] for run in runs]
+        to_client = ""
+        if key != "client_only":
+            rate = lambda run, key=key: run[key]["judgments_per_s"]  # noqa: E731
+            to_client = format(paired(runs, rate, client_rate), ".3f")
+        share = format(median(rates) / bound, ".3f")
+        rows.append(
+            [
+                label,
+                *cells(rates, ".1f"),
+                share if key == "client_only" else f"**{share}**",
+                to_client,
+            ]
+        )
+    zero = [run["zero_latency"] for run in runs]
+    # At zero latency the script times the grading judge ("judge") and the bare client.
+    zero_rows = [
+        [
+            JUDGE_LABELS[label_key],
+            *cells((section[key]["judgments_per_s"] for section in zero), ",.0f"),
+            *cells((section[key]["cpu_ms_per_judgment"] for section in zero), ".3f"),
+        ]
+        for key, label_key in (("judge", "single_1_10"), ("client_only", "client_only"))
+    ]
+    return "\n".join(
+        [
+            "## The judge library (`judge_throughput.py`)",
+            "",
+            f"{first['judgments']:,} judgments per kind, free-text replies parsed by the judge; "
+            f"{first['latency_s']} s a call, {first['concurrency']} in flight: bound "
+            f"{bound:.0f} judgments/s.",
+            "",
+            *_table(
+                ["contender", "judgments/s min", "median", "max", "share of bound", "/ client"],
+                rows,
+            ),
+            "",
+            f"At zero latency ({zero[0]['judgments']:,} grading judgments): CPU per judgment.",
+            "",
+            *_table(
+                ["contender", "judgments/s min", "median", "max", "CPU ms min", "median", "max"],
+                zero_rows,
+            ),
+        ]
+    )
+
+
+def scale(runs: Sequence[dict]) -> str:
+    """Peak RSS and wall time of each stage at each size; the slope of peak RSS per prompt."""
+    by_stage: dict[str, dict[int, list[dict]]] = {}
+    for run in runs:
+        stage = run["benchmark"].removeprefix("scale_")
+        by_stage.setdefault(stage, {}).setdefault(run["prompts"], []).append(run)
+    stages = [stage for stage in SCALE_LABELS if stage in by_stage]
+    stages += sorted(set(by_stage) - set(stages))
+    sizes = sorted({run["prompts"] for run in runs})
+    rows = []
+    for stage in stages:
+        for prompts, reps in sorted(by_stage[stage].items()):
+            rows.append(
+                [
+                    SCALE_LABELS.get(stage, stage),
+                    f"{prompts:,}",
+                    f"{reps[0]['completions']:,}",
+                    f"{reps[0]['stages'][stage]['rows']:,}",
+                    f"{median(rep['stages'][stage]['wall_s'] for rep in reps):.1f}",
+                    *cells((rep["peak_rss_mib"] for rep in reps), ".0f"),
+                ]
+            )
+    lines = [
+        "## UltraFeedback scale: peak memory per stage (`scale.py`)",
+        "",
+        "Each stage runs in a fresh process, as a Kedro node works between loading its inputs "
+        "and saving its output, against the project's server at zero latency: what is "
+        "measured is our bookkeeping (sampling, requests, cache, parsing, tables), not a "
+        "model. Peak RSS is that process's maximum resident set.",
+        "",
+        *_table(
+            [
+                "stage",
+                "prompts",
+                "completions",
+                "rows out",
+                "wall s (median)",
+                "peak RSS MiB min",
+                "median",
+                "max",
+            ],
+            rows,
+        ),
+    ]
+    if len(sizes) > 1:
+        slope_rows = []
+        for stage in stages:
+            points = {
+                p: median(rep["peak_rss_mib"] for rep in reps)
+                for p, reps in by_stage[stage].items()
+            }
+            if len(points) < 2:
+                continue
+            fit = statistics.linear_regression(list(points), list(points.values()))
+            slope_rows.append(
+                [
+                    SCALE_LABELS.get(stage, stage),
+                    *(f"{points[size]:.0f}" if size in points else "" for size in sizes),
+                    f"**{fit.slope * 1024:.2f}**",
+                ]
+            )
+        lines += [
+            "",
+            "Median peak RSS against the prompt count, and its least-squares slope: what each "
+            "further prompt costs in memory.",
+            "",
+            *_table(
+                ["stage", *(f"MiB at {size:,} prompts" for size in sizes), "KiB per prompt"],
+                slope_rows,
+            ),
+        ]
+    return "\n".join(lines)
+
+
+def chaos(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    faults = ", ".join(
+        f"{share:.0%} {name.replace('_', ' ')}" for name, share in first["faults"].items()
+    )
+    tables = (
+        ("completions", "answered", lambda t: t["failed"]),
+        ("aspect_annotations", "read", lambda t: t["unreadable_after_reasks"]),
+        ("critiques", "read", lambda t: t["rows"] - t["read"]),
+    )
+    rows = [
+        [
+            name,
+            *cells((run[name]["rows"] for run in runs), ",.0f"),
+            *cells((run[name][good] for run in runs), ",.0f"),
+            *cells((bad(run[name]) for run in runs), ",.0f"),
+            f"{max(run[name]['lost'] for run in runs)}",
+            f"{max(run[name]['duplicated'] for run in runs)}",
+        ]
+        for name, good, bad in tables
+    ]
+    export = [run["ultrafeedback_records"] for run in runs]
+    rows.append(
+        [
+            "ultrafeedback records",
+            *cells((table["rows"] for table in export), ",.0f"),
+            *NO_CELLS,
+            *NO_CELLS,
+            f"{max(table['lost'] for table in export)}",
+            "",
+        ]
+    )
+    header = ["table", "rows min", "median", "max", "answered / read min", "median", "max"]
+    header += ["failed / unreadable min", "median", "max", "lost (max)", "duplicated (max)"]
+    return "\n".join(
+        [
+            "## The default pipeline through a faulty server (`chaos.py`)",
+            "",
+            f"{first['prompts']:,} prompts, sample -> generate -> annotate -> report in one Kedro "
+            f"session against the project's server answering {faults}; every attempt draws "
+            f"anew. Wall time, s (min | median | max): "
+            f"{inline((run['wall_s'] for run in runs), '.1f')}.",
+            "",
+            *_table(header, rows),
+            "",
+            "Requests the server received per call the run needed (retries after rate limits, "
+            "server errors and stalls, and re-asks of unreadable replies), min | median | max: "
+            f"{inline((run['requests_per_needed_call'] for run in runs), '.2f')}; calls failed "
+            f"after all retries (max): {max(run['calls_failed_after_retries'] for run in runs)}.",
+        ]
+    )
+
+
+def embedded_model(runs: Sequence[dict]) -> str:
+    by_slots: dict[int, list[dict]] = {}
+    for run in runs:
+        for measured in run["runs"]:
+            by_slots.setdefault(measured["slots"], []).append(measured)
+    rows = [
+        [
+            f"{slots}",
+            *cells((m["tokens_per_s"] for m in measured), ".1f"),
+            f"{median(m['speedup_vs_single_stream'] for m in measured):.2f}",
+            f"{median(m['mean_latency_s'] for m in measured):.1f}",
+        ]
+        for slots, measured in sorted(by_slots.items())
+    ]
+    return "\n".join(
+        [
+            "## The embedded model (`embedded_model.py`)",
+            "",
+            "SmolLM2-135M-Instruct served by llama.cpp (xllamacpp) inside the process, "
+            f"completions of up to {runs[0]['max_tokens']} tokens, as many requests in flight "
+            "as slots; tokens/s counts generated tokens.",
+            "",
+            *_table(
+                [
+                    "llama.cpp slots",
+                    "tokens/s min",
+                    "median",
+                    "max",
+                    "vs one stream (median)",
+                    "mean latency s (median)",
+                ],
+                rows,
+            ),
+            "",
+            f"Peak RSS with the model loaded (max over repetitions): "
+            f"{max(run['peak_rss_mib'] for run in runs):.0f} MiB.",
+        ]
+    )
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
+
+
+def default_run(results: Sequence[dict]) -> str:
+    """`default_run.py`: each result holds its own repetitions (`runs`)."""
+    runs = [run for result in results for run in result["runs"]]
+    walls = [run["process_wall_s"] for run in runs]
+    low, middle, high = spread(walls)
+    median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
+    settings = results[0].get("params")
+    prompts = f"the demo prompts with `--params {settings}`" if settings else "the demo prompts"
+    lines = [
+        "## The default run (`make run`, install excluded; `default_run.py`)",
+        "",
+        f"Machine: {results[0]['machine']}. Repetitions: {len(runs)}, each a fresh process and "
+        f"a fresh data root (no request cache): the `__default__` pipeline on {prompts}, the "
+        "embedded model as generator and judge.",
+        "",
+        f"- Wall time, process start to exit: median {_minutes(middle)} "
+        f"(min {_minutes(low)}, max {_minutes(high)}).",
+        f"- Peak RSS: max {max(run['peak_rss_mib'] for run in runs):.0f} MiB over the repetitions.",
+        "",
+        "Per node, median repetition (llama.cpp counters; prompt tok/s and generated tok/s "
+        "are per slot: llama.cpp sums the seconds of every slot):",
+        "",
+    ]
+    rows = []
+    for name, node in median_run["nodes"].items():
+        if node["wall_s"] < 0.5 and not node.get("calls"):
+            continue  # parameter reads and other bookkeeping nodes
+        evaluated = node.get("prompt_tokens_total", 0)
+        generated = node.get("tokens_predicted_total", 0)
+        prompt_rate = evaluated / node["prompt_seconds_total"] if evaluated else 0
+        gen_rate = generated / node["tokens_predicted_seconds_total"] if generated else 0
+        rows.append(
+            [
+                name,
+                f"{node['wall_s']:.1f}",
+                f"{node.get('calls', 0):.0f}",
+                f"{evaluated:,.0f}",
+                f"{node.get('prompt_tokens_cached_total', 0):,.0f}",
+                f"{generated:,.0f}",
+                f"{prompt_rate:.0f}",
+                f"{gen_rate:.1f}",
+            ]
+        )
+    header = ["node", "wall s", "calls", "prompt tokens evaluated", "prompt tokens from cache"]
+    header += ["generated tokens", "prompt tok/s", "generated tok/s"]
+    return "\n".join(lines + _table(header, rows))
+
+
+def before_after(data: dict) -> str:
+    """`before_after.py`'s comparison of two commits, from its results/before_after.json."""
+    tolerance = data["tolerance"]
+    rows = [
+        [
+            row["figure"],
+            f"{row['median_before']:.4g}",
+            f"{row['median_after']:.4g}",
+            f"{row['ratio']:.3f}",
+            "**yes**" if row["worse_than_tolerance"] else "no",
+        ]
+        for row in data["figures"]
+    ]
+    return "\n".join(
+        [
+            f"## Before and after `{data['after']}` (against `{data['before']}`)",
+            "",
+            f"Written by `benchmarks/before_after.py` on {data['when']}: {data['cpu']}, "
+            f"{data['cores']} cores; {data['repetitions']} interleaved repetitions per "
+            "commit, each in fresh processes against the project's server in its own process; "
+            f"scale stages at {data['scale_prompts']:,} prompts, run one at a time, "
+            "alternating the commits stage by stage. Medians; ratio = after / before; a figure "
+            f"is flagged when it is more than {tolerance:.0%} worse.",
+            "",
+            *_table(
+                ["figure", "before", "after", "after / before", f"worse by > {tolerance:.0%}"],
+                rows,
+            ),
+        ]
+    )
+
+
+def ray_throughput(runs: Sequence[dict]) -> str:
+    """`ray_throughput.py`: the ray backend and the openai backend on the same requests."""
+    first = runs[0]
+    bound = first["bound_calls_per_s"]
+
+    def openai_rate(run: dict) -> float:
+        return run["openai"]["calls_per_s"]
+
+    rows = []
+    for key, label in (("openai", "`openai` backend"), ("ray_backend", "`ray` backend")):
+        rates = [run[key]["calls_per_s"] for run in runs]
+        steady = [run[key]["steady_calls_per_s"] for run in runs]
+        to_openai = ""
+        if key != "openai":
+            rate = lambda run, key=key: run[key]["calls_per_s"]  # noqa: E731
+            to_openai = format(paired(runs, rate, openai_rate), ".3f")
+        rows.append(
+            [
+                label,
+                *cells(rates, ".1f"),
+                f"{median(rates) / bound:.3f}",
+                to_openai,
+                f"{median(run[key]['first_call_s'] for run in runs):.2f}",
+                *cells(steady, ".1f"),
+                f"{median(steady) / bound:.3f}",
+            ]
+        )
+    setup = first["ray"]
+    starts = inline((run["ray_backend"]["ray_init_s"] for run in runs), ".1f")
+    header = ["backend", "calls/s min", "median", "max", "share of bound", "/ openai"]
+    header += ["first call at s", "steady calls/s min", "median", "max", "share of bound"]
+    return "\n".join(
+        [
+            "## The ray backend (`ray_throughput.py`)",
+            "",
+            f"{first['requests']:,} calls, {first['latency_s']} s each, {first['concurrency']} "
+            f"in flight: bound {bound:.0f} calls/s; a local Ray of {setup['cpus']} CPUs, "
+            f"{setup['replicas']} workers of up to {setup['batch_size']} rows. Steady is the "
+            "server's rate between a tenth and nine tenths of the calls.",
+            "",
+            *_table(header, rows),
+            "",
+            f"Starting Ray (once a process, outside the table), s (min | median | max): {starts}; "
+            "each stage also starts its worker pool (the time to its first call). On one "
+            "machine the ray backend can only lose (the same bound, plus that start-up and "
+            "the tail of each batch); it wins where one machine is the limit: workers on many "
+            "nodes, or a GPU per vLLM replica.",
+        ]
+    )
+
+
+def batch_api(runs: Sequence[dict]) -> str:
+    """`batch_api.py`: the client's side of Batch API jobs (JSONL, upload, poll, collect)."""
+    first = runs[0]
+    figures = (
+        ("wall s, first run", "first_wall_s", ".2f"),
+        ("client CPU ms per request", "client_cpu_ms_per_request", ".3f"),
+        ("wall s, cached rerun", "cached_rerun_wall_s", ".2f"),
+        ("peak RSS MiB", "peak_rss_mib", ".0f"),
+    )
+    rows = [[label, *cells((run[key] for run in runs), form)] for label, key, form in figures]
+    return "\n".join(
+        [
+            "## Batch mode (`batch_api.py`)",
+            "",
+            f"{first['requests']:,} requests through `mode: batch` in batches of "
+            f"{first['batch_max_requests']:,}, the project's server answering at once: what is "
+            "measured is the client's side (JSONL, upload, ledger, polling, download, parsing, "
+            "cache). Chat calls sent besides (max): "
+            f"{max(run['chat_requests_sent'] for run in runs)}.",
+            "",
+            *_table(["figure", "min", "median", "max"], rows),
+        ]
+    )
+
+
+# Run key -> renderer of its repetitions, in the order of RESULTS.md; the annotate path and
+# the scale stages gather several run keys each (see `render`).
+SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
+    ("kedro_annotate", kedro_annotate),
+    ("judge_throughput", judge),
+)
+LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
+    ("batch_api", batch_api),
+    ("chaos", chaos),
+    ("embedded_model", embedded_model),
+    ("default_run", default_run),
+    ("ray_throughput", ray_throughput),
+)
+
+
+def header(meta: dict) -> str:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Written by `{meta['command']}` (`make bench` runs it) from the JSON of one sitting, "
+        f"kept in `{meta['results_dir']}`: no figure in this file is typed by hand, and "
+        "rerunning the command replaces them all.",
+        "",
+        f"- Machine: {meta['machine']}. Absolute figures hold for this machine only; the "
+        "claims are the ratios: to the concurrency/latency bound, and to a bare "
+        "`AsyncOpenAI` loop sending the same requests in the same repetition.",
+        f"- Sitting: {meta['started']} to {meta['finished']}; repetitions: "
+        f"{meta['repetitions']}, each benchmark a fresh process against the project's server in a "
+        "process of its own, the groups of contenders in alternating order from one "
+        "repetition to the next. Tables give min | median | max over the repetitions; a "
+        "ratio to the bare client is the median of the ratios within each repetition.",
+    ]
+    lines.append(f"- Benchmarks: {', '.join(meta['groups'])}.")
+    if meta.get("quick"):
+        lines.append(
+            "- Quick mode: tiny sizes and one repetition, to check the machinery; not figures "
+            "to quote."
+        )
+    if meta.get("skipped"):
+        skipped = "; ".join(f"`{key}` ({why})" for key, why in meta["skipped"].items())
+        lines.append(f"- Not run in this sitting: {skipped}.")
+    return "\n".join(lines)
+
+
+def _marked(name: str, text: str) -> str:
+    """The markers `common.write_section` finds when one script rewrites its own section."""
+    return f"<!-- {name}:start -->\n{text}\n<!-- {name}:end -->"
+
+
+def render(
+    meta: dict, runs: Mapping[str, Sequence[dict]], before_after_data: dict | None = None
+) -> str:
+    """The whole of RESULTS.md."""
+    sections = [header(meta)]
+    if "throughput" in runs:
+        sections.append(_marked("throughput", throughput(runs["throughput"])))
+    if "annotate_latency" in runs or "annotate_zero" in runs:
+        text = annotate_path(runs.get("annotate_latency", []), runs.get("annotate_zero", []))
+        sections.append(_marked("annotate-throughput", text))
+    for key, renderer in SINGLE_RUN_SECTIONS:
+        if key in runs:
+            sections.append(_marked(key.replace("_", "-"), renderer(runs[key])))
+    scale_runs = [run for key, reps in runs.items() if key.startswith("scale_") for run in reps]
+    if scale_runs:
+        sections.append(_marked("scale", scale(scale_runs)))
+    for key, renderer in LATER_SECTIONS:
+        if key in runs:
+            sections.append(_marked(key.replace("_", "-"), renderer(runs[key])))
+    if before_after_data is not None:
+        sections.append(_marked("before-after", before_after(before_after_data)))
+    return "\n\n".join(sections) + "\n"
