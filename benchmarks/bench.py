@@ -65,7 +65,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         Run(
             "throughput",
             "throughput.py",
-            ("--runs", "1", *AT_BOUND),
+            ("--runs", "1", *AT_BOUND, "--workers", "2"),
             ("--requests", "64", "--zero-latency-requests", "200"),
         ),
     ),

@@ -20,6 +20,7 @@ CLIENT_LABELS = {
     "ours": "`LLMClient`",
     "ours_with_cache_writes": "`LLMClient`, writing the request cache",
     "ours_cached_rerun": "`LLMClient`, cached rerun (no call made)",
+    "ours_2_workers": "`LLMClient`, 2 worker processes (CPU of all processes)",
     "plain_async_openai": "bare `AsyncOpenAI`, same requests",
 }
 SCALE_LABELS = {  # in pipeline order
