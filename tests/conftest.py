@@ -49,6 +49,18 @@ def readme_block(title: str) -> str:
 KEDRO_CLI_ENV = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
 
 
+def with_default_sigint(argv: list[str]) -> list[str]:
+    """`argv` started with the default Ctrl-C behaviour, for a child that a test interrupts:
+    Python raises KeyboardInterrupt only when SIGINT was not ignored at its start, and a
+    suite launched in the background (nohup, `&`) hands SIG_IGN down to every child. The
+    launcher resets SIGINT and execs `argv` (a default disposition survives exec)."""
+    launcher = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", launcher, *argv]
+
+
 def kedro_cli(data_root: Path, url: str, *params: str) -> list[str]:
     """`kedro run` in a child process: the `local` endpoint at a fake server, outputs under
     data_root, plus `params` ("key=value"); add "--pipelines", name."""

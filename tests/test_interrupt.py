@@ -6,7 +6,13 @@ import subprocess
 import time
 
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
+from tests.conftest import (
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    kedro_cli,
+    run_kedro_cli,
+    with_default_sigint,
+)
 
 
 def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp_path):
@@ -16,7 +22,7 @@ def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp
         command = kedro_cli(data_root, url, "sample.max_prompts=null")
         run_kedro_cli(command, "sample")
         child = subprocess.Popen(
-            [*command, "--pipelines", "generate"],
+            with_default_sigint([*command, "--pipelines", "generate"]),
             cwd=PROJECT_ROOT,
             env=KEDRO_CLI_ENV,
             stdout=subprocess.PIPE,

@@ -25,7 +25,9 @@ from llm_feedback.planning import ESTIMATED, plan_run
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
 
-FEW_PROMPTS = "sample.max_prompts=3"
+# The test server fills a reply's strings whatever their maxLength, so the judge's string
+# cap is pinned here rather than taken from the local endpoint's demo setting.
+FEW_PROMPTS = "sample.max_prompts=3,endpoints.local.max_string_chars=80"
 TOLERANCE = 0.20
 
 

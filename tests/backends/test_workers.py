@@ -25,25 +25,14 @@ from llm_feedback.backends import (
 from llm_feedback.backends.workers import concurrency_shares, worker_processes
 from llm_feedback.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, echo_responder, flaky, scripted
-from tests.conftest import PROJECT_ROOT, kedro_cli, run_kedro_cli
+from tests.backends.test_client import endpoint
+from tests.conftest import PROJECT_ROOT, kedro_cli, run_kedro_cli, with_default_sigint
 
 RATING_SCHEMA = {
     "type": "object",
     "properties": {"rating": {"type": "integer", "minimum": 1, "maximum": 5}},
     "required": ["rating"],
 }
-
-
-def endpoint(server, **extra):
-    definition = {
-        "backend": "openai",
-        "model": "judge-x",
-        "base_url": server.base_url,
-        "backoff_base_s": 0.01,
-        "backoff_max_s": 0.05,
-        **extra,
-    }
-    return EndpointConfig.from_dict(definition, name="test")
 
 
 def mixed_requests(n):
@@ -283,7 +272,9 @@ with FakeLLMServer(latency_s=0.05) as server:
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_the_stage_and_its_workers():
     child = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        with_default_sigint([sys.executable, "-c", INTERRUPTED]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         pids = [int(pid) for pid in child.stdout.readline().split()]
