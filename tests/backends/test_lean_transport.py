@@ -1,7 +1,13 @@
 """The lean transport and the openai SDK send the same requests and read the same results,
 over real HTTP against the project's server, on success and on every error path."""
 
+import contextlib
 import json
+import re
+import socket
+import socketserver
+import threading
+import urllib.parse
 
 import pytest
 
@@ -152,3 +158,67 @@ def test_azure_deployment_urls_and_keys(monkeypatch):
                 result = client.complete(REQUESTS[0])
                 assert result.ok, result.error
                 assert client.is_available()
+
+
+@contextlib.contextmanager
+def forwarding_proxy(upstream):
+    """A plain HTTP forward proxy (one request per connection) in front of `upstream`;
+    yields its URL and the absolute request targets it forwarded."""
+    host, port = urllib.parse.urlsplit(upstream.base_url).netloc.split(":")
+    targets = []
+
+    class Forward(socketserver.StreamRequestHandler):
+        def handle(self):
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                line = self.rfile.readline()
+                if not line:
+                    return  # a pooled connection closed unused
+                head += line
+            request_line, _, rest = head.partition(b"\r\n")
+            method, target, version = request_line.decode().split(" ")
+            targets.append(target)
+            length = re.search(rb"(?im)^content-length:\s*(\d+)", rest)
+            body = self.rfile.read(int(length[1])) if length else b""
+            origin_form = urllib.parse.urlsplit(target)._replace(scheme="", netloc="").geturl()
+            rest = re.sub(rb"(?im)^(proxy-)?connection:.*\r\n", b"", rest)
+            forwarded = f"{method} {origin_form} {version}\r\nConnection: close\r\n".encode()
+            with socket.create_connection((host, int(port))) as conn:
+                conn.sendall(forwarded + rest + body)
+                while chunk := conn.recv(65536):
+                    self.wfile.write(chunk)
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Forward) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{proxy.server_address[1]}", targets
+        finally:
+            proxy.shutdown()
+
+
+def test_both_transports_go_through_the_proxy_the_environment_names(monkeypatch):
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeLLMServer(schema_responder) as server, forwarding_proxy(server) as (proxy, seen):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        for transport in ("lean", "sdk"):
+            # A host only the proxy can reach: the answer proves the request went through it.
+            config = EndpointConfig.from_dict(
+                {
+                    "backend": "openai",
+                    "model": "m",
+                    "base_url": "http://llm.behind-the-proxy.test/v1",
+                    "transport": transport,
+                },
+                name="proxied",
+            )
+            with LLMClient(config, None, progress=False) as client:
+                assert client.complete(REQUESTS[0]).ok
+        assert seen == ["http://llm.behind-the-proxy.test/v1/chat/completions"] * 2
+
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        seen.clear()
+        for transport in ("lean", "sdk"):
+            with LLMClient(endpoint(server, transport), None, progress=False) as client:
+                assert client.complete(REQUESTS[0]).ok
+        assert seen == []  # NO_PROXY: straight to the server

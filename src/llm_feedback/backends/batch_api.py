@@ -23,12 +23,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import orjson
 
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.lean import _UNREADABLE, LeanConnection, _error_message, chat_result
+from llm_feedback.backends.lean import (
+    _UNREADABLE,
+    LeanConnection,
+    TransportFailure,
+    TransportTimeout,
+    _error_message,
+    chat_result,
+)
 from llm_feedback.backends.openai_backend import _RETRYABLE_STATUS, redact
 from llm_feedback.errors import BatchPending, EndpointError
 
@@ -296,13 +302,18 @@ class BatchJobs:
         return ChatResult.failure(redact(f"HTTP {status}: {_error_message(status, response)}"))
 
     async def _upload(self, content: bytes) -> dict[str, Any]:
-        # The connection's default Content-Type is JSON: name the multipart boundary here.
+        # Encoded here, as bytes, so that a retry sends the very same body.
         boundary = uuid.uuid4().hex
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            'filename="batch.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n'
+        )
+        body = head.encode() + content + f"\r\n--{boundary}--\r\n".encode()
         return await self._call(
             "POST",
             "files",
-            data={"purpose": "batch"},
-            files={"file": ("batch.jsonl", content, "application/jsonl")},
+            data=body,
             headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
         )
 
@@ -312,16 +323,18 @@ class BatchJobs:
         problem = ""
         for attempt in range(self.config.max_retries + 1):
             try:
-                response = await self._connection.http.request(method, url, **kwargs)
-            except httpx2.TransportError as error:
-                problem = f"{type(error).__name__}: {error}"
+                response = await self._connection.request(method, url, **kwargs)
+            except TransportTimeout as error:
+                problem = f"timed out: {error}"
+            except TransportFailure as error:
+                problem = str(error)
             else:
-                if response.status_code == 200:
+                if response.status == 200:
                     return response.content if raw else orjson.loads(response.content)
-                problem = f"HTTP {response.status_code}: " + _error_message(
-                    response.status_code, response.content
+                problem = f"HTTP {response.status}: " + _error_message(
+                    response.status, response.content
                 )
-                if response.status_code not in _RETRYABLE_STATUS:
+                if response.status not in _RETRYABLE_STATUS:
                     break
             ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
             if attempt < self.config.max_retries:
