@@ -288,11 +288,10 @@ def test_ctrl_c_stops_the_stage_and_its_workers():
 
 @pytest.mark.timeout(180)
 def test_auto_sends_in_process_below_the_threshold_and_from_workers_above(monkeypatch):
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)  # auto's smallest worker machine
     with FakeLLMServer(echo_responder) as server:
         config = endpoint(server, max_concurrent=8)
-        assert config.workers == "auto"
-        if worker_processes(config) < 2:
-            pytest.skip("one core: auto never starts workers")
+        assert config.workers == "auto" and worker_processes(config) == 3
         with LLMClient(config, None, progress=False) as client:
             client.complete_many([ChatRequest.from_prompt(f"q{i}") for i in range(50)])
             assert client.worker_pool.pids == []  # 50 misses: one process sends them
@@ -306,9 +305,11 @@ def test_auto_sends_in_process_below_the_threshold_and_from_workers_above(monkey
     assert [r.text for r in results] == [f"Echo: r{i}" for i in range(50)]
 
 
-def test_how_many_processes_each_endpoint_uses(fake_llm):
-    cores = min(os.cpu_count() or 1, workers.AUTO_MAX_PROCESSES)
-    assert worker_processes(endpoint(fake_llm, max_concurrent=64)) == cores
+def test_how_many_processes_each_endpoint_uses(fake_llm, monkeypatch):
+    for cores, processes in [(1, 1), (2, 1), (3, 1), (4, 3), (5, 4), (64, 4)]:
+        monkeypatch.setattr(workers, "usable_cores", lambda cores=cores: cores)
+        assert worker_processes(endpoint(fake_llm, max_concurrent=64)) == processes
+    assert worker_processes(endpoint(fake_llm, max_concurrent=2)) == 2
     assert worker_processes(endpoint(fake_llm, transport="sdk")) == 1
     assert worker_processes(endpoint(fake_llm, workers=3, max_concurrent=2)) == 2
     local = EndpointConfig.from_dict({"backend": "local", "model": "m"}, name="local")

@@ -114,7 +114,8 @@ class EndpointConfig:
     # The largest image or audio file sent to this endpoint (OpenAI takes 20 MB an image).
     max_media_bytes: int = 20 * 1024 * 1024
     # Processes that send a stage's requests: "auto" (several for an openai/azure endpoint on
-    # the lean transport once a stream has thousands of uncached calls) or an int >= 1.
+    # the lean transport once a stream has thousands of uncached calls, on machines with 4
+    # cores or more) or an int >= 1.
     workers: int | str = "auto"
     # local backend
     model_path: str | None = None

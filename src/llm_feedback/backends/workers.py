@@ -43,8 +43,13 @@ logger = logging.getLogger(__name__)
 
 #: `workers: auto` uses processes once one stream has more cache misses than this.
 WORKER_THRESHOLD = 4000
-#: `workers: auto` uses at most this many processes (and no more than there are cores).
+#: `workers: auto` uses at most this many processes (and leaves one core to the parent).
 AUTO_MAX_PROCESSES = 4
+#: `workers: auto` sends from one process on machines with fewer cores. Feeding a worker
+#: costs the parent ~0.12 ms a call and sending costs a worker ~0.3 ms, while the parent
+#: alone sends at ~0.25 ms: workers only pay when each has a core beside the parent's
+#: (on 2 cores, 2 workers made 0.70x the calls/s of one process; benchmarks/RESULTS.md).
+AUTO_MIN_CORES = 4
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 5.0
 # 'spawn': the parent has threads (the client's loop, the cache writer), which fork copies
@@ -57,10 +62,18 @@ def worker_processes(config: EndpointConfig) -> int:
     if config.workers == "auto":
         if config.backend not in HTTP_BACKENDS or config.transport != "lean":
             return 1
-        wanted = min(os.cpu_count() or 1, AUTO_MAX_PROCESSES)
+        cores = usable_cores()
+        wanted = min(cores - 1, AUTO_MAX_PROCESSES) if cores >= AUTO_MIN_CORES else 1
     else:
         wanted = config.workers
     return max(1, min(wanted, config.concurrency))  # every worker needs one slot at least
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the host's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def concurrency_shares(limit: int, processes: int) -> list[int]:
