@@ -2,7 +2,7 @@
 
 64,000 prompts x 4 completions against the fake server at zero latency, so what is
 measured is our code (sampling, request building, caching, parsing, DataFrames), not a
-model. Each stage runs in a fresh process, as a Kedro node does its work between loading
+model. Texts have UltraFeedback's sizes (`sized_responder`): memory grows with them. Each stage runs in a fresh process, as a Kedro node does its work between loading
 its inputs and saving its output, so its peak RSS is its own.
 
     python benchmarks/scale.py --stage generate --workdir /tmp/scale [--prompts 64000]
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import random
 import sys
 import tempfile
 import time
@@ -36,13 +38,46 @@ from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import generate_completions  # noqa: E402
 from llm_feedback.sampling import sample_prompts  # noqa: E402
-from llm_feedback.testing.server import serve_in_subprocess  # noqa: E402
+from llm_feedback.testing.server import (  # noqa: E402
+    RequestContext,
+    schema_responder,
+    serve_in_subprocess,
+)
 
 SOURCES = ("evol_instruct", "false_qa", "flan", "sharegpt", "truthful_qa", "ultrachat")
 MODELS = [f"model-{i:02d}" for i in range(17)]  # UltraFeedback's pool had 17 models
 ASPECTS = ["instruction_following", "honesty", "truthfulness", "helpfulness"]
+# About the mean lengths in UltraFeedback's public data: a completion, one aspect rationale,
+# one critique.
+COMPLETION_CHARS = 1200
+RATIONALE_CHARS = 250
+FEEDBACK_CHARS = 600
+_WORDS = "the model answers question with some detail and example because it reads well".split()
 # In pipeline order; each stage reads the tables the earlier ones left in --workdir.
 STAGES = ("generate", "aspects", "critique", "score_fix", "export")
+
+
+def _prose(seed: str, chars: int) -> str:
+    words = random.Random(seed).choices(_WORDS, k=chars // 4)
+    return " ".join(words)[:chars]
+
+
+def _padded(value: object, key: str = "") -> object:
+    if isinstance(value, dict):
+        return {name: _padded(item, name) for name, item in value.items()}
+    if isinstance(value, str) and key.endswith("rationale"):
+        return _prose(value, RATIONALE_CHARS)
+    if isinstance(value, str) and key == "feedback":
+        return _prose(value, FEEDBACK_CHARS)
+    return value
+
+
+def sized_responder(body: dict, ctx: RequestContext) -> str:
+    """Completions, rationales and critiques of UltraFeedback's sizes; the same request
+    always gets the same answer (cached reruns and re-asks behave as with a model)."""
+    if body.get("response_format") is None:
+        return _prose(json.dumps(body["messages"]), COMPLETION_CHARS)
+    return json.dumps(_padded(json.loads(schema_responder(body, ctx))))
 
 
 def raw_prompts(n: int) -> pd.DataFrame:
@@ -151,7 +186,7 @@ def main() -> None:
     serving = (
         contextlib.nullcontext("")
         if args.stage == "export"
-        else serve_in_subprocess(latency_s=0.0, responder="schema")
+        else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder")
     )
     with serving as url:
         if args.stage == "generate":
