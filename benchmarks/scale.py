@@ -2,8 +2,9 @@
 
 64,000 prompts x 4 completions against the fake server at zero latency, so what is
 measured is our code (sampling, request building, caching, parsing, DataFrames), not a
-model. Texts have UltraFeedback's sizes (`sized_responder`): memory grows with them. Each stage runs in a fresh process, as a Kedro node does its work between loading
-its inputs and saving its output, so its peak RSS is its own.
+model. Texts have UltraFeedback's sizes (`sized_responder`): memory grows with them. Each
+stage runs in a fresh process, as a Kedro node does its work between loading its inputs
+and saving its output, so its peak RSS is its own.
 
     python benchmarks/scale.py --stage generate --workdir /tmp/scale [--prompts 64000]
     python benchmarks/scale.py --stage aspects --workdir /tmp/scale   # reads its completions
