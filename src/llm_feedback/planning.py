@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.annotation.stages import aspect_calls, critique_requests, usable_completions
+from llm_feedback.annotation.stages import aspect_calls, critique_calls, usable_completions
 from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, make_backend
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.client import request_key, sent_form
@@ -249,10 +249,10 @@ def plan_run(
             stage = _Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("annotate", [judge.model] * len(stage.keys), basis)
         if "critique" in judge_stages:
-            requests = critique_requests(
+            calls = critique_calls(
                 usable, structured=structured, sampling=annotate.critique_sampling
             )
-            stage = _Stage(judge, requests, cache_path)
+            stage = _Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("critique", [judge.model] * len(stage.keys), basis)
     plan = pd.DataFrame(rows, columns=list(RUN_PLAN_COLUMN_TYPES))
     plan = price_usage(plan, prices)

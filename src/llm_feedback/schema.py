@@ -112,7 +112,9 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_backend": "string",  # local | openai | azure | vllm | ...
     "judge_via_batch": "bool",  # the judge answered through a Batch API
     "suspected_injection": "bool",  # the completion imitates a judge's answer format
-    "raw_reply": "string",
+    # The call's reply, shared by its rows: each distinct reply stored once (Parquet
+    # dictionary), as a call rates several completions.
+    "raw_reply": "category",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
     "completion_tokens": "float64",
 }

@@ -402,3 +402,56 @@ def test_export_names_missing_columns() -> None:
         to_ultrafeedback_records(
             completions.drop(columns="principle"), aspects, critiques, overall_scores
         )
+
+
+def test_a_table_built_from_rows_in_any_order_equals_the_one_built_in_order(monkeypatch, tmp_path):
+    from llm_feedback.annotation.tables import TableBuilder
+
+    monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)  # rows cross several chunks
+    dtypes = {
+        "id": "string",
+        "n": "int64",
+        "score": "Float64",
+        "share": "float64",
+        "flag": "bool",
+        "types": "object",
+        "reply": "category",
+    }
+    rows = [
+        {
+            "id": f"p{i}",
+            "n": i,
+            "score": None if i % 4 == 0 else i / 2,
+            "share": i / 3,
+            "flag": i % 2 == 0,
+            "types": [str(i % 3)] if i % 2 else [],
+            "reply": None if i == 5 else f"reply of call {i // 3}",
+        }  # 3 rows share a call's reply
+        for i in range(11)
+    ]
+    in_order, shuffled = TableBuilder(dtypes), TableBuilder(dtypes)
+    for key, row in enumerate(rows):
+        in_order.add(key, row)
+    for key in [7, 2, 10, 0, 5, 9, 1, 4, 8, 3, 6]:
+        shuffled.add(key, rows[key])
+    expected = in_order.frame()
+    frame = shuffled.frame()
+    pd.testing.assert_frame_equal(frame, expected)
+    assert frame["id"].tolist() == [f"p{i}" for i in range(11)]
+    assert frame["score"].isna().tolist() == [i % 4 == 0 for i in range(11)]
+    assert frame["types"].tolist() == [row["types"] for row in rows]
+    # Each distinct reply once, and a Parquet round trip gives every row its reply back.
+    assert sorted(frame["reply"].cat.categories) == [f"reply of call {c}" for c in range(4)]
+    frame.to_parquet(tmp_path / "t.parquet")
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    assert back["reply"].isna().tolist() == [i == 5 for i in range(11)]
+    assert back["reply"].dropna().tolist() == [rows[i]["reply"] for i in range(11) if i != 5]
+    assert {name: str(dtype) for name, dtype in frame.dtypes.items()} == {
+        "id": "string",
+        "n": "int64",
+        "score": "Float64",
+        "share": "float64",
+        "flag": "bool",
+        "types": "object",
+        "reply": "category",
+    }

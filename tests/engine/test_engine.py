@@ -203,3 +203,26 @@ def test_a_node_with_not_one_answered_call_fails_loudly():
             outcomes = TaskEngine(client).run([digit_task("x" * 300)])
         assert server.request_count == 0
     assert outcomes[0].status == "skipped_too_long"
+
+
+def test_run_into_hands_each_final_outcome_over_once_and_keeps_none():
+    # "q1" is read after two re-asks, "q3" after one; the others at once.
+    readable_after = {"q1": 2, "q3": 1}
+
+    def responder(body, ctx):
+        messages = body["messages"]
+        reasks = (len(messages) - 1) // 2
+        return "5" if reasks >= readable_after.get(messages[0]["content"], 0) else "no"
+
+    delivered = []
+    with FakeLLMServer(responder) as server:
+        with LLMClient(endpoint(server), None, progress=False) as client:
+            engine = TaskEngine(client, max_reasks=2)
+            summary = engine.run_into(
+                (digit_task(f"q{i}") for i in range(6)),
+                lambda index, outcome: delivered.append((index, outcome.value, outcome.reasks)),
+            )
+    assert sorted(delivered) == [(0, 5, 0), (1, 5, 2), (2, 5, 0), (3, 5, 1), (4, 5, 0), (5, 5, 0)]
+    # Read-at-once outcomes come first: nothing waits for the re-asks to be handed over.
+    assert {index for index, _, _ in delivered[:4]} == {0, 2, 4, 5}
+    assert (summary.tasks, summary.reasked, summary.unreadable, summary.failed) == (6, 2, 0, 0)

@@ -36,17 +36,25 @@ from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_
 from llm_feedback.annotation.tables import (
     AspectJudgement,
     CritiqueJudgement,
-    aspect_annotations_frame,
-    critiques_frame,
+    TableBuilder,
+    aspect_rows,
+    critique_row,
 )
 from llm_feedback.backends import ChatRequest, LLMClient
-from llm_feedback.engine import Reading, Task, TaskEngine
+from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.replies.fencing import suspected_injection
 from llm_feedback.replies.status import NO_MATCH, OK, PARTIAL, READ, is_unreadable
+from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 
+# The critiques table and each row's tokens (all of its call's).
+CRITIQUE_TABLE_TYPES = {
+    **CRITIQUES_COLUMN_TYPES,
+    "prompt_tokens": "float64",
+    "completion_tokens": "float64",
+}
 COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", "principle")
 
 
@@ -215,38 +223,41 @@ def annotate_aspects(
             calls.append(call)
             yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
-    engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
-    outcomes = engine.run(
+    table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
+
+    def take(index: int, outcome: Outcome) -> None:
+        # Rows as each call's outcome is final: only the table grows, not the outcomes.
+        call, calls[index] = calls[index], None
+        ratings = outcome.value if outcome.reply.ok else []
+        judgement = AspectJudgement(
+            prompt_id=call.prompt_id,
+            aspect=call.aspect,
+            shuffle_idx=call.shuffle_idx,
+            order=call.order,
+            ratings=ratings,
+            judge_model=client.model,
+            judge_endpoint=client.config.name,
+            judge_backend=client.config.backend,
+            judge_via_batch=outcome.reply.via_batch,
+            raw_reply=outcome.text,
+            reasks=outcome.reasks,
+            call_error=outcome.error if not ratings else None,
+            completion_ids=call.completion_ids,
+            injection_flags=call.injection_flags,
+            raw_replies=[rating.reply for rating in ratings] or None,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+        )
+        for position, row in enumerate(aspect_rows(judgement)):
+            table.add(index << 16 | position, row)  # rows in call order, then position
+
+    TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
         tasks(),
+        take,
         desc="annotate aspects",
         total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
     )
-
-    def judgements() -> Iterator[AspectJudgement]:
-        for index, call in enumerate(calls):
-            outcome, outcomes[index] = outcomes[index], None  # rows keep what they need
-            ratings = outcome.value if outcome.reply.ok else []
-            yield AspectJudgement(
-                prompt_id=call.prompt_id,
-                aspect=call.aspect,
-                shuffle_idx=call.shuffle_idx,
-                order=call.order,
-                ratings=ratings,
-                judge_model=client.model,
-                judge_endpoint=client.config.name,
-                judge_backend=client.config.backend,
-                judge_via_batch=outcome.reply.via_batch,
-                raw_reply=outcome.text,
-                reasks=outcome.reasks,
-                call_error=outcome.error if not ratings else None,
-                completion_ids=call.completion_ids,
-                injection_flags=call.injection_flags,
-                raw_replies=[rating.reply for rating in ratings] or None,
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-            )
-
-    frame = aspect_annotations_frame(judgements())
+    frame = table.frame()
     _log_parse_rate("aspect ratings", frame)
     return frame
 
@@ -275,12 +286,13 @@ def _critique_reading(parsed: CritiqueParse) -> Reading:
     return Reading(parsed, NO_MATCH, ok=False, problem=problem)
 
 
-def critique_requests(
+def critique_calls(
     usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
-) -> Iterator[ChatRequest]:
-    """The critique stage's judge calls, built lazily: one per usable completion."""
+) -> Iterator[tuple[Any, ChatRequest]]:
+    """The critique stage's judge calls, built lazily: per usable completion, its row (a
+    named tuple) and its request."""
     for row in usable.itertuples(index=False):
-        yield _critique_request(row, structured, sampling)
+        yield row, _critique_request(row, structured, sampling)
 
 
 def _critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
@@ -311,38 +323,49 @@ def critique_completions(
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    tasks = (
-        Task(request, read)
-        for request in critique_requests(usable, structured=structured, sampling=sampling)
-    )
-    outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
-        tasks, desc="critique", total=len(usable)
-    )
-    judgements = [
-        CritiqueJudgement(
-            prompt_id=prompt_id,
-            completion_idx=completion_idx,
-            parsed=outcome.value if outcome.reply.ok else None,
-            judge_model=client.model,
-            judge_endpoint=client.config.name,
-            judge_backend=client.config.backend,
-            judge_via_batch=outcome.reply.via_batch,
-            raw_reply=outcome.text,
-            reasks=outcome.reasks,
-            call_error=None if outcome.reply.ok else outcome.error,
-            suspected_injection=suspected_injection(response),
+    completions_judged: list[tuple[str, int, bool]] = []
+
+    def tasks() -> Iterator[Task]:
+        for row in usable.itertuples(index=False):
+            completions_judged.append(
+                (
+                    str(row.prompt_id),
+                    int(row.completion_idx),
+                    suspected_injection(str(row.response)),
+                )
+            )
+            yield Task(_critique_request(row, structured, sampling), read)
+
+    table = TableBuilder(CRITIQUE_TABLE_TYPES)
+
+    def take(index: int, outcome: Outcome) -> None:
+        (prompt_id, completion_idx, injection), completions_judged[index] = (
+            completions_judged[index],
+            None,
         )
-        for prompt_id, completion_idx, response, outcome in zip(
-            usable["prompt_id"].astype(str),
-            usable["completion_idx"].astype(int),
-            usable["response"].astype(str),
-            outcomes,
-            strict=True,
+        row = critique_row(
+            CritiqueJudgement(
+                prompt_id=prompt_id,
+                completion_idx=completion_idx,
+                parsed=outcome.value if outcome.reply.ok else None,
+                judge_model=client.model,
+                judge_endpoint=client.config.name,
+                judge_backend=client.config.backend,
+                judge_via_batch=outcome.reply.via_batch,
+                raw_reply=outcome.text,
+                reasks=outcome.reasks,
+                call_error=None if outcome.reply.ok else outcome.error,
+                suspected_injection=injection,
+            )
         )
-    ]
-    frame = critiques_frame(judgements)
-    frame["prompt_tokens"] = pd.array([o.prompt_tokens for o in outcomes], dtype="float64")
-    frame["completion_tokens"] = pd.array([o.completion_tokens for o in outcomes], dtype="float64")
+        row["prompt_tokens"] = outcome.prompt_tokens
+        row["completion_tokens"] = outcome.completion_tokens
+        table.add(index, row)
+
+    TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
+        tasks(), take, desc="critique", total=len(usable)
+    )
+    frame = table.frame()
     _log_parse_rate("critiques", frame)
     return frame
 

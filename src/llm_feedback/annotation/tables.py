@@ -7,11 +7,15 @@ lists of strings (Parquet list<string>); read back, each cell is a sequence of s
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
@@ -68,26 +72,130 @@ class CritiqueJudgement:
     suspected_injection: bool = False
 
 
-def _typed_frame(rows: Iterable[dict[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
-    # Column lists, not a list of row dicts: at a million rows the dicts alone need GiBs.
-    columns: dict[str, list[Any]] = {name: [] for name in dtypes}
-    for row in rows:
-        for name, values in columns.items():
-            values.append(row[name])
-    # Typed one column at a time, each list freed once converted: no second full copy.
-    return pd.DataFrame(
-        {name: typed_column(columns.pop(name), dtype) for name, dtype in dtypes.items()}
+class TableBuilder:
+    """Rows added in any order, kept as Arrow chunks of their final types; `frame()` puts
+    them in the order of the key each was added with.
+
+    At UltraFeedback scale (a million aspect rows) a Python object per cell costs several
+    times the text it holds, so rows are converted every `CHUNK_ROWS`. A `category` column
+    stores each distinct text once (a call's raw reply, shared by the rows of that call).
+    """
+
+    CHUNK_ROWS = 8192
+
+    def __init__(self, dtypes: Mapping[str, Any]) -> None:
+        self._dtypes = dict(dtypes)
+        self._pending: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self._chunks: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self._keys = array("q")
+        # Per category column: digest of each distinct text -> its code, and the texts.
+        self._codes: dict[str, dict[bytes, int]] = {
+            name: {} for name, dtype in dtypes.items() if dtype == "category"
+        }
+        self._categories: dict[str, list[str]] = {name: [] for name in self._codes}
+        self._category_chunks: dict[str, list[pa.Array]] = {name: [] for name in self._codes}
+
+    def add(self, key: int, row: Mapping[str, Any]) -> None:
+        self._keys.append(key)
+        for name, values in self._pending.items():
+            value = row[name]
+            values.append(value if name not in self._codes else self._code(name, value))
+        if len(self._keys) % self.CHUNK_ROWS == 0:
+            self._flush()
+
+    def _code(self, name: str, text: str | None) -> int:
+        if text is None:
+            return -1
+        # A digest, not the text, as the key: the texts themselves go to Arrow chunks.
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        codes = self._codes[name]
+        code = codes.get(digest)
+        if code is None:
+            code = codes[digest] = len(codes)
+            self._categories[name].append(text)
+        return code
+
+    def _flush(self) -> None:
+        for name, values in self._pending.items():
+            if values:
+                self._chunks[name].append(_chunk(values, self._dtypes[name]))
+                values.clear()
+        for name, texts in self._categories.items():
+            if texts:
+                self._category_chunks[name].append(pa.array(texts, pa.large_string()))
+                texts.clear()
+
+    def frame(self) -> pd.DataFrame:
+        """The rows in key order, with the given dtypes; the builder is empty afterwards."""
+        self._flush()
+        order = np.argsort(np.frombuffer(self._keys, dtype=np.int64), kind="stable")
+        self._keys = array("q")
+        columns = {}
+        for name, dtype in self._dtypes.items():  # one column at a time: no second table
+            chunks = self._chunks.pop(name)
+            if dtype == "object":
+                values = [cell for chunk in chunks for cell in chunk]
+                columns[name] = [values[index] for index in order]
+                continue
+            taken = pa.chunked_array(chunks, _ARROW_TYPES[dtype]).take(order)
+            del chunks
+            if dtype == "category":
+                texts = pa.chunked_array(self._category_chunks.pop(name), pa.large_string())
+                columns[name] = _categorical(taken.to_numpy(), texts)
+            else:
+                columns[name] = _pandas_column(taken, dtype)
+        return pd.DataFrame(columns)
+
+
+_ARROW_TYPES: Mapping[str, pa.DataType] = {
+    "string": pa.large_string(),
+    "int64": pa.int64(),
+    "Float64": pa.float64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "category": pa.int32(),
+}
+
+
+def _chunk(values: list[Any], dtype: str) -> Any:
+    """One chunk of a column: an Arrow array, or for `object` columns (lists of strings,
+    Parquet list<string>) the Python values themselves."""
+    if dtype == "object":
+        return list(values)
+    return pa.array(values, _ARROW_TYPES[dtype])
+
+
+def _categorical(arrival_codes: np.ndarray, texts: pa.ChunkedArray) -> pd.Categorical:
+    """Codes numbered in order of arrival, renumbered in order of first use by a row, so
+    that the same rows give the same categories whatever order the calls finished in."""
+    codes = np.full(len(arrival_codes), -1, dtype=np.int32)
+    used = arrival_codes >= 0
+    codes[used], first_used = pd.factorize(arrival_codes[used])
+    return pd.Categorical.from_codes(
+        codes,
+        categories=pd.Index(pd.arrays.ArrowStringArray(texts.take(first_used).combine_chunks())),
+        validate=False,  # distinct by construction, codes in range
     )
 
 
-def typed_column(values: list[Any], dtype: Any) -> Any:
-    """A column of the given dtype; lists of lists stay Python objects (Parquet list<>)."""
-    if dtype == "object":
-        return values
-    return pd.array(values, dtype=dtype)
+def _pandas_column(values: pa.ChunkedArray, dtype: str) -> Any:
+    if dtype == "string":
+        return pd.arrays.ArrowStringArray(values.combine_chunks())
+    if dtype == "Float64":
+        mask = values.is_null().to_numpy(zero_copy_only=False)
+        data = values.fill_null(0.0).to_numpy()
+        return pd.arrays.FloatingArray(data, mask)
+    return values.to_numpy(zero_copy_only=False)
 
 
-def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
+def _typed_frame(rows: Iterable[Mapping[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    builder = TableBuilder(dtypes)
+    for key, row in enumerate(rows):
+        builder.add(key, row)
+    return builder.frame()
+
+
+def aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
     completion_ids = list(
         range(len(judgement.order))
         if judgement.completion_ids is None
@@ -146,35 +254,31 @@ def _aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
 
 def aspect_annotations_frame(judgements: Iterable[AspectJudgement]) -> pd.DataFrame:
     """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx)."""
-    rows = (row for judgement in judgements for row in _aspect_rows(judgement))
+    rows = (row for judgement in judgements for row in aspect_rows(judgement))
     return _typed_frame(rows, ASPECT_ANNOTATIONS_COLUMN_TYPES)
+
+
+def critique_row(judgement: CritiqueJudgement) -> dict[str, Any]:
+    """The `critiques` row of one critique call."""
+    parsed = judgement.parsed
+    failed_call = judgement.call_error is not None or parsed is None
+    return {
+        "prompt_id": judgement.prompt_id,
+        "completion_idx": judgement.completion_idx,
+        "critique": None if failed_call else parsed.feedback,
+        "overall_score": None if failed_call else parsed.overall_score,
+        "parse_status": status_of_failure(judgement.call_error) if failed_call else parsed.status,
+        "parse_error": (judgement.call_error or "no reply") if failed_call else parsed.error,
+        "reasks": judgement.reasks,
+        "judge_model": judgement.judge_model,
+        "judge_endpoint": judgement.judge_endpoint,
+        "judge_backend": judgement.judge_backend,
+        "judge_via_batch": judgement.judge_via_batch,
+        "suspected_injection": judgement.suspected_injection,
+        "raw_reply": judgement.raw_reply,
+    }
 
 
 def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
     """`critiques` rows: one per (prompt_id, completion_idx)."""
-    rows = []
-    for judgement in judgements:
-        parsed = judgement.parsed
-        failed_call = judgement.call_error is not None or parsed is None
-        rows.append(
-            {
-                "prompt_id": judgement.prompt_id,
-                "completion_idx": judgement.completion_idx,
-                "critique": None if failed_call else parsed.feedback,
-                "overall_score": None if failed_call else parsed.overall_score,
-                "parse_status": status_of_failure(judgement.call_error)
-                if failed_call
-                else parsed.status,
-                "parse_error": (judgement.call_error or "no reply")
-                if failed_call
-                else parsed.error,
-                "reasks": judgement.reasks,
-                "judge_model": judgement.judge_model,
-                "judge_endpoint": judgement.judge_endpoint,
-                "judge_backend": judgement.judge_backend,
-                "judge_via_batch": judgement.judge_via_batch,
-                "suspected_injection": judgement.suspected_injection,
-                "raw_reply": judgement.raw_reply,
-            }
-        )
-    return _typed_frame(rows, CRITIQUES_COLUMN_TYPES)
+    return _typed_frame(map(critique_row, judgements), CRITIQUES_COLUMN_TYPES)

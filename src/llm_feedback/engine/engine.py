@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from llm_feedback.backends.client import LLMClient
@@ -182,19 +182,66 @@ class TaskEngine:
     ) -> list[Outcome]:
         """Every task's outcome, in order. `tasks` may be lazy (give `total` for the bar):
         the first calls are in flight while later tasks are still being built."""
-        return self.client.call(self._run(tasks, desc, total))
+        return self.client.call(self._collect(tasks, desc, total))
 
     async def arun(
         self, tasks: Iterable[Task], *, desc: str | None = None, total: int | None = None
     ) -> list[Outcome]:
-        return await self.client.acall(self._run(tasks, desc, total))
+        return await self.client.acall(self._collect(tasks, desc, total))
 
-    async def _run(
+    def run_into(
+        self,
+        tasks: Iterable[Task],
+        sink: Callable[[int, Outcome], None],
+        *,
+        desc: str | None = None,
+        total: int | None = None,
+    ) -> RunSummary:
+        """`sink(index, outcome)` gets each task's outcome once it is final (no re-ask
+        left), in completion order, on the client's loop; nothing is kept here. At
+        UltraFeedback scale a stage that turns outcomes into columns as they come holds
+        its table, not a million replies and their readings as well."""
+        return self.client.call(self._run(tasks, sink, desc, total))
+
+    async def _collect(
         self, tasks: Iterable[Task], desc: str | None, total: int | None
     ) -> list[Outcome]:
-        running: list[_Running] = []
+        outcomes: list[Outcome | None] = []
+
+        def keep(index: int, outcome: Outcome) -> None:
+            if index >= len(outcomes):
+                outcomes.extend([None] * (index + 1 - len(outcomes)))
+            outcomes[index] = outcome
+
+        summary = await self._run(tasks, keep, desc, total)
+        outcomes.extend([None] * (summary.tasks - len(outcomes)))
+        return outcomes  # type: ignore[return-value]  # every index was delivered
+
+    async def _run(
+        self,
+        tasks: Iterable[Task],
+        sink: Callable[[int, Outcome], None],
+        desc: str | None,
+        total: int | None,
+    ) -> RunSummary:
+        running: list[_Running | None] = []
         may_reask = self.max_reasks > 0
         retries_before = self.client.stats.retries
+        summary = RunSummary()
+        failures: Counter[str] = Counter()
+
+        def deliver(index: int) -> None:
+            item = running[index]
+            running[index] = None  # the sink keeps what it needs
+            outcome = item.outcome
+            if outcome.reading.status == SKIPPED_TOO_LONG:
+                summary.skipped += 1
+            elif outcome.error is not None:
+                summary.failed += 1
+                failures[_reason(outcome.error)] += 1
+            elif not outcome.reading.ok:
+                summary.unreadable += 1
+            sink(index, outcome)
 
         sent: list[int] = []  # the position in `running` of each request sent
 
@@ -205,18 +252,23 @@ class TaskEngine:
                 reason = too_long(self.client.config, task.request)
                 if reason is not None:
                     item.skip(reason)
+                    deliver(len(running) - 1)
                     continue
                 sent.append(len(running) - 1)
                 yield task.request
 
         def receive(index: int, reply: ChatResult) -> None:
             # Runs as each reply arrives, so reading overlaps the calls still in flight.
-            running[sent[index]].take_first(reply, may_reask)
+            position = sent[index]
+            item = running[position]
+            item.take_first(reply, may_reask)
+            if not (may_reask and item.needs_reask()):
+                deliver(position)
 
         await self.client.stream(requests(), desc=desc, on_result=receive, total=total)
-        reasked: set[int] = set()
+        summary.tasks = len(running)
         for round_number in range(1, self.max_reasks + 1):
-            pending = [i for i, item in enumerate(running) if item.needs_reask()]
+            pending = [i for i, item in enumerate(running) if item is not None]
             if not pending:
                 break
             reasks = [
@@ -230,42 +282,29 @@ class TaskEngine:
             replies = await self.client.stream(
                 reasks, desc=None if desc is None else f"{desc} re-ask {round_number}"
             )
+            if round_number == 1:  # later rounds re-ask some of these again
+                summary.reasked = len(pending)
             for index, request, reply in zip(pending, reasks, replies, strict=True):
-                running[index].take_reask(request, reply)
-            reasked.update(pending)
-        outcomes = []
-        for item in running:
-            item.request = None
-            outcomes.append(item.outcome)
-        skipped = sum(1 for o in outcomes if o.reading.status == SKIPPED_TOO_LONG)
-        failures = [
-            o.error
-            for o in outcomes
-            if o.error is not None and o.reading.status != SKIPPED_TOO_LONG
-        ]
-        summary = RunSummary(
-            tasks=len(outcomes),
-            reasked=len(reasked),
-            unreadable=sum(1 for o in outcomes if o.error is None and not o.reading.ok),
-            failed=len(failures),
-            skipped=skipped,
-            retries=self.client.stats.retries - retries_before,
-            failures_by_reason=dict(Counter(_reason(error) for error in failures)),
-        )
+                item = running[index]
+                item.take_reask(request, reply)
+                if round_number == self.max_reasks or not item.needs_reask():
+                    deliver(index)
+        summary.retries = self.client.stats.retries - retries_before
+        summary.failures_by_reason = dict(failures)
         self.last_summary = summary
-        if desc is not None and outcomes:
-            quiet = not (summary.failed or summary.unreadable or summary.retries or skipped)
+        if desc is not None and summary.tasks:
+            quiet = not (summary.failed or summary.unreadable or summary.retries or summary.skipped)
             logger.log(logging.INFO if quiet else logging.WARNING, summary.line(desc))
         share = self.client.config.max_failure_share
-        if self.fail_loud and outcomes and not summary.answered:
+        if self.fail_loud and summary.tasks and not summary.answered:
             raise EndpointError(
                 f"{summary.line(desc or 'calls')}: not one call was answered by "
                 f"{self.client.config.describe()}"
             )
-        if self.fail_loud and outcomes and summary.failed > share * summary.tasks:
+        if self.fail_loud and summary.tasks and summary.failed > share * summary.tasks:
             raise EndpointError(
                 f"{summary.line(desc or 'calls')}: more than max_failure_share {share:.0%} "
                 f"failed on {self.client.config.describe()}; the {summary.answered} answered "
                 "calls are cached: fix the endpoint and run the same command to resume"
             )
-        return outcomes
+        return summary
