@@ -29,7 +29,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
-from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame  # noqa: E402
+from llm_feedback.annotation import ultrafeedback_export  # noqa: E402
 from llm_feedback.annotation.stages import (  # noqa: E402
     annotate_aspects,
     critique_completions,
@@ -142,14 +142,12 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
     calls = 0
     started = time.perf_counter()
     if stage == "export":
-        table = ultrafeedback_frame(
-            to_ultrafeedback_records(
-                completions,
-                pd.read_parquet(workdir / "aspects.parquet"),
-                pd.read_parquet(workdir / "critique.parquet"),
-                pd.read_parquet(workdir / "score_fix.parquet"),
-                aspects=ASPECTS,
-            )
+        table = ultrafeedback_export(
+            completions,
+            pd.read_parquet(workdir / "aspects.parquet"),
+            pd.read_parquet(workdir / "critique.parquet"),
+            pd.read_parquet(workdir / "score_fix.parquet"),
+            aspects=ASPECTS,
         )
     else:
         with LLMClient(_judge(url), cache, progress=False) as judge:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 # --- keys ---------------------------------------------------------------------------------
 
@@ -470,7 +471,25 @@ class SchemaFrame(pd.DataFrame):
                 )
             kwargs["schema"] = self.arrow_schema
             kwargs.setdefault("index", False)
+            if any(isinstance(dtype, pd.ArrowDtype) for dtype in self.dtypes):
+                return self._write_arrow_backed(path, *args, **kwargs)
         return super().to_parquet(path, *args, **kwargs)
+
+    def _write_arrow_backed(self, path: Any, *args: Any, **kwargs: Any) -> None:
+        """Arrow-backed nested columns written as-is, without copying them into Python values.
+
+        pandas would record their dtypes as "list<...>[pyarrow]", which `read_parquet` cannot
+        restore: the file records the dtypes of `pandas_dtypes`, as a frame of Python lists
+        and dicts does, so it is the same file.
+        """
+        schema = kwargs.pop("schema")
+        if args or kwargs.pop("index") or kwargs.pop("engine", "pyarrow") != "pyarrow":
+            raise ValueError("an Arrow-backed SchemaFrame is written by pyarrow, without index")
+        table = pa.Table.from_pandas(self, schema=schema, preserve_index=False)
+        described = pa.Table.from_pandas(
+            schema_frame([], schema), schema=schema, preserve_index=False
+        )
+        pq.write_table(table.replace_schema_metadata(described.schema.metadata), path, **kwargs)
 
 
 def schema_frame(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> SchemaFrame:

@@ -10,11 +10,13 @@ from llm_feedback.annotation import (
     aspect_annotations_frame,
     collect_scores,
     critiques_frame,
+    export,
     parse_aspect_reply,
     parse_critique_reply,
     plan_score_fix,
     shuffle_orders,
     to_ultrafeedback_records,
+    ultrafeedback_export,
     ultrafeedback_frame,
 )
 from llm_feedback.annotation.export import to_public
@@ -274,6 +276,36 @@ def test_export_round_trips_through_parquet(tmp_path) -> None:
         {name: record[name] for name in ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names}
         for record in records
     ]
+
+
+def test_export_built_in_chunks_writes_what_the_records_write(tmp_path, monkeypatch) -> None:
+    """`ultrafeedback_export` builds a chunk of prompts at a time into Arrow: the same file as
+    `ultrafeedback_frame` of the records (failed calls, N/A, a missing critique, shuffles
+    that disagree), whatever the chunk size and the order of the judges' tables."""
+    completions, aspects, critiques, overall_scores = full_run()
+    disputed = (
+        (aspects["prompt_id"] == "a")
+        & (aspects["completion_idx"] == 0)
+        & (aspects["aspect"] == "helpfulness")
+        & (aspects["shuffle_idx"] == 1)
+    )
+    aspects.loc[disputed, "rating"] = 1
+    records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
+    helpfulness = records[0]["completions"][0]["annotations"]["helpfulness"]
+    assert "Shuffle 2, rated 1" in helpfulness["Rationale For Rating"]
+    ultrafeedback_frame(records).to_parquet(tmp_path / "records.parquet")
+
+    monkeypatch.setattr(export, "_PROMPTS_PER_CHUNK", 1)
+    judged = [frame.iloc[::-1] for frame in (aspects, critiques, overall_scores)]
+    assert to_ultrafeedback_records(completions, *judged) == records
+    ultrafeedback_export(completions, *judged).to_parquet(tmp_path / "export.parquet")
+    written = pq.read_table(tmp_path / "export.parquet")
+    # pandas' metadata too: read_parquet gives back the frame of Python values
+    assert written.equals(pq.read_table(tmp_path / "records.parquet"), check_metadata=True)
+    assert written.schema.equals(ULTRAFEEDBACK_ARROW_SCHEMA)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "export.parquet"), pd.read_parquet(tmp_path / "records.parquet")
+    )
 
 
 def test_a_failed_judgment_is_marked_and_voids_the_fine_grained_score() -> None:

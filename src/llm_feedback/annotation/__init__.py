@@ -26,6 +26,7 @@ from llm_feedback.annotation.critique import (
 from llm_feedback.annotation.export import (
     to_public,
     to_ultrafeedback_records,
+    ultrafeedback_export,
     ultrafeedback_frame,
 )
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
@@ -80,6 +81,7 @@ __all__ = [
     "shuffle_orders",
     "to_public",
     "to_ultrafeedback_records",
+    "ultrafeedback_export",
     "ultrafeedback_frame",
     "validate_thresholds",
 ]

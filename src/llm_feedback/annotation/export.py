@@ -40,7 +40,7 @@ the empty ones).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,7 @@ from llm_feedback.schema import (
     ULTRAFEEDBACK_EXTRA_ASPECTS,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     SchemaFrame,
+    pandas_dtypes,
     schema_frame,
 )
 
@@ -135,7 +136,7 @@ def _per_shuffle_rationale(usable: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _shown_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[str, Any]]:
+def _shown_aspect_rows(aspect_df: pd.DataFrame) -> pd.DataFrame:
     """Per (prompt_id, completion_idx, aspect), the one annotation the public format has
     room for, agreeing with the fine-grained score (`score_fix.fine_grained_scores`).
 
@@ -159,34 +160,46 @@ def _shown_aspect_rows(aspect_df: pd.DataFrame) -> dict[tuple[Any, ...], dict[st
     has_number = shown["mean"].notna()
     shown.loc[has_number, "rating"] = shown.loc[has_number, "mean"]
     shown.loc[has_number, "is_na"] = False
-    rows = {
-        (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-        for row in shown.drop(columns=["unusable", "mean", "outcomes"]).to_dict("records")
-    }
     disputed = usable.merge(summary.loc[summary["outcomes"] > 1, keys], on=keys)
-    for (prompt_id, completion_idx, aspect), group in disputed.groupby(keys, sort=False):
-        rows[(prompt_id, int(completion_idx), aspect)]["rationale"] = _per_shuffle_rationale(group)
-    return rows
+    if not disputed.empty:
+        rationales = disputed.groupby(keys, sort=False).apply(_per_shuffle_rationale)
+        listed = shown[keys].merge(rationales.rename("listed").reset_index(), on=keys, how="left")[
+            "listed"
+        ]
+        shown["rationale"] = listed.where(listed.notna(), shown["rationale"])
+    return shown.drop(columns=["unusable", "mean", "outcomes"])
+
+
+# Prompts whose records are Python dicts at once while the export is built.
+_PROMPTS_PER_CHUNK = 2_000
 
 
 def _status(row: dict[str, Any] | None) -> str | None:
     return None if row is None else _scalar(row["parse_status"])
 
 
-def to_ultrafeedback_records(
+def _positions_by_prompt(
+    frame: pd.DataFrame, prompt_order: pd.Index, *then: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of `frame`'s rows of `prompt_order`'s prompts, sorted stably by prompt
+    (in that order) then by the columns `then`, and each one's prompt rank."""
+    rank = prompt_order.get_indexer(frame["prompt_id"])
+    positions = np.lexsort([*(frame[column].to_numpy() for column in reversed(then)), rank])
+    positions = positions[rank[positions] >= 0]
+    return positions, rank[positions]
+
+
+def _record_chunks(
     completions_df: pd.DataFrame,
     aspect_df: pd.DataFrame,
     critiques_df: pd.DataFrame,
     overall_scores_df: pd.DataFrame,
-    aspects: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """One record per prompt (in first-seen order), completions ordered by completion_idx.
+    aspects: Sequence[str] | None,
+) -> Iterator[list[dict[str, Any]]]:
+    """The records of `to_ultrafeedback_records`, `_PROMPTS_PER_CHUNK` prompts at a time.
 
-    Every record has every field of `schema.ULTRAFEEDBACK_ARROW_SCHEMA`: all four public
-    aspects (null fields where a completion has no rating, also when no call was answered
-    at all), the extra aspects and a status for each. The annotated aspects are `aspects`
-    (default: none) plus those present in `aspect_df`. `correct_answers` /
-    `incorrect_answers` come from `completions_df` when it has them, else they are empty.
+    Only one chunk's rows become Python dicts at once: at UltraFeedback scale the records
+    of all prompts, and a dict per aspect row, would take gigabytes.
     """
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
@@ -207,71 +220,148 @@ def to_ultrafeedback_records(
     # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
     averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
 
-    aspect_rows = _shown_aspect_rows(aspect_df)
-    critiques = {
-        (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
-        for row in critiques_df[[*COMPLETION_KEY, "critique"]].to_dict("records")
+    prompt_order = pd.Index(completions_df["prompt_id"].unique())
+    answer_columns = [column for column in ANSWER_LIST_COLUMNS if column in completions_df]
+    tables = {
+        "completions": (
+            completions_df[[*_COMPLETION_COLUMNS, *answer_columns]],
+            ["completion_idx"],
+        ),
+        "aspects": (_shown_aspect_rows(aspect_df), []),
+        "critiques": (critiques_df[[*COMPLETION_KEY, "critique"]], []),
+        "scores": (overall_scores_df[score_columns], []),
     }
-    overall_scores = {
-        (row["prompt_id"], int(row["completion_idx"])): row
-        for row in overall_scores_df[score_columns].to_dict("records")
+    ordered = {
+        name: (frame, *_positions_by_prompt(frame, prompt_order, *then))
+        for name, (frame, then) in tables.items()
     }
 
-    answer_columns = [column for column in ANSWER_LIST_COLUMNS if column in completions_df]
-    ordered = completions_df[[*_COMPLETION_COLUMNS, *answer_columns]].sort_values(
-        "completion_idx", kind="stable"
-    )
-    records: dict[Any, dict[str, Any]] = {
-        prompt_id: {} for prompt_id in completions_df["prompt_id"].unique()
-    }
-    for row in ordered.to_dict("records"):
-        key = (row["prompt_id"], int(row["completion_idx"]))
-        record = records[row["prompt_id"]]
-        if not record:
-            record.update(
-                prompt_id=row["prompt_id"],
-                source=_scalar(row["source"]),
-                instruction=_scalar(row["instruction"]),
-                models=[],
-                completions=[],
-                **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
-                extra_annotations=[],
-                annotation_status=[],
-            )
-        used = {
-            aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
-            for aspect in all_aspects
+    def chunk_rows(name: str, start: int, stop: int) -> list[dict[str, Any]]:
+        frame, positions, ranks = ordered[name]
+        first, last = ranks.searchsorted([start, stop])
+        return frame.iloc[positions[first:last]].to_dict("records")
+
+    for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
+        stop = start + _PROMPTS_PER_CHUNK
+        aspect_rows = {
+            (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
+            for row in chunk_rows("aspects", start, stop)
         }
-        status = {aspect: _status(used[aspect]) for aspect in all_aspects}
-        scores = overall_scores.get(key, {})
-        failed = any(status[aspect] not in READ for aspect in averaged)
-        record["models"].append(_scalar(row["model"]))
-        record["completions"].append(
-            {
-                "model": _scalar(row["model"]),
-                "principle": _scalar(row["principle"]),
-                "custom_system_prompt": _scalar(row["system_prompt"]),
-                "response": _scalar(row["response"]),
-                "annotations": {
-                    aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_ASPECTS
-                },
-                "critique": critiques.get(key),
-                "overall_score": _float(scores.get("overall_score_fixed")),
-                "fine-grained_score": (
-                    None if failed else _float(scores.get("fine_grained_score"))
-                ),
+        critiques = {
+            (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
+            for row in chunk_rows("critiques", start, stop)
+        }
+        overall_scores = {
+            (row["prompt_id"], int(row["completion_idx"])): row
+            for row in chunk_rows("scores", start, stop)
+        }
+        records: dict[Any, dict[str, Any]] = {
+            prompt_id: {} for prompt_id in prompt_order[start:stop]
+        }
+        for row in chunk_rows("completions", start, stop):
+            key = (row["prompt_id"], int(row["completion_idx"]))
+            record = records[row["prompt_id"]]
+            if not record:
+                record.update(
+                    prompt_id=row["prompt_id"],
+                    source=_scalar(row["source"]),
+                    instruction=_scalar(row["instruction"]),
+                    models=[],
+                    completions=[],
+                    **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
+                    extra_annotations=[],
+                    annotation_status=[],
+                )
+            used = {
+                aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
+                for aspect in all_aspects
             }
-        )
-        record["extra_annotations"].append(
-            {aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS}
-        )
-        record["annotation_status"].append(status)
-    return list(records.values())
+            status = {aspect: _status(used[aspect]) for aspect in all_aspects}
+            scores = overall_scores.get(key, {})
+            failed = any(status[aspect] not in READ for aspect in averaged)
+            record["models"].append(_scalar(row["model"]))
+            record["completions"].append(
+                {
+                    "model": _scalar(row["model"]),
+                    "principle": _scalar(row["principle"]),
+                    "custom_system_prompt": _scalar(row["system_prompt"]),
+                    "response": _scalar(row["response"]),
+                    "annotations": {
+                        aspect: _annotation(aspect, used[aspect])
+                        for aspect in ULTRAFEEDBACK_ASPECTS
+                    },
+                    "critique": critiques.get(key),
+                    "overall_score": _float(scores.get("overall_score_fixed")),
+                    "fine-grained_score": (
+                        None if failed else _float(scores.get("fine_grained_score"))
+                    ),
+                }
+            )
+            record["extra_annotations"].append(
+                {
+                    aspect: _annotation(aspect, used[aspect])
+                    for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS
+                }
+            )
+            record["annotation_status"].append(status)
+        yield list(records.values())
+
+
+def to_ultrafeedback_records(
+    completions_df: pd.DataFrame,
+    aspect_df: pd.DataFrame,
+    critiques_df: pd.DataFrame,
+    overall_scores_df: pd.DataFrame,
+    aspects: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """One record per prompt (in first-seen order), completions ordered by completion_idx.
+
+    Every record has every field of `schema.ULTRAFEEDBACK_ARROW_SCHEMA`: all four public
+    aspects (null fields where a completion has no rating, also when no call was answered
+    at all), the extra aspects and a status for each. The annotated aspects are `aspects`
+    (default: none) plus those present in `aspect_df`. `correct_answers` /
+    `incorrect_answers` come from `completions_df` when it has them, else they are empty.
+    For a whole run, `ultrafeedback_export` builds the same table without holding every
+    record.
+    """
+    chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
+    return [record for chunk in chunks for record in chunk]
 
 
 def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
     """The records as a DataFrame whose `to_parquet` writes `ULTRAFEEDBACK_ARROW_SCHEMA`."""
     return schema_frame(records, ULTRAFEEDBACK_ARROW_SCHEMA)
+
+
+def ultrafeedback_export(
+    completions_df: pd.DataFrame,
+    aspect_df: pd.DataFrame,
+    critiques_df: pd.DataFrame,
+    overall_scores_df: pd.DataFrame,
+    aspects: Sequence[str] | None = None,
+) -> SchemaFrame:
+    """The records of `to_ultrafeedback_records` as a frame that writes the same Parquet as
+    `ultrafeedback_frame`, built a chunk of prompts at a time straight into Arrow: its
+    nested columns are Arrow-backed (`pd.ArrowDtype`) rather than Python lists and dicts,
+    which at UltraFeedback scale would take gigabytes."""
+    chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
+    table = pa.concat_tables(
+        [
+            pa.Table.from_pylist([], schema=ULTRAFEEDBACK_ARROW_SCHEMA),
+            *(pa.Table.from_pylist(chunk, schema=ULTRAFEEDBACK_ARROW_SCHEMA) for chunk in chunks),
+        ]
+    )
+    frame = SchemaFrame(
+        {
+            name: table.column(name).to_pandas()
+            if dtype != "object"
+            # the chunks as they are: combining them would copy every completion's text
+            else pd.Series(pd.arrays.ArrowExtensionArray(table.column(name)))
+            for name, dtype in pandas_dtypes(ULTRAFEEDBACK_ARROW_SCHEMA).items()
+        }
+    )
+    frame.arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
+    return frame
 
 
 def to_public(data: Any) -> Any:

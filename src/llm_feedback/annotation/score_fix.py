@@ -50,7 +50,9 @@ def fine_grained_scores(
     rather than disappearing.
     """
     require_columns(aspect_df, [*COMPLETION_KEY, "aspect", "rating"], "aspect_annotations")
-    rows = aspect_df if aspects is None else aspect_df[aspect_df["aspect"].isin(aspects)]
+    # Only the key and rating columns: filtering the whole table would copy its texts.
+    narrow = aspect_df[[*COMPLETION_KEY, "aspect", "rating"]]
+    rows = narrow if aspects is None else narrow[narrow["aspect"].isin(aspects)]
     ratings = rows[[*COMPLETION_KEY, "aspect"]].assign(rating=rows["rating"].astype("Float64"))
     per_aspect = ratings.groupby([*COMPLETION_KEY, "aspect"], sort=True)["rating"].mean()
     scores = per_aspect.groupby(level=list(COMPLETION_KEY), sort=True).mean().astype("Float64")

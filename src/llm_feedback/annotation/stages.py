@@ -380,6 +380,12 @@ def _rescore_reading(text: str | None) -> Reading:
     return Reading(score, OK)
 
 
+def _pending_rows(df: pd.DataFrame, pending: list[tuple[str, int]]) -> pd.DataFrame:
+    """`df`'s rows of the completions in `pending`, indexed by (prompt_id, completion_idx)."""
+    keys = pd.MultiIndex.from_frame(df[["prompt_id", "completion_idx"]])
+    return df[keys.isin(pending)].set_index(["prompt_id", "completion_idx"])
+
+
 def fix_overall_scores(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
@@ -408,8 +414,9 @@ def fix_overall_scores(
             raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
         structured = client.supports_json_schema
         sampling = dict(sampling or {})
-        rows = completions.set_index(["prompt_id", "completion_idx"])
-        critique_of = critiques.set_index(["prompt_id", "completion_idx"])["critique"]
+        # Indexing only the pending rows: indexing whole tables would copy all their texts.
+        rows = _pending_rows(completions, pending)
+        critique_of = _pending_rows(critiques, pending)["critique"]
         tasks = [
             Task(
                 build_rescore_request(

@@ -5,7 +5,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame
+from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.stages import (
     annotate_aspects,
     critique_completions,
@@ -81,7 +81,6 @@ def export_ultrafeedback(
     overall_scores: pd.DataFrame,
     params: AnnotateParams,
 ) -> pd.DataFrame:
-    records = to_ultrafeedback_records(
+    return ultrafeedback_export(
         completions, aspect_annotations, critiques, overall_scores, aspects=params.aspects
     )
-    return ultrafeedback_frame(records)
