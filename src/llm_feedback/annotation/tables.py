@@ -173,14 +173,14 @@ def _categorical(arrival_codes: np.ndarray, texts: pa.ChunkedArray) -> pd.Catego
     codes[used], first_used = pd.factorize(arrival_codes[used])
     return pd.Categorical.from_codes(
         codes,
-        categories=pd.Index(pd.arrays.ArrowStringArray(texts.take(first_used).combine_chunks())),
+        categories=pd.Index(pd.arrays.ArrowStringArray(texts.take(first_used))),
         validate=False,  # distinct by construction, codes in range
     )
 
 
 def _pandas_column(values: pa.ChunkedArray, dtype: str) -> Any:
     if dtype == "string":
-        return pd.arrays.ArrowStringArray(values.combine_chunks())
+        return pd.arrays.ArrowStringArray(values)  # chunked as it is: no second copy
     if dtype == "Float64":
         mask = values.is_null().to_numpy(zero_copy_only=False)
         data = values.fill_null(0.0).to_numpy()
