@@ -84,6 +84,18 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
     return completions[~failed].sort_values(["prompt_id", "completion_idx"], kind="stable")
 
 
+def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:
+    """What a judgement records of its call: which judge answered, and its reply."""
+    return {
+        "judge_model": client.model,
+        "judge_endpoint": client.config.name,
+        "judge_backend": client.config.backend,
+        "judge_via_batch": outcome.reply.via_batch,
+        "raw_reply": outcome.text,
+        "reasks": outcome.reasks,
+    }
+
+
 # -- aspects ---------------------------------------------------------------------------
 
 
@@ -235,12 +247,7 @@ def annotate_aspects(
             shuffle_idx=call.shuffle_idx,
             order=call.order,
             ratings=ratings,
-            judge_model=client.model,
-            judge_endpoint=client.config.name,
-            judge_backend=client.config.backend,
-            judge_via_batch=outcome.reply.via_batch,
-            raw_reply=outcome.text,
-            reasks=outcome.reasks,
+            **_call_fields(client, outcome),
             call_error=outcome.error if not ratings else None,
             completion_ids=call.completion_ids,
             injection_flags=call.injection_flags,
@@ -348,12 +355,7 @@ def critique_completions(
                 prompt_id=prompt_id,
                 completion_idx=completion_idx,
                 parsed=outcome.value if outcome.reply.ok else None,
-                judge_model=client.model,
-                judge_endpoint=client.config.name,
-                judge_backend=client.config.backend,
-                judge_via_batch=outcome.reply.via_batch,
-                raw_reply=outcome.text,
-                reasks=outcome.reasks,
+                **_call_fields(client, outcome),
                 call_error=None if outcome.reply.ok else outcome.error,
                 suspected_injection=injection,
             )
