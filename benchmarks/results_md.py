@@ -324,9 +324,6 @@ def judge(runs: Sequence[dict]) -> str:
     )
 
 
-ULTRAFEEDBACK_PROMPTS = 64_000
-
-
 def scale(runs: Sequence[dict]) -> str:
     """Peak RSS and wall time of each stage at each size; the slope of peak RSS per prompt."""
     by_stage: dict[str, dict[int, list[dict]]] = {}
@@ -355,9 +352,8 @@ def scale(runs: Sequence[dict]) -> str:
         "Each stage runs in a fresh process, as a Kedro node works between loading its inputs "
         "and saving its output, against the project's server at zero latency: what is "
         "measured is our code (sampling, requests, cache, parsing, tables), not a model, on "
-        "texts of UltraFeedback's sizes (1,200-character completions, 250-character "
-        "rationales, 600-character critiques). Peak RSS is that process's maximum resident "
-        "set.",
+        "texts of UltraFeedback's sizes (`scale.py`: completions, rationales and critiques "
+        "of its mean lengths). Peak RSS is that process's maximum resident set.",
         "",
         *_table(
             [
@@ -388,23 +384,15 @@ def scale(runs: Sequence[dict]) -> str:
                     SCALE_LABELS.get(stage, stage),
                     *(f"{points[size]:.0f}" if size in points else "" for size in sizes),
                     f"**{fit.slope * 1024:.2f}**",
-                    f"{(fit.intercept + fit.slope * ULTRAFEEDBACK_PROMPTS) / 1024:.2f}",
                 ]
             )
         lines += [
             "",
             "Median peak RSS against the prompt count, and its least-squares slope: what each "
-            "further prompt costs in memory; the last column extends the line to "
-            f"UltraFeedback's {ULTRAFEEDBACK_PROMPTS:,} prompts (an extrapolation unless that "
-            "size was measured).",
+            "further prompt costs in memory.",
             "",
             *_table(
-                [
-                    "stage",
-                    *(f"MiB at {size:,} prompts" for size in sizes),
-                    "KiB per prompt",
-                    f"GiB at {ULTRAFEEDBACK_PROMPTS:,}",
-                ],
+                ["stage", *(f"MiB at {size:,} prompts" for size in sizes), "KiB per prompt"],
                 slope_rows,
             ),
         ]

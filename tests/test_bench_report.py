@@ -559,5 +559,4 @@ def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
     text = (results / "RESULTS.md").read_text()
     slope = text.split("least-squares slope", 1)[1]
     for stage in bench.STAGES:
-        *_, kib_per_prompt, gib_at_ultrafeedback_scale = row(slope, results_md.SCALE_LABELS[stage])
-        assert kib_per_prompt.startswith("**") and float(gib_at_ultrafeedback_scale) > 0
+        assert row(slope, results_md.SCALE_LABELS[stage])[-1].startswith("**")
