@@ -330,26 +330,20 @@ def critique_completions(
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    completions_judged: list[tuple[str, int, bool]] = []
+    completions_judged: list[tuple[str, int, bool] | None] = []
 
     def tasks() -> Iterator[Task]:
-        for row in usable.itertuples(index=False):
-            completions_judged.append(
-                (
-                    str(row.prompt_id),
-                    int(row.completion_idx),
-                    suspected_injection(str(row.response)),
-                )
-            )
-            yield Task(_critique_request(row, structured, sampling), read)
+        # The plan builds its requests with `critique_calls` too: both send the same calls.
+        for row, request in critique_calls(usable, structured=structured, sampling=sampling):
+            injection = suspected_injection(str(row.response))
+            completions_judged.append((str(row.prompt_id), int(row.completion_idx), injection))
+            yield Task(request, read)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
 
     def take(index: int, outcome: Outcome) -> None:
-        (prompt_id, completion_idx, injection), completions_judged[index] = (
-            completions_judged[index],
-            None,
-        )
+        prompt_id, completion_idx, injection = completions_judged[index]
+        completions_judged[index] = None  # only the table grows
         row = critique_row(
             CritiqueJudgement(
                 prompt_id=prompt_id,
