@@ -73,7 +73,8 @@ class _Running:
         outcome = self.outcome
         return self.reask and outcome.error is None and not outcome.reading.ok
 
-    def take_first(self, reply: ChatResult, may_reask: bool) -> None:
+    def take_first(self, reply: ChatResult, may_reask: bool) -> bool:
+        """Read the first reply; True when the outcome is final (no re-ask to come)."""
         read = self.read
         if reply.ok:
             reading = read(reply.text)
@@ -87,8 +88,10 @@ class _Running:
             cached=reply.cached,
             error=reply.error,
         )
-        if not (may_reask and self.needs_reask()):
+        final = not (may_reask and self.needs_reask())
+        if final:
             self.request = None  # never re-asked: at scale its prompt is most of the memory
+        return final
 
     def skip(self, reason: str) -> None:
         """Not sent (too long for the endpoint): an outcome that says so, no call paid."""
@@ -206,16 +209,9 @@ class TaskEngine:
     async def _collect(
         self, tasks: Iterable[Task], desc: str | None, total: int | None
     ) -> list[Outcome]:
-        outcomes: list[Outcome | None] = []
-
-        def keep(index: int, outcome: Outcome) -> None:
-            if index >= len(outcomes):
-                outcomes.extend([None] * (index + 1 - len(outcomes)))
-            outcomes[index] = outcome
-
-        summary = await self._run(tasks, keep, desc, total)
-        outcomes.extend([None] * (summary.tasks - len(outcomes)))
-        return outcomes  # type: ignore[return-value]  # every index was delivered
+        outcomes: dict[int, Outcome] = {}
+        summary = await self._run(tasks, outcomes.__setitem__, desc, total)
+        return [outcomes[index] for index in range(summary.tasks)]  # every task delivers
 
     async def _run(
         self,
@@ -260,9 +256,7 @@ class TaskEngine:
         def receive(index: int, reply: ChatResult) -> None:
             # Runs as each reply arrives, so reading overlaps the calls still in flight.
             position = sent[index]
-            item = running[position]
-            item.take_first(reply, may_reask)
-            if not (may_reask and item.needs_reask()):
+            if running[position].take_first(reply, may_reask):
                 deliver(position)
 
         await self.client.stream(requests(), desc=desc, on_result=receive, total=total)
