@@ -31,8 +31,8 @@ from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
 from llm_feedback.annotation import ultrafeedback_export  # noqa: E402
 from llm_feedback.annotation.stages import (  # noqa: E402
-    annotate_aspects,
-    critique_completions,
+    aspect_annotations_table,
+    critiques_table,
     fix_overall_scores,
 )
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
@@ -152,9 +152,9 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
     else:
         with LLMClient(_judge(url), cache, progress=False) as judge:
             if stage == "aspects":
-                table = annotate_aspects(completions, judge, max_reasks=1, aspects=ASPECTS)
+                table = aspect_annotations_table(completions, judge, max_reasks=1, aspects=ASPECTS)
             elif stage == "critique":
-                table = critique_completions(completions, judge, max_reasks=1)
+                table = critiques_table(completions, judge, max_reasks=1)
             else:
                 table = fix_overall_scores(
                     completions,

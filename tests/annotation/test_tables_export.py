@@ -437,9 +437,10 @@ def test_export_names_missing_columns() -> None:
 
 
 def test_a_table_built_from_rows_in_any_order_equals_the_one_built_in_order(monkeypatch, tmp_path):
-    from llm_feedback.annotation.tables import TableBuilder
+    from llm_feedback.spool import SpooledTable, TableBuilder
 
-    monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)  # rows cross several chunks
+    monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)  # rows cross several spooled chunks
+    monkeypatch.setattr(SpooledTable, "GROUP_ROWS", 4)  # and several row groups
     dtypes = {
         "id": "string",
         "n": "int64",
@@ -479,3 +480,35 @@ def test_a_table_built_from_rows_in_any_order_equals_the_one_built_in_order(monk
     assert back["reply"].isna().tolist() == [i == 5 for i in range(11)]
     assert back["reply"].dropna().tolist() == [rows[i]["reply"] for i in range(11) if i != 5]
     assert {name: str(dtype) for name, dtype in frame.dtypes.items()} == dtypes
+
+    # Written from the spool a row group at a time, the file reads back as the frame's does.
+    spooled = TableBuilder(dtypes)
+    for key in [3, 9, 0, 10, 6, 1, 4, 8, 2, 5, 7]:
+        spooled.add(key, rows[key])
+    spooled.finish().to_parquet(tmp_path / "spooled.parquet")
+    assert pq.ParquetFile(tmp_path / "spooled.parquet").num_row_groups == 3
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "spooled.parquet"), back)
+    written, expected_schema = (
+        pq.read_schema(tmp_path / name) for name in ("spooled.parquet", "t.parquet")
+    )
+    assert written.names == expected_schema.names
+    for field in expected_schema:
+        if field.name != "reply":  # a dictionary's index width follows its size
+            assert written.field(field.name).type == field.type, field.name
+
+
+def test_an_empty_spooled_table_writes_a_typed_file(tmp_path):
+    from llm_feedback.spool import TableBuilder
+
+    table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES).finish()
+    table.to_parquet(tmp_path / "empty.parquet")
+    back = pd.read_parquet(tmp_path / "empty.parquet")
+    assert back.empty
+    assert list(back.columns) == list(ASPECT_ANNOTATIONS_COLUMN_TYPES)
+    # An empty category column reads back with untyped categories: pandas' own behaviour.
+    assert back["raw_reply"].dtype == "category"
+    pd.testing.assert_frame_equal(
+        back.drop(columns="raw_reply"),
+        table.frame().drop(columns="raw_reply"),
+        check_index_type=False,
+    )

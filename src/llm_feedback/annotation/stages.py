@@ -36,7 +36,6 @@ from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_
 from llm_feedback.annotation.tables import (
     AspectJudgement,
     CritiqueJudgement,
-    TableBuilder,
     aspect_rows,
     critique_row,
 )
@@ -46,6 +45,7 @@ from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.replies.fencing import suspected_injection
 from llm_feedback.replies.status import NO_MATCH, OK, PARTIAL, READ, is_unreadable
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.spool import SpooledTable, TableBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,12 @@ def aspect_calls(
                 )
 
 
-def annotate_aspects(
+def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
+    """`aspect_annotations` as a DataFrame; `options` are `aspect_annotations_table`'s."""
+    return aspect_annotations_table(completions, client, **options).frame()
+
+
+def aspect_annotations_table(
     completions: pd.DataFrame,
     client: LLMClient,
     *,
@@ -202,8 +207,9 @@ def annotate_aspects(
     max_reasks: int = 2,
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
-) -> pd.DataFrame:
-    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect.
+) -> SpooledTable:
+    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
+    spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
 
     `aspect_orders`: see `aspect_calls`.
     """
@@ -236,6 +242,7 @@ def annotate_aspects(
             yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
+    tally = _ParseTally()
 
     def take(index: int, outcome: Outcome) -> None:
         # Rows as each call's outcome is final: only the table grows, not the outcomes.
@@ -257,6 +264,7 @@ def annotate_aspects(
         )
         for position, row in enumerate(aspect_rows(judgement)):
             table.add(index << 16 | position, row)  # rows in call order, then position
+            tally.count(row)
 
     TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
         tasks(),
@@ -264,23 +272,34 @@ def annotate_aspects(
         desc="annotate aspects",
         total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
     )
-    frame = table.frame()
-    _log_parse_rate("aspect ratings", frame)
-    return frame
+    tally.log("aspect ratings")
+    return table.finish()
 
 
-def _log_parse_rate(what: str, frame: pd.DataFrame) -> None:
-    if frame.empty:
-        logger.info("annotate: no %s to report", what)
-        return
-    readable = frame["parse_status"].isin(READ).mean()
-    logger.info(
-        "annotate: %d %s, %.1f%% readable (%d re-asked)",
-        len(frame),
-        what,
-        100 * readable,
-        int((frame["reasks"] > 0).sum()),
-    )
+@dataclass(slots=True)
+class _ParseTally:
+    """How many of a stage's rows were read, counted as they are added."""
+
+    rows: int = 0
+    readable: int = 0
+    reasked: int = 0
+
+    def count(self, row: Mapping[str, Any]) -> None:
+        self.rows += 1
+        self.readable += row["parse_status"] in READ
+        self.reasked += row["reasks"] > 0
+
+    def log(self, what: str) -> None:
+        if not self.rows:
+            logger.info("annotate: no %s to report", what)
+            return
+        logger.info(
+            "annotate: %d %s, %.1f%% readable (%d re-asked)",
+            self.rows,
+            what,
+            100 * self.readable / self.rows,
+            self.reasked,
+        )
 
 
 # -- critiques -------------------------------------------------------------------------
@@ -315,14 +334,22 @@ def _critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -
 
 
 def critique_completions(
+    completions: pd.DataFrame, client: LLMClient, **options: Any
+) -> pd.DataFrame:
+    """`critiques` as a DataFrame; `options` are `critiques_table`'s."""
+    return critiques_table(completions, client, **options).frame()
+
+
+def critiques_table(
     completions: pd.DataFrame,
     client: LLMClient,
     *,
     max_reasks: int = 2,
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
-) -> pd.DataFrame:
-    """`critiques`: teacher-style feedback and an overall 1-10 score per completion."""
+) -> SpooledTable:
+    """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
+    spooled to disk as the calls finish."""
     usable = usable_completions(completions)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
@@ -340,6 +367,7 @@ def critique_completions(
             yield Task(request, read)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
+    tally = _ParseTally()
 
     def take(index: int, outcome: Outcome) -> None:
         prompt_id, completion_idx, injection = completions_judged[index]
@@ -357,13 +385,13 @@ def critique_completions(
         row["prompt_tokens"] = outcome.prompt_tokens
         row["completion_tokens"] = outcome.completion_tokens
         table.add(index, row)
+        tally.count(row)
 
     TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
         tasks(), take, desc="critique", total=len(usable)
     )
-    frame = table.frame()
-    _log_parse_rate("critiques", frame)
-    return frame
+    tally.log("critiques")
+    return table.finish()
 
 
 # -- the overall-score fix -------------------------------------------------------------

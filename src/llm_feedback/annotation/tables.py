@@ -7,21 +7,18 @@ lists of strings (Parquet list<string>); read back, each cell is a sequence of s
 
 from __future__ import annotations
 
-import hashlib
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
 from llm_feedback.errors import InputError
 from llm_feedback.replies.status import status_of_failure
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.spool import TableBuilder
 
 
 @dataclass(frozen=True)
@@ -70,122 +67,6 @@ class CritiqueJudgement:
     judge_backend: str = ""
     judge_via_batch: bool = False
     suspected_injection: bool = False
-
-
-class TableBuilder:
-    """Rows added in any order, kept as Arrow chunks of their final types; `frame()` puts
-    them in the order of the key each was added with.
-
-    At UltraFeedback scale (a million aspect rows) a Python object per cell costs several
-    times the text it holds, so rows are converted every `CHUNK_ROWS`. A `category` column
-    stores each distinct text once (a call's raw reply, shared by the rows of that call).
-    """
-
-    CHUNK_ROWS = 8192
-
-    def __init__(self, dtypes: Mapping[str, Any]) -> None:
-        self._dtypes = dict(dtypes)
-        self._pending: dict[str, list[Any]] = {name: [] for name in dtypes}
-        self._chunks: dict[str, list[Any]] = {name: [] for name in dtypes}
-        self._keys = array("q")
-        # Per category column: digest of each distinct text -> its code, and the texts.
-        self._codes: dict[str, dict[bytes, int]] = {
-            name: {} for name, dtype in dtypes.items() if dtype == "category"
-        }
-        self._categories: dict[str, list[str]] = {name: [] for name in self._codes}
-        self._category_chunks: dict[str, list[pa.Array]] = {name: [] for name in self._codes}
-
-    def add(self, key: int, row: Mapping[str, Any]) -> None:
-        self._keys.append(key)
-        for name, values in self._pending.items():
-            value = row[name]
-            values.append(value if name not in self._codes else self._code(name, value))
-        if len(self._keys) % self.CHUNK_ROWS == 0:
-            self._flush()
-
-    def _code(self, name: str, text: str | None) -> int:
-        if text is None:
-            return -1
-        # A digest, not the text, as the key: the texts themselves go to Arrow chunks.
-        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
-        codes = self._codes[name]
-        code = codes.get(digest)
-        if code is None:
-            code = codes[digest] = len(codes)
-            self._categories[name].append(text)
-        return code
-
-    def _flush(self) -> None:
-        for name, values in self._pending.items():
-            if values:
-                self._chunks[name].append(_chunk(values, self._dtypes[name]))
-                values.clear()
-        for name, texts in self._categories.items():
-            if texts:
-                self._category_chunks[name].append(pa.array(texts, pa.large_string()))
-                texts.clear()
-
-    def frame(self) -> pd.DataFrame:
-        """The rows in key order, with the given dtypes; the builder is empty afterwards."""
-        self._flush()
-        order = np.argsort(np.frombuffer(self._keys, dtype=np.int64), kind="stable")
-        self._keys = array("q")
-        columns = {}
-        for name, dtype in self._dtypes.items():  # one column at a time: no second table
-            chunks = self._chunks.pop(name)
-            if dtype == "object":
-                values = [cell for chunk in chunks for cell in chunk]
-                columns[name] = [values[index] for index in order]
-                continue
-            taken = pa.chunked_array(chunks, _ARROW_TYPES[dtype]).take(order)
-            del chunks
-            if dtype == "category":
-                texts = pa.chunked_array(self._category_chunks.pop(name), pa.large_string())
-                columns[name] = _categorical(taken.to_numpy(), texts)
-            else:
-                columns[name] = _pandas_column(taken, dtype)
-        return pd.DataFrame(columns)
-
-
-_ARROW_TYPES: Mapping[str, pa.DataType] = {
-    "string": pa.large_string(),
-    "int64": pa.int64(),
-    "Float64": pa.float64(),
-    "float64": pa.float64(),
-    "bool": pa.bool_(),
-    "category": pa.int32(),
-}
-
-
-def _chunk(values: list[Any], dtype: str) -> Any:
-    """One chunk of a column: an Arrow array, or for `object` columns (lists of strings,
-    Parquet list<string>) the Python values themselves."""
-    if dtype == "object":
-        return list(values)
-    return pa.array(values, _ARROW_TYPES[dtype])
-
-
-def _categorical(arrival_codes: np.ndarray, texts: pa.ChunkedArray) -> pd.Categorical:
-    """Codes numbered in order of arrival, renumbered in order of first use by a row, so
-    that the same rows give the same categories whatever order the calls finished in."""
-    codes = np.full(len(arrival_codes), -1, dtype=np.int32)
-    used = arrival_codes >= 0
-    codes[used], first_used = pd.factorize(arrival_codes[used])
-    return pd.Categorical.from_codes(
-        codes,
-        categories=pd.Index(pd.arrays.ArrowStringArray(texts.take(first_used))),
-        validate=False,  # distinct by construction, codes in range
-    )
-
-
-def _pandas_column(values: pa.ChunkedArray, dtype: str) -> Any:
-    if dtype == "string":
-        return pd.arrays.ArrowStringArray(values)  # chunked as it is: no second copy
-    if dtype == "Float64":
-        mask = values.is_null().to_numpy(zero_copy_only=False)
-        data = values.fill_null(0.0).to_numpy()
-        return pd.arrays.FloatingArray(data, mask)
-    return values.to_numpy(zero_copy_only=False)
 
 
 def _typed_frame(rows: Iterable[Mapping[str, Any]], dtypes: Mapping[str, Any]) -> pd.DataFrame:

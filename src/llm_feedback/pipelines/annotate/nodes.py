@@ -1,4 +1,9 @@
-"""Thin nodes: DataFrames in, one judge client per node, DataFrames out."""
+"""Thin nodes: DataFrames in, one judge client per node, tables out.
+
+The judge stages return `SpooledTable`s (their rows on disk, in order): the catalog's
+ParquetDataset writes one a row group at a time, as it writes a DataFrame, and loads a
+DataFrame back.
+"""
 
 from collections.abc import Mapping
 from typing import Any
@@ -7,13 +12,14 @@ import pandas as pd
 
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.stages import (
-    annotate_aspects,
-    critique_completions,
+    aspect_annotations_table,
+    critiques_table,
     fix_overall_scores,
     usable_completions,
 )
 from llm_feedback.backends import LLMClient
 from llm_feedback.params import AnnotateParams, parse_annotate
+from llm_feedback.spool import SpooledTable
 
 
 def read_params(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> AnnotateParams:
@@ -22,10 +28,10 @@ def read_params(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> An
 
 def rate_aspects(
     completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
-) -> pd.DataFrame:
+) -> SpooledTable:
     usable_completions(completions)  # bad input fails before the judge starts
     with LLMClient(params.endpoint, request_cache) as judge:
-        return annotate_aspects(
+        return aspect_annotations_table(
             completions,
             judge,
             aspects=params.aspects,
@@ -40,10 +46,10 @@ def rate_aspects(
 
 def critique(
     completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
-) -> pd.DataFrame:
+) -> SpooledTable:
     usable_completions(completions)
     with LLMClient(params.endpoint, request_cache) as judge:
-        return critique_completions(
+        return critiques_table(
             completions,
             judge,
             max_reasks=params.max_reasks,

@@ -1,0 +1,278 @@
+"""Tables too large to hold: rows spooled to disk as they come, read back in key order.
+
+At UltraFeedback scale (64k prompts x 4 completions) a stage's output is about a gigabyte
+of text: a million aspect rows with their rationales, a quarter of a million judge
+replies. `TableBuilder` takes rows in any order (judge calls finish out of order; re-asks
+come last), converts them to Arrow every `CHUNK_ROWS` and appends them to an Arrow IPC
+file in a temporary folder, keeping only each row's key in memory. `SpooledTable` writes
+Parquet from it one row group at a time in key order, or builds a DataFrame for callers
+that want one, so peak memory follows a row group, not the table.
+
+Column dtypes are pandas': "string", "int64", "Float64" (nullable), "float64", "bool",
+"object" (lists of strings, Parquet list<string>) and "category" (each distinct text stored
+once: a judge reply shared by the rows of its call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from array import array
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# How each dtype is spooled; a "category" column is spooled as codes into its texts.
+_SPOOLED_TYPES: Mapping[str, pa.DataType] = {
+    "string": pa.large_string(),
+    "int64": pa.int64(),
+    "Float64": pa.float64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "object": pa.list_(pa.string()),
+    "category": pa.int32(),
+}
+# A category column as written: per row group, the texts its rows use.
+_DICTIONARY = pa.dictionary(pa.int32(), pa.large_string())
+_TEXT_SCHEMA = pa.schema([("text", pa.large_string())])
+
+
+class TableBuilder:
+    """Rows added in any order with an integer key each; `finish()` gives a `SpooledTable`
+    in key order (`frame()` its DataFrame).
+
+    Rows are spooled every `CHUNK_ROWS`: memory holds one chunk of Python values, each row's
+    key, and for a category column a 16-byte digest per distinct text. The spool folder is
+    created under `spool_dir` (default: the system's temporary folder, `TMPDIR`) and
+    removed when the table is no longer referenced.
+    """
+
+    CHUNK_ROWS = 8192
+
+    def __init__(self, dtypes: Mapping[str, str], spool_dir: str | Path | None = None) -> None:
+        unknown = {name: dtype for name, dtype in dtypes.items() if dtype not in _SPOOLED_TYPES}
+        if unknown:
+            raise ValueError(f"columns of dtypes a table cannot spool: {unknown}")
+        self._dtypes = dict(dtypes)
+        self._folder = tempfile.TemporaryDirectory(prefix="llmfb-spool-", dir=spool_dir)
+        self._pending: dict[str, list[Any]] = {name: [] for name in dtypes}
+        self._keys = array("q")
+        self._schema = pa.schema([(name, _SPOOLED_TYPES[dtype]) for name, dtype in dtypes.items()])
+        self._rows = pa.ipc.new_file(str(self._path("rows")), self._schema)
+        # Per category column: the code of each distinct text (by digest: the texts
+        # themselves go to the spool), the texts not spooled yet, and the first code of
+        # each spooled batch of texts.
+        categories = [name for name, dtype in dtypes.items() if dtype == "category"]
+        self._codes: dict[str, dict[bytes, int]] = {name: {} for name in categories}
+        self._new_texts: dict[str, list[str]] = {name: [] for name in categories}
+        self._text_starts: dict[str, array] = {name: array("q") for name in categories}
+        self._texts = {
+            name: pa.ipc.new_file(str(self._path(f"texts-{index}")), _TEXT_SCHEMA)
+            for index, name in enumerate(categories)
+        }
+
+    def _path(self, stem: str) -> Path:
+        return Path(self._folder.name) / f"{stem}.arrow"
+
+    def add(self, key: int, row: Mapping[str, Any]) -> None:
+        self._keys.append(key)
+        for name, values in self._pending.items():
+            value = row[name]
+            values.append(value if name not in self._codes else self._code(name, value))
+        if len(self._keys) % self.CHUNK_ROWS == 0:
+            self._spool()
+
+    def _code(self, name: str, text: str | None) -> int:
+        if text is None:
+            return -1
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        codes = self._codes[name]
+        code = codes.get(digest)
+        if code is None:
+            code = codes[digest] = len(codes)
+            self._new_texts[name].append(text)
+        return code
+
+    def _spool(self) -> None:
+        columns = [
+            pa.array(values, self._schema.field(name).type)
+            for name, values in self._pending.items()
+        ]
+        if len(columns[0]):
+            self._rows.write_batch(pa.record_batch(columns, schema=self._schema))
+        for values in self._pending.values():
+            values.clear()
+        for name, texts in self._new_texts.items():
+            if texts:
+                self._text_starts[name].append(len(self._codes[name]) - len(texts))
+                batch = pa.record_batch([pa.array(texts, pa.large_string())], _TEXT_SCHEMA)
+                self._texts[name].write_batch(batch)
+                texts.clear()
+
+    def finish(self) -> SpooledTable:
+        """The rows added so far, in key order; the builder takes no more rows."""
+        self._spool()
+        self._rows.close()
+        for writer in self._texts.values():
+            writer.close()
+        return SpooledTable(
+            self._folder,
+            self._dtypes,
+            np.frombuffer(self._keys, dtype=np.int64),
+            self.CHUNK_ROWS,
+            {
+                name: (self._path(f"texts-{index}"), np.frombuffer(starts, dtype=np.int64))
+                for index, (name, starts) in enumerate(self._text_starts.items())
+            },
+        )
+
+    def frame(self) -> pd.DataFrame:
+        return self.finish().frame()
+
+
+class SpooledTable:
+    """A table on disk in arrival order, read in key order one row group at a time.
+
+    `to_parquet(path)` writes it as pandas would write `frame()` (same schema, pandas
+    metadata included), so a Kedro `ParquetDataset` saves it as it saves a DataFrame and
+    loads a DataFrame back.
+    """
+
+    GROUP_ROWS = 32768
+
+    def __init__(
+        self,
+        folder: tempfile.TemporaryDirectory,
+        dtypes: Mapping[str, str],
+        keys: np.ndarray,
+        chunk_rows: int,
+        texts: Mapping[str, tuple[Path, np.ndarray]],
+    ) -> None:
+        self._folder = folder  # removed with the table
+        self._dtypes = dict(dtypes)
+        self._chunk_rows = chunk_rows
+        self._texts = dict(texts)
+        # The arrival position of each row, in key order.
+        self._order = np.argsort(keys, kind="stable")
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._dtypes)
+
+    def arrow_groups(self) -> Iterator[pa.Table]:
+        """The rows in key order, `GROUP_ROWS` at a time; a category column is a dictionary
+        array of the texts its group uses, in order of first use."""
+        with pa.OSFile(str(Path(self._folder.name) / "rows.arrow")) as source:
+            rows = pa.ipc.open_file(source)
+            for start in range(0, len(self), self.GROUP_ROWS):
+                positions = self._order[start : start + self.GROUP_ROWS]
+                group = _gather(rows, positions // self._chunk_rows, positions % self._chunk_rows)
+                for name in self._texts:
+                    index = group.schema.get_field_index(name)
+                    group = group.set_column(index, name, self._texts_of(name, group[name]))
+                yield group
+
+    def _texts_of(self, name: str, codes: pa.ChunkedArray) -> pa.DictionaryArray:
+        codes = codes.to_numpy()
+        used = codes >= 0
+        local = np.zeros(len(codes), dtype=np.int32)
+        local[used], first_used = pd.factorize(codes[used])
+        path, starts = self._texts[name]
+        with pa.OSFile(str(path)) as source:
+            batches = np.searchsorted(starts, first_used, side="right") - 1
+            texts = _gather(pa.ipc.open_file(source), batches, first_used - starts[batches])
+        return pa.DictionaryArray.from_arrays(
+            pa.array(local, pa.int32(), mask=~used), texts.column(0).combine_chunks()
+        )
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Parquet schema: column types, and the pandas metadata of `frame()`'s dtypes."""
+        empty = _frame_of({name: [] for name in self._dtypes}, self._dtypes)
+        described = pa.Schema.from_pandas(empty, preserve_index=False)
+        fields = [
+            (name, _DICTIONARY if dtype == "category" else _SPOOLED_TYPES[dtype])
+            for name, dtype in self._dtypes.items()
+        ]
+        return pa.schema(fields, metadata=described.metadata)
+
+    def to_parquet(self, path: Any, *, index: bool | None = None, **kwargs: Any) -> None:
+        """Write as `frame().to_parquet(path)` would (pyarrow, no index), a row group at a
+        time; `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+        if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
+            raise ValueError("a spooled table is written by pyarrow, without index")
+        schema = self.arrow_schema()
+        with pq.ParquetWriter(path, schema, **kwargs) as writer:
+            for group in self.arrow_groups():
+                writer.write_table(group.cast(schema))
+
+    def frame(self) -> pd.DataFrame:
+        """The whole table as a DataFrame with the builder's dtypes."""
+        chunks: dict[str, list[pa.Array]] = {name: [] for name in self._dtypes}
+        for group in self.arrow_groups():
+            for name in self._dtypes:
+                chunks[name].extend(group[name].chunks)
+        return _frame_of(chunks, self._dtypes)
+
+
+def _gather(reader: pa.ipc.RecordBatchFileReader, batches: np.ndarray, within: np.ndarray):
+    """The spooled rows at (`batches`, `within` each batch), as a table in that order;
+    each spooled batch they touch is read once."""
+    if len(batches) == 0:
+        return reader.schema.empty_table()
+    by_batch = np.argsort(batches, kind="stable")
+    touched, first = np.unique(batches[by_batch], return_index=True)
+    pieces = [
+        reader.get_batch(int(batch)).take(pa.array(within[by_batch[begin:end]]))
+        for batch, begin, end in zip(touched, first, [*first[1:], len(batches)], strict=True)
+    ]
+    gathered = pa.Table.from_batches(pieces, reader.schema).combine_chunks()
+    in_order = np.empty_like(by_batch)
+    in_order[by_batch] = np.arange(len(batches))
+    return gathered.take(pa.array(in_order))
+
+
+def _frame_of(chunks: Mapping[str, list[pa.Array]], dtypes: Mapping[str, str]) -> pd.DataFrame:
+    columns = {}
+    for name, dtype in dtypes.items():
+        arrow_type = _DICTIONARY if dtype == "category" else _SPOOLED_TYPES[dtype]
+        values = pa.chunked_array(chunks[name], arrow_type)
+        columns[name] = _pandas_column(values, dtype)
+    return pd.DataFrame(columns)
+
+
+def _pandas_column(values: pa.ChunkedArray, dtype: str) -> Any:
+    if dtype == "string":
+        return pd.arrays.ArrowStringArray(values)  # chunked as it is: no second copy
+    if dtype == "Float64":
+        mask = values.is_null().to_numpy(zero_copy_only=False)
+        return pd.arrays.FloatingArray(values.fill_null(0.0).to_numpy(), mask)
+    if dtype == "object":
+        return pd.Series(values.to_pylist(), dtype=object)  # typed even when empty
+    if dtype == "category":
+        return _categorical(values)
+    return values.to_numpy(zero_copy_only=False)
+
+
+def _categorical(values: pa.ChunkedArray) -> pd.Categorical:
+    """One dictionary for all groups: each group's texts in order of first use, new ones
+    appended, so the categories are in order of first use by a row."""
+    unified = values.unify_dictionaries()
+    if unified.num_chunks:
+        categories = unified.chunk(0).dictionary
+        codes = pa.chunked_array([chunk.indices for chunk in unified.chunks], pa.int32())
+        codes = codes.fill_null(-1).to_numpy()
+    else:
+        categories, codes = pa.array([], pa.large_string()), np.array([], dtype=np.int32)
+    return pd.Categorical.from_codes(
+        codes,
+        categories=pd.Index(pd.arrays.ArrowStringArray(categories)),
+        validate=False,  # distinct by construction, codes in range
+    )
