@@ -94,8 +94,8 @@ def main() -> None:
         wall = time.perf_counter() - started
         sent = fetch_stats(url)["chat_requests"]
         completions = catalog.load("completions")
-        aspects = catalog.load("aspect_annotations")
-        critiques = catalog.load("critiques")
+        aspects = catalog.load("aspect_annotations").read()
+        critiques = catalog.load("critiques").read()
         export = catalog.load("ultrafeedback")
         with sqlite3.connect(data_root / "02_intermediate" / "request_cache.sqlite") as db:
             answered_calls = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]

@@ -30,6 +30,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
 from llm_feedback.annotation import ultrafeedback_export  # noqa: E402
+from llm_feedback.annotation.score_fix import (  # noqa: E402
+    ASPECT_COLUMNS_READ,
+    CRITIQUE_COLUMNS_READ,
+)
 from llm_feedback.annotation.stages import (  # noqa: E402
     aspect_annotations_table,
     critiques_table,
@@ -38,6 +42,7 @@ from llm_feedback.annotation.stages import (  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import generate_completions  # noqa: E402
+from llm_feedback.parquet_source import ParquetSource  # noqa: E402
 from llm_feedback.sampling import sample_prompts  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
     RequestContext,
@@ -141,11 +146,14 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
     completions = pd.read_parquet(workdir / "completions.parquet")
     calls = 0
     started = time.perf_counter()
+    # The judge tables as the catalog loads them: ParquetSources read in parts.
+    aspect_source = ParquetSource(str(workdir / "aspects.parquet"))
+    critique_source = ParquetSource(str(workdir / "critique.parquet"))
     if stage == "export":
         table = ultrafeedback_export(
             completions,
-            pd.read_parquet(workdir / "aspects.parquet"),
-            pd.read_parquet(workdir / "critique.parquet"),
+            aspect_source,
+            critique_source,
             pd.read_parquet(workdir / "score_fix.parquet"),
             aspects=ASPECTS,
         )
@@ -158,14 +166,14 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
             else:
                 table = fix_overall_scores(
                     completions,
-                    pd.read_parquet(workdir / "aspects.parquet"),
-                    pd.read_parquet(workdir / "critique.parquet"),
+                    aspect_source.read(ASPECT_COLUMNS_READ),
+                    critique_source.read(CRITIQUE_COLUMNS_READ),
                     judge,
                     max_reasks=1,
                 )
             calls = judge.stats.calls
+    table.to_parquet(workdir / f"{stage}.parquet")  # the export is built as it is written
     wall = time.perf_counter() - started
-    table.to_parquet(workdir / f"{stage}.parquet")
     return {
         stage: {"wall_s": wall, "rows": len(table), "calls": calls, "calls_per_s": calls / wall}
     }

@@ -37,7 +37,7 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
     caps = completions["model"].map(lambda model: 96 if model == "smollm2-brief" else 48)
     assert completions["completion_tokens"].between(1, caps).all()
 
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     assert len(aspects) == 8 * 4
     readable = aspects["parse_status"].isin(["ok", "na"]).mean()
     assert readable >= 0.95, aspects.loc[

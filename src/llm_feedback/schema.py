@@ -486,10 +486,14 @@ class SchemaFrame(pd.DataFrame):
         if args or kwargs.pop("index") or kwargs.pop("engine", "pyarrow") != "pyarrow":
             raise ValueError("an Arrow-backed SchemaFrame is written by pyarrow, without index")
         table = pa.Table.from_pandas(self, schema=schema, preserve_index=False)
-        described = pa.Table.from_pandas(
-            schema_frame([], schema), schema=schema, preserve_index=False
-        )
-        pq.write_table(table.replace_schema_metadata(described.schema.metadata), path, **kwargs)
+        pq.write_table(table.replace_schema_metadata(pandas_metadata(schema)), path, **kwargs)
+
+
+def pandas_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
+    """The schema metadata pandas writes for a frame of `pandas_dtypes(schema)` (Python
+    values in nested columns), which `read_parquet` reads back to the same dtypes."""
+    described = pa.Table.from_pandas(schema_frame([], schema), schema=schema, preserve_index=False)
+    return described.schema.metadata
 
 
 def schema_frame(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> SchemaFrame:

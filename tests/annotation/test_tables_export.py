@@ -21,6 +21,7 @@ from llm_feedback.annotation import (
 )
 from llm_feedback.annotation.export import to_public
 from llm_feedback.errors import InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
     CRITIQUES_COLUMN_TYPES,
@@ -306,6 +307,35 @@ def test_export_built_in_chunks_writes_what_the_records_write(tmp_path, monkeypa
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "export.parquet"), pd.read_parquet(tmp_path / "records.parquet")
     )
+
+    # The judge tables on disk (small row groups, rows in any order): each chunk of prompts
+    # reads its rows from the files, and the export is the same file.
+    sources = []
+    for name, frame in (("aspects", judged[0]), ("critiques", judged[1])):
+        frame.to_parquet(tmp_path / f"{name}.parquet", row_group_size=2)
+        sources.append(ParquetSource(str(tmp_path / f"{name}.parquet")))
+    ultrafeedback_export(completions, *sources, judged[2]).to_parquet(tmp_path / "lazy.parquet")
+    assert pq.read_table(tmp_path / "lazy.parquet").equals(written, check_metadata=True)
+
+
+def test_a_parquet_source_reads_the_rows_of_some_keys_in_file_order(tmp_path) -> None:
+    frame = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i % 7}" for i in range(40)],
+            "n": range(40),
+            "text": [f"text {i}" for i in range(40)],
+        }
+    )
+    frame.to_parquet(tmp_path / "t.parquet", row_group_size=6)
+    source = ParquetSource(str(tmp_path / "t.parquet"))
+    assert source.columns == ["prompt_id", "n", "text"]
+    rows = source.rows_of("prompt_id", ["p2", "p5", "p9"], ["n", "prompt_id", "missing"])
+    expected = frame.loc[frame["prompt_id"].isin(["p2", "p5"]), ["n", "prompt_id"]]
+    pd.testing.assert_frame_equal(rows, expected.reset_index(drop=True))
+    assert source.rows_of("prompt_id", ["p9"]).columns.tolist() == ["prompt_id", "n", "text"]
+    assert source.rows_of("prompt_id", ["p9"]).empty
+    pd.testing.assert_frame_equal(source.read(["text", "n"]), frame[["text", "n"]])
+    pd.testing.assert_frame_equal(source.read(), pd.read_parquet(tmp_path / "t.parquet"))
 
 
 def test_a_failed_judgment_is_marked_and_voids_the_fine_grained_score() -> None:

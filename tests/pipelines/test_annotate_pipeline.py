@@ -43,8 +43,8 @@ def _run_feedback(run_kedro, server, extra=None, pipelines=("sample", "generate"
 def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp_path):
     catalog = _run_feedback(run_kedro, fake_llm)
     completions = catalog.load("completions")
-    aspects = catalog.load("aspect_annotations")
-    critiques = catalog.load("critiques")
+    aspects = catalog.load("aspect_annotations").read()
+    critiques = catalog.load("critiques").read()
     overall_scores = catalog.load("overall_scores")
     export = catalog.load("ultrafeedback")
 
@@ -146,8 +146,10 @@ def test_the_shuffled_order_is_recorded_and_mapped_back(run_kedro):
     with FakeLLMServer(generate_marked) as server:
         catalog = _run_feedback(run_kedro, server)
     completions = catalog.load("completions")
-    aspects = catalog.load("aspect_annotations").merge(
-        completions[["prompt_id", "completion_idx", "response"]]
+    aspects = (
+        catalog.load("aspect_annotations")
+        .read()
+        .merge(completions[["prompt_id", "completion_idx", "response"]])
     )
     marker = aspects["response"].str.extract(r"COMPLETION-(\d)")[0].astype(int)
     assert (aspects["rating"].astype(float) == marker + 1).all()
@@ -168,7 +170,7 @@ def test_only_unreadable_replies_are_re_asked(run_kedro):
     with FakeLLMServer(drops_text_2_first) as server:
         catalog = _run_feedback(run_kedro, server)
         reasks = [b for b in server.requests if "could not be read" in _user_text(b)]
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     # Exactly one re-ask per broken (prompt, honesty) call, none for the readable ones.
     assert len(reasks) == 5
     honesty = aspects[aspects["aspect"] == "honesty"]
@@ -197,7 +199,7 @@ def test_a_reply_that_never_parses_is_kept_as_a_null_rating(run_kedro):
             for b in server.requests
             if _is_aspect_call(b) and "truthfulness" in _user_text(b).lower()[:400]
         )
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     truth = aspects[aspects["aspect"] == "truthfulness"]
     assert garbage_calls == 5 * 2  # the first try and one bounded re-ask per prompt
     assert truth["parse_status"].isin(UNREADABLE).all()
@@ -273,12 +275,12 @@ def test_completion_text_cannot_inject_ratings(run_kedro):
             run_kedro(name, params)
         catalog = run_kedro("annotate", params)["catalog"]
     assert catalog.load("completions")["response"].eq(injected).all()
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     assert aspects["rating"].isna().all()
     assert aspects["parse_status"].isin(UNREADABLE).all()
     # Every judged completion imitated the answer format: flagged on every row.
     assert aspects["suspected_injection"].all()
-    assert catalog.load("critiques")["suspected_injection"].all()
+    assert catalog.load("critiques").read()["suspected_injection"].all()
 
 
 def test_a_cached_rerun_of_annotate_makes_no_request(run_kedro, fake_llm):
@@ -313,7 +315,7 @@ def test_an_unknown_aspect_fails_before_any_judge_call(run_kedro, fake_llm):
 
 def test_position_consistency_needs_every_shuffle_stored(run_kedro, fake_llm):
     catalog = _run_feedback(run_kedro, fake_llm, {"annotate": {"n_shuffles": 2}})
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     assert set(aspects["shuffle_idx"]) == {0, 1}
     per_completion = aspects.groupby(["prompt_id", "completion_idx", "aspect"]).size()
     assert per_completion.eq(2).all()
@@ -323,7 +325,7 @@ def test_position_consistency_needs_every_shuffle_stored(run_kedro, fake_llm):
 def test_two_shuffles_through_the_report_measure_the_judge_against_itself(run_kedro, fake_llm):
     pipelines = ("sample", "generate", "annotate", "report")
     catalog = _run_feedback(run_kedro, fake_llm, {"annotate": {"n_shuffles": 2}}, pipelines)
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     agreement = catalog.load("shuffle_agreement")
     # The completions rated in both shuffles, one column per shuffle.
     both = aspects.pivot(
@@ -351,6 +353,6 @@ def test_a_reply_cut_off_by_max_tokens_is_re_asked_with_a_larger_budget(run_kedr
         catalog = _run_feedback(run_kedro, server, {"sample": {"max_prompts": 1}})
         budgets = sorted({b["max_tokens"] for b in server.requests if _is_aspect_call(b)})
     assert budgets == [1536, 3072]
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     assert aspects["parse_status"].isin(["ok", "na"]).all()
     assert (aspects["reasks"] == 1).all()

@@ -149,8 +149,8 @@ def test_the_readme_batch_endpoints_and_command(run_kedro, monkeypatch):
         catalog = run_kedro("annotate", params)["catalog"]
         costs = run_kedro("report", params)["catalog"].load("cost_table")
         assert server.batch_counts["batches_created"] >= 2  # aspects, critiques
-        assert catalog.load("aspect_annotations")["judge_via_batch"].all()
-        assert catalog.load("critiques")["judge_via_batch"].all()
+        assert catalog.load("aspect_annotations").read()["judge_via_batch"].all()
+        assert catalog.load("critiques").read()["judge_via_batch"].all()
     judged = costs[costs["stage"].isin(["annotate", "critique"])]
     assert set(judged["mode"]) == {"batch"} and set(judged["endpoint"]) == {"openai_batch"}
     assert set(costs.loc[costs["stage"] == "generate", "mode"]) == {"online"}

@@ -329,5 +329,5 @@ def test_an_over_long_prompt_is_skipped_counted_and_not_judged(run_kedro, fake_l
     assert skipped.sum() == 4 and completions.loc[~skipped, "error"].isna().all()
     assert fake_llm.stats()["chat_requests"] > 0
     assert all(len(json.dumps(body)) < 100_000 for body in fake_llm.requests)  # never sent
-    aspects = outputs["catalog"].load("aspect_annotations")
+    aspects = outputs["catalog"].load("aspect_annotations").read()
     assert len(aspects) == 3 * 4 * 4  # 3 prompts x 4 completions x 4 aspects, none skipped

@@ -130,7 +130,7 @@ def test_each_aspect_shuffles_on_its_own_unless_orders_are_shared(run_kedro, tmp
         run_kedro("sample", params)
         completions = run_kedro("generate", params)["catalog"].load("completions")
         server.reset()
-        independent = run_kedro("annotate", params)["catalog"].load("aspect_annotations")
+        independent = run_kedro("annotate", params)["catalog"].load("aspect_annotations").read()
         independent_shown = _shown_orders(server.requests, completions)
         server.reset()
         shared_params = {
@@ -138,7 +138,7 @@ def test_each_aspect_shuffles_on_its_own_unless_orders_are_shared(run_kedro, tmp
             "annotate": {"aspect_orders": "shared"},
             "request_cache": str(tmp_path / "shared_orders.sqlite"),
         }
-        shared = run_kedro("annotate", shared_params)["catalog"].load("aspect_annotations")
+        shared = run_kedro("annotate", shared_params)["catalog"].load("aspect_annotations").read()
         shared_shown = _shown_orders(server.requests, completions)
 
     prompt_ids = sorted(completions["prompt_id"].unique())
@@ -197,7 +197,7 @@ def test_with_two_shuffles_a_record_shows_what_its_fine_grained_score_averages(r
         aspect_calls = [body for body in server.requests if _is_aspect_call(body)]
     assert len(aspect_calls) == 3 * 4 * 2
 
-    aspects = catalog.load("aspect_annotations")
+    aspects = catalog.load("aspect_annotations").read()
     per_shuffle = aspects.groupby(["prompt_id", "completion_idx", "aspect"])["rating"].agg(list)
     export = catalog.load("ultrafeedback")
     disagreeing = 0

@@ -40,16 +40,18 @@ the empty ones).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.score_fix import require_columns
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.replies.status import READ
 from llm_feedback.schema import (
     ANSWER_LIST_COLUMNS,
@@ -60,6 +62,7 @@ from llm_feedback.schema import (
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     SchemaFrame,
     pandas_dtypes,
+    pandas_metadata,
     schema_frame,
 )
 
@@ -178,35 +181,61 @@ def _status(row: dict[str, Any] | None) -> str | None:
     return None if row is None else _scalar(row["parse_status"])
 
 
-def _positions_by_prompt(
-    frame: pd.DataFrame, prompt_order: pd.Index, *then: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of `frame`'s rows of `prompt_order`'s prompts, sorted stably by prompt
-    (in that order) then by the columns `then`, and each one's prompt rank."""
-    rank = prompt_order.get_indexer(frame["prompt_id"])
-    positions = np.lexsort([*(frame[column].to_numpy() for column in reversed(then)), rank])
-    positions = positions[rank[positions] >= 0]
-    return positions, rank[positions]
+class _FrameRows:
+    """An in-memory table read like a `ParquetSource`."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        self.columns = list(frame.columns)
+
+    def read(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        if columns is None:
+            return self.frame
+        return self.frame[[name for name in columns if name in self.frame.columns]]
+
+    def rows_of(
+        self, column: str, values: Sequence[Any], columns: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        return self.read(columns)[self.frame[column].isin(values).to_numpy(dtype=bool)]
+
+
+Rows = ParquetSource | _FrameRows
+
+
+def _rows(table: pd.DataFrame | ParquetSource) -> Rows:
+    return table if isinstance(table, ParquetSource) else _FrameRows(table)
+
+
+def _require(table: Rows, columns: Sequence[str], dataset: str) -> None:
+    missing = [column for column in columns if column not in table.columns]
+    if missing:
+        raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")
+
+
+_SCORE_COLUMNS = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
 
 
 def _record_chunks(
     completions_df: pd.DataFrame,
-    aspect_df: pd.DataFrame,
-    critiques_df: pd.DataFrame,
+    aspect_table: pd.DataFrame | ParquetSource,
+    critique_table: pd.DataFrame | ParquetSource,
     overall_scores_df: pd.DataFrame,
     aspects: Sequence[str] | None,
-) -> Iterator[list[dict[str, Any]]]:
-    """The records of `to_ultrafeedback_records`, `_PROMPTS_PER_CHUNK` prompts at a time.
+) -> Callable[[], Iterator[list[dict[str, Any]]]]:
+    """What `to_ultrafeedback_records` returns, as a function that yields the records
+    `_PROMPTS_PER_CHUNK` prompts at a time. The inputs are checked now (a bad one fails
+    before anything is built); each chunk reads only its prompts' rows of the judge tables,
+    which may stay on disk (`ParquetSource`).
 
     Only one chunk's rows become Python dicts at once: at UltraFeedback scale the records
     of all prompts, and a dict per aspect row, would take gigabytes.
     """
+    aspect_rows_of, critique_rows_of = _rows(aspect_table), _rows(critique_table)
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
-    require_columns(aspect_df, _ASPECT_COLUMNS, "aspect_annotations")
-    require_columns(critiques_df, [*COMPLETION_KEY, "critique"], "critiques")
-    score_columns = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
-    require_columns(overall_scores_df, score_columns, "overall_scores")
-    present = set(aspect_df["aspect"].unique()) | set(aspects or ())
+    _require(aspect_rows_of, _ASPECT_COLUMNS, "aspect_annotations")
+    _require(critique_rows_of, [*COMPLETION_KEY, "critique"], "critiques")
+    require_columns(overall_scores_df, _SCORE_COLUMNS, "overall_scores")
+    present = set(aspect_rows_of.read(["aspect"])["aspect"].unique()) | set(aspects or ())
     annotated = [name for name in ASPECTS if name in present]
     for unknown in sorted(present - set(annotated)):
         get_aspect(unknown)  # raises ConfigError naming the unknown aspect
@@ -219,98 +248,112 @@ def _record_chunks(
         )
     # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
     averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
-
     prompt_order = pd.Index(completions_df["prompt_id"].unique())
     answer_columns = [column for column in ANSWER_LIST_COLUMNS if column in completions_df]
-    tables = {
-        "completions": (
-            completions_df[[*_COMPLETION_COLUMNS, *answer_columns]],
-            ["completion_idx"],
-        ),
-        "aspects": (_shown_aspect_rows(aspect_df), []),
-        "critiques": (critiques_df[[*COMPLETION_KEY, "critique"]], []),
-        "scores": (overall_scores_df[score_columns], []),
-    }
-    ordered = {
-        name: (frame, *_positions_by_prompt(frame, prompt_order, *then))
-        for name, (frame, then) in tables.items()
-    }
+    completion_rows_of = _FrameRows(completions_df[[*_COMPLETION_COLUMNS, *answer_columns]])
+    score_rows_of = _FrameRows(overall_scores_df[_SCORE_COLUMNS])
 
-    def chunk_rows(name: str, start: int, stop: int) -> list[dict[str, Any]]:
-        frame, positions, ranks = ordered[name]
-        first, last = ranks.searchsorted([start, stop])
-        return frame.iloc[positions[first:last]].to_dict("records")
+    def chunk_rows(
+        table: Rows, prompts: pd.Index, columns: Sequence[str] | None = None, *then: str
+    ) -> pd.DataFrame:
+        """The chunk's rows of `table`, in prompt order, then by the columns `then`."""
+        rows = table.rows_of("prompt_id", list(prompts), columns)
+        rank = prompts.get_indexer(rows["prompt_id"])
+        return rows.iloc[np.lexsort([*(rows[c].to_numpy() for c in reversed(then)), rank])]
 
-    for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
-        stop = start + _PROMPTS_PER_CHUNK
-        aspect_rows = {
-            (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-            for row in chunk_rows("aspects", start, stop)
-        }
-        critiques = {
-            (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
-            for row in chunk_rows("critiques", start, stop)
-        }
-        overall_scores = {
-            (row["prompt_id"], int(row["completion_idx"])): row
-            for row in chunk_rows("scores", start, stop)
-        }
-        records: dict[Any, dict[str, Any]] = {
-            prompt_id: {} for prompt_id in prompt_order[start:stop]
-        }
-        for row in chunk_rows("completions", start, stop):
-            key = (row["prompt_id"], int(row["completion_idx"]))
-            record = records[row["prompt_id"]]
-            if not record:
-                record.update(
-                    prompt_id=row["prompt_id"],
-                    source=_scalar(row["source"]),
-                    instruction=_scalar(row["instruction"]),
-                    models=[],
-                    completions=[],
-                    **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
-                    extra_annotations=[],
-                    annotation_status=[],
-                )
-            used = {
-                aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
-                for aspect in all_aspects
+    def chunks() -> Iterator[list[dict[str, Any]]]:
+        for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
+            prompts = prompt_order[start : start + _PROMPTS_PER_CHUNK]
+            shown = _shown_aspect_rows(chunk_rows(aspect_rows_of, prompts, _ASPECT_COLUMNS))
+            aspect_rows = {
+                (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
+                for row in shown.to_dict("records")
             }
-            status = {aspect: _status(used[aspect]) for aspect in all_aspects}
-            scores = overall_scores.get(key, {})
-            failed = any(status[aspect] not in READ for aspect in averaged)
-            record["models"].append(_scalar(row["model"]))
-            record["completions"].append(
-                {
-                    "model": _scalar(row["model"]),
-                    "principle": _scalar(row["principle"]),
-                    "custom_system_prompt": _scalar(row["system_prompt"]),
-                    "response": _scalar(row["response"]),
-                    "annotations": {
-                        aspect: _annotation(aspect, used[aspect])
-                        for aspect in ULTRAFEEDBACK_ASPECTS
-                    },
-                    "critique": critiques.get(key),
-                    "overall_score": _float(scores.get("overall_score_fixed")),
-                    "fine-grained_score": (
-                        None if failed else _float(scores.get("fine_grained_score"))
-                    ),
-                }
+            critique_rows = chunk_rows(critique_rows_of, prompts, [*COMPLETION_KEY, "critique"])
+            critiques = {
+                (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
+                for row in critique_rows.to_dict("records")
+            }
+            overall_scores = {
+                (row["prompt_id"], int(row["completion_idx"])): row
+                for row in chunk_rows(score_rows_of, prompts).to_dict("records")
+            }
+            completions = chunk_rows(completion_rows_of, prompts, None, "completion_idx")
+            yield _records(
+                prompts,
+                completions,
+                aspect_rows=aspect_rows,
+                critiques=critiques,
+                overall_scores=overall_scores,
+                annotated=annotated,
+                averaged=averaged,
             )
-            record["extra_annotations"].append(
-                {
-                    aspect: _annotation(aspect, used[aspect])
-                    for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS
-                }
+
+    return chunks
+
+
+def _records(
+    prompts: pd.Index,
+    completions: pd.DataFrame,
+    *,
+    aspect_rows: dict[tuple[str, int, str], dict[str, Any]],
+    critiques: dict[tuple[str, int], Any],
+    overall_scores: dict[tuple[str, int], dict[str, Any]],
+    annotated: Sequence[str],
+    averaged: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The records of `prompts`, from their rows of each table."""
+    all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
+    records: dict[Any, dict[str, Any]] = {prompt_id: {} for prompt_id in prompts}
+    for row in completions.to_dict("records"):
+        key = (row["prompt_id"], int(row["completion_idx"]))
+        record = records[row["prompt_id"]]
+        if not record:
+            record.update(
+                prompt_id=row["prompt_id"],
+                source=_scalar(row["source"]),
+                instruction=_scalar(row["instruction"]),
+                models=[],
+                completions=[],
+                **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
+                extra_annotations=[],
+                annotation_status=[],
             )
-            record["annotation_status"].append(status)
-        yield list(records.values())
+        used = {
+            aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
+            for aspect in all_aspects
+        }
+        status = {aspect: _status(used[aspect]) for aspect in all_aspects}
+        scores = overall_scores.get(key, {})
+        failed = any(status[aspect] not in READ for aspect in averaged)
+        record["models"].append(_scalar(row["model"]))
+        record["completions"].append(
+            {
+                "model": _scalar(row["model"]),
+                "principle": _scalar(row["principle"]),
+                "custom_system_prompt": _scalar(row["system_prompt"]),
+                "response": _scalar(row["response"]),
+                "annotations": {
+                    aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_ASPECTS
+                },
+                "critique": critiques.get(key),
+                "overall_score": _float(scores.get("overall_score_fixed")),
+                "fine-grained_score": (
+                    None if failed else _float(scores.get("fine_grained_score"))
+                ),
+            }
+        )
+        record["extra_annotations"].append(
+            {aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS}
+        )
+        record["annotation_status"].append(status)
+    return list(records.values())
 
 
 def to_ultrafeedback_records(
     completions_df: pd.DataFrame,
-    aspect_df: pd.DataFrame,
-    critiques_df: pd.DataFrame,
+    aspect_df: pd.DataFrame | ParquetSource,
+    critiques_df: pd.DataFrame | ParquetSource,
     overall_scores_df: pd.DataFrame,
     aspects: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
@@ -325,7 +368,7 @@ def to_ultrafeedback_records(
     record.
     """
     chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
-    return [record for chunk in chunks for record in chunk]
+    return [record for chunk in chunks() for record in chunk]
 
 
 def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
@@ -333,35 +376,62 @@ def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
     return schema_frame(records, ULTRAFEEDBACK_ARROW_SCHEMA)
 
 
+class UltraFeedbackExport:
+    """The records of `to_ultrafeedback_records`, built a chunk of prompts at a time
+    straight into Arrow when written: `to_parquet` writes the same file as
+    `ultrafeedback_frame(records).to_parquet` (pandas metadata included) holding one chunk,
+    so a Kedro `ParquetDataset` saves it as it saves a DataFrame; `frame()` is the whole
+    table as a `SchemaFrame`."""
+
+    def __init__(self, chunks: Callable[[], Iterator[list[dict[str, Any]]]], prompts: int):
+        self._chunks = chunks
+        self._prompts = prompts
+
+    def __len__(self) -> int:
+        return self._prompts
+
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        for records in self._chunks():
+            yield pa.Table.from_pylist(records, schema=ULTRAFEEDBACK_ARROW_SCHEMA)
+
+    def to_parquet(self, path: Any, *, index: bool | None = None, **kwargs: Any) -> None:
+        if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
+            raise ValueError("the export is written by pyarrow, without index")
+        schema = ULTRAFEEDBACK_ARROW_SCHEMA
+        schema = schema.with_metadata(pandas_metadata(schema))
+        with pq.ParquetWriter(path, schema, **kwargs) as writer:
+            for table in self.arrow_chunks():
+                writer.write_table(table.replace_schema_metadata(schema.metadata))
+
+    def frame(self) -> SchemaFrame:
+        """The whole export: nested columns Arrow-backed (`pd.ArrowDtype`), not Python
+        lists and dicts, which at UltraFeedback scale would take gigabytes."""
+        table = pa.concat_tables([ULTRAFEEDBACK_ARROW_SCHEMA.empty_table(), *self.arrow_chunks()])
+        frame = SchemaFrame(
+            {
+                name: table.column(name).to_pandas()
+                if dtype != "object"
+                # the chunks as they are: combining them would copy every completion's text
+                else pd.Series(pd.arrays.ArrowExtensionArray(table.column(name)))
+                for name, dtype in pandas_dtypes(ULTRAFEEDBACK_ARROW_SCHEMA).items()
+            }
+        )
+        frame.arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
+        return frame
+
+
 def ultrafeedback_export(
     completions_df: pd.DataFrame,
-    aspect_df: pd.DataFrame,
-    critiques_df: pd.DataFrame,
+    aspect_df: pd.DataFrame | ParquetSource,
+    critiques_df: pd.DataFrame | ParquetSource,
     overall_scores_df: pd.DataFrame,
     aspects: Sequence[str] | None = None,
-) -> SchemaFrame:
-    """The records of `to_ultrafeedback_records` as a frame that writes the same Parquet as
-    `ultrafeedback_frame`, built a chunk of prompts at a time straight into Arrow: its
-    nested columns are Arrow-backed (`pd.ArrowDtype`) rather than Python lists and dicts,
-    which at UltraFeedback scale would take gigabytes."""
+) -> UltraFeedbackExport:
+    """The export of `to_ultrafeedback_records`'s records, checked now and built when
+    written (`UltraFeedbackExport`). The judge tables may stay on disk (`ParquetSource`):
+    each chunk of prompts reads only its rows."""
     chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
-    table = pa.concat_tables(
-        [
-            pa.Table.from_pylist([], schema=ULTRAFEEDBACK_ARROW_SCHEMA),
-            *(pa.Table.from_pylist(chunk, schema=ULTRAFEEDBACK_ARROW_SCHEMA) for chunk in chunks),
-        ]
-    )
-    frame = SchemaFrame(
-        {
-            name: table.column(name).to_pandas()
-            if dtype != "object"
-            # the chunks as they are: combining them would copy every completion's text
-            else pd.Series(pd.arrays.ArrowExtensionArray(table.column(name)))
-            for name, dtype in pandas_dtypes(ULTRAFEEDBACK_ARROW_SCHEMA).items()
-        }
-    )
-    frame.arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
-    return frame
+    return UltraFeedbackExport(chunks, completions_df["prompt_id"].nunique())
 
 
 def to_public(data: Any) -> Any:

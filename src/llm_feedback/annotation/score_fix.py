@@ -30,6 +30,9 @@ FLIPPED_SCORE = 1.0
 SUSPICIOUS_OVERALL_SCORE = 10.0
 DEFAULT_FLIP_THRESHOLD = 2.0
 DEFAULT_REANNOTATE_THRESHOLD = 4.0
+# What the fix reads of the judge tables: a caller holding them on disk loads only these.
+ASPECT_COLUMNS_READ = (*COMPLETION_KEY, "aspect", "rating")
+CRITIQUE_COLUMNS_READ = (*COMPLETION_KEY, "overall_score", "critique")
 
 
 def _require_unique_keys(df: pd.DataFrame, dataset: str) -> None:

@@ -76,12 +76,20 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
     failed = completions["response"].isna()
     if "error" in completions.columns:
         failed |= completions["error"].notna()
-    failed |= completions["response"].fillna("").astype(str).str.strip() == ""
+    # A match, not a stripped copy of every response.
+    failed |= ~completions["response"].astype("str").str.contains(r"\S", regex=True, na=False)
     if failed.any():
         logger.warning(
             "annotate: %d completion(s) without a usable response are not judged", int(failed.sum())
         )
-    return completions[~failed].sort_values(["prompt_id", "completion_idx"], kind="stable")
+        completions = completions[~failed]
+    # Copied only when out of order (the generate stage writes them in order): at
+    # UltraFeedback scale the responses alone are a few hundred megabytes.
+    if not pd.MultiIndex.from_frame(
+        completions[["prompt_id", "completion_idx"]]
+    ).is_monotonic_increasing:
+        completions = completions.sort_values(["prompt_id", "completion_idx"], kind="stable")
+    return completions
 
 
 def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:

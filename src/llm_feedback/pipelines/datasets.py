@@ -34,6 +34,7 @@ from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
+from llm_feedback.parquet_source import ParquetSource
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
 # "TextPreview" is drawn as preformatted text (no Markdown rendering of `_` or `*`).
@@ -155,6 +156,16 @@ class ParquetDataset(_KedroParquetDataset):
             names = columns or parquet.schema_arrow.names
         rows = first.to_pylist()[:nrows] if first is not None else []
         return TablePreview(_rows_preview(list(names), rows))
+
+
+class ParquetSourceDataset(ParquetDataset):
+    """A `ParquetDataset` (same arguments, same files, same save) that loads a
+    `ParquetSource`: a node reads the columns or rows it needs instead of the whole table;
+    `.read()` is the DataFrame `ParquetDataset` would load."""
+
+    def load(self) -> ParquetSource:
+        load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        return ParquetSource(load_path, None if self._protocol == "file" else self._fs)
 
 
 class TextDataset(_KedroTextDataset):

@@ -11,6 +11,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.annotation import ultrafeedback_export
+from llm_feedback.annotation.export import UltraFeedbackExport
+from llm_feedback.annotation.score_fix import ASPECT_COLUMNS_READ, CRITIQUE_COLUMNS_READ
 from llm_feedback.annotation.stages import (
     aspect_annotations_table,
     critiques_table,
@@ -19,6 +21,7 @@ from llm_feedback.annotation.stages import (
 )
 from llm_feedback.backends import LLMClient
 from llm_feedback.params import AnnotateParams, parse_annotate
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.spool import SpooledTable
 
 
@@ -60,16 +63,19 @@ def critique(
 
 def fix_scores(
     completions: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
-    critiques: pd.DataFrame,
+    aspect_annotations: ParquetSource,
+    critiques: ParquetSource,
     params: AnnotateParams,
     request_cache: str | None,
 ) -> pd.DataFrame:
+    # Only the columns the fix reads: the tables' rationales and replies stay on disk.
+    aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
+    critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)
     with LLMClient(params.endpoint, request_cache) as judge:
         return fix_overall_scores(
             completions,
-            aspect_annotations,
-            critiques,
+            aspect_ratings,
+            critique_scores,
             judge,
             flip_threshold=params.score_fix.flip_threshold,
             reannotate_threshold=params.score_fix.reannotate_threshold,
@@ -82,11 +88,13 @@ def fix_scores(
 
 def export_ultrafeedback(
     completions: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
-    critiques: pd.DataFrame,
+    aspect_annotations: ParquetSource,
+    critiques: ParquetSource,
     overall_scores: pd.DataFrame,
     params: AnnotateParams,
-) -> pd.DataFrame:
+) -> UltraFeedbackExport:
+    # Built a chunk of prompts at a time as the catalog writes it, each chunk reading only
+    # its rows of the judge tables.
     return ultrafeedback_export(
         completions, aspect_annotations, critiques, overall_scores, aspects=params.aspects
     )

@@ -1,13 +1,15 @@
 """Thin nodes: adapt parameters and catalog data to `llm_feedback.reporting`."""
 
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams, parse_report
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
@@ -23,6 +25,17 @@ FIGURE_LINKS = {
     name: f"figures/{name}.png"
     for name in ("rating_distribution", "aspect_heatmap", "score_scatter", "position_bias")
 }
+
+
+def reading_tables(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` as a node: the judge tables it is given (`ParquetSource`s, see
+    catalog.yml) are read whole into DataFrames first."""
+
+    @functools.wraps(function)
+    def node_function(*args: Any) -> Any:
+        return function(*(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args))
+
+    return node_function
 
 
 def read_params(report: Mapping[str, Any]) -> ReportParams:

@@ -4,6 +4,7 @@ from llm_feedback.pipelines.report.nodes import (
     estimate_costs,
     preference_pairs,
     read_params,
+    reading_tables,
     render_report,
 )
 from llm_feedback.reporting import (
@@ -51,13 +52,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags="params",
             ),
             node(
-                model_aspect_metrics,
+                reading_tables(model_aspect_metrics),
                 ["aspect_annotations", "completions"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                source_aspect_metrics,
+                reading_tables(source_aspect_metrics),
                 ["aspect_annotations", "completions"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
@@ -69,37 +70,37 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_model_score_metrics",
             ),
             node(
-                judge_health,
+                reading_tables(judge_health),
                 ["aspect_annotations", "critiques", "overall_scores"],
                 "judge_health",
                 name="compute_judge_health",
             ),
             node(
-                position_consistency,
+                reading_tables(position_consistency),
                 "aspect_annotations",
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                shuffle_agreement,
+                reading_tables(shuffle_agreement),
                 "aspect_annotations",
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
             ),
             node(
-                rating_by_position,
+                reading_tables(rating_by_position),
                 "aspect_annotations",
                 "rating_by_position",
                 name="compute_rating_by_position",
             ),
             node(
-                estimate_costs,
+                reading_tables(estimate_costs),
                 ["completions", "aspect_annotations", "critiques", "report_params"],
                 "cost_table",
                 name="estimate_costs",
             ),
             node(
-                preference_pairs,
+                reading_tables(preference_pairs),
                 [
                     "completions",
                     "overall_scores",
@@ -111,7 +112,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="binarize_preference_pairs",
             ),
             node(
-                rating_distribution_figure,
+                reading_tables(rating_distribution_figure),
                 ["aspect_annotations", "completions"],
                 "rating_distribution_figure",
                 name="plot_rating_distribution",
@@ -129,7 +130,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_score_scatter",
             ),
             node(
-                position_bias_figure,
+                reading_tables(position_bias_figure),
                 "aspect_annotations",
                 "position_bias_figure",
                 name="plot_position_bias",
