@@ -34,12 +34,14 @@ test: install-dev
 
 # Every benchmark in one sitting, then benchmarks/RESULTS.md from the JSON it measured.
 # Options: BENCH_REPS (3), BENCH_SCALE (16000,64000,128000: prompt counts of the scale
-# stages), BENCH_ONLY (a comma list of benchmarks), BENCH_QUICK=1 (tiny sizes, one
+# stages), BENCH_SCALE_REPS (repetitions that run the scale stages; default all),
+# BENCH_ONLY (a comma list of benchmarks), BENCH_QUICK=1 (tiny sizes, one
 # repetition, written to benchmarks/results/bench-quick/ to check the machinery).
 bench: install
 	$(BIN)/python benchmarks/bench.py $(if $(filter 1,$(BENCH_QUICK)),--quick) \
 	    $(if $(BENCH_REPS),--repetitions $(BENCH_REPS)) \
-	    $(if $(BENCH_SCALE),--scale $(BENCH_SCALE)) $(if $(BENCH_ONLY),--only $(BENCH_ONLY))
+	    $(if $(BENCH_SCALE),--scale $(BENCH_SCALE)) $(if $(BENCH_ONLY),--only $(BENCH_ONLY)) \
+	    $(if $(BENCH_SCALE_REPS),--scale-repetitions $(BENCH_SCALE_REPS))
 
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks

@@ -1,6 +1,7 @@
 """Every benchmark in one sitting, then the whole of RESULTS.md from what it measured.
 
     python benchmarks/bench.py [--repetitions 3] [--scale 16000,64000,128000] [--quick]
+                               [--scale-repetitions N]
                                [--only throughput,annotate,...] [--results DIR] [--output FILE]
     python benchmarks/bench.py --render DIR [--output FILE]   # RESULTS.md from a sitting's JSON
 
@@ -9,6 +10,9 @@ script runs as a fresh process (its server in a process of its own), writes its 
 `<results>/rep<k>/<run>/`, and the groups of contenders run in alternating order from one
 repetition to the next so that no group always meets the machine first. A script that
 fails stops the sitting with its output; RESULTS.md is only written from a full sitting.
+`--scale-repetitions N` runs the scale group in the first N repetitions only: peak memory
+does not vary with the machine's load as times do, and at 128k prompts one pass of every
+stage takes most of an hour on two cores.
 `--quick` (tiny sizes, one repetition) checks the machinery and writes into
 benchmarks/results/bench-quick/ rather than over RESULTS.md.
 """
@@ -242,6 +246,7 @@ def sitting(args: argparse.Namespace) -> Path:
         "repetitions": args.repetitions,
         "quick": args.quick,
         "scale_prompts": list(args.scale),
+        "scale_repetitions": args.scale_repetitions,
         "groups": groups,
         "skipped": skipped,
         "orders": [],
@@ -249,6 +254,8 @@ def sitting(args: argparse.Namespace) -> Path:
     (directory / "sitting.json").write_text(json.dumps(meta, indent=2))
     for repetition in range(1, args.repetitions + 1):
         order = groups if repetition % 2 else groups[::-1]
+        if repetition > args.scale_repetitions:
+            order = [name for name in order if name != SCALE_GROUP]
         meta["orders"].append(order)
         print(f"repetition {repetition} of {args.repetitions}: {', '.join(order)}", flush=True)
         for name in order:
@@ -288,6 +295,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=None,
         help="prompt counts of scale.py (default 16000,64000,128000)",
     )
+    parser.add_argument(
+        "--scale-repetitions",
+        type=int,
+        default=None,
+        help="repetitions that run the scale group (default: all)",
+    )
     parser.add_argument("--only", type=group_names, default=(*GROUPS, SCALE_GROUP))
     parser.add_argument("--results", help="folder of the sitting's JSON (replaced)")
     parser.add_argument("--output", type=Path, help="default RESULTS.md (quick: in --results)")
@@ -297,6 +310,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.repetitions = 1 if args.quick else 3
     if args.repetitions < 1:
         parser.error("--repetitions must be at least 1")
+    if args.scale_repetitions is None:
+        args.scale_repetitions = args.repetitions
+    if not 1 <= args.scale_repetitions <= args.repetitions:
+        parser.error("--scale-repetitions must be from 1 to --repetitions")
     if args.scale is None:
         args.scale = QUICK_SCALE if args.quick else FULL_SCALE
     try:

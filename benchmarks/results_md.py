@@ -343,6 +343,7 @@ def scale(runs: Sequence[dict]) -> str:
                     f"{reps[0]['completions']:,}",
                     f"{reps[0]['stages'][stage]['rows']:,}",
                     f"{median(rep['stages'][stage]['wall_s'] for rep in reps):.1f}",
+                    f"{len(reps)}",
                     *cells((rep["peak_rss_mib"] for rep in reps), ".0f"),
                 ]
             )
@@ -362,6 +363,7 @@ def scale(runs: Sequence[dict]) -> str:
                 "completions",
                 "rows out",
                 "wall s (median)",
+                "runs",
                 "peak RSS MiB min",
                 "median",
                 "max",

@@ -168,8 +168,8 @@ def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
         for prompts, rss in ((1000, 100.0), (2000, 150.0), (4000, 250.0))
     ]
     per_size, slope = results_md.scale(runs).split("least-squares slope", 1)
-    # prompts, completions, rows out, wall s, peak RSS min | median | max (of the first size)
-    first_size = ["1,000", "4,000", "16,000", "1.0", "100", "100", "100"]
+    # prompts, completions, rows out, wall s, runs, peak RSS min | median | max (first size)
+    first_size = ["1,000", "4,000", "16,000", "1.0", "1", "100", "100", "100"]
     assert row(per_size, "annotate: aspect ratings") == first_size
     # Peak RSS at each size, and 50 MiB per 1,000 prompts = 51.2 KiB per prompt.
     assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**"]
@@ -458,6 +458,7 @@ def test_unknown_benchmarks_and_sizes_are_rejected_by_name(capsys):
     for arguments, message in (
         (["--only", "throughput,nonesuch"], "unknown benchmark(s) nonesuch"),
         (["--scale", "16000,-5"], "expected prompt counts"),
+        (["--repetitions", "2", "--scale-repetitions", "3"], "--scale-repetitions must be"),
     ):
         with pytest.raises(SystemExit):
             bench.main(arguments)
@@ -494,6 +495,8 @@ def test_the_readme_make_bench_options_reach_bench_py():
         "16000,64000",
         "--only",
         "throughput,annotate,scale",
+        "--scale-repetitions",
+        "1",
     ]
     quick = next(line for line in commands if line.endswith("make bench") and "=" in line)
     assert make_bench_dry_run(quick.split()[0]) == ["--quick"]
