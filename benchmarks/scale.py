@@ -42,7 +42,7 @@ from llm_feedback.annotation.stages import (  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import generate_completions  # noqa: E402
-from llm_feedback.parquet_source import ParquetSource  # noqa: E402
+from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource  # noqa: E402
 from llm_feedback.sampling import sample_prompts  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
     RequestContext,
@@ -130,7 +130,10 @@ def generated_completions(n: int, url: str, cache: Path, stages: dict) -> pd.Dat
 
 def run_generate(n: int, url: str, cache: Path) -> dict:
     stages: dict = {}
-    generated_completions(n, url, cache, stages).to_parquet(cache.parent / "completions.parquet")
+    # Row groups as the catalog's ParquetDataset writes them.
+    generated_completions(n, url, cache, stages).to_parquet(
+        cache.parent / "completions.parquet", row_group_size=ROW_GROUP_ROWS
+    )
     return stages
 
 
@@ -172,7 +175,8 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
                     max_reasks=1,
                 )
             calls = judge.stats.calls
-    table.to_parquet(workdir / f"{stage}.parquet")  # the export is built as it is written
+    # The export is built as it is written; row groups as the catalog writes them.
+    table.to_parquet(workdir / f"{stage}.parquet", row_group_size=ROW_GROUP_ROWS)
     wall = time.perf_counter() - started
     return {
         stage: {"wall_s": wall, "rows": len(table), "calls": calls, "calls_per_s": calls / wall}

@@ -18,6 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+# Rows per Parquet row group in the files the pipelines write: a load decodes one group at a
+# time, and `rows_of` reads only the groups it needs.
+ROW_GROUP_ROWS = 32_768
+
 
 class ParquetSource:
     def __init__(self, path: str, filesystem: Any = None) -> None:

@@ -27,6 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from llm_feedback.parquet_source import ROW_GROUP_ROWS
+
 # How each dtype is spooled; a "category" column is spooled as codes into its texts.
 _SPOOLED_TYPES: Mapping[str, pa.DataType] = {
     "string": pa.large_string(),
@@ -143,7 +145,7 @@ class SpooledTable:
     loads a DataFrame back.
     """
 
-    GROUP_ROWS = 32768
+    GROUP_ROWS = ROW_GROUP_ROWS
 
     def __init__(
         self,
@@ -203,15 +205,23 @@ class SpooledTable:
         ]
         return pa.schema(fields, metadata=described.metadata)
 
-    def to_parquet(self, path: Any, *, index: bool | None = None, **kwargs: Any) -> None:
-        """Write as `frame().to_parquet(path)` would (pyarrow, no index), a row group at a
-        time; `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write as `frame().to_parquet(path)` would (pyarrow, no index), `GROUP_ROWS` rows
+        (or `row_group_size`, if fewer) at a time; `kwargs` go to
+        `pyarrow.parquet.ParquetWriter` (compression, ...)."""
         if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
             raise ValueError("a spooled table is written by pyarrow, without index")
         schema = self.arrow_schema()
         with pq.ParquetWriter(path, schema, **kwargs) as writer:
             for group in self.arrow_groups():
-                writer.write_table(group.cast(schema))
+                writer.write_table(group.cast(schema), row_group_size=row_group_size)
 
     def frame(self) -> pd.DataFrame:
         """The whole table as a DataFrame with the builder's dtypes."""

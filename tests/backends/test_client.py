@@ -81,6 +81,31 @@ def test_identical_requests_in_one_batch_are_sent_once():
     assert [r.text for r in results] == [f"Echo: question {i % 3}" for i in range(12)]
 
 
+def test_a_stream_read_as_it_comes_keeps_only_what_the_cache_does_not_hold(tmp_path):
+    """`keep_results=False`: each answer (duplicates and cache hits too) reaches on_result
+    once; the answers the cache holds are not kept, failures are; without a cache all are."""
+    responder = scripted([("doomed", Reply(status=500))])
+    batch = [*prompts(3, temperature=0.0), ChatRequest.from_prompt("doomed")] * 2
+    with FakeLLMServer(responder) as server:
+        for cache in (tmp_path / "c.sqlite", None):
+            with LLMClient(endpoint(server, max_retries=0), cache, progress=False) as client:
+                client.complete(batch[0])  # one answer comes from the cache
+                seen = {}
+                kept = client.call(
+                    client.stream(batch, on_result=seen.__setitem__, keep_results=False)
+                )
+            assert sorted(seen) == list(range(8))
+            assert [seen[i].text for i in range(3)] == [f"Echo: question {i}" for i in range(3)]
+            assert [seen[i + 4].text for i in range(3)] == [seen[i].text for i in range(3)]
+            assert not seen[3].ok and not seen[7].ok
+            if cache is None:
+                assert kept == [seen[i] for i in range(8)]
+            else:
+                assert kept == [None, None, None, seen[3]] * 2
+        # Duplicates are never sent: 1 + 3 calls with the cache (one answer from it), 1 + 4
+        assert server.request_count == 4 + 5
+
+
 def test_attempt_makes_a_deliberate_repeat_a_new_call(tmp_path):
     request = ChatRequest.from_prompt("same", temperature=0.0)
     again = ChatRequest.from_prompt("same", temperature=0.0, attempt=1)

@@ -394,14 +394,25 @@ class UltraFeedbackExport:
         for records in self._chunks():
             yield pa.Table.from_pylist(records, schema=ULTRAFEEDBACK_ARROW_SCHEMA)
 
-    def to_parquet(self, path: Any, *, index: bool | None = None, **kwargs: Any) -> None:
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A row group per chunk of prompts (or per `row_group_size` records, if fewer);
+        `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
         if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
             raise ValueError("the export is written by pyarrow, without index")
         schema = ULTRAFEEDBACK_ARROW_SCHEMA
         schema = schema.with_metadata(pandas_metadata(schema))
         with pq.ParquetWriter(path, schema, **kwargs) as writer:
             for table in self.arrow_chunks():
-                writer.write_table(table.replace_schema_metadata(schema.metadata))
+                writer.write_table(
+                    table.replace_schema_metadata(schema.metadata), row_group_size=row_group_size
+                )
 
     def frame(self) -> SchemaFrame:
         """The whole export: nested columns Arrow-backed (`pd.ArrowDtype`), not Python

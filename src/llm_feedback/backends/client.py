@@ -80,6 +80,11 @@ class _Batch:
     results: list[ChatResult | None] = field(default_factory=list)
     first_index: dict[str, int] = field(default_factory=dict)
     duplicates: list[tuple[int, int]] = field(default_factory=list)
+    # Answers the cache holds are not kept once delivered (see `LLMClient.stream`).
+    drop_cached: bool = False
+
+    def keep(self, index: int, result: ChatResult) -> None:
+        self.results[index] = None if self.drop_cached and result.ok else result
 
 
 # The circuit breaker (see LLMClient._trip_breaker_if_failing).
@@ -271,14 +276,22 @@ class LLMClient:
         desc: str | None = "requests",
         on_result: ResultCallback | None = None,
         total: int | None = None,
-    ) -> list[ChatResult]:
+        *,
+        keep_results: bool = True,
+    ) -> list[ChatResult | None]:
         """`complete_many` for code running on the client's loop (see `call`): look up,
         deduplicate and send requests chunk by chunk as they are produced.
 
         `requests` may be a lazy iterable: the first calls are in flight while later
         requests are still being built, hashed and looked up in the cache.
+        `keep_results=False`, for a caller that takes each answer in `on_result`: answers
+        the cache holds are not kept after delivery (a quarter of a million judge replies
+        would otherwise stay in memory to the end), and come back as None.
         """
-        batch = _Batch(deliver=on_result or _ignore_result)
+        batch = _Batch(
+            deliver=on_result or _ignore_result,
+            drop_cached=not keep_results and self.cache is not None,
+        )
         size = total if total is not None else _length(requests)
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
@@ -297,9 +310,14 @@ class LLMClient:
                 await self._run_concurrently(batch, requests)
         finally:
             batch.bar.close()
+        dropped = [
+            batch.keys[source] for _, source in batch.duplicates if batch.results[source] is None
+        ]
+        from_cache = self.cache.get_many(dropped) if dropped else {}
         for index, source in batch.duplicates:
-            batch.results[index] = batch.results[source]
-            batch.deliver(index, batch.results[index])
+            result = batch.results[source] or from_cache[batch.keys[source]]
+            batch.deliver(index, result)
+            batch.keep(index, result)
         sent = len(batch.first_index)
         self.stats.requests += len(batch.results)
         self.stats.cache_hits += len(batch.results) - sent - len(batch.duplicates)
@@ -311,7 +329,11 @@ class LLMClient:
                 len(batch.results),
                 len(batch.results) - sent,
                 sent,
-                sum(1 for index in batch.first_index.values() if not batch.results[index].ok),
+                sum(
+                    1
+                    for index in batch.first_index.values()
+                    if batch.results[index] is not None and not batch.results[index].ok
+                ),
                 self.stats.retries,
             )
         return batch.results
@@ -337,6 +359,7 @@ class LLMClient:
             batch.results.append(cached.get(key))
             if key in cached:
                 batch.deliver(index, cached[key])
+                batch.keep(index, cached[key])
                 batch.bar.update(1)
             elif key in batch.first_index:
                 # Identical requests share one answer: only the first is sent.
@@ -404,6 +427,7 @@ class LLMClient:
         batch.requests[index] = None  # answered: its prompt need not stay in memory
         batch.results[index] = result
         batch.deliver(index, result)
+        batch.keep(index, result)
         batch.bar.update(1)
 
     async def _run_batch_api(self, batch: _Batch) -> None:

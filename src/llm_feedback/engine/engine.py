@@ -259,7 +259,9 @@ class TaskEngine:
             if running[position].take_first(reply, may_reask):
                 deliver(position)
 
-        await self.client.stream(requests(), desc=desc, on_result=receive, total=total)
+        await self.client.stream(
+            requests(), desc=desc, on_result=receive, total=total, keep_results=False
+        )
         summary.tasks = len(running)
         for round_number in range(1, self.max_reasks + 1):
             pending = [i for i, item in enumerate(running) if item is not None]

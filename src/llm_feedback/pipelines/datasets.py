@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NewType
+from typing import Any, ClassVar, NewType
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
 # "TextPreview" is drawn as preformatted text (no Markdown rendering of `_` or `*`).
@@ -126,7 +126,14 @@ class ParquetDataset(_KedroParquetDataset):
 
     `type: llm_feedback.pipelines.datasets.ParquetDataset`, the same arguments (`filepath`,
     `versioned`, `load_args`, ...); load is kedro-datasets' own.
+
+    Row groups hold `ROW_GROUP_ROWS` rows unless `save_args` say otherwise: reading a table
+    of a quarter of a million completions decodes one group at a time (a single group
+    doubles the memory a load needs), and a preview or a `ParquetSource` reads only the
+    groups it needs.
     """
+
+    DEFAULT_SAVE_ARGS: ClassVar[dict[str, Any]] = {"row_group_size": ROW_GROUP_ROWS}
 
     def save(self, data: pd.DataFrame) -> None:
         """Write to `<path>.partial`, then rename it: a run killed or failing while writing
