@@ -95,7 +95,8 @@ COVERED_BY = {
         "tests/backends/test_ray_backend.py::test_the_readme_ray_cluster_runs_the_evaluate_command"
     ),
     # `make -n`: the variables reach bench.py; quick sittings run in the test below.
-    "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale": (
+    "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale "
+    "BENCH_SCALE_REPS=1": (
         "tests/test_bench_report.py::test_the_readme_make_bench_options_reach_bench_py"
     ),
     "BENCH_QUICK=1 make bench": (
