@@ -10,7 +10,7 @@ script runs as a fresh process (its server in a process of its own), writes its 
 `<results>/rep<k>/<run>/`, and the groups of contenders run in alternating order from one
 repetition to the next so that no group always meets the machine first. A script that
 fails stops the sitting with its output; RESULTS.md is only written from a full sitting.
-`--scale-repetitions N` runs the scale group in the first N repetitions only: peak memory
+`--scale-repetitions N` runs the scale group in the last N repetitions only: peak memory
 does not vary with the machine's load as times do, and at 128k prompts one pass of every
 stage takes most of an hour on two cores.
 `--quick` (tiny sizes, one repetition) checks the machinery and writes into
@@ -254,7 +254,7 @@ def sitting(args: argparse.Namespace) -> Path:
     (directory / "sitting.json").write_text(json.dumps(meta, indent=2))
     for repetition in range(1, args.repetitions + 1):
         order = groups if repetition % 2 else groups[::-1]
-        if repetition > args.scale_repetitions:
+        if repetition <= args.repetitions - args.scale_repetitions:
             order = [name for name in order if name != SCALE_GROUP]
         meta["orders"].append(order)
         print(f"repetition {repetition} of {args.repetitions}: {', '.join(order)}", flush=True)
