@@ -1,8 +1,7 @@
 """Errors raised before any model is started or any paid call is made."""
 
 from collections.abc import Iterable
-
-import pandas as pd
+from typing import Any
 
 
 class InputError(ValueError):
@@ -18,8 +17,9 @@ class EndpointError(RuntimeError):
     the endpoint, its URL and where its key comes from, never the key."""
 
 
-def require_columns(frame: pd.DataFrame, columns: Iterable[str], dataset: str) -> None:
-    """Fail with the dataset and column names when an input lacks expected columns."""
+def require_columns(frame: Any, columns: Iterable[str], dataset: str) -> None:
+    """Fail with the dataset and column names when an input (a DataFrame, or a table on
+    disk such as a `ParquetSource`: anything with `columns`) lacks expected columns."""
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")

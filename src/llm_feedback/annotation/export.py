@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.score_fix import require_columns
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.replies.status import READ
 from llm_feedback.schema import (
@@ -206,12 +206,6 @@ def _rows(table: pd.DataFrame | ParquetSource) -> Rows:
     return table if isinstance(table, ParquetSource) else _FrameRows(table)
 
 
-def _require(table: Rows, columns: Sequence[str], dataset: str) -> None:
-    missing = [column for column in columns if column not in table.columns]
-    if missing:
-        raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")
-
-
 _SCORE_COLUMNS = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
 
 
@@ -232,8 +226,8 @@ def _record_chunks(
     """
     aspect_rows_of, critique_rows_of = _rows(aspect_table), _rows(critique_table)
     require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
-    _require(aspect_rows_of, _ASPECT_COLUMNS, "aspect_annotations")
-    _require(critique_rows_of, [*COMPLETION_KEY, "critique"], "critiques")
+    require_columns(aspect_rows_of, _ASPECT_COLUMNS, "aspect_annotations")
+    require_columns(critique_rows_of, [*COMPLETION_KEY, "critique"], "critiques")
     require_columns(overall_scores_df, _SCORE_COLUMNS, "overall_scores")
     present = set(aspect_rows_of.read(["aspect"])["aspect"].unique()) | set(aspects or ())
     annotated = [name for name in ASPECTS if name in present]
