@@ -216,12 +216,9 @@ class SpooledTable:
         """Write as `frame().to_parquet(path)` would (pyarrow, no index), `GROUP_ROWS` rows
         (or `row_group_size`, if fewer) at a time; `kwargs` go to
         `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
-            raise ValueError("a spooled table is written by pyarrow, without index")
-        schema = self.arrow_schema()
-        with pq.ParquetWriter(path, schema, **kwargs) as writer:
-            for group in self.arrow_groups():
-                writer.write_table(group.cast(schema), row_group_size=row_group_size)
+        write_parquet(
+            path, self.arrow_schema(), self.arrow_groups(), index, row_group_size, **kwargs
+        )
 
     def frame(self) -> pd.DataFrame:
         """The whole table as a DataFrame with the builder's dtypes."""
@@ -230,6 +227,24 @@ class SpooledTable:
             for name in self._dtypes:
                 chunks[name].extend(group[name].chunks)
         return _frame_of(chunks, self._dtypes)
+
+
+def write_parquet(
+    path: Any,
+    schema: pa.Schema,
+    tables: Iterator[pa.Table],
+    index: bool | None,
+    row_group_size: int | None,
+    **kwargs: Any,
+) -> None:
+    """`tables` written as one Parquet file with `schema` (its metadata too) as they come,
+    for a `to_parquet` that takes pandas' arguments: pyarrow, no index; `kwargs` go to
+    `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+    if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
+        raise ValueError("this table is written by pyarrow, without index")
+    with pq.ParquetWriter(path, schema, **kwargs) as writer:
+        for table in tables:
+            writer.write_table(table.cast(schema), row_group_size=row_group_size)
 
 
 def _gather(reader: pa.ipc.RecordBatchFileReader, batches: np.ndarray, within: np.ndarray):

@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.score_fix import require_columns
@@ -65,6 +64,7 @@ from llm_feedback.schema import (
     pandas_metadata,
     schema_frame,
 )
+from llm_feedback.spool import write_parquet
 
 _COMPLETION_COLUMNS = [
     *COMPLETION_KEY,
@@ -398,15 +398,9 @@ class UltraFeedbackExport:
     ) -> None:
         """A row group per chunk of prompts (or per `row_group_size` records, if fewer);
         `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
-            raise ValueError("the export is written by pyarrow, without index")
         schema = ULTRAFEEDBACK_ARROW_SCHEMA
         schema = schema.with_metadata(pandas_metadata(schema))
-        with pq.ParquetWriter(path, schema, **kwargs) as writer:
-            for table in self.arrow_chunks():
-                writer.write_table(
-                    table.replace_schema_metadata(schema.metadata), row_group_size=row_group_size
-                )
+        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
 
     def frame(self) -> SchemaFrame:
         """The whole export: nested columns Arrow-backed (`pd.ArrowDtype`), not Python
