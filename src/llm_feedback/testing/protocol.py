@@ -1,0 +1,148 @@
+"""The fake server's wire formats: HTTP/1.1 request heads and responses, and the OpenAI
+bodies it sends (chat completions, model lists, error objects)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any, NamedTuple
+
+from llm_feedback.testing.replies import Reply, message_text
+
+DEFAULT_MODEL_ID = "fake-model"
+CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    408: ("timeout_error", "timeout"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+class Response(NamedTuple):
+    status: int
+    body: bytes
+    extra_headers: str = ""  # already formatted "Name: value\r\n" lines
+
+
+class RequestHead(NamedTuple):
+    method: str
+    target: str
+    content_length: int
+    keep_alive: bool
+    api_key: str | None
+
+
+def json_response(status: int, payload: Any, extra_headers: str = "") -> Response:
+    return Response(status, json.dumps(payload, separators=(",", ":")).encode(), extra_headers)
+
+
+def error_response(status: int, message: str, retry_after: float | None = None) -> Response:
+    error_type, code = _ERROR_TYPES.get(status, ("server_error", "server_error"))
+    payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    headers = f"Retry-After: {retry_after:g}\r\n" if retry_after is not None else ""
+    return json_response(status, payload, headers)
+
+
+def models_response() -> Response:
+    model = {"id": DEFAULT_MODEL_ID, "object": "model", "created": 0, "owned_by": "llm_feedback"}
+    return json_response(200, {"object": "list", "data": [model]})
+
+
+def word_count(text: str | None) -> int:
+    return len(text.split()) if text else 0
+
+
+def completion(
+    call_index: int,
+    model: str,
+    body: dict[str, Any],
+    reply: Reply,
+    count_tokens: Callable[[str], int],
+) -> dict[str, Any]:
+    """The chat completion object for `reply`, its `usage` counted by `count_tokens`."""
+    messages = [message for message in body["messages"] if isinstance(message, dict)]
+    prompt_tokens = sum(count_tokens(message_text(message)) for message in messages)
+    if count_tokens is not word_count:
+        # A tokenizer's count is billed the way OpenAI documents its chat format: 3 tokens
+        # of framing per message and 3 that prime the reply.
+        prompt_tokens += 3 * len(messages) + 3
+    completion_tokens = count_tokens(reply.content or "")
+    return {
+        "id": f"chatcmpl-fake-{call_index}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def parse_head(head: bytes) -> RequestHead:
+    """Method, target, Content-Length, keep-alive and the API key from a request head."""
+    request_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise ValueError(f"malformed request line {request_line!r}")
+    method, target, version = parts
+    content_length = 0
+    api_key = None
+    # HTTP/1.1 keeps the connection open unless told otherwise; HTTP/1.0 the reverse.
+    keep_alive = version == "HTTP/1.1"
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            if not value.strip().isdigit():
+                raise ValueError(f"bad Content-Length {value.strip()!r}")
+            content_length = int(value)
+        elif name == "connection":
+            token = value.strip().lower()
+            if token in ("close", "keep-alive"):
+                keep_alive = token == "keep-alive"
+        elif name == "transfer-encoding":
+            raise ValueError("chunked request bodies are not supported; send Content-Length")
+        elif name == "authorization":
+            api_key = value.strip().removeprefix("Bearer ").strip()
+        elif name == "api-key":  # Azure's header
+            api_key = value.strip()
+    return RequestHead(method, target, content_length, keep_alive, api_key)
+
+
+@functools.cache
+def _status_line(status: int) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Unknown"
+    return f"HTTP/1.1 {status} {phrase}\r\n"
+
+
+def encode(response: Response, keep_alive: bool) -> bytes:
+    connection_header = "" if keep_alive else "Connection: close\r\n"
+    head = (
+        f"{_status_line(response.status)}"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(response.body)}\r\n"
+        f"{response.extra_headers}{connection_header}\r\n"
+    )
+    return head.encode("latin-1") + response.body

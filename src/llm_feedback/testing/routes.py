@@ -1,0 +1,210 @@
+"""The fake server's request handling: one keep-alive connection loop, the chat, model,
+Batch API and control routes, and the counters tests and benchmarks read back."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from llm_feedback.testing.batch_api import BatchAPI, BatchScript, batch_route
+from llm_feedback.testing.protocol import (
+    CHAT_PATHS,
+    DEFAULT_MODEL_ID,
+    Response,
+    completion,
+    encode,
+    error_response,
+    json_response,
+    models_response,
+    parse_head,
+    word_count,
+)
+from llm_feedback.testing.replies import Reply, RequestContext, Responder
+
+_AZURE_PREFIX = "/openai/deployments/"
+_CHAT_SUFFIX = "/chat/completions"
+_CONTROL_PATHS = frozenset({"/_stats", "/_reset"})
+
+
+def _messages_key(messages: list[Any]) -> str:
+    encoded = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def _azure_deployment(path: str) -> str | None:
+    if path.startswith(_AZURE_PREFIX):
+        return path[len(_AZURE_PREFIX) : -len(_CHAT_SUFFIX)]
+    return None
+
+
+class FakeLLMApp:
+    """Request handling and counters, shared by the in-thread and the subprocess server."""
+
+    def __init__(
+        self,
+        responder: Responder,
+        latency_s: float,
+        record: bool,
+        api_key: str | None = None,
+        *,
+        batch_script: BatchScript | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
+        self.api_key = api_key  # when set, every other key is answered with 401
+        self.count_tokens = count_tokens or word_count
+        self.batch_api = BatchAPI(batch_script or BatchScript(), self.respond, self.count_tokens)
+        self._responder = responder
+        self._latency_s = latency_s
+        self._record = record
+        # Handlers run on the event loop thread while tests read and reset from theirs.
+        self._lock = threading.Lock()
+        self.chat_requests = 0
+        self.connections = 0
+        self.max_in_flight = 0
+        self._total_requests = 0
+        self._in_flight = 0
+        self._recorded: list[dict[str, Any]] = []
+        self._attempts_per_key: dict[str, int] = {}
+        models_route = ("GET", models_response)
+        self._routes: dict[str, tuple[str, Callable[[], Response]]] = {
+            "/v1/models": models_route,
+            "/models": models_route,
+            "/openai/models": models_route,  # Azure's models list
+            "/health": ("GET", lambda: json_response(200, {"status": "ok"})),
+            "/_stats": ("GET", lambda: json_response(200, self.stats())),
+            "/_reset": ("POST", self._reset_route),
+        }
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "requests": self._total_requests,
+                "chat_requests": self.chat_requests,
+                "connections": self.connections,
+                "max_in_flight": self.max_in_flight,
+            }
+
+    def recorded_bodies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._recorded)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._total_requests = self.chat_requests = self.connections = 0
+            self.max_in_flight = self._in_flight
+            self._recorded.clear()
+            self._attempts_per_key.clear()
+
+    async def handle_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        with self._lock:
+            self.connections += 1
+        try:
+            while True:
+                try:
+                    raw_head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    return  # the client closed the connection between requests
+                try:
+                    head = parse_head(raw_head)
+                except ValueError as exc:
+                    writer.write(encode(error_response(400, str(exc)), keep_alive=False))
+                    await writer.drain()
+                    return
+                length = head.content_length
+                body = await reader.readexactly(length) if length else b""
+                response = await self._dispatch(head.method, head.target, body, head.api_key)
+                writer.write(encode(response, head.keep_alive))
+                await writer.drain()
+                if not head.keep_alive:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the client went away mid-request (e.g. after its own timeout)
+        except asyncio.CancelledError:
+            # The server is stopping. Ending quietly spares the traceback Python 3.11's
+            # StreamReaderProtocol prints for a cancelled connection handler.
+            pass
+        finally:
+            writer.close()
+
+    async def _dispatch(
+        self, method: str, target: str, body: bytes, api_key: str | None
+    ) -> Response:
+        path = target.partition("?")[0]
+        if path not in _CONTROL_PATHS:
+            with self._lock:
+                self._total_requests += 1
+            if self.api_key is not None and api_key != self.api_key:
+                return error_response(401, "Incorrect API key provided")
+        if path in CHAT_PATHS or (path.startswith(_AZURE_PREFIX) and path.endswith(_CHAT_SUFFIX)):
+            if method != "POST":
+                return error_response(405, f"{method} is not allowed on {path}")
+            with self._lock:
+                self._in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            try:
+                return await self._chat(path, body)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+        route = batch_route(path)
+        if route is not None:
+            return self.batch_api.handle(method, route, body)
+        return self._route(method, path)
+
+    def _route(self, method: str, path: str) -> Response:
+        route = self._routes.get(path)
+        if route is None:
+            return error_response(404, f"no route for {method} {path}")
+        allowed_method, handle = route
+        if method != allowed_method:
+            return error_response(405, f"{method} is not allowed on {path}")
+        return handle()
+
+    def _reset_route(self) -> Response:
+        self.reset()
+        return json_response(200, {"reset": True})
+
+    async def _chat(self, path: str, raw_body: bytes) -> Response:
+        try:
+            body = json.loads(raw_body)
+        except ValueError:
+            return error_response(400, "the request body is not valid JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return error_response(400, "the request body needs a 'messages' list")
+        if body.get("stream"):
+            return error_response(400, "streaming is not supported by the fake server")
+        with self._lock:
+            call_index = self.chat_requests
+            self.chat_requests += 1
+        reply = self.respond(body, call_index, path)
+        delay_s = self._latency_s + (reply.delay_s or 0.0)
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        if reply.status != 200:
+            message = reply.error_message or f"simulated error {reply.status}"
+            return error_response(reply.status, message, reply.retry_after)
+        if reply.raw_body is not None:
+            return Response(200, reply.raw_body.encode())
+        model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
+        return json_response(200, completion(call_index, model, body, reply, self.count_tokens))
+
+    def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
+        """The responder's reply to one chat body (from the chat route or a batch line)."""
+        key = _messages_key(body["messages"])
+        with self._lock:
+            key_call_index = self._attempts_per_key.get(key, 0)
+            self._attempts_per_key[key] = key_call_index + 1
+            if self._record:
+                self._recorded.append(body)
+        context = RequestContext(call_index, key_call_index, key, path)
+        try:
+            reply = self._responder(body, context)
+        except Exception as exc:  # a broken responder is reported to the client, not lost
+            reply = Reply(status=500, error_message=f"responder raised {exc!r}")
+        return Reply(content=reply) if isinstance(reply, str) else reply

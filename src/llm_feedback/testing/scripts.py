@@ -1,0 +1,105 @@
+"""Responders built from other answers: scripted rules, sequences, and injected faults."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+from llm_feedback.testing.replies import (
+    Reply,
+    RequestContext,
+    Responder,
+    echo_responder,
+    message_text,
+    schema_responder,
+)
+
+Matcher: TypeAlias = str | Callable[[dict[str, Any]], bool]
+Answer: TypeAlias = str | Reply | Responder
+
+
+def scripted(
+    rules: Sequence[tuple[Matcher, Answer]], default: Responder = echo_responder
+) -> Responder:
+    """The first rule that matches answers; `default` answers when none does.
+
+    A rule's matcher is a substring looked for in every message's content, or a predicate
+    on the request body; its answer is a string, a `Reply` or another responder.
+    """
+
+    def matches(matcher: Matcher, body: dict[str, Any]) -> bool:
+        if isinstance(matcher, str):
+            return any(matcher in message_text(message) for message in body.get("messages", []))
+        return bool(matcher(body))
+
+    def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        for matcher, answer in rules:
+            if matches(matcher, body):
+                return answer if isinstance(answer, (str, Reply)) else answer(body, ctx)
+        return default(body, ctx)
+
+    return respond
+
+
+def flaky(
+    inner: Responder, failures: int, status: int = 429, retry_after: float | None = 0.05
+) -> Responder:
+    """Fails the first `failures` attempts of each distinct request, then asks `inner`."""
+
+    def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        if ctx.key_call_index < failures:
+            return Reply(
+                status=status,
+                retry_after=retry_after,
+                error_message=f"simulated failure {ctx.key_call_index + 1} of {failures}",
+            )
+        return inner(body, ctx)
+
+    return respond
+
+
+def sequence(replies: Sequence[str | Reply]) -> Responder:
+    """Answers successive calls with successive items; the last one repeats.
+
+    The position is kept by the responder itself (not reset by `/_reset`), so that a
+    sequence nested in `scripted` advances only on the calls routed to it.
+    """
+    if not replies:
+        raise ValueError("sequence() needs at least one reply")
+    calls_answered = 0
+
+    def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        nonlocal calls_answered
+        reply = replies[min(calls_answered, len(replies) - 1)]
+        calls_answered += 1
+        return reply
+
+    return respond
+
+
+# Shares of calls the chaos responder answers with each fault (the rest: schema_responder).
+CHAOS_FAULTS = {"rate_limited": 0.20, "server_error": 0.05, "stall": 0.02, "malformed": 0.10}
+CHAOS_STALL_S = 1.5  # past the 1 s timeout the chaos benchmark gives its client
+_CHAOS_REPLIES = {
+    "rate_limited": Reply(status=429, retry_after=0.05, error_message="chaos: slow down"),
+    "server_error": Reply(status=500, error_message="chaos: internal error"),
+    "stall": Reply(content="too late", delay_s=CHAOS_STALL_S),
+    "malformed": Reply(content="Sorry, I will answer in my own way: it is fine, mostly."),
+}
+
+
+def chaos_responder(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+    """Faults at the shares of `CHAOS_FAULTS`: 429 with Retry-After, 500, a stall past the
+    client's timeout, a reply no parser can read; otherwise `schema_responder`.
+
+    Each attempt of a request draws anew (seeded by the messages and the attempt number),
+    so retries and re-asks eventually get through, and a run can be repeated exactly.
+    """
+    draw = random.Random(f"{ctx.messages_key}:{ctx.key_call_index}").random()
+    edge = 0.0
+    for fault, share in CHAOS_FAULTS.items():
+        edge += share
+        if draw < edge:
+            return _CHAOS_REPLIES[fault]
+    return schema_responder(body, ctx)
