@@ -98,9 +98,13 @@ def attach_pairs(verdicts: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     frame = verdicts.drop(
         columns=[c for c in ("gold", "len_a", "len_b", "category") if c in verdicts]
     )
-    return frame.merge(
+    frame = frame.merge(
         pairs[["instance_id", "gold", "len_a", "len_b", "category"]], on="instance_id", how="left"
     )
+    if "verdict" in frame.columns:  # the merge may have turned None into NaN
+        labels = [_label(value) for value in frame["verdict"].astype(object)]
+        frame["verdict"] = pd.Series(labels, index=frame.index, dtype=object)
+    return frame
 
 
 def verdicts_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
