@@ -10,7 +10,8 @@ human judgments (each expert labels some pairs) are handled.
 
 `annotation_table(pairs)` spreads a pairs table's `gold_labels` / `gold_annotators` into
 one column per annotator; `annotator_agreement(table)` returns long rows `metric`, `value`,
-`n`, `raters`.
+`n`, `raters`; `metrics_against_annotators` compares a judge with the majority and with
+each annotator in turn (column `gold_source`: "majority" or the annotator's name).
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
+from llm_feedback.validation.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from llm_feedback.validation.metrics import pairwise_metrics
+
 TIE = "tie"
 RATERS_SEPARATOR = "~"
+MAJORITY = "majority"
 
 
 def majority_label(labels: Sequence[Any]) -> Any:
@@ -131,3 +136,28 @@ def annotator_agreement(table: pd.DataFrame) -> pd.DataFrame:
         },
     ]
     return pd.DataFrame(rows, columns=["metric", "value", "n", "raters"])
+
+
+def metrics_against_annotators(
+    verdicts: pd.DataFrame,
+    pairs: pd.DataFrame,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    judge: str | None = None,
+) -> pd.DataFrame:
+    """The judge's metric table against the majority gold, then against each annotator's
+    own labels on the items that annotator labelled (`gold_source` says which)."""
+    table = annotation_table(pairs)
+    tables = [pairwise_metrics(verdicts, resamples=resamples, seed=seed, judge=judge)]
+    tables[0].insert(1, "gold_source", MAJORITY)
+    for annotator in table.columns:
+        labels = table[annotator].dropna()
+        labelled = verdicts[verdicts["instance_id"].isin(labels.index)]
+        if labelled.empty:
+            continue
+        own = labelled.assign(gold=labelled["instance_id"].map(labels).astype(object))
+        result = pairwise_metrics(own, resamples=resamples, seed=seed, judge=judge)
+        result.insert(1, "gold_source", str(annotator))
+        tables.append(result)
+    return pd.concat(tables, ignore_index=True)
