@@ -151,6 +151,13 @@ def test_mtbench_human_turns_orders_and_judges(tmp_path: Path, suffix: str) -> N
     assert turn1["prior_question"].isna().all()
 
 
+def test_mtbench_human_repeated_judge_is_a_further_annotator(tmp_path: Path) -> None:
+    again = dict(MTBENCH_ROWS[0], winner="tie (inconsistent)")
+    samples = read_samples(write_json(tmp_path / "h.json", [MTBENCH_ROWS[0], again]))
+    assert samples["gold_annotators"].iloc[0] == ["expert_0", "expert_0#2"]
+    assert samples["gold_labels"].iloc[0] == ["A", "tie"]
+
+
 def test_own_jsonl_pairwise_and_pointwise(tmp_path: Path) -> None:
     pairwise = read_samples(
         write_jsonl(

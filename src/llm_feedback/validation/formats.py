@@ -24,9 +24,11 @@ Formats (the name to pass, and what is read):
   the input after a blank line when there is one.
 - `mtbench_human`: FastChat's MT-Bench human judgments (JSON list, JSONL or Parquet):
   `question_id`, `model_a`, `model_b`, `winner` (`model_a`, `model_b`, `tie`,
-  `tie (bothbad)`), `judge`, `turn` (1 or 2), `conversation_a` / `conversation_b` (lists
-  of `{role, content}`). The judgments of one question, turn and pair of models, by any
-  judge and in either order, make one instance; A is model_a of its first judgment.
+  `tie (bothbad)`; also `tie (inconsistent)` of the GPT-4 pair split), `judge` (a judge
+  seen twice on one instance becomes `judge#2`), `turn` (1 or 2), `conversation_a` /
+  `conversation_b` (lists of `{role, content}`). The judgments of one question, turn and
+  pair of models, by any judge and in either order, make one instance; A is model_a of its
+  first judgment.
 - `jsonl`: our own shape, one JSON object a line (see `own_jsonl`).
 """
 
@@ -70,7 +72,13 @@ POINTWISE_COLUMNS = (
 )
 _LLMBAR_LABELS = {1: "A", 2: "B"}
 _PANDALM_LABELS = {0: "tie", 1: "A", 2: "B"}
-_MTBENCH_WINNERS = {"model_a": "A", "model_b": "B", "tie": "tie", "tie (bothbad)": "tie"}
+_MTBENCH_WINNERS = {
+    "model_a": "A",
+    "model_b": "B",
+    "tie": "tie",
+    "tie (bothbad)": "tie",
+    "tie (inconsistent)": "tie",  # FastChat's GPT-4 pair judgments: the two orders disagreed
+}
 _FLIPPED = {"A": "B", "B": "A", "tie": "tie"}
 
 
@@ -176,7 +184,9 @@ def _mtbench_human(path: Path, records: list[Record]) -> list[dict[str, Any]]:
         # Another judge may have seen the pair the other way round: labels follow A, B.
         same_order = instance["models"][0] == model_a
         instance["labels"].append(label if same_order else _FLIPPED[label])
-        instance["judges"].append(judge)
+        # A judge who judged the same instance again is a further annotator, numbered.
+        repeats = sum(name == judge or name.startswith(f"{judge}#") for name in instance["judges"])
+        instance["judges"].append(judge if repeats == 0 else f"{judge}#{repeats + 1}")
     rows: list[dict[str, Any]] = []
     for (question_id, turn, _), instance in instances.items():
         first, second = instance["models"]
