@@ -1,0 +1,234 @@
+"""Verdicts from a judge's token probabilities, beside the argmax verdict it wrote.
+
+Where an endpoint returns top log-probabilities (OpenAI chat format, also llama.cpp's and
+vLLM's OpenAI servers: `choices[0].logprobs.content[i]` = {`token`, `logprob`,
+`top_logprobs`: [{`token`, `logprob`}, ...]}), the verdict token's alternatives give a
+distribution over the labels:
+
+- the verdict position is the LAST generated token that is a label once whitespace and
+  brackets, quotes, asterisks and trailing punctuation are stripped ("[[A]]" -> "A"); a
+  numeric label followed directly by a digit token is not one ("1" then "0" is 10), so a
+  rating the tokenizer splits cannot be read and falls back;
+- a label's probability is the sum of exp(logprob) of its top tokens (" A" and "A" both
+  count), renormalised over the labels; `coverage` is the mass the labels had before;
+- pointwise: `expected_score` = sum of label x probability; pairwise: P(first shown),
+  P(second shown), P(tie) when a tie label is given, and `margin` = P(first) - P(second).
+
+No logprobs, no verdict position, or no label among the top tokens: the verdict falls back
+to the argmax the reply's text gave, with `source` "argmax" and `fallback_reason`
+("no logprobs", "no verdict token", "no label in top logprobs").
+
+Calibration of the first-position bias (pairwise). On a validation set judged in both
+orders, an unbiased judge's margins cancel over the two orders of an item (the same item
+shown A-first gives d, B-first gives -d), so the bias is b = the mean of `margin` (first
+minus second as shown) over every call of the items that have usable probabilities in
+both orders. The calibrated margin of a call is `margin - b`; in original labels it is
+that margin for the original order and its negative for the swapped one; its verdict is A
+above `tie_band`, B below -`tie_band`, a tie between. `b` is stored with the judge's card
+and applied to later runs of the same judge. Averaging the two orders' original-label
+margins removes b per item without measuring it (both orders then share one verdict).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.validation.verdicts import ORIGINAL, SWAPPED
+
+LOGPROBS = "logprobs"
+ARGMAX = "argmax"
+_STRIP = " \t\n[]()*\"'`"
+_TRAILING = ".:,;!"
+
+
+def logprob_content(response: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """`choices[0].logprobs.content` of a chat completion (a dict), None when absent."""
+    try:
+        content = response["choices"][0]["logprobs"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, list) and content else None
+
+
+def normalise(token: str) -> str:
+    """A token as a label: without surrounding whitespace, brackets, quotes, asterisks and
+    trailing punctuation."""
+    return token.strip(_STRIP).rstrip(_TRAILING).strip(_STRIP)
+
+
+def verdict_position(content: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> int | None:
+    """Index of the last generated token that is one of `labels`; None when none is."""
+    wanted = set(labels)
+    for position in range(len(content) - 1, -1, -1):
+        label = normalise(str(content[position].get("token", "")))
+        if label not in wanted:
+            continue
+        following = content[position + 1].get("token", "") if position + 1 < len(content) else ""
+        if label.isdigit() and str(following)[:1].isdigit():
+            continue  # part of a longer number, as "1" in "10"
+        return position
+    return None
+
+
+def label_distribution(
+    entry: Mapping[str, Any], labels: Sequence[str]
+) -> tuple[dict[str, float], float] | None:
+    """(probability of each label renormalised over the labels, the labels' raw mass) at
+    one position; None when no top token is a label."""
+    mass = dict.fromkeys(labels, 0.0)
+    alternatives = entry.get("top_logprobs") or [entry]
+    for alternative in alternatives:
+        label = normalise(str(alternative.get("token", "")))
+        logprob = alternative.get("logprob")
+        if label in mass and isinstance(logprob, (int, float)) and math.isfinite(logprob):
+            mass[label] += math.exp(logprob)
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return {label: value / total for label, value in mass.items()}, min(total, 1.0)
+
+
+def _distribution(content, labels) -> tuple[dict[str, float] | None, float, str | None]:
+    if not content:
+        return None, 0.0, "no logprobs"
+    position = verdict_position(content, labels)
+    if position is None:
+        return None, 0.0, "no verdict token"
+    found = label_distribution(content[position], labels)
+    if found is None:
+        return None, 0.0, "no label in top logprobs"
+    return found[0], found[1], None
+
+
+def rating_verdict(
+    content: Sequence[Mapping[str, Any]] | None,
+    scale: Sequence[int],
+    argmax_score: float | None,
+) -> dict[str, Any]:
+    """The expected score over the rating tokens `scale` beside the argmax score."""
+    labels = [str(value) for value in scale]
+    distribution, coverage, reason = _distribution(content, labels)
+    if distribution is None:
+        return {
+            "argmax_score": argmax_score,
+            "expected_score": argmax_score,
+            "coverage": float("nan"),
+            "source": ARGMAX,
+            "fallback_reason": reason,
+        }
+    expected = sum(float(label) * p for label, p in distribution.items())
+    return {
+        "argmax_score": argmax_score,
+        "expected_score": expected,
+        "coverage": coverage,
+        "source": LOGPROBS,
+        "fallback_reason": None,
+    }
+
+
+_ARGMAX_PROBABILITIES = {"first": (1.0, 0.0, 0.0), "second": (0.0, 1.0, 0.0), "tie": (0, 0, 1.0)}
+
+
+def pairwise_verdict(
+    content: Sequence[Mapping[str, Any]] | None,
+    argmax_verdict: str | None,
+    *,
+    first_label: str = "A",
+    second_label: str = "B",
+    tie_label: str | None = None,
+) -> dict[str, Any]:
+    """P(first shown), P(second shown), P(tie) and their margin, in SHOWN positions.
+
+    `argmax_verdict` is the reply text's verdict as shown ("first", "second", "tie" or
+    None when unreadable); the fallback's probabilities are its one-hot (NaN when None).
+    """
+    labels = [first_label, second_label, *([tie_label] if tie_label else [])]
+    distribution, coverage, reason = _distribution(content, labels)
+    if distribution is None:
+        p_first, p_second, p_tie = _ARGMAX_PROBABILITIES.get(
+            argmax_verdict or "", (math.nan, math.nan, math.nan)
+        )
+        source = ARGMAX
+        coverage = math.nan
+    else:
+        p_first, p_second = distribution[first_label], distribution[second_label]
+        p_tie = distribution.get(tie_label, 0.0) if tie_label else 0.0
+        source = LOGPROBS
+    return {
+        "argmax_verdict": argmax_verdict,
+        "p_first": float(p_first),
+        "p_second": float(p_second),
+        "p_tie": float(p_tie),
+        "margin": float(p_first - p_second),
+        "coverage": float(coverage),
+        "source": source,
+        "fallback_reason": reason,
+    }
+
+
+def probability_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
+    """A verdict frame (`p_a`, `p_b`, `p_tie` in ORIGINAL labels) from calls with
+    `instance_id`, `order`, `p_first`, `p_second`, `p_tie` (shown positions)."""
+    original = (calls["order"] == ORIGINAL).to_numpy()
+    first, second = calls["p_first"].to_numpy(), calls["p_second"].to_numpy()
+    return calls.drop(columns=["p_first", "p_second"]).assign(
+        p_a=np.where(original, first, second), p_b=np.where(original, second, first)
+    )
+
+
+def position_bias(calls: pd.DataFrame) -> tuple[float, int]:
+    """(b, the number of items it is measured on): the mean first-minus-second margin over
+    both orders of every item whose two calls have usable probabilities."""
+    usable = calls[(calls["source"] == LOGPROBS) & calls["margin"].notna()]
+    keys = ["instance_id", *(["replicate"] if "replicate" in calls.columns else [])]
+    orders = usable.groupby(keys)["order"].nunique()
+    complete = orders[orders == 2].index
+    paired = usable.set_index(keys).loc[complete]
+    if paired.empty:
+        return float("nan"), 0
+    return float(paired["margin"].mean()), len(complete)
+
+
+def calibrated_verdicts(calls: pd.DataFrame, bias: float, *, tie_band: float = 0.0):
+    """`calls` with `calibrated_margin` (original labels: > 0 favours A) and `verdict` from
+    it; calls without usable probabilities keep their argmax verdict (`source` says so)."""
+    shown = calls["margin"].to_numpy(dtype="float64") - bias
+    sign = np.where((calls["order"] == SWAPPED).to_numpy(), -1.0, 1.0)
+    margin = sign * shown
+    from_margin = np.where(margin > tie_band, "A", np.where(margin < -tie_band, "B", "tie"))
+    argmax = [
+        _original_label(v, o) for v, o in zip(calls["argmax_verdict"], calls["order"], strict=True)
+    ]
+    usable = (calls["source"] == LOGPROBS).to_numpy() & np.isfinite(margin)
+    verdict = [m if ok else a for m, ok, a in zip(from_margin, usable, argmax, strict=True)]
+    return calls.assign(
+        calibrated_margin=np.where(usable, margin, np.nan),
+        verdict=pd.Series(verdict, index=calls.index, dtype=object),
+    )
+
+
+def _original_label(shown: str | None, order: str) -> str | None:
+    """A shown verdict ("first", "second", "tie") in original labels."""
+    if shown == "tie":
+        return "tie"
+    if shown not in ("first", "second"):
+        return None
+    return "A" if (shown == "first") == (order == ORIGINAL) else "B"
+
+
+def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd.DataFrame:
+    """Both calls of an item given the verdict of the mean of their original-label margins
+    (the position bias cancels); items lacking a usable order keep their argmax verdicts."""
+    frame = calibrated_verdicts(calls, 0.0, tie_band=tie_band)
+    keys = ["instance_id", *(["replicate"] if "replicate" in calls.columns else [])]
+    grouped = frame.groupby(keys)["calibrated_margin"]
+    mean = grouped.transform("mean")
+    complete = grouped.transform("count") == 2
+    averaged = np.where(mean > tie_band, "A", np.where(mean < -tie_band, "B", "tie"))
+    verdict = np.where(complete, averaged, frame["verdict"].astype(object))
+    return frame.assign(verdict=pd.Series(verdict, index=frame.index, dtype=object))
