@@ -1,5 +1,6 @@
 """`params:evaluate`: the mode, the judge (or an evaluator), replicates and generation,
-checked as a whole before anything is called; the modes and their score scales."""
+checked as a whole before anything is called. The modes are the judge kinds of
+`llm_feedback.judges.kinds`, which also hold their scales."""
 
 from __future__ import annotations
 
@@ -16,16 +17,20 @@ from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
-from llm_feedback.judges import BINARY_FORMATS, SCORE_RANGES
+from llm_feedback.judges import (
+    BINARY_FORMATS,
+    PAIRWISE,
+    JudgeKind,
+    KindOptions,
+    get_kind,
+    load_kind,
+    template_fields,
+)
 from llm_feedback.judges.metrics import MISSING_POLICIES
-from llm_feedback.judges.prompts import template_fields
 from llm_feedback.params.judge import JudgeParams, parse_judge
 from llm_feedback.params.panel import LONE_JUDGE, PanelParams, parse_panel
 from llm_feedback.params.reader import Block, defaults_of
 
-MODES = ("binary", "score_0_5", "single_1_10", "rubric", "pairwise")
-REFERENCE_MODES = ("binary", "score_0_5")
-DEFAULT_SCALES = {**SCORE_RANGES, "rubric": (1, 5), "pairwise": (1, 10)}
 DEFAULT_JUDGE = {"endpoint": "local"}
 
 
@@ -118,13 +123,19 @@ class EvaluateParams:
             raise ConfigError(
                 "evaluate.evaluator scores in place of any judge: set evaluate.panel: null"
             )
-        if self.panel is not None and self.panel.aggregate == "mean" and self.mode == "binary":
+        # A registered kind's name, or `package.module:KIND`: imported and registered.
+        kind = load_kind(self.mode, "evaluate.mode")
+        object.__setattr__(self, "mode", kind.name)
+        if (
+            self.panel is not None
+            and self.panel.aggregate == "mean"
+            and kind.categorical
+            and kind.family != PAIRWISE
+        ):
             raise ConfigError(
-                "evaluate.panel.aggregate: the mean of binary verdicts is not a verdict (pass@k "
-                "counts 0/1); use majority, with an odd number of judges to avoid ties"
+                f"evaluate.panel.aggregate: the mean of {kind.name} verdicts is not a verdict "
+                "(pass@k counts 0/1); use majority, with an odd number of judges to avoid ties"
             )
-        if self.mode not in MODES:
-            raise ConfigError(f"evaluate.mode must be one of {MODES}, got {self.mode!r}")
         if self.missing not in MISSING_POLICIES:
             raise ConfigError(
                 f"evaluate.missing must be one of {MISSING_POLICIES}, got {self.missing!r}"
@@ -141,7 +152,7 @@ class EvaluateParams:
             self, "generation", check_sampling(self.generation, "evaluate.generation")
         )
         self._check_score_range()
-        if self.mode == "rubric" and (not isinstance(self.rubric, Mapping) or not self.rubric):
+        if kind.uses_criteria and (not isinstance(self.rubric, Mapping) or not self.rubric):
             raise ConfigError("evaluate.rubric must map criterion names to descriptions")
         if self.custom_prompt is not None and not isinstance(self.custom_prompt, str):
             raise ConfigError("evaluate.custom_prompt must be null or a str.format template")
@@ -179,10 +190,10 @@ class EvaluateParams:
         ):
             raise ConfigError(f"evaluate.score_range must be [low, high] integers, got {value!r}")
         scale = (value[0], value[1])
-        if self.mode in SCORE_RANGES and scale != SCORE_RANGES[self.mode]:
+        if self.kind.fixed_scale and scale != self.kind.default_scale:
             raise ConfigError(
                 f"evaluate.score_range: mode {self.mode} grades on the fixed scale "
-                f"{list(SCORE_RANGES[self.mode])}, got {list(scale)}; leave it null"
+                f"{list(self.kind.default_scale)}, got {list(scale)}; leave it null"
             )
         object.__setattr__(self, "score_range", scale)
 
@@ -201,8 +212,8 @@ class EvaluateParams:
                 f"evaluate.pass_threshold must be null or a number in ({low}, {high}] "
                 f"(the {self.mode} scale), got {value!r}"
             )
-        if self.mode == "pairwise":
-            raise ConfigError("evaluate.pass_threshold: pairwise mode has no pass@k")
+        if self.kind.family == PAIRWISE:
+            raise ConfigError(f"evaluate.pass_threshold: {self.mode} mode has no pass@k")
         object.__setattr__(self, "pass_threshold", float(value))
 
     def _check_evaluator(self) -> None:
@@ -222,12 +233,22 @@ class EvaluateParams:
         """The score from which a response passes (pass@k), or None: no pass@k."""
         if self.pass_threshold is not None:
             return self.pass_threshold
-        return 1.0 if self.mode == "binary" else None
+        return self.kind.passing_score
+
+    @property
+    def kind(self) -> JudgeKind:
+        """The judge kind `mode` names (registered when the parameters were checked)."""
+        return get_kind(self.mode, "evaluate.mode")
 
     @property
     def scale(self) -> tuple[int, int]:
-        """The score scale: fixed for binary / 0-5 / 1-10, `score_range` or default else."""
-        return self.score_range or DEFAULT_SCALES[self.mode]
+        """The score scale: the kind's fixed one, else `score_range` or the kind's default."""
+        return self.score_range or self.kind.default_scale
+
+    @property
+    def kind_options(self) -> KindOptions:
+        """What shapes the kind's question: scale, rubric criteria and reply format."""
+        return KindOptions(self.scale, criteria=self.rubric, reply_format=self.binary_reply)
 
     def judge_prompt_for(self, category: str | None) -> str | None:
         """The judge template of rows of `category`: its `judge_prompts` entry, else
