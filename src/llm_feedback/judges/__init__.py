@@ -68,6 +68,8 @@ from llm_feedback.judges.reading import ParseResult, parse_rating
 from llm_feedback.judges.requests import (
     JUDGE_SAMPLING,
     JUDGE_SYSTEM_PROMPT,
+    fenced_values,
+    judge_request,
     render_template,
     template_fields,
 )
@@ -107,9 +109,11 @@ __all__ = [
     "build_single_rating_request",
     "combine_orders",
     "exact_match",
+    "fenced_values",
     "get_kind",
     "is_position_consistent",
     "is_unknown_reference",
+    "judge_request",
     "kind_names",
     "load_kind",
     "normalised_mean",

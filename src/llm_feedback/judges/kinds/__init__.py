@@ -1,19 +1,22 @@
 """The registry of judge kinds: one module per kind, each defining its `KIND`.
 
 Built in: `binary`, `score_0_5`, `single_1_10`, `rubric`, `pairwise` (the names
-`evaluate.mode` takes). A kind of your own is one module that defines a `JudgeKind` (its
-template, request, reader and columns; see `spec.py` and the built-in modules): register it
-with `register_kind(KIND)`, or name it in `evaluate.mode` as `package.module:KIND`, which
+`evaluate.mode` takes): every module of this package that defines a `KIND` is registered
+when the package is imported, so a new built-in kind is its module plus its template.
+
+A kind of your own is one module of yours that defines a `JudgeKind` (its template,
+request, reader and columns; see `spec.py` and the built-in modules): register it with
+`register_kind(KIND)`, or name it in `evaluate.mode` as `package.module:KIND`, which
 imports and registers it (`load_kind`) so that the pipeline judges, tabulates and scores it
-like a built-in one.
+like a built-in one (`tests/fixtures/yes_no_confidence.py` is an example).
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.judges.kinds import binary, pairwise, rubric, score_0_5, single_1_10
 from llm_feedback.judges.kinds.spec import (
     PAIRWISE,
     POINTWISE,
@@ -80,5 +83,12 @@ def load_kind(spec: str, where: str = "mode") -> JudgeKind:
     return register_kind(kind)
 
 
-for _module in (binary, score_0_5, single_1_10, rubric, pairwise):
-    register_kind(_module.KIND)
+def _register_built_in_kinds() -> None:
+    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        kind = getattr(module, "KIND", None)
+        if isinstance(kind, JudgeKind):
+            register_kind(kind)
+
+
+_register_built_in_kinds()

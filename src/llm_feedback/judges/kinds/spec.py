@@ -93,7 +93,7 @@ def _score_column(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
 class JudgeKind:
     """One kind of judgment (see the module docstring); `name` is what `evaluate.mode` says.
 
-    `template` names the kind's prompt (`templates/<template>.txt`, or the kind's own text).
+    `template` is the kind's prompt: a `templates/<template>.txt` name, or the text itself.
     `default_scale` is the scale, the only one when `fixed_scale`. `passing_score`: the
     score from which a response passes pass@k unless `evaluate.pass_threshold` says
     otherwise (None: no pass@k). `exact_match`: a response equal to the reference (after
