@@ -8,7 +8,7 @@ A kind of your own is one module of yours that defines a `JudgeKind` (its templa
 request, reader and columns; see `spec.py` and the built-in modules): register it with
 `register_kind(KIND)`, or name it in `evaluate.mode` as `package.module:KIND`, which
 imports and registers it (`load_kind`) so that the pipeline judges, tabulates and scores it
-like a built-in one (`tests/fixtures/yes_no_confidence.py` is an example).
+like a built-in one.
 """
 
 from __future__ import annotations
