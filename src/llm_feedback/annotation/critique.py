@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_feedback.annotation.aspects import JUDGE_SAMPLING
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import InputError
+from llm_feedback.judges.requests import JUDGE_SAMPLING
 from llm_feedback.replies.extract import json_objects_in
 from llm_feedback.replies.fencing import (
     LINE_DECORATION,

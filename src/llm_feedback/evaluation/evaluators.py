@@ -37,6 +37,7 @@ import pandas as pd
 
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.contract import ChatResult
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import (
     judgment_rows,
     judgment_without_call,
@@ -45,7 +46,6 @@ from llm_feedback.evaluation.judging import (
 )
 from llm_feedback.judges import Judgment, is_unknown_reference
 from llm_feedback.judges import exact_match as answers_match
-from llm_feedback.params.evaluate import EvaluateParams, load_evaluator
 from llm_feedback.replies.status import CALL_FAILED, INVALID, NO_RESPONSE, OK, OUT_OF_RANGE
 from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES
 
@@ -253,7 +253,7 @@ def score_samples(
     `fail_loud`: raise `EvaluatorFailure` when responses were there to score and not one
     was scored (pipeline nodes do).
     """
-    scorer = load_evaluator(config.evaluator, config.evaluator_options)
+    scorer = config.scorer  # loaded once, when the parameters were checked
     cache = RequestCache(cache_path) if cache_path else None
     try:
         records = _score_rows(samples, config, scorer, cache)

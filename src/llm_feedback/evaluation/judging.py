@@ -26,6 +26,7 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.judges import (
     Judge,
     JudgeItem,
@@ -37,8 +38,7 @@ from llm_feedback.judges import (
     exact_match,
     is_unknown_reference,
 )
-from llm_feedback.params.evaluate import EvaluateParams
-from llm_feedback.params.judge import JudgeParams
+from llm_feedback.judges.config import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
 from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES, EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
 

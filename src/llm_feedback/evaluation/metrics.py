@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID
 from llm_feedback.judges import (
     aggregate_scores,
@@ -17,7 +18,6 @@ from llm_feedback.judges import (
     weighted_accuracy,
 )
 from llm_feedback.judges.metrics import pass_at_k_first_table
-from llm_feedback.params.evaluate import EvaluateParams
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 logger = logging.getLogger(__name__)

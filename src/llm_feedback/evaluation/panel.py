@@ -28,12 +28,11 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.agreement import agreement_rows
+from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
 from llm_feedback.evaluation.evaluators import score_samples
 from llm_feedback.evaluation.judging import judge_samples, judgment_column_types, open_judge
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.judges import JudgeKind
-from llm_feedback.params.evaluate import EvaluateParams
-from llm_feedback.params.panel import LONE_JUDGE, PANEL, RECORDED
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 

@@ -24,9 +24,9 @@ import pandas as pd
 
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import check_judge_prompts
 from llm_feedback.judges import get_kind, kind_names
-from llm_feedback.params.evaluate import EvaluateParams
 from llm_feedback.schema import (
     EVAL_SAMPLE_KEY,
     EVAL_SAMPLES_COLUMN_TYPES,
