@@ -14,8 +14,8 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.judges.requests import JUDGE_SAMPLING
 from llm_feedback.replies.fencing import fenced_block, request_nonce
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import render
 
 NOT_APPLICABLE = "N/A"

@@ -15,7 +15,6 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import InputError
-from llm_feedback.judges.requests import JUDGE_SAMPLING
 from llm_feedback.replies.extract import json_objects_in
 from llm_feedback.replies.fencing import (
     LINE_DECORATION,
@@ -23,6 +22,7 @@ from llm_feedback.replies.fencing import (
     request_nonce,
     unquoted_lines,
 )
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.replies.status import AMBIGUOUS, EMPTY, NO_MATCH, OK, OUT_OF_RANGE
 from llm_feedback.templates import render
 

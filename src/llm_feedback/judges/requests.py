@@ -35,11 +35,10 @@ from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.backends.media import Media, content_text, with_media
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import fenced_block, request_nonce
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import load_template, render
 
 JUDGE_SYSTEM_PROMPT = render("system_judge")
-# Judges grade deterministically unless the caller says otherwise (annotate's too).
-JUDGE_SAMPLING: Mapping[str, Any] = {"temperature": 0.0, "top_p": 1.0}
 
 # What the fencing notice says the material in the blocks is there for.
 _FENCING_TASK = "evaluate"
