@@ -13,7 +13,16 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.judges import JudgeKind, get_kind, kind_names, load_kind, register_kind
+from llm_feedback.judges import (
+    Judge,
+    JudgeItem,
+    JudgeKind,
+    Judgment,
+    get_kind,
+    kind_names,
+    load_kind,
+    register_kind,
+)
 from llm_feedback.judges.kinds import binary as binary_kind
 from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
@@ -68,6 +77,24 @@ def test_the_mode_of_an_external_kind_is_its_name_once_loaded():
     params = parse_evaluate({"mode": TOY}, ENDPOINTS)
     assert params.mode == "yes_no_confidence" and params.kind is load_kind(TOY)
     assert params.passing_score == 1.0 and params.scale == (0, 1)
+
+
+def test_a_task_of_any_kind_comes_back_as_a_typed_judgment():
+    kind = load_kind(TOY)
+    server_endpoint = {"backend": "openai", "model": "judge-x", "structured_output": False}
+    with (
+        FakeLLMServer(lambda body, ctx: "Verdict: yes\nConfidence: 70") as server,
+        Judge({**server_endpoint, "base_url": server.base_url}) as judge,
+    ):
+        (judgment,) = judge.run([judge.task(kind, JudgeItem("Capital of France?", "Paris"))])
+    assert isinstance(judgment, Judgment)
+    assert judgment.value == 1 and judgment.success and judgment.status == "ok"
+    assert judgment.details == {"stated_confidence": 70.0} and judgment.model == "judge-x"
+    assert "Capital of France?" in judgment.prompt
+    assert (
+        judgment.call_columns()["raw_reply"] == judgment.raw_reply == "Verdict: yes\nConfidence: 70"
+    )
+    assert judgment.as_dict()["raw_response"] == judgment.raw_reply  # the seed's key
 
 
 def judge_with_confidence(body: dict[str, Any], ctx: RequestContext) -> str:
