@@ -17,7 +17,6 @@ from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.errors import ConfigError
 from llm_feedback.judges import (
-    BINARY_FORMATS,
     PAIRWISE,
     JudgeKind,
     KindOptions,
@@ -161,9 +160,11 @@ class EvaluateParams:
             raise ConfigError(
                 f"evaluate.missing must be one of {MISSING_POLICIES}, got {self.missing!r}"
             )
-        if self.binary_reply not in BINARY_FORMATS:
+        # The reply format of the kinds that have several (binary's "0/1", "yes/no", "graded").
+        if kind.reply_formats and self.binary_reply not in kind.reply_formats:
             raise ConfigError(
-                f"evaluate.binary_reply must be one of {BINARY_FORMATS}, got {self.binary_reply!r}"
+                f"evaluate.binary_reply must be one of {tuple(kind.reply_formats)}, "
+                f"got {self.binary_reply!r}"
             )
         if not (_is_int(self.max_reasks) and self.max_reasks >= 0):
             raise ConfigError(

@@ -103,7 +103,10 @@ class JudgeKind:
     columns ({name: dtype}) its rows add to `eval_judgments`; `judge_own_columns`: columns a
     panel keeps with each judge (reasons, details) rather than combining them;
     `panel_columns` fills its other columns of a panel's combined rows. `extra_metrics`
-    adds rows of its own to `eval_metrics` (per model; the breakdowns follow).
+    adds rows of its own to `eval_metrics` (per model; the breakdowns follow). A comparing
+    kind (`family` `pairwise`) is asked in both orders of each pair of models' responses:
+    its reader's value is {"verdict": "A"|"B"|"tie"|None, "scores": [first, second]}, and
+    its `columns` read the `PairJudgment` (None when no comparison was made).
     """
 
     name: str
