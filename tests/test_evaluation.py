@@ -191,7 +191,7 @@ def test_binary_exact_match_and_unknown_reference_skip_the_judge():
         assert server.request_count == 2  # a and c only
     by_id = judgments.set_index("instance_id")
     assert by_id.loc["b", "parse_status"] == "exact_match" and by_id.loc["b", "score"] == 1.0
-    assert pd.isna(by_id.loc["b", "raw_response"])
+    assert pd.isna(by_id.loc["b", "raw_reply"])
     assert list(by_id.loc[["d", "e"], "parse_status"]) == ["invalid", "invalid"]
     assert by_id.loc["c", "correct"] == False  # noqa: E712 - a nullable boolean
     assert by_id.loc["c", "extracted_final_answer"] == "Lyon"
@@ -430,14 +430,14 @@ def test_unreadable_judgments_are_re_asked_once_and_a_cached_rerun_asks_nothing(
         _, without = evaluate(server, rows, cache, **params, max_reasks=0)
         assert server.request_count == 7 + 1
     by_id = judgments.set_index("instance_id")
-    assert by_id.loc["late", ["score", "parse_status", "raw_response", "reasks"]].tolist() == [
+    assert by_id.loc["late", ["score", "parse_status", "raw_reply", "reasks"]].tolist() == [
         1.0,
         "ok",
         "1",
         1,
     ]
     assert pd.isna(by_id.loc["hopeless", "score"]) and by_id.loc["hopeless", "reasks"] == 1
-    assert by_id.loc["hopeless", ["parse_status", "raw_response"]].tolist() == [
+    assert by_id.loc["hopeless", ["parse_status", "raw_reply"]].tolist() == [
         "no_match",
         "I cannot tell.",
     ]

@@ -39,8 +39,8 @@ def test_numeric_match_reads_the_last_number_within_tolerance():
     loose = score(rows, f"{EVALUATORS}:NumericMatch", evaluator_options={"abs_tol": 0.001})
     assert strict["score"].tolist()[:3] == [1.0, 0.0, 0.0]
     assert loose["score"].tolist()[:3] == [1.0, 1.0, 0.0]
-    assert strict["raw_response"][2] == "no number in the response"
-    assert strict["parse_status"][3] == "invalid" and "not a number" in strict["raw_response"][3]
+    assert strict["raw_reply"][2] == "no number in the response"
+    assert strict["parse_status"][3] == "invalid" and "not a number" in strict["raw_reply"][3]
 
 
 def test_exact_match_and_regex_match():
@@ -59,7 +59,7 @@ def test_exact_match_and_regex_match():
         f"{EVALUATORS}:RegexMatch",
         evaluator_options={"pattern": "PARIS", "ignore_case": True},
     )
-    assert given["score"].tolist() == [1.0, 0.0] and given["raw_response"][0] == "matched 'Paris'"
+    assert given["score"].tolist() == [1.0, 0.0] and given["raw_reply"][0] == "matched 'Paris'"
     broken = score(
         [{"instance_id": "a", "response": "x", "reference": "("}], f"{EVALUATORS}:RegexMatch"
     )
@@ -80,9 +80,9 @@ def test_code_test_passes_fails_and_times_out():
     judgments = score(rows, f"{EVALUATORS}:CodeTest", evaluator_options={"timeout_s": 1})
     assert time.monotonic() - started < 10
     assert judgments["score"].tolist() == [1.0, 0.0, 0.0, 0.0]
-    assert judgments["raw_response"][0] == "passed"
-    assert "AssertionError" in judgments["raw_response"][1]
-    assert judgments["raw_response"][2] == judgments["raw_response"][3] == "timed out after 1 s"
+    assert judgments["raw_reply"][0] == "passed"
+    assert "AssertionError" in judgments["raw_reply"][1]
+    assert judgments["raw_reply"][2] == judgments["raw_reply"][3] == "timed out after 1 s"
 
 
 class LengthCap:
@@ -118,7 +118,7 @@ def test_custom_functions_and_classes_with_options(tmp_path):
     )
     assert passing["correct"].tolist() == [True, False]
     capped = score(rows, f"{__name__}:LengthCap", evaluator_options={"limit": 5})
-    assert capped["score"].tolist() == [0.0, 1.0] and capped["raw_response"][1] == "2 chars"
+    assert capped["score"].tolist() == [0.0, 1.0] and capped["raw_reply"][1] == "2 chars"
     off_scale = score(rows, f"{__name__}:too_big")
     assert off_scale["parse_status"].eq("out_of_range").all() and off_scale["score"].isna().all()
 

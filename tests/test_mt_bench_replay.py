@@ -177,7 +177,7 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
     # The four `$ERROR$` replies (failed GPT-4 calls) are failures, not ratings.
     failed = judgments[~judgments["success"]]
     assert len(failed) == 4
-    assert set(failed["raw_response"]) == {"$ERROR$"}
+    assert set(failed["raw_reply"]) == {"$ERROR$"}
     assert set(failed["parse_status"]) == {"no_match"}
 
     means = metrics[(metrics["metric"] == "mean") & metrics["criterion"].isna()]

@@ -38,7 +38,7 @@ def judged(model: str, rows: list[tuple[float | None, str]], mode: str) -> pd.Da
             "score": score,
             "parse_status": status,
             "success": score is not None,
-            "raw_response": f"{model} said {score}",
+            "raw_reply": f"{model} said {score}",
             "judge_model": model,
             "cached": False,
             "error": "HTTP 500" if status == "call_failed" else None,
@@ -74,7 +74,7 @@ def test_majority_of_binary_verdicts_with_abstentions_and_calls_not_made():
     assert panel["success"].tolist() == [True, False, True, False]
     assert panel["error"].tolist()[1] == "HTTP 500"
     assert panel["reasks"].tolist() == [0, 0, 0, 1]
-    assert panel["raw_response"].isna().all()  # each judge's reply is in its own rows
+    assert panel["raw_reply"].isna().all()  # each judge's reply is in its own rows
     assert panel["judge_model"].unique().tolist() == ["a+b+c"]
     assert panel["score_c"].tolist() == pytest.approx([0.0, 0.0, 1.0, float("nan")], nan_ok=True)
 

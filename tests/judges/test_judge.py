@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.judges import CALL_FAILED, Judge, combine_orders
+from llm_feedback.judges import CALL_FAILED, Judge, Judgment, combine_orders
 from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence
 
@@ -218,23 +218,25 @@ def test_position_bias_makes_a_tie():
 
 def test_combining_orders_with_a_missing_verdict():
     def judged(verdict, scores, status="ok", reasks=0):
-        return {
-            "result": {"verdict": verdict, "scores": scores},
-            "raw_response": "r",
-            "model": "m",
-            "prompt": "p",
-            "success": verdict is not None,
-            "status": status,
-            "error": None,
-            "cached": True,
-            "reasks": reasks,
-        }
+        return Judgment(
+            value={"verdict": verdict, "scores": scores},
+            status=status,
+            success=verdict is not None,
+            raw_reply="r",
+            prompt="p",
+            model="m",
+            cached=True,
+            reasks=reasks,
+        )
 
     combined = combine_orders(judged("A", [9, 2]), judged(None, [None, 7], "no_match", 2))
-    assert combined["result"]["winner"] is None and not combined["success"]
-    assert combined["reasks"] == 2
-    assert combined["status"] == "no_match"
-    assert combined["result"]["scores"] == [8.0, 2.0]  # response1: 9 then 7; response2: 2
+    assert combined.winner is None and not combined.success
+    assert combined.reasks == 2
+    assert combined.status == "no_match"
+    assert combined.scores == (8.0, 2.0)  # response1: 9 then 7; response2: 2
+    seed = combined.as_dict()
+    assert seed["result"]["winner"] is None and not seed["success"]
+    assert seed["result"]["scores"] == [8.0, 2.0] and seed["raw_response"] == ["r", "r"]
 
 
 # --- batches, concurrency, event loops --------------------------------------------------------

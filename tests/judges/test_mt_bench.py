@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.judges.parsing import parse_bracket_rating
+from llm_feedback.judges import parse_bracket_rating
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 JUDGMENTS = SHARED_DATA / "mt_bench" / "gpt-4_single_judgments.jsonl"

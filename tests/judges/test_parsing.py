@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.judges.parsing import (
+from llm_feedback.judges import (
     PairwiseReply,
     exact_match,
     is_unknown_reference,

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
+from llm_feedback import judges as prompts
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.judges import prompts
 from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.templates import load_template, render, template_names
 
@@ -249,7 +249,7 @@ def test_malformed_template_and_non_text_input() -> None:
 
 
 def test_structured_requests_carry_schemas_their_parsers_read() -> None:
-    from llm_feedback.judges.parsing import parse_binary, parse_rating, parse_reference_grading
+    from llm_feedback.judges import parse_binary, parse_rating, parse_reference_grading
 
     binary = prompts.build_binary_request("q", "r", "p", output_format="yes/no", structured=True)
     assert binary.json_schema["properties"]["correct"]["enum"] == ["yes", "no"]

@@ -99,7 +99,7 @@ def test_two_scripted_judges_disagree_and_kappa_is_the_hand_computed_value(run_k
     assert judgments["score_judge_a"].tolist() == [1.0] * 6 + [0.0] * 4
     assert judgments["score_judge_b"].tolist() == [1.0] * 4 + [0.0] * 2 + [1.0] * 2 + [0.0] * 2
     assert len(per_judge) == 20 and set(per_judge["judge"]) == {"judge_a", "judge_b"}
-    assert per_judge["raw_response"].isin(["0", "1"]).all()
+    assert per_judge["raw_reply"].isin(["0", "1"]).all()
     assert set(per_judge["judge_model"]) == {"judge-a", "judge-b"}
 
     # Majority of two: items 1-4 and 9-10 agree; items 5-8 split and have no verdict.

@@ -15,13 +15,11 @@ from typing import Any
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import fenced_block, request_nonce
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import render
 
 NOT_APPLICABLE = "N/A"
 RATING_SCALE = (1, 2, 3, 4, 5)
-
-# Judges rate at temperature 0 unless the caller says otherwise.
-JUDGE_SAMPLING: Mapping[str, Any] = {"temperature": 0.0, "top_p": 1.0}
 
 
 @dataclass(frozen=True)

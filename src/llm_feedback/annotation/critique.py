@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_feedback.annotation.aspects import JUDGE_SAMPLING
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import InputError
 from llm_feedback.replies.extract import json_objects_in
@@ -23,6 +22,7 @@ from llm_feedback.replies.fencing import (
     request_nonce,
     unquoted_lines,
 )
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.replies.status import AMBIGUOUS, EMPTY, NO_MATCH, OK, OUT_OF_RANGE
 from llm_feedback.templates import render
 

@@ -19,7 +19,9 @@ without an LLM instead (`evaluators`: exact match, numeric tolerance, regex, cod
 Any mode can be judged by a panel of judges (`evaluate.panel`), and `eval_metrics` then
 measures their agreement, as it does with recorded judgments given as `recorded_score`.
 
-The parameters are `llm_feedback.params.evaluate`, the tables' columns and dtypes
+The modes are the judge kinds of `llm_feedback.judges.kinds` (a kind of your own: `mode:
+package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, which
+`llm_feedback.params.evaluate` maps the YAML onto), the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
 (replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
 (also per category and level), `run`.

@@ -20,7 +20,7 @@ import pandas as pd
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.media import Media, MediaError, load_media
 from llm_feedback.errors import InputError
-from llm_feedback.params.evaluate import EvaluateParams
+from llm_feedback.evaluation.config import EvaluateParams
 
 MEDIA_COLUMNS = {"images": "image", "audio": "audio"}
 # Set by the JSON Lines dataset: the folder relative media paths resolve against.

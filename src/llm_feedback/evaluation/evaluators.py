@@ -37,10 +37,15 @@ import pandas as pd
 
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.contract import ChatResult
-from llm_feedback.evaluation.judging import _records_without_call, _sample_fields, _text
+from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.evaluation.judging import (
+    judgment_rows,
+    judgment_without_call,
+    sample_columns,
+    text_or_none,
+)
+from llm_feedback.judges import Judgment, is_unknown_reference
 from llm_feedback.judges import exact_match as answers_match
-from llm_feedback.judges import is_unknown_reference
-from llm_feedback.params.evaluate import EvaluateParams, load_evaluator
 from llm_feedback.replies.status import CALL_FAILED, INVALID, NO_RESPONSE, OK, OUT_OF_RANGE
 from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES
 
@@ -61,7 +66,7 @@ SAMPLE_FIELDS = (
 
 @dataclass(frozen=True)
 class EvaluatorResult:
-    """A score in [0, 1] and what led to it (stored in `raw_response`)."""
+    """A score in [0, 1] and what led to it (stored in `raw_reply`)."""
 
     score: float
     detail: str | None = None
@@ -248,7 +253,7 @@ def score_samples(
     `fail_loud`: raise `EvaluatorFailure` when responses were there to score and not one
     was scored (pipeline nodes do).
     """
-    scorer = load_evaluator(config.evaluator, config.evaluator_options)
+    scorer = config.scorer  # loaded once, when the parameters were checked
     cache = RequestCache(cache_path) if cache_path else None
     try:
         records = _score_rows(samples, config, scorer, cache)
@@ -288,11 +293,11 @@ def _score_rows(
     rows = list(samples.itertuples())
     inputs: list[tuple[dict[str, Any], str, str] | None] = []
     for sample in rows:
-        response = _text(sample.response)
+        response = text_or_none(sample.response)
         if response is None:
             inputs.append(None)
             continue
-        fields = {name: _text(getattr(sample, name)) for name in SAMPLE_FIELDS}
+        fields = {name: text_or_none(getattr(sample, name)) for name in SAMPLE_FIELDS}
         fields["turn"] = int(sample.turn)
         inputs.append((fields, response, _cache_key(config, fields, response)))
     stored: dict[str, ChatResult] = {}
@@ -302,7 +307,8 @@ def _score_rows(
     records: list[dict[str, Any]] = []
     for sample, item in zip(rows, inputs, strict=True):
         if item is None:
-            records += _records_without_call(sample, NO_RESPONSE, config, config.evaluator)
+            without = judgment_without_call(sample, NO_RESPONSE, config)
+            records += judgment_rows(sample, without, config, config.evaluator)
             continue
         fields, response, key = item
         cached = key in stored
@@ -315,18 +321,21 @@ def _score_rows(
             if cache is not None and result["status"] != CALL_FAILED:
                 cache.put(key, ChatResult(text=json.dumps(result), model=config.evaluator))
         score = result["score"]
+        judgment = Judgment(
+            value=score,
+            status=result["status"],
+            success=score is not None,
+            raw_reply=result["detail"],
+            error=result["error"],
+            cached=cached,
+        )
         records.append(
             {
-                **_sample_fields(sample, config, config.evaluator),
+                **sample_columns(sample, config, config.evaluator),
+                **judgment.call_columns(),
                 "criterion": None,
                 "score": score,
                 "correct": None if score is None else score >= config.passing_score,
-                "parse_status": result["status"],
-                "success": score is not None,
-                "raw_response": result["detail"],
-                "cached": cached,
-                "error": result["error"],
-                "reasks": 0,
             }
         )
     return records

@@ -11,7 +11,7 @@ import pandas as pd
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.backends.media import with_media
 from llm_feedback.engine import Task, TaskEngine
-from llm_feedback.params.evaluate import EvaluateParams
+from llm_feedback.evaluation.config import EvaluateParams
 
 logger = logging.getLogger(__name__)
 

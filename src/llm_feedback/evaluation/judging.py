@@ -1,21 +1,24 @@
-"""Judging the samples: one judge call per sample (per pair of models, in both orders, in
-pairwise mode), or the status that stands in for it.
+"""Judging the samples: one judge call per sample (per pair of models, in both orders, for a
+comparing kind such as `pairwise`), or the status that stands in for it.
+
+Whatever the mode, its judge kind (`config.kind`) says what to ask (`JudgeKind.ask`), which
+rows need a reference, which exact matches skip the call and what columns a judgment fills
+(`JudgeKind.columns`): each row of `eval_judgments` is the sample's columns, the
+`Judgment`'s call columns and the kind's own, so a column every kind's rows should carry is
+added in `sample_columns` (and `schema.py`) once.
 
 Each replicate is judged by its own call (its request's `attempt`), so replicates never
 share one cached judgment, while a rerun reuses every cached one. A judge reply that
 cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before it is
-stored as a missing judgment.
-
-The judge sees a row's images with its question, and judges a row with the prompt of its
-`category` in `judge_prompts` (else `custom_prompt`, else the built-in one). The output
-keeps each row's attachment sources and hashes, never their bytes.
+stored as a missing judgment. The judge sees a row's images with its question, and judges
+a row with the prompt of its `category` in `judge_prompts` (else `custom_prompt`, else the
+built-in one). The output keeps each row's attachment sources and hashes, never their bytes.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,75 +26,84 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
-from llm_feedback.judges import Judge, JudgeTask, combine_orders, exact_match, is_unknown_reference
-from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
-from llm_feedback.params.judge import JudgeParams
+from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.judges import (
+    Judge,
+    JudgeItem,
+    JudgeKind,
+    JudgeTask,
+    Judgment,
+    PairJudgment,
+    combine_orders,
+    exact_match,
+    is_unknown_reference,
+)
+from llm_feedback.judges.config import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
 from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES, EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 
 
-def _text(value: Any) -> str | None:
+def text_or_none(value: Any) -> str | None:
+    """A table cell as text, None when missing."""
     return None if value is None or pd.isna(value) else str(value)
 
 
-def _known_reference(value: Any) -> str | None:
+def known_reference(value: Any) -> str | None:
+    """A reference that can be judged against, else None."""
     return None if is_unknown_reference(value) else str(value)
+
+
+def judgment_column_types(kind: JudgeKind) -> dict[str, str]:
+    """The columns and dtypes of `eval_judgments` for a kind: its family's table plus the
+    kind's own extra columns."""
+    table = EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if kind.compares else EVAL_JUDGMENTS_COLUMN_TYPES
+    return {**table, **kind.extra_columns}
+
+
+def judgment_table(records: list[dict[str, Any]], kind: JudgeKind) -> pd.DataFrame:
+    types = judgment_column_types(kind)
+    return pd.DataFrame(records, columns=list(types)).astype(types)
+
+
+def _item(sample: Any, response: str, reference: str | None, config: EvaluateParams) -> JudgeItem:
+    second_turn = sample.turn == 2
+    return JudgeItem(
+        question=str(sample.question),
+        response=response,
+        reference=reference,
+        prior_question=text_or_none(sample.prior_question) if second_turn else None,
+        prior_response=text_or_none(sample.prior_response) if second_turn else None,
+        prior_reference=known_reference(sample.prior_reference) if second_turn else None,
+        custom_prompt=config.judge_prompt_for(text_or_none(sample.category)),
+    )
 
 
 def _plan(sample: Any, config: EvaluateParams, judge: Judge) -> JudgeTask | str:
     """The judge call for one sample, or the status that stands in for it."""
-    response = _text(sample.response)
+    kind = config.kind
+    response = text_or_none(sample.response)
     if response is None:
         return NO_RESPONSE
-    reference = _known_reference(sample.reference)
-    if config.mode in REFERENCE_MODES and reference is None:
+    reference = known_reference(sample.reference)
+    if kind.needs_reference and reference is None:
         return INVALID
-    if config.mode == "binary" and exact_match(response, reference):
+    if kind.exact_match and exact_match(response, reference):
         return EXACT_MATCH
-    return _judge_task(sample, response, reference, config, judge)
-
-
-def _judge_task(
-    sample: Any, response: str, reference: str | None, config: EvaluateParams, judge: Judge
-) -> JudgeTask:
-    options: dict[str, Any] = {
-        "custom_prompt": config.judge_prompt_for(_text(sample.category)),
-        "attempt": int(sample.replicate),
-    }
-    question = str(sample.question)
-    if sample.turn == 2:  # two-turn rows carry no attachments (checked with the samples)
-        prior_reference = _known_reference(sample.prior_reference)
-        references = (
-            None if prior_reference is None or reference is None else [prior_reference, reference]
-        )
-        return judge.multi_turn_task(
-            [str(sample.prior_question), question],
-            [str(sample.prior_response), response],
-            references=references,
-            **options,
-        )
-    options["images"] = sample.images
-    if config.mode == "binary":
-        return judge.binary_task(
-            question, reference, response, output_format=config.binary_reply, **options
-        )
-    if config.mode == "rubric":
-        return judge.rubric_task(
-            question,
-            response,
-            config.rubric,
-            score_range=config.scale,
-            reference=reference,
-            **options,
-        )
-    return judge.single_task(
-        question, response, reference=reference, score_range=config.scale, **options
+    # Two-turn rows carry no attachments (checked with the samples).
+    images = None if sample.turn == 2 else sample.images
+    return judge.task(
+        kind,
+        _item(sample, response, reference, config),
+        config.kind_options,
+        attempt=int(sample.replicate),
+        images=images,
     )
 
 
-def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dict[str, Any]:
+def sample_columns(sample: Any, config: EvaluateParams, judge_model: str) -> dict[str, Any]:
+    """The columns of a judgment row that come from its sample (and the judge's name)."""
     return {
         "instance_id": sample.instance_id,
         "turn": sample.turn,
@@ -102,7 +114,7 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "category": sample.category,
         "level": sample.level,
         "mode": config.mode,
-        "response": _text(sample.response),
+        "response": text_or_none(sample.response),
         "runtime_s": sample.runtime_s,
         "recorded_score": sample.recorded_score,
         "judge_model": judge_model,
@@ -110,46 +122,21 @@ def _sample_fields(sample: Any, config: EvaluateParams, judge_model: str) -> dic
     }
 
 
-def _records_without_call(
-    sample: Any, status: str, config: EvaluateParams, judge_model: str
+def judgment_rows(
+    sample: Any, judgment: Judgment, config: EvaluateParams, judge_model: str
 ) -> list[dict[str, Any]]:
-    record = {
-        **_sample_fields(sample, config, judge_model),
-        "parse_status": status,
-        "success": status == EXACT_MATCH,
-        "cached": False,
-        "reasks": 0,
-        "error": _text(getattr(sample, "generation_error", None)),
-    }
-    if status == EXACT_MATCH:
-        record |= {"score": 1.0, "correct": True}
-    criteria = list(config.rubric) if config.mode == "rubric" else [None]
-    return [{**record, "criterion": criterion} for criterion in criteria]
+    """The rows of one sample's judgment: sample, call and kind columns (a rubric makes one
+    row per criterion)."""
+    record = {**sample_columns(sample, config, judge_model), **judgment.call_columns()}
+    return [{**record, **own} for own in config.kind.columns(judgment, config.kind_options)]
 
 
-def _records_from_outcome(
-    sample: Any, outcome: Mapping[str, Any], config: EvaluateParams
-) -> list[dict[str, Any]]:
-    record = {
-        **_sample_fields(sample, config, outcome["model"]),
-        "parse_status": outcome["status"],
-        "success": outcome["success"],
-        "raw_response": outcome["raw_response"],
-        "prompt": outcome["prompt"],
-        "cached": outcome["cached"],
-        "error": outcome["error"],
-        "reasks": outcome["reasks"],
-    }
-    if config.mode == "rubric":
-        return [
-            {**record, "criterion": criterion, "score": score, "success": score is not None}
-            for criterion, score in outcome["scores"].items()
-        ]
-    result = outcome["result"]
-    if config.mode == "binary":
-        record |= {"correct": None if result is None else bool(result)}
-        record |= outcome.get("details", {})
-    return [{**record, "score": result}]
+def judgment_without_call(sample: Any, status: str, config: EvaluateParams) -> Judgment:
+    """The judgment standing in for a call: an exact match passes at the top of the scale;
+    a missing response or an unknown reference has no value."""
+    value = float(config.scale[1]) if status == EXACT_MATCH else None
+    error = text_or_none(getattr(sample, "generation_error", None))
+    return Judgment.without_call(status, value, error=error)
 
 
 def open_judge(
@@ -175,23 +162,22 @@ def open_judge(
 
 
 def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
-    """One judgment row per sample (per sample and criterion in rubric mode), or per pair
-    of models in pairwise mode. All requests are built before the first call."""
-    if config.mode == "pairwise":
+    """One judgment row per sample (per sample and criterion for a rubric), or per pair of
+    models for a comparing kind. All requests are built before the first call."""
+    if config.kind.compares:
         return _judge_pairs(samples, config, judge)
     rows = list(samples.itertuples())
     plan = [_plan(sample, config, judge) for sample in rows]
     tasks = [step for step in plan if isinstance(step, JudgeTask)]
-    outcomes = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
+    judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records: list[dict[str, Any]] = []
     for sample, step in zip(rows, plan, strict=True):
         if isinstance(step, JudgeTask):
-            records += _records_from_outcome(sample, next(outcomes), config)
+            records += judgment_rows(sample, next(judged), config, judge.model)
         else:
-            records += _records_without_call(sample, step, config, judge.model)
-    judgments = pd.DataFrame(records, columns=list(EVAL_JUDGMENTS_COLUMN_TYPES)).astype(
-        EVAL_JUDGMENTS_COLUMN_TYPES
-    )
+            without = judgment_without_call(sample, step, config)
+            records += judgment_rows(sample, without, config, judge.model)
+    judgments = judgment_table(records, config.kind)
     _log_summary(judgments, config)
     return judgments
 
@@ -214,7 +200,7 @@ def _log_summary(judgments: pd.DataFrame, config: EvaluateParams) -> None:
     )
 
 
-def _pairs(samples: pd.DataFrame) -> list[tuple[Any, Any]]:
+def _pairs(samples: pd.DataFrame, mode: str) -> list[tuple[Any, Any]]:
     """Every two models' samples of one (instance, turn, replicate), models in name order."""
     pairs: list[tuple[Any, Any]] = []
     alone = 0
@@ -223,12 +209,12 @@ def _pairs(samples: pd.DataFrame) -> list[tuple[Any, Any]]:
         alone += len(members) == 1
         pairs += itertools.combinations(members, 2)
     if alone:
-        logger.warning("evaluate (pairwise): %d instance replicates have one model only", alone)
+        logger.warning("evaluate (%s): %d instance replicates have one model only", mode, alone)
     return pairs
 
 
 def _pair_record(
-    first: Any, second: Any, combined: Mapping[str, Any] | None, judge_model: str
+    first: Any, second: Any, judged: PairJudgment | None, config: EvaluateParams, judge_model: str
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "instance_id": first.instance_id,
@@ -236,55 +222,38 @@ def _pair_record(
         "replicate": first.replicate,
         "category": first.category,
         "level": first.level,
-        "mode": "pairwise",
+        "mode": config.mode,
         "model_a": first.model,
         "model_b": second.model,
         "judge_model": judge_model,
         **media_record(first.images, first.audio),
     }
-    if combined is None:
-        errors = [_text(getattr(sample, "generation_error", None)) for sample in (first, second)]
-        return record | {
-            "parse_status": NO_RESPONSE,
-            "success": False,
-            "cached": False,
-            "error": next((error for error in errors if error), None),
-            "reasks": 0,
-        }
-    result = combined["result"]
-    return record | {
-        "verdict_a_first": result["verdicts"][0],
-        "verdict_b_first": result["verdicts"][1],
-        "outcome": result["winner"],
-        "consistent": result["consistent"],
-        "score_a": result["scores"][0],
-        "score_b": result["scores"][1],
-        "parse_status": combined["status"],
-        "success": combined["success"],
-        "raw_response_a_first": combined["raw_response"][0],
-        "raw_response_b_first": combined["raw_response"][1],
-        "prompt_a_first": combined["prompt"][0],
-        "prompt_b_first": combined["prompt"][1],
-        "cached": combined["cached"],
-        "error": combined["error"],
-        "reasks": combined["reasks"],
-    }
+    (own,) = config.kind.columns(judged, config.kind_options)
+    if judged is None:
+        errors = [
+            text_or_none(getattr(sample, "generation_error", None)) for sample in (first, second)
+        ]
+        call = Judgment.without_call(NO_RESPONSE, error=next((e for e in errors if e), None))
+        return record | call.call_columns() | own
+    return record | judged.call_columns() | own
 
 
 def _pair_tasks(first: Any, second: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
     """The comparison of two samples' responses in both orders."""
-    reference = _known_reference(first.reference)
-    options: dict[str, Any] = {
-        "context": None if reference is None else f"Reference answer: {reference}",
-        "score_range": config.scale,
-        "custom_prompt": config.judge_prompt_for(_text(first.category)),
-        "attempt": int(first.replicate),
-        "images": first.images,
-    }
-    return [
-        judge.pairwise_task(first.question, first.response, second.response, **options),
-        judge.pairwise_task(first.question, second.response, first.response, **options),
-    ]
+    item = JudgeItem(
+        question=str(first.question),
+        response=first.response,
+        other_response=second.response,
+        reference=known_reference(first.reference),
+        custom_prompt=config.judge_prompt_for(text_or_none(first.category)),
+    )
+    return judge.comparison_tasks(
+        config.kind,
+        item,
+        config.kind_options,
+        attempt=int(first.replicate),
+        images=first.images,
+    )
 
 
 # Stands for a response still to be generated when prompts are checked before any call.
@@ -300,12 +269,12 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
     judge = Judge(config.judge.endpoint, sampling=config.judge.sampling, connect=False)
     probes = samples.assign(
         response=samples["response"].fillna(_TO_BE_GENERATED),
-        has_reference=samples["reference"].map(lambda value: _known_reference(value) is not None),
+        has_reference=samples["reference"].map(lambda value: known_reference(value) is not None),
     ).drop_duplicates(["category", "turn", "has_reference"])
     for sample in probes.itertuples():
-        category = _text(sample.category)
+        category = text_or_none(sample.category)
         try:
-            if config.mode == "pairwise":
+            if config.kind.compares:
                 _pair_tasks(sample, sample, config, judge)
             else:
                 _plan(sample, config, judge)
@@ -319,24 +288,25 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
 
 
 def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
-    pairs = _pairs(samples)
+    pairs = _pairs(samples, config.mode)
     tasks: list[JudgeTask] = []
     for first, second in pairs:
-        if _text(first.response) is None or _text(second.response) is None:
+        if text_or_none(first.response) is None or text_or_none(second.response) is None:
             continue
         tasks += _pair_tasks(first, second, config, judge)
-    outcomes = iter(judge.run(tasks, desc="evaluate [pairwise]"))
+    judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records = []
     for first, second in pairs:
-        judged = _text(first.response) is not None and _text(second.response) is not None
-        combined = combine_orders(next(outcomes), next(outcomes)) if judged else None
-        records.append(_pair_record(first, second, combined, judge.model))
-    judgments = pd.DataFrame(records, columns=list(EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES)).astype(
-        EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
-    )
+        both = (
+            text_or_none(first.response) is not None and text_or_none(second.response) is not None
+        )
+        combined = combine_orders(next(judged), next(judged)) if both else None
+        records.append(_pair_record(first, second, combined, config, judge.model))
+    judgments = judgment_table(records, config.kind)
     inconsistent = int((judgments["consistent"] == False).sum())  # noqa: E712 - nullable
     logger.info(
-        "evaluate (pairwise): %d pairs, %d with an outcome, %d position-inconsistent (ties)",
+        "evaluate (%s): %d pairs, %d with an outcome, %d position-inconsistent (ties)",
+        config.mode,
         len(judgments),
         int(judgments["outcome"].notna().sum()),
         inconsistent,

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID
 from llm_feedback.judges import (
     aggregate_scores,
@@ -20,13 +17,7 @@ from llm_feedback.judges import (
     pass_at_k_table,
     weighted_accuracy,
 )
-from llm_feedback.judges.metrics import (
-    MISSING_POLICIES,
-    PASS_AT_K_COLUMNS,
-    _correctness,
-    _require_columns,
-)
-from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams
+from llm_feedback.judges.metrics import pass_at_k_first_table
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 logger = logging.getLogger(__name__)
@@ -35,61 +26,6 @@ logger = logging.getLogger(__name__)
 GROUP_COLUMNS = ("category", "level")
 ENSEMBLE_KEY = ("model", "instance_id", "turn", "replicate")
 WEIGHT_SUM_TOLERANCE = 1e-6
-
-
-def pass_at_k_first_table(
-    frame: pd.DataFrame,
-    instance_col: str,
-    order_col: str,
-    correct_col: str,
-    ks: Sequence[int] | None = None,
-    *,
-    model_col: str = "model",
-    missing: str = "zero",
-) -> pd.DataFrame:
-    """pass@k as "solved if any of the first k attempts is correct" (Youtu-agent's), per
-    model: one row per (model, k), the columns of `pass_at_k_table`.
-
-    An instance's attempts are its rows in `order_col` order (the replicate). Unlike the
-    unbiased estimator, this depends on the order and is not an average over every draw
-    of k attempts. An instance with fewer than k attempts is left out of that k (counted
-    in `n_instances_too_few`); a missing correctness is a failed attempt with
-    `missing="zero"` and no attempt with "exclude", counted in `n_missing` either way.
-    """
-    if missing not in MISSING_POLICIES:
-        raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
-    if ks is not None and any(operator.index(k) < 1 for k in ks):
-        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
-    _require_columns(frame, (model_col, instance_col, order_col, correct_col))
-    attempts = frame[[model_col, instance_col, order_col]].assign(
-        correct=_correctness(frame, correct_col)
-    )
-    attempts = attempts.sort_values([model_col, instance_col, order_col], kind="stable")
-    rows: list[dict[str, object]] = []
-    for model, model_attempts in attempts.groupby(model_col, sort=True):
-        n_missing = int(model_attempts["correct"].isna().sum())
-        counted = (
-            model_attempts.fillna({"correct": 0.0})
-            if missing == "zero"
-            else model_attempts.dropna(subset=["correct"])
-        )
-        histories = [
-            group.to_numpy(dtype=bool) for _, group in counted.groupby(instance_col)["correct"]
-        ]
-        longest = max((len(history) for history in histories), default=0)
-        for k in ks if ks is not None else range(1, longest + 1):
-            solved = [bool(history[:k].any()) for history in histories if len(history) >= k]
-            rows.append(
-                {
-                    model_col: model,
-                    "k": k,
-                    "pass_at_k": float(np.mean(solved)) if solved else math.nan,
-                    "n_instances": len(solved),
-                    "n_instances_too_few": len(histories) - len(solved),
-                    "n_missing": n_missing,
-                }
-            )
-    return pd.DataFrame(rows, columns=[model_col, *PASS_AT_K_COLUMNS]).astype(PASS_AT_K_COLUMNS)
 
 
 def ensemble_weighted_accuracy(
@@ -144,11 +80,8 @@ def _weighted_metrics(
     weights = part["weight"].fillna(1.0)
     name, factor = (
         ("weighted_accuracy", 1.0)
-        if config.mode == "binary"
-        else (
-            "weighted_normalised_mean",
-            100.0,
-        )
+        if config.kind.categorical
+        else ("weighted_normalised_mean", 100.0)
     )
     item = part["instance_id"] + "#" + part["turn"].astype("string")
     rows = []
@@ -225,20 +158,21 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
     low, high = config.scale
     invalid = judgments["parse_status"] == INVALID
     rows = []
-    if config.mode in REFERENCE_MODES:
+    kind = config.kind
+    if kind.needs_reference:
         rows += [
             _metric(model, "n_invalid", float(group_invalid.sum()), n=len(group_invalid))
             for model, group_invalid in invalid.groupby(judgments["model"], sort=True)
         ]
     judged = judgments[~invalid]
-    if config.mode == "binary" and config.evaluator is None:  # evaluators score every match
+    if kind.exact_match and config.evaluator is None:  # evaluators score every match
         exact = judged["parse_status"] == EXACT_MATCH
         rows += [
             _metric(model, "n_exact_match", float(group.sum()), n=len(group))
             for model, group in exact.groupby(judged["model"], sort=True)
         ]
     parts = [(None, judged)]
-    if config.mode == "rubric":
+    if kind.uses_criteria:
         parts = [(name, judged[judged["criterion"] == name]) for name in config.rubric] + parts
     for criterion, part in parts:
         if part.empty:
@@ -258,7 +192,7 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
                 )
         if part["weight"].notna().any():
             rows += _weighted_metrics(part, config, criterion)
-        pooled_criteria = config.mode == "rubric" and criterion is None
+        pooled_criteria = kind.uses_criteria and criterion is None
         if config.passing_score is not None and not pooled_criteria:
             rows += _pass_at_k_metrics(part, config, criterion)
     # A rubric call makes one row per criterion, each with the call's re-asks: count it once.
@@ -333,6 +267,7 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
     `pass_threshold` set): `pass_at_k` (unbiased estimator) and `pass_at_k_first` (solved
     by one of the first k replicates) for each k (default 1..replicates). binary and
     score_0_5 add `n_invalid` (unknown references), binary also `n_exact_match`.
+    A kind's `extra_metrics` add their rows (with the same breakdowns).
     Pairwise: `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode:
     `n_reasks`, the judge's re-asks of unreadable replies over the model's judgments
     (pairwise: over the pairs it is in, both orders); `mean_runtime_s` where generation
@@ -343,13 +278,15 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
     invalid judgments are never counted. The same metrics follow for each `category` and
     each `level` of the samples (rows with that column set; the other one null).
     """
-    if config.mode == "pairwise":
-        compute = _pairwise_metrics
-    else:
+    kind = config.kind
+    if not kind.compares:
         _warn_of_unnormalised_ensembles(judgments)
 
-        def compute(part: pd.DataFrame) -> list[dict[str, Any]]:
-            return _pointwise_metrics(part, config)
+    def compute(part: pd.DataFrame) -> list[dict[str, Any]]:
+        rows = _pairwise_metrics(part) if kind.compares else _pointwise_metrics(part, config)
+        if kind.extra_metrics is not None:
+            rows += kind.extra_metrics(part, config.kind_options)
+        return rows
 
     rows = compute(judgments)
     for column in GROUP_COLUMNS:

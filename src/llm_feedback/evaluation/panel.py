@@ -28,40 +28,25 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.agreement import agreement_rows
+from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
 from llm_feedback.evaluation.evaluators import score_samples
-from llm_feedback.evaluation.judging import judge_samples, open_judge
+from llm_feedback.evaluation.judging import judge_samples, judgment_column_types, open_judge
 from llm_feedback.evaluation.metrics import compute_metrics
-from llm_feedback.params.evaluate import EvaluateParams
-from llm_feedback.params.panel import LONE_JUDGE, PANEL, RECORDED
+from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
-from llm_feedback.schema import (
-    EVAL_JUDGMENTS_COLUMN_TYPES,
-    EVAL_METRICS_COLUMN_TYPES,
-    EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
-    EVAL_SAMPLE_KEY,
-)
+from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 logger = logging.getLogger(__name__)
 
-CATEGORICAL_MODES = ("binary", "pairwise")
 _PAIRWISE_SIGN = {"A": 1.0, "tie": 0.0, "B": -1.0}
+# Columns every judge keeps to itself in a panel: its replies and prompts.
+_CALL_OWN_PREFIXES = ("raw_reply", "prompt")
 
 
-def _judgment_types(mode: str) -> dict[str, str]:
-    return (
-        EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if mode == "pairwise" else EVAL_JUDGMENTS_COLUMN_TYPES
-    )
-
-
-def _key_columns(mode: str) -> list[str]:
-    if mode == "pairwise":
+def _key_columns(kind: JudgeKind) -> list[str]:
+    if kind.compares:
         return ["instance_id", "turn", "replicate", "model_a", "model_b"]
     return [*EVAL_SAMPLE_KEY, "criterion"]
-
-
-def value_column(mode: str) -> str:
-    """The column holding a judgment's verdict: `outcome` (pairwise) or `score`."""
-    return "outcome" if mode == "pairwise" else "score"
 
 
 def judge_all(
@@ -80,11 +65,11 @@ def judge_all(
     the judges cancels the calls still in flight, and every answer received is cached.
     """
     if config.evaluator is not None:  # scores in place of any judge
-        no_panel = panel_judgments({}, config.mode)
+        no_panel = panel_judgments({}, config.kind)
         return score_samples(samples, config, cache_path, fail_loud=fail_loud), no_panel
     if config.panel is None:
         with open_judge(config, cache_path, progress=progress, fail_loud=fail_loud) as judge:
-            return judge_samples(samples, config, judge), panel_judgments({}, config.mode)
+            return judge_samples(samples, config, judge), panel_judgments({}, config.kind)
     pool = ThreadPoolExecutor(len(config.panel.judges), thread_name_prefix="panel-judge")
     try:
         with ExitStack() as stack:  # closed before the pool waits for its threads
@@ -107,24 +92,24 @@ def judge_all(
             per_judge = {name: future.result() for name, future in futures.items()}
     finally:
         pool.shutdown(wait=True)
-    return aggregate_panel(per_judge, config), panel_judgments(per_judge, config.mode)
+    return aggregate_panel(per_judge, config), panel_judgments(per_judge, config.kind)
 
 
-def panel_judgments(per_judge: Mapping[str, pd.DataFrame], mode: str) -> pd.DataFrame:
+def panel_judgments(per_judge: Mapping[str, pd.DataFrame], kind: JudgeKind) -> pd.DataFrame:
     """Every judge's judgments, one row per judge and judgment, `judge` naming the judge."""
-    types = {"judge": "string", **_judgment_types(mode)}
+    types = {"judge": "string", **judgment_column_types(kind)}
     frames = [frame.assign(judge=name) for name, frame in per_judge.items()]
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(types))
     return stacked[list(types)].astype(types)
 
 
-def _combine(values: Sequence[Any], aggregate: str, mode: str) -> tuple[Any, bool]:
+def _combine(values: Sequence[Any], aggregate: str, kind: JudgeKind) -> tuple[Any, bool]:
     """The panel's value from the judges' values (None: abstained) and whether it split."""
     given = [value for value in values if value is not None]
     if not given:
         return None, False
     if aggregate == "mean":
-        if mode != "pairwise":
+        if not kind.compares:
             return math.fsum(given) / len(given), False
         mean = math.fsum(_PAIRWISE_SIGN[value] for value in given) / len(given)
         return ("A" if mean > 0 else "B" if mean < 0 else "tie"), False
@@ -160,15 +145,16 @@ def aggregate_panel(per_judge: Mapping[str, pd.DataFrame], config: EvaluateParam
     """
     names = list(per_judge)
     frames = list(per_judge.values())
-    keys = _key_columns(config.mode)
+    kind = config.kind
+    keys = _key_columns(kind)
     for name, frame in per_judge.items():
         if not frame[keys].equals(frames[0][keys]):
             raise RuntimeError(
                 f"evaluate panel: judge {name!r} judged other rows than {names[0]!r}"
             )
-    value = value_column(config.mode)
+    value = kind.value_column
     votes = _by_row(frames, value)
-    combined = [_combine(row, config.panel.aggregate, config.mode) for row in votes]
+    combined = [_combine(row, config.panel.aggregate, kind) for row in votes]
     panel = frames[0].copy()
     panel[value] = [result for result, _ in combined]
     panel["parse_status"] = [
@@ -186,21 +172,12 @@ def aggregate_panel(per_judge: Mapping[str, pd.DataFrame], config: EvaluateParam
     own = [
         column
         for column in panel.columns
-        if column.startswith(("raw_response", "prompt", "verdict_"))
-        or column in ("extracted_final_answer", "reasoning", "confidence")
+        if column.startswith(_CALL_OWN_PREFIXES) or column in kind.judge_own_columns
     ]
     panel[own] = None
-    if config.mode == "pairwise":
-        for column in ("score_a", "score_b"):
-            panel[column] = pd.concat([frame[column] for frame in frames], axis=1).mean(axis=1)
-        # Inconsistent if one judge was, consistent if all were, else unknown.
-        panel["consistent"] = [
-            False if False in row else True if all(row) else None
-            for row in _by_row(frames, "consistent")
-        ]
-    elif config.mode == "binary":
-        panel["correct"] = panel["score"].map(lambda score: None if pd.isna(score) else bool(score))
-    types = _judgment_types(config.mode)
+    if kind.panel_columns is not None:
+        kind.panel_columns(panel, frames)
+    types = judgment_column_types(kind)
     panel = panel[list(types)].astype(types)
     for name, frame in zip(names, frames, strict=True):
         panel[f"{value}_{name}"] = frame[value].array
@@ -230,11 +207,12 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
     judge, and the panel. `n` counts the compared items, `n_missing` the asked ones left
     out because a rater gave no value.
     """
-    value = value_column(config.mode)
-    categorical = config.mode in CATEGORICAL_MODES
+    kind = config.kind
+    value = kind.value_column
+    categorical = kind.categorical
     asked = judgments[~judgments["parse_status"].isin(WITHOUT_CALL)]
     parts = [(None, asked)]
-    if config.mode == "rubric":
+    if kind.uses_criteria:
         parts = [(name, asked[asked["criterion"] == name]) for name in config.rubric]
     rows = []
     for criterion, part in parts:

@@ -11,7 +11,6 @@ import pandas as pd
 from llm_feedback.evaluation.generation import generate_responses
 from llm_feedback.evaluation.panel import judge_all, metrics_with_agreement
 from llm_feedback.evaluation.samples import prepare_samples
-from llm_feedback.params.evaluate import parse_evaluate
 
 
 def run_evaluation(
@@ -23,6 +22,9 @@ def run_evaluation(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The whole evaluation outside Kedro: (judgments, metrics) of `eval_samples`; with a
     panel, the judgments are the panel's (each judge's value in `score_<name>`)."""
+    # The one library entry that takes YAML-shaped parameters: the params layer maps them.
+    from llm_feedback.params.evaluate import parse_evaluate  # noqa: PLC0415 - params above us
+
     config = parse_evaluate(params, endpoints)
     samples = prepare_samples(eval_samples, config)
     samples = generate_responses(samples, config, cache_path, progress)

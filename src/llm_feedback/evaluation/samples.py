@@ -24,8 +24,9 @@ import pandas as pd
 
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
+from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import check_judge_prompts
-from llm_feedback.params.evaluate import REFERENCE_MODES, EvaluateParams, _is_int
+from llm_feedback.judges import get_kind, kind_names
 from llm_feedback.schema import (
     EVAL_SAMPLE_KEY,
     EVAL_SAMPLES_COLUMN_TYPES,
@@ -42,6 +43,10 @@ def _values(frame: pd.DataFrame, column: str) -> list[Any]:
     return series.where(series.notna(), None).tolist()
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _is_whole(value: Any) -> bool:
     return (
         isinstance(value, numbers.Real)
@@ -49,9 +54,6 @@ def _is_whole(value: Any) -> bool:
         and math.isfinite(value)
         and float(value).is_integer()
     )
-
-
-RECORDED_SCORE_MODES = ("binary", "score_0_5", "single_1_10")
 
 
 class _RowChecker:
@@ -127,27 +129,34 @@ class _RowChecker:
         return checked
 
     def recorded_scores(self, values: list[Any], config: EvaluateParams) -> list[float]:
-        """Numbers on the mode's scale (0 or 1 in binary), or missing."""
+        """Numbers on the mode's scale (one of its values for a categorical kind: 0 or 1 in
+        binary), or missing."""
+        kind = config.kind
         low, high = config.scale
         checked = []
         for row, value in enumerate(values):
             if value is None:
                 checked.append(math.nan)
                 continue
-            if config.mode not in RECORDED_SCORE_MODES:
+            if not kind.recorded_scores:
+                accepting = [name for name in kind_names() if get_kind(name).recorded_scores]
                 raise self.fail(
                     row,
                     "recorded_score",
                     f"mode {config.mode} gives no single score per row to compare it with; "
-                    f"recorded scores work in modes {', '.join(RECORDED_SCORE_MODES)}",
+                    f"recorded scores work in modes {', '.join(accepting)}",
                 )
             if (
                 not isinstance(value, numbers.Real)
                 or isinstance(value, bool)
                 or not low <= value <= high
-                or (config.mode == "binary" and value not in (0, 1))
+                or (kind.categorical and not _is_whole(value))
             ):
-                scale = "0 or 1" if config.mode == "binary" else f"a number in [{low}, {high}]"
+                scale = (
+                    " or ".join(map(str, range(low, high + 1)))
+                    if kind.categorical
+                    else f"a number in [{low}, {high}]"
+                )
                 raise self.fail(row, "recorded_score", f"must be {scale}, got {value!r}")
             checked.append(float(value))
         return checked
@@ -161,7 +170,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
     required = list(EVAL_SAMPLES_REQUIRED_COLUMNS) + (
-        ["reference"] if config.mode in REFERENCE_MODES else []
+        ["reference"] if config.kind.needs_reference else []
     )
     missing = [column for column in required if column not in frame.columns]
     if missing:
@@ -205,11 +214,12 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
         if (question is None) != (response is None):
             column = "prior_response" if response is None else "prior_question"
             raise check.fail(row, column, "prior_question and prior_response go together")
-        if question is not None and config.mode != "single_1_10":
+        if question is not None and not config.kind.two_turn:
+            two_turn = [name for name in kind_names() if get_kind(name).two_turn]
             raise check.fail(
                 row,
                 "prior_question",
-                f"two-turn rows are judged in mode single_1_10 only, not {config.mode}",
+                f"two-turn rows are judged in mode {' or '.join(two_turn)} only, not {config.mode}",
             )
     samples = samples.assign(
         **check_attachments(
@@ -248,8 +258,10 @@ def _check_ensembles(samples: pd.DataFrame, config: EvaluateParams, check: _RowC
     ):
         if member == 0:
             continue
-        if config.mode == "pairwise":
-            raise check.fail(row, "ensemble_member", "pairwise mode compares single responses")
+        if config.kind.compares:
+            raise check.fail(
+                row, "ensemble_member", f"{config.mode} mode compares single responses"
+            )
         if pd.isna(response):
             raise check.fail(row, "response", "an ensemble member other than 0 needs a response")
 

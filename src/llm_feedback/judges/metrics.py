@@ -15,17 +15,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.judges.kinds import get_kind, kind_names
 
 logger = logging.getLogger(__name__)
 
-# Scales of the judge modes whose range is fixed; rubric and pairwise scores take theirs
-# from the caller.
-SCORE_RANGES: dict[str, tuple[int, int]] = {
-    "binary": (0, 1),
-    "score_0_5": (0, 5),
-    "single_1_10": (1, 10),
-}
 MISSING_POLICIES = ("zero", "exclude")
 VERDICTS = ("A", "B", "tie")
 
@@ -51,12 +45,6 @@ WIN_RATE_COLUMNS = {
     "n_missing": "int64",
     "win_rate": "float64",
 }
-
-
-def _require_columns(frame: pd.DataFrame, columns: Iterable[str]) -> None:
-    missing = [column for column in columns if column not in frame.columns]
-    if missing:
-        raise InputError(f"missing column(s) {missing}; the frame has {list(frame.columns)}")
 
 
 def _require_no_nulls(frame: pd.DataFrame, columns: Iterable[str]) -> None:
@@ -139,7 +127,7 @@ def pass_at_k_table(
         raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if ks is not None and any(operator.index(k) < 1 for k in ks):
         raise ConfigError(f"every k must be >= 1, got {list(ks)}")
-    _require_columns(frame, (model_col, instance_col, correct_col))
+    require_columns(frame, (model_col, instance_col, correct_col), "judgments")
     _require_no_nulls(frame, (model_col, instance_col))
     judged = frame[[model_col, instance_col]].copy()
     judged["correct"] = _correctness(frame, correct_col)
@@ -181,6 +169,61 @@ def pass_at_k_table(
 
 
 # --- means and accuracy -----------------------------------------------------------------
+
+
+def pass_at_k_first_table(
+    frame: pd.DataFrame,
+    instance_col: str,
+    order_col: str,
+    correct_col: str,
+    ks: Sequence[int] | None = None,
+    *,
+    model_col: str = "model",
+    missing: str = "zero",
+) -> pd.DataFrame:
+    """pass@k as "solved if any of the first k attempts is correct" (Youtu-agent's), per
+    model: one row per (model, k), the columns of `pass_at_k_table`.
+
+    An instance's attempts are its rows in `order_col` order (the replicate). Unlike the
+    unbiased estimator, this depends on the order and is not an average over every draw
+    of k attempts. An instance with fewer than k attempts is left out of that k (counted
+    in `n_instances_too_few`); a missing correctness is a failed attempt with
+    `missing="zero"` and no attempt with "exclude", counted in `n_missing` either way.
+    """
+    if missing not in MISSING_POLICIES:
+        raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
+    if ks is not None and any(operator.index(k) < 1 for k in ks):
+        raise ConfigError(f"every k must be >= 1, got {list(ks)}")
+    require_columns(frame, (model_col, instance_col, order_col, correct_col), "judgments")
+    attempts = frame[[model_col, instance_col, order_col]].assign(
+        correct=_correctness(frame, correct_col)
+    )
+    attempts = attempts.sort_values([model_col, instance_col, order_col], kind="stable")
+    rows: list[dict[str, object]] = []
+    for model, model_attempts in attempts.groupby(model_col, sort=True):
+        n_missing = int(model_attempts["correct"].isna().sum())
+        counted = (
+            model_attempts.fillna({"correct": 0.0})
+            if missing == "zero"
+            else model_attempts.dropna(subset=["correct"])
+        )
+        histories = [
+            group.to_numpy(dtype=bool) for _, group in counted.groupby(instance_col)["correct"]
+        ]
+        longest = max((len(history) for history in histories), default=0)
+        for k in ks if ks is not None else range(1, longest + 1):
+            solved = [bool(history[:k].any()) for history in histories if len(history) >= k]
+            rows.append(
+                {
+                    model_col: model,
+                    "k": k,
+                    "pass_at_k": float(np.mean(solved)) if solved else math.nan,
+                    "n_instances": len(solved),
+                    "n_instances_too_few": len(histories) - len(solved),
+                    "n_missing": n_missing,
+                }
+            )
+    return pd.DataFrame(rows, columns=[model_col, *PASS_AT_K_COLUMNS]).astype(PASS_AT_K_COLUMNS)
 
 
 def normalised_mean(scores: object, low: float, high: float) -> float:
@@ -233,7 +276,8 @@ def aggregate_scores(
 ) -> pd.DataFrame:
     """Per model: rows `n`, `n_valid`, `n_missing`, `mean` and `normalised_mean` (0-100).
 
-    The scale is `SCORE_RANGES[mode]` unless `low` and `high` are given. A missing score
+    The scale is that of the judge kind `mode` (one with a fixed scale) unless `low` and
+    `high` are given. A missing score
     (a reply that could not be parsed) gets zero credit with `missing="zero"`: it counts
     as the scale minimum, 0 on the normalised scale. With "exclude" it is left out of the
     means. It is counted in `n_missing` either way, and logged.
@@ -241,16 +285,17 @@ def aggregate_scores(
     if missing not in MISSING_POLICIES:
         raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
     if low is None or high is None:
-        if mode not in SCORE_RANGES:
+        fixed = [name for name in kind_names() if get_kind(name).fixed_scale]
+        if mode not in fixed:
             raise ConfigError(
-                f"give low and high, or a mode with a fixed scale {sorted(SCORE_RANGES)}; "
+                f"give low and high, or a mode with a fixed scale {sorted(fixed)}; "
                 f"got mode={mode!r}"
             )
-        default_low, default_high = SCORE_RANGES[mode]
+        default_low, default_high = get_kind(mode).default_scale
         low = default_low if low is None else low
         high = default_high if high is None else high
     _check_scale(low, high)
-    _require_columns(frame, (model_col, score_col))
+    require_columns(frame, (model_col, score_col), "judgments")
     _require_no_nulls(frame, (model_col,))
     scores = pd.Series(_as_float(frame[score_col], f"column {score_col!r}"), index=frame.index)
     off_scale = scores.notna() & ((scores < low) | (scores > high))
@@ -334,7 +379,7 @@ def pairwise_win_rates(
     `outcome_col` holds "A" (model_a won), "B" or "tie", as `pairwise_outcome` returns;
     win_rate = (wins + ties / 2) / n over the comparisons with an outcome (NaN if none).
     """
-    _require_columns(frame, (model_a_col, model_b_col, outcome_col))
+    require_columns(frame, (model_a_col, model_b_col, outcome_col), "judgments")
     _require_no_nulls(frame, (model_a_col, model_b_col))
     outcomes = [_verdict(value, f"column {outcome_col!r}") for value in frame[outcome_col]]
     # One row per (model, comparison), the outcome seen from that model's side.

@@ -1,277 +1,41 @@
-"""`params:evaluate`: the mode, the judge (or an evaluator), replicates and generation,
-checked as a whole before anything is called; the modes and their score scales."""
+"""`params:evaluate` onto `EvaluateParams` (`llm_feedback.evaluation.config`): the judge or
+panel and the generators resolved against `endpoints`, judge prompt files read."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import math
-import numbers
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
-from llm_feedback.backends.contract import check_sampling
 from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
-from llm_feedback.judges import BINARY_FORMATS, SCORE_RANGES
-from llm_feedback.judges.metrics import MISSING_POLICIES
-from llm_feedback.judges.prompts import template_fields
-from llm_feedback.params.judge import JudgeParams, parse_judge
-from llm_feedback.params.panel import LONE_JUDGE, PanelParams, parse_panel
+from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.params.judge import parse_judge
+from llm_feedback.params.panel import parse_panel
 from llm_feedback.params.reader import Block, defaults_of
 
-MODES = ("binary", "score_0_5", "single_1_10", "rubric", "pairwise")
-REFERENCE_MODES = ("binary", "score_0_5")
-DEFAULT_SCALES = {**SCORE_RANGES, "rubric": (1, 5), "pairwise": (1, 10)}
+__all__ = ["EvaluateParams", "parse_evaluate"]
+
 DEFAULT_JUDGE = {"endpoint": "local"}
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def load_evaluator(spec: str, options: Mapping[str, Any]) -> Callable[[Mapping, str], Any]:
-    """`package.module:name` as a scorer `(sample, response) -> score`: a function called
-    with `options` as keyword arguments, or a class built with `options` whose
-    `evaluate_sample(sample, response)` scores. Errors name `evaluate.evaluator` (or
-    `evaluate.evaluator_options`)."""
-    where = "evaluate.evaluator"
-    module_name, _, attribute = spec.partition(":") if isinstance(spec, str) else ("", "", "")
-    if not module_name or not attribute:
-        raise ConfigError(f"{where} must be 'package.module:function' (or :Class), got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(f"{where}: cannot import module {module_name!r}: {error}") from error
-    target = getattr(module, attribute, None)
-    if target is None:
-        raise ConfigError(f"{where}: module {module_name!r} has no {attribute!r}")
-    if not isinstance(options, Mapping):
-        raise ConfigError(f"{where}_options must be a mapping, got {options!r}")
-    if inspect.isclass(target):
-        if not callable(getattr(target, "evaluate_sample", None)):
-            raise ConfigError(f"{where}: class {spec!r} has no evaluate_sample method")
-        try:
-            return target(**options).evaluate_sample
-        except (TypeError, ValueError) as error:
-            raise ConfigError(f"{where}_options do not suit {spec!r}: {error}") from error
-    if not callable(target):
-        raise ConfigError(f"{where}: {spec!r} is neither a function nor a class")
-    try:
-        inspect.signature(target).bind(None, None, **options)
-    except TypeError as error:
-        raise ConfigError(
-            f"{where}_options do not suit {spec!r}, called as (sample, response, **options): "
-            f"{error}"
-        ) from error
-    return lambda sample, response: target(sample, response, **options)
-
-
-def _optional_count(name: str, value: object) -> None:
-    if value is not None and not (_is_int(value) and value >= 1):
-        raise ConfigError(f"evaluate.{name} must be null or an integer >= 1, got {value!r}")
-
-
-@dataclass(frozen=True)
-class EvaluateParams:
-    """The `evaluate` parameters, checked before anything is called (see `parse_evaluate`).
-
-    `generate_with` holds the resolved endpoint(s) that generate missing responses: one for
-    every model, or one per model name. Either `judge` or `panel` is set, never both.
-    `evaluator` (`package.module:function` or `:Class`, see `load_evaluator`) scores
-    responses on 0-1 in place of any judge. `pass_threshold`: a score at or above it is a
-    pass for pass@k (binary: 1 by default).
-    """
-
-    judge: JudgeParams | None
-    mode: str = "binary"
-    binary_reply: str = "graded"
-    score_range: tuple[int, int] | None = None
-    missing: str = "zero"
-    max_reasks: int = 1
-    rubric: Mapping[str, str] = field(default_factory=dict)
-    custom_prompt: str | None = None
-    n_replicates: int | None = None
-    max_instances: int | None = None
-    ks: tuple[int, ...] | None = None
-    pass_threshold: float | None = None
-    evaluator: str | None = None
-    evaluator_options: Mapping[str, Any] = field(default_factory=dict)
-    overwrite_results: bool = False
-    overwrite_outputs: bool = False
-    generate_with: EndpointConfig | Mapping[str, EndpointConfig] | None = None
-    generation: Mapping[str, Any] = field(default_factory=dict)
-    # Around each question sent to the model under test (lmms-eval's doc_to_text).
-    pre_prompt: str = ""
-    post_prompt: str = ""
-    # {category: template text or file}: the judge prompt of rows with that `category`.
-    judge_prompts: Mapping[str, str] = field(default_factory=dict)
-    panel: PanelParams | None = None
-
-    def __post_init__(self) -> None:
-        if (self.judge is None) == (self.panel is None):
-            raise ConfigError("evaluate: give one judge or a panel of judges")
-        if self.panel is not None and self.evaluator is not None:
-            raise ConfigError(
-                "evaluate.evaluator scores in place of any judge: set evaluate.panel: null"
-            )
-        if self.panel is not None and self.panel.aggregate == "mean" and self.mode == "binary":
-            raise ConfigError(
-                "evaluate.panel.aggregate: the mean of binary verdicts is not a verdict (pass@k "
-                "counts 0/1); use majority, with an odd number of judges to avoid ties"
-            )
-        if self.mode not in MODES:
-            raise ConfigError(f"evaluate.mode must be one of {MODES}, got {self.mode!r}")
-        if self.missing not in MISSING_POLICIES:
-            raise ConfigError(
-                f"evaluate.missing must be one of {MISSING_POLICIES}, got {self.missing!r}"
-            )
-        if self.binary_reply not in BINARY_FORMATS:
-            raise ConfigError(
-                f"evaluate.binary_reply must be one of {BINARY_FORMATS}, got {self.binary_reply!r}"
-            )
-        if not (_is_int(self.max_reasks) and self.max_reasks >= 0):
-            raise ConfigError(
-                f"evaluate.max_reasks must be an integer >= 0, got {self.max_reasks!r}"
-            )
-        object.__setattr__(
-            self, "generation", check_sampling(self.generation, "evaluate.generation")
-        )
-        self._check_score_range()
-        if self.mode == "rubric" and (not isinstance(self.rubric, Mapping) or not self.rubric):
-            raise ConfigError("evaluate.rubric must map criterion names to descriptions")
-        if self.custom_prompt is not None and not isinstance(self.custom_prompt, str):
-            raise ConfigError("evaluate.custom_prompt must be null or a str.format template")
-        for name in ("pre_prompt", "post_prompt"):
-            if not isinstance(getattr(self, name), str):
-                raise ConfigError(f"evaluate.{name} must be text, got {getattr(self, name)!r}")
-        object.__setattr__(self, "judge_prompts", _judge_prompts(self.judge_prompts))
-        _optional_count("n_replicates", self.n_replicates)
-        _optional_count("max_instances", self.max_instances)
-        if self.ks is not None:
-            if isinstance(self.ks, str) or not all(_is_int(k) and k >= 1 for k in self.ks):
-                raise ConfigError(f"evaluate.ks must be null or integers >= 1, got {self.ks!r}")
-            object.__setattr__(self, "ks", tuple(self.ks))
-        self._check_pass_threshold()
-        self._check_evaluator()
-        for flag in ("overwrite_results", "overwrite_outputs"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ConfigError(f"evaluate.{flag} must be true or false")
-        if self.overwrite_outputs and not self.overwrite_results:
-            raise ConfigError(
-                "evaluate.overwrite_outputs regenerates the responses, which makes every "
-                "stored judgment of them stale: set evaluate.overwrite_results: true as well"
-            )
-
-    def _check_score_range(self) -> None:
-        if self.score_range is None:
-            return
-        value = self.score_range
-        if (
-            isinstance(value, str)
-            or not isinstance(value, Sequence)
-            or len(value) != 2
-            or not all(_is_int(bound) for bound in value)
-            or value[0] >= value[1]
-        ):
-            raise ConfigError(f"evaluate.score_range must be [low, high] integers, got {value!r}")
-        scale = (value[0], value[1])
-        if self.mode in SCORE_RANGES and scale != SCORE_RANGES[self.mode]:
-            raise ConfigError(
-                f"evaluate.score_range: mode {self.mode} grades on the fixed scale "
-                f"{list(SCORE_RANGES[self.mode])}, got {list(scale)}; leave it null"
-            )
-        object.__setattr__(self, "score_range", scale)
-
-    def _check_pass_threshold(self) -> None:
-        value = self.pass_threshold
-        if value is None:
-            return
-        low, high = self.scale
-        if (
-            not isinstance(value, numbers.Real)
-            or isinstance(value, bool)
-            or not math.isfinite(value)
-            or not low < value <= high
-        ):
-            raise ConfigError(
-                f"evaluate.pass_threshold must be null or a number in ({low}, {high}] "
-                f"(the {self.mode} scale), got {value!r}"
-            )
-        if self.mode == "pairwise":
-            raise ConfigError("evaluate.pass_threshold: pairwise mode has no pass@k")
-        object.__setattr__(self, "pass_threshold", float(value))
-
-    def _check_evaluator(self) -> None:
-        if self.evaluator is None:
-            if self.evaluator_options:
-                raise ConfigError("evaluate.evaluator_options is set but evaluate.evaluator is not")
-            return
-        if self.mode != "binary":
-            raise ConfigError(
-                f"evaluate.evaluator scores on 0-1 in place of the judge: set evaluate.mode "
-                f"to binary, got {self.mode}"
-            )
-        load_evaluator(self.evaluator, self.evaluator_options)
-
-    @property
-    def passing_score(self) -> float | None:
-        """The score from which a response passes (pass@k), or None: no pass@k."""
-        if self.pass_threshold is not None:
-            return self.pass_threshold
-        return 1.0 if self.mode == "binary" else None
-
-    @property
-    def scale(self) -> tuple[int, int]:
-        """The score scale: fixed for binary / 0-5 / 1-10, `score_range` or default else."""
-        return self.score_range or DEFAULT_SCALES[self.mode]
-
-    def judge_prompt_for(self, category: str | None) -> str | None:
-        """The judge template of rows of `category`: its `judge_prompts` entry, else
-        `custom_prompt` (None: the built-in prompt)."""
-        return self.judge_prompts.get(category or "", self.custom_prompt)
-
-    @property
-    def judges(self) -> Mapping[str, JudgeParams]:
-        """The judges by name: the panel's, or the one judge as "judge"."""
-        if self.panel is not None:
-            return self.panel.judges
-        return {LONE_JUDGE: self.judge}
-
-    def generator_for(self, model: str) -> EndpointConfig | None:
-        """The endpoint that generates `model`'s missing responses, or None."""
-        if isinstance(self.generate_with, Mapping):
-            return self.generate_with.get(model)
-        return self.generate_with
-
-
-def _judge_prompts(prompts: Any) -> dict[str, str]:
+def _judge_prompts(prompts: Any) -> Any:
     """{category: template}; a value with a {field} is the template itself, any other value
-    names a template file (relative to the project folder)."""
+    names a template file (relative to the project folder), read here."""
     if not isinstance(prompts, Mapping):
-        raise ConfigError(
-            f"evaluate.judge_prompts must map categories to templates, got {prompts!r}"
-        )
+        return prompts  # EvaluateParams names the problem
     templates = {}
     for category, value in prompts.items():
-        where = f"evaluate.judge_prompts.{category}"
-        if not isinstance(category, str) or not category or not isinstance(value, str):
-            raise ConfigError(f"{where}: needs a category name and a template text or file")
-        template = value
-        if "{" not in value:
+        templates[category] = value
+        if isinstance(value, str) and "{" not in value:
             if not Path(value).is_file():
                 raise ConfigError(
-                    f"{where}: {value!r} is neither a template (it has no {{field}}) nor a file"
+                    f"evaluate.judge_prompts.{category}: {value!r} is neither a template "
+                    "(it has no {field}) nor a file"
                 )
-            template = Path(value).read_text(encoding="utf-8")
-        try:
-            template_fields(template)
-        except ConfigError as error:
-            raise ConfigError(f"{where}: {error}") from None
-        templates[category] = template
+            templates[category] = Path(value).read_text(encoding="utf-8")
     return templates
 
 
@@ -296,8 +60,11 @@ def _generators(
 
 def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> EvaluateParams:
     """`params:evaluate` with its judge and generators resolved against `endpoints`."""
-    allowed = [item.name for item in fields(EvaluateParams)]
-    block = Block(evaluate, "evaluate", allowed, defaults_of(EvaluateParams))
+    allowed = [item.name for item in fields(EvaluateParams) if item.init]
+    defaults = {
+        name: value for name, value in defaults_of(EvaluateParams).items() if name in allowed
+    }
+    block = Block(evaluate, "evaluate", allowed, defaults)
     values = dict(block.values)
     judge_block, panel_block = values.pop("judge", None), values.pop("panel", None)
     if judge_block is not None and panel_block is not None:
@@ -310,4 +77,5 @@ def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> Evalua
         None if panel else parse_judge(judge_block or DEFAULT_JUDGE, "evaluate.judge", endpoints)
     )
     generate_with = _generators(values.pop("generate_with", None), endpoints)
+    values["judge_prompts"] = _judge_prompts(values.get("judge_prompts", {}))
     return EvaluateParams(judge=judge, generate_with=generate_with, panel=panel, **values)

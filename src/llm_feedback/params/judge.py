@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.contract import SAMPLING_KEYS, check_sampling
 from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
+from llm_feedback.judges.config import JudgeParams
 
-
-@dataclass(frozen=True)
-class JudgeParams:
-    """The judge's endpoint and the sampling settings of its calls."""
-
-    endpoint: EndpointConfig
-    sampling: Mapping[str, Any] = field(default_factory=dict)
+__all__ = ["JudgeParams", "parse_judge"]
 
 
 def parse_judge(block: Any, path: str, endpoints: Mapping[str, Any] | None) -> JudgeParams:

@@ -15,35 +15,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params.judge import JudgeParams, parse_judge
+from llm_feedback.evaluation.config import (
+    AGGREGATES,
+    LONE_JUDGE,
+    PANEL,
+    RECORDED,
+    RESERVED_NAMES,
+    PanelParams,
+)
+from llm_feedback.judges.config import JudgeParams
+from llm_feedback.params.judge import parse_judge
 from llm_feedback.params.reader import Block
 
-AGGREGATES = ("mean", "majority")
-# Names the agreement metrics give to the aggregate, a recording and a lone judge.
-PANEL, RECORDED, LONE_JUDGE = "panel", "recorded", "judge"
-RESERVED_NAMES = (PANEL, RECORDED, LONE_JUDGE)
+__all__ = ["AGGREGATES", "LONE_JUDGE", "PANEL", "RECORDED", "PanelParams", "parse_panel"]
+
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
-@dataclass(frozen=True)
-class PanelParams:
-    """The panel's judges by name, in the configured order, and how their verdicts combine:
-    `mean` (of scores; of pairwise outcomes as A = +1, tie = 0, B = -1) or `majority` (the
-    verdict or score most judges gave; none when the most given ones tie)."""
-
-    judges: Mapping[str, JudgeParams]
-    aggregate: str
-
-    def __post_init__(self) -> None:
-        if self.aggregate not in AGGREGATES:
-            raise ConfigError(
-                f"evaluate.panel.aggregate must be one of {', '.join(AGGREGATES)}, "
-                f"got {self.aggregate!r}"
-            )
 
 
 def _named_blocks(judges: Any, path: str) -> list[tuple[str, Any, str]]:

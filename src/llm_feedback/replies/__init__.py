@@ -1,5 +1,6 @@
 """The reply toolbox shared by every judge: fencing untrusted text into prompts, extracting
-JSON from replies, and the parse-status vocabulary of every output table."""
+JSON from replies, the parse-status vocabulary of every output table, and the sampling every
+judge asks with."""
 
 from llm_feedback.replies import status
 from llm_feedback.replies.extract import first_json_object, iter_json_objects, json_objects_in
@@ -11,8 +12,10 @@ from llm_feedback.replies.fencing import (
     strip_echoed_blocks,
     unquoted_lines,
 )
+from llm_feedback.replies.sampling import JUDGE_SAMPLING
 
 __all__ = [
+    "JUDGE_SAMPLING",
     "fenced_block",
     "first_json_object",
     "is_quoted",

@@ -1,0 +1,367 @@
+"""The seed's dict methods of `Judge` (lmms-eval style), a thin adapter over typed judgments.
+
+`evaluate_binary`, `evaluate_single`, `evaluate_multi_turn`, `evaluate_with_rubric` and
+`evaluate_comparative` judge one item; their `_async` forms are awaitable, their `_batch`
+forms take lists of items (one judgment each, in order, sent as one batch; lists of
+different lengths are an `InputError`) and `_batch_async` both. Each returns the seed's
+dict: the value under "result" ("scores" for a rubric), "raw_response" (the reply read
+last), "model", "prompt", "success", "status", "error", "cached", "reasks" and, for graded
+binary judgments, "details". A comparison's "result" holds "winner" ("A": response1, "B",
+"tie" or None), "consistent", "verdicts" and "scores", and "scores" is also a top-level
+tuple, as the seed returned it. The sync forms also work inside a running event loop
+(Jupyter): the engine runs on the client's own loop thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from llm_feedback.backends.media import Media
+from llm_feedback.errors import InputError
+from llm_feedback.judges.judgment import Judgment, combine_orders, one_order
+from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
+
+if TYPE_CHECKING:
+    from llm_feedback.judges.judge import Judge, JudgeTask
+
+JudgmentDict = dict[str, Any]
+Images = Sequence[str | Media] | None
+
+
+def zip_items(**columns: Sequence[Any] | None) -> list[tuple[Any, ...]]:
+    """Zip batch inputs item by item; a None column stands for None in every item."""
+    given: dict[str, list[Any]] = {}
+    for name, values in columns.items():
+        if values is None:
+            continue
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InputError(f"batch input {name!r} must be a list, got {type(values).__name__}")
+        given[name] = list(values)
+    lengths = {name: len(values) for name, values in given.items()}
+    if len(set(lengths.values())) > 1:
+        raise InputError(f"batch inputs differ in length: {lengths}")
+    size = next(iter(lengths.values()), 0)
+    return list(zip(*(given.get(name, [None] * size) for name in columns), strict=True))
+
+
+def dicts(judgments: list[Judgment], result_key: str = "result") -> list[JudgmentDict]:
+    return [judgment.as_dict(result_key) for judgment in judgments]
+
+
+def pair_dicts(judgments: list[Judgment], swap: bool) -> list[JudgmentDict]:
+    if not swap:
+        return [one_order(judgment).as_dict() for judgment in judgments]
+    pairs = zip(judgments[::2], judgments[1::2], strict=True)
+    return [combine_orders(a_first, b_first).as_dict() for a_first, b_first in pairs]
+
+
+class SeedForms:
+    """The binary, single and multi-turn dict forms; `Judge` provides and runs the tasks."""
+
+    # -- binary: is the prediction correct given the reference answer? result 1/0/None ----
+    def _binary_tasks(
+        self: Judge,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        output_format: str,
+        custom_prompt: str | None,
+        item_images: Sequence[Images] | None,
+    ) -> list[JudgeTask]:
+        rows = zip_items(
+            questions=questions, answers=answers, predictions=predictions, item_images=item_images
+        )
+        return [
+            self.binary_task(
+                question,
+                answer,
+                prediction,
+                output_format=output_format,
+                custom_prompt=custom_prompt,
+                images=images,
+            )
+            for question, answer, prediction, images in rows
+        ]
+
+    def evaluate_binary_batch(
+        self: Judge,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        """Whether each prediction is correct given its reference answer: result 1/0/None
+        ("graded" output also gives "details")."""
+        tasks = self._binary_tasks(
+            questions,
+            answers,
+            predictions,
+            output_format=output_format,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(self.run(tasks))
+
+    async def evaluate_binary_batch_async(
+        self: Judge,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        tasks = self._binary_tasks(
+            questions,
+            answers,
+            predictions,
+            output_format=output_format,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(await self.arun(tasks))
+
+    def evaluate_binary(
+        self: Judge,
+        question: str,
+        answer: str,
+        prediction: str,
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        """Whether `prediction` is correct given the reference `answer`: result 1/0/None."""
+        tasks = self._binary_tasks(
+            [question],
+            [answer],
+            [prediction],
+            output_format=output_format,
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return dicts(self.run(tasks))[0]
+
+    async def evaluate_binary_async(
+        self: Judge,
+        question: str,
+        answer: str,
+        prediction: str,
+        *,
+        output_format: str = "0/1",
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        tasks = self._binary_tasks(
+            [question],
+            [answer],
+            [prediction],
+            output_format=output_format,
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return dicts(await self.arun(tasks))[0]
+
+    # -- single: a grade of each answer on score_range (see Judge.single_task) ------------
+    def _single_tasks(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        references: Sequence[str | None] | None,
+        score_range: Sequence[int],
+        custom_prompt: str | None,
+        item_images: Sequence[Images] | None,
+    ) -> list[JudgeTask]:
+        rows = zip_items(
+            questions=questions,
+            predictions=predictions,
+            references=references,
+            item_images=item_images,
+        )
+        return [
+            self.single_task(
+                question,
+                prediction,
+                reference=reference,
+                score_range=score_range,
+                custom_prompt=custom_prompt,
+                images=images,
+            )
+            for question, prediction, reference, images in rows
+        ]
+
+    def evaluate_single_batch(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        references: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        """A grade of each answer on `score_range`: result a number or None."""
+        tasks = self._single_tasks(
+            questions,
+            predictions,
+            references=references,
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(self.run(tasks))
+
+    async def evaluate_single_batch_async(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        *,
+        references: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        tasks = self._single_tasks(
+            questions,
+            predictions,
+            references=references,
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(await self.arun(tasks))
+
+    def evaluate_single(
+        self: Judge,
+        question: str,
+        prediction: str,
+        *,
+        reference: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        """A grade of one answer on `score_range`: result a number or None."""
+        tasks = self._single_tasks(
+            [question],
+            [prediction],
+            references=[reference],
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return dicts(self.run(tasks))[0]
+
+    async def evaluate_single_async(
+        self: Judge,
+        question: str,
+        prediction: str,
+        *,
+        reference: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        tasks = self._single_tasks(
+            [question],
+            [prediction],
+            references=[reference],
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return dicts(await self.arun(tasks))[0]
+
+    # -- multi-turn: MT-Bench 1-10 grade of the second answer of a conversation -----------
+    def _multi_turn_tasks(
+        self: Judge,
+        conversations_questions: Sequence[Sequence[str]],
+        conversations_answers: Sequence[Sequence[str]],
+        conversations_references: Sequence[Sequence[str] | None] | None,
+        *,
+        custom_prompt: str | None,
+    ) -> list[JudgeTask]:
+        rows = zip_items(
+            conversations_questions=conversations_questions,
+            conversations_answers=conversations_answers,
+            conversations_references=conversations_references,
+        )
+        return [
+            self.multi_turn_task(
+                questions, answers, references=references, custom_prompt=custom_prompt
+            )
+            for questions, answers, references in rows
+        ]
+
+    def evaluate_multi_turn_batch(
+        self: Judge,
+        conversations_questions: Sequence[Sequence[str]],
+        conversations_answers: Sequence[Sequence[str]],
+        *,
+        conversations_references: Sequence[Sequence[str] | None] | None = None,
+        custom_prompt: str | None = None,
+    ) -> list[JudgmentDict]:
+        """One item is a conversation: its two turns' questions, answers, references."""
+        tasks = self._multi_turn_tasks(
+            conversations_questions,
+            conversations_answers,
+            conversations_references,
+            custom_prompt=custom_prompt,
+        )
+        return dicts(self.run(tasks))
+
+    async def evaluate_multi_turn_batch_async(
+        self: Judge,
+        conversations_questions: Sequence[Sequence[str]],
+        conversations_answers: Sequence[Sequence[str]],
+        *,
+        conversations_references: Sequence[Sequence[str] | None] | None = None,
+        custom_prompt: str | None = None,
+    ) -> list[JudgmentDict]:
+        tasks = self._multi_turn_tasks(
+            conversations_questions,
+            conversations_answers,
+            conversations_references,
+            custom_prompt=custom_prompt,
+        )
+        return dicts(await self.arun(tasks))
+
+    def evaluate_multi_turn(
+        self: Judge,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        *,
+        references: Sequence[str] | None = None,
+        custom_prompt: str | None = None,
+    ) -> JudgmentDict:
+        """The turns' `questions`, `answers` and, optionally, `references`."""
+        tasks = self._multi_turn_tasks(
+            [questions],
+            [answers],
+            [references],
+            custom_prompt=custom_prompt,
+        )
+        return dicts(self.run(tasks))[0]
+
+    async def evaluate_multi_turn_async(
+        self: Judge,
+        questions: Sequence[str],
+        answers: Sequence[str],
+        *,
+        references: Sequence[str] | None = None,
+        custom_prompt: str | None = None,
+    ) -> JudgmentDict:
+        tasks = self._multi_turn_tasks(
+            [questions],
+            [answers],
+            [references],
+            custom_prompt=custom_prompt,
+        )
+        return dicts(await self.arun(tasks))[0]

@@ -1,0 +1,282 @@
+"""The seed's rubric and comparative dict methods of `Judge` (see `seed_forms`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from llm_feedback.judges.kinds import JudgeItem, KindOptions
+from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
+from llm_feedback.judges.requests import check_score_range
+from llm_feedback.judges.seed_forms import Images, JudgmentDict, dicts, pair_dicts, zip_items
+
+if TYPE_CHECKING:
+    from llm_feedback.judges.judge import Judge, JudgeTask
+
+
+class RubricAndComparativeForms:
+    """The rubric and comparative dict forms; `Judge` provides and runs the tasks."""
+
+    # -- with rubric: "scores" maps each criterion to an integer or None ------------------
+    def _rubric_tasks(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int],
+        references: Sequence[str | None] | None,
+        contexts: Sequence[str | None] | None,
+        custom_prompt: str | None,
+        item_images: Sequence[Images] | None,
+    ) -> list[JudgeTask]:
+        rows = zip_items(
+            questions=questions,
+            predictions=predictions,
+            references=references,
+            contexts=contexts,
+            item_images=item_images,
+        )
+        return [
+            self.rubric_task(
+                question,
+                prediction,
+                rubric,
+                score_range=score_range,
+                reference=reference,
+                context=context,
+                custom_prompt=custom_prompt,
+                images=images,
+            )
+            for question, prediction, reference, context, images in rows
+        ]
+
+    def evaluate_with_rubric_batch(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        references: Sequence[str | None] | None = None,
+        contexts: Sequence[str | None] | None = None,
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        """Scores per criterion of `rubric` ({name: description}) under "scores"."""
+        tasks = self._rubric_tasks(
+            questions,
+            predictions,
+            rubric,
+            score_range=score_range,
+            references=references,
+            contexts=contexts,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(self.run(tasks), "scores")
+
+    async def evaluate_with_rubric_batch_async(
+        self: Judge,
+        questions: Sequence[str],
+        predictions: Sequence[str],
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        references: Sequence[str | None] | None = None,
+        contexts: Sequence[str | None] | None = None,
+        custom_prompt: str | None = None,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        tasks = self._rubric_tasks(
+            questions,
+            predictions,
+            rubric,
+            score_range=score_range,
+            references=references,
+            contexts=contexts,
+            custom_prompt=custom_prompt,
+            item_images=item_images,
+        )
+        return dicts(await self.arun(tasks), "scores")
+
+    def evaluate_with_rubric(
+        self: Judge,
+        question: str,
+        prediction: str,
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        reference: str | None = None,
+        context: str | None = None,
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        """Scores per criterion of `rubric` ({name: description}) under "scores"."""
+        tasks = self._rubric_tasks(
+            [question],
+            [prediction],
+            rubric,
+            score_range=score_range,
+            references=[reference],
+            contexts=[context],
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return dicts(self.run(tasks), "scores")[0]
+
+    async def evaluate_with_rubric_async(
+        self: Judge,
+        question: str,
+        prediction: str,
+        rubric: Mapping[str, str],
+        *,
+        score_range: Sequence[int] = (1, 5),
+        reference: str | None = None,
+        context: str | None = None,
+        custom_prompt: str | None = None,
+        images: Images = None,
+    ) -> JudgmentDict:
+        tasks = self._rubric_tasks(
+            [question],
+            [prediction],
+            rubric,
+            score_range=score_range,
+            references=[reference],
+            contexts=[context],
+            custom_prompt=custom_prompt,
+            item_images=[images],
+        )
+        return (dicts(await self.arun(tasks), "scores"))[0]
+
+    # -- comparative: which response is better, in both orders unless swap=False ----------
+    def _comparative_tasks(
+        self: Judge,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None,
+        score_range: Sequence[int],
+        custom_prompt: str | None,
+        swap: bool,
+        item_images: Sequence[Images] | None,
+    ) -> list[JudgeTask]:
+        options = KindOptions(check_score_range(score_range))
+        rows = zip_items(
+            questions=questions,
+            responses1=responses1,
+            responses2=responses2,
+            contexts=contexts,
+            item_images=item_images,
+        )
+        tasks: list[JudgeTask] = []
+        for question, first, second, context, images in rows:
+            item = JudgeItem(
+                question,
+                first,
+                other_response=second,
+                context=context,
+                custom_prompt=custom_prompt,
+            )
+            tasks += self.comparison_tasks("pairwise", item, options, images=images, swap=swap)
+        return tasks
+
+    def evaluate_comparative_batch(
+        self: Judge,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        """Which response of each pair is better; "raw_response" and "prompt" list the
+        orders judged (orders that disagree make a tie)."""
+        tasks = self._comparative_tasks(
+            questions,
+            responses1,
+            responses2,
+            contexts=contexts,
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            swap=swap,
+            item_images=item_images,
+        )
+        return pair_dicts(self.run(tasks), swap)
+
+    async def evaluate_comparative_batch_async(
+        self: Judge,
+        questions: Sequence[str],
+        responses1: Sequence[str],
+        responses2: Sequence[str],
+        *,
+        contexts: Sequence[str | None] | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+        item_images: Sequence[Images] | None = None,
+    ) -> list[JudgmentDict]:
+        tasks = self._comparative_tasks(
+            questions,
+            responses1,
+            responses2,
+            contexts=contexts,
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            swap=swap,
+            item_images=item_images,
+        )
+        return pair_dicts(await self.arun(tasks), swap)
+
+    def evaluate_comparative(
+        self: Judge,
+        question: str,
+        response1: str,
+        response2: str,
+        *,
+        context: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+        images: Images = None,
+    ) -> JudgmentDict:
+        """Which response is better: result "winner" "A" (response1), "B", "tie" or None."""
+        tasks = self._comparative_tasks(
+            [question],
+            [response1],
+            [response2],
+            contexts=[context],
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            swap=swap,
+            item_images=[images],
+        )
+        return pair_dicts(self.run(tasks), swap)[0]
+
+    async def evaluate_comparative_async(
+        self: Judge,
+        question: str,
+        response1: str,
+        response2: str,
+        *,
+        context: str | None = None,
+        score_range: Sequence[int] = MT_BENCH_SCALE,
+        custom_prompt: str | None = None,
+        swap: bool = True,
+        images: Images = None,
+    ) -> JudgmentDict:
+        tasks = self._comparative_tasks(
+            [question],
+            [response1],
+            [response2],
+            contexts=[context],
+            score_range=score_range,
+            custom_prompt=custom_prompt,
+            swap=swap,
+            item_images=[images],
+        )
+        return pair_dicts(await self.arun(tasks), swap)[0]
