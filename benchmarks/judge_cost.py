@@ -8,6 +8,7 @@ projects' prompts are read at run time from copies the user fetched; none is shi
     python benchmarks/judge_cost.py [--prompts 50]
         [--ultrafeedback-repo DIR]   # a clone (or bare git dir) of OpenBMB/UltraFeedback
         [--distilabel-wheel FILE]    # e.g. `pip download --no-deps distilabel==1.5.3`
+    (or BENCH_ULTRAFEEDBACK_REPO / BENCH_DISTILABEL_WHEEL in the environment)
 
 Completions: MT-Bench's first turns as instructions, each with four real answers (the two
 Llama-3-8B variants' answers to its two turns, from ../shared/data/mt_bench) so that the
@@ -29,6 +30,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -314,11 +316,21 @@ def _distilabel_system_prompt(source: bytes) -> str:
     raise SystemExit("distilabel's UltraFeedback task has no _system_prompt default any more")
 
 
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=50)
-    parser.add_argument("--ultrafeedback-repo", type=Path)
-    parser.add_argument("--distilabel-wheel", type=Path)
+    # Under `make bench` the copies come from the environment (nothing fetched is shipped).
+    parser.add_argument(
+        "--ultrafeedback-repo", type=Path, default=_env_path("BENCH_ULTRAFEEDBACK_REPO")
+    )
+    parser.add_argument(
+        "--distilabel-wheel", type=Path, default=_env_path("BENCH_DISTILABEL_WHEEL")
+    )
     args = parser.parse_args()
     frame, origin = completions_frame(args.prompts)
     tokenize = smollm2_tokenizer()
