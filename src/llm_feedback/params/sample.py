@@ -13,6 +13,7 @@ from llm_feedback.principles import (
     validate_calibration_rate,
     validate_principle_weights,
 )
+from llm_feedback.prompt_templates import check_prompt_templates, system_prompts
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,18 @@ class SampleParams:
     max_prompts: int | None = None
     verbalized_calibration_rate: float = DEFAULT_VERBALIZED_CALIBRATION_RATE
     principle_weights: Mapping[str, Mapping[str, float]] | None = None
+    # Per principle, its system prompts (`principles.txt` of `prompt_templates` over ours).
+    system_prompts: Mapping[str, tuple[str, ...]] | None = None  # None: ours
 
 
-def parse_sample(sample: Any, model_pool: Any) -> SampleParams:
+def parse_sample(sample: Any, model_pool: Any, prompt_templates: Any = None) -> SampleParams:
     if not isinstance(model_pool, Mapping) or not model_pool:
         raise ConfigError("model_pool must map model names to definitions")
-    allowed = [name for name in defaults_of(SampleParams) if name != "models"]
+    allowed = [
+        name for name in defaults_of(SampleParams) if name not in ("models", "system_prompts")
+    ]
     block = Block(sample, "sample", allowed, defaults_of(SampleParams))
+    folder = check_prompt_templates(prompt_templates, "prompt_templates")
     weights = block.mapping("principle_weights", nullable=True)
     validate_principle_weights(weights, "sample.principle_weights")
     rate = validate_calibration_rate(
@@ -42,4 +48,5 @@ def parse_sample(sample: Any, model_pool: Any) -> SampleParams:
         max_prompts=block.integer("max_prompts", minimum=1, nullable=True),
         verbalized_calibration_rate=rate,
         principle_weights=weights,
+        system_prompts=system_prompts(folder) if folder else None,
     )

@@ -9,8 +9,10 @@ from llm_feedback.params import SampleParams, parse_sample
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
 
 
-def read_params(sample: Mapping[str, Any], model_pool: Mapping[str, Any]) -> SampleParams:
-    return parse_sample(sample, model_pool)
+def read_params(
+    sample: Mapping[str, Any], model_pool: Mapping[str, Any], prompt_templates: str | None
+) -> SampleParams:
+    return parse_sample(sample, model_pool, prompt_templates)
 
 
 def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
@@ -27,4 +29,5 @@ def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
         principle_weights=params.principle_weights,
         verbalized_calibration_rate=params.verbalized_calibration_rate,
         max_prompts=params.max_prompts,
+        system_prompts=params.system_prompts,
     )

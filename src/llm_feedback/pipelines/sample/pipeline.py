@@ -8,7 +8,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             node(
                 read_params,
-                ["params:sample", "params:model_pool"],
+                ["params:sample", "params:model_pool", "params:prompt_templates"],
                 "sample_params",
                 name="read_sample_params",
                 tags="params",
