@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from llm_feedback.errors import ConfigError
@@ -14,6 +15,7 @@ from llm_feedback.principles import (
     validate_principle_weights,
 )
 from llm_feedback.prompt_templates import check_prompt_templates, system_prompts
+from llm_feedback.sources import SOURCES, ULTRAFEEDBACK_SOURCE_COUNTS
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,39 @@ class SampleParams:
     principle_weights: Mapping[str, Mapping[str, float]] | None = None
     # Per principle, its system prompts (`principles.txt` of `prompt_templates` over ours).
     system_prompts: Mapping[str, tuple[str, ...]] | None = None  # None: ours
+    # Public source files by source (sources.read_source), read beside the prompt files.
+    source_files: Mapping[str, str] | None = None
+    prompt_files: bool = True  # read data/01_raw/prompts (raw_prompts_dir) as well
+    # At most this many prompts per source, seeded (FLAN stratified by task); null: all.
+    per_source: Mapping[str, int] | None = None
+
+
+def _source_files(files: Mapping[str, Any] | None) -> dict[str, str] | None:
+    if not files:
+        return None
+    for source, path in files.items():
+        if source not in SOURCES:
+            raise ConfigError(
+                f"sample.source_files.{source}: unknown source; one of {', '.join(SOURCES)}"
+            )
+        if not isinstance(path, str) or not Path(path).is_file():
+            raise ConfigError(f"sample.source_files.{source}: {path!r} is not a file")
+    return dict(files)
+
+
+def _per_source(counts: Any) -> dict[str, int] | None:
+    if counts is None:
+        return None
+    if counts == "ultrafeedback":
+        return dict(ULTRAFEEDBACK_SOURCE_COUNTS)
+    if not isinstance(counts, Mapping):
+        raise ConfigError(
+            f"sample.per_source must be null, 'ultrafeedback' or source: count, got {counts!r}"
+        )
+    for source, count in counts.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"sample.per_source.{source} must be an integer >= 1, got {count!r}")
+    return dict(counts)
 
 
 def parse_sample(sample: Any, model_pool: Any, prompt_templates: Any = None) -> SampleParams:
@@ -49,4 +84,7 @@ def parse_sample(sample: Any, model_pool: Any, prompt_templates: Any = None) -> 
         verbalized_calibration_rate=rate,
         principle_weights=weights,
         system_prompts=system_prompts(folder) if folder else None,
+        source_files=_source_files(block.mapping("source_files", nullable=True)),
+        prompt_files=block.boolean("prompt_files"),
+        per_source=_per_source(block.raw("per_source")),
     )

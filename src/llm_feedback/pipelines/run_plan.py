@@ -27,14 +27,14 @@ def _sampled_prompts(
 ) -> pd.DataFrame:
     if "sample_prompts" not in nodes:
         return catalog.load("sampled_prompts")
-    if "combine_prompt_sources" in nodes:
-        raw = combine_sources(catalog.load("raw_prompt_files"))
-    else:
-        raw = catalog.load("raw_prompts")
     # Sampling is free and seeded: the plan draws exactly what the run will draw.
     params = parse_sample(
         parameters.get("sample"), parameters.get("model_pool"), parameters.get("prompt_templates")
     )
+    if "combine_prompt_sources" in nodes:
+        raw = combine_sources(catalog.load("raw_prompt_files"), params)
+    else:
+        raw = catalog.load("raw_prompts")
     return sample(raw, params)
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 
 from llm_feedback.params import SampleParams, parse_sample
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
+from llm_feedback.sources import read_source, sample_per_source
 
 
 def read_params(
@@ -15,9 +16,21 @@ def read_params(
     return parse_sample(sample, model_pool, prompt_templates)
 
 
-def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
-    """Every file under data/01_raw/prompts is one prompt source."""
-    return combine_prompt_sources({name: load() for name, load in sorted(raw_prompt_files.items())})
+def combine_sources(
+    raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]], params: SampleParams
+) -> pd.DataFrame:
+    """Every file under data/01_raw/prompts is one prompt source (unless `prompt_files` is
+    false), and each public source file of `source_files`; `per_source` caps each."""
+    frames = {}
+    if params.prompt_files:
+        frames = {name: load() for name, load in sorted(raw_prompt_files.items())}
+    for source, path in (params.source_files or {}).items():
+        frames[f"{source} ({path})"] = read_source(source, path)
+    sampled = {
+        name: sample_per_source(frame, params.per_source, params.seed)
+        for name, frame in frames.items()
+    }
+    return combine_prompt_sources(sampled)
 
 
 def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:

@@ -13,7 +13,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="read_sample_params",
                 tags="params",
             ),
-            node(combine_sources, "raw_prompt_files", "raw_prompts", name="combine_prompt_sources"),
+            node(
+                combine_sources,
+                ["raw_prompt_files", "sample_params"],
+                "raw_prompts",
+                name="combine_prompt_sources",
+            ),
             node(
                 sample, ["raw_prompts", "sample_params"], "sampled_prompts", name="sample_prompts"
             ),
