@@ -3,11 +3,12 @@ model without a system role no principle prompt) and response clean-up (UltraFee
 a response at four newlines and stripped `</s>`), against the project's server."""
 
 import pytest
+import yaml
 
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool
 from llm_feedback.errors import ConfigError
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import endpoints_via
+from tests.conftest import PROJECT_ROOT, endpoints_via
 
 REPLY = "First part.</s>\n\n\n\nA rambling tail that should go.</s>"
 
@@ -73,3 +74,16 @@ def test_bad_model_handling_is_named(definition, problem):
     )
     with pytest.raises(ConfigError, match=problem):
         parse_model_pool({"m": {"endpoint": "local", **definition}}, endpoints, {})
+
+
+def test_the_diverse_pool_documented_in_conf_base_parses():
+    text = (PROJECT_ROOT / "conf" / "base" / "parameters.yml").read_text()
+    block = text.split("#   model_pool:\n", 1)[1].split("\n# Per model:", 1)[0]
+    pool = yaml.safe_load("\n".join(line.removeprefix("#   ") for line in block.splitlines()))
+    assert len(pool) == 8
+    names = {definition["endpoint"] for definition in pool.values()}
+    endpoint = {"backend": "openai", "model": "m", "base_url": "http://h"}
+    specs = parse_model_pool(pool, parse_endpoints(dict.fromkeys(names, endpoint)), {})
+    assert specs["wizardlm-7b"].system_prompt == "drop"
+    assert specs["wizardlm-7b"].cleanup.apply("Answer.</s>\n\n\n\nMore") == "Answer."
+    assert specs["gemma-2-9b"].system_prompt == "fold"
