@@ -13,9 +13,9 @@ from llm_feedback.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_sample
 from llm_feedback.templates import use_template_folder
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import endpoints_via
+from tests.conftest import PROJECT_ROOT, endpoints_via
 
-TEMPLATES = Path(__file__).parents[1] / "fixtures" / "uf_layout_templates"
+TEMPLATES = PROJECT_ROOT / "conf" / "base" / "templates" / "ultrafeedback_layout"
 JUDGE_SYSTEM = (TEMPLATES / "system_aspect.txt").read_text().strip()
 TEACHER_SYSTEM = (TEMPLATES / "system_teacher.txt").read_text().strip()
 PRINCIPLE_PROMPTS = {
