@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from llm_feedback.annotation.aspects import build_aspect_request
+from llm_feedback.annotation.critique import build_critique_request
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_sample
-from llm_feedback.templates import use_template_folder
+from llm_feedback.templates import load_template, use_template_folder
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
@@ -128,6 +130,23 @@ def test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands(ru
         for completion in record.completions:
             for annotation in completion["annotations"].values():
                 assert annotation["Rating"] == "N/A" or 1 <= int(annotation["Rating"]) <= 5
+
+
+def test_a_file_of_parts_only_keeps_the_rest_of_the_package_template(tmp_path):
+    (tmp_path / "aspect_honesty.txt").write_text("--- text ---\n[[{position}]]\n{text}\n")
+    (tmp_path / "critique.txt").write_text("--- reply ---\nEnd with: Overall Score: N\n")
+    endpoints = {"local": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9"}}
+    params = parse_annotate({"judge": {"endpoint": "local"}}, endpoints, str(tmp_path))
+    use_template_folder(params.prompt_templates)
+    honesty = build_aspect_request("honesty", "Say hi.", ["Hi.", "Hello."], [1, 0])
+    other = build_aspect_request("helpfulness", "Say hi.", ["Hi.", "Hello."], [1, 0])
+    prompt = honesty.messages[-1]["content"]
+    assert prompt.startswith(load_template("aspect").split("{", 1)[0])  # package main text
+    assert "[[1]]" in prompt and "[[2]]" in prompt
+    assert "[[1]]" not in other.messages[-1]["content"]  # only honesty's calls change
+    review = build_critique_request("Say hi.", "Hi.", "helpfulness")
+    assert review.messages[-1]["content"].startswith("Review an AI assistant's answer")
+    assert "End with: Overall Score: N" in review.messages[-1]["content"]
 
 
 def _folder_with(tmp_path: Path, name: str, text: str) -> Path:

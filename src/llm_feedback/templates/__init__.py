@@ -98,7 +98,9 @@ def _parts(name: str) -> dict[str, str]:
         for candidate in dict.fromkeys((family, name)):
             replacement = folder / f"{candidate}.txt"
             if replacement.is_file():
-                parts.update(read_parts(replacement.read_text(encoding="utf-8"), str(replacement)))
+                replaced = read_parts(replacement.read_text(encoding="utf-8"), str(replacement))
+                # A file of named parts only leaves the main text as it was.
+                parts.update({part: text for part, text in replaced.items() if part or text})
     return parts
 
 
