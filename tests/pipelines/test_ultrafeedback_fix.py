@@ -236,3 +236,26 @@ def test_bad_records_name_the_file_record_and_field(tmp_path):
         PublishedTables(csv)
     with pytest.raises(InputError, match="missing.parquet does not exist"):
         PublishedTables(tmp_path / "missing.parquet")
+
+
+def test_recritique_replaces_the_published_critiques_before_the_fix(tmp_path, run_kedro):
+    def judge(body, ctx):
+        schema = body["response_format"]["json_schema"]["schema"]
+        if "feedback" in schema["properties"]:
+            return json.dumps({"feedback": "Our own review.", "overall_score": 10})
+        return RESCORE
+
+    source = write_records(tmp_path)
+    with FakeLLMServer(responder=judge) as server:
+        params = {
+            "endpoints": endpoints_via(server),
+            "ultrafeedback_fix": {"records_path": str(source), "recritique": True},
+        }
+        catalog = run_kedro("ultrafeedback_fix", params)["catalog"]
+    critiques = catalog.load("uf_critiques").read()
+    assert len(critiques) == 10 and (critiques["critique"] == "Our own review.").all()
+    fixed = read_back(tmp_path / "data", tmp_path)
+    # Every completion now has a 10: fine-grained <= 2 flips, <= 4 is re-annotated (7).
+    expected = [[1.0, 7.0, 10.0, 1.0], [7.0, 10.0, 1.0, 7.0], [10.0, 7.0]]
+    assert [[c["overall_score"] for c in r["completions"]] for r in fixed] == expected
+    assert {c["critique"] for r in fixed for c in r["completions"]} == {"Our own review."}

@@ -21,6 +21,7 @@ class UltraFeedbackFixParams:
     judge_model: str = PUBLISHED_JUDGE  # who wrote the published annotations
     reannotate: bool = True  # False: re-annotation candidates keep their published score
     rejudge_aspects: tuple[str, ...] = ()  # re-rated by annotate.judge before the fix
+    recritique: bool = False  # critiques and overall scores written anew by annotate.judge
     # The judge, thresholds, re-asks and sampling: `params:annotate`'s.
     annotate: AnnotateParams | None = None
 
@@ -54,5 +55,6 @@ def parse_ultrafeedback_fix(
         judge_model=block.text("judge_model"),
         reannotate=block.boolean("reannotate"),
         rejudge_aspects=tuple(rejudge),
+        recritique=block.boolean("recritique"),
         annotate=parse_annotate(annotate, endpoints, prompt_templates),
     )

@@ -14,7 +14,11 @@ from llm_feedback.annotation.score_fix import (
     collect_scores,
     plan_score_fix,
 )
-from llm_feedback.annotation.stages import aspect_annotations_table, fix_overall_scores
+from llm_feedback.annotation.stages import (
+    aspect_annotations_table,
+    critiques_table,
+    fix_overall_scores,
+)
 from llm_feedback.backends import LLMClient
 from llm_feedback.params.ultrafeedback_fix import UltraFeedbackFixParams, parse_ultrafeedback_fix
 from llm_feedback.parquet_source import ParquetSource
@@ -62,6 +66,27 @@ def rejudge_aspects(
         ).frame()
     kept = kept[~kept["aspect"].isin(params.rejudge_aspects)]
     return pd.concat([kept, rejudged[kept.columns]], ignore_index=True)
+
+
+def recritique(
+    completions: pd.DataFrame,
+    published: ParquetSource,
+    params: UltraFeedbackFixParams,
+    request_cache: str | None,
+) -> pd.DataFrame | SpooledTable:
+    """The published critiques, or (`recritique`) the judge's own."""
+    if not params.recritique:
+        return published.read()
+    annotate = params.annotate
+    use_template_folder(annotate.prompt_templates)
+    with LLMClient(annotate.endpoint, request_cache) as judge:
+        return critiques_table(
+            completions,
+            judge,
+            max_reasks=annotate.max_reasks,
+            sampling=annotate.critique_sampling,
+            fail_loud=True,
+        )
 
 
 def fix_scores(

@@ -5,6 +5,7 @@ from llm_feedback.pipelines.ultrafeedback_fix.nodes import (
     fix_scores,
     read_params,
     read_records,
+    recritique,
     rejudge_aspects,
 )
 
@@ -29,7 +30,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             node(
                 read_records,
                 "uf_fix_params",
-                ["uf_completions", "uf_published_annotations", "uf_critiques"],
+                ["uf_completions", "uf_published_annotations", "uf_published_critiques"],
                 name="read_ultrafeedback_records",
             ),
             node(
@@ -42,6 +43,17 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 "uf_aspect_annotations",
                 name="rejudge_ultrafeedback_aspects",
+            ),
+            node(
+                recritique,
+                [
+                    "uf_completions",
+                    "uf_published_critiques",
+                    "uf_fix_params",
+                    "params:request_cache",
+                ],
+                "uf_critiques",
+                name="recritique_ultrafeedback",
             ),
             node(
                 fix_scores,
