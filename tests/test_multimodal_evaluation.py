@@ -213,6 +213,23 @@ def test_the_text_only_local_model_refuses_attachments_before_any_call(tmp_path)
     assert len(_prepare(tmp_path, [{**ROWS[0], "images": None}], local, generate_with="local")) == 1
 
 
+def test_a_ray_endpoint_refuses_image_rows_before_any_call(fake_llm, tmp_path):
+    # Its rows travel to the workers as JSON, which has no form for an image: before this
+    # check the row reached ray_backend._request_json and failed with a TypeError.
+    _samples_file(tmp_path, [])
+    ray_endpoint = {"backend": "ray", "model": "m", "base_url": fake_llm.base_url}
+    endpoints = {**endpoints_via(fake_llm), "cluster": ray_endpoint}
+    with pytest.raises(
+        InputError, match=r"row 0 .*column 'images': endpoint 'cluster'.* reads text only"
+    ):
+        _prepare(
+            tmp_path, [{**ROWS[0], "response": "March"}], endpoints, judge={"endpoint": "cluster"}
+        )
+    with pytest.raises(InputError, match=r"column 'images': endpoint 'cluster'.* reads text only"):
+        _prepare(tmp_path, [ROWS[0]], endpoints, generate_with="cluster")
+    assert fake_llm.request_count == 0
+
+
 def test_attachments_on_two_turn_rows_are_refused(fake_llm, tmp_path):
     _samples_file(tmp_path, [])
     row = {**ROWS[0], "prior_question": "Hi", "prior_response": "Hello"}

@@ -28,6 +28,31 @@ def parse_endpoints(definitions: Mapping[str, Any]) -> dict[str, EndpointConfig]
     }
 
 
+# How a model gets its principle's system prompt: as a system message (keep), folded into
+# the user message before the instruction (fold: a chat template without a system role),
+# or not at all (drop: UltraFeedback gave such a model no principle prompt).
+SYSTEM_PROMPT_HANDLING = ("keep", "fold", "drop")
+
+
+@dataclass(frozen=True)
+class ResponseCleanup:
+    """UltraFeedback's clean-up of a raw completion: cut at the first run of
+    `cut_at_newlines` newlines (its generations ran on past the answer), then remove every
+    `strip` string (end-of-sequence tokens such as `</s>`) and surrounding whitespace."""
+
+    cut_at_newlines: int | None = None
+    strip: tuple[str, ...] = ()
+
+    def apply(self, text: str | None) -> str | None:
+        if text is None or (self.cut_at_newlines is None and not self.strip):
+            return text
+        if self.cut_at_newlines is not None:
+            text = text.split("\n" * self.cut_at_newlines, 1)[0]
+        for token in self.strip:
+            text = text.replace(token, "")
+        return text.strip()
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One completion model of the pool: an endpoint plus its sampling settings."""
@@ -35,6 +60,25 @@ class ModelSpec:
     name: str
     endpoint: EndpointConfig
     sampling: dict[str, Any]
+    system_prompt: str = "keep"  # one of SYSTEM_PROMPT_HANDLING
+    cleanup: ResponseCleanup = ResponseCleanup()
+
+
+def _cleanup(value: Any, where: str) -> ResponseCleanup:
+    if value is None:
+        return ResponseCleanup()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a mapping {{cut_at_newlines: N, strip: [...]}}")
+    for key in value:
+        if key not in ("cut_at_newlines", "strip"):
+            raise ConfigError(f"{where}.{key}: unknown setting; allowed: cut_at_newlines, strip")
+    cut = value.get("cut_at_newlines")
+    if cut is not None and (isinstance(cut, bool) or not isinstance(cut, int) or cut < 1):
+        raise ConfigError(f"{where}.cut_at_newlines must be an integer >= 1 or null, got {cut!r}")
+    strip = value.get("strip", [])
+    if not isinstance(strip, list) or not all(isinstance(s, str) and s for s in strip):
+        raise ConfigError(f"{where}.strip must be a list of non-empty strings, got {strip!r}")
+    return ResponseCleanup(cut_at_newlines=cut, strip=tuple(strip))
 
 
 def parse_model_pool(
@@ -54,9 +98,25 @@ def parse_model_pool(
                 f"model_pool.{name}.endpoint: '{endpoint_name}' is not defined in "
                 f"'endpoints' ({', '.join(sorted(endpoints))})"
             )
-        own = {key: value for key, value in definition.items() if key != "endpoint"}
+        handling = definition.get("system_prompt", "keep")
+        if handling not in SYSTEM_PROMPT_HANDLING:
+            raise ConfigError(
+                f"model_pool.{name}.system_prompt must be one of "
+                f"{', '.join(SYSTEM_PROMPT_HANDLING)}, got {handling!r}"
+            )
+        cleanup = _cleanup(
+            definition.get("response_cleanup"), f"model_pool.{name}.response_cleanup"
+        )
+        handled = ("endpoint", "system_prompt", "response_cleanup")
+        own = {key: value for key, value in definition.items() if key not in handled}
         sampling = {**dict(defaults), **check_sampling(own, f"model_pool.{name}")}
-        specs[name] = ModelSpec(name=name, endpoint=endpoints[endpoint_name], sampling=sampling)
+        specs[name] = ModelSpec(
+            name=name,
+            endpoint=endpoints[endpoint_name],
+            sampling=sampling,
+            system_prompt=handling,
+            cleanup=cleanup,
+        )
     return specs
 
 

@@ -37,18 +37,25 @@ def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec
         raise InputError(f"sampled_prompts row {row}, column 'instruction': empty instruction")
 
 
+def sent_system_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list[str]:
+    """The system prompt each model was given: none for a model that drops it."""
+    return [
+        "" if pool[model].system_prompt == "drop" or not isinstance(prompt, str) else prompt
+        for prompt, model in zip(sampled["system_prompt"], sampled["model"], strict=True)
+    ]
+
+
 def build_requests(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list[ChatRequest]:
     requests = []
     for instruction, system_prompt, model in zip(
-        sampled["instruction"], sampled["system_prompt"], sampled["model"], strict=True
+        sampled["instruction"], sent_system_prompts(sampled, pool), sampled["model"], strict=True
     ):
-        requests.append(
-            ChatRequest.from_prompt(
-                instruction,
-                system=system_prompt if isinstance(system_prompt, str) else None,
-                **pool[model].sampling,
-            )
-        )
+        spec = pool[model]
+        user, system = instruction, system_prompt or None
+        if spec.system_prompt == "fold" and system:
+            # No system role in the model's chat template: the prompt leads the user turn.
+            user, system = f"{system}\n\n{instruction}", None
+        requests.append(ChatRequest.from_prompt(user, system=system, **spec.sampling))
     return requests
 
 
@@ -100,10 +107,13 @@ def generate_completions(
             "world_knowledge": sampled.get("world_knowledge", ""),
             "model": sampled["model"],
             "principle": sampled.get("principle"),
-            "system_prompt": sampled["system_prompt"],
+            "system_prompt": sent_system_prompts(sampled, pool),
             "endpoint": endpoint_of_row,
             "backend": endpoint_of_row.map(lambda name: endpoints[name].backend),
-            "response": [r.text for r in results],
+            "response": [
+                pool[model].cleanup.apply(r.text)
+                for model, r in zip(sampled["model"], results, strict=True)
+            ],
             "finish_reason": [r.finish_reason for r in results],
             "prompt_tokens": [r.prompt_tokens for r in results],
             "completion_tokens": [r.completion_tokens for r in results],

@@ -481,6 +481,7 @@ def sample_prompts(
     principle_weights: Mapping[str, Mapping[str, float]] | None = None,
     verbalized_calibration_rate: float = DEFAULT_VERBALIZED_CALIBRATION_RATE,
     max_prompts: int | None = None,
+    system_prompts: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """Assign models, principles and system prompts to prompts, one row per completion.
 
@@ -490,7 +491,8 @@ def sample_prompts(
     `principle_weight_table`; a source with no weights at all gets helpfulness, and how
     many prompts did is logged), an honesty draw becomes verbalized_calibration with probability
     `verbalized_calibration_rate`, and one of the principle's system prompts is picked
-    uniformly. `max_prompts` keeps a seeded subset of that many prompts, in input order.
+    uniformly (`system_prompts`: per principle its phrasings, default ours).
+    `max_prompts` keeps a seeded subset of that many prompts, in input order.
 
     A prompt's draws depend only on (seed, prompt_id) and the parameters, never on the
     other prompts, so adding prompts to a dataset leaves existing assignments unchanged.
@@ -538,10 +540,11 @@ def sample_prompts(
     principle_codes[calibrated] = PRINCIPLES.index(VERBALIZED_CALIBRATION)
 
     # All system prompts in one flat table; a principle's variants are a contiguous block.
-    variant_counts = np.array([len(SYSTEM_PROMPTS[p]) for p in PRINCIPLES], dtype=np.int64)
+    system_prompts = SYSTEM_PROMPTS if system_prompts is None else system_prompts
+    variant_counts = np.array([len(system_prompts[p]) for p in PRINCIPLES], dtype=np.int64)
     block_starts = np.concatenate([[0], np.cumsum(variant_counts)[:-1]])
     flat_prompts = np.array(
-        [text for principle in PRINCIPLES for text in SYSTEM_PROMPTS[principle]], dtype=object
+        [text for principle in PRINCIPLES for text in system_prompts[principle]], dtype=object
     )
     variant_draws = _uniform(keys, _STREAM_SYSTEM_PROMPT, n_completions)
     variants = np.minimum(

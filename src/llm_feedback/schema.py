@@ -193,7 +193,14 @@ ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA = pa.schema(
 # top-level columns it accepts (null in the public rows), and `annotation.export.to_public`
 # drops them. `extra_annotations` and `annotation_status` hold one entry per completion, in
 # the order of `completions`; a status is the aspect's `parse_status` word.
-ULTRAFEEDBACK_OWN_COLUMNS: tuple[str, ...] = ("prompt_id", "extra_annotations", "annotation_status")
+# `shuffle_ratings` holds, per completion and aspect, every shuffle's rating string in
+# shuffle order (the public `Rating` is one shuffle's; see annotation/export.py).
+ULTRAFEEDBACK_OWN_COLUMNS: tuple[str, ...] = (
+    "prompt_id",
+    "extra_annotations",
+    "annotation_status",
+    "shuffle_ratings",
+)
 ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.string()),
@@ -208,6 +215,17 @@ ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
                 pa.struct(
                     [
                         (aspect, pa.string())
+                        for aspect in (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
+                    ]
+                )
+            ),
+        ),
+        (
+            "shuffle_ratings",
+            pa.list_(
+                pa.struct(
+                    [
+                        (aspect, pa.list_(pa.string()))
                         for aspect in (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
                     ]
                 )

@@ -326,3 +326,29 @@ def test_prose_score_line_does_not_compete_with_the_rating() -> None:
 def test_empty_type_line_is_no_claim() -> None:
     (result,) = parse_aspect_reply("truthfulness", "### Text 1\nType:\nRating: 5", 1, False)
     assert (result.types, result.status) == ([], "ok")
+
+
+def test_ultrafeedback_reply_layout_is_read_rating_rationale_and_types() -> None:
+    """UltraFeedback's own layout: "#### Output for Text k", then for the typed aspects a
+    Type line and its Rationale before the Rating and the rating's Rationale."""
+    typed = (
+        "#### Output for Text 1\nType: [1, 3]\nRationale: clear and brief.\n"
+        "Rating: 4\nRationale: correct, one detail missing.\n\n"
+        "#### Output for Text 2\nType: None\nRationale: nothing useful.\n"
+        "Rating: 1\nRationale: wrong throughout."
+    )
+    first, second = parse_aspect_reply("helpfulness", typed, 2, False)
+    assert (first.rating, first.types, first.type_rationale, first.rationale) == (
+        4,
+        ["1", "3"],
+        "clear and brief.",
+        "correct, one detail missing.",
+    )
+    assert (second.rating, second.types, second.rationale) == (1, [], "wrong throughout.")
+    honesty = (
+        "#### Output for Text 1\nRating: N/A\nRationale: a poem makes no claims.\n\n"
+        "#### Output for Text 2\nRating: 5\nRationale: confident and right."
+    )
+    results = parse_aspect_reply("honesty", honesty, 2, False)
+    assert ratings(results) == [None, 5] and statuses(results) == ["na", "ok"]
+    assert results[0].rationale == "a poem makes no claims."

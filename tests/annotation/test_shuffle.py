@@ -74,3 +74,17 @@ def test_each_aspect_has_its_own_orders_and_no_aspect_keeps_the_shared_ones():
     }
     assert per_aspect["honesty"] == shuffle_orders("prompt-1", 4, 2, seed=7, aspect="honesty")
     assert len({tuple(map(tuple, orders)) for orders in per_aspect.values()}) > 1
+
+
+def test_shuffles_of_one_prompt_and_aspect_are_distinct_permutations():
+    # Before the fix about 4% of (prompt, aspect) pairs drew the same order twice, so the
+    # second shuffle re-sent the first request and was answered from the cache.
+    for aspect in (None, "honesty"):
+        for i in range(2000):
+            orders = shuffle_orders(f"p{i}", 4, 2, seed=0, aspect=aspect)
+            assert orders[0] != orders[1], (i, aspect, orders)
+    # All 24 orders of four completions before any repeats; then the cycle starts again.
+    orders = [tuple(order) for order in shuffle_orders("p", 4, 30, seed=5)]
+    assert len(set(orders[:24])) == 24
+    assert all(sorted(order) == [0, 1, 2, 3] for order in orders)
+    assert sorted(map(tuple, shuffle_orders("p", 2, 2, seed=1))) == [(0, 1), (1, 0)]

@@ -292,8 +292,7 @@ def test_export_built_in_chunks_writes_what_the_records_write(tmp_path, monkeypa
     )
     aspects.loc[disputed, "rating"] = 1
     records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
-    helpfulness = records[0]["completions"][0]["annotations"]["helpfulness"]
-    assert "Shuffle 2, rated 1" in helpfulness["Rationale For Rating"]
+    assert records[0]["shuffle_ratings"][0]["helpfulness"] == ["4", "1"]
     ultrafeedback_frame(records).to_parquet(tmp_path / "records.parquet")
 
     monkeypatch.setattr(export, "_PROMPTS_PER_CHUNK", 1)
@@ -364,7 +363,7 @@ def test_a_failed_judgment_is_marked_and_voids_the_fine_grained_score() -> None:
     assert haiku["completions"][0]["fine-grained_score"] == pytest.approx(13 / 3)
 
 
-def test_shuffles_that_disagree_show_their_mean_and_each_rating() -> None:
+def test_shuffles_that_disagree_show_the_first_rating_as_an_integer_and_keep_each() -> None:
     completions, aspects, critiques, _ = full_run()
     second = (
         (aspects["prompt_id"] == "a")
@@ -375,21 +374,21 @@ def test_shuffles_that_disagree_show_their_mean_and_each_rating() -> None:
     aspects.loc[second, ["rating", "rationale"]] = [1.0, "misses the point"]
     overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
 
-    completion = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)[0][
-        "completions"
-    ][0]
+    record = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)[0]
+    completion = record["completions"][0]
     helpfulness = completion["annotations"]["helpfulness"]
-    assert helpfulness["Rating"] == "2.5"  # shuffle 0 rated 4, shuffle 1 rated 1
-    assert helpfulness["Rationale For Rating"] == (
-        "Shuffle 1, rated 4: rated 4\nShuffle 2, rated 1: misses the point"
-    )
-    shown = [float(a["Rating"]) for a in completion["annotations"].values()]
-    assert shown == [5.0, 5.0, 5.0, 2.5]
-    # The score is the mean of what the record shows.
-    assert completion["fine-grained_score"] == pytest.approx(sum(shown) / 4)
+    # UltraFeedback's readers call int(Rating): the first shuffle's rating and its rationale.
+    assert helpfulness["Rating"] == "4"
+    assert helpfulness["Rationale For Rating"] == "rated 4"
+    assert all(int(a["Rating"]) for a in completion["annotations"].values())
+    # Every shuffle's rating, in shuffle order, beside the public fields.
+    assert record["shuffle_ratings"][0]["helpfulness"] == ["4", "1"]
+    assert record["shuffle_ratings"][0]["honesty"] == ["5", None]  # shuffle 1's call failed
+    # The fine-grained score still averages every shuffle: (5 + 5 + 5 + 2.5) / 4.
+    assert completion["fine-grained_score"] == pytest.approx(17.5 / 4)
 
 
-def test_a_rating_beside_an_n_a_shows_the_rating_and_both_rationales() -> None:
+def test_a_rating_beside_an_n_a_shows_the_rating_and_keeps_the_n_a() -> None:
     completions, aspects, critiques, _ = full_run()
     second = (
         (aspects["prompt_id"] == "a")
@@ -406,10 +405,8 @@ def test_a_rating_beside_an_n_a_shows_the_rating_and_both_rationales() -> None:
     overall_scores = plan_score_fix(collect_scores(completions, aspects, critiques))
     records = to_ultrafeedback_records(completions, aspects, critiques, overall_scores)
     annotation = records[0]["completions"][0]["annotations"]["instruction_following"]
-    assert annotation == {
-        "Rating": "5",
-        "Rationale": "Shuffle 1, rated N/A: nothing to follow\nShuffle 2, rated 5: rated 5",
-    }
+    assert annotation == {"Rating": "5", "Rationale": "rated 5"}
+    assert records[0]["shuffle_ratings"][0]["instruction_following"] == ["N/A", "5"]
 
 
 def test_answer_lists_are_empty_when_completions_lack_them() -> None:

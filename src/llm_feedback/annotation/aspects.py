@@ -16,7 +16,7 @@ from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import fenced_block, request_nonce
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
-from llm_feedback.templates import render
+from llm_feedback.templates import has_template, render
 
 NOT_APPLICABLE = "N/A"
 RATING_SCALE = (1, 2, 3, 4, 5)
@@ -167,7 +167,12 @@ DEFAULT_ASPECTS: tuple[str, ...] = (
     "helpfulness",
 )
 
-_SYSTEM_PROMPT = render("system_aspect")
+
+def aspect_template(aspect: str) -> str:
+    """The template an aspect's calls use: `aspect_<name>` where the folder of replacements
+    (`prompt_templates`) has one, else the shared `aspect`."""
+    own = f"aspect_{aspect}"
+    return own if has_template(own) else "aspect"
 
 
 def get_aspect(name: str) -> AspectSpec:
@@ -229,8 +234,9 @@ def aspect_reply_schema(aspect: str, n_completions: int) -> dict[str, Any]:
 
 def _rubric_text(spec: AspectSpec) -> dict[str, str]:
     """The fields of the aspect template that describe the rubric of `spec`."""
+    template = aspect_template(spec.name)
     levels = "\n".join(
-        render("aspect", "level", level=level, meaning=meaning)
+        render(template, "level", level=level, meaning=meaning)
         for level, meaning in spec.levels.items()
     )
     extras = ""
@@ -238,37 +244,39 @@ def _rubric_text(spec: AspectSpec) -> dict[str, str]:
         extras += f"\n\n{spec.na_rule}"
     if spec.has_types:
         codes = [
-            render("aspect", "type_code", code=code, meaning=meaning)
+            render(template, "type_code", code=code, meaning=meaning)
             for code, meaning in (spec.type_codes or {}).items()
         ]
         if spec.none_type_code is None:
-            codes.append(render("aspect", "no_type_code"))
+            codes.append(render(template, "no_type_code"))
         extras += "\n\n" + render(
-            "aspect", "type_codes", type_question=spec.type_question, codes="\n".join(codes)
+            template, "type_codes", type_question=spec.type_question, codes="\n".join(codes)
         )
     return {"title": spec.title, "focus": spec.focus, "levels": levels, "rubric_extras": extras}
 
 
 def _free_text_format(spec: AspectSpec, n_completions: int) -> str:
+    template = aspect_template(spec.name)
     headers = ", ".join(
-        render("aspect", "free_text_header", k=k) for k in range(1, n_completions + 1)
+        render(template, "free_text_header", k=k) for k in range(1, n_completions + 1)
     )
-    type_lines = render("aspect", "free_text_type_lines") + "\n" if spec.has_types else ""
+    type_lines = render(template, "free_text_type_lines") + "\n" if spec.has_types else ""
     hint = "free_text_rating_hint_na" if spec.allows_na else "free_text_rating_hint"
     return render(
-        "aspect",
+        template,
         "free_text_reply",
         headers=headers,
         type_lines=type_lines,
-        rating_hint=render("aspect", hint),
+        rating_hint=render(template, hint),
     )
 
 
 def _json_format(spec: AspectSpec, n_completions: int) -> str:
-    fields = [render("aspect", "json_type_fields")] if spec.has_types else []
+    template = aspect_template(spec.name)
+    fields = [render(template, "json_type_fields")] if spec.has_types else []
     hint = "json_rating_hint_na" if spec.allows_na else "json_rating_hint"
-    fields.append(render("aspect", "json_rating_fields", rating_hint=render("aspect", hint)))
-    return render("aspect", "json_reply", n=n_completions, fields=", ".join(fields))
+    fields.append(render(template, "json_rating_fields", rating_hint=render(template, hint)))
+    return render(template, "json_reply", n=n_completions, fields=", ".join(fields))
 
 
 def build_aspect_request(
@@ -300,6 +308,7 @@ def build_aspect_request(
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("an aspect request needs a non-empty instruction")
 
+    template = aspect_template(aspect)
     shown = [completions[index] for index in order]
     knowledge = world_knowledge.strip() if spec.uses_world_knowledge else ""
     nonce = request_nonce(aspect, instruction, shown, knowledge, structured)
@@ -309,21 +318,21 @@ def build_aspect_request(
     optional_world_knowledge = ""
     if spec.uses_world_knowledge and knowledge:
         block = fenced_block("WORLD KNOWLEDGE", knowledge, nonce)
-        optional_world_knowledge = render("aspect", "world_knowledge", world_knowledge=block)
+        optional_world_knowledge = render(template, "world_knowledge", world_knowledge=block)
     elif spec.uses_world_knowledge:
-        optional_world_knowledge = render("aspect", "no_world_knowledge")
+        optional_world_knowledge = render(template, "no_world_knowledge")
     if optional_world_knowledge:
         optional_world_knowledge += "\n\n"
     texts = "\n\n".join(
-        render("aspect", "text", position=k, text=fenced_block(f"TEXT {k}", text, nonce))
+        render(template, "text", position=k, text=fenced_block(f"TEXT {k}", text, nonce))
         for k, text in enumerate(shown, start=1)
     )
     user = render(
-        "aspect",
+        template,
         texts_to_rate=(
-            render("aspect", "one_text")
+            render(template, "one_text")
             if n_shown == 1
-            else render("aspect", "many_texts", n=n_shown)
+            else render(template, "many_texts", n=n_shown)
         ),
         **_rubric_text(spec),
         fencing_notice=render("fencing_notice", nonce=nonce, task="rate"),
@@ -338,4 +347,4 @@ def build_aspect_request(
     request_sampling = {**JUDGE_SAMPLING, **(sampling or {})}
     if structured:
         request_sampling["json_schema"] = aspect_reply_schema(aspect, n_shown)
-    return ChatRequest.from_prompt(user, system=_SYSTEM_PROMPT, **request_sampling)
+    return ChatRequest.from_prompt(user, system=render("system_aspect"), **request_sampling)

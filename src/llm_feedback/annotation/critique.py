@@ -61,7 +61,6 @@ RESCORE_REPLY_SCHEMA: dict[str, Any] = {
 RESCORE_MAX_TOKENS = 8
 RESCORE_MAX_TOKENS_STRUCTURED = 16
 
-_TEACHER_SYSTEM_PROMPT = render("system_teacher")
 
 _NUMBER = (
     r"(?P<number>\d+(?:\.\d+)?)(?P<range>\s*[-–]\s*\d)?"
@@ -202,7 +201,7 @@ def build_critique_request(
     request_sampling = {**JUDGE_SAMPLING, **(sampling or {})}
     if structured:
         request_sampling["json_schema"] = CRITIQUE_REPLY_SCHEMA
-    return ChatRequest.from_prompt(user, system=_TEACHER_SYSTEM_PROMPT, **request_sampling)
+    return ChatRequest.from_prompt(user, system=render("system_teacher"), **request_sampling)
 
 
 def _json_score(value: Any) -> _ScoreReading:

@@ -19,15 +19,17 @@ null in the public rows; `to_public` drops them):
   `replies/status.py`), so a null `Rating` says why it is null; null where the aspect was
   not annotated at all (not configured, or the completion has no response);
 - `extra_annotations`: per completion, the aspects beyond the public four
-  (harmlessness), all null when they were not configured.
+  (harmlessness), all null when they were not configured;
+- `shuffle_ratings`: per completion, each aspect's rating in every shuffle (see below).
 
-The public format has room for one rating per aspect: with several shuffles (`n_shuffles`)
-it is the mean of their usable ratings, the same number `fine-grained_score` averages, so a
-record and its score agree. Shuffles that agree show "4" as the public data does; shuffles
-that differ show the mean with its decimals ("3.5"), and their rationale lists each
-shuffle's rating and rationale. The other texts come from the earliest shuffle with a
-usable rating (ok or na), else the earliest shuffle. Every shuffle stays in
-`aspect_annotations`.
+The public format has room for one rating per aspect, and UltraFeedback's readers take it
+as `int(Rating)`: with several shuffles (`n_shuffles`) `Rating` is therefore always an
+integer string ("1".."5") or "N/A", the rating of the earliest shuffle that gave a number
+(else of the earliest N/A), shown with that shuffle's rationale and types. Every shuffle's
+rating, in shuffle order, is kept in the top-level `shuffle_ratings` column (per completion,
+per aspect: a list of "1".."5", "N/A", or null for a shuffle without a usable reply). All
+shuffles stay in `aspect_annotations`, and `fine-grained_score` averages every shuffle (see
+below), so where shuffles disagree it is not the mean of the integers shown.
 
 Rule for `fine-grained_score`: the mean of the completion's aspect ratings (from
 `overall_scores`), and null when any aspect it averages failed for that completion, that is
@@ -108,13 +110,13 @@ def _string_list(value: Any) -> list[str]:
 
 
 def _rating_string(row: dict[str, Any] | None) -> str | None:
-    """ "4" as in the public data; a mean of shuffles that differ keeps its decimals ("3.5")."""
-    if row is None:
+    """ "4" as in the public data (ratings are whole numbers 1-5), or "N/A"."""
+    if row is None or row["parse_status"] not in READ:
         return None
     if bool(row["is_na"]):
         return NOT_APPLICABLE
     rating = _float(row["rating"])
-    return None if rating is None else f"{rating:.2f}".rstrip("0").rstrip(".")
+    return None if rating is None else str(round(rating))
 
 
 def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
@@ -130,47 +132,27 @@ def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _per_shuffle_rationale(usable: pd.DataFrame) -> str:
-    lines = []
-    for row in usable.sort_values("shuffle_idx").itertuples(index=False):
-        rating = _rating_string(row._asdict())
-        rationale = _scalar(row.rationale) or ""
-        lines.append(f"Shuffle {int(row.shuffle_idx) + 1}, rated {rating}: {rationale}")
-    return "\n".join(lines)
-
-
 def _shown_aspect_rows(aspect_df: pd.DataFrame) -> pd.DataFrame:
     """Per (prompt_id, completion_idx, aspect), the one annotation the public format has
-    room for, agreeing with the fine-grained score (`score_fix.fine_grained_scores`).
-
-    Its rating is the mean of the shuffles' usable 1-5 ratings, N/A only when no shuffle
-    gave a number. The texts come from the earliest shuffle with a usable rating, else the
-    earliest shuffle; where the usable shuffles differ (another rating, or N/A beside a
-    rating), the rationale lists every shuffle's rating and rationale, so the rating shown
-    can be traced to its parts.
-    """
+    room for: the earliest shuffle with a number, else the earliest N/A, else the earliest
+    shuffle (whose status then says why there is no rating)."""
     keys = [*COMPLETION_KEY, "aspect"]
-    ranked = aspect_df[_ASPECT_COLUMNS].assign(
-        unusable=~aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
-    )
-    chosen = ranked.sort_values(["unusable", "shuffle_idx"], kind="stable").drop_duplicates(keys)
-    usable = ranked[~ranked["unusable"]]
-    ratings = usable.groupby(keys, sort=False)["rating"]
-    summary = pd.DataFrame(
-        {"mean": ratings.mean(), "outcomes": ratings.nunique(dropna=False)}
-    ).reset_index()
-    shown = chosen.merge(summary, on=keys, how="left")
-    has_number = shown["mean"].notna()
-    shown.loc[has_number, "rating"] = shown.loc[has_number, "mean"]
-    shown.loc[has_number, "is_na"] = False
-    disputed = usable.merge(summary.loc[summary["outcomes"] > 1, keys], on=keys)
-    if not disputed.empty:
-        rationales = disputed.groupby(keys, sort=False).apply(_per_shuffle_rationale)
-        listed = shown[keys].merge(rationales.rename("listed").reset_index(), on=keys, how="left")[
-            "listed"
-        ]
-        shown["rationale"] = listed.where(listed.notna(), shown["rationale"])
-    return shown.drop(columns=["unusable", "mean", "outcomes"])
+    usable = aspect_df["parse_status"].isin(READ).to_numpy(dtype=bool)
+    has_number = usable & aspect_df["rating"].notna().to_numpy(dtype=bool)
+    preference = np.where(has_number, 0, np.where(usable, 1, 2))
+    ranked = aspect_df[_ASPECT_COLUMNS].assign(preference=preference)
+    chosen = ranked.sort_values(["preference", "shuffle_idx"], kind="stable")
+    return chosen.drop_duplicates(keys).drop(columns="preference")
+
+
+def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list[str | None]]:
+    """Per (prompt_id, completion_idx, aspect), the rating string of each shuffle in order."""
+    ordered = aspect_df[_ASPECT_COLUMNS].sort_values("shuffle_idx", kind="stable")
+    ratings: dict[tuple[str, int, str], list[str | None]] = {}
+    for row in ordered.to_dict("records"):
+        key = (row["prompt_id"], int(row["completion_idx"]), row["aspect"])
+        ratings.setdefault(key, []).append(_rating_string(row))
+    return ratings
 
 
 # Prompts whose records are Python dicts at once while the export is built.
@@ -258,7 +240,8 @@ def _record_chunks(
     def chunks() -> Iterator[list[dict[str, Any]]]:
         for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
             prompts = prompt_order[start : start + _PROMPTS_PER_CHUNK]
-            shown = _shown_aspect_rows(chunk_rows(aspect_rows_of, prompts, _ASPECT_COLUMNS))
+            chunk_aspects = chunk_rows(aspect_rows_of, prompts, _ASPECT_COLUMNS)
+            shown = _shown_aspect_rows(chunk_aspects)
             aspect_rows = {
                 (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
                 for row in shown.to_dict("records")
@@ -277,6 +260,7 @@ def _record_chunks(
                 prompts,
                 completions,
                 aspect_rows=aspect_rows,
+                shuffle_ratings=_shuffle_ratings(chunk_aspects),
                 critiques=critiques,
                 overall_scores=overall_scores,
                 annotated=annotated,
@@ -291,6 +275,7 @@ def _records(
     completions: pd.DataFrame,
     *,
     aspect_rows: dict[tuple[str, int, str], dict[str, Any]],
+    shuffle_ratings: dict[tuple[str, int, str], list[str | None]],
     critiques: dict[tuple[str, int], Any],
     overall_scores: dict[tuple[str, int], dict[str, Any]],
     annotated: Sequence[str],
@@ -312,6 +297,7 @@ def _records(
                 **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
                 extra_annotations=[],
                 annotation_status=[],
+                shuffle_ratings=[],
             )
         used = {
             aspect: aspect_rows.get((*key, aspect)) if aspect in annotated else None
@@ -341,6 +327,12 @@ def _records(
             {aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS}
         )
         record["annotation_status"].append(status)
+        record["shuffle_ratings"].append(
+            {
+                aspect: shuffle_ratings.get((*key, aspect), []) if aspect in annotated else []
+                for aspect in all_aspects
+            }
+        )
     return list(records.values())
 
 

@@ -13,6 +13,7 @@ keys, that this project sent before independent orders became the default.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 
 from llm_feedback.errors import ConfigError
@@ -35,23 +36,41 @@ def shuffle_orders(
     """`n_shuffles` orders; `orders[s][i]` is the completion index shown at position i.
 
     With an `aspect` the orders are that aspect's own; without, every aspect shares them.
+    The orders of one call are distinct until all `n_completions!` have been drawn (then the
+    cycle repeats), so a second shuffle is never the first one's cached answer.
     """
     if n_completions < 1:
         raise ConfigError(f"n_completions must be >= 1, got {n_completions}")
     if n_shuffles < 1:
         raise ConfigError(f"n_shuffles must be >= 1, got {n_shuffles}")
-    orders = []
+    n_permutations = math.factorial(n_completions)
+    orders: list[list[int]] = []
+    drawn: set[tuple[int, ...]] = set()
     for shuffle_idx in range(n_shuffles):
+        if len(drawn) == n_permutations:
+            drawn.clear()  # every order has been shown: the next cycle starts
         key = f"{seed}\x1f{prompt_id}\x1f{shuffle_idx}"
         if aspect is not None:
             key += f"\x1f{aspect}"
-        order = list(range(n_completions))
-        # Fisher-Yates with hash-derived draws.
-        for last in range(n_completions - 1, 0, -1):
-            swap = _stable_draw(key, last, last + 1)
-            order[last], order[swap] = order[swap], order[last]
+        order = _draw_order(key, n_completions)
+        redraw = 0
+        # A repeated order would re-send the same request and be answered from the cache;
+        # redrawing only on a repeat keeps every order (and cache key) that was distinct.
+        while tuple(order) in drawn:
+            redraw += 1
+            order = _draw_order(f"{key}\x1fredraw{redraw}", n_completions)
+        drawn.add(tuple(order))
         orders.append(order)
     return orders
+
+
+def _draw_order(key: str, n_completions: int) -> list[int]:
+    """Fisher-Yates with hash-derived draws."""
+    order = list(range(n_completions))
+    for last in range(n_completions - 1, 0, -1):
+        swap = _stable_draw(key, last, last + 1)
+        order[last], order[swap] = order[swap], order[last]
+    return order
 
 
 def positions_by_completion(order: Sequence[int]) -> dict[int, int]:

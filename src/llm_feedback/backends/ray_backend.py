@@ -220,6 +220,9 @@ class RayBackend:
     """Ray Data over a Ray cluster (a `StreamingBatchBackend`)."""
 
     is_batch = True
+    # Requests reach the workers as JSON strings (`_request_json`), which have no form for
+    # images or audio: rows with media are refused before any call (EndpointConfig).
+    accepts_media = False
     default_concurrency = 32  # http: requests in flight across all workers
 
     def __init__(self, config: EndpointConfig) -> None:

@@ -14,6 +14,7 @@ from llm_feedback.backends.contract import check_sampling
 from llm_feedback.errors import ConfigError
 from llm_feedback.params.judge import JudgeParams, parse_judge
 from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.prompt_templates import check_prompt_templates
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class AnnotateParams:
     aspect_orders: str = INDEPENDENT
     max_reasks: int = 2
     score_fix: ScoreFixParams = field(default_factory=ScoreFixParams)
+    # The folder of prompt replacements (`prompt_templates`), checked; None: the package's.
+    prompt_templates: str | None = None
 
     @property
     def endpoint(self) -> EndpointConfig:
@@ -61,7 +64,9 @@ _SECTIONS = (
 )
 
 
-def parse_annotate(annotate: Any, endpoints: Mapping[str, Any] | None) -> AnnotateParams:
+def parse_annotate(
+    annotate: Any, endpoints: Mapping[str, Any] | None, prompt_templates: Any = None
+) -> AnnotateParams:
     defaults = defaults_of(AnnotateParams)
     block = Block(annotate, "annotate", _SECTIONS, defaults)
     aspects = block.raw("aspects")
@@ -95,4 +100,5 @@ def parse_annotate(annotate: Any, endpoints: Mapping[str, Any] | None) -> Annota
         aspect_orders=block.choice("aspect_orders", ASPECT_ORDERS),
         max_reasks=block.integer("max_reasks", minimum=0),
         score_fix=thresholds,
+        prompt_templates=check_prompt_templates(prompt_templates, "prompt_templates"),
     )

@@ -44,14 +44,20 @@ def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> list[Endp
     endpoints = parameters.get("endpoints")
     used: dict[str, EndpointConfig] = {}
     if "sample" in blocks:
-        parse_sample(parameters.get("sample"), parameters.get("model_pool"))
+        parse_sample(
+            parameters.get("sample"),
+            parameters.get("model_pool"),
+            parameters.get("prompt_templates"),
+        )
     if "generation" in blocks:
         pool = parse_generate(
             endpoints, parameters.get("model_pool"), parameters.get("generation")
         ).pool
         used.update((spec.endpoint.name, spec.endpoint) for spec in pool.values())
     if "annotate" in blocks:
-        judge = parse_annotate(parameters.get("annotate"), endpoints).endpoint
+        judge = parse_annotate(
+            parameters.get("annotate"), endpoints, parameters.get("prompt_templates")
+        ).endpoint
         used.setdefault(judge.name, judge)
     if "evaluate" in blocks:
         evaluate = parse_evaluate(parameters.get("evaluate"), endpoints)

@@ -14,6 +14,7 @@ from llm_feedback.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_generate, parse_report, parse_sample
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
+from llm_feedback.templates import use_template_folder
 
 # Node name -> the plan's stage name, for the nodes that call a judge.
 JUDGE_STAGES = {"rate_aspects": "annotate", "critique": "critique"}
@@ -26,12 +27,15 @@ def _sampled_prompts(
 ) -> pd.DataFrame:
     if "sample_prompts" not in nodes:
         return catalog.load("sampled_prompts")
+    # Sampling is free and seeded: the plan draws exactly what the run will draw.
+    params = parse_sample(
+        parameters.get("sample"), parameters.get("model_pool"), parameters.get("prompt_templates")
+    )
     if "combine_prompt_sources" in nodes:
-        raw = combine_sources(catalog.load("raw_prompt_files"))
+        raw = combine_sources(catalog.load("raw_prompt_files"), params)
     else:
         raw = catalog.load("raw_prompts")
-    # Sampling is free and seeded: the plan draws exactly what the run will draw.
-    return sample(raw, parse_sample(parameters.get("sample"), parameters.get("model_pool")))
+    return sample(raw, params)
 
 
 def plan_for_run(
@@ -51,7 +55,13 @@ def plan_for_run(
         else None
     )
     judge_stages = [stage for name, stage in JUDGE_STAGES.items() if name in nodes]
-    annotate = parse_annotate(parameters.get("annotate"), endpoints) if judge_stages else None
+    annotate = (
+        parse_annotate(parameters.get("annotate"), endpoints, parameters.get("prompt_templates"))
+        if judge_stages
+        else None
+    )
+    if annotate is not None:
+        use_template_folder(annotate.prompt_templates)  # the plan prices the prompts sent
     needs_sample = generate is not None
     return plan_run(
         sampled=_sampled_prompts(nodes, catalog, parameters) if needs_sample else None,

@@ -12,43 +12,188 @@ text) are not part of it; spaces are kept as written.
     load_template("binary")               # the main text of binary.txt
     load_template("binary", "reply_0_1")  # its part "reply_0_1"
     render("fencing_notice", nonce="0123456789ab", task="rate")
+
+A folder of replacements (`use_template_folder`, from the `prompt_templates` parameter)
+takes precedence over the package: a file there named as a package template replaces the
+parts it holds (the main text and/or named parts; parts it leaves out keep the package's
+text). A file `<family>_<key>.txt` (e.g. `aspect_honesty.txt`) replaces `<family>.txt` for
+one key only. `check_template_folder` reads every file before any call: a part the package
+template does not have, a placeholder the code does not fill in, or a required one that is
+missing fails, naming the file, the part and the placeholder.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import string
+from collections.abc import Collection, Mapping
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
-__all__ = ["load_template", "render", "template_names"]
+from llm_feedback.errors import ConfigError
+
+__all__ = [
+    "check_template_folder",
+    "has_template",
+    "load_template",
+    "read_parts",
+    "render",
+    "template_fields",
+    "template_names",
+    "use_template_folder",
+]
 
 _NAME = re.compile(r"[a-z0-9_]+")
 _PART_LINE = re.compile(r"--- (?P<name>[a-z0-9_]+) ---")
 
 
-@functools.cache
-def _parts(name: str) -> dict[str, str]:
-    if not _NAME.fullmatch(name):
-        raise LookupError(f"template names are lower-case words, got {name!r}")
-    resource = resources.files(__package__).joinpath(f"{name}.txt")
-    if not resource.is_file():
-        raise LookupError(f"no prompt template {name!r} in {__package__}")
+# Replacements are looked up here first (process-wide: set at the start of a stage).
+_in_use: dict[str, Path | None] = {"folder": None}
+
+
+def read_parts(text: str, where: str) -> dict[str, str]:
+    """The main text ("") and the named parts of a template file's text."""
     parts: dict[str, list[str]] = {"": []}
     current = ""
-    for line in resource.read_text(encoding="utf-8").split("\n"):
+    for line in text.split("\n"):
         match = _PART_LINE.fullmatch(line)
         if match is None:
             parts[current].append(line)
             continue
         current = match["name"]
         if current in parts:
-            raise LookupError(f"template {name!r} has two parts named {current!r}")
+            raise LookupError(f"template {where} has two parts named {current!r}")
         parts[current] = []
     return {part: "\n".join(lines).strip("\n") for part, lines in parts.items()}
 
 
+def _package_file(name: str) -> Any:
+    return resources.files(__package__).joinpath(f"{name}.txt")
+
+
+def _family(name: str) -> str:
+    """The package template that `name` is (`aspect`) or is a per-key variant of
+    (`aspect_honesty`); LookupError when there is none."""
+    if not _NAME.fullmatch(name):
+        raise LookupError(f"template names are lower-case words, got {name!r}")
+    if _package_file(name).is_file():
+        return name
+    family = name.split("_", 1)[0]
+    if family != name and _package_file(family).is_file():
+        return family
+    raise LookupError(f"no prompt template {name!r} in {__package__}")
+
+
+@functools.cache
+def _parts(name: str) -> dict[str, str]:
+    family = _family(name)
+    folder = _in_use["folder"]
+    if family == name or folder is not None and (folder / f"{name}.txt").is_file():
+        parts = read_parts(_package_file(family).read_text(encoding="utf-8"), repr(family))
+    else:
+        raise LookupError(f"no prompt template {name!r} in {__package__}")
+    if folder is not None:
+        for candidate in dict.fromkeys((family, name)):
+            replacement = folder / f"{candidate}.txt"
+            if replacement.is_file():
+                replaced = read_parts(replacement.read_text(encoding="utf-8"), str(replacement))
+                # A file of named parts only leaves the main text as it was.
+                parts.update({part: text for part, text in replaced.items() if part or text})
+    return parts
+
+
+def use_template_folder(folder: str | Path | None) -> None:
+    """Take templates from `folder` before the package's (None: the package's only)."""
+    chosen = None if folder is None else Path(folder)
+    if chosen != _in_use["folder"]:
+        _in_use["folder"] = chosen
+        _parts.cache_clear()
+
+
+def has_template(name: str) -> bool:
+    """Whether `name` (a package template or, in the folder in use, a variant) exists."""
+    try:
+        _parts(name)
+    except LookupError:
+        return False
+    return True
+
+
+def template_fields(text: str) -> set[str]:
+    """The placeholder names of a `str.format` template; ValueError when it is malformed."""
+    return {
+        re.split(r"[.\[]", field, maxsplit=1)[0]
+        for _, field, _, _ in string.Formatter().parse(text)
+        if field is not None
+    }
+
+
+def check_template_folder(
+    folder: str | Path,
+    replaceable: Collection[str],
+    required: Mapping[tuple[str, str], Collection[str]],
+    keys: Mapping[str, Collection[str]],
+    owned_elsewhere: Collection[str] = (),
+) -> list[str]:
+    """Check every `*.txt` file of `folder` against the package template it replaces.
+
+    `replaceable`: the families that may be replaced; `required`: per (family, part) the
+    placeholders a replacement must keep; `keys`: per family the allowed variant keys
+    (`aspect_<key>`); `owned_elsewhere`: file names another module checks. Returns the
+    names of the files found; ConfigError naming file, part and placeholder otherwise.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError(f"prompt_templates: {root} is not a folder")
+    found = []
+    for path in sorted(root.glob("*.txt")):
+        name = path.stem
+        found.append(name)
+        if name in owned_elsewhere:
+            continue
+        try:
+            family = _family(name)
+        except LookupError:
+            family = None
+        key = name[len(family) + 1 :] if family and family != name else None
+        if family not in replaceable or (key is not None and key not in keys.get(family, ())):
+            variants = [f"{f}_<{'|'.join(keys[f])}>" for f in replaceable if keys.get(f)]
+            names = sorted([*replaceable, *variants, *owned_elsewhere])
+            raise ConfigError(
+                f"{path}: not a template that can be replaced; file names: {', '.join(names)}"
+            )
+        package = read_parts(_package_file(family).read_text(encoding="utf-8"), repr(family))
+        try:
+            parts = read_parts(path.read_text(encoding="utf-8"), str(path))
+        except LookupError as error:
+            raise ConfigError(str(error)) from None
+        for part, text in parts.items():
+            where = f"{path}" + (f" (part '{part}')" if part else " (main text)")
+            if part not in package:
+                raise ConfigError(
+                    f"{where}: {family}.txt has no such part; parts: "
+                    + ", ".join(sorted(p for p in package if p))
+                )
+            if part == "" and not text.strip():
+                continue  # only named parts replaced: the main text stays the package's
+            try:
+                fields = template_fields(text)
+            except ValueError as error:
+                raise ConfigError(f"{where}: malformed placeholder ({error})") from None
+            allowed = template_fields(package[part])
+            for field in sorted(fields - allowed):
+                takes = ", ".join(f"{{{f}}}" for f in sorted(allowed)) or "no placeholders"
+                raise ConfigError(f"{where}: unknown placeholder {{{field}}}; it takes {takes}")
+            for field in sorted(set(required.get((family, part), ())) - fields):
+                raise ConfigError(f"{where}: missing placeholder {{{field}}}")
+    return found
+
+
 def load_template(name: str, part: str = "") -> str:
-    """The text of `templates/<name>.txt` (its main text, or its part `part`); cached."""
+    """The text of `templates/<name>.txt` (its main text, or its part `part`), the
+    replacement's where the folder in use has one; cached."""
     parts = _parts(name)
     try:
         return parts[part]

@@ -23,16 +23,20 @@ from llm_feedback.backends import LLMClient
 from llm_feedback.params import AnnotateParams, parse_annotate
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.spool import SpooledTable
+from llm_feedback.templates import use_template_folder
 
 
-def read_params(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> AnnotateParams:
-    return parse_annotate(annotate, endpoints)
+def read_params(
+    annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None
+) -> AnnotateParams:
+    return parse_annotate(annotate, endpoints, prompt_templates)
 
 
 def rate_aspects(
     completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
 ) -> SpooledTable:
     usable_completions(completions)  # bad input fails before the judge starts
+    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return aspect_annotations_table(
             completions,
@@ -51,6 +55,7 @@ def critique(
     completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
 ) -> SpooledTable:
     usable_completions(completions)
+    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critiques_table(
             completions,
@@ -71,6 +76,7 @@ def fix_scores(
     # Only the columns the fix reads: the tables' rationales and replies stay on disk.
     aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
     critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)
+    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return fix_overall_scores(
             completions,

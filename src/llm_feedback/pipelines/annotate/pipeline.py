@@ -16,7 +16,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             node(
                 read_params,
-                ["params:annotate", "params:endpoints"],
+                ["params:annotate", "params:endpoints", "params:prompt_templates"],
                 "annotate_params",
                 name="read_annotate_params",
                 tags="params",

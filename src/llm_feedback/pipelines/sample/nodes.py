@@ -7,15 +7,30 @@ import pandas as pd
 
 from llm_feedback.params import SampleParams, parse_sample
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
+from llm_feedback.sources import read_source, sample_per_source
 
 
-def read_params(sample: Mapping[str, Any], model_pool: Mapping[str, Any]) -> SampleParams:
-    return parse_sample(sample, model_pool)
+def read_params(
+    sample: Mapping[str, Any], model_pool: Mapping[str, Any], prompt_templates: str | None
+) -> SampleParams:
+    return parse_sample(sample, model_pool, prompt_templates)
 
 
-def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
-    """Every file under data/01_raw/prompts is one prompt source."""
-    return combine_prompt_sources({name: load() for name, load in sorted(raw_prompt_files.items())})
+def combine_sources(
+    raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]], params: SampleParams
+) -> pd.DataFrame:
+    """Every file under data/01_raw/prompts is one prompt source (unless `prompt_files` is
+    false), and each public source file of `source_files`; `per_source` caps each."""
+    frames = {}
+    if params.prompt_files:
+        frames = {name: load() for name, load in sorted(raw_prompt_files.items())}
+    for source, path in (params.source_files or {}).items():
+        frames[f"{source} ({path})"] = read_source(source, path)
+    sampled = {
+        name: sample_per_source(frame, params.per_source, params.seed)
+        for name, frame in frames.items()
+    }
+    return combine_prompt_sources(sampled)
 
 
 def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
@@ -27,4 +42,5 @@ def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
         principle_weights=params.principle_weights,
         verbalized_calibration_rate=params.verbalized_calibration_rate,
         max_prompts=params.max_prompts,
+        system_prompts=params.system_prompts,
     )

@@ -8,12 +8,17 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             node(
                 read_params,
-                ["params:sample", "params:model_pool"],
+                ["params:sample", "params:model_pool", "params:prompt_templates"],
                 "sample_params",
                 name="read_sample_params",
                 tags="params",
             ),
-            node(combine_sources, "raw_prompt_files", "raw_prompts", name="combine_prompt_sources"),
+            node(
+                combine_sources,
+                ["raw_prompt_files", "sample_params"],
+                "raw_prompts",
+                name="combine_prompt_sources",
+            ),
             node(
                 sample, ["raw_prompts", "sample_params"], "sampled_prompts", name="sample_prompts"
             ),
