@@ -11,7 +11,7 @@ from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params import parse_annotate, parse_generate, parse_report, parse_sample
+from llm_feedback.params import parse_annotate, parse_generate, parse_report
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
 
@@ -31,7 +31,7 @@ def _sampled_prompts(
     else:
         raw = catalog.load("raw_prompts")
     # Sampling is free and seeded: the plan draws exactly what the run will draw.
-    return sample(raw, parse_sample(parameters.get("sample"), parameters.get("model_pool")))
+    return sample(raw, parameters.get("sample"), parameters.get("model_pool"))
 
 
 def plan_for_run(

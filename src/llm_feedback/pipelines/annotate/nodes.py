@@ -20,18 +20,18 @@ from llm_feedback.annotation.stages import (
     usable_completions,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.params import AnnotateParams, parse_annotate
 from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.spool import SpooledTable
 
 
-def read_params(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> AnnotateParams:
-    return parse_annotate(annotate, endpoints)
-
-
 def rate_aspects(
-    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+    completions: pd.DataFrame,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    request_cache: str | None,
 ) -> SpooledTable:
+    params = annotate_params(annotate, endpoints)
     usable_completions(completions)  # bad input fails before the judge starts
     with LLMClient(params.endpoint, request_cache) as judge:
         return aspect_annotations_table(
@@ -48,8 +48,12 @@ def rate_aspects(
 
 
 def critique(
-    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+    completions: pd.DataFrame,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    request_cache: str | None,
 ) -> SpooledTable:
+    params = annotate_params(annotate, endpoints)
     usable_completions(completions)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critiques_table(
@@ -65,9 +69,11 @@ def fix_scores(
     completions: pd.DataFrame,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    params: AnnotateParams,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
     request_cache: str | None,
 ) -> pd.DataFrame:
+    params = annotate_params(annotate, endpoints)
     # Only the columns the fix reads: the tables' rationales and replies stay on disk.
     aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
     critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)
@@ -91,8 +97,10 @@ def export_ultrafeedback(
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     overall_scores: pd.DataFrame,
-    params: AnnotateParams,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
 ) -> UltraFeedbackExport:
+    params = annotate_params(annotate, endpoints)
     # Built a chunk of prompts at a time as the catalog writes it, each chunk reading only
     # its rows of the judge tables.
     return ultrafeedback_export(

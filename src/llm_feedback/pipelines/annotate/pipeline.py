@@ -5,22 +5,15 @@ from llm_feedback.pipelines.annotate.nodes import (
     export_ultrafeedback,
     fix_scores,
     rate_aspects,
-    read_params,
 )
 
-JUDGE_INPUTS = ["annotate_params", "params:request_cache"]
+PARAMS = ["params:annotate", "params:endpoints"]
+JUDGE_INPUTS = [*PARAMS, "params:request_cache"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(
-                read_params,
-                ["params:annotate", "params:endpoints"],
-                "annotate_params",
-                name="read_annotate_params",
-                tags="params",
-            ),
             node(
                 rate_aspects,
                 ["completions", *JUDGE_INPUTS],
@@ -41,7 +34,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "aspect_annotations",
                     "critiques",
                     "overall_scores",
-                    "annotate_params",
+                    *PARAMS,
                 ],
                 "ultrafeedback",
                 name="export_ultrafeedback",

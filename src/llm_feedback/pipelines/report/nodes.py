@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params import ReportParams, parse_report
 from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.pipelines.parsed_params import report_params
 from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
@@ -27,28 +27,28 @@ FIGURE_LINKS = {
 }
 
 
-def reading_tables(function: Callable[..., Any]) -> Callable[..., Any]:
+class ReadingTables:
     """`function` as a node: the judge tables it is given (`ParquetSource`s, see
-    catalog.yml) are read whole into DataFrames first."""
+    catalog.yml) are read whole into DataFrames first. A class, not a closure, so that
+    the node pickles (`--runner ParallelRunner` sends nodes to worker processes)."""
 
-    @functools.wraps(function)
-    def node_function(*args: Any) -> Any:
-        return function(*(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args))
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
 
-    return node_function
-
-
-def read_params(report: Mapping[str, Any]) -> ReportParams:
-    return parse_report(report)
+    def __call__(self, *args: Any) -> Any:
+        return self.function(
+            *(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args)
+        )
 
 
 def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
-    params: ReportParams,
+    report: Mapping[str, Any],
 ) -> pd.DataFrame:
-    return cost_table(completions, aspect_annotations, critiques, params.prices)
+    return cost_table(completions, aspect_annotations, critiques, report_params(report).prices)
 
 
 def preference_pairs(
@@ -56,8 +56,9 @@ def preference_pairs(
     overall_scores: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     decontamination_questions: str | pd.DataFrame,
-    params: ReportParams,
+    report: Mapping[str, Any],
 ) -> PreferencePairs:
+    params = report_params(report)
     return binarize(
         completions,
         overall_scores,
@@ -90,10 +91,11 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
 
 def render_report(
     input_versions: Mapping[str, str],
-    params: ReportParams,
+    report: Mapping[str, Any],
     completions: pd.DataFrame,
     **tables: pd.DataFrame,
 ) -> str:
+    params = report_params(report)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
         **describe_run(completions, tables["cost_table"], when),

@@ -5,12 +5,8 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.params import SampleParams, parse_sample
+from llm_feedback.pipelines.parsed_params import sample_params
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
-
-
-def read_params(sample: Mapping[str, Any], model_pool: Mapping[str, Any]) -> SampleParams:
-    return parse_sample(sample, model_pool)
 
 
 def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
@@ -18,7 +14,10 @@ def combine_sources(raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]]) 
     return combine_prompt_sources({name: load() for name, load in sorted(raw_prompt_files.items())})
 
 
-def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
+def sample(
+    raw_prompts: pd.DataFrame, sample: Mapping[str, Any], model_pool: Mapping[str, Any]
+) -> pd.DataFrame:
+    params = sample_params(sample, model_pool)
     return sample_prompts(
         raw_prompts,
         model_pool=list(params.models),
