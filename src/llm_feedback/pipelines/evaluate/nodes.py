@@ -13,6 +13,7 @@ from llm_feedback.evaluation import (
     prepare_samples,
 )
 from llm_feedback.pipelines.parsed_params import evaluate_params
+from llm_feedback.viewer import StaticSite, evaluation_site
 
 Params = Mapping[str, Any]
 
@@ -36,3 +37,7 @@ def judge(
 
 def summarise(eval_judgments: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
     return metrics_with_agreement(eval_judgments, evaluate_params(evaluate, endpoints))
+
+
+def judgment_viewer(samples: pd.DataFrame, eval_judgments: pd.DataFrame) -> StaticSite:
+    return evaluation_site(samples, eval_judgments)

@@ -1,6 +1,12 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
-from llm_feedback.pipelines.evaluate.nodes import generate, judge, prepare, summarise
+from llm_feedback.pipelines.evaluate.nodes import (
+    generate,
+    judge,
+    judgment_viewer,
+    prepare,
+    summarise,
+)
 
 PARAMS = ["params:evaluate", "params:endpoints"]
 
@@ -31,6 +37,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["eval_judgments", *PARAMS],
                 "eval_metrics",
                 name="compute_eval_metrics",
+            ),
+            node(
+                judgment_viewer,
+                ["eval_samples_answered", "eval_judgments"],
+                "eval_judgment_viewer",
+                name="build_eval_judgment_viewer",
             ),
         ],
         tags="evaluate",

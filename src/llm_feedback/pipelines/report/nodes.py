@@ -17,6 +17,8 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.viewer import StaticSite, feedback_site
+from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
 # 08_reporting/figures/<name>.png, next to 08_reporting/report.md, so the links are relative
@@ -87,6 +89,21 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
         for line in questions.splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
+
+
+def judgment_viewer(
+    completions: pd.DataFrame,
+    aspect_annotations: ParquetSource,
+    critiques: ParquetSource,
+    overall_scores: pd.DataFrame,
+) -> StaticSite:
+    # Only the columns the pages show: the judge's raw replies stay on disk.
+    return feedback_site(
+        completions,
+        aspect_annotations.read(ASPECT_COLUMNS),
+        critiques.read(CRITIQUE_COLUMNS),
+        overall_scores,
+    )
 
 
 def render_report(

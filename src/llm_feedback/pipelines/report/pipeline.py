@@ -3,6 +3,7 @@ from kedro.pipeline import Pipeline, node, pipeline
 from llm_feedback.pipelines.report.nodes import (
     ReadingTables,
     estimate_costs,
+    judgment_viewer,
     preference_pairs,
     render_report,
 )
@@ -126,6 +127,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 "aspect_annotations",
                 "position_bias_figure",
                 name="plot_position_bias",
+            ),
+            node(
+                judgment_viewer,
+                ["completions", "aspect_annotations", "critiques", "overall_scores"],
+                "judgment_viewer",
+                name="build_judgment_viewer",
             ),
             node(
                 render_report,
