@@ -4,12 +4,14 @@ the page's uncaught errors. Used by the viewer tests and benchmarks/viewer_scale
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,10 @@ class Chromium:
         )
         self.errors: list[str] = []
         self._ids = itertools.count(1)
-        self.socket = connect(self._page_socket(port), max_size=None, open_timeout=30)
+        self._stack = ExitStack()
+        self.socket = self._stack.enter_context(
+            connect(self._page_socket(port), max_size=None, open_timeout=30)
+        )
         self.send("Page.enable")
         self.send("Runtime.enable")
         if downloads is not None:
@@ -102,15 +107,13 @@ class Chromium:
         return float(self.evaluate("window.LLMF.readyMs"))
 
     def screenshot(self, path: Path) -> Path:
-        import base64
-
         data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         path.write_bytes(base64.b64decode(data["data"]))
         return path
 
     def close(self) -> None:
         try:
-            self.socket.close()
+            self._stack.close()
         finally:
             self.process.terminate()
             try:
