@@ -103,3 +103,18 @@ def test_the_merge_keeps_the_other_configuration_already_on_the_hub():
         "preference_pairs",
     ]
     assert DatasetCard(merged_card(ours, None)).data.configs[0]["config_name"] == "preference_pairs"
+
+
+def test_the_annotate_pipeline_writes_a_card_beside_the_export(run_kedro, fake_llm):
+    from tests.conftest import endpoints_via
+
+    params = {"endpoints": endpoints_via(fake_llm), "sample": {"max_prompts": 3}}
+    for name in ("sample", "generate", "annotate"):
+        catalog = run_kedro(name, params)["catalog"]
+    card = DatasetCard(catalog.load("ultrafeedback_card"))
+    completions = catalog.load("completions")
+    assert card.data.dataset_info[0]["splits"][0]["num_examples"] == 3
+    assert card.data.configs[0]["config_name"] == "ultrafeedback"
+    assert f"| {completions['model'].iloc[0]} |" in card.text
+    assert "judge: fake-model (openai backend)" in card.text
+    assert NOT_VALIDATED in card.text

@@ -216,3 +216,34 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         "",
     ]
     return f"---\n{metadata}---\n\n" + "\n".join(body)
+
+
+def export_card(
+    completions: pd.DataFrame,
+    parameters: Mapping[str, Any],
+    features: list[dict[str, Any]] | None = None,
+    judge_card: str | None = None,
+) -> str:
+    """The card written beside the `ultrafeedback` export, counted from the run's
+    `completions` (one export row per prompt) and describing the default push: the public
+    columns. `kedro push-to-hub` builds its own card from the data it sends."""
+    from llm_feedback.schema import ULTRAFEEDBACK_ARROW_SCHEMA, ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+
+    judge, settings = run_settings(parameters)
+    public = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
+    per_prompt = completions.drop_duplicates("prompt_id")
+    facts = CardFacts(
+        dataset="ultrafeedback",
+        config_name="ultrafeedback",
+        split="train",
+        n_rows=len(per_prompt),
+        columns=tuple(public),
+        excluded_columns=tuple(c for c in ULTRAFEEDBACK_ARROW_SCHEMA.names if c not in public),
+        models=dict(Counter(completions["model"].astype(str)).most_common()),
+        sources=dict(Counter(per_prompt["source"].astype(str)).most_common()),
+        principles=dict(Counter(completions["principle"].astype(str)).most_common()),
+        judge=judge,
+        settings=settings,
+        features=features,
+    )
+    return dataset_card(facts, judge_card)

@@ -50,10 +50,13 @@ def _slices() -> list[Slice]:
         for dataset in datasets:
             if dataset != "parameters" and any(dataset in n.inputs for n in pipeline.nodes):
                 slices.append((name, {"from_inputs": [dataset]}))
-    return [
-        (name, run_args, {node.name for node in registry[name].filter(**run_args).nodes})
-        for name, run_args in slices
-    ]
+    # Slices that run the same nodes (a node's --to-nodes when nothing is upstream of it,
+    # the same as its --nodes) are run once: the first flag that makes it.
+    distinct: dict[tuple[str, frozenset[str]], Slice] = {}
+    for name, run_args in slices:
+        nodes = {node.name for node in registry[name].filter(**run_args).nodes}
+        distinct.setdefault((name, frozenset(nodes)), (name, run_args, nodes))
+    return list(distinct.values())
 
 
 SLICES = _slices()

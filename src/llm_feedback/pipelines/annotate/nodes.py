@@ -20,6 +20,7 @@ from llm_feedback.annotation.stages import (
     usable_completions,
 )
 from llm_feedback.backends import LLMClient
+from llm_feedback.hub_card import export_card
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.spool import SpooledTable
@@ -106,3 +107,18 @@ def export_ultrafeedback(
     return ultrafeedback_export(
         completions, aspect_annotations, critiques, overall_scores, aspects=params.aspects
     )
+
+
+def card_of_export(completions: pd.DataFrame, parameters: Mapping[str, Any]) -> str:
+    """The dataset card beside the export; its `dataset_info` features need `datasets`
+    (the hub extra) and are left out without it."""
+    try:
+        import datasets
+
+        from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+
+        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+        features = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
+    except ImportError:
+        features = None
+    return export_card(completions, parameters, features)

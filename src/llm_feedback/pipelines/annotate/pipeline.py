@@ -1,6 +1,7 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.annotate.nodes import (
+    card_of_export,
     critique,
     export_ultrafeedback,
     fix_scores,
@@ -38,6 +39,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 "ultrafeedback",
                 name="export_ultrafeedback",
+            ),
+            node(
+                card_of_export,
+                ["completions", "parameters"],
+                "ultrafeedback_card",
+                name="write_ultrafeedback_card",
             ),
         ],
         tags="annotate",
