@@ -5,6 +5,7 @@ its first node with the reason."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from kedro.runner import ParallelRunner
 from llm_feedback.errors import ConfigError
 from llm_feedback.hooks import StageTimesHooks
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import PROJECT_ROOT, endpoints_via
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli
 
 PIPELINES = ("sample", "generate", "annotate", "report", "evaluate")
 SMALL = {"sample": {"max_prompts": 3}}
@@ -111,3 +112,20 @@ def test_parallel_runner_is_refused_before_any_call_when_the_run_calls_models(da
     with pytest.raises(ConfigError, match=r"--runner ParallelRunner: nodes critique, .*call"):
         _run(data_root, server, "annotate", runner=ParallelRunner(max_workers=2))
     assert server.request_count == before
+
+
+def test_the_cli_refuses_parallel_runner_in_one_line(data_root, server):
+    command = [
+        *kedro_cli(data_root, server.base_url, "sample.max_prompts=3"),
+        "--pipeline",
+        "annotate",
+        "--runner",
+        "ParallelRunner",
+    ]
+    result = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=KEDRO_CLI_ENV, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    refusal = [line for line in result.stderr.splitlines() if "ParallelRunner" in line]
+    assert len(refusal) == 1 and refusal[0].startswith("error: --runner ParallelRunner: nodes")
+    assert "Traceback" not in result.stderr

@@ -39,6 +39,20 @@ SCORE_COLUMNS = (
     "fine_grained_score",
     "fix_action",
 )
+# Read when present (older runs and hand-made tables may lack them), else these values.
+OPTIONAL = {
+    "principle": None,
+    "source": None,
+    "is_na": False,
+    "rationale": None,
+    "parse_status": None,
+    "suspected_injection": False,
+    "critique": None,
+    "overall_score_original": None,
+    "overall_score_fixed": None,
+    "fine_grained_score": None,
+    "fix_action": None,
+}
 INDEX_COLUMNS = (
     "id",
     "source",
@@ -71,10 +85,10 @@ def feedback_site(
 ) -> StaticSite:
     """The site of one annotate run's tables (the columns above; the judge tables may be
     empty). Prompts keep the order of `completions`."""
-    require_columns(completions, COMPLETION_COLUMNS, "completions")
-    require_columns(aspect_annotations, ASPECT_COLUMNS, "aspect_annotations")
-    require_columns(critiques, CRITIQUE_COLUMNS, "critiques")
-    require_columns(overall_scores, SCORE_COLUMNS, "overall_scores")
+    completions = _complete(completions, COMPLETION_COLUMNS, "completions")
+    aspect_annotations = _complete(aspect_annotations, ASPECT_COLUMNS, "aspect_annotations")
+    critiques = _complete(critiques, CRITIQUE_COLUMNS, "critiques")
+    overall_scores = _complete(overall_scores, SCORE_COLUMNS, "overall_scores")
     per_completion = (
         completions[list(COMPLETION_COLUMNS)]
         .merge(
@@ -123,6 +137,13 @@ def feedback_site(
         records=records,
         shard_size=shard_size,
     )
+
+
+def _complete(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> pd.DataFrame:
+    """`frame`'s `columns`, the optional ones filled with their defaults where absent."""
+    require_columns(frame, [c for c in columns if c not in OPTIONAL], name)
+    missing = {c: OPTIONAL[c] for c in columns if c not in frame.columns}
+    return frame.assign(**missing)[list(columns)] if missing else frame[list(columns)]
 
 
 class _Facts:
