@@ -72,7 +72,7 @@ def synthetic_run(n_prompts: int, n_completions: int, n_shuffles: int, seed: int
         overall_score_original=overall,
         overall_score_fixed=overall,
         fine_grained_score=rng.uniform(1, 5, n),
-        fix_action=np.where(overall == 10, "flip", "kept"),
+        fix_action=np.where(overall == 10, "flipped", "kept"),
     )
     per_call = n_prompts * len(ASPECTS) * n_shuffles
     positions = np.argsort(rng.random((per_call, n_completions)), axis=1)

@@ -18,7 +18,7 @@ def feedback_frames(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(completions, aspect_annotations, critiques, overall_scores): "p-known" plus
     `n_prompts - 1` prompts "p-0001"...; every 10th from source "flan" (else "evol"), every
-    7th with a "flip" fix, every 5th with its shuffles disagreeing, every 11th flagged."""
+    7th with a "flipped" fix, every 5th with its shuffles disagreeing, every 11th flagged."""
     completions, aspects, critiques, scores = [], [], [], []
     ids = ["p-known"] + [f"p-{i:04d}" for i in range(1, n_prompts)]
     for n, prompt_id in enumerate(ids):
@@ -53,7 +53,7 @@ def feedback_frames(
                     "overall_score_original": 10.0 if n % 7 == 3 else 7.0,
                     "overall_score_fixed": 3.0 if n % 7 == 3 else 7.0,
                     "fine_grained_score": 3.0,
-                    "fix_action": "flip" if n % 7 == 3 and idx == 0 else "kept",
+                    "fix_action": "flipped" if n % 7 == 3 and idx == 0 else "kept",
                 }
             )
         for aspect in ASPECTS:

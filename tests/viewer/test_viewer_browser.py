@@ -74,8 +74,8 @@ def test_the_index_renders_and_filters_change_the_row_count(
     browser.screenshot(tmp_path / "index.png")
 
     # Each filter against the count taken from the tables themselves.
-    flips = scores.loc[scores["fix_action"] == "flip", "prompt_id"].nunique()
-    _set(browser, "select[data-filter=fix_actions]", "flip")
+    flips = scores.loc[scores["fix_action"] == "flipped", "prompt_id"].nunique()
+    _set(browser, "select[data-filter=fix_actions]", "flipped")
     assert _count(browser) == flips
     _set(browser, "select[data-filter=fix_actions]", "")
     flan = completions.loc[completions["source"] == "flan", "prompt_id"].nunique()

@@ -243,7 +243,7 @@
         el("div", { cls: "text response", text: c.response }),
         el("p", {}, ["overall ", el("strong", { cls: "overall", text: text(c.overall) }),
           " → fixed ", el("strong", { text: text(c.fixed) }), " · fine-grained ",
-          text(c.fine), " ", badge("fix: " + text(c.fix_action), c.fix_action && c.fix_action !== "keep" ? "warn" : "")]),
+          text(c.fine), " ", badge("fix: " + text(c.fix_action), c.fix_action && c.fix_action !== "kept" ? "warn" : "")]),
         el("p", {}, ["critique ", statusBadge(c.critique_status)]),
         el("div", { cls: "text critique", text: c.critique || "" }),
         scoreLabeler(r.id, r.instruction, { ident: String(c.idx), response: c.response, model: c.model }),
