@@ -238,3 +238,46 @@ def test_the_evaluation_viewer_shows_both_orders_and_labels_a_pair(browser, tmp_
             "annotator": "anonymous",
         }
     ]
+
+
+def test_the_report_pipeline_site_shows_each_rating_at_the_position_the_judge_saw(
+    browser, run_kedro, fake_llm, tmp_path
+):
+    from tests.conftest import endpoints_via
+
+    params = {
+        "endpoints": endpoints_via(fake_llm),
+        "sample": {"max_prompts": 3},
+        "annotate": {"n_shuffles": 2},
+    }
+    for name in ("sample", "generate", "annotate", "report"):
+        catalog = run_kedro(name, params)["catalog"]
+    index = catalog.load("judgment_viewer")
+    aspects = catalog.load("aspect_annotations").read()
+    browser.open(f"file://{index}")
+    assert _count(browser) == aspects["prompt_id"].nunique() == 3
+    prompt_id = aspects["prompt_id"].iloc[0]
+    href = browser.evaluate(
+        f"[...document.querySelectorAll('#rows a')].find(a => a.textContent === "
+        f"{json.dumps(prompt_id)}).href"
+    )
+    browser.open(href)
+    assert browser.errors == []
+    browser.screenshot(tmp_path / "pipeline-prompt.png")
+    cells = browser.evaluate(
+        "[...document.querySelectorAll('table.aspect')].flatMap(t => "
+        "[...t.querySelectorAll('td.rating-cell')].map(td => [t.dataset.aspect, "
+        "Number(td.dataset.completion), Number(td.dataset.shuffle), Number(td.dataset.shown)]))"
+    )
+    rows = aspects[aspects["prompt_id"] == prompt_id]
+    expected = sorted(
+        [a, int(c), int(s), int(p) + 1]
+        for a, c, s, p in zip(
+            rows["aspect"],
+            rows["completion_idx"],
+            rows["shuffle_idx"],
+            rows["position"],
+            strict=True,
+        )
+    )
+    assert sorted(cells) == expected and len(expected) == 4 * 4 * 2
