@@ -63,3 +63,23 @@ def test_a_large_index_is_chunked():
     big = type(site)(**{**vars(site), "index_rows": rows})
     names = [name for name, _ in big.files() if name.startswith("data/index-")]
     assert names == ["data/index-0000.js", "data/index-0001.js"]
+
+
+def test_on_a_remote_filesystem_the_site_is_uploaded_whole():
+    import fsspec
+
+    site = feedback_site(*feedback_frames(5), shard_size=2)
+    dataset = StaticSiteDataset(filepath="memory:///bucket/viewer", version=Version(None, None))
+    dataset.save(site)
+    index = dataset.load()
+    assert index.startswith("memory:///bucket/viewer/") and index.endswith("/index.html")
+    memory = fsspec.filesystem("memory")
+    folder = index.removeprefix("memory://").rsplit("/", 1)[0]
+    assert sorted(p.rsplit("/", 1)[1] for p in memory.find(folder + "/data")) == [
+        "index-0000.js",
+        "manifest.js",
+        "shard-00000.js",
+        "shard-00001.js",
+        "shard-00002.js",
+    ]
+    assert dataset.exists()
