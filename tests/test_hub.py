@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from datasets import Features
+from huggingface_hub import DatasetCard
 
 from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame
 from llm_feedback.errors import ConfigError, InputError
@@ -19,6 +20,7 @@ from llm_feedback.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
     ULTRAFEEDBACK_ARROW_SCHEMA,
+    ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
 )
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 from tests.reporting.builders import build_frames, typical_specs
@@ -48,16 +50,21 @@ def push(frame: pd.DataFrame, name: str, **overrides):
 
 
 @pytest.mark.parametrize(
-    ("name", "frame", "schema"),
+    ("name", "frame", "schema", "public_only"),
     [
-        ("ultrafeedback", ultrafeedback, ULTRAFEEDBACK_ARROW_SCHEMA),
-        ("preference_pairs", preference_pairs, PREFERENCE_PAIRS_ARROW_SCHEMA),
-        ("preference_pairs", lambda: preference_pairs("h4"), PREFERENCE_PAIRS_H4_ARROW_SCHEMA),
+        ("ultrafeedback", ultrafeedback, ULTRAFEEDBACK_ARROW_SCHEMA, False),
+        ("preference_pairs", preference_pairs, PREFERENCE_PAIRS_ARROW_SCHEMA, None),
+        (
+            "preference_pairs",
+            lambda: preference_pairs("h4"),
+            PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
+            None,
+        ),
     ],
 )
-def test_the_push_holds_the_dataset_with_its_schema_features(name, frame, schema):
+def test_the_push_holds_the_dataset_with_its_schema_features(name, frame, schema, public_only):
     data = frame()
-    built = push(data, name, split="train_prefs")
+    built = push(data, name, split="train_prefs", public_only=public_only)
     assert built.repo_id == "someone/feedback" and built.config_name == name
     assert built.private  # private unless asked otherwise
     assert list(built.data) == ["train_prefs"]
@@ -67,6 +74,16 @@ def test_the_push_holds_the_dataset_with_its_schema_features(name, frame, schema
     assert dataset[0]["prompt_id"] == data["prompt_id"].iloc[0]
     assert SECRET not in repr(built) and SECRET not in built.describe()
     assert not push(data, name, private=False).private
+
+
+def test_ultrafeedback_is_pushed_with_the_public_columns_by_default():
+    data = ultrafeedback()
+    built = push(data, "ultrafeedback")
+    dataset = built.data["train"]
+    assert dataset.features == Features.from_arrow_schema(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
+    assert dataset.num_rows == len(data)
+    assert "prompt_id" not in dataset.features
+    assert "left out" in built.card and "annotation_status" in built.card
 
 
 @pytest.mark.parametrize(
@@ -143,6 +160,11 @@ def test_dry_run_from_the_cli_builds_checks_and_sends_nothing(tmp_path):
         assert "token: from HF_TOKEN" in output
         assert "dry run: nothing was sent" in output
         assert SECRET not in output
+        # The card, printed: its metadata block parses with the Hub's own parser.
+        card = DatasetCard(output.split("dataset card (README.md):\n", 1)[1].split("dry run:")[0])
+        assert card.data.size_categories == ["n<1K"]
+        assert card.data.configs[0]["config_name"] == name
+        assert "This judge has not been validated" in card.text
 
 
 def test_without_a_token_the_cli_says_where_to_put_one(tmp_path):

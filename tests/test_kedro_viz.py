@@ -287,7 +287,6 @@ def test_viz_build_after_a_real_run_renders_in_a_browser(
         "annotate",
         "report",
         "evaluate",
-        "params",
     }
     # Every dataset the run wrote has a preview (in-memory ones and parameters have none).
     for node in main["nodes"]:

@@ -26,6 +26,7 @@ from llm_feedback.backends import stop_local_servers
 from llm_feedback.errors import BatchPending, ConfigError, InputError
 from llm_feedback.hooks import RunGuardHooks
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
+from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
 from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
@@ -63,6 +64,9 @@ def run(ctx: click.Context, **options: object) -> None:
     except CostLimitExceeded as stop:
         click.echo(f"stopped before the first call: {stop}", err=True)
         sys.exit(1)
+    except ConfigError as error:  # a bad parameter or run option: its message says it all
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:
         stop_local_servers()
         click.echo(
@@ -87,7 +91,23 @@ def run(ctx: click.Context, **options: object) -> None:
 @click.option(
     "--params", default="", callback=_split_params, help="Runtime parameters, e.g. data_root=x."
 )
-@click.option("--dry-run", is_flag=True, help="Build and check the push, print it, send nothing.")
+@click.option(
+    "--all-columns",
+    is_flag=True,
+    help="ultrafeedback: push our own columns too (default: the public columns only).",
+)
+@click.option(
+    "--license", "license_id", default=DEFAULT_LICENSE, show_default=True, help="Card licence."
+)
+@click.option(
+    "--judge-card",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The judge's validation card (markdown) to put in the dataset card.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Build and check the push, print it and its card, send nothing."
+)
 @click.pass_obj
 def push_to_hub(
     metadata: ProjectMetadata,
@@ -99,6 +119,9 @@ def push_to_hub(
     version: str | None,
     env: str | None,
     params: dict,
+    all_columns: bool,
+    license_id: str,
+    judge_card: Path | None,
     dry_run: bool,
 ) -> None:
     """Push `ultrafeedback` or `preference_pairs` to the Hugging Face Hub (`pip install -e
@@ -115,6 +138,7 @@ def push_to_hub(
         try:
             token, source = hub_token(credentials, os.environ)
             frame = context.catalog.load(name, version=version)
+            judge, settings = run_settings(context.params)
             push = build_push(
                 frame,
                 name=name,
@@ -123,11 +147,18 @@ def push_to_hub(
                 token_source=source,
                 private=not public,
                 split=split,
+                public_only=not all_columns,
+                license=license_id,
+                judge=judge,
+                settings=settings,
+                judge_card=judge_card.read_text(encoding="utf-8") if judge_card else None,
             )
         except (ConfigError, InputError) as error:
             raise click.ClickException(str(error)) from None
     click.echo(push.describe())
     if dry_run:
+        click.echo("dataset card (README.md):")
+        click.echo(push.card)
         click.echo("dry run: nothing was sent")
         return
     click.echo(f"pushed: {send_push(push)}")

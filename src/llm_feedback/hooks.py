@@ -15,6 +15,7 @@ from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
+from llm_feedback.errors import ConfigError
 from llm_feedback.params.run import check_run, parse_run_options
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
 from llm_feedback.pipelines.run_plan import plan_for_run
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 # The catalog entry the plan is saved to (conf/base/catalog.yml).
 RUN_PLAN = "run_plan"
+# Every node that calls a model takes the request cache: a run without it calls none.
+REQUEST_CACHE_INPUT = "params:request_cache"
 
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
@@ -64,7 +67,11 @@ class RunGuardHooks:
       `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
     - a run that calls models takes the data root's lock (one run per request cache);
-    - every endpoint it will call answers one cheap request (`backends.preflight`).
+    - every endpoint it will call answers one cheap request (`backends.preflight`);
+    - a run that calls models under `--runner ParallelRunner` is refused: its worker
+      processes would each open the request cache and start local model servers outside
+      this process's lock and shutdown (runs that call no model, e.g. `--pipeline report`,
+      may use it).
     """
 
     # The request cache of the run in progress, for the CLI's message on Ctrl-C.
@@ -74,7 +81,9 @@ class RunGuardHooks:
         self._lock: RunLock | None = None
 
     @hook_impl
-    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+    def before_pipeline_run(
+        self, run_params: dict[str, Any], pipeline: Pipeline, catalog: CatalogProtocol
+    ) -> None:
         parameters = catalog.load("parameters")
         blocks = {
             name.removeprefix("params:").split(".")[0]
@@ -82,6 +91,16 @@ class RunGuardHooks:
             if name.startswith("params:")
         }
         endpoints = check_run(parameters, blocks)
+        if REQUEST_CACHE_INPUT not in pipeline.inputs():
+            endpoints = []  # e.g. `--from-nodes export_ultrafeedback`: no node calls a model
+        if endpoints and "ParallelRunner" in str(run_params.get("runner")):
+            calling = sorted(n.name for n in pipeline.nodes if REQUEST_CACHE_INPUT in n.inputs)
+            raise ConfigError(
+                f"--runner ParallelRunner: nodes {', '.join(calling)} call models, and worker "
+                "processes would bypass the run's request-cache lock and local servers; run "
+                "them with the default runner (calls are already concurrent) and use "
+                "ParallelRunner only for runs that call no model (e.g. --pipeline report)"
+            )
         options = parse_run_options(parameters)
         if options.plan_only or options.max_cost_usd is not None:
             plan = plan_for_run(pipeline, catalog, parameters)

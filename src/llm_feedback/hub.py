@@ -5,6 +5,11 @@ builds the `datasets.DatasetDict` with the features of the dataset's explicit Ar
 and checks what the Hub would refuse (repository id, split name, token); `send_push` is
 the only function that talks to the Hub. `datasets` is the optional `hub` extra, imported
 only here, when a push is built.
+
+Every push carries its dataset card (`hub_card`), uploaded as the repository's README.md
+after the data. `ultrafeedback` is pushed with the public openbmb/UltraFeedback columns only
+unless `public_only=False` (our `prompt_id`, `extra_annotations` and `annotation_status`
+stay home); `preference_pairs` has no private columns.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ import pandas as pd
 import pyarrow as pa
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMAS, ULTRAFEEDBACK_ARROW_SCHEMA
+from llm_feedback.hub_card import DEFAULT_LICENSE, CardFacts, counts_of, dataset_card
+from llm_feedback.schema import (
+    PREFERENCE_PAIRS_ARROW_SCHEMAS,
+    ULTRAFEEDBACK_ARROW_SCHEMA,
+    ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+)
 
 # Dataset name -> the Arrow schemas its Parquet files may have (preference pairs: a layout).
 HUB_DATASETS: Mapping[str, tuple[pa.Schema, ...]] = {
@@ -38,6 +48,7 @@ class HubPush:
     private: bool
     token_source: str
     token: str = field(repr=False)  # never printed: not in repr, not in describe()
+    card: str = field(default="", repr=False)  # README.md: metadata block and body
 
     def describe(self) -> str:
         lines = [
@@ -86,8 +97,16 @@ def build_push(
     token_source: str,
     private: bool = True,
     split: str = "train",
+    public_only: bool | None = None,
+    license: str = DEFAULT_LICENSE,  # noqa: A002 - the Hub's own word for it
+    judge: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    judge_card: str | None = None,
 ) -> HubPush:
-    """Check and build a push of `frame` (the dataset `name`) to `repo_id`; sends nothing."""
+    """Check and build a push of `frame` (the dataset `name`) to `repo_id`, with its card;
+    sends nothing. `public_only` (default: True for `ultrafeedback`) drops our own columns;
+    `judge`, `settings` (see `hub_card.run_settings`) and `judge_card` (the judge's
+    validation, markdown) go into the card."""
     try:
         import datasets
         from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -106,10 +125,30 @@ def build_push(
         raise ConfigError(f"split {split!r}: {error}") from None
     if not token:
         raise ConfigError(f"the Hugging Face token from {token_source} is empty")
-    features = datasets.Features.from_arrow_schema(_schema_of(name, frame))
+    schema = _schema_of(name, frame)
+    excluded: tuple[str, ...] = ()
+    if name == "ultrafeedback" and public_only is not False:
+        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+        excluded = tuple(c for c in frame.columns if c not in schema.names)
+        frame = frame[schema.names]
+    features = datasets.Features.from_arrow_schema(schema)
     dataset = datasets.Dataset.from_pandas(frame, features=features, preserve_index=False)
     data = datasets.DatasetDict({split: dataset})
-    return HubPush(repo_id, name, data, private, token_source, token)
+    facts = CardFacts(
+        dataset=name,
+        config_name=name,
+        split=split,
+        n_rows=len(frame),
+        columns=tuple(schema.names),
+        excluded_columns=excluded,
+        judge=judge,
+        settings=dict(settings or {}),
+        license=license,
+        features=features._to_yaml_list(),
+        **counts_of(name, frame),
+    )
+    card = dataset_card(facts, judge_card)
+    return HubPush(repo_id, name, data, private, token_source, token, card)
 
 
 def send_push(push: HubPush) -> str:
@@ -121,4 +160,41 @@ def send_push(push: HubPush) -> str:
         token=push.token,
         commit_message=f"llm_feedback: {push.config_name}",
     )
+    _send_card(push)
     return str(commit.commit_url)
+
+
+def merged_card(card: str, on_hub: Mapping[str, Any] | None) -> str:
+    """`card` with the `configs` and `dataset_info` of every configuration the repository
+    already holds (what `push_to_hub` wrote for this one and the others): a repository can
+    hold both datasets, and our card must not drop the other one's metadata."""
+    import yaml
+
+    head, body = card.split("\n---\n", 1)
+    metadata = yaml.safe_load(head.removeprefix("---\n"))
+    for key in ("configs", "dataset_info"):
+        ours = {entry["config_name"]: entry for entry in metadata.get(key, [])}
+        theirs = (on_hub or {}).get(key) or []
+        if isinstance(theirs, Mapping):  # one configuration, written as a mapping
+            theirs = [theirs]
+        merged = {entry.get("config_name", "default"): entry for entry in theirs}
+        merged.update(ours)
+        if merged:
+            metadata[key] = list(merged.values())
+    return "---\n" + yaml.safe_dump(metadata, sort_keys=False) + "---\n" + body
+
+
+def _send_card(push: HubPush) -> None:
+    from huggingface_hub import DatasetCard
+    from huggingface_hub.utils import EntryNotFoundError
+
+    try:
+        on_hub = DatasetCard.load(push.repo_id, token=push.token).data.to_dict()
+    except EntryNotFoundError:
+        on_hub = None
+    DatasetCard(merged_card(push.card, on_hub)).push_to_hub(
+        push.repo_id,
+        token=push.token,
+        repo_type="dataset",
+        commit_message=f"llm_feedback: card of {push.config_name}",
+    )

@@ -11,7 +11,7 @@ from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params import parse_annotate, parse_generate, parse_report, parse_sample
+from llm_feedback.params import parse_annotate, parse_generate, parse_report
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
 from llm_feedback.templates import use_template_folder
@@ -27,15 +27,13 @@ def _sampled_prompts(
 ) -> pd.DataFrame:
     if "sample_prompts" not in nodes:
         return catalog.load("sampled_prompts")
-    # Sampling is free and seeded: the plan draws exactly what the run will draw.
-    params = parse_sample(
-        parameters.get("sample"), parameters.get("model_pool"), parameters.get("prompt_templates")
-    )
+    blocks = [parameters.get(name) for name in ("sample", "model_pool", "prompt_templates")]
     if "combine_prompt_sources" in nodes:
-        raw = combine_sources(catalog.load("raw_prompt_files"), params)
+        raw = combine_sources(catalog.load("raw_prompt_files"), *blocks)
     else:
         raw = catalog.load("raw_prompts")
-    return sample(raw, params)
+    # Sampling is free and seeded: the plan draws exactly what the run will draw.
+    return sample(raw, *blocks)
 
 
 def plan_for_run(

@@ -20,21 +20,21 @@ from llm_feedback.annotation.stages import (
     usable_completions,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.params import AnnotateParams, parse_annotate
+from llm_feedback.hub_card import export_card
 from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.spool import SpooledTable
 from llm_feedback.templates import use_template_folder
 
 
-def read_params(
-    annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None
-) -> AnnotateParams:
-    return parse_annotate(annotate, endpoints, prompt_templates)
-
-
 def rate_aspects(
-    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+    completions: pd.DataFrame,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
+    request_cache: str | None,
 ) -> SpooledTable:
+    params = annotate_params(annotate, endpoints, prompt_templates)
     usable_completions(completions)  # bad input fails before the judge starts
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
@@ -52,8 +52,13 @@ def rate_aspects(
 
 
 def critique(
-    completions: pd.DataFrame, params: AnnotateParams, request_cache: str | None
+    completions: pd.DataFrame,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
+    request_cache: str | None,
 ) -> SpooledTable:
+    params = annotate_params(annotate, endpoints, prompt_templates)
     usable_completions(completions)
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
@@ -70,9 +75,12 @@ def fix_scores(
     completions: pd.DataFrame,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    params: AnnotateParams,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame:
+    params = annotate_params(annotate, endpoints, prompt_templates)
     # Only the columns the fix reads: the tables' rationales and replies stay on disk.
     aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
     critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)
@@ -97,10 +105,28 @@ def export_ultrafeedback(
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     overall_scores: pd.DataFrame,
-    params: AnnotateParams,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
 ) -> UltraFeedbackExport:
+    params = annotate_params(annotate, endpoints, prompt_templates)
     # Built a chunk of prompts at a time as the catalog writes it, each chunk reading only
     # its rows of the judge tables.
     return ultrafeedback_export(
         completions, aspect_annotations, critiques, overall_scores, aspects=params.aspects
     )
+
+
+def card_of_export(completions: pd.DataFrame, parameters: Mapping[str, Any]) -> str:
+    """The dataset card beside the export; its `dataset_info` features need `datasets`
+    (the hub extra) and are left out without it."""
+    try:
+        import datasets
+
+        from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+
+        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+        features = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
+    except ImportError:
+        features = None
+    return export_card(completions, parameters, features)

@@ -1,26 +1,20 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.annotate.nodes import (
+    card_of_export,
     critique,
     export_ultrafeedback,
     fix_scores,
     rate_aspects,
-    read_params,
 )
 
-JUDGE_INPUTS = ["annotate_params", "params:request_cache"]
+PARAMS = ["params:annotate", "params:endpoints", "params:prompt_templates"]
+JUDGE_INPUTS = [*PARAMS, "params:request_cache"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
-            node(
-                read_params,
-                ["params:annotate", "params:endpoints", "params:prompt_templates"],
-                "annotate_params",
-                name="read_annotate_params",
-                tags="params",
-            ),
             node(
                 rate_aspects,
                 ["completions", *JUDGE_INPUTS],
@@ -41,10 +35,16 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "aspect_annotations",
                     "critiques",
                     "overall_scores",
-                    "annotate_params",
+                    *PARAMS,
                 ],
                 "ultrafeedback",
                 name="export_ultrafeedback",
+            ),
+            node(
+                card_of_export,
+                ["completions", "parameters"],
+                "ultrafeedback_card",
+                name="write_ultrafeedback_card",
             ),
         ],
         tags="annotate",

@@ -12,28 +12,32 @@ from llm_feedback.evaluation import (
     metrics_with_agreement,
     prepare_samples,
 )
-from llm_feedback.params import EvaluateParams, parse_evaluate
+from llm_feedback.pipelines.parsed_params import evaluate_params
+from llm_feedback.viewer import StaticSite, evaluation_site
+
+Params = Mapping[str, Any]
 
 
-def read_params(evaluate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> EvaluateParams:
-    return parse_evaluate(evaluate, endpoints)
-
-
-def prepare(eval_samples: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
-    return prepare_samples(eval_samples, params)
+def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
+    return prepare_samples(eval_samples, evaluate_params(evaluate, endpoints))
 
 
 def generate(
-    samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None
+    samples: pd.DataFrame, evaluate: Params, endpoints: Params, request_cache: str | None
 ) -> pd.DataFrame:
+    params = evaluate_params(evaluate, endpoints)
     return generate_responses(samples, params, request_cache, fail_loud=True)
 
 
 def judge(
-    samples: pd.DataFrame, params: EvaluateParams, request_cache: str | None
+    samples: pd.DataFrame, evaluate: Params, endpoints: Params, request_cache: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return judge_all(samples, params, request_cache, fail_loud=True)
+    return judge_all(samples, evaluate_params(evaluate, endpoints), request_cache, fail_loud=True)
 
 
-def summarise(eval_judgments: pd.DataFrame, params: EvaluateParams) -> pd.DataFrame:
-    return metrics_with_agreement(eval_judgments, params)
+def summarise(eval_judgments: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
+    return metrics_with_agreement(eval_judgments, evaluate_params(evaluate, endpoints))
+
+
+def judgment_viewer(samples: pd.DataFrame, eval_judgments: pd.DataFrame) -> StaticSite:
+    return evaluation_site(samples, eval_judgments)

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params import ReportParams, parse_report
 from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.pipelines.parsed_params import report_params
 from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
@@ -17,6 +17,8 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.viewer import StaticSite, feedback_site
+from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
 # 08_reporting/figures/<name>.png, next to 08_reporting/report.md, so the links are relative
@@ -27,28 +29,28 @@ FIGURE_LINKS = {
 }
 
 
-def reading_tables(function: Callable[..., Any]) -> Callable[..., Any]:
+class ReadingTables:
     """`function` as a node: the judge tables it is given (`ParquetSource`s, see
-    catalog.yml) are read whole into DataFrames first."""
+    catalog.yml) are read whole into DataFrames first. A class, not a closure, so that
+    the node pickles (`--runner ParallelRunner` sends nodes to worker processes)."""
 
-    @functools.wraps(function)
-    def node_function(*args: Any) -> Any:
-        return function(*(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args))
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
 
-    return node_function
-
-
-def read_params(report: Mapping[str, Any]) -> ReportParams:
-    return parse_report(report)
+    def __call__(self, *args: Any) -> Any:
+        return self.function(
+            *(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args)
+        )
 
 
 def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
-    params: ReportParams,
+    report: Mapping[str, Any],
 ) -> pd.DataFrame:
-    return cost_table(completions, aspect_annotations, critiques, params.prices)
+    return cost_table(completions, aspect_annotations, critiques, report_params(report).prices)
 
 
 def preference_pairs(
@@ -56,8 +58,9 @@ def preference_pairs(
     overall_scores: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     decontamination_questions: str | pd.DataFrame,
-    params: ReportParams,
+    report: Mapping[str, Any],
 ) -> PreferencePairs:
+    params = report_params(report)
     return binarize(
         completions,
         overall_scores,
@@ -88,12 +91,28 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
     ]
 
 
+def judgment_viewer(
+    completions: pd.DataFrame,
+    aspect_annotations: ParquetSource,
+    critiques: ParquetSource,
+    overall_scores: pd.DataFrame,
+) -> StaticSite:
+    # Only the columns the pages show: the judge's raw replies stay on disk.
+    return feedback_site(
+        completions,
+        aspect_annotations.read(ASPECT_COLUMNS),
+        critiques.read(CRITIQUE_COLUMNS),
+        overall_scores,
+    )
+
+
 def render_report(
     input_versions: Mapping[str, str],
-    params: ReportParams,
+    report: Mapping[str, Any],
     completions: pd.DataFrame,
     **tables: pd.DataFrame,
 ) -> str:
+    params = report_params(report)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
         **describe_run(completions, tables["cost_table"], when),

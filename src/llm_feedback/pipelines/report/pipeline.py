@@ -1,10 +1,10 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.report.nodes import (
+    ReadingTables,
     estimate_costs,
+    judgment_viewer,
     preference_pairs,
-    read_params,
-    reading_tables,
     render_report,
 )
 from llm_feedback.reporting import (
@@ -45,20 +45,13 @@ def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                read_params,
-                "params:report",
-                "report_params",
-                name="read_report_params",
-                tags="params",
-            ),
-            node(
-                reading_tables(model_aspect_metrics),
+                ReadingTables(model_aspect_metrics),
                 ["aspect_annotations", "completions"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                reading_tables(source_aspect_metrics),
+                ReadingTables(source_aspect_metrics),
                 ["aspect_annotations", "completions"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
@@ -70,49 +63,49 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_model_score_metrics",
             ),
             node(
-                reading_tables(judge_health),
+                ReadingTables(judge_health),
                 ["aspect_annotations", "critiques", "overall_scores"],
                 "judge_health",
                 name="compute_judge_health",
             ),
             node(
-                reading_tables(position_consistency),
+                ReadingTables(position_consistency),
                 "aspect_annotations",
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                reading_tables(shuffle_agreement),
+                ReadingTables(shuffle_agreement),
                 "aspect_annotations",
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
             ),
             node(
-                reading_tables(rating_by_position),
+                ReadingTables(rating_by_position),
                 "aspect_annotations",
                 "rating_by_position",
                 name="compute_rating_by_position",
             ),
             node(
-                reading_tables(estimate_costs),
-                ["completions", "aspect_annotations", "critiques", "report_params"],
+                ReadingTables(estimate_costs),
+                ["completions", "aspect_annotations", "critiques", "params:report"],
                 "cost_table",
                 name="estimate_costs",
             ),
             node(
-                reading_tables(preference_pairs),
+                ReadingTables(preference_pairs),
                 [
                     "completions",
                     "overall_scores",
                     "aspect_annotations",
                     "decontamination_questions",
-                    "report_params",
+                    "params:report",
                 ],
                 ["preference_pairs", "pair_drops"],
                 name="binarize_preference_pairs",
             ),
             node(
-                reading_tables(rating_distribution_figure),
+                ReadingTables(rating_distribution_figure),
                 ["aspect_annotations", "completions"],
                 "rating_distribution_figure",
                 name="plot_rating_distribution",
@@ -130,16 +123,22 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_score_scatter",
             ),
             node(
-                reading_tables(position_bias_figure),
+                ReadingTables(position_bias_figure),
                 "aspect_annotations",
                 "position_bias_figure",
                 name="plot_position_bias",
             ),
             node(
+                judgment_viewer,
+                ["completions", "aspect_annotations", "critiques", "overall_scores"],
+                "judgment_viewer",
+                name="build_judgment_viewer",
+            ),
+            node(
                 render_report,
                 {
                     "input_versions": INPUT_VERSIONS,
-                    "params": "report_params",
+                    "report": "params:report",
                     "completions": "completions",
                     **{table: table for table in REPORT_TABLES},
                 },

@@ -5,22 +5,20 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.params import SampleParams, parse_sample
+from llm_feedback.pipelines.parsed_params import sample_params
 from llm_feedback.sampling import combine_prompt_sources, sample_prompts
 from llm_feedback.sources import read_source, sample_per_source
 
 
-def read_params(
-    sample: Mapping[str, Any], model_pool: Mapping[str, Any], prompt_templates: str | None
-) -> SampleParams:
-    return parse_sample(sample, model_pool, prompt_templates)
-
-
 def combine_sources(
-    raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]], params: SampleParams
+    raw_prompt_files: Mapping[str, Callable[[], pd.DataFrame]],
+    sample: Mapping[str, Any],
+    model_pool: Mapping[str, Any],
+    prompt_templates: str | None,
 ) -> pd.DataFrame:
     """Every file under data/01_raw/prompts is one prompt source (unless `prompt_files` is
     false), and each public source file of `source_files`; `per_source` caps each."""
+    params = sample_params(sample, model_pool, prompt_templates)
     frames = {}
     if params.prompt_files:
         frames = {name: load() for name, load in sorted(raw_prompt_files.items())}
@@ -33,7 +31,13 @@ def combine_sources(
     return combine_prompt_sources(sampled)
 
 
-def sample(raw_prompts: pd.DataFrame, params: SampleParams) -> pd.DataFrame:
+def sample(
+    raw_prompts: pd.DataFrame,
+    sample: Mapping[str, Any],
+    model_pool: Mapping[str, Any],
+    prompt_templates: str | None,
+) -> pd.DataFrame:
+    params = sample_params(sample, model_pool, prompt_templates)
     return sample_prompts(
         raw_prompts,
         model_pool=list(params.models),

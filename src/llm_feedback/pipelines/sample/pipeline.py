@@ -1,27 +1,20 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
-from llm_feedback.pipelines.sample.nodes import combine_sources, read_params, sample
+from llm_feedback.pipelines.sample.nodes import combine_sources, sample
+
+PARAMS = ["params:sample", "params:model_pool", "params:prompt_templates"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                read_params,
-                ["params:sample", "params:model_pool", "params:prompt_templates"],
-                "sample_params",
-                name="read_sample_params",
-                tags="params",
-            ),
-            node(
                 combine_sources,
-                ["raw_prompt_files", "sample_params"],
+                ["raw_prompt_files", *PARAMS],
                 "raw_prompts",
                 name="combine_prompt_sources",
             ),
-            node(
-                sample, ["raw_prompts", "sample_params"], "sampled_prompts", name="sample_prompts"
-            ),
+            node(sample, ["raw_prompts", *PARAMS], "sampled_prompts", name="sample_prompts"),
         ],
         tags="sample",
     )

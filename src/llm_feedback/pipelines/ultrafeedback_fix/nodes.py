@@ -20,22 +20,20 @@ from llm_feedback.annotation.stages import (
     fix_overall_scores,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.params.ultrafeedback_fix import UltraFeedbackFixParams, parse_ultrafeedback_fix
 from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.pipelines.parsed_params import ultrafeedback_fix_params
 from llm_feedback.spool import SpooledTable
 from llm_feedback.templates import use_template_folder
 
-
-def read_params(
-    ultrafeedback_fix: Mapping[str, Any],
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
-    prompt_templates: str | None,
-) -> UltraFeedbackFixParams:
-    return parse_ultrafeedback_fix(ultrafeedback_fix, annotate, endpoints, prompt_templates)
+# Each node takes the four parameter blocks (PARAMS in pipeline.py) and parses them once
+# per run through `parsed_params`, so that every Kedro slice of the pipeline has them.
+Blocks = Mapping[str, Any]
 
 
-def read_records(params: UltraFeedbackFixParams) -> tuple[pd.DataFrame, SpooledTable, SpooledTable]:
+def read_records(
+    ultrafeedback_fix: Blocks, annotate: Blocks, endpoints: Blocks, prompt_templates: str | None
+) -> tuple[pd.DataFrame, SpooledTable, SpooledTable]:
+    params = ultrafeedback_fix_params(ultrafeedback_fix, annotate, endpoints, prompt_templates)
     tables = PublishedTables(params.records_path, params.judge_model)
     return tables.completions, tables.aspect_annotations, tables.critiques
 
@@ -43,10 +41,14 @@ def read_records(params: UltraFeedbackFixParams) -> tuple[pd.DataFrame, SpooledT
 def rejudge_aspects(
     completions: pd.DataFrame,
     published: ParquetSource,
-    params: UltraFeedbackFixParams,
+    ultrafeedback_fix: Blocks,
+    annotate: Blocks,
+    endpoints: Blocks,
+    prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame:
     """The published ratings, those of `rejudge_aspects` replaced by the judge's."""
+    params = ultrafeedback_fix_params(ultrafeedback_fix, annotate, endpoints, prompt_templates)
     kept = published.read()
     if not params.rejudge_aspects:
         return kept
@@ -71,10 +73,14 @@ def rejudge_aspects(
 def recritique(
     completions: pd.DataFrame,
     published: ParquetSource,
-    params: UltraFeedbackFixParams,
+    ultrafeedback_fix: Blocks,
+    annotate: Blocks,
+    endpoints: Blocks,
+    prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame | SpooledTable:
     """The published critiques, or (`recritique`) the judge's own."""
+    params = ultrafeedback_fix_params(ultrafeedback_fix, annotate, endpoints, prompt_templates)
     if not params.recritique:
         return published.read()
     annotate = params.annotate
@@ -93,9 +99,13 @@ def fix_scores(
     completions: pd.DataFrame,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    params: UltraFeedbackFixParams,
+    ultrafeedback_fix: Blocks,
+    annotate: Blocks,
+    endpoints: Blocks,
+    prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame:
+    params = ultrafeedback_fix_params(ultrafeedback_fix, annotate, endpoints, prompt_templates)
     annotate = params.annotate
     aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
     critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)

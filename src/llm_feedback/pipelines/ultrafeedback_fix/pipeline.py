@@ -3,33 +3,26 @@ from kedro.pipeline import Pipeline, node, pipeline
 from llm_feedback.pipelines.ultrafeedback_fix.nodes import (
     export_records,
     fix_scores,
-    read_params,
     read_records,
     recritique,
     rejudge_aspects,
 )
 
 TABLES = ["uf_completions", "uf_aspect_annotations", "uf_critiques"]
+PARAMS = [
+    "params:ultrafeedback_fix",
+    "params:annotate",
+    "params:endpoints",
+    "params:prompt_templates",
+]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                read_params,
-                [
-                    "params:ultrafeedback_fix",
-                    "params:annotate",
-                    "params:endpoints",
-                    "params:prompt_templates",
-                ],
-                "uf_fix_params",
-                name="read_ultrafeedback_fix_params",
-                tags="params",
-            ),
-            node(
                 read_records,
-                "uf_fix_params",
+                PARAMS,
                 ["uf_completions", "uf_published_annotations", "uf_published_critiques"],
                 name="read_ultrafeedback_records",
             ),
@@ -38,7 +31,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 [
                     "uf_completions",
                     "uf_published_annotations",
-                    "uf_fix_params",
+                    *PARAMS,
                     "params:request_cache",
                 ],
                 "uf_aspect_annotations",
@@ -49,7 +42,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 [
                     "uf_completions",
                     "uf_published_critiques",
-                    "uf_fix_params",
+                    *PARAMS,
                     "params:request_cache",
                 ],
                 "uf_critiques",
@@ -57,7 +50,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 fix_scores,
-                [*TABLES, "uf_fix_params", "params:request_cache"],
+                [*TABLES, *PARAMS, "params:request_cache"],
                 "uf_overall_scores",
                 name="fix_ultrafeedback_scores",
             ),

@@ -1,0 +1,225 @@
+"""The annotate run's judgment site: one record per prompt (instruction, completions with
+model, principle, critique, overall score and fix action, each aspect's ratings and
+rationales per shuffle with the position each completion was shown at) and an index row per
+prompt for the filters.
+
+`aspect_annotations` records, per row, the completion (`completion_idx`) and the position it
+was shown at in that call (`position`, 0-based: the judge's "Text 1" is position 0), so the
+page maps a rationale's "Text N" back to the completion shown there in the same call.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.errors import require_columns
+from llm_feedback.viewer.site import SHARD_SIZE, Filter, StaticSite, column, snippet
+
+COMPLETION_KEY = ["prompt_id", "completion_idx"]
+COMPLETION_COLUMNS = (*COMPLETION_KEY, "source", "instruction", "model", "principle", "response")
+ASPECT_COLUMNS = (
+    *COMPLETION_KEY,
+    "aspect",
+    "shuffle_idx",
+    "position",
+    "rating",
+    "is_na",
+    "rationale",
+    "parse_status",
+    "suspected_injection",
+)
+CRITIQUE_COLUMNS = (*COMPLETION_KEY, "critique", "parse_status", "suspected_injection")
+SCORE_COLUMNS = (
+    *COMPLETION_KEY,
+    "overall_score_original",
+    "overall_score_fixed",
+    "fine_grained_score",
+    "fix_action",
+)
+# Read when present (older runs and hand-made tables may lack them), else these values.
+OPTIONAL = {
+    "principle": None,
+    "source": None,
+    "is_na": False,
+    "rationale": None,
+    "parse_status": None,
+    "suspected_injection": False,
+    "critique": None,
+    "overall_score_original": None,
+    "overall_score_fixed": None,
+    "fine_grained_score": None,
+    "fix_action": None,
+}
+INDEX_COLUMNS = (
+    "id",
+    "source",
+    "text",
+    "models",
+    "fix_actions",
+    "statuses",
+    "disagreement",
+    "flagged",
+    "shard",
+)
+FILTERS = (
+    Filter("fix_actions", "fix action"),
+    Filter("statuses", "parse status"),
+    Filter("source", "source"),
+    Filter("models", "model"),
+    Filter("disagreement", "shuffles disagree", "flag"),
+    Filter("flagged", "suspected injection", "flag"),
+)
+
+
+def feedback_site(
+    completions: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    critiques: pd.DataFrame,
+    overall_scores: pd.DataFrame,
+    *,
+    title: str = "Annotations",
+    shard_size: int = SHARD_SIZE,
+) -> StaticSite:
+    """The site of one annotate run's tables (the columns above; the judge tables may be
+    empty). Prompts keep the order of `completions`."""
+    completions = _complete(completions, COMPLETION_COLUMNS, "completions")
+    aspect_annotations = _complete(aspect_annotations, ASPECT_COLUMNS, "aspect_annotations")
+    critiques = _complete(critiques, CRITIQUE_COLUMNS, "critiques")
+    overall_scores = _complete(overall_scores, SCORE_COLUMNS, "overall_scores")
+    per_completion = (
+        completions[list(COMPLETION_COLUMNS)]
+        .merge(
+            critiques[list(CRITIQUE_COLUMNS)].rename(
+                columns={"parse_status": "critique_status", "suspected_injection": "injection"}
+            ),
+            on=COMPLETION_KEY,
+            how="left",
+        )
+        .merge(overall_scores[list(SCORE_COLUMNS)], on=COMPLETION_KEY, how="left")
+    )
+    prompt_ids = list(dict.fromkeys(per_completion["prompt_id"].tolist()))
+    number = {prompt_id: i for i, prompt_id in enumerate(prompt_ids)}
+    per_completion = per_completion.assign(
+        _prompt=per_completion["prompt_id"].map(number)
+    ).sort_values(["_prompt", "completion_idx"], kind="stable")
+    records = [
+        {"id": prompt_id, "source": None, "instruction": None, "completions": [], "aspects": []}
+        for prompt_id in prompt_ids
+    ]
+    facts = [_Facts() for _ in prompt_ids]
+    _add_completions(records, facts, per_completion)
+    _add_aspects(records, facts, aspect_annotations, number)
+    rows = [
+        [
+            record["id"],
+            record["source"],
+            snippet(record["instruction"]),
+            sorted(fact.models),
+            sorted(fact.fix_actions),
+            sorted(fact.statuses),
+            fact.disagreement(),
+            fact.flagged,
+            i // shard_size,
+        ]
+        for i, (record, fact) in enumerate(zip(records, facts, strict=True))
+    ]
+    return StaticSite(
+        kind="feedback",
+        title=title,
+        unit="prompts",
+        columns=INDEX_COLUMNS,
+        display=("id", "source", "text", "models", "fix_actions", "statuses", "disagreement"),
+        filters=FILTERS,
+        index_rows=rows,
+        records=records,
+        shard_size=shard_size,
+    )
+
+
+def _complete(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> pd.DataFrame:
+    """`frame`'s `columns`, the optional ones filled with their defaults where absent."""
+    require_columns(frame, [c for c in columns if c not in OPTIONAL], name)
+    missing = {c: OPTIONAL[c] for c in columns if c not in frame.columns}
+    return frame.assign(**missing)[list(columns)] if missing else frame[list(columns)]
+
+
+class _Facts:
+    """What a prompt's index row says about it, gathered while its record is built."""
+
+    def __init__(self) -> None:
+        self.models: set[str] = set()
+        self.fix_actions: set[str] = set()
+        self.statuses: set[str] = set()
+        self.flagged = False
+        self.ratings: dict[tuple[str, int], set[Any]] = defaultdict(set)
+
+    def disagreement(self) -> bool:
+        """Some completion got different ratings for one aspect in different shuffles."""
+        return any(len(ratings) > 1 for ratings in self.ratings.values())
+
+
+def _add_completions(records: list[dict], facts: list[_Facts], frame: pd.DataFrame) -> None:
+    names = [
+        "_prompt",
+        "completion_idx",
+        "source",
+        "instruction",
+        "model",
+        "principle",
+        "response",
+        "critique",
+        "critique_status",
+        "injection",
+        "overall_score_original",
+        "overall_score_fixed",
+        "fine_grained_score",
+        "fix_action",
+    ]
+    for values in zip(*(column(frame, name) for name in names), strict=True):
+        row = dict(zip(names, values, strict=True))
+        record, fact = records[row["_prompt"]], facts[row["_prompt"]]
+        record["source"], record["instruction"] = row["source"], row["instruction"]
+        record["completions"].append(
+            {
+                "idx": row["completion_idx"],
+                "model": row["model"],
+                "principle": row["principle"],
+                "response": row["response"],
+                "critique": row["critique"],
+                "critique_status": row["critique_status"],
+                "injection": bool(row["injection"]),
+                "overall": row["overall_score_original"],
+                "fixed": row["overall_score_fixed"],
+                "fine": row["fine_grained_score"],
+                "fix_action": row["fix_action"],
+            }
+        )
+        fact.models.add(row["model"])
+        if row["fix_action"] is not None:
+            fact.fix_actions.add(row["fix_action"])
+        if row["critique_status"] is not None:
+            fact.statuses.add(row["critique_status"])
+        fact.flagged = fact.flagged or bool(row["injection"])
+
+
+def _add_aspects(
+    records: list[dict], facts: list[_Facts], frame: pd.DataFrame, number: dict[str, int]
+) -> None:
+    frame = frame.loc[frame["prompt_id"].isin(number.keys()), list(ASPECT_COLUMNS)]
+    frame = frame.assign(_prompt=frame["prompt_id"].map(number)).sort_values(
+        ["_prompt", "aspect", "shuffle_idx", "position"], kind="stable"
+    )
+    names = ["_prompt", *ASPECT_COLUMNS[1:]]
+    for prompt, idx, aspect, shuffle, position, rating, is_na, rationale, status, flag in zip(
+        *(column(frame, name) for name in names), strict=True
+    ):
+        records[prompt]["aspects"].append(
+            [aspect, shuffle, position, idx, rating, bool(is_na), rationale, status, bool(flag)]
+        )
+        fact = facts[prompt]
+        fact.statuses.add(status)
+        fact.flagged = fact.flagged or bool(flag)
+        fact.ratings[(aspect, idx)].add("N/A" if is_na else rating)

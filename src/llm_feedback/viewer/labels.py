@@ -1,0 +1,35 @@
+"""Human labels downloaded from the judgment viewer (the "Download labels" button).
+
+The file is JSON Lines, `labels.jsonl`: one JSON object a line, UTF-8, in one of two shapes
+(agreed with the judge-validation reader, which takes the file as it is):
+
+pairwise, a reviewer's choice between two responses to one question:
+
+    {"instance_id": str, "question": str, "response_a": str, "response_b": str,
+     "model_a": str, "model_b": str, "label": "A" | "B" | "tie", "annotator": str}
+
+pointwise, a reviewer's score of one response:
+
+    {"instance_id": str, "question": str, "response": str, "model": str,
+     "gold_score": number, "annotator": str}
+
+`instance_id` is the annotate run's `prompt_id` (the question is its instruction, the
+responses two of its completions, chosen in the page) or the evaluate run's `instance_id`.
+`label` "A" means `response_a` is the better one. `annotator` is the name typed in the
+page's "Reviewer" box ("anonymous" when left empty). A reviewer's later choice for the same
+pair (or response) replaces the earlier one; the browser keeps the labels per site until
+they are downloaded and the browser's storage is cleared.
+"""
+
+PAIRWISE_FIELDS = (
+    "instance_id",
+    "question",
+    "response_a",
+    "response_b",
+    "model_a",
+    "model_b",
+    "label",
+    "annotator",
+)
+POINTWISE_FIELDS = ("instance_id", "question", "response", "model", "gold_score", "annotator")
+PAIRWISE_LABELS = ("A", "B", "tie")
