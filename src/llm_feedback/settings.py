@@ -8,6 +8,7 @@ from llm_feedback.hooks import (
     RunGuardHooks,
     StageTimesHooks,
 )
+from llm_feedback.remote_root import local_root
 
 HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks(), StageTimesHooks())
 
@@ -18,4 +19,7 @@ CONFIG_LOADER_ARGS = {
     # conf/local adds to conf/base key by key: an `endpoints:` block there adds endpoints
     # instead of replacing the whole map.
     "merge_strategy": {"parameters": "soft"},
+    # `${local_root:<data root>}`: the root itself when local, else its local mirror folder
+    # (the request cache is SQLite: it needs a local file; llm_feedback/remote_root.py).
+    "custom_resolvers": {"local_root": local_root},
 }
