@@ -8,9 +8,18 @@ from llm_feedback.hooks import (
     RunGuardHooks,
     StageTimesHooks,
 )
+from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
 from llm_feedback.remote_root import local_root
 
-HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks(), StageTimesHooks())
+# Pluggy calls the last registered first: MLflow tracking checks its settings (and that
+# MLflow is installed) before RunGuardHooks pays for a preflight call.
+HOOKS = (
+    ModelEndpointHooks(),
+    RunGuardHooks(),
+    ReportProvenanceHooks(),
+    StageTimesHooks(),
+    MlflowTrackingHooks(),
+)
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
