@@ -84,3 +84,17 @@ def test_secret_looking_parameters_are_redacted_and_bad_settings_named():
         parse_tracking({"mlflow": {"enabled": "yes"}})
     with pytest.raises(ConfigError, match=r"tracking\.mlflow: unknown key\(s\) \['uri'\]"):
         parse_tracking({"mlflow": {"uri": "file:/x"}})
+
+
+def test_an_evaluate_run_logs_eval_metrics_as_metrics_and_a_table(run_kedro, fake_llm, tmp_path):
+    mlflow_tracking = pytest.importorskip("mlflow.tracking", reason="the mlflow extra")
+    store = tmp_path / "mlruns"
+    tracking = {"mlflow": {"enabled": True, "tracking_uri": store.as_uri(), "experiment": "e"}}
+    run_kedro("evaluate", {"endpoints": endpoints_via(fake_llm), "tracking": tracking})
+
+    client = mlflow_tracking.MlflowClient(tracking_uri=store.as_uri())
+    (run,) = client.search_runs([client.get_experiment_by_name("e").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.tags["kedro.pipelines"] == "evaluate"
+    assert any(key.startswith("eval_metrics/") for key in run.data.metrics)
+    tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    assert "tables/eval_metrics.json" in tables
