@@ -194,21 +194,38 @@ class RootGuard:
     unlocks, also at interpreter exit when a run was interrupted (Ctrl-C skips Kedro's
     error hooks)."""
 
-    def __init__(self, lock: _Lock, sync: CacheSync | None) -> None:
+    def __init__(self, lock: _Lock, sync: CacheSync | None, root: str | None = None) -> None:
         self.lock = lock
         self.sync = sync
+        self.root = root
         self._held = False
 
     def acquire(self) -> None:
-        self.lock.acquire()
+        try:
+            self.lock.acquire()
+        except Exception as error:
+            raise self._unreachable(error) from error
         self._held = True
         atexit.register(self.release)
         try:
             if self.sync is not None:
                 self.sync.pull()
-        except BaseException:
+        except BaseException as error:
             self.release()
+            if isinstance(error, Exception):
+                raise self._unreachable(error) from error
             raise
+
+    def _unreachable(self, error: Exception) -> Exception:
+        """A remote root that cannot be used (no bucket, no credentials, no network) is a
+        clear one-line error naming it; a held lock or a bad setting passes as it is."""
+        if isinstance(error, ConfigError) or self.root is None:
+            return error
+        return ConfigError(
+            f"data_root {self.root}: cannot lock and sync the request cache there "
+            f"({type(error).__name__}: {error}); check the bucket, its credentials "
+            "(AWS_* variables or ~/.aws) and AWS_ENDPOINT_URL"
+        )
 
     def checkpoint(self) -> None:
         if self._held and self.sync is not None:
@@ -238,4 +255,4 @@ def root_guard(parameters: dict[str, Any], cache: str) -> RootGuard:
     if not is_remote(root):
         return RootGuard(RunLock(Path(f"{local_cache}{LOCK_SUFFIX}")), None)
     remote = remote_cache_url(root)
-    return RootGuard(RemoteLock(remote + LOCK_SUFFIX), CacheSync(remote, local_cache))
+    return RootGuard(RemoteLock(remote + LOCK_SUFFIX), CacheSync(remote, local_cache), root)

@@ -8,7 +8,9 @@ import time
 import fsspec
 import pytest
 
+from llm_feedback.errors import ConfigError
 from llm_feedback.remote_lock import RemoteLock
+from llm_feedback.remote_root import root_guard
 from llm_feedback.runlock import RunLocked
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import endpoints_via
@@ -69,3 +71,10 @@ def test_a_run_on_a_locked_remote_root_stops_before_any_call(bucket, s3_env, run
             assert server.stats()["chat_requests"] == 0
     finally:
         lock.release()
+
+
+def test_a_bucket_that_does_not_exist_is_one_line_naming_the_data_root(s3_env, tmp_path):
+    parameters = {"data_root": "s3://no-such-bucket-here/data"}
+    guard = root_guard(parameters, str(tmp_path / "request_cache.sqlite"))
+    with pytest.raises(ConfigError, match=r"data_root s3://no-such-bucket-here/data: cannot"):
+        guard.acquire()
