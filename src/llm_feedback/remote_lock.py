@@ -116,8 +116,11 @@ class RemoteLock:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat_s):
-            holder = self._read()
-            if not holder or holder.get("token") != self._token:
-                logger.error("lost the lock %s to %s", self.url, (holder or {}).get("owner"))
-                return
-            self.fs.pipe_file(self.path, self._record())
+            try:
+                holder = self._read()
+                if not holder or holder.get("token") != self._token:
+                    logger.error("lost the lock %s to %s", self.url, (holder or {}).get("owner"))
+                    return
+                self.fs.pipe_file(self.path, self._record())
+            except Exception as error:  # a network blip: the next beat tries again
+                logger.warning("heartbeat of the lock %s failed: %r", self.url, error)
