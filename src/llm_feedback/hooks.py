@@ -5,7 +5,6 @@ how long each node took."""
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from kedro.config import MissingConfigException
@@ -20,7 +19,7 @@ from llm_feedback.params.run import check_run, parse_run_options
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
 from llm_feedback.pipelines.run_plan import plan_for_run
 from llm_feedback.planning import PlanOnly, check_cost_limit, describe_plan
-from llm_feedback.runlock import RunLock
+from llm_feedback.remote_root import RootGuard, require_local, root_guard
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,9 @@ class RunGuardHooks:
     - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.planning`):
       `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
-    - a run that calls models takes the data root's lock (one run per request cache);
+    - a run that calls models takes the data root's lock (one run per request cache); on a
+      remote data root it also pulls the root's request cache into its local mirror and
+      pushes it back after each node and at the end (`llm_feedback.remote_root`);
     - every endpoint it will call answers one cheap request (`backends.preflight`);
     - a run that calls models under `--runner ParallelRunner` is refused: its worker
       processes would each open the request cache and start local model servers outside
@@ -78,7 +79,7 @@ class RunGuardHooks:
     current_request_cache: str | None = None
 
     def __init__(self) -> None:
-        self._lock: RunLock | None = None
+        self._guard: RootGuard | None = None
 
     @hook_impl
     def before_pipeline_run(
@@ -102,7 +103,13 @@ class RunGuardHooks:
                 "ParallelRunner only for runs that call no model (e.g. --pipeline report)"
             )
         options = parse_run_options(parameters)
+        cache = parameters.get("request_cache")
+        if cache:
+            require_local(cache, "request_cache")
+        guard = root_guard(parameters, cache) if endpoints and cache else None
         if options.plan_only or options.max_cost_usd is not None:
+            if guard is not None and guard.sync is not None:
+                guard.sync.pull()  # the plan counts the remote root's cached answers
             plan = plan_for_run(pipeline, catalog, parameters)
             if options.plan_only:
                 catalog.save(RUN_PLAN, plan)
@@ -113,13 +120,11 @@ class RunGuardHooks:
                 plan["estimated_cost"].sum(),
                 options.max_cost_usd,
             )
-        cache = parameters.get("request_cache")
         RunGuardHooks.current_request_cache = cache
-        if not endpoints or not cache:
+        if guard is None:
             return
-        lock = RunLock(Path(f"{cache}.lock"))
-        lock.acquire()
-        self._lock = lock
+        guard.acquire()
+        self._guard = guard
         try:
             for endpoint in endpoints:
                 preflight(endpoint)
@@ -128,9 +133,14 @@ class RunGuardHooks:
             raise
 
     def _release(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+        if self._guard is not None:
+            self._guard.release()
+            self._guard = None
+
+    @hook_impl
+    def after_node_run(self) -> None:
+        if self._guard is not None:
+            self._guard.checkpoint()
 
     @hook_impl
     def after_pipeline_run(self) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.remote_root import require_local
 
 
 class RunLocked(ConfigError):
@@ -24,7 +25,7 @@ class RunLocked(ConfigError):
 
 class RunLock:
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = require_local(path, "run lock")  # a remote root: remote_lock.py
         self._file: IO[str] | None = None
 
     def acquire(self) -> None:

@@ -8,8 +8,18 @@ from llm_feedback.hooks import (
     RunGuardHooks,
     StageTimesHooks,
 )
+from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
+from llm_feedback.remote_root import local_root
 
-HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks(), StageTimesHooks())
+# Pluggy calls the last registered first: MLflow tracking checks its settings (and that
+# MLflow is installed) before RunGuardHooks pays for a preflight call.
+HOOKS = (
+    ModelEndpointHooks(),
+    RunGuardHooks(),
+    ReportProvenanceHooks(),
+    StageTimesHooks(),
+    MlflowTrackingHooks(),
+)
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
@@ -18,4 +28,7 @@ CONFIG_LOADER_ARGS = {
     # conf/local adds to conf/base key by key: an `endpoints:` block there adds endpoints
     # instead of replacing the whole map.
     "merge_strategy": {"parameters": "soft"},
+    # `${local_root:<data root>}`: the root itself when local, else its local mirror folder
+    # (the request cache is SQLite: it needs a local file; llm_feedback/remote_root.py).
+    "custom_resolvers": {"local_root": local_root},
 }

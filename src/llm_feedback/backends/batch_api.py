@@ -37,10 +37,10 @@ from llm_feedback.backends.lean import (
 )
 from llm_feedback.backends.openai_backend import _RETRYABLE_STATUS, redact
 from llm_feedback.errors import BatchPending, EndpointError
+from llm_feedback.remote_root import LEDGER_SUFFIX, require_local
 
 logger = logging.getLogger(__name__)
 
-LEDGER_SUFFIX = ".batches.json"
 FINISHED = frozenset({"completed", "expired", "cancelled", "failed"})
 COMPLETION_WINDOW = "24h"
 
@@ -62,7 +62,7 @@ class BatchLedger:
     """
 
     def __init__(self, cache_path: str | Path) -> None:
-        self.path = Path(f"{cache_path}{LEDGER_SUFFIX}")
+        self.path = require_local(f"{cache_path}{LEDGER_SUFFIX}", "batch ledger")
 
     def load(self) -> list[SubmittedBatch]:
         if not self.path.is_file():

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llm_feedback.backends.contract import ChatResult
+from llm_feedback.remote_root import require_local
 
 _LOOKUP_CHUNK = 500  # stays below SQLite's host-parameter limit
 _STOP = object()
@@ -23,7 +24,7 @@ _STOP = object()
 
 class RequestCache:
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = require_local(path, "request_cache")  # SQLite needs a local file
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)

@@ -253,7 +253,10 @@ class RayBackend:
             # starts only its worker pool.
             address = self.config.ray_address or os.environ.get("RAY_ADDRESS")
             logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
-            ray.init(address=address, include_dashboard=False)
+            try:
+                ray.init(address=address, include_dashboard=False)
+            except ConnectionError as error:
+                raise EndpointError(_join_failure(self.config, address, error)) from None
         # The client's own bar counts answers; Ray's bars would print over it.
         ray.data.DataContext.get_current().enable_progress_bars = False
         self._ray = ray
@@ -351,3 +354,15 @@ class RayBackend:
             should_continue_on_error=True,  # a failed row comes back with its error
         )
         return llm.build_processor(processor_config, preprocess=_vllm_row)(dataset)
+
+
+def _join_failure(config: EndpointConfig, address: str | None, error: Exception) -> str:
+    """Why joining a cluster failed; Ray 2.60 reports a token mismatch as a bare timeout."""
+    message = f"{config.describe()}: cannot join the Ray cluster at {address} ({error})"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        message += (
+            "; a cluster started with token authentication is joined only with "
+            "RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+            "~/.ray/auth_token) in this process's environment"
+        )
+    return message

@@ -20,7 +20,6 @@ import json
 import math
 from collections.abc import Mapping
 from decimal import Decimal
-from pathlib import Path
 from typing import Any, ClassVar, NewType
 
 import numpy as np
@@ -35,6 +34,7 @@ from kedro_datasets.text import TextDataset as _KedroTextDataset
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
+from llm_feedback.remote_root import require_local
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
 # "TextPreview" is drawn as preformatted text (no Markdown rendering of `_` or `*`).
@@ -209,7 +209,7 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     """Read-only: `type: llm_feedback.pipelines.datasets.JSONLinesDataset`, `filepath`."""
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
-        self._filepath = Path(filepath)
+        self._filepath = require_local(filepath, "JSON Lines input")  # read with line numbers
         self.metadata = metadata
 
     def load(self) -> pd.DataFrame:
