@@ -105,6 +105,34 @@ COVERED_BY = {
     "python benchmarks/bench.py --quick --only throughput": (
         "tests/test_bench_report.py::test_the_readme_quick_sitting_writes_results_from_its_own_json"
     ),
+    (
+        "kedro run --params prompt_templates=conf/base/templates/ultrafeedback_layout,"
+        "endpoints.local.structured_output=false"
+    ): (
+        "tests/pipelines/test_prompt_templates.py::"
+        "test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands"
+    ),
+    (
+        "kedro run --pipelines ultrafeedback_fix --params "
+        "ultrafeedback_fix.records_path=ultrafeedback.parquet"
+    ): (
+        "tests/pipelines/test_ultrafeedback_fix.py::"
+        "test_kedro_run_fixes_published_records_as_computed_by_hand"
+    ),
+    "kedro run --pipelines annotate --from-nodes fix_overall_scores": (
+        "tests/pipelines/test_run_slices.py::test_every_slice_of_every_pipeline_runs"
+    ),
+    "kedro run --params data_root=s3://my-bucket/data": (
+        "tests/deploy/test_remote_root.py::"
+        "test_a_second_clone_with_an_empty_disk_reruns_on_the_bucket_sending_nothing"
+    ),
+    (
+        "kedro run --params tracking.mlflow.enabled=true,"
+        "tracking.mlflow.tracking_uri=file:/tmp/mlruns"
+    ): (
+        "tests/deploy/test_mlflow_tracking.py::"
+        "test_a_tracked_run_logs_params_metrics_cost_report_and_figures_and_no_secret"
+    ),
     # Interactive: the notebook it opens is executed headless.
     "jupyter lab": (
         "tests/test_notebook.py::"
@@ -126,6 +154,8 @@ NOT_RUN = {
         "tests/backends/test_vllm_backend.py"
     ),
     'pip install -e ".[ray]"': "`make test` installs the ray extra (Makefile: install-dev)",
+    'pip install -e ".[s3]"': "`make test` installs the s3 extra (Makefile: install-dev)",
+    'pip install -e ".[mlflow]"': "`make test` installs the mlflow extra (Makefile: install-dev)",
     'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
     "python -I": "not a command to type: how CodeTest runs the response's code",
     "make bench": "every benchmark at full size: hours, on a quiet machine",
