@@ -91,14 +91,23 @@ def ratio_bootstrap(
     numerators = np.atleast_2d(np.asarray(numerators, dtype="float64").T).T
     denominators = np.atleast_2d(np.asarray(denominators, dtype="float64").T).T
     estimate = _ratio(numerators.sum(axis=0), denominators.sum(axis=0))
-    replicates = np.vstack(
-        [
-            _ratio(counts @ numerators, counts @ denominators)
-            for counts in resample_counts(len(numerators), n_resamples, seed)
-        ]
-    )
+    n_statistics = numerators.shape[1]
+    totals = resampled_totals(np.hstack([numerators, denominators]), n_resamples, seed)
+    replicates = _ratio(totals[:, :n_statistics], totals[:, n_statistics:])
     low, high = percentile_interval(replicates, confidence)
     return estimate, low, high
+
+
+def resampled_totals(
+    cluster_sums: np.ndarray, n_resamples: int, seed: int | np.random.Generator = 0
+) -> np.ndarray:
+    """(n_resamples, K) totals of (n_clusters, K) per-cluster sums in each clustered
+    bootstrap resample: the building block of any statistic that is a function of sums
+    (a mean, a difference of means, a correlation from its moment sums)."""
+    cluster_sums = np.asarray(cluster_sums, dtype="float64")
+    return np.vstack(
+        [counts @ cluster_sums for counts in resample_counts(len(cluster_sums), n_resamples, seed)]
+    )
 
 
 def bootstrap_replicates(
