@@ -10,6 +10,7 @@ from statsmodels.stats.proportion import proportion_confint
 from llm_feedback.errors import ConfigError
 from llm_feedback.stats.intervals import (
     bootstrap_replicates,
+    correlation_interval,
     grouped_mean_intervals,
     percentile_interval,
     ratio_bootstrap,
@@ -122,3 +123,19 @@ def test_bootstrap_replicates_give_a_clusters_rows_one_weight():
 def test_bad_resample_counts_are_refused_by_name():
     with pytest.raises(ConfigError, match="n_resamples"):
         ratio_bootstrap(np.ones(3), np.ones(3), n_resamples=0)
+
+
+def test_correlation_interval_matches_scipy_and_covers_the_fisher_interval():
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=500)
+    y = 0.5 * x + rng.normal(size=500)
+    clusters = np.arange(500)
+    r, low, high = correlation_interval(x, y, clusters, "pearson", n_resamples=1000)
+    assert r == pytest.approx(pearsonr(x, y).statistic)
+    fisher = np.tanh(np.arctanh(r) + np.array([-1, 1]) * 1.96 / np.sqrt(497))
+    assert (low, high) == pytest.approx(tuple(fisher), abs=0.02)
+    rho, _, _ = correlation_interval(x, np.round(y), clusters, "spearman", n_resamples=50)
+    assert rho == pytest.approx(spearmanr(x, np.round(y)).statistic)
+    assert np.isnan(correlation_interval([1, 1, 1], [1, 2, 3], [0, 1, 2])[0])

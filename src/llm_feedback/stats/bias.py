@@ -23,6 +23,7 @@ from llm_feedback.stats.intervals import (
     DEFAULT_RESAMPLES,
     bootstrap_method,
     check_bootstrap,
+    correlation_interval,
     grouped_mean_intervals,
     percentile_interval,
     resampled_totals,
@@ -130,17 +131,15 @@ def length_correlation(
     frame = _rated(ratings, ["length", *by]).dropna(subset=["length"])
     rows = []
     for key, part in _groups(frame, by):
-        x = part["rating"].rank().to_numpy()
-        y = part["length"].astype("float64").rank().to_numpy()
-        moments = np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
-        clusters = pd.factorize(part["prompt_id"])[0]
-        sums = np.zeros((int(clusters.max(initial=-1)) + 1, 6))
-        np.add.at(sums, clusters, moments)
-        rho, low, high = np.nan, np.nan, np.nan
-        if len(part) >= 3:
-            rho = _pearson_from_sums(sums.sum(axis=0, keepdims=True))[0]
-            replicates = _pearson_from_sums(resampled_totals(sums, n_resamples, seed))
-            low, high = (bound[0] for bound in percentile_interval(replicates, confidence))
+        rho, low, high = correlation_interval(
+            part["rating"],
+            part["length"],
+            part["prompt_id"],
+            "spearman",
+            n_resamples=n_resamples,
+            seed=seed,
+            confidence=confidence,
+        )
         rows.append(
             {
                 **dict(zip(by, key, strict=True)),
@@ -152,15 +151,6 @@ def length_correlation(
             }
         )
     return pd.DataFrame(rows, columns=[*by, "n", "spearman", "ci_low", "ci_high", "method"])
-
-
-def _pearson_from_sums(totals: np.ndarray) -> np.ndarray:
-    """Pearson's r per row of (n, sum x, sum y, sum x^2, sum y^2, sum xy); NaN if constant."""
-    n, sx, sy, sxx, syy, sxy = totals.T
-    covariance = n * sxy - sx * sy
-    spread = (n * sxx - sx * sx) * (n * syy - sy * sy)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(spread > 0, covariance / np.sqrt(np.where(spread > 0, spread, 1)), np.nan)
 
 
 def rating_by_length_bins(
