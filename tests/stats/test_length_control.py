@@ -48,8 +48,8 @@ def test_length_control_undoes_an_injected_length_bias():
     row = table.set_index("model").loc["verbose"]
     assert row["win_rate"] > TRUE_WIN_RATE + 0.15  # raw: far from the truth
     assert not row["win_rate_ci_low"] <= TRUE_WIN_RATE <= row["win_rate_ci_high"]
-    assert row["lc_ci_low"] <= TRUE_WIN_RATE <= row["lc_ci_high"]  # controlled: covers it
-    assert row["lc_ci_high"] - row["lc_ci_low"] < 0.1
+    assert row["lc_win_rate_ci_low"] <= TRUE_WIN_RATE <= row["lc_win_rate_ci_high"]  # controlled: covers it
+    assert row["lc_win_rate_ci_high"] - row["lc_win_rate_ci_low"] < 0.1
     assert row["length_coefficient_ci_low"] <= LENGTH_BIAS <= row["length_coefficient_ci_high"]
     assert row["lc_method"] == "wald-cluster"
     assert row["win_rate_method"] == "bootstrap-200-cluster"
@@ -63,8 +63,8 @@ def test_length_control_by_bootstrap_agrees_with_the_cluster_robust_interval():
     ]
     assert boot["lc_win_rate"] == wald["lc_win_rate"]
     assert boot["lc_method"] == "bootstrap-100-cluster"
-    assert boot["lc_ci_low"] == pytest.approx(wald["lc_ci_low"], abs=0.04)
-    assert boot["lc_ci_high"] == pytest.approx(wald["lc_ci_high"], abs=0.04)
+    assert boot["lc_win_rate_ci_low"] == pytest.approx(wald["lc_win_rate_ci_low"], abs=0.04)
+    assert boot["lc_win_rate_ci_high"] == pytest.approx(wald["lc_win_rate_ci_high"], abs=0.04)
 
 
 def test_without_length_differences_lc_equals_the_fitted_raw_rate():

@@ -25,6 +25,7 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
+from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
     COMPLETION_KEY,
     COST_TABLE_COLUMN_TYPES,
@@ -36,6 +37,7 @@ from llm_feedback.schema import (
     SHUFFLE_AGREEMENT_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
+from llm_feedback.stats.intervals import bootstrap_method, correlation_interval
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
@@ -55,17 +57,20 @@ def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
 
 
 def model_aspect_metrics(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+    aspect_annotations: pd.DataFrame,
+    completions: pd.DataFrame,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> pd.DataFrame:
     """Per model x aspect: how many completions were rated, N/A or failed, and their mean.
 
     Each completion counts once per aspect: shuffles are folded first (mean of the
     shuffles' ratings). Every model in `completions` gets a row for every aspect seen in
     the annotations, so a model whose generations all failed shows up with zero counts.
-    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2.
+    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2;
+    ci_low / ci_high the mean's interval, bootstrapped over prompts (`ci_method`).
 
     Columns: model, aspect, n_rated, n_na, n_failed, mean_rating, mean_rating_0_100,
-    std_error.
+    std_error, ci_low, ci_high, ci_method.
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     require_columns(completions, [*COMPLETION_KEY, "model"], "completions")
@@ -87,11 +92,16 @@ def model_aspect_metrics(
     table = counts.reindex(grid, fill_value=0).join(moments, how="left")
     table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
     table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
-    return typed_frame(table.reset_index(), MODEL_ASPECT_METRICS_COLUMN_TYPES)
+    intervals = mean_intervals(rated, "rating", ["model", "aspect"], bootstrap)
+    table = table.reset_index().merge(intervals, on=["model", "aspect"], how="left")
+    table["ci_method"] = table["ci_method"].fillna(bootstrap_method(bootstrap.n_resamples))
+    return typed_frame(table, MODEL_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def source_aspect_metrics(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+    aspect_annotations: pd.DataFrame,
+    completions: pd.DataFrame,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> pd.DataFrame:
     """`model_aspect_metrics` per prompt source (`completions.source`), with the same
     counts; completions without a source are left out.
@@ -102,7 +112,9 @@ def source_aspect_metrics(
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     tables = [
         model_aspect_metrics(
-            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])], part
+            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])],
+            part,
+            bootstrap,
         ).assign(source=source)
         for source, part in completions.groupby("source", sort=True)
     ]
@@ -110,38 +122,55 @@ def source_aspect_metrics(
     return typed_frame(table, SOURCE_ASPECT_METRICS_COLUMN_TYPES)
 
 
-def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
+def model_score_metrics(
+    overall_scores: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+) -> pd.DataFrame:
     """Per model: the overall score before and after the score fix, the fine-grained score,
     and how well the (fixed) overall score agrees with the fine-grained one.
 
     Correlations use the completions that have both scores (`n_paired`); they are NaN with
-    fewer than 3 pairs or when either score is constant.
+    fewer than 3 pairs or when either score is constant. Every mean and correlation has
+    its interval in `<column>_ci_low` / `<column>_ci_high`, bootstrapped over prompts
+    (`ci_method`).
 
     Columns: model, n, mean_overall_original, mean_overall_fixed, mean_fine_grained,
-    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained.
+    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained, their
+    intervals, ci_method.
     """
     score_columns = ["fine_grained_score", "overall_score_original", "overall_score_fixed"]
-    require_columns(overall_scores, ["model", *score_columns], "overall_scores")
+    require_columns(overall_scores, ["prompt_id", "model", *score_columns], "overall_scores")
     scores = pd.DataFrame({column: as_float(overall_scores[column]) for column in score_columns})
     scores["model"] = overall_scores["model"].to_numpy()
+    scores["prompt_id"] = overall_scores["prompt_id"].to_numpy()
 
     rows = []
     for model, group in scores.groupby("model", sort=True):
         paired = group.dropna(subset=["overall_score_fixed", "fine_grained_score"])
         overall, fine = paired["overall_score_fixed"], paired["fine_grained_score"]
-        rows.append(
-            {
-                "model": model,
-                "n": len(group),
-                "mean_overall_original": group["overall_score_original"].mean(),
-                "mean_overall_fixed": group["overall_score_fixed"].mean(),
-                "mean_fine_grained": group["fine_grained_score"].mean(),
-                "n_paired": len(paired),
-                "pearson_overall_vs_fine_grained": pearson(overall, fine),
-                "spearman_overall_vs_fine_grained": spearman(overall, fine),
-            }
-        )
-    return typed_frame(pd.DataFrame(rows), MODEL_SCORE_METRICS_COLUMN_TYPES)
+        row = {"model": model, "n": len(group), "n_paired": len(paired)}
+        for mean, column in MEAN_SCORES.items():
+            row[mean] = group[column].mean()
+        for name, kind in (("pearson", pearson), ("spearman", spearman)):
+            column = f"{name}_overall_vs_fine_grained"
+            row[column] = kind(overall, fine)
+            _, row[f"{column}_ci_low"], row[f"{column}_ci_high"] = correlation_interval(
+                overall, fine, paired["prompt_id"], name, **bootstrap.kwargs
+            )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        for mean, column in MEAN_SCORES.items():
+            intervals = mean_intervals(scores, column, ["model"], bootstrap, f"{mean}_")
+            table = table.merge(intervals.drop(columns="ci_method"), on="model", how="left")
+        table["ci_method"] = bootstrap_method(bootstrap.n_resamples)
+    return typed_frame(table, MODEL_SCORE_METRICS_COLUMN_TYPES)
+
+
+MEAN_SCORES = {
+    "mean_overall_original": "overall_score_original",
+    "mean_overall_fixed": "overall_score_fixed",
+    "mean_fine_grained": "fine_grained_score",
+}
 
 
 def judge_health(

@@ -229,21 +229,20 @@ def grouped_mean_intervals(
     data = frame.loc[used, [*clusters, *by]]
     values, weights = values[used], weights[used]
 
+    if data.empty:
+        return pd.DataFrame(columns=[*by, "n", *INTERVAL_COLUMNS])
     cluster_codes = _codes(data, clusters)
     if by:
         group_codes, groups = pd.MultiIndex.from_frame(data[by]).factorize(sort=True)
         groups = pd.MultiIndex.from_tuples(list(groups), names=by).to_frame(index=False)
     else:
         group_codes, groups = np.zeros(len(data), dtype="int64"), pd.DataFrame(index=[0])
-    n_clusters, n_groups = int(cluster_codes.max(initial=-1)) + 1, len(groups)
+    n_clusters, n_groups = int(cluster_codes.max()) + 1, len(groups)
     cell = cluster_codes * n_groups + group_codes
     size = n_clusters * n_groups
     sums = np.bincount(cell, weights=values * weights, minlength=size).reshape(-1, n_groups)
     counts = np.bincount(cell, weights=weights, minlength=size).reshape(-1, n_groups)
-    if n_clusters == 0:
-        estimate = low = high = np.full(n_groups, np.nan)
-    else:
-        estimate, low, high = ratio_bootstrap(sums, counts, n_resamples, seed, confidence)
+    estimate, low, high = ratio_bootstrap(sums, counts, n_resamples, seed, confidence)
     result = groups.reset_index(drop=True)
     result["n"] = np.bincount(group_codes, minlength=n_groups).astype("int64")
     result["estimate"], result["ci_low"], result["ci_high"] = estimate, low, high

@@ -55,8 +55,8 @@ LC_COLUMNS = {
     "win_rate_ci_high": "float64",
     "win_rate_method": "str",
     "lc_win_rate": "float64",
-    "lc_ci_low": "float64",
-    "lc_ci_high": "float64",
+    "lc_win_rate_ci_low": "float64",
+    "lc_win_rate_ci_high": "float64",
     "length_coefficient": "float64",
     "length_coefficient_ci_low": "float64",
     "length_coefficient_ci_high": "float64",
@@ -90,7 +90,7 @@ def length_controlled_win_rates(
     percentile intervals of a refit per clustered bootstrap resample (slower).
 
     Columns: model, baseline, n_battles, win_rate, win_rate_ci_low, win_rate_ci_high,
-    win_rate_method, lc_win_rate, lc_ci_low, lc_ci_high, length_coefficient,
+    win_rate_method, lc_win_rate, lc_win_rate_ci_low, lc_win_rate_ci_high, length_coefficient,
     length_coefficient_ci_low, length_coefficient_ci_high, lc_method.
     """
     if interval not in ("wald-cluster", "bootstrap"):
@@ -146,8 +146,8 @@ def _length_fit(
     has_length = design.shape[1] == 2
     return {
         "lc_win_rate": expit(params[0]),
-        "lc_ci_low": expit(low[0]),
-        "lc_ci_high": expit(high[0]),
+        "lc_win_rate_ci_low": expit(low[0]),
+        "lc_win_rate_ci_high": expit(high[0]),
         "length_coefficient": params[1] if has_length else np.nan,
         "length_coefficient_ci_low": low[1] if has_length else np.nan,
         "length_coefficient_ci_high": high[1] if has_length else np.nan,
