@@ -363,12 +363,24 @@ MODEL_SCORE_METRICS_COLUMN_TYPES = {
     },
     "ci_method": "str",
 }
-JUDGE_HEALTH_COLUMN_TYPES = {"metric": "str", "scope": "str", "value": "float64"}
+JUDGE_HEALTH_COLUMN_TYPES = {
+    "metric": "str",
+    "scope": "str",
+    "value": "float64",
+    "ci_low": "float64",  # Wilson interval of a rate; NaN for counts
+    "ci_high": "float64",
+    "ci_method": "str",
+}
 POSITION_CONSISTENCY_COLUMN_TYPES = {
     "aspect": "str",
     "n_compared": "int64",
     "share_changed": "float64",
     "mean_abs_change": "float64",
+    "share_changed_ci_low": "float64",
+    "share_changed_ci_high": "float64",
+    "mean_abs_change_ci_low": "float64",
+    "mean_abs_change_ci_high": "float64",
+    "ci_method": "str",
 }
 SHUFFLE_AGREEMENT_COLUMN_TYPES = {
     "aspect": "str",
@@ -376,12 +388,18 @@ SHUFFLE_AGREEMENT_COLUMN_TYPES = {
     "statistic": "str",
     "value": "float64",
     "n": "int64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "ci_method": "str",
 }
 RATING_BY_POSITION_COLUMN_TYPES = {
     "aspect": "str",
     "position": "int64",
     "n_rated": "int64",
     "mean_rating": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "ci_method": "str",
 }
 # `model_ranking`: Bradley-Terry scores from annotate's per-prompt scores turned into pairs
 # (llm_feedback.reporting.uncertainty.model_ranking), with win rates against `baseline`.
@@ -420,8 +438,8 @@ JUDGE_BIAS_COLUMN_TYPES = {
 RATING_BY_LENGTH_COLUMN_TYPES = {
     "aspect": "str",
     "length_bin": "int64",
-    "length_low": "float64",
-    "length_high": "float64",
+    "length_low": "int64",  # characters
+    "length_high": "int64",
     "n": "int64",
     "estimate": "float64",
     "ci_low": "float64",

@@ -67,13 +67,17 @@ def position_slope(
     for key, part in _groups(frame, by):
         position = part["position"].to_numpy(dtype="float64")
         slope = low = high = np.nan
-        if len(part) >= 3 and np.ptp(position) > 0:
+        # Two prompts at least: the cluster-robust variance needs spread between clusters.
+        if len(part) >= 3 and np.ptp(position) > 0 and part["prompt_id"].nunique() >= 2:
             design = sm.add_constant(position, has_constant="add")
             groups = pd.factorize(part["prompt_id"])[0]
             fit = sm.OLS(part["rating"].to_numpy(), design).fit(
                 cov_type="cluster", cov_kwds={"groups": groups}
             )
-            slope, error = float(fit.params[1]), float(fit.bse[1])
+            # From the covariance, clipped: with a handful of prompts the cluster-robust
+            # variance can come out a rounding error below 0.
+            slope = float(fit.params[1])
+            error = float(np.sqrt(max(np.asarray(fit.cov_params())[1, 1], 0.0)))
             low, high = slope - z * error, slope + z * error
         rows.append(
             {

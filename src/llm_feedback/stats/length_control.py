@@ -140,7 +140,7 @@ def _length_fit(
         low, high = percentile_interval(replicates, confidence)
         method = bootstrap_method(n_resamples)
     else:
-        half = z * np.sqrt(np.diag(covariance))
+        half = z * np.sqrt(np.clip(np.diag(covariance), 0, None))
         low, high = params - half, params + half
         method = WALD_METHOD
     has_length = design.shape[1] == 2
@@ -164,16 +164,21 @@ def _glm(
     """Binomial GLM (fractional response allowed: a tie is 0.5) by statsmodels' IRLS;
     cluster-robust covariance when `clusters` is given. A perfectly separated sample
     (a model winning every battle) has no finite MLE: NaN parameters."""
+    size = design.shape[1]
+    if len(response) <= size:  # no residual degree of freedom: nothing to estimate
+        return np.full(size, np.nan), np.full((size, size), np.nan)
     model = sm.GLM(response, design, family=sm.families.Binomial(), freq_weights=weights)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PerfectSeparationWarning)
         try:
             if clusters is None:
                 fit = model.fit()
+            elif len(np.unique(clusters)) < 2:  # no spread between clusters to measure
+                fit = model.fit()
+                return np.asarray(fit.params), np.full((size, size), np.nan)
             else:
                 fit = model.fit(cov_type="cluster", cov_kwds={"groups": clusters})
         except PerfectSeparationWarning:
-            size = design.shape[1]
             return np.full(size, np.nan), np.full((size, size), np.nan)
     return np.asarray(fit.params), np.asarray(fit.cov_params())
 
@@ -258,14 +263,16 @@ def style_controlled_ranking(
             "score": score,
             "ci_low": score - to_elo * half,
             "ci_high": score + to_elo * half,
-            "rank": pd.Series(score).rank(ascending=False, method="min").to_numpy(),
+            "rank": pd.Series(score)
+            .rank(ascending=False, method="min", na_option="bottom")
+            .to_numpy(),
             "n_battles": sum(np.bincount(c, minlength=n_models) for c in codes),
             "method": f"bradley-terry-style-control, {WALD_METHOD}",
             "resamples": 0,
         }
     )
     scores = scores.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
-    style_half = z * np.sqrt(np.diag(covariance)[n_models - 1 :])
+    style_half = z * np.sqrt(np.clip(np.diag(covariance)[n_models - 1 :], 0, None))
     coefficients = pd.DataFrame(
         {
             "feature": list(features),

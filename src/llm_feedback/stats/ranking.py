@@ -208,7 +208,9 @@ def bradley_terry(
             "score": score,
             "ci_low": low,
             "ci_high": high,
-            "rank": pd.Series(score).rank(ascending=False, method="min").to_numpy(),
+            "rank": pd.Series(score)
+            .rank(ascending=False, method="min", na_option="bottom")
+            .to_numpy(),
             "n_battles": n_battles,
             "method": f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
             "resamples": n_resamples,

@@ -17,13 +17,22 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.reporting.pairs import completion_scores
+from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
 # 08_reporting/figures/<name>.png, next to 08_reporting/report.md, so the links are relative
 # and the report renders wherever data_root points.
 FIGURE_LINKS = {
     name: f"figures/{name}.png"
-    for name in ("rating_distribution", "aspect_heatmap", "score_scatter", "position_bias")
+    for name in (
+        "rating_distribution",
+        "aspect_heatmap",
+        "score_scatter",
+        "position_bias",
+        "model_ranking",
+        "rating_by_length",
+    )
 }
 
 
@@ -40,6 +49,33 @@ def reading_tables(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def read_params(report: Mapping[str, Any]) -> ReportParams:
     return parse_report(report)
+
+
+def bootstrap_of(params: ReportParams) -> Bootstrap:
+    intervals = params.intervals
+    return Bootstrap(intervals.n_resamples, intervals.seed, intervals.confidence)
+
+
+def with_intervals(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function(*tables, bootstrap=...)` as a node taking the tables, then report_params."""
+
+    @functools.wraps(function)
+    def node_function(*args: Any) -> Any:
+        *tables, params = args
+        return function(*tables, bootstrap=bootstrap_of(params))
+
+    return node_function
+
+
+def rank_models(
+    completions: pd.DataFrame,
+    overall_scores: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    params: ReportParams,
+) -> pd.DataFrame:
+    scores = completion_scores(overall_scores, aspect_annotations, params.pairs.score)
+    battles = annotate_battles(completions, scores)
+    return model_ranking(battles, params.ranking.baseline, bootstrap_of(params))
 
 
 def estimate_costs(
@@ -98,12 +134,6 @@ def render_report(
     run_info = {
         **describe_run(completions, tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
+        "intervals": params.intervals.describe(),
     }
-    figures, omitted = dict(FIGURE_LINKS), {}
-    if tables["position_consistency"].empty:
-        del figures["position_bias"]
-        omitted["position_bias"] = (
-            "each completion was judged in one order only; set annotate.n_shuffles to 2 or "
-            "more to measure position effects"
-        )
-    return render_markdown_report(tables, figures, input_versions, run_info, omitted)
+    return render_markdown_report(tables, dict(FIGURE_LINKS), input_versions, run_info)
