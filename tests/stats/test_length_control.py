@@ -48,7 +48,9 @@ def test_length_control_undoes_an_injected_length_bias():
     row = table.set_index("model").loc["verbose"]
     assert row["win_rate"] > TRUE_WIN_RATE + 0.15  # raw: far from the truth
     assert not row["win_rate_ci_low"] <= TRUE_WIN_RATE <= row["win_rate_ci_high"]
-    assert row["lc_win_rate_ci_low"] <= TRUE_WIN_RATE <= row["lc_win_rate_ci_high"]  # controlled: covers it
+    assert (
+        row["lc_win_rate_ci_low"] <= TRUE_WIN_RATE <= row["lc_win_rate_ci_high"]
+    )  # controlled: covers it
     assert row["lc_win_rate_ci_high"] - row["lc_win_rate_ci_low"] < 0.1
     assert row["length_coefficient_ci_low"] <= LENGTH_BIAS <= row["length_coefficient_ci_high"]
     assert row["lc_method"] == "wald-cluster"
