@@ -23,6 +23,7 @@ from llm_feedback.stats.intervals import (
     DEFAULT_RESAMPLES,
     bootstrap_method,
     check_bootstrap,
+    cluster_sums,
     correlation_interval,
     grouped_mean_intervals,
     percentile_interval,
@@ -233,14 +234,15 @@ def self_preference(
         "method",
     ]
     rows = []
-    for judge in sorted(set(frame["judge_model"].dropna()) & set(frame["model"].dropna())):
+    for judge in sorted(
+        set(frame["judge_model"].dropna().unique()) & set(frame["model"].dropna().unique())
+    ):
         judged = frame[frame["judge_model"] == judge]
         for key, part in _groups(judged, by):
             own = (part["model"] == judge).to_numpy()
             rating = part["rating"].to_numpy()
             clusters = pd.factorize(part["prompt_id"])[0]
-            sums = np.zeros((int(clusters.max()) + 1, 4))
-            np.add.at(sums, clusters, np.column_stack([own * rating, own, ~own * rating, ~own]))
+            sums = cluster_sums(clusters, np.column_stack([own * rating, own, ~own * rating, ~own]))
             total = sums.sum(axis=0)
             if total[1] == 0 or total[3] == 0:
                 continue
