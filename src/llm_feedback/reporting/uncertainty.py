@@ -14,6 +14,7 @@ import pandas as pd
 from llm_feedback.reporting._frames import (
     as_float,
     attach_model,
+    ordered_aspects,
     ratings_per_completion_aspect,
     require_columns,
     typed_frame,
@@ -162,7 +163,20 @@ def judge_bias(
     if not found:
         return typed_frame(None, JUDGE_BIAS_COLUMN_TYPES)
     table = pd.concat(found).rename(columns={"aspect": "scope", "method": "ci_method"})
+    # Aspects in the paper's order within each diagnostic, as in the other tables.
+    rank = {aspect: i for i, aspect in enumerate(ordered_aspects(ratings["aspect"].unique()))}
+    table["order"] = table["scope"].map(lambda scope: rank.get(scope.split(" / ")[-1], len(rank)))
+    table = table.sort_values(["diagnostic", "order"], kind="stable", key=_diagnostic_order)
     return typed_frame(table, JUDGE_BIAS_COLUMN_TYPES)
+
+
+def _diagnostic_order(column: pd.Series) -> pd.Series:
+    if column.name == "diagnostic":
+        return column.map(DIAGNOSTICS.index)
+    return column
+
+
+DIAGNOSTICS = ["position_slope", "length_spearman", "self_preference"]
 
 
 def rating_by_length(
