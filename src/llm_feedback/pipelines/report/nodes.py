@@ -56,7 +56,7 @@ def bootstrap_of(params: ReportParams) -> Bootstrap:
     return Bootstrap(intervals.n_resamples, intervals.seed, intervals.confidence)
 
 
-def with_intervals(function: Callable[..., Any]) -> Callable[..., Any]:
+def with_bootstrap(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function(*tables, bootstrap=...)` as a node taking the tables, then report_params."""
 
     @functools.wraps(function)

@@ -7,7 +7,7 @@ from llm_feedback.pipelines.report.nodes import (
     read_params,
     reading_tables,
     render_report,
-    with_intervals,
+    with_bootstrap,
 )
 from llm_feedback.reporting import (
     aspect_heatmap_figure,
@@ -60,19 +60,19 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags="params",
             ),
             node(
-                reading_tables(with_intervals(model_aspect_metrics)),
+                reading_tables(with_bootstrap(model_aspect_metrics)),
                 ["aspect_annotations", "completions", "report_params"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                reading_tables(with_intervals(source_aspect_metrics)),
+                reading_tables(with_bootstrap(source_aspect_metrics)),
                 ["aspect_annotations", "completions", "report_params"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
             ),
             node(
-                with_intervals(model_score_metrics),
+                with_bootstrap(model_score_metrics),
                 ["overall_scores", "report_params"],
                 "model_score_metrics",
                 name="compute_model_score_metrics",
@@ -84,19 +84,19 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_judge_health",
             ),
             node(
-                reading_tables(with_intervals(position_consistency)),
+                reading_tables(with_bootstrap(position_consistency)),
                 ["aspect_annotations", "report_params"],
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                reading_tables(with_intervals(shuffle_agreement)),
+                reading_tables(with_bootstrap(shuffle_agreement)),
                 ["aspect_annotations", "report_params"],
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
             ),
             node(
-                reading_tables(with_intervals(rating_by_position)),
+                reading_tables(with_bootstrap(rating_by_position)),
                 ["aspect_annotations", "report_params"],
                 "rating_by_position",
                 name="compute_rating_by_position",
@@ -126,13 +126,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="rank_models",
             ),
             node(
-                reading_tables(with_intervals(judge_bias)),
+                reading_tables(with_bootstrap(judge_bias)),
                 ["aspect_annotations", "completions", "report_params"],
                 "judge_bias",
                 name="compute_judge_bias",
             ),
             node(
-                reading_tables(with_intervals(rating_by_length)),
+                reading_tables(with_bootstrap(rating_by_length)),
                 ["aspect_annotations", "completions", "report_params"],
                 "rating_by_length",
                 name="compute_rating_by_length",
