@@ -123,6 +123,18 @@ def test_defaults_come_from_the_dataclasses():
             "annotate.critique.top_p must be a number between 0 and 1",
         ),
         (
+            lambda: parse_report({"intervals": {"n_resamples": 5}}),
+            "report.intervals.n_resamples must be an integer >= 10, got 5",
+        ),
+        (
+            lambda: parse_report({"intervals": {"confidence": 95}}),
+            "report.intervals.confidence must be a number >= 0.5 and <= 0.999, got 95",
+        ),
+        (
+            lambda: parse_report({"ranking": {"baseline": 3}}),
+            "report.ranking.baseline must be a string, got 3",
+        ),
+        (
             lambda: parse_report({"pairs": {"strategy": "best"}}),
             "report.pairs.strategy must be one of random_lower, all_pairs",
         ),

@@ -61,9 +61,11 @@ def test_empty_inputs_render_no_data():
         assert png_bytes(figure), name
 
 
-def test_single_shuffle_gives_an_explanatory_placeholder():
+def test_single_shuffle_still_plots_rating_by_position_with_error_bars():
+    # Shown positions are random, so one shuffle measures position bias as well.
     figure = position_bias_figure(build_frames(typical_specs()).aspect_annotations)
-    assert "single shuffle" in texts(figure)
+    assert "1 shuffle" in texts(figure)
+    assert figure.axes[0].containers  # one errorbar container per aspect
 
 
 def test_heatmap_marks_cells_without_ratings():

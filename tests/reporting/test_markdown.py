@@ -96,10 +96,13 @@ def test_report_has_headline_tables_figures_and_versions():
     assert "no price for alpha, beta, delta, gamma" in report
     assert "Preference pairs: 3 from 3 prompts." in report
     assert "## Ratings per model and aspect" in report
-    assert "| alpha | helpfulness | 3 | 0 | 0 | 4.667 | 91.67 |" in unpadded(report)
-    # judge health, one row per scope
-    assert "| truthfulness | 11 | 1 | 0.09091 |" in unpadded(report)
-    assert "| flipped | 1 | 0.09091 |" in unpadded(report)
+    # Each mean with its bootstrap interval over the three prompts (ratings 5, 4, 5).
+    assert "| alpha | helpfulness | 3 | 0 | 0 | 4.667 [4, 5] | 91.67 [75, 100] |" in unpadded(
+        report
+    )
+    # judge health, one row per scope; rates with Wilson intervals (1 of 11, 1 of 11)
+    assert "| truthfulness | 11 | 1 | 0.09091 [0.01623, 0.3774] |" in unpadded(report)
+    assert "| flipped | 1 | 0.09091 [0.01623, 0.3774] |" in unpadded(report)
     assert "needs the completions judged in more than one shuffled order" in report
     assert "## extra_table" in report
     assert "![Mean rating per model and aspect](figures/aspect_heatmap.png)" in report

@@ -11,7 +11,13 @@ from llm_feedback.params.annotate import AnnotateParams, ScoreFixParams, parse_a
 from llm_feedback.params.evaluate import EvaluateParams, parse_evaluate
 from llm_feedback.params.generate import GenerateParams, parse_generate
 from llm_feedback.params.judge import JudgeParams, parse_judge
-from llm_feedback.params.report import PairParams, ReportParams, parse_report
+from llm_feedback.params.report import (
+    IntervalParams,
+    PairParams,
+    RankingParams,
+    ReportParams,
+    parse_report,
+)
 from llm_feedback.params.sample import SampleParams, parse_sample
 
 __all__ = [
@@ -19,7 +25,9 @@ __all__ = [
     "EvaluateParams",
     "GenerateParams",
     "JudgeParams",
+    "IntervalParams",
     "PairParams",
+    "RankingParams",
     "ReportParams",
     "SampleParams",
     "ScoreFixParams",

@@ -31,15 +31,43 @@ class PairParams:
 
 
 @dataclass(frozen=True)
+class IntervalParams:
+    # Clustered bootstrap over prompts (llm_feedback.stats): resamples, seed, confidence.
+    n_resamples: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    def describe(self) -> str:
+        return (
+            f"{self.confidence:.0%} intervals, clustered bootstrap over prompts "
+            f"({self.n_resamples} resamples, seed {self.seed}) unless a table says otherwise"
+        )
+
+
+@dataclass(frozen=True)
+class RankingParams:
+    # The model the win rates are measured against; None: the first model alphabetically.
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
 class ReportParams:
     pairs: PairParams = field(default_factory=PairParams)
+    intervals: IntervalParams = field(default_factory=IntervalParams)
+    ranking: RankingParams = field(default_factory=RankingParams)
     # USD per 1k tokens by model name; a model absent here costs 0 and is flagged unpriced.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 def parse_report(report: Any) -> ReportParams:
-    block = Block(report, "report", ("pairs", "prices"), defaults_of(ReportParams))
+    block = Block(
+        report, "report", ("pairs", "prices", "intervals", "ranking"), defaults_of(ReportParams)
+    )
     pairs = block.block("pairs", ("score", "strategy", "seed", "layout"), defaults_of(PairParams))
+    intervals = block.block(
+        "intervals", ("n_resamples", "seed", "confidence"), defaults_of(IntervalParams)
+    )
+    ranking = block.block("ranking", ("baseline",), defaults_of(RankingParams))
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
         where = f"report.prices.{model}"
@@ -63,4 +91,10 @@ def parse_report(report: Any) -> ReportParams:
             layout=pairs.choice("layout", LAYOUTS),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
+        intervals=IntervalParams(
+            n_resamples=intervals.integer("n_resamples", minimum=10),
+            seed=intervals.integer("seed"),
+            confidence=intervals.number("confidence", minimum=0.5, maximum=0.999),
+        ),
+        ranking=RankingParams(baseline=ranking.text("baseline", nullable=True)),
     )

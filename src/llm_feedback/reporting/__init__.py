@@ -5,7 +5,9 @@ Pure pandas/matplotlib, no Kedro: the `report` pipeline's nodes call these funct
 
 from llm_feedback.reporting.figures import (
     aspect_heatmap_figure,
+    model_ranking_figure,
     position_bias_figure,
+    rating_by_length_figure,
     rating_distribution_figure,
     score_scatter_figure,
 )
@@ -30,6 +32,8 @@ from llm_feedback.reporting.pairs import PreferencePairs, binarize, normalise_in
 __all__ = [
     "PreferencePairs",
     "aspect_heatmap_figure",
+    "model_ranking_figure",
+    "rating_by_length_figure",
     "binarize",
     "cost_table",
     "describe_run",

@@ -232,29 +232,76 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
 
 
 def position_bias_figure(aspect_annotations: pd.DataFrame) -> Figure:
-    """Mean rating by the position a completion was shown at, one line per aspect; a
-    placeholder saying "single shuffle" when the completions were shown in one order only."""
+    """Mean rating by the position a completion was shown at, one line per aspect, with
+    the intervals of `rating_by_position` as error bars. Measured from one shuffle too:
+    shown positions are random, so a sloping line is position bias."""
     title = "Mean rating by position shown to the judge"
     if aspect_annotations.empty:
         return message_figure(title, NO_DATA)
     by_position = rating_by_position(aspect_annotations)
     if by_position.empty:
-        message = (
-            "single shuffle: each completion was judged in one order only,\n"
-            "so position effects were not measured"
-            if aspect_annotations["shuffle_idx"].nunique() < 2
-            else NO_DATA
-        )
-        return message_figure(title, message)
+        return message_figure(title, NO_DATA)
 
     figure = new_figure(6, 4)
     axes = figure.add_subplot()
-    for aspect in ordered_aspects(by_position["aspect"]):
+    for offset, aspect in enumerate(ordered_aspects(by_position["aspect"])):
         line = by_position[by_position["aspect"] == aspect]
-        axes.plot(line["position"], line["mean_rating"], marker="o", label=aspect)
+        mean = line["mean_rating"].to_numpy()
+        errors = np.vstack([mean - line["ci_low"], line["ci_high"] - mean])
+        axes.errorbar(
+            line["position"] + 0.04 * offset,
+            mean,
+            yerr=np.nan_to_num(errors),
+            marker="o",
+            capsize=3,
+            label=aspect,
+        )
     axes.set_xticks(sorted(by_position["position"].unique()))
     axes.set_xlabel("position shown to the judge (0 = first)")
-    axes.set_ylabel("mean rating (1-5)")
+    axes.set_ylabel("mean rating (1-5), 95% interval")
+    shuffles = aspect_annotations["shuffle_idx"].nunique()
+    axes.set_title(f"{title}\n{shuffles} shuffle{'s' if shuffles > 1 else ''}")
+    axes.legend(fontsize=8)
+    return figure
+
+
+def model_ranking_figure(ranking: pd.DataFrame) -> Figure:
+    """Bradley-Terry scores with their intervals as error bars, best model on top; takes
+    the `model_ranking` table."""
+    title = "Model ranking (Bradley-Terry, from per-prompt scores)"
+    if ranking.empty:
+        return message_figure(title, NO_DATA)
+    ordered = ranking.sort_values("score")
+    figure = new_figure(6, 1.2 + 0.45 * len(ordered))
+    axes = figure.add_subplot()
+    score = ordered["score"].to_numpy()
+    errors = np.vstack([score - ordered["ci_low"], ordered["ci_high"] - score])
+    axes.errorbar(
+        score, ordered["model"], xerr=np.nan_to_num(errors), fmt="o", capsize=4, color="C0"
+    )
+    axes.axvline(1000, color="0.7", linestyle="--", linewidth=1)
+    axes.set_xlabel("score (Elo-like; 1000 = average model), 95% interval")
+    axes.set_title(title)
+    return figure
+
+
+def rating_by_length_figure(rating_by_length: pd.DataFrame) -> Figure:
+    """Mean rating per completion-length decile, one line per aspect, with intervals;
+    takes the `rating_by_length` table."""
+    title = "Mean rating by completion length"
+    if rating_by_length.empty:
+        return message_figure(title, NO_DATA)
+    figure = new_figure(6, 4)
+    axes = figure.add_subplot()
+    for aspect in ordered_aspects(rating_by_length["aspect"]):
+        line = rating_by_length[rating_by_length["aspect"] == aspect]
+        centre = (line["length_low"] + line["length_high"]).to_numpy() / 2
+        mean = line["estimate"].to_numpy()
+        errors = np.vstack([mean - line["ci_low"], line["ci_high"] - mean])
+        axes.errorbar(centre, mean, yerr=np.nan_to_num(errors), marker="o", capsize=3, label=aspect)
+    axes.set_xscale("log")
+    axes.set_xlabel("completion length (characters, decile centre)")
+    axes.set_ylabel("mean rating (1-5), 95% interval")
     axes.set_title(title)
     axes.legend(fontsize=8)
     return figure

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.reporting.metrics import FIX_ACTIONS
+from llm_feedback.reporting.metrics import FIX_ACTIONS, to_0_100
 
 MAX_TABLE_ROWS = 40
 
@@ -24,8 +24,19 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     "model_aspect_metrics": (
         "Ratings per model and aspect",
         "Each completion counts once per aspect (shuffles averaged). mean_rating_0_100 maps "
-        "the 1-5 scale onto 0-100 as (mean - 1) / 4 * 100; std_error is the standard error "
-        "of the mean.",
+        "the 1-5 scale onto 0-100 as (mean - 1) / 4 * 100. Every mean is shown with its "
+        "interval, `estimate [low, high]` (method in ci_method; the standard error is in "
+        "the dataset).",
+    ),
+    "model_ranking": (
+        "Model ranking",
+        "Every two completions of a prompt from different models form a battle, the "
+        "higher-scored one winning (equal scores: a tie, counted half); the score is the "
+        "one the preference pairs use (report.pairs.score). score: Bradley-Terry on an "
+        "Elo-like scale (1000 = the average model; 400 points = 10:1 odds). win_rate: "
+        "against the baseline, ties half; lc_win_rate: AlpacaEval 2's length-controlled "
+        "win rate (the win rate predicted at equal lengths), with length_coefficient the "
+        "log-odds the length term explains (0: length played no part).",
     ),
     "source_aspect_metrics": (
         "Ratings per prompt source, model and aspect",
@@ -40,8 +51,17 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     ),
     "judge_health": (
         "Judge health",
-        "Rates are shares of all judgments of the scope; reasks is the total number of "
-        "times a malformed reply was re-asked.",
+        "Rates are shares of all judgments of the scope, with Wilson intervals; reasks is "
+        "the total number of times a malformed reply was re-asked.",
+    ),
+    "judge_bias": (
+        "Judge bias",
+        "Measured from this run, one shuffle suffices. position_slope: rating points per "
+        "position further down the shown order (positions are random, so a slope whose "
+        "interval excludes 0 is position bias; OLS, cluster-robust by prompt). "
+        "length_spearman: Spearman's rho of rating vs response length. self_preference "
+        "(when the judge also generated completions): its mean rating of its own minus the "
+        "others', which a genuinely better model also shows.",
     ),
     "position_consistency": (
         "Position consistency",
@@ -55,12 +75,17 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     ),
     "rating_by_position": (
         "Mean rating by position",
-        "Mean rating by the 0-based position a completion was shown at.",
+        "Mean rating by the 0-based position a completion was shown at (every shuffle's judgment).",
+    ),
+    "rating_by_length": (
+        "Mean rating by response length",
+        "Mean rating per response-length decile (length_low to length_high characters).",
     ),
     "cost_table": (
         "Tokens and estimated cost",
         "Cost uses the configured price per 1k tokens; models without a price count as 0. "
-        "Rows of mode batch were answered through a Batch API, at the batch price.",
+        "Rows of mode batch were answered through a Batch API, at the batch price. Sums of "
+        "recorded tokens, not estimates from a sample: no intervals.",
     ),
     "pair_drops": (
         "Preference pairs: prompts without a pair",
@@ -72,7 +97,22 @@ FIGURE_TITLES = {
     "aspect_heatmap": "Mean rating per model and aspect",
     "score_scatter": "Overall vs fine-grained score",
     "position_bias": "Mean rating by position",
+    "model_ranking": "Model ranking with 95% intervals",
+    "rating_by_length": "Mean rating by response length",
 }
+# The column a table's plain ci_low / ci_high bound; `<column>_ci_low` / `_ci_high` bound
+# `<column>` in any table.
+INTERVAL_OF = {
+    "model_aspect_metrics": "mean_rating",
+    "source_aspect_metrics": "mean_rating",
+    "rating_by_position": "mean_rating",
+    "rating_by_length": "estimate",
+    "shuffle_agreement": "value",
+    "model_ranking": "score",
+    "judge_bias": "estimate",
+}
+# Shown in its mean's interval instead, see `with_intervals`.
+HIDDEN_COLUMNS = ("std_error",)
 EMPTY_POSITION_NOTE = (
     "Not measured: this needs the completions judged in more than one shuffled order."
 )
@@ -207,11 +247,42 @@ def _escape(text: str) -> str:
 
 
 def _render_known(name: str, table: pd.DataFrame) -> str:
-    if name in {"position_consistency", "shuffle_agreement", "rating_by_position"} and table.empty:
+    if name in {"position_consistency", "shuffle_agreement"} and table.empty:
         return f"_{EMPTY_POSITION_NOTE}_"
     if name == "judge_health" and not table.empty:
         return _judge_health_tables(table)
-    return markdown_table(table)
+    return markdown_table(with_intervals(table, INTERVAL_OF.get(name)))
+
+
+def with_intervals(table: pd.DataFrame, primary: str | None = None) -> pd.DataFrame:
+    """`table` for display with each estimate and its interval in one cell, `3.42 [3.31,
+    3.55]`: `<column>_ci_low` / `<column>_ci_high` go into `<column>`, plain ci_low /
+    ci_high into `primary` (and, mapped to 0-100, into mean_rating_0_100). The bound
+    columns and HIDDEN_COLUMNS are dropped; a missing bound shows as "–"."""
+    if table.empty:
+        return table
+    shown = table.copy()
+    bounds = {}
+    if primary is not None and {"ci_low", "ci_high"} <= set(table.columns):
+        bounds[primary] = (table["ci_low"], table["ci_high"])
+        if primary == "mean_rating" and "mean_rating_0_100" in table.columns:
+            bounds["mean_rating_0_100"] = (to_0_100(table["ci_low"]), to_0_100(table["ci_high"]))
+    for column in table.columns:
+        if f"{column}_ci_low" in table.columns and f"{column}_ci_high" in table.columns:
+            bounds[column] = (table[f"{column}_ci_low"], table[f"{column}_ci_high"])
+    for column, (low, high) in bounds.items():
+        shown[column] = [
+            _interval_cell(value, lo, hi)
+            for value, lo, hi in zip(table[column], low, high, strict=True)
+        ]
+    dropped = [c for c in table.columns if c.endswith(("ci_low", "ci_high"))]
+    return shown.drop(columns=[*dropped, *(c for c in HIDDEN_COLUMNS if c in shown.columns)])
+
+
+def _interval_cell(value: Any, low: Any, high: Any) -> str:
+    if pd.isna(value):
+        return "–"
+    return f"{_cell(value)} [{_cell(low)}, {_cell(high)}]"
 
 
 def _judge_health_tables(table: pd.DataFrame) -> str:
@@ -221,8 +292,8 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
     calls, fixes = table[~is_fix], table[is_fix]
     parts = []
     if not calls.empty:
-        wide = calls.pivot(index="scope", columns="metric", values="value")
-        wide = wide.loc[calls["scope"].unique(), calls["metric"].unique()].reset_index()
+        wide = _wide_with_bounds(calls)
+        wide = wide.loc[calls["scope"].unique()].reset_index()
         counts = [
             c
             for c in (
@@ -236,15 +307,28 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
             if c in wide
         ]
         wide[counts] = wide[counts].astype("int64")
-        parts.append(markdown_table(wide))
+        parts.append(markdown_table(with_intervals(wide)))
     if not fixes.empty:
-        wide = fixes.pivot(index="scope", columns="metric", values="value")
+        wide = _wide_with_bounds(fixes)
         wide = wide.reindex([a for a in FIX_ACTIONS if a in wide.index]).reset_index()
         wide["fix_count"] = wide["fix_count"].astype("int64")
-        parts.append(
-            "Score fix:\n\n" + markdown_table(wide.rename(columns={"scope": "fix_action"}))
-        )
+        wide = with_intervals(wide.rename(columns={"scope": "fix_action"}))
+        parts.append("Score fix:\n\n" + markdown_table(wide))
     return "\n\n".join(parts)
+
+
+def _wide_with_bounds(long: pd.DataFrame) -> pd.DataFrame:
+    """(metric, scope, value, ci_low, ci_high) as one row per scope: a column per metric
+    and, for metrics with an interval, `<metric>_ci_low` / `<metric>_ci_high`."""
+    metrics = list(long["metric"].unique())
+    wide = long.pivot(index="scope", columns="metric", values="value").loc[:, metrics]
+    if "ci_low" in long.columns:
+        with_bounds = long[long["ci_low"].notna()]
+        for bound in ("ci_low", "ci_high"):
+            found = with_bounds.pivot(index="scope", columns="metric", values=bound)
+            wide = wide.join(found.add_suffix(f"_{bound}"))
+    wide.columns.name = None
+    return wide
 
 
 def _judgment_shares(health: pd.DataFrame) -> str | None:
@@ -284,6 +368,7 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 + ", ".join(f"{int(counts.get(action, 0)):,} {action}" for action in FIX_ACTIONS)
                 + "."
             )
+    lines += _bias_and_ranking_lines(tables)
     costs = tables.get("cost_table")
     if costs is not None and not costs.empty:
         line = f"Estimated cost: {_cell(float(costs['estimated_cost'].sum()))}"
@@ -302,4 +387,38 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 if n
             )
         lines.append(line + ".")
+    return lines
+
+
+BIAS_HEADLINES = {
+    "position_slope": "Position slope (rating points per position further down)",
+    "length_spearman": "Rating vs response length (Spearman)",
+}
+
+
+def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
+    lines = []
+    bias = tables.get("judge_bias")
+    if bias is not None and not bias.empty:
+        for diagnostic, label in BIAS_HEADLINES.items():
+            rows = bias[bias["diagnostic"] == diagnostic]
+            if not rows.empty:
+                values = [
+                    f"{scope} {_interval_cell(value, low, high)}"
+                    for scope, value, low, high in zip(
+                        rows["scope"],
+                        rows["estimate"],
+                        rows["ci_low"],
+                        rows["ci_high"],
+                        strict=True,
+                    )
+                ]
+                lines.append(f"{label}: {', '.join(values)}.")
+    ranking = tables.get("model_ranking")
+    if ranking is not None and not ranking.empty:
+        top = ranking.sort_values("rank").iloc[0]
+        lines.append(
+            f"Top model (Bradley-Terry): {top['model']}, score "
+            f"{_interval_cell(top['score'], top['ci_low'], top['ci_high'])}."
+        )
     return lines

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.agreement import agreement_rows, pearson, spearman
+from llm_feedback.agreement import pearson, spearman
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
@@ -25,16 +25,19 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
+from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
     COMPLETION_KEY,
     COST_TABLE_COLUMN_TYPES,
     JUDGE_HEALTH_COLUMN_TYPES,
     MODEL_ASPECT_METRICS_COLUMN_TYPES,
     MODEL_SCORE_METRICS_COLUMN_TYPES,
-    POSITION_CONSISTENCY_COLUMN_TYPES,
-    RATING_BY_POSITION_COLUMN_TYPES,
-    SHUFFLE_AGREEMENT_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
+)
+from llm_feedback.stats.intervals import (
+    bootstrap_method,
+    correlation_interval,
+    wilson_interval,
 )
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
@@ -42,7 +45,27 @@ FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
 RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
 
-ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
+# Re-exported: the position tables live in their own module.
+from llm_feedback.reporting.positions import (  # noqa: E402
+    ANNOTATION_COLUMNS,
+    position_consistency,
+    rating_by_position,
+    shuffle_agreement,
+)
+
+__all__ = [
+    "ANNOTATION_COLUMNS",
+    "cost_table",
+    "judge_health",
+    "model_aspect_metrics",
+    "model_score_metrics",
+    "pearson",
+    "position_consistency",
+    "rating_by_position",
+    "shuffle_agreement",
+    "source_aspect_metrics",
+    "to_0_100",
+]
 
 
 def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
@@ -55,17 +78,20 @@ def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
 
 
 def model_aspect_metrics(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+    aspect_annotations: pd.DataFrame,
+    completions: pd.DataFrame,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> pd.DataFrame:
     """Per model x aspect: how many completions were rated, N/A or failed, and their mean.
 
     Each completion counts once per aspect: shuffles are folded first (mean of the
     shuffles' ratings). Every model in `completions` gets a row for every aspect seen in
     the annotations, so a model whose generations all failed shows up with zero counts.
-    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2.
+    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2;
+    ci_low / ci_high the mean's interval, bootstrapped over prompts (`ci_method`).
 
     Columns: model, aspect, n_rated, n_na, n_failed, mean_rating, mean_rating_0_100,
-    std_error.
+    std_error, ci_low, ci_high, ci_method.
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     require_columns(completions, [*COMPLETION_KEY, "model"], "completions")
@@ -87,11 +113,16 @@ def model_aspect_metrics(
     table = counts.reindex(grid, fill_value=0).join(moments, how="left")
     table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
     table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
-    return typed_frame(table.reset_index(), MODEL_ASPECT_METRICS_COLUMN_TYPES)
+    intervals = mean_intervals(rated, "rating", ["model", "aspect"], bootstrap)
+    table = table.reset_index().merge(intervals, on=["model", "aspect"], how="left")
+    table["ci_method"] = table["ci_method"].fillna(bootstrap_method(bootstrap.n_resamples))
+    return typed_frame(table, MODEL_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def source_aspect_metrics(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
+    aspect_annotations: pd.DataFrame,
+    completions: pd.DataFrame,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> pd.DataFrame:
     """`model_aspect_metrics` per prompt source (`completions.source`), with the same
     counts; completions without a source are left out.
@@ -102,7 +133,9 @@ def source_aspect_metrics(
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     tables = [
         model_aspect_metrics(
-            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])], part
+            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])],
+            part,
+            bootstrap,
         ).assign(source=source)
         for source, part in completions.groupby("source", sort=True)
     ]
@@ -110,38 +143,55 @@ def source_aspect_metrics(
     return typed_frame(table, SOURCE_ASPECT_METRICS_COLUMN_TYPES)
 
 
-def model_score_metrics(overall_scores: pd.DataFrame) -> pd.DataFrame:
+def model_score_metrics(
+    overall_scores: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+) -> pd.DataFrame:
     """Per model: the overall score before and after the score fix, the fine-grained score,
     and how well the (fixed) overall score agrees with the fine-grained one.
 
     Correlations use the completions that have both scores (`n_paired`); they are NaN with
-    fewer than 3 pairs or when either score is constant.
+    fewer than 3 pairs or when either score is constant. Every mean and correlation has
+    its interval in `<column>_ci_low` / `<column>_ci_high`, bootstrapped over prompts
+    (`ci_method`).
 
     Columns: model, n, mean_overall_original, mean_overall_fixed, mean_fine_grained,
-    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained.
+    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained, their
+    intervals, ci_method.
     """
     score_columns = ["fine_grained_score", "overall_score_original", "overall_score_fixed"]
-    require_columns(overall_scores, ["model", *score_columns], "overall_scores")
+    require_columns(overall_scores, ["prompt_id", "model", *score_columns], "overall_scores")
     scores = pd.DataFrame({column: as_float(overall_scores[column]) for column in score_columns})
     scores["model"] = overall_scores["model"].to_numpy()
+    scores["prompt_id"] = overall_scores["prompt_id"].to_numpy()
 
     rows = []
     for model, group in scores.groupby("model", sort=True):
         paired = group.dropna(subset=["overall_score_fixed", "fine_grained_score"])
         overall, fine = paired["overall_score_fixed"], paired["fine_grained_score"]
-        rows.append(
-            {
-                "model": model,
-                "n": len(group),
-                "mean_overall_original": group["overall_score_original"].mean(),
-                "mean_overall_fixed": group["overall_score_fixed"].mean(),
-                "mean_fine_grained": group["fine_grained_score"].mean(),
-                "n_paired": len(paired),
-                "pearson_overall_vs_fine_grained": pearson(overall, fine),
-                "spearman_overall_vs_fine_grained": spearman(overall, fine),
-            }
-        )
-    return typed_frame(pd.DataFrame(rows), MODEL_SCORE_METRICS_COLUMN_TYPES)
+        row = {"model": model, "n": len(group), "n_paired": len(paired)}
+        for mean, column in MEAN_SCORES.items():
+            row[mean] = group[column].mean()
+        for name, kind in (("pearson", pearson), ("spearman", spearman)):
+            column = f"{name}_overall_vs_fine_grained"
+            row[column] = kind(overall, fine)
+            _, row[f"{column}_ci_low"], row[f"{column}_ci_high"] = correlation_interval(
+                overall, fine, paired["prompt_id"], name, **bootstrap.kwargs
+            )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        for mean, column in MEAN_SCORES.items():
+            intervals = mean_intervals(scores, column, ["model"], bootstrap, f"{mean}_")
+            table = table.merge(intervals.drop(columns="ci_method"), on="model", how="left")
+        table["ci_method"] = bootstrap_method(bootstrap.n_resamples)
+    return typed_frame(table, MODEL_SCORE_METRICS_COLUMN_TYPES)
+
+
+MEAN_SCORES = {
+    "mean_overall_original": "overall_score_original",
+    "mean_overall_fixed": "overall_score_fixed",
+    "mean_fine_grained": "fine_grained_score",
+}
 
 
 def judge_health(
@@ -156,6 +206,7 @@ def judge_health(
     Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
       fix_count and fix_share (share of the overall_scores rows); every action is listed,
       0 when absent.
+    Rates carry a Wilson interval (ci_low, ci_high, ci_method "wilson"); counts none.
     """
     require_columns(
         aspect_annotations, ["aspect", "parse_status", "reasks", "is_na"], "aspect_annotations"
@@ -168,7 +219,9 @@ def judge_health(
         of_aspect = aspect_annotations[aspect_annotations["aspect"] == aspect]
         rows += _call_health(of_aspect, scope=aspect)
         na_share = of_aspect["is_na"].fillna(False).astype(bool).mean()
-        rows.append({"metric": "na_rate", "scope": aspect, "value": na_share})
+        rows.append(
+            {"metric": "na_rate", "scope": aspect, "value": na_share, "trials": len(of_aspect)}
+        )
     rows += _call_health(critiques, scope="critique")
 
     unknown = set(overall_scores["fix_action"].dropna()) - set(FIX_ACTIONS)
@@ -181,8 +234,23 @@ def judge_health(
         count = int(fix_counts.get(action, 0))
         rows.append({"metric": "fix_count", "scope": action, "value": count})
         share = _share(count, len(overall_scores))
-        rows.append({"metric": "fix_share", "scope": action, "value": share})
-    return typed_frame(pd.DataFrame(rows), JUDGE_HEALTH_COLUMN_TYPES)
+        rows.append(
+            {"metric": "fix_share", "scope": action, "value": share, "trials": len(overall_scores)}
+        )
+    table = pd.DataFrame(rows)
+    # Wilson intervals for the rates: judgments fail or parse one by one.
+    rates = table["metric"].isin(RATE_METRICS) & table["value"].notna() & (table["trials"] > 0)
+    trials = table.loc[rates, "trials"].to_numpy(dtype="float64")
+    table["ci_low"], table["ci_high"], table["ci_method"] = np.nan, np.nan, None
+    if rates.any():
+        successes = np.round(table.loc[rates, "value"].to_numpy(dtype="float64") * trials)
+        low, high = wilson_interval(successes, trials)
+        table.loc[rates, "ci_low"], table.loc[rates, "ci_high"] = low, high
+        table.loc[rates, "ci_method"] = "wilson"
+    return typed_frame(table, JUDGE_HEALTH_COLUMN_TYPES)
+
+
+RATE_METRICS = ("parse_error_rate", "call_error_rate", "na_rate", "fix_share")
 
 
 def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
@@ -200,111 +268,14 @@ def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
     values["skipped_too_long"] = int((frame["parse_status"] == SKIPPED_TOO_LONG).sum())
     if "suspected_injection" in frame.columns:  # tables written before it was recorded lack it
         values["suspected_injections"] = int(frame["suspected_injection"].fillna(False).sum())
-    return [{"metric": metric, "scope": scope, "value": value} for metric, value in values.items()]
+    return [
+        {"metric": metric, "scope": scope, "value": value, "trials": n_rows}
+        for metric, value in values.items()
+    ]
 
 
 def _share(count: int, total: int) -> float:
     return count / total if total else float("nan")
-
-
-def position_consistency(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
-    """Per aspect, how often re-shuffling the completions changed the judge's rating.
-
-    Compares the ratings a (completion, aspect) got in different shuffles, over those with
-    at least two non-null ratings (`n_compared`). share_changed: share whose ratings are
-    not all equal; mean_abs_change: mean over them of the mean absolute difference between
-    any two of its shuffles' ratings (for two shuffles simply |r1 - r0|). A rating vs N/A
-    disagreement is not compared. Empty when only one shuffle was run.
-
-    Columns: aspect, n_compared, share_changed, mean_abs_change.
-    """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    if aspect_annotations["shuffle_idx"].nunique() < 2:
-        return typed_frame(None, POSITION_CONSISTENCY_COLUMN_TYPES)
-
-    item = [*COMPLETION_KEY, "aspect"]
-    ratings = aspect_annotations.loc[:, item].copy()
-    ratings["rating"] = as_float(aspect_annotations["rating"])
-    ratings = ratings.dropna(subset=["rating"]).sort_values([*item, "rating"])
-    # Sum of |x_i - x_j| over pairs of an item's sorted ratings x_0 <= ... <= x_{n-1} is
-    # sum_k x_k (2k - n + 1): vectorised, instead of a Python loop over pairs per item.
-    grouped = ratings.groupby(item, sort=False)["rating"]
-    n = grouped.transform("size")
-    rank = grouped.cumcount()
-    ratings["weighted"] = ratings["rating"] * (2 * rank - n + 1)
-    per_item = ratings.groupby(item, sort=False).agg(
-        n=("rating", "size"),
-        low=("rating", "min"),
-        high=("rating", "max"),
-        pair_sum=("weighted", "sum"),
-    )
-    per_item = per_item[per_item["n"] >= 2].reset_index()
-    per_item["changed"] = per_item["low"] != per_item["high"]
-    per_item["abs_change"] = per_item["pair_sum"] / (per_item["n"] * (per_item["n"] - 1) / 2)
-
-    rows = []
-    for aspect in ordered_aspects(aspect_annotations["aspect"]):
-        compared = per_item[per_item["aspect"] == aspect]
-        rows.append(
-            {
-                "aspect": aspect,
-                "n_compared": len(compared),
-                "share_changed": compared["changed"].mean(),
-                "mean_abs_change": compared["abs_change"].mean(),
-            }
-        )
-    return typed_frame(pd.DataFrame(rows), POSITION_CONSISTENCY_COLUMN_TYPES)
-
-
-def shuffle_agreement(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
-    """Per aspect, how well one judge agrees with itself when the completions are shown in
-    another order: for each two shuffles (raters `shuffle_i~shuffle_j`), Spearman's rho and
-    the exact-match share of the 1-5 ratings each completion got in both, over the
-    completions rated in both (`n`; N/A and failed ratings left out). Empty when only one
-    shuffle was run.
-
-    Columns: aspect, raters, statistic, value, n.
-    """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    if aspect_annotations["shuffle_idx"].nunique() < 2:
-        return typed_frame(None, SHUFFLE_AGREEMENT_COLUMN_TYPES)
-    ratings = aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "shuffle_idx"]].copy()
-    ratings["rating"] = as_float(aspect_annotations["rating"])
-    ratings["shuffle"] = "shuffle_" + ratings["shuffle_idx"].astype(str)
-    shuffles = [f"shuffle_{index}" for index in sorted(ratings["shuffle_idx"].unique())]
-    rows = []
-    for aspect in ordered_aspects(ratings["aspect"]):
-        by_shuffle = ratings[ratings["aspect"] == aspect].pivot(
-            index=list(COMPLETION_KEY), columns="shuffle", values="rating"
-        )
-        by_shuffle = by_shuffle.reindex(columns=shuffles)
-        found = agreement_rows(by_shuffle, shuffles, categorical=False)
-        rows += [{"aspect": aspect, **row} for row in found]
-    return typed_frame(pd.DataFrame(rows), SHUFFLE_AGREEMENT_COLUMN_TYPES)
-
-
-def rating_by_position(aspect_annotations: pd.DataFrame) -> pd.DataFrame:
-    """Mean rating per aspect by the 0-based position the completion was shown at: a judge
-    without position bias gives flat lines. Empty when only one shuffle was run.
-
-    Columns: aspect, position, n_rated, mean_rating.
-    """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    if aspect_annotations["shuffle_idx"].nunique() < 2:
-        return typed_frame(None, RATING_BY_POSITION_COLUMN_TYPES)
-
-    ratings = aspect_annotations.loc[:, ["aspect", "position"]].copy()
-    ratings["rating"] = as_float(aspect_annotations["rating"])
-    table = (
-        ratings.dropna(subset=["rating"])
-        .groupby(["aspect", "position"])["rating"]
-        .agg(n_rated="count", mean_rating="mean")
-        .reset_index()
-    )
-    aspect_rank = {aspect: rank for rank, aspect in enumerate(ordered_aspects(table["aspect"]))}
-    table["aspect_rank"] = table["aspect"].map(aspect_rank)
-    table = table.sort_values(["aspect_rank", "position"])
-    return typed_frame(table, RATING_BY_POSITION_COLUMN_TYPES)
 
 
 # Models these backends run on this machine cost nothing per token unless a price is given.

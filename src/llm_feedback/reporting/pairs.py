@@ -183,6 +183,14 @@ def binarize(
     )
 
 
+def completion_scores(
+    overall_scores: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
+) -> pd.DataFrame:
+    """(prompt_id, completion_idx, score) for the score kind the pairs use: "overall" the
+    fixed overall score (1-10), "mean_aspects" the mean aspect rating (shuffles averaged)."""
+    return _scores(overall_scores, aspect_annotations, score)
+
+
 def _scores(
     overall_scores: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
 ) -> pd.DataFrame:

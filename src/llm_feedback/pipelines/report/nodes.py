@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import report_params
 from llm_feedback.reporting import (
@@ -17,6 +18,8 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.reporting.pairs import completion_scores
+from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
 from llm_feedback.viewer import StaticSite, feedback_site
 from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 
@@ -25,7 +28,14 @@ from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 # and the report renders wherever data_root points.
 FIGURE_LINKS = {
     name: f"figures/{name}.png"
-    for name in ("rating_distribution", "aspect_heatmap", "score_scatter", "position_bias")
+    for name in (
+        "rating_distribution",
+        "aspect_heatmap",
+        "score_scatter",
+        "position_bias",
+        "model_ranking",
+        "rating_by_length",
+    )
 }
 
 
@@ -42,6 +52,36 @@ class ReadingTables:
         return self.function(
             *(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args)
         )
+
+
+def bootstrap_of(params: ReportParams) -> Bootstrap:
+    intervals = params.intervals
+    return Bootstrap(intervals.n_resamples, intervals.seed, intervals.confidence)
+
+
+class WithBootstrap:
+    """`function(*tables, bootstrap=...)` as a node taking the tables, then `params:report`
+    (a class, so that the node pickles)."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Any) -> Any:
+        *tables, report = args
+        return self.function(*tables, bootstrap=bootstrap_of(report_params(report)))
+
+
+def rank_models(
+    completions: pd.DataFrame,
+    overall_scores: pd.DataFrame,
+    aspect_annotations: pd.DataFrame,
+    report: Mapping[str, Any],
+) -> pd.DataFrame:
+    params = report_params(report)
+    scores = completion_scores(overall_scores, aspect_annotations, params.pairs.score)
+    battles = annotate_battles(completions, scores)
+    return model_ranking(battles, params.ranking.baseline, bootstrap_of(params))
 
 
 def estimate_costs(
@@ -117,12 +157,6 @@ def render_report(
     run_info = {
         **describe_run(completions, tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
+        "intervals": params.intervals.describe(),
     }
-    figures, omitted = dict(FIGURE_LINKS), {}
-    if tables["position_consistency"].empty:
-        del figures["position_bias"]
-        omitted["position_bias"] = (
-            "each completion was judged in one order only; set annotate.n_shuffles to 2 or "
-            "more to measure position effects"
-        )
-    return render_markdown_report(tables, figures, input_versions, run_info, omitted)
+    return render_markdown_report(tables, dict(FIGURE_LINKS), input_versions, run_info)

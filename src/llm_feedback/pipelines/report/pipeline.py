@@ -2,24 +2,29 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.report.nodes import (
     ReadingTables,
+    WithBootstrap,
     estimate_costs,
     judgment_viewer,
     preference_pairs,
+    rank_models,
     render_report,
 )
 from llm_feedback.reporting import (
     aspect_heatmap_figure,
     judge_health,
     model_aspect_metrics,
+    model_ranking_figure,
     model_score_metrics,
     position_bias_figure,
     position_consistency,
+    rating_by_length_figure,
     rating_by_position,
     rating_distribution_figure,
     score_scatter_figure,
     shuffle_agreement,
     source_aspect_metrics,
 )
+from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 
 # Filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml declares it empty
 # so that the pipeline still runs (saying "no versions recorded") where the hook is not
@@ -35,6 +40,9 @@ REPORT_TABLES = (
     "position_consistency",
     "shuffle_agreement",
     "rating_by_position",
+    "model_ranking",
+    "judge_bias",
+    "rating_by_length",
     "cost_table",
     "preference_pairs",
     "pair_drops",
@@ -45,20 +53,20 @@ def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                ReadingTables(model_aspect_metrics),
-                ["aspect_annotations", "completions"],
+                ReadingTables(WithBootstrap(model_aspect_metrics)),
+                ["aspect_annotations", "completions", "params:report"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                ReadingTables(source_aspect_metrics),
-                ["aspect_annotations", "completions"],
+                ReadingTables(WithBootstrap(source_aspect_metrics)),
+                ["aspect_annotations", "completions", "params:report"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
             ),
             node(
-                model_score_metrics,
-                "overall_scores",
+                WithBootstrap(model_score_metrics),
+                ["overall_scores", "params:report"],
                 "model_score_metrics",
                 name="compute_model_score_metrics",
             ),
@@ -69,20 +77,20 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_judge_health",
             ),
             node(
-                ReadingTables(position_consistency),
-                "aspect_annotations",
+                ReadingTables(WithBootstrap(position_consistency)),
+                ["aspect_annotations", "params:report"],
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                ReadingTables(shuffle_agreement),
-                "aspect_annotations",
+                ReadingTables(WithBootstrap(shuffle_agreement)),
+                ["aspect_annotations", "params:report"],
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
             ),
             node(
-                ReadingTables(rating_by_position),
-                "aspect_annotations",
+                ReadingTables(WithBootstrap(rating_by_position)),
+                ["aspect_annotations", "params:report"],
                 "rating_by_position",
                 name="compute_rating_by_position",
             ),
@@ -103,6 +111,36 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ],
                 ["preference_pairs", "pair_drops"],
                 name="binarize_preference_pairs",
+            ),
+            node(
+                ReadingTables(rank_models),
+                ["completions", "overall_scores", "aspect_annotations", "params:report"],
+                "model_ranking",
+                name="rank_models",
+            ),
+            node(
+                ReadingTables(WithBootstrap(judge_bias)),
+                ["aspect_annotations", "completions", "params:report"],
+                "judge_bias",
+                name="compute_judge_bias",
+            ),
+            node(
+                ReadingTables(WithBootstrap(rating_by_length)),
+                ["aspect_annotations", "completions", "params:report"],
+                "rating_by_length",
+                name="compute_rating_by_length",
+            ),
+            node(
+                model_ranking_figure,
+                "model_ranking",
+                "model_ranking_figure",
+                name="plot_model_ranking",
+            ),
+            node(
+                rating_by_length_figure,
+                "rating_by_length",
+                "rating_by_length_figure",
+                name="plot_rating_by_length",
             ),
             node(
                 ReadingTables(rating_distribution_figure),
