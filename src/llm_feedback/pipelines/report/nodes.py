@@ -46,7 +46,8 @@ class ReadingTables:
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
-        functools.update_wrapper(self, function)
+        # updated=(): a wrapped WithBootstrap's own `function` must not replace ours.
+        functools.update_wrapper(self, function, updated=())
 
     def __call__(self, *args: Any) -> Any:
         return self.function(
@@ -61,11 +62,14 @@ def bootstrap_of(params: ReportParams) -> Bootstrap:
 
 class WithBootstrap:
     """`function(*tables, bootstrap=...)` as a node taking the tables, then `params:report`
-    (a class, so that the node pickles)."""
+    (a class, so that the node pickles). It names itself after `function` but keeps its own
+    signature: Kedro validates a `params:` input against the annotation of the parameter it
+    lands on, and `params:report` lands here, not on `function`'s `bootstrap`."""
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
-        functools.update_wrapper(self, function)
+        self.__name__ = self.__qualname__ = function.__name__
+        self.__doc__ = function.__doc__
 
     def __call__(self, *args: Any) -> Any:
         *tables, report = args
