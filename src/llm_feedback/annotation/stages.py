@@ -160,7 +160,8 @@ def aspect_calls(
     structured: bool,
     sampling: Mapping[str, Any],
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
-    """Each judge call of the aspect stage, built lazily: per prompt, aspect and shuffle.
+    """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
+    completions judged together (`judged_together`) and shuffle.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -176,27 +177,46 @@ def aspect_calls(
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
         flags = [suspected_injection(response) for response in responses]
         for aspect in aspects:
-            orders = shuffle_orders(
-                str(prompt_id),
-                len(responses),
-                n_shuffles,
-                shuffle_seed,
-                aspect=aspect if aspect_orders == INDEPENDENT else None,
-            )
-            for shuffle_idx, order in enumerate(orders):
-                request = build_aspect_request(
-                    aspect,
-                    instruction,
-                    responses,
-                    order,
-                    world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                    structured=structured,
-                    sampling=sampling,
+            for members in judged_together(flags):
+                orders = shuffle_orders(
+                    str(prompt_id),
+                    len(members),
+                    n_shuffles,
+                    shuffle_seed,
+                    aspect=aspect if aspect_orders == INDEPENDENT else None,
                 )
-                yield (
-                    _AspectCall(str(prompt_id), aspect, shuffle_idx, order, completion_ids, flags),
-                    request,
-                )
+                shown = [responses[member] for member in members]
+                for shuffle_idx, order in enumerate(orders):
+                    request = build_aspect_request(
+                        aspect,
+                        instruction,
+                        shown,
+                        order,
+                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                        structured=structured,
+                        sampling=sampling,
+                    )
+                    call = _AspectCall(
+                        str(prompt_id),
+                        aspect,
+                        shuffle_idx,
+                        order,
+                        [completion_ids[member] for member in members],
+                        [flags[member] for member in members],
+                    )
+                    yield call, request
+
+
+def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
+    """Which of a prompt's completions share an aspect call: all of them, unless some are
+    suspected injections; then each of those is judged alone and the clean ones together,
+    so that a judge obeying a completion's instructions moves no rating but its own (and that
+    row carries `suspected_injection`)."""
+    flagged = [index for index, flag in enumerate(injection_flags) if flag]
+    clean = [index for index, flag in enumerate(injection_flags) if not flag]
+    if not flagged:
+        return [clean]
+    return ([clean] if clean else []) + [[index] for index in flagged]
 
 
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
@@ -278,10 +298,18 @@ def aspect_annotations_table(
         tasks(),
         take,
         desc="annotate aspects",
-        total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
+        total=_aspect_call_count(usable, len(aspects) * n_shuffles),
     )
     tally.log("aspect ratings")
     return table.finish()
+
+
+def _aspect_call_count(usable: pd.DataFrame, calls_per_group: int) -> int:
+    """How many aspect calls `aspect_calls` makes (for the progress bar)."""
+    flagged = usable["response"].astype(str).map(suspected_injection)
+    per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
+    groups = per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
+    return int(groups.sum()) * calls_per_group
 
 
 @dataclass(slots=True)
