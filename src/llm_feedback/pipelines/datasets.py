@@ -32,6 +32,7 @@ from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
+from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
@@ -186,7 +187,32 @@ class TextDataset(_KedroTextDataset):
 class PartitionedDataset(_KedroPartitionedDataset):
     """`kedro_datasets.partitions.PartitionedDataset` with a kedro-viz preview: the first
     rows of its partitions in partition order, each with the `partition` it comes from.
-    `type: llm_feedback.pipelines.datasets.PartitionedDataset`, the same arguments."""
+    `type: llm_feedback.pipelines.datasets.PartitionedDataset`, the same arguments.
+
+    A folder without a file of `filename_suffix` is an input error that says which files
+    are read and which were found instead (kedro-datasets says "No partitions found")."""
+
+    def load(self) -> dict[str, Any]:
+        try:
+            return super().load()
+        except DatasetError as error:
+            if not str(error).startswith("No partitions found"):
+                raise
+            raise InputError(self._no_partitions()) from None
+
+    def _no_partitions(self) -> str:
+        suffix = self._filename_suffix or "data"
+        folder = Path(str(self._path))
+        others = sorted(path.name for path in folder.iterdir()) if folder.is_dir() else []
+        found = (
+            f"found only {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}"
+            if others
+            else "the folder is empty or missing"
+        )
+        return (
+            f"{folder}: no {suffix} file to read ({found}); only {suffix} files are read: "
+            f"save the input as {suffix} (JSON Lines, one object per line)"
+        )
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
         heads: list[pd.DataFrame] = []
@@ -214,6 +240,11 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def load(self) -> pd.DataFrame:
         frame = read_jsonl(self._filepath)
+        if frame.empty and not len(frame.columns):
+            raise InputError(
+                f"{self._filepath}: the file is empty (no JSON object on any line); add one "
+                "JSON object per line, or remove the file"
+            )
         # Paths inside the file (e.g. eval_samples' images) are relative to its folder.
         frame.attrs[SOURCE_DIR_ATTR] = str(self._filepath.resolve().parent)
         return frame
