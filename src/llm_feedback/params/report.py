@@ -35,10 +35,14 @@ class ReportParams:
     pairs: PairParams = field(default_factory=PairParams)
     # USD per 1k tokens by model name; a model absent here costs 0 and is flagged unpriced.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # Report inputs from different runs (see llm_feedback.lineage) instead of refusing them.
+    allow_mixed_runs: bool = False
 
 
 def parse_report(report: Any) -> ReportParams:
-    block = Block(report, "report", ("pairs", "prices"), defaults_of(ReportParams))
+    block = Block(
+        report, "report", ("pairs", "prices", "allow_mixed_runs"), defaults_of(ReportParams)
+    )
     pairs = block.block("pairs", ("score", "strategy", "seed", "layout"), defaults_of(PairParams))
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
@@ -63,4 +67,5 @@ def parse_report(report: Any) -> ReportParams:
             layout=pairs.choice("layout", LAYOUTS),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
+        allow_mixed_runs=block.boolean("allow_mixed_runs"),
     )
