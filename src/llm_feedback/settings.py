@@ -1,7 +1,6 @@
 """Kedro project settings."""
 
-from kedro.config import OmegaConfigLoader
-
+from llm_feedback.config_loader import BoundedOmegaConfigLoader
 from llm_feedback.hooks import (
     ModelEndpointHooks,
     ReportProvenanceHooks,
@@ -11,7 +10,8 @@ from llm_feedback.hooks import (
 
 HOOKS = (ModelEndpointHooks(), RunGuardHooks(), ReportProvenanceHooks(), StageTimesHooks())
 
-CONFIG_LOADER_CLASS = OmegaConfigLoader
+# OmegaConfigLoader, with YAML alias expansion limited (a "billion laughs" file is refused).
+CONFIG_LOADER_CLASS = BoundedOmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
