@@ -124,7 +124,7 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
         {"role": "user", "content": "Question p1?"}
     ]
     assert [dict(message) for message in first["chosen"]] == [
-        {"role": "assistant", "content": "A helpful answer."}
+        {"role": "assistant", "content": f"A helpful answer by {first['model_chosen']}."}
     ]
     assert [message["role"] for message in first["rejected"]] == ["assistant"]
     assert (pairs["score_chosen"] > pairs["score_rejected"]).all()
