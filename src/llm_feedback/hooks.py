@@ -136,11 +136,14 @@ class ReportProvenanceHooks:
 
     It also refuses inputs from different runs before any node runs (`llm_feedback.lineage`:
     a table older than one it is computed from), naming their versions, unless
-    `report.allow_mixed_runs` is true.
+    `report.allow_mixed_runs` is true or one of the two was chosen with `--load-versions`
+    (then it only warns).
     """
 
     @hook_impl
-    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+    def before_pipeline_run(
+        self, run_params: dict[str, Any], pipeline: Pipeline, catalog: CatalogProtocol
+    ) -> None:
         consumers = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
         if not consumers:
             return
@@ -173,11 +176,15 @@ class ReportProvenanceHooks:
             for name, version in versions.items()
             if name not in produced and version not in (None, UNVERSIONED)
         }
-        self._check_one_history(loaded, catalog)
+        pinned = set((run_params or {}).get("load_versions") or {})
+        self._check_one_history(loaded, pinned, catalog)
         catalog.save(INPUT_VERSIONS, versions)
 
     @staticmethod
-    def _check_one_history(loaded: dict[str, str], catalog: CatalogProtocol) -> None:
+    def _check_one_history(
+        loaded: dict[str, str], pinned: set[str], catalog: CatalogProtocol
+    ) -> None:
+        """Refuse mixed runs; a version chosen with --load-versions counts as asked for."""
         computed_from: dict[str, list[str]] = {}
         # Every pipeline of the project, not only the run's (Kedro finds only those).
         for name in (*FEEDBACK_ORDER, "evaluate"):
@@ -187,6 +194,13 @@ class ReportProvenanceHooks:
                 for output in node.outputs:
                     computed_from.setdefault(output, sources)
         stale = mixed_runs(loaded, computed_from)
+        chosen = [item for item in stale if {item.dataset, item.source} & pinned]
+        if chosen:
+            logger.warning(
+                "report: versions chosen with --load-versions mix runs: %s",
+                "; ".join(item.describe() for item in chosen),
+            )
+        stale = [item for item in stale if item not in chosen]
         if not stale:
             return
         message = describe_mixed_runs(stale, "report.allow_mixed_runs")

@@ -69,6 +69,10 @@ def test_a_report_after_an_annotate_that_failed_part_way_is_refused(run_kedro):
     assert newer, message
     assert "report.allow_mixed_runs: true" in message
     assert catalog.load("report")  # allowed explicitly, the report is written
+    # A version chosen with --load-versions is asked for too: reported, with a warning.
+    with FakeLLMServer() as server:
+        pinned = {"overall_scores": versions["overall_scores"]}
+        run_kedro("report", {**SMALL, "endpoints": endpoints_via(server)}, load_versions=pinned)
 
 
 def test_one_runs_tables_and_separate_stage_runs_are_one_history():

@@ -16,7 +16,7 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from kedro.io import DataCatalog
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError
 from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list
 from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
 from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMA, PREFERENCE_PAIRS_H4_ARROW_SCHEMA
@@ -161,12 +161,9 @@ def test_report_says_which_dataset_versions_it_was_built_from(
     older = seed(build_frames(typical_specs()))
     newer = seed(build_frames(typical_specs()))
 
-    # An older overall_scores beside newer aspects and critiques mixes two runs: refused...
-    with pytest.raises(InputError, match=f"overall_scores {older} is older than"):
-        run_report(load_versions={"overall_scores": older})
-    # ...unless asked for explicitly.
-    mixed = {"report": {"allow_mixed_runs": True}}
-    run_report(runtime_params=mixed, load_versions={"overall_scores": older})
+    # An older overall_scores beside newer aspects mixes two runs: chosen explicitly with
+    # --load-versions, it is reported (the refusal of unchosen mixes: test_lineage.py).
+    run_report(load_versions={"overall_scores": older})
 
     built_from = report_path(data_root).read_text().split("## Built from")[1]
     versions = dict(re.findall(r"^\| (\w+) +\| (\S+) +\|$", built_from, flags=re.MULTILINE))
