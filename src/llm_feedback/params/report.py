@@ -23,10 +23,13 @@ class PairParams:
     # trl: TRL's conversational format (prompt / chosen / rejected message lists);
     # h4: HuggingFaceH4/ultrafeedback_binarized's columns.
     layout: str = "trl"
+    # Completions suspected of injection (a judge may have obeyed them) enter pairs only if true.
+    include_suspected: bool = False
 
     def describe(self) -> str:
         return (
             f"score {self.score}, strategy {self.strategy}, seed {self.seed}, layout {self.layout}"
+            + (", suspected injections included" if self.include_suspected else "")
         )
 
 
@@ -43,7 +46,11 @@ def parse_report(report: Any) -> ReportParams:
     block = Block(
         report, "report", ("pairs", "prices", "allow_mixed_runs"), defaults_of(ReportParams)
     )
-    pairs = block.block("pairs", ("score", "strategy", "seed", "layout"), defaults_of(PairParams))
+    pairs = block.block(
+        "pairs",
+        ("score", "strategy", "seed", "layout", "include_suspected"),
+        defaults_of(PairParams),
+    )
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
         where = f"report.prices.{model}"
@@ -65,6 +72,7 @@ def parse_report(report: Any) -> ReportParams:
             strategy=pairs.choice("strategy", STRATEGIES),
             seed=pairs.integer("seed"),
             layout=pairs.choice("layout", LAYOUTS),
+            include_suspected=pairs.boolean("include_suspected"),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
         allow_mixed_runs=block.boolean("allow_mixed_runs"),

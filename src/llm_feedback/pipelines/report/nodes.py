@@ -67,6 +67,7 @@ def preference_pairs(
         seed=params.pairs.seed,
         decontaminate=question_list(decontamination_questions),
         layout=params.pairs.layout,
+        include_suspected=params.pairs.include_suspected,
     )
 
 
