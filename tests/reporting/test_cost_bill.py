@@ -9,7 +9,11 @@ import logging
 
 import pandas as pd
 
-from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
+from llm_feedback.annotation.stages import (
+    aspect_annotations_table,
+    critiques_table,
+    fix_overall_scores,
+)
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.reporting import cost_table
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
@@ -53,11 +57,16 @@ class Bill:
         self.prompt = {"annotate": 0, "critique": 0}
         self.completion = {"annotate": 0, "critique": 0}
         self.omit = omit_usage_for_critiques
+        self.calls = {"annotate": 0, "critique": 0}
 
     def __call__(self, body, ctx):
         reply = schema_responder(body, ctx)
-        schema = body["response_format"]["json_schema"]["schema"]
-        stage = "annotate" if "ratings" in schema["properties"] else "critique"
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        if "feedback" in schema.get("properties", {}):  # a 10 is re-scored by the score fix
+            reply = json.dumps({"feedback": "Fine.", "overall_score": 10})
+        # A re-score continues a critique's conversation: billed as the critique stage.
+        stage = "annotate" if "ratings" in schema.get("properties", {}) else "critique"
+        self.calls[stage] += 1
         if stage == "critique" and self.omit:
             payload = {
                 "id": "x",
@@ -90,15 +99,31 @@ def _judged(bill: Bill):
                 completions, client, aspects=["honesty", "helpfulness"]
             ).frame()
             critiques = critiques_table(completions, client).frame()
+            # Thresholds that re-score most completions, so that re-scores are billed too.
+            overall = fix_overall_scores(
+                completions,
+                aspects,
+                critiques,
+                client,
+                flip_threshold=1.0,
+                reannotate_threshold=5.0,
+            )
         sent = server.request_count
-    return completions, aspects, critiques, sent
+    return completions, aspects, critiques, overall, sent
 
 
 def test_the_cost_table_equals_the_servers_bill():
     bill = Bill()
-    completions, aspects, critiques, sent = _judged(bill)
-    assert sent == 3 * 2 + (9 - 1)  # the identical critique request went once
-    table = cost_table(completions, aspects, critiques, PRICES).set_index("stage")
+    completions, aspects, critiques, overall, sent = _judged(bill)
+    rescored = int(overall["fix_action"].isin(["reannotated", "reannotate_failed"]).sum())
+    assert rescored > 0
+    # The identical critique request went once; the re-scores were sent too.
+    assert bill.calls["annotate"] == 3 * 2
+    assert bill.calls["critique"] > 9 - 1
+    assert sent == bill.calls["annotate"] + bill.calls["critique"]
+    table = cost_table(completions, aspects, critiques, PRICES, overall_scores=overall).set_index(
+        "stage"
+    )
     for stage in ("annotate", "critique"):
         assert table.loc[stage, "prompt_tokens"] == bill.prompt[stage], stage
         assert table.loc[stage, "completion_tokens"] == bill.completion[stage], stage
@@ -111,7 +136,7 @@ def test_the_cost_table_equals_the_servers_bill():
 
 
 def test_a_reply_without_usage_is_estimated_and_flagged(caplog):
-    completions, aspects, critiques, _ = _judged(Bill(omit_usage_for_critiques=True))
+    completions, aspects, critiques, _, _ = _judged(Bill(omit_usage_for_critiques=True))
     assert (critiques[["prompt_tokens", "completion_tokens"]] == 0).all().all()  # none given
     with caplog.at_level(logging.WARNING):
         table = cost_table(completions, aspects, critiques, PRICES).set_index("stage")

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request, get_aspect
@@ -23,6 +24,7 @@ from llm_feedback.annotation.critique import (
     parse_critique_reply,
     parse_rescore_reply,
 )
+from llm_feedback.annotation.isolation import aspect_call_count, judged_together
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
 from llm_feedback.annotation.score_fix import (
     apply_reannotated_scores,
@@ -207,18 +209,6 @@ def aspect_calls(
                     yield call, request
 
 
-def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
-    """Which of a prompt's completions share an aspect call: all of them, unless some are
-    suspected injections; then each of those is judged alone and the clean ones together,
-    so that a judge obeying a completion's instructions moves no rating but its own (and that
-    row carries `suspected_injection`)."""
-    flagged = [index for index, flag in enumerate(injection_flags) if flag]
-    clean = [index for index, flag in enumerate(injection_flags) if not flag]
-    if not flagged:
-        return [clean]
-    return ([clean] if clean else []) + [[index] for index in flagged]
-
-
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
     """`aspect_annotations` as a DataFrame; `options` are `aspect_annotations_table`'s."""
     return aspect_annotations_table(completions, client, **options).frame()
@@ -298,18 +288,10 @@ def aspect_annotations_table(
         tasks(),
         take,
         desc="annotate aspects",
-        total=_aspect_call_count(usable, len(aspects) * n_shuffles),
+        total=aspect_call_count(usable, len(aspects) * n_shuffles),
     )
     tally.log("aspect ratings")
     return table.finish()
-
-
-def _aspect_call_count(usable: pd.DataFrame, calls_per_group: int) -> int:
-    """How many aspect calls `aspect_calls` makes (for the progress bar)."""
-    flagged = usable["response"].astype(str).map(suspected_injection)
-    per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
-    groups = per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
-    return int(groups.sum()) * calls_per_group
 
 
 @dataclass(slots=True)
@@ -469,6 +451,7 @@ def fix_overall_scores(
     plan = plan_score_fix(scores, flip_threshold, reannotate_threshold)
     pending = pending_reannotation(plan)
     new_scores: dict[tuple[str, int], float | None] = {}
+    rescore_tokens: dict[tuple[str, int], tuple[int, int]] = {}
     if pending:
         if client is None:
             raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
@@ -493,7 +476,20 @@ def fix_overall_scores(
             tasks, desc="re-annotate overall scores"
         )
         new_scores = {key: outcome.value for key, outcome in zip(pending, outcomes, strict=True)}
+        # Identical requests are sent once (the copies share the first's answer and usage).
+        sent: set[tuple[Any, ...]] = set()
+        for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
+            request = tuple(message["content"] for message in task.request.messages)
+            if request not in sent:
+                sent.add(request)
+                rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
     overall_scores = apply_reannotated_scores(plan, new_scores)
+    # The re-score calls' usage, for the cost table (0 where no call was made).
+    keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
+    for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
+        overall_scores[column] = np.array(
+            [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
+        )
     counts = fix_counts(overall_scores)
     logger.info("score fix: %s", ", ".join(f"{k}={v}" for k, v in counts.items()))
     return overall_scores

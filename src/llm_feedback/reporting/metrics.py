@@ -324,8 +324,12 @@ def cost_table(
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
     prices: Mapping[str, Mapping[str, float]],
+    overall_scores: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
+
+    The score fix's re-score calls (`overall_scores`' token columns, when recorded) count in
+    the critique stage: each continues its critique's conversation with the same judge.
 
     Each row is priced by what the data records of it: a completion by its `model`,
     `endpoint` and `backend`, a judgment by its `judge_model`, `judge_endpoint` and
@@ -372,6 +376,9 @@ def cost_table(
             )
             .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
         )
+    rescores = _rescore_usage(overall_scores, critiques)
+    if rescores is not None:
+        usage.append(rescores)
     tokens = pd.concat(usage, ignore_index=True)
     # dropna=False: tokens of a row without an endpoint or model still count.
     table = tokens.groupby(
@@ -398,6 +405,36 @@ def cost_table(
     table["stage_order"] = table["stage"].map(STAGES.index)
     table = table.sort_values(["stage_order", "endpoint", "model"])
     return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+
+
+def _rescore_usage(
+    overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
+) -> pd.DataFrame | None:
+    """The re-score calls' usage rows, priced by their critique's judge; None if none."""
+    columns = ["prompt_tokens", "completion_tokens"]
+    if overall_scores is None or not set(columns) <= set(overall_scores.columns):
+        return None
+    calls = overall_scores.loc[
+        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns]
+    ]
+    if calls.empty:
+        return None
+    judges = critiques.loc[
+        :, [*COMPLETION_KEY, "judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
+    ].drop_duplicates(list(COMPLETION_KEY))
+    joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
+    return pd.DataFrame(
+        {
+            "endpoint": joined["judge_endpoint"],
+            "backend": joined["judge_backend"],
+            "model": joined["judge_model"],
+            "prompt_tokens": joined["prompt_tokens"].astype("float64"),
+            "completion_tokens": joined["completion_tokens"].astype("float64"),
+            "usage_estimated": False,
+            "stage": "critique",
+            "mode": "online",  # the score fix sends its calls directly
+        }
+    )
 
 
 def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:

@@ -46,9 +46,12 @@ def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
+    overall_scores: pd.DataFrame,
     params: ReportParams,
 ) -> pd.DataFrame:
-    return cost_table(completions, aspect_annotations, critiques, params.prices)
+    return cost_table(
+        completions, aspect_annotations, critiques, params.prices, overall_scores=overall_scores
+    )
 
 
 def preference_pairs(

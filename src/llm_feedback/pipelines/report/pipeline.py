@@ -95,7 +95,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 reading_tables(estimate_costs),
-                ["completions", "aspect_annotations", "critiques", "report_params"],
+                [
+                    "completions",
+                    "aspect_annotations",
+                    "critiques",
+                    "overall_scores",
+                    "report_params",
+                ],
                 "cost_table",
                 name="estimate_costs",
             ),
