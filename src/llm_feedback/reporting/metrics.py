@@ -419,8 +419,9 @@ def _rescore_usage(
     ]
     if calls.empty:
         return None
+    judge_columns = ["judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
     judges = critiques.loc[
-        :, [*COMPLETION_KEY, "judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
+        :, [*COMPLETION_KEY, *(c for c in judge_columns if c in critiques.columns)]
     ].drop_duplicates(list(COMPLETION_KEY))
     joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
     return pd.DataFrame(
@@ -432,7 +433,8 @@ def _rescore_usage(
             "completion_tokens": joined["completion_tokens"].astype("float64"),
             "usage_estimated": False,
             "stage": "critique",
-            "mode": "online",  # the score fix sends its calls directly
+            # The score fix sends through its critique's client: the same mode.
+            "mode": _modes(joined, "judge_via_batch"),
         }
     )
 
