@@ -4,6 +4,7 @@ estimate where the server sent none.
 - Identical requests are sent once (the client answers the copies from the first), but each
   copy's row records the call's tokens. `drop_unsent_copies` keeps the first row of each
   identical critique and the rows of the first of identical aspect calls.
+- The score fix's re-score calls are recorded in `overall_scores` (`rescore_usage`).
 - A reply without `usage` records 0 tokens; `estimate_missing_usage` fills in the
   project's token estimate (`ChatRequest.estimated_input_tokens`, ~3 characters a token)
   from the request rebuilt from the data and from the reply, and marks those rows
@@ -12,10 +13,12 @@ estimate where the server sent none.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
+from llm_feedback.schema import COMPLETION_KEY
 
 TOKEN_COLUMNS = ["prompt_tokens", "completion_tokens"]
 CHARS_PER_TOKEN = 3  # ChatRequest.estimated_input_tokens' rule, for replies too
@@ -153,3 +156,41 @@ def _missing_generation(frame: pd.DataFrame) -> pd.Series:
     if "error" in frame:
         answered &= frame["error"].isna()
     return answered & frame[TOKEN_COLUMNS].fillna(0).eq(0).all(axis=1)
+
+
+def rescore_usage(
+    overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
+) -> pd.DataFrame | None:
+    """The re-score calls' usage rows, priced by their critique's judge; None if none."""
+    columns = ["prompt_tokens", "completion_tokens"]
+    if overall_scores is None or not set(columns) <= set(overall_scores.columns):
+        return None
+    calls = overall_scores.loc[
+        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns]
+    ]
+    if calls.empty:
+        return None
+    judge_columns = ["judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
+    judges = critiques.loc[
+        :, [*COMPLETION_KEY, *(c for c in judge_columns if c in critiques.columns)]
+    ].drop_duplicates(list(COMPLETION_KEY))
+    joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
+    return pd.DataFrame(
+        {
+            "endpoint": joined["judge_endpoint"],
+            "backend": joined["judge_backend"],
+            "model": joined["judge_model"],
+            "prompt_tokens": joined["prompt_tokens"].astype("float64"),
+            "completion_tokens": joined["completion_tokens"].astype("float64"),
+            "usage_estimated": False,
+            "stage": "critique",
+            # The score fix sends through its critique's client: the same mode.
+            "mode": np.where(
+                joined.get("judge_via_batch", pd.Series(False, joined.index))
+                .fillna(False)
+                .astype(bool),
+                "batch",
+                "online",
+            ),
+        }
+    )

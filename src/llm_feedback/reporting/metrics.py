@@ -30,6 +30,7 @@ from llm_feedback.reporting.costs import (
     CHARS_PER_TOKEN,
     drop_unsent_copies,
     estimate_missing_usage,
+    rescore_usage,
 )
 from llm_feedback.schema import (
     COMPLETION_KEY,
@@ -376,7 +377,7 @@ def cost_table(
             )
             .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
         )
-    rescores = _rescore_usage(overall_scores, critiques)
+    rescores = rescore_usage(overall_scores, critiques)
     if rescores is not None:
         usage.append(rescores)
     tokens = pd.concat(usage, ignore_index=True)
@@ -405,38 +406,6 @@ def cost_table(
     table["stage_order"] = table["stage"].map(STAGES.index)
     table = table.sort_values(["stage_order", "endpoint", "model"])
     return typed_frame(table, COST_TABLE_COLUMN_TYPES)
-
-
-def _rescore_usage(
-    overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
-) -> pd.DataFrame | None:
-    """The re-score calls' usage rows, priced by their critique's judge; None if none."""
-    columns = ["prompt_tokens", "completion_tokens"]
-    if overall_scores is None or not set(columns) <= set(overall_scores.columns):
-        return None
-    calls = overall_scores.loc[
-        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns]
-    ]
-    if calls.empty:
-        return None
-    judge_columns = ["judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
-    judges = critiques.loc[
-        :, [*COMPLETION_KEY, *(c for c in judge_columns if c in critiques.columns)]
-    ].drop_duplicates(list(COMPLETION_KEY))
-    joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
-    return pd.DataFrame(
-        {
-            "endpoint": joined["judge_endpoint"],
-            "backend": joined["judge_backend"],
-            "model": joined["judge_model"],
-            "prompt_tokens": joined["prompt_tokens"].astype("float64"),
-            "completion_tokens": joined["completion_tokens"].astype("float64"),
-            "usage_estimated": False,
-            "stage": "critique",
-            # The score fix sends through its critique's client: the same mode.
-            "mode": _modes(joined, "judge_via_batch"),
-        }
-    )
 
 
 def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:
