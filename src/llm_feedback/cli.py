@@ -8,8 +8,14 @@ the shell's code for SIGINT, and prints no traceback. A run that submitted Batch
 and does not wait for them (`batch_wait: false`) says which, and exits with 75
 (EX_TEMPFAIL: try again later), since it wrote no dataset. With `plan_only: true` it
 prints the plan and exits 0; a plan above `max_cost_usd` prints why and exits 1.
+
+An expected error (a bad parameter or input file, an endpoint that cannot do its job, a
+request cache that cannot be used: `llm_feedback.errors`) prints its one message and exits
+with 1; its traceback goes to the log file (info.log), or to the terminal with `kedro run
+--verbose` or LLM_FEEDBACK_VERBOSE=1.
 """
 
+import logging
 import os
 import sqlite3
 import sys
@@ -23,7 +29,7 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import ProjectMetadata
 
 from llm_feedback.backends import stop_local_servers
-from llm_feedback.errors import BatchPending, ConfigError, InputError
+from llm_feedback.errors import BatchPending, CacheError, ConfigError, EndpointError, InputError
 from llm_feedback.hooks import RunGuardHooks
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
@@ -31,6 +37,9 @@ from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
+EXPECTED_ERROR_EXIT_CODE = 1
+EXPECTED_ERRORS = (InputError, ConfigError, EndpointError, CacheError)
+VERBOSE_ENV = "LLM_FEEDBACK_VERBOSE"
 
 
 @click.group(name="llm_feedback")
@@ -49,14 +58,63 @@ def _cached_answers(cache: str | None) -> str:
     return f"{count:,} answered calls are cached in {cache}"
 
 
+def expected_error(error: BaseException) -> BaseException | None:
+    """The expected error behind `error` (Kedro wraps a dataset's in a DatasetError)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, EXPECTED_ERRORS):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _traceback_to_log_files(error: BaseException) -> list[str]:
+    """Write `error`'s traceback to the log files only (not the terminal); their paths."""
+    record = logging.LogRecord(
+        __name__,
+        logging.ERROR,
+        __file__,
+        0,
+        "run stopped: %s",
+        (error,),
+        (type(error), error, error.__traceback__),
+    )
+    files = []
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+            files.append(handler.baseFilename)
+    return files
+
+
+def _report_expected_error(error: BaseException, expected: BaseException) -> None:
+    stop_local_servers()
+    logs = _traceback_to_log_files(error)
+    where = f"the traceback is in {', '.join(logs)}; " if logs else ""
+    click.echo(f"error: {expected}", err=True)
+    click.echo(f"({where}kedro run --verbose or {VERBOSE_ENV}=1 prints it here)", err=True)
+    sys.exit(EXPECTED_ERROR_EXIT_CODE)
+
+
 @cli.command(
     name="run",
-    params=kedro_run.params,
+    params=[
+        *kedro_run.params,
+        click.Option(
+            ["--verbose"],
+            is_flag=True,
+            default=False,
+            help=f"Print the traceback of an expected error too (or set {VERBOSE_ENV}=1).",
+        ),
+    ],
     help=kedro_run.help,
     context_settings=kedro_run.context_settings,
 )
 @click.pass_context
-def run(ctx: click.Context, **options: object) -> None:
+def run(ctx: click.Context, verbose: bool, **options: object) -> None:
+    verbose = verbose or os.environ.get(VERBOSE_ENV, "") not in ("", "0")
     try:
         ctx.invoke(kedro_run, **options)
     except PlanOnly as plan:
@@ -79,6 +137,11 @@ def run(ctx: click.Context, **options: object) -> None:
         stop_local_servers()
         click.echo(f"batches pending: {pending}", err=True)
         sys.exit(BATCH_PENDING_EXIT_CODE)
+    except Exception as error:
+        expected = expected_error(error)
+        if expected is None or verbose:
+            raise
+        _report_expected_error(error, expected)
 
 
 @cli.command(name="push-to-hub")

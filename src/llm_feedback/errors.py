@@ -28,3 +28,8 @@ def require_columns(frame: Any, columns: Iterable[str], dataset: str) -> None:
 class BatchPending(EndpointError):
     """Batches were submitted (`batch_wait: false`) and are not finished yet: a later run of
     the same command collects their answers without submitting them again."""
+
+
+class CacheError(RuntimeError):
+    """The request cache cannot be read or written (a foreign, corrupt or read-only file, a
+    lock held elsewhere, a full disk): names the cache file and the cause."""

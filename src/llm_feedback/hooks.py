@@ -3,6 +3,7 @@ node (parameters, its priced plan, one run per data root, endpoints that answer)
 local model servers, tell the report which dataset versions it was built from, and print
 how long each node took."""
 
+import importlib
 import logging
 import time
 from typing import Any
@@ -14,8 +15,11 @@ from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.lineage import describe_mixed_runs, mixed_runs
+from llm_feedback.params.report import parse_report
 from llm_feedback.params.run import check_run, parse_run_options
+from llm_feedback.pipeline_registry import FEEDBACK_ORDER
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
 from llm_feedback.pipelines.run_plan import plan_for_run
 from llm_feedback.planning import PlanOnly, check_cost_limit, describe_plan
@@ -157,10 +161,17 @@ class ReportProvenanceHooks:
     A node sees data, not versions; this hook sees the catalog before the run starts: a
     dataset that the run writes gets the run's save version, any other the version the
     catalog will load (`--load-versions`, else the latest on disk).
+
+    It also refuses inputs from different runs before any node runs (`llm_feedback.lineage`:
+    a table older than one it is computed from), naming their versions, unless
+    `report.allow_mixed_runs` is true or one of the two was chosen with `--load-versions`
+    (then it only warns).
     """
 
     @hook_impl
-    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+    def before_pipeline_run(
+        self, run_params: dict[str, Any], pipeline: Pipeline, catalog: CatalogProtocol
+    ) -> None:
         consumers = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
         if not consumers:
             return
@@ -188,7 +199,43 @@ class ReportProvenanceHooks:
                 versions[name] = save_version
             else:
                 versions[name] = dataset.resolve_load_version()
+        loaded = {
+            name: version
+            for name, version in versions.items()
+            if name not in produced and version not in (None, UNVERSIONED)
+        }
+        pinned = set((run_params or {}).get("load_versions") or {})
+        self._check_one_history(loaded, pinned, catalog)
         catalog.save(INPUT_VERSIONS, versions)
+
+    @staticmethod
+    def _check_one_history(
+        loaded: dict[str, str], pinned: set[str], catalog: CatalogProtocol
+    ) -> None:
+        """Refuse mixed runs; a version chosen with --load-versions counts as asked for."""
+        computed_from: dict[str, list[str]] = {}
+        # Every pipeline of the project, not only the run's (Kedro finds only those).
+        for name in (*FEEDBACK_ORDER, "evaluate"):
+            module = importlib.import_module(f"llm_feedback.pipelines.{name}.pipeline")
+            for node in module.create_pipeline().nodes:
+                sources = [name for name in node.inputs if not name.startswith("params:")]
+                for output in node.outputs:
+                    computed_from.setdefault(output, sources)
+        stale = mixed_runs(loaded, computed_from)
+        chosen = [item for item in stale if {item.dataset, item.source} & pinned]
+        if chosen:
+            logger.warning(
+                "report: versions chosen with --load-versions mix runs: %s",
+                "; ".join(item.describe() for item in chosen),
+            )
+        stale = [item for item in stale if item not in chosen]
+        if not stale:
+            return
+        message = describe_mixed_runs(stale, "report.allow_mixed_runs")
+        if parse_report(catalog.load("parameters").get("report") or {}).allow_mixed_runs:
+            logger.warning("report.allow_mixed_runs is true: %s", message)
+            return
+        raise InputError(message)
 
 
 class StageTimesHooks:

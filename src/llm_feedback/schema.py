@@ -473,6 +473,7 @@ COST_TABLE_COLUMN_TYPES = {
     "completion_tokens": "int64",
     "estimated_cost": "float64",
     "priced": "bool",
+    "usage_estimated": "bool",  # some replies had no usage: their tokens are estimated
 }
 
 # `run_plan`: one row per stage, endpoint and model (llm_feedback.planning).

@@ -1,7 +1,6 @@
 """Kedro project settings."""
 
-from kedro.config import OmegaConfigLoader
-
+from llm_feedback.config_loader import BoundedOmegaConfigLoader
 from llm_feedback.hooks import (
     ModelEndpointHooks,
     ReportProvenanceHooks,
@@ -21,7 +20,8 @@ HOOKS = (
     MlflowTrackingHooks(),
 )
 
-CONFIG_LOADER_CLASS = OmegaConfigLoader
+# OmegaConfigLoader, with YAML alias expansion limited (a "billion laughs" file is refused).
+CONFIG_LOADER_CLASS = BoundedOmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",

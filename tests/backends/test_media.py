@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,12 @@ def test_messages_reject_anything_but_text_and_media():
         ChatRequest(messages=({"role": "user", "content": ()},))
     media = Media("image", "png", "/x.png", "ab" * 32)
     assert ChatRequest(messages=({"role": "user", "content": ("t", media)},)).media == [media]
+
+
+def test_a_directory_or_a_fifo_given_as_an_image_is_named_as_such(tmp_path):
+    (tmp_path / "photos").mkdir()
+    with pytest.raises(MediaError, match=r"photos: a directory, not a file"):
+        load_media("photos", "image", tmp_path, CAP)
+    os.mkfifo(tmp_path / "pipe.png")
+    with pytest.raises(MediaError, match=r"pipe.png: not a regular file \(a pipe"):
+        load_media("pipe.png", "image", tmp_path, CAP)

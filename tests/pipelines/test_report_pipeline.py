@@ -141,7 +141,7 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
         {"role": "user", "content": "Question p1?"}
     ]
     assert [dict(message) for message in first["chosen"]] == [
-        {"role": "assistant", "content": "A helpful answer."}
+        {"role": "assistant", "content": f"A helpful answer by {first['model_chosen']}."}
     ]
     assert [message["role"] for message in first["rejected"]] == ["assistant"]
     assert (pairs["score_chosen"] > pairs["score_rejected"]).all()
@@ -184,6 +184,8 @@ def test_report_says_which_dataset_versions_it_was_built_from(
     older = seed(build_frames(typical_specs()))
     newer = seed(build_frames(typical_specs()))
 
+    # An older overall_scores beside newer aspects mixes two runs: chosen explicitly with
+    # --load-versions, it is reported (the refusal of unchosen mixes: test_lineage.py).
     run_report(load_versions={"overall_scores": older})
 
     built_from = report_path(data_root).read_text().split("## Built from")[1]

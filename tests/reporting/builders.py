@@ -16,6 +16,9 @@ PARSE_ERROR = "no_match"
 CALL_ERROR = "call_failed"
 
 
+DEFAULT_RESPONSE = "A helpful answer."
+
+
 @dataclass
 class Completion:
     prompt_id: str
@@ -23,7 +26,8 @@ class Completion:
     # aspect -> 1-5, NA, PARSE_ERROR or CALL_ERROR; a missing aspect is rated 3.
     ratings: dict[str, float | str] = field(default_factory=dict)
     overall: float | None = 7.0
-    response: str | None = "A helpful answer."
+    # By default each model's answer differs: identical ones are critiqued in one call.
+    response: str | None = DEFAULT_RESPONSE  # becomes "A helpful answer by <model>."
     error: str | None = None
     instruction: str | None = None  # defaults to "Question <prompt_id>?"
 
@@ -58,7 +62,13 @@ def build_frames(specs: list[Completion], shuffles: int = 1) -> Frames:
                 "model": spec.model,
                 "principle": "helpfulness",
                 "system_prompt": "Be helpful.",
-                "response": None if spec.error else spec.response,
+                "response": None
+                if spec.error
+                else (
+                    f"A helpful answer by {spec.model}."
+                    if spec.response == DEFAULT_RESPONSE
+                    else spec.response
+                ),
                 "finish_reason": None if spec.error else "stop",
                 "prompt_tokens": 0 if spec.error else 40,
                 "completion_tokens": 0 if spec.error else 120,

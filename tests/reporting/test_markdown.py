@@ -121,3 +121,20 @@ def test_report_from_empty_inputs():
     assert "Preference pairs: 0 from 0 prompts." in report
     assert "_No dataset versions were recorded._" in report
     assert "## Figures" not in report
+
+
+def test_the_headline_says_when_tokens_were_estimated():
+    frames = build_frames(typical_specs())
+    critiques = frames.critiques.assign(prompt_tokens=0, completion_tokens=0)
+    tables = report_tables(frames)
+    tables["cost_table"] = cost_table(
+        frames.completions,
+        frames.aspect_annotations,
+        critiques,
+        {"judge-1": {"prompt_per_1k": 0.01, "completion_per_1k": 0.03}},
+    )
+    report = render_markdown_report(tables, {}, VERSIONS, {"run_id": "r", "judge": "judge-1"})
+    assert "tokens estimated where the server sent no usage (critique" in report
+    assert "| critique | judge | judge-1 | online | 6,050 | 66 | 0.06248 | yes | yes |" in unpadded(
+        report
+    )

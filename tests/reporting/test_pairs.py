@@ -294,3 +294,23 @@ def test_pairs_round_trip_through_parquet_with_the_explicit_schema(layout, schem
     assert loaded["score_chosen"].tolist() == pairs["score_chosen"].tolist()
     # Anything derived from the pairs is a plain DataFrame again.
     assert type(pairs.head(1)) is pd.DataFrame
+
+
+def test_a_completion_suspected_of_injection_enters_no_pair_unless_asked():
+    frames = build_frames(
+        [
+            Completion("p1", "injector", overall=10),
+            Completion("p1", "honest", overall=6),
+            Completion("p1", "weak", overall=2),
+        ]
+    )
+    annotations = frames.aspect_annotations.copy()
+    annotations["suspected_injection"] = annotations["completion_idx"].eq(0)
+    frames.aspect_annotations = annotations
+
+    pairs, _ = run(frames)
+    assert list(pairs["model_chosen"]) == ["honest"]
+    assert "injector" not in set(pairs["model_rejected"])
+
+    included, _ = run(frames, include_suspected=True)
+    assert list(included["model_chosen"]) == ["injector"]

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request, get_aspect
@@ -23,6 +24,7 @@ from llm_feedback.annotation.critique import (
     parse_critique_reply,
     parse_rescore_reply,
 )
+from llm_feedback.annotation.isolation import aspect_call_count, judged_together
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
 from llm_feedback.annotation.score_fix import (
     apply_reannotated_scores,
@@ -160,7 +162,8 @@ def aspect_calls(
     structured: bool,
     sampling: Mapping[str, Any],
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
-    """Each judge call of the aspect stage, built lazily: per prompt, aspect and shuffle.
+    """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
+    completions judged together (`judged_together`) and shuffle.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -176,27 +179,34 @@ def aspect_calls(
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
         flags = [suspected_injection(response) for response in responses]
         for aspect in aspects:
-            orders = shuffle_orders(
-                str(prompt_id),
-                len(responses),
-                n_shuffles,
-                shuffle_seed,
-                aspect=aspect if aspect_orders == INDEPENDENT else None,
-            )
-            for shuffle_idx, order in enumerate(orders):
-                request = build_aspect_request(
-                    aspect,
-                    instruction,
-                    responses,
-                    order,
-                    world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                    structured=structured,
-                    sampling=sampling,
+            for members in judged_together(flags):
+                orders = shuffle_orders(
+                    str(prompt_id),
+                    len(members),
+                    n_shuffles,
+                    shuffle_seed,
+                    aspect=aspect if aspect_orders == INDEPENDENT else None,
                 )
-                yield (
-                    _AspectCall(str(prompt_id), aspect, shuffle_idx, order, completion_ids, flags),
-                    request,
-                )
+                shown = [responses[member] for member in members]
+                for shuffle_idx, order in enumerate(orders):
+                    request = build_aspect_request(
+                        aspect,
+                        instruction,
+                        shown,
+                        order,
+                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                        structured=structured,
+                        sampling=sampling,
+                    )
+                    call = _AspectCall(
+                        str(prompt_id),
+                        aspect,
+                        shuffle_idx,
+                        order,
+                        [completion_ids[member] for member in members],
+                        [flags[member] for member in members],
+                    )
+                    yield call, request
 
 
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
@@ -278,7 +288,7 @@ def aspect_annotations_table(
         tasks(),
         take,
         desc="annotate aspects",
-        total=usable["prompt_id"].nunique() * len(aspects) * n_shuffles,
+        total=aspect_call_count(usable, len(aspects) * n_shuffles),
     )
     tally.log("aspect ratings")
     return table.finish()
@@ -441,6 +451,7 @@ def fix_overall_scores(
     plan = plan_score_fix(scores, flip_threshold, reannotate_threshold)
     pending = pending_reannotation(plan)
     new_scores: dict[tuple[str, int], float | None] = {}
+    rescore_tokens: dict[tuple[str, int], tuple[int, int]] = {}
     if pending:
         if client is None:
             raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
@@ -465,7 +476,20 @@ def fix_overall_scores(
             tasks, desc="re-annotate overall scores"
         )
         new_scores = {key: outcome.value for key, outcome in zip(pending, outcomes, strict=True)}
+        # Identical requests are sent once (the copies share the first's answer and usage).
+        sent: set[tuple[Any, ...]] = set()
+        for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
+            request = tuple(message["content"] for message in task.request.messages)
+            if request not in sent:
+                sent.add(request)
+                rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
     overall_scores = apply_reannotated_scores(plan, new_scores)
+    # The re-score calls' usage, for the cost table (0 where no call was made).
+    keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
+    for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
+        overall_scores[column] = np.array(
+            [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
+        )
     counts = fix_counts(overall_scores)
     logger.info("score fix: %s", ", ".join(f"{k}={v}" for k, v in counts.items()))
     return overall_scores

@@ -4,11 +4,20 @@ Only successful results are stored. Answers are written by a background thread t
 commits whatever has arrived in one transaction (WAL journal), so the event loop never
 waits on SQLite and a killed process loses at most the answers of its last few
 milliseconds, which a rerun then simply asks for again.
+
+A cache that cannot do its job stops the run instead of silently re-paying: a file that
+is empty, not SQLite, another program's database, read-only or corrupt is refused with a
+`CacheError` naming it, before any call. A write that fails during the run (a full disk, a
+lock held by another process for more than `LOCK_TIMEOUT_S`) makes the next `put`, `flush`
+or lookup raise at once; the answers that could not be committed, and any that arrive
+while the run winds down, are appended to a file beside it (`<cache>.unsaved.jsonl`),
+from where the next run reads them back into the cache.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -16,57 +25,144 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from llm_feedback.backends.contract import ChatResult
+from llm_feedback.errors import CacheError
 from llm_feedback.remote_root import require_local
 
 _LOOKUP_CHUNK = 500  # stays below SQLite's host-parameter limit
 _STOP = object()
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_COLUMNS = ["key", "result"]
+# How long a write waits for a lock another process holds before the run stops.
+LOCK_TIMEOUT_S = 5.0
+# How often a waiting flush() wakes up: to see a failure, and to let Ctrl-C through.
+_WAIT_SLICE_S = 0.1
+
+
+def unsaved_path(path: Path) -> Path:
+    """Where answers that the cache refused are kept until the next run reads them back."""
+    return path.with_name(path.name + ".unsaved.jsonl")
 
 
 class RequestCache:
     def __init__(self, path: str | Path) -> None:
         self.path = require_local(path, "request_cache")  # SQLite needs a local file
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._refuse_unusable_file()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL loses nothing on a process crash under WAL; only an OS crash could.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
-        )
+        self._failure: CacheError | None = None
+        try:
+            self._db = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=LOCK_TIMEOUT_S
+            )
+            self._check_schema()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL loses nothing on a process crash under WAL; only an OS crash could.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
+            )
+            self._read_back_unsaved()
+        except sqlite3.Error as error:
+            raise self._error("cannot be opened", error) from None
         self._pending: queue.SimpleQueue = queue.SimpleQueue()
         self._writer = threading.Thread(
             target=self._write_forever, name="request-cache", daemon=True
         )
         self._writer.start()
 
+    # -- opening ---------------------------------------------------------------------
+    def _error(self, what: str, cause: BaseException | str) -> CacheError:
+        return CacheError(
+            f"request cache {self.path} {what}: {cause}; fix or move the file, or set "
+            "`cache_path` to another file (a new one starts empty)"
+        )
+
+    def _refuse_unusable_file(self) -> None:
+        if not self.path.exists():
+            return
+        if not self.path.is_file():
+            raise self._error("is not a file", "it is a directory or a special file")
+        if self.path.stat().st_size == 0:
+            raise self._error(
+                "is empty (0 bytes)",
+                "not a cache this project wrote, and reusing it would "
+                "silently pay for every call again",
+            )
+        with self.path.open("rb") as file:
+            if file.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+                raise self._error("is not a request cache", "the file is not an SQLite database")
+        if not os.access(self.path, os.W_OK):
+            raise self._error("is read-only", "answers could not be stored")
+
+    def _check_schema(self) -> None:
+        tables = [row[0] for row in self._db.execute("SELECT name FROM sqlite_master")]
+        if not tables:
+            return  # a database nobody has written to yet: ours from now on
+        if "responses" not in tables:
+            raise self._error(
+                "is not a request cache", f"it holds other tables ({', '.join(sorted(tables))})"
+            )
+        columns = [row[1] for row in self._db.execute("PRAGMA table_info(responses)")]
+        if columns != _COLUMNS:
+            raise self._error(
+                "is not a request cache", f"its responses table has columns {columns}"
+            )
+
+    def _read_back_unsaved(self) -> None:
+        """Commit the answers an earlier run could not store, then forget the side file."""
+        side = unsaved_path(self.path)
+        if not side.is_file():
+            return
+        rows = []
+        for line in side.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                rows.append((record["key"], record["result"]))
+        self._commit(rows)
+        side.unlink()
+
+    # -- reading and writing ---------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, ChatResult]:
         self.flush()  # a lookup must see every answer already handed to put()
         unique = list(dict.fromkeys(keys))
         found: dict[str, ChatResult] = {}
-        with self._lock:
-            for start in range(0, len(unique), _LOOKUP_CHUNK):
-                chunk = unique[start : start + _LOOKUP_CHUNK]
-                placeholders = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, result FROM responses WHERE key IN ({placeholders})", chunk
-                )
-                for key, payload in rows:
-                    found[key] = _decode(payload)
+        try:
+            with self._lock:
+                for start in range(0, len(unique), _LOOKUP_CHUNK):
+                    chunk = unique[start : start + _LOOKUP_CHUNK]
+                    placeholders = ",".join("?" * len(chunk))
+                    rows = self._db.execute(
+                        f"SELECT key, result FROM responses WHERE key IN ({placeholders})", chunk
+                    )
+                    for key, payload in rows:
+                        found[key] = _decode(payload)
+        except sqlite3.Error as error:
+            raise self._error("cannot be read", error) from None
         return found
 
     def get(self, key: str) -> ChatResult | None:
         return self.get_many([key]).get(key)
 
     def put(self, key: str, result: ChatResult) -> None:
+        """Queue an answer for the writer; raises the writer's failure, if any, at once."""
         if result.ok:
             self._pending.put((key, result))
+        self._raise_failure()
 
     def flush(self) -> None:
-        """Return once everything put so far is committed."""
+        """Return once everything put so far is committed; raise if it could not be."""
         done = threading.Event()
         self._pending.put(done)
-        done.wait()
+        # Waiting in slices: Ctrl-C gets through, and a dead writer does not hang us.
+        while not done.wait(_WAIT_SLICE_S):
+            self._raise_failure()
+            if not self._writer.is_alive():
+                raise self._error("stopped writing", "its writer thread has ended")
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     def __len__(self) -> int:
         self.flush()
@@ -75,9 +171,30 @@ class RequestCache:
 
     def close(self) -> None:
         self._pending.put(_STOP)
-        self._writer.join()
+        while self._writer.is_alive():  # in slices, so that Ctrl-C gets through
+            self._writer.join(_WAIT_SLICE_S)
         with self._lock:
             self._db.close()
+
+    def _keep_beside(self, rows: list[tuple[str, str]]) -> None:
+        with unsaved_path(self.path).open("a", encoding="utf-8") as file:
+            for key, payload in rows:
+                file.write(json.dumps({"key": key, "result": payload}, ensure_ascii=False) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+
+    def _commit(self, rows: list[tuple[str, str]]) -> None:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO responses (key, result) VALUES (?, ?)", rows
+                )
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def _write_forever(self) -> None:
         while True:
@@ -92,17 +209,36 @@ class RequestCache:
                 for key, result in (item for item in batch if isinstance(item, tuple))
             ]
             if rows:
-                with self._lock:
-                    self._db.execute("BEGIN")
-                    self._db.executemany(
-                        "INSERT OR REPLACE INTO responses (key, result) VALUES (?, ?)", rows
-                    )
-                    self._db.execute("COMMIT")
+                self._store(rows)
             for item in batch:
                 if isinstance(item, threading.Event):
                     item.set()
             if any(item is _STOP for item in batch):
                 return
+
+    def _store(self, rows: list[tuple[str, str]]) -> None:
+        """Commit `rows`; after a failed commit, keep them (and all later ones) beside."""
+        if self._failure is None:
+            try:
+                self._commit(rows)
+                return
+            except sqlite3.Error as error:
+                cause = str(error)
+                if "locked" in cause or "busy" in cause:
+                    cause += f" (another process held its lock for more than {LOCK_TIMEOUT_S:g} s)"
+                self._failure = CacheError(
+                    f"request cache {self.path} cannot be written: {cause}; the run stops "
+                    f"here, the answers received so far are kept (in the cache, and in "
+                    f"{unsaved_path(self.path)}, read back by the next run): fix the cause "
+                    "and run the same command to resume"
+                )
+        try:
+            self._keep_beside(rows)
+        except OSError as error:
+            self._failure = CacheError(
+                f"{self._failure}; but {len(rows)} answer(s) could not be kept beside it "
+                f"either ({error}) and will be asked again"
+            )
 
 
 def _encode(result: ChatResult) -> str:

@@ -149,6 +149,10 @@ def load_media(reference: Any, kind: str, base_dir: Path, max_bytes: int) -> Med
 
 def _read_file(path: Path, max_bytes: int) -> bytes:
     if not path.is_file():
+        if path.is_dir():
+            raise MediaError(f"{path}: a directory, not a file; give the path of the file")
+        if path.exists():  # a FIFO, socket or device: reading it could block forever
+            raise MediaError(f"{path}: not a regular file (a pipe, socket or device)")
         raise MediaError(f"{path}: no such file")
     size = path.stat().st_size
     if size > max_bytes:

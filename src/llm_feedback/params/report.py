@@ -23,10 +23,13 @@ class PairParams:
     # trl: TRL's conversational format (prompt / chosen / rejected message lists);
     # h4: HuggingFaceH4/ultrafeedback_binarized's columns.
     layout: str = "trl"
+    # Completions suspected of injection (a judge may have obeyed them) enter pairs only if true.
+    include_suspected: bool = False
 
     def describe(self) -> str:
         return (
             f"score {self.score}, strategy {self.strategy}, seed {self.seed}, layout {self.layout}"
+            + (", suspected injections included" if self.include_suspected else "")
         )
 
 
@@ -57,13 +60,22 @@ class ReportParams:
     ranking: RankingParams = field(default_factory=RankingParams)
     # USD per 1k tokens by model name; a model absent here costs 0 and is flagged unpriced.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # Report inputs from different runs (see llm_feedback.lineage) instead of refusing them.
+    allow_mixed_runs: bool = False
 
 
 def parse_report(report: Any) -> ReportParams:
     block = Block(
-        report, "report", ("pairs", "prices", "intervals", "ranking"), defaults_of(ReportParams)
+        report,
+        "report",
+        ("pairs", "prices", "intervals", "ranking", "allow_mixed_runs"),
+        defaults_of(ReportParams),
     )
-    pairs = block.block("pairs", ("score", "strategy", "seed", "layout"), defaults_of(PairParams))
+    pairs = block.block(
+        "pairs",
+        ("score", "strategy", "seed", "layout", "include_suspected"),
+        defaults_of(PairParams),
+    )
     intervals = block.block(
         "intervals", ("n_resamples", "seed", "confidence"), defaults_of(IntervalParams)
     )
@@ -89,6 +101,7 @@ def parse_report(report: Any) -> ReportParams:
             strategy=pairs.choice("strategy", STRATEGIES),
             seed=pairs.integer("seed"),
             layout=pairs.choice("layout", LAYOUTS),
+            include_suspected=pairs.boolean("include_suspected"),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
         intervals=IntervalParams(
@@ -97,4 +110,5 @@ def parse_report(report: Any) -> ReportParams:
             confidence=intervals.number("confidence", minimum=0.5, maximum=0.999),
         ),
         ranking=RankingParams(baseline=ranking.text("baseline", nullable=True)),
+        allow_mixed_runs=block.boolean("allow_mixed_runs"),
     )

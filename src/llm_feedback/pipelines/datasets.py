@@ -2,9 +2,11 @@
 
 * `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
   input file is reported with its file and line number.
-* `ParquetDataset`, `TextDataset` and `PartitionedDataset`: kedro-datasets' own (same
-  arguments, same files, same load and save), with a kedro-viz preview that always
-  serialises.
+* `ParquetDataset`, `TextDataset`, `MatplotlibDataset` and `PartitionedDataset`:
+  kedro-datasets' own (same arguments, same files, same load), with a kedro-viz preview
+  that always serialises, and saves that never leave a partial file: each writes a
+  temporary file in the target's folder and moves it over the target (`os.replace`), so a
+  kill or a failure mid-write leaves the old file, or none.
 
 kedro-viz puts whatever a dataset's `preview()` returns into JSON. kedro-datasets' Parquet
 preview hands it numpy arrays and dicts for list and struct columns, which fails `kedro viz
@@ -16,9 +18,13 @@ text is cut. The text and partitioned datasets of kedro-datasets have no preview
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import math
-from collections.abc import Mapping
+import os
+import posixpath
+import uuid
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar, NewType
 
@@ -27,10 +33,12 @@ import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import get_filepath_str
 from kedro_datasets._typing import TablePreview
+from kedro_datasets.matplotlib import MatplotlibDataset as _KedroMatplotlibDataset
 from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
+from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
@@ -45,6 +53,34 @@ CELL_CHARS = 200  # a table cell, JSON text included
 STRING_CHARS = 60  # a string inside a list or struct cell
 NESTED_DEPTH = 2  # list/struct levels shown before "{…N fields}" / "[…N items]"
 TEXT_CHARS = 4000  # a text file's preview
+
+
+def replace_atomically(
+    fs: Any, protocol: str, path: str, write: Callable[[Any], None], mode: str = "wb"
+) -> None:
+    """Call `write(handle)` on a temporary file beside `path`, then move it over `path`.
+
+    A local file is flushed to disk before `os.replace`; another file system gets its own
+    move. On any failure (Ctrl-C included) the temporary file is removed and `path` is as
+    it was."""
+    folder, name = posixpath.split(path)
+    temporary = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        if protocol == "file":
+            os.makedirs(folder or ".", exist_ok=True)
+            with open(temporary, mode) as handle:  # noqa: PTH123 - a mode chosen by the caller
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        else:
+            with fs.open(temporary, mode) as handle:
+                write(handle)
+            fs.mv(temporary, path)
+    except BaseException:
+        if fs.exists(temporary):
+            fs.rm(temporary)
+        raise
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -136,18 +172,17 @@ class ParquetDataset(_KedroParquetDataset):
     DEFAULT_SAVE_ARGS: ClassVar[dict[str, Any]] = {"row_group_size": ROW_GROUP_ROWS}
 
     def save(self, data: pd.DataFrame) -> None:
-        """Write to `<path>.partial`, then rename it: a run killed or failing while writing
-        leaves no file that a later run or notebook would load as the latest version."""
+        """Write a temporary file, then move it over the target (`replace_atomically`): a
+        run killed or failing while writing leaves no file that a later run or notebook
+        would load as the latest version."""
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
-        partial = f"{save_path}.partial"
-        try:
-            with self._fs.open(partial, **self._fs_open_args_save) as handle:
-                data.to_parquet(handle, **self._save_args)
-            self._fs.mv(partial, save_path)
-        except BaseException:
-            if self._fs.exists(partial):
-                self._fs.rm(partial)
-            raise
+        replace_atomically(
+            self._fs,
+            self._protocol,
+            save_path,
+            lambda handle: data.to_parquet(handle, **self._save_args),
+            self._fs_open_args_save.get("mode", "wb"),
+        )
         self._invalidate_cache()
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
@@ -177,16 +212,67 @@ class ParquetSourceDataset(ParquetDataset):
 
 class TextDataset(_KedroTextDataset):
     """`kedro_datasets.text.TextDataset` with a kedro-viz preview: the file's beginning as
-    plain text. `type: llm_feedback.pipelines.datasets.TextDataset`, the same arguments."""
+    plain text, and an atomic save. `type: llm_feedback.pipelines.datasets.TextDataset`,
+    the same arguments."""
+
+    def save(self, data: str) -> None:
+        save_path = get_filepath_str(self._get_save_path(), self._protocol)
+        encoded = data.encode(self._fs_open_args_save.get("encoding") or "utf-8")
+        replace_atomically(
+            self._fs, self._protocol, save_path, lambda handle: handle.write(encoded)
+        )
+        self._invalidate_cache()
 
     def preview(self, max_chars: int = TEXT_CHARS) -> TextPreview:
         return TextPreview(_truncate(self.load(), max_chars))
 
 
+class MatplotlibDataset(_KedroMatplotlibDataset):
+    """`kedro_datasets.matplotlib.MatplotlibDataset` (the same arguments) whose figures are
+    each written atomically. `type: llm_feedback.pipelines.datasets.MatplotlibDataset`."""
+
+    def _save_to_fs(self, full_key_path: str, plot: Any) -> None:
+        image = io.BytesIO()
+        plot.savefig(image, **self._save_args)
+        replace_atomically(
+            self._fs, self._protocol, full_key_path, lambda handle: handle.write(image.getvalue())
+        )
+
+
 class PartitionedDataset(_KedroPartitionedDataset):
     """`kedro_datasets.partitions.PartitionedDataset` with a kedro-viz preview: the first
     rows of its partitions in partition order, each with the `partition` it comes from.
-    `type: llm_feedback.pipelines.datasets.PartitionedDataset`, the same arguments."""
+    `type: llm_feedback.pipelines.datasets.PartitionedDataset`, the same arguments.
+
+    A folder without a file of `filename_suffix` is an input error that says which files
+    are read and which were found instead (kedro-datasets says "No partitions found")."""
+
+    def load(self) -> dict[str, Any]:
+        try:
+            return super().load()
+        except DatasetError as error:
+            if not str(error).startswith("No partitions found"):
+                raise
+            raise InputError(self._no_partitions()) from None
+
+    def _no_partitions(self) -> str:
+        suffix = self._filename_suffix or "data"
+        folder = str(self._path)
+        # Through the dataset's own filesystem: the data root may be remote.
+        others = (
+            sorted(posixpath.basename(str(entry)) for entry in self._filesystem.ls(folder))
+            if self._filesystem.isdir(folder)
+            else []
+        )
+        found = (
+            f"found only {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}"
+            if others
+            else "the folder is empty or missing"
+        )
+        return (
+            f"{folder}: no {suffix} file to read ({found}); only {suffix} files are read: "
+            f"save the input as {suffix} (JSON Lines, one object per line)"
+        )
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
         heads: list[pd.DataFrame] = []
@@ -214,6 +300,11 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def load(self) -> pd.DataFrame:
         frame = read_jsonl(self._filepath)
+        if frame.empty and not len(frame.columns):
+            raise InputError(
+                f"{self._filepath}: the file is empty (no JSON object on any line); add one "
+                "JSON object per line, or remove the file"
+            )
         # Paths inside the file (e.g. eval_samples' images) are relative to its folder.
         frame.attrs[SOURCE_DIR_ATTR] = str(self._filepath.resolve().parent)
         return frame

@@ -8,7 +8,12 @@ Two defences work together:
   field or a marker is shown quoted ("> " prefix). The parsers ignore quoted lines, so a judge
   that echoes such a line cannot hand us a rating that came from the completion.
 
-The line shapes below are therefore shared by the neutraliser and the parsers.
+The line shapes below are therefore shared by the neutraliser and the parsers. Both the
+neutraliser and `suspected_injection` work on the text as a judge reads it
+(`llm_feedback.replies.normalise`): lookalike letters, invisible characters, full-width forms
+and exotic line breaks change nothing. Detection also knows answer-shaped lines the parsers
+never read but a judge might obey: ratings labelled in other languages
+(`FOREIGN_RATING_LABELS`), Markdown tables of ratings, JSON with rating keys.
 """
 
 from __future__ import annotations
@@ -16,6 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+
+from llm_feedback.replies.normalise import (
+    FOREIGN_RATING_LABELS,
+    FOREIGN_TEXT_WORDS,
+    label_pattern,
+    normalise,
+    skeleton,
+)
 
 # Markdown decoration a judge may put before a header or label: bullets, numbering, headings,
 # bold/italic openers. A leading ">" is deliberately absent: quoted lines are never parsed.
@@ -60,10 +73,31 @@ OVERALL_SCORE_LINE = re.compile(
 )
 
 _MARKER_FRAGMENT = re.compile(r"<<<|>>>")
-# The keys of every judge's JSON answer, and MT-Bench's "[[8]]" verdicts.
+_FOREIGN_LABEL = label_pattern(FOREIGN_RATING_LABELS)
+# The keys of every judge's JSON answer (in either quote), and MT-Bench's "[[8]]" verdicts.
 _JSON_ANSWER_FRAGMENT = re.compile(
-    r'"\s*(?:ratings?|overall_score|feedback|scores?|score_[ab]|correct|verdict|winner'
-    r'|extracted_final_answer|confidence)\s*"',
+    r"[\"']\s*(?:ratings?|overall_score|feedback|scores?|score_[ab]|correct|verdict|winner"
+    r"|extracted_final_answer|confidence|text_\d+|" + _FOREIGN_LABEL + r")\s*[\"']",
+    re.IGNORECASE,
+)
+# "Bewertung: 5", "Note : 5", "评分：5": a rating labelled in another language, then a number.
+_FOREIGN_RATING = re.compile(
+    LINE_DECORATION
+    + r"(?:"
+    + _FOREIGN_LABEL
+    + r")(?:\s*\([^)]*\))?\s*[*_]*\s*[:=\-–—]\s*[*_]*\s*(?:\d|n\s*/\s*a\b)",
+    re.IGNORECASE,
+)
+# "### Texte 1", "Текст 2:" - a section header in another language.
+_FOREIGN_SECTION = re.compile(
+    LINE_DECORATION + r"(?:" + label_pattern(FOREIGN_TEXT_WORDS) + r")\s*#?\s*\d+\b",
+    re.IGNORECASE,
+)
+# A Markdown table cell that names a rating or a text: "| Rating |", "| Text 2 |".
+_TABLE_CELL = re.compile(
+    r"^\s*[*_]*\s*(?:ratings?|scores?|grade|overall(?:\s+score)?|text\s*#?\s*\d+|"
+    + _FOREIGN_LABEL
+    + r")\s*[*_]*\s*(?:\([^)]*\))?\s*$",
     re.IGNORECASE,
 )
 _BRACKET_VERDICT = re.compile(r"\[\[\s*(?:\d|[abc]\s*\]\])", re.IGNORECASE)
@@ -81,7 +115,14 @@ def request_nonce(*parts: object) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()[:12]
 
 
+def _is_rating_table_row(line: str) -> bool:
+    if not line.lstrip().startswith("|") or line.count("|") < 2:
+        return False
+    return any(_TABLE_CELL.match(cell) for cell in line.split("|"))
+
+
 def _looks_like_reply_syntax(line: str) -> bool:
+    """Whether `line`, as `skeleton` writes it, imitates a reply, a header or a marker."""
     return bool(
         SECTION_HEADER.match(line)
         or LABELLED_FIELD.match(line)
@@ -90,18 +131,24 @@ def _looks_like_reply_syntax(line: str) -> bool:
         or _MARKER_FRAGMENT.search(line)
         or _JSON_ANSWER_FRAGMENT.search(line)
         or _BRACKET_VERDICT.search(line)
+        or _FOREIGN_RATING.match(line)
+        or _FOREIGN_SECTION.match(line)
+        or _is_rating_table_row(line)
     )
 
 
 def suspected_injection(text: str) -> bool:
-    """Whether `text` (a completion) holds lines that imitate a judge's answer format."""
-    return any(_looks_like_reply_syntax(line) for line in text.split("\n"))
+    """Whether `text` (a completion) holds lines that imitate a judge's answer format, in any
+    script, layout or language the judge could read as one."""
+    return any(_looks_like_reply_syntax(line) for line in skeleton(text).split("\n"))
 
 
 def neutralise(text: str) -> str:
-    """Quote every line of `text` that a reply parser or a block marker could mistake for ours."""
+    """`text` normalised, with every line quoted that a reply parser, a judge or a block
+    marker could mistake for ours."""
     return "\n".join(
-        f"> {line}" if _looks_like_reply_syntax(line) else line for line in text.split("\n")
+        f"> {line}" if _looks_like_reply_syntax(skeleton(line)) else line
+        for line in normalise(text).split("\n")
     )
 
 

@@ -375,6 +375,12 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         unpriced = sorted(costs.loc[~costs["priced"], "model"].unique())
         if unpriced:
             line += f" (no price for {', '.join(unpriced)}: counted as 0)"
+        if "usage_estimated" in costs and costs["usage_estimated"].any():
+            estimated = costs.loc[costs["usage_estimated"], "stage"].unique()
+            line += (
+                f"; tokens estimated where the server sent no usage ({', '.join(estimated)}: "
+                "`usage_estimated` in the cost table)"
+            )
         lines.append(line + ".")
     pairs = tables.get("preference_pairs")
     if pairs is not None:

@@ -7,6 +7,7 @@ correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,12 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
+from llm_feedback.reporting.costs import (
+    CHARS_PER_TOKEN,
+    drop_unsent_copies,
+    estimate_missing_usage,
+    rescore_usage,
+)
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
     COMPLETION_KEY,
@@ -39,6 +46,8 @@ from llm_feedback.stats.intervals import (
     correlation_interval,
     wilson_interval,
 )
+
+logger = logging.getLogger(__name__)
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
@@ -287,8 +296,12 @@ def cost_table(
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
     prices: Mapping[str, Mapping[str, float]],
+    overall_scores: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
+
+    The score fix's re-score calls (`overall_scores`' token columns, when recorded) count in
+    the critique stage: each continues its critique's conversation with the same judge.
 
     Each row is priced by what the data records of it: a completion by its `model`,
     `endpoint` and `backend`, a judgment by its `judge_model`, `judge_endpoint` and
@@ -301,8 +314,12 @@ def cost_table(
     Rows answered through a Batch API (`via_batch`, `judge_via_batch`) are priced apart, in
     rows of mode `batch`, at `price_per_1k`'s batch price.
 
+    Only requests actually sent are counted (copies of an identical request, answered
+    from the first, are dropped), and a row whose reply had no usage gets the token
+    estimate, flagged `usage_estimated` (`llm_feedback.reporting.costs`).
+
     Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
-    priced.
+    priced, usage_estimated.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
     require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
@@ -310,14 +327,18 @@ def cost_table(
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
     require_columns(critiques, judge_columns, "critiques")
 
+    # Only requests actually sent count; a reply without usage is estimated (and flagged).
+    aspect_annotations, critiques = drop_unsent_copies(completions, aspect_annotations, critiques)
+    generated = completions.loc[:, ["endpoint", "backend", "model", *token_columns]]
     usage = [
-        completions.loc[:, ["endpoint", "backend", "model", *token_columns]].assign(
+        estimate_missing_usage("generate", generated, completions).assign(
             stage="generate", mode=_modes(completions, "via_batch")
         )
     ]
     for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
         usage.append(
-            frame.loc[:, judge_columns]
+            estimate_missing_usage(stage, frame, completions)
+            .loc[:, [*judge_columns, "usage_estimated"]]
             .rename(
                 columns={
                     "judge_model": "model",
@@ -327,13 +348,30 @@ def cost_table(
             )
             .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
         )
+    rescores = rescore_usage(overall_scores, critiques)
+    if rescores is not None:
+        usage.append(rescores)
     tokens = pd.concat(usage, ignore_index=True)
-    for column in token_columns:
-        tokens[column] = tokens[column].fillna(0).astype("int64")
     # dropna=False: tokens of a row without an endpoint or model still count.
     table = tokens.groupby(
         ["stage", "endpoint", "backend", "model", "mode"], as_index=False, dropna=False
-    )[token_columns].sum()
+    ).agg(
+        prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("completion_tokens", "sum"),
+        usage_estimated=("usage_estimated", "any"),
+    )
+    # Rows carry float shares of their call's tokens: summed first, then rounded, so that a
+    # call's shares add up to its usage exactly (a truncated share each would not).
+    for column in token_columns:
+        table[column] = table[column].round().astype("int64")
+    estimated = int(tokens["usage_estimated"].sum())
+    if estimated:
+        logger.warning(
+            "cost table: %d row(s) had no usage from the server; their tokens are estimated "
+            "(~%d characters a token) and flagged usage_estimated",
+            estimated,
+            CHARS_PER_TOKEN,
+        )
 
     table = price_usage(table, prices)
     table["stage_order"] = table["stage"].map(STAGES.index)

@@ -105,6 +105,7 @@ def binarize(
     seed: int = 42,
     decontaminate: Collection[str] = (),
     layout: Layout = "trl",
+    include_suspected: bool = False,
 ) -> PreferencePairs:
     """Turn scored completions into chosen/rejected pairs.
 
@@ -113,6 +114,9 @@ def binarize(
     left out). A completion with a generation error, a null or blank response, or no score
     never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
     dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
+    A completion suspected of injection (its aspect rows' `suspected_injection`: it imitates
+    the judge's answer format, so a judge may have obeyed it) enters no pair unless
+    `include_suspected`.
     """
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
@@ -137,6 +141,20 @@ def binarize(
         & response.fillna("").astype(str).str.strip().ne("")
         & scored["score"].notna()
     )
+    if not include_suspected and "suspected_injection" in aspect_annotations.columns:
+        flagged = aspect_annotations.loc[
+            aspect_annotations["suspected_injection"].fillna(False).astype(bool), completion_key
+        ].drop_duplicates()
+        suspected = pd.MultiIndex.from_frame(scored[completion_key]).isin(
+            pd.MultiIndex.from_frame(flagged)
+        )
+        if suspected.any():
+            logger.warning(
+                "preference pairs: %d completion(s) suspected of injection left out "
+                "(report.pairs.include_suspected: true keeps them)",
+                int(suspected.sum()),
+            )
+        scored["usable"] &= ~suspected
     blocked = {normalise_instruction(text) for text in decontaminate}
 
     pair_rows: list[dict[str, object]] = []

@@ -92,9 +92,16 @@ def estimate_costs(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
+    overall_scores: pd.DataFrame,
     report: Mapping[str, Any],
 ) -> pd.DataFrame:
-    return cost_table(completions, aspect_annotations, critiques, report_params(report).prices)
+    return cost_table(
+        completions,
+        aspect_annotations,
+        critiques,
+        report_params(report).prices,
+        overall_scores=overall_scores,
+    )
 
 
 def preference_pairs(
@@ -114,6 +121,7 @@ def preference_pairs(
         seed=params.pairs.seed,
         decontaminate=question_list(decontamination_questions),
         layout=params.pairs.layout,
+        include_suspected=params.pairs.include_suspected,
     )
 
 

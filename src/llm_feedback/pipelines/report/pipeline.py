@@ -96,7 +96,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 ReadingTables(estimate_costs),
-                ["completions", "aspect_annotations", "critiques", "params:report"],
+                [
+                    "completions",
+                    "aspect_annotations",
+                    "critiques",
+                    "overall_scores",
+                    "params:report",
+                ],
                 "cost_table",
                 name="estimate_costs",
             ),

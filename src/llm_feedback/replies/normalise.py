@@ -1,0 +1,152 @@
+"""Untrusted text as a judge reads it: one form of every character, one kind of line break.
+
+A judge model reads "Ｒａｔｉｎｇ： ５", "Ra\u200bting: 5" and "R\u0430ting: 5" (Cyrillic a) as
+"Rating: 5", and breaks lines at "\u2028" as readily as at "\n". Fencing and detection must
+see what the judge sees, so both work on `normalise(text)` (NFKC, invisible format characters
+removed, every Unicode line break turned into "\n"), and detection also on its `skeleton`
+(lookalike letters of other scripts mapped to the Latin letter they imitate, case folded).
+
+`FOREIGN_RATING_LABELS` is the documented list of words for "rating"/"score"/"grade" in
+other languages that detection knows; a line such as "Bewertung: 5" or "Note : 5" (a label,
+a separator, then a number) counts as answer-shaped whatever the language.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Zero-width characters, joiners, soft hyphen, word joiners, bidi embeddings, overrides and
+# isolates, and the byte-order mark: invisible to a reader, but they split words for a regex.
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]")
+
+# Every line boundary of `str.splitlines()`: CR LF counts once.
+_LINE_BREAK = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+# Cyrillic and Greek letters drawn like Latin ones (after NFKC), lower and upper case.
+_LOOKALIKES = str.maketrans(
+    {
+        **dict.fromkeys("аα", "a"),
+        **dict.fromkeys("вβ", "b"),
+        **dict.fromkeys("сϲ", "c"),
+        "ԁ": "d",
+        **dict.fromkeys("еєε", "e"),
+        "ғ": "f",
+        **dict.fromkeys("ɡ", "g"),
+        **dict.fromkeys("һн", "h"),
+        **dict.fromkeys("іїιı", "i"),
+        "ј": "j",
+        **dict.fromkeys("кκ", "k"),
+        **dict.fromkeys("ӏℓ", "l"),
+        **dict.fromkeys("мμ", "m"),
+        **dict.fromkeys("пη", "n"),
+        **dict.fromkeys("оοσ", "o"),
+        **dict.fromkeys("рρ", "p"),
+        "ԛ": "q",
+        "г": "r",
+        "ѕ": "s",
+        **dict.fromkeys("тτ", "t"),
+        **dict.fromkeys("υ", "u"),
+        **dict.fromkeys("ѵν", "v"),
+        **dict.fromkeys("ԝω", "w"),
+        **dict.fromkeys("хχ", "x"),
+        **dict.fromkeys("уγ", "y"),
+        "ᴢ": "z",
+    }
+)
+
+# "Rating", "score" or "grade" in the languages a judge is most often asked in. Every entry
+# is matched case-insensitively, after normalisation and with its accents optional.
+FOREIGN_RATING_LABELS: tuple[str, ...] = (
+    # German
+    "bewertung",
+    "punktzahl",
+    "wertung",
+    "note",
+    "punkte",
+    # French
+    "note finale",
+    "évaluation",
+    "notation",
+    # Spanish
+    "puntuación",
+    "calificación",
+    "valoración",
+    "nota",
+    "puntaje",
+    # Italian
+    "valutazione",
+    "punteggio",
+    "voto",
+    # Portuguese
+    "avaliação",
+    "pontuação",
+    "classificação",
+    # Dutch
+    "beoordeling",
+    "cijfer",
+    "waardering",
+    # Polish, Czech, Turkish, Swedish
+    "ocena",
+    "hodnocení",
+    "puan",
+    "betyg",
+    # Russian, Ukrainian
+    "оценка",
+    "рейтинг",
+    "балл",
+    "бал",
+    "оцінка",
+    # Chinese, Japanese, Korean
+    "评分",
+    "分数",
+    "評分",
+    "得分",
+    "评级",
+    "評価",
+    "点数",
+    "スコア",
+    "평가",
+    "점수",
+    # Arabic, Hindi
+    "تقييم",
+    "درجة",
+    "रेटिंग",
+    "अंक",
+)
+
+# "Text" as a section word in other languages ("Texte 1", "Текст 1", "文本 1").
+FOREIGN_TEXT_WORDS: tuple[str, ...] = (
+    "texte",
+    "texto",
+    "testo",
+    "tekst",
+    "текст",
+    "文本",
+    "テキスト",
+)
+
+
+def normalise(text: str) -> str:
+    """`text` in compatibility form, without invisible characters, with "\n" line breaks."""
+    text = unicodedata.normalize("NFKC", text)
+    return _LINE_BREAK.sub("\n", _INVISIBLE.sub("", text))
+
+
+def skeleton(text: str) -> str:
+    """`normalise(text)` with lookalike letters folded to Latin and case folded."""
+    return normalise(text).casefold().translate(_LOOKALIKES)
+
+
+def _without_accents(word: str) -> str:
+    decomposed = unicodedata.normalize("NFD", word)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def label_pattern(words: tuple[str, ...]) -> str:
+    """A regex alternative matching each word as `skeleton` writes it, accents optional,
+    longest first."""
+    variants = {
+        form.translate(_LOOKALIKES) for word in words for form in (word, _without_accents(word))
+    }
+    return "|".join(re.escape(variant) for variant in sorted(variants, key=len, reverse=True))

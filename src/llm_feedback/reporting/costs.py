@@ -1,0 +1,196 @@
+"""What the cost table counts of each judgement: only requests actually sent, and a usage
+estimate where the server sent none.
+
+- Identical requests are sent once (the client answers the copies from the first), but each
+  copy's row records the call's tokens. `drop_unsent_copies` keeps the first row of each
+  identical critique and the rows of the first of identical aspect calls.
+- The score fix's re-score calls are recorded in `overall_scores` (`rescore_usage`).
+- A reply without `usage` records 0 tokens; `estimate_missing_usage` fills in the
+  project's token estimate (`ChatRequest.estimated_input_tokens`, ~3 characters a token)
+  from the request rebuilt from the data and from the reply, and marks those rows
+  `usage_estimated`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from llm_feedback.annotation.aspects import build_aspect_request
+from llm_feedback.annotation.critique import build_critique_request
+from llm_feedback.schema import COMPLETION_KEY
+
+TOKEN_COLUMNS = ["prompt_tokens", "completion_tokens"]
+CHARS_PER_TOKEN = 3  # ChatRequest.estimated_input_tokens' rule, for replies too
+_REQUEST_TEXT = ["instruction", "response", "principle", "system_prompt", "world_knowledge"]
+
+
+def _texts(completions: pd.DataFrame) -> pd.DataFrame:
+    """The request texts of each completion, indexed by (prompt_id, completion_idx)."""
+    columns = [c for c in _REQUEST_TEXT if c in completions.columns]
+    texts = completions.loc[:, ["prompt_id", "completion_idx", *columns]].copy()
+    for column in _REQUEST_TEXT:
+        texts[column] = texts[column].fillna("").astype(str) if column in texts else ""
+    return texts.set_index(["prompt_id", "completion_idx"])
+
+
+def _with_texts(frame: pd.DataFrame, texts: pd.DataFrame) -> pd.DataFrame:
+    keys = pd.MultiIndex.from_frame(frame[["prompt_id", "completion_idx"]])
+    found = texts.reindex(keys)
+    found.index = frame.index
+    return frame.join(found.fillna(""))
+
+
+def _aspect_calls(frame: pd.DataFrame) -> pd.Series:
+    """A call id per aspect row: a prompt's completions suspected of injection are rated
+    alone (`annotation.stages.judged_together`), each in a call of its own."""
+    flags = frame["suspected_injection"] if "suspected_injection" in frame else False
+    alone = pd.Series(flags, index=frame.index).fillna(False).astype(bool)
+    keys = frame[["prompt_id", "aspect", "shuffle_idx"]].astype(str).agg("\x1f".join, axis=1)
+    return (
+        keys
+        + alone.map({True: "\x1falone", False: ""})
+        + ("\x1f" + frame["completion_idx"].astype(str)).where(alone, "")
+    )
+
+
+def drop_unsent_copies(
+    completions: pd.DataFrame, aspect_annotations: pd.DataFrame, critiques: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(aspect rows, critique rows) without the copies of a request sent once."""
+    texts = _texts(completions)
+    judge = ["judge_endpoint", "judge_model"]
+    if len(critiques) and "prompt_id" in critiques:
+        shown = _with_texts(critiques, texts)
+        identity = pd.util.hash_pandas_object(
+            shown[[*judge, "instruction", "response", "principle", "system_prompt"]],
+            index=False,
+        )
+        critiques = critiques[~identity.duplicated().to_numpy()]
+    if len(aspect_annotations) and "prompt_id" in aspect_annotations:
+        rows = _with_texts(aspect_annotations, texts)
+        rows = rows.assign(
+            call=_aspect_calls(rows).to_numpy(),
+            response_hash=pd.util.hash_pandas_object(rows["response"], index=False).to_numpy(),
+        ).sort_values(["call", "position"], kind="stable")
+        per_call = rows.groupby("call", sort=False).agg(
+            judge_endpoint=("judge_endpoint", "first"),
+            judge_model=("judge_model", "first"),
+            aspect=("aspect", "first"),
+            instruction=("instruction", "first"),
+            world_knowledge=("world_knowledge", "first"),
+            shown=("response_hash", lambda hashes: ",".join(map(str, hashes))),
+        )
+        copies = per_call.index[
+            pd.util.hash_pandas_object(per_call, index=False).duplicated().to_numpy()
+        ]
+        calls = _aspect_calls(aspect_annotations)
+        aspect_annotations = aspect_annotations[~calls.isin(copies).to_numpy()]
+    return aspect_annotations, critiques
+
+
+def _reply_tokens(reply: object) -> int:
+    return -(-len(str(reply)) // CHARS_PER_TOKEN) if isinstance(reply, str) else 0
+
+
+def _missing(frame: pd.DataFrame) -> pd.Series:
+    """Rows of an answered call whose reply carried no usage."""
+    answered = frame["raw_reply"].notna() if "raw_reply" in frame else pd.Series(False, frame.index)
+    no_usage = frame[TOKEN_COLUMNS].fillna(0).eq(0).all(axis=1)
+    return answered & no_usage
+
+
+def estimate_missing_usage(
+    stage: str, frame: pd.DataFrame, completions: pd.DataFrame
+) -> pd.DataFrame:
+    """`frame` with float token columns, estimated (and `usage_estimated`) where missing.
+    For `generate`, `frame` holds some columns of `completions` (the same index)."""
+    frame = frame.copy()
+    for column in TOKEN_COLUMNS:
+        frame[column] = frame[column].astype("float64").fillna(0.0)
+    missing = _missing(frame) if stage != "generate" else _missing_generation(completions)
+    frame["usage_estimated"] = missing.to_numpy()
+    if not missing.any():
+        return frame
+    rows = _with_texts(frame.loc[missing], _texts(completions)) if stage != "generate" else None
+    if stage == "critique":
+        for index, row in rows.iterrows():
+            request = build_critique_request(
+                row["instruction"],
+                row["response"],
+                row["principle"] or "helpfulness",
+                row["system_prompt"],
+            )
+            frame.loc[index, TOKEN_COLUMNS] = [
+                request.estimated_input_tokens(),
+                _reply_tokens(row["raw_reply"]),
+            ]
+    elif stage == "annotate":
+        rows = rows.assign(call=_aspect_calls(rows).to_numpy())
+        for _, call in rows.sort_values("position").groupby("call", sort=False):
+            request = build_aspect_request(
+                str(call["aspect"].iloc[0]),
+                str(call["instruction"].iloc[0]),
+                call["response"].tolist(),
+                list(range(len(call))),
+                world_knowledge=str(call["world_knowledge"].iloc[0]),
+            )
+            share = len(call)
+            frame.loc[call.index, "prompt_tokens"] = request.estimated_input_tokens() / share
+            frame.loc[call.index, "completion_tokens"] = (
+                _reply_tokens(call["raw_reply"].iloc[0]) / share
+            )
+    else:
+        prompts = completions.loc[missing, "instruction"].fillna("").astype(str)
+        frame.loc[missing, "prompt_tokens"] = prompts.map(_reply_tokens) + 8
+        frame.loc[missing, "completion_tokens"] = completions.loc[missing, "response"].map(
+            _reply_tokens
+        )
+    return frame
+
+
+def _missing_generation(frame: pd.DataFrame) -> pd.Series:
+    if "response" not in frame or "instruction" not in frame:
+        return pd.Series(False, index=frame.index)
+    answered = frame["response"].notna()
+    if "error" in frame:
+        answered &= frame["error"].isna()
+    return answered & frame[TOKEN_COLUMNS].fillna(0).eq(0).all(axis=1)
+
+
+def rescore_usage(
+    overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
+) -> pd.DataFrame | None:
+    """The re-score calls' usage rows, priced by their critique's judge; None if none."""
+    columns = ["prompt_tokens", "completion_tokens"]
+    if overall_scores is None or not set(columns) <= set(overall_scores.columns):
+        return None
+    calls = overall_scores.loc[
+        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns]
+    ]
+    if calls.empty:
+        return None
+    judge_columns = ["judge_model", "judge_endpoint", "judge_backend", "judge_via_batch"]
+    judges = critiques.loc[
+        :, [*COMPLETION_KEY, *(c for c in judge_columns if c in critiques.columns)]
+    ].drop_duplicates(list(COMPLETION_KEY))
+    joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
+    return pd.DataFrame(
+        {
+            "endpoint": joined["judge_endpoint"],
+            "backend": joined["judge_backend"],
+            "model": joined["judge_model"],
+            "prompt_tokens": joined["prompt_tokens"].astype("float64"),
+            "completion_tokens": joined["completion_tokens"].astype("float64"),
+            "usage_estimated": False,
+            "stage": "critique",
+            # The score fix sends through its critique's client: the same mode.
+            "mode": np.where(
+                joined.get("judge_via_batch", pd.Series(False, joined.index))
+                .fillna(False)
+                .astype(bool),
+                "batch",
+                "online",
+            ),
+        }
+    )

@@ -1,0 +1,93 @@
+"""A report refuses inputs from different runs, naming their versions (issue 21: after an
+annotate that failed part-way, `report` mixed the new run's aspects with the old run's
+overall scores and pairs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_feedback.errors import InputError
+from llm_feedback.lineage import mixed_runs
+from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
+from tests.conftest import endpoints_via
+
+SMALL = {"sample": {"max_prompts": 3}}
+
+
+def _schema_keys(body):
+    schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    return set(schema.get("properties", {}))
+
+
+def _judge_stage(body):
+    keys = _schema_keys(body)
+    return "aspects" if "ratings" in keys else "critique" if "feedback" in keys else None
+
+
+def fails_the_second_judge_stage():
+    """Answers the first judge stage it sees, fails every call of the other: whichever the
+    runner starts first is written, the other fails."""
+    first = []
+
+    def respond(body, ctx):
+        stage = _judge_stage(body)
+        if stage is not None:
+            if not first:
+                first.append(stage)
+            if stage != first[0]:
+                return Reply(status=400, error_message="this judge is broken")
+        return schema_responder(body, ctx)
+
+    return respond
+
+
+def _versions(catalog, *names):
+    return {name: catalog.get(name).resolve_load_version() for name in names}
+
+
+def test_a_report_after_an_annotate_that_failed_part_way_is_refused(run_kedro):
+    with FakeLLMServer() as server:
+        params = {**SMALL, "endpoints": endpoints_via(server)}
+        for name in ("sample", "generate", "annotate"):
+            run_kedro(name, params)
+    with FakeLLMServer(fails_the_second_judge_stage()) as server:
+        second = {
+            **SMALL,
+            "endpoints": endpoints_via(server, model="measure-v2", max_retries=0),
+        }
+        with pytest.raises(Exception):  # noqa: B017 - the failing stage's own error
+            run_kedro("annotate", second)
+    with FakeLLMServer() as server:
+        params = {**SMALL, "endpoints": endpoints_via(server)}
+        with pytest.raises(InputError, match="different runs") as refused:
+            run_kedro("report", params)
+        catalog = run_kedro("report", {**params, "report": {"allow_mixed_runs": True}})["catalog"]
+    versions = _versions(catalog, "aspect_annotations", "critiques", "overall_scores")
+    message = str(refused.value)
+    assert f"overall_scores {versions['overall_scores']} is older than" in message
+    newer = [name for name in ("aspect_annotations", "critiques") if versions[name] in message]
+    assert newer, message
+    assert "report.allow_mixed_runs: true" in message
+    assert catalog.load("report")  # allowed explicitly, the report is written
+    # A version chosen with --load-versions is asked for too: reported, with a warning.
+    with FakeLLMServer() as server:
+        pinned = {"overall_scores": versions["overall_scores"]}
+        run_kedro("report", {**SMALL, "endpoints": endpoints_via(server)}, load_versions=pinned)
+
+
+def test_one_runs_tables_and_separate_stage_runs_are_one_history():
+    computed_from = {
+        "completions": ["sampled_prompts"],
+        "aspect_annotations": ["completions"],
+        "critiques": ["completions"],
+        "overall_scores": ["completions", "aspect_annotations", "critiques"],
+    }
+    one_run = dict.fromkeys(("aspect_annotations", "critiques", "overall_scores"), "2026-01-02")
+    assert mixed_runs({"completions": "2026-01-01", **one_run}, computed_from) == []
+    rerun_generate = {"completions": "2026-01-03", **one_run}
+    stale = mixed_runs(rerun_generate, computed_from)
+    assert {(item.dataset, item.source) for item in stale} == {
+        ("aspect_annotations", "completions"),
+        ("critiques", "completions"),
+        ("overall_scores", "completions"),
+    }

@@ -1,0 +1,148 @@
+"""The cost table equals what the server billed: duplicates sent once count once, a call's
+token shares add up to its usage exactly, and a reply without usage is estimated and
+flagged, not $0. Real stages against the project's server, which bills by its own count."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pandas as pd
+
+from llm_feedback.annotation.stages import (
+    aspect_annotations_table,
+    critiques_table,
+    fix_overall_scores,
+)
+from llm_feedback.backends import EndpointConfig, LLMClient
+from llm_feedback.reporting import cost_table
+from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
+
+PRICES = {"judge-x": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}}
+
+
+def _completions() -> pd.DataFrame:
+    rows = []
+    for prompt in range(3):
+        for index in range(3):
+            # p0's first two answers are identical: their critique requests are one request.
+            text = "Lima." if prompt == 0 and index < 2 else f"Answer {index} to {prompt}, Lima"
+            rows.append(
+                {
+                    "prompt_id": f"p{prompt}",
+                    "completion_idx": index,
+                    "instruction": f"Capital of Peru (question {prompt})?",
+                    "response": text,
+                    "principle": "helpfulness",
+                    "model": f"m{index}",
+                    "endpoint": "gen",
+                    "backend": "openai",
+                    "prompt_tokens": 10,
+                    "completion_tokens": 20,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _billed_tokens(body: dict) -> int:
+    """The server's own prompt count with `count_tokens=len` (OpenAI's chat framing)."""
+    messages = body["messages"]
+    return sum(len(m["content"]) for m in messages) + 3 * len(messages) + 3
+
+
+class Bill:
+    """Replies as the server sends them, with the tokens it bills, per judge stage."""
+
+    def __init__(self, omit_usage_for_critiques: bool = False) -> None:
+        self.prompt = {"annotate": 0, "critique": 0}
+        self.completion = {"annotate": 0, "critique": 0}
+        self.omit = omit_usage_for_critiques
+        self.calls = {"annotate": 0, "critique": 0}
+
+    def __call__(self, body, ctx):
+        reply = schema_responder(body, ctx)
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        if "feedback" in schema.get("properties", {}):  # a 10 is re-scored by the score fix
+            reply = json.dumps({"feedback": "Fine.", "overall_score": 10})
+        # A re-score continues a critique's conversation: billed as the critique stage.
+        stage = "annotate" if "ratings" in schema.get("properties", {}) else "critique"
+        self.calls[stage] += 1
+        if stage == "critique" and self.omit:
+            payload = {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "judge-x",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+            return Reply(raw_body=json.dumps(payload))
+        self.prompt[stage] += _billed_tokens(body)
+        self.completion[stage] += len(reply)
+        return reply
+
+
+def _judged(bill: Bill):
+    completions = _completions()
+    with FakeLLMServer(bill, count_tokens=len) as server:
+        config = EndpointConfig.from_dict(
+            {"backend": "openai", "model": "judge-x", "base_url": server.base_url},
+            name="judge",
+        )
+        with LLMClient(config, None, progress=False) as client:
+            aspects = aspect_annotations_table(
+                completions, client, aspects=["honesty", "helpfulness"]
+            ).frame()
+            critiques = critiques_table(completions, client).frame()
+            # Thresholds that re-score most completions, so that re-scores are billed too.
+            overall = fix_overall_scores(
+                completions,
+                aspects,
+                critiques,
+                client,
+                flip_threshold=1.0,
+                reannotate_threshold=5.0,
+            )
+        sent = server.request_count
+    return completions, aspects, critiques, overall, sent
+
+
+def test_the_cost_table_equals_the_servers_bill():
+    bill = Bill()
+    completions, aspects, critiques, overall, sent = _judged(bill)
+    rescored = int(overall["fix_action"].isin(["reannotated", "reannotate_failed"]).sum())
+    assert rescored > 0
+    # The identical critique request went once; the re-scores were sent too.
+    assert bill.calls["annotate"] == 3 * 2
+    assert bill.calls["critique"] > 9 - 1
+    assert sent == bill.calls["annotate"] + bill.calls["critique"]
+    table = cost_table(completions, aspects, critiques, PRICES, overall_scores=overall).set_index(
+        "stage"
+    )
+    for stage in ("annotate", "critique"):
+        assert table.loc[stage, "prompt_tokens"] == bill.prompt[stage], stage
+        assert table.loc[stage, "completion_tokens"] == bill.completion[stage], stage
+        assert not table.loc[stage, "usage_estimated"]
+    # Shares of a call that does not divide evenly still add up to the call's usage.
+    assert (
+        table.loc["critique", "estimated_cost"]
+        == (bill.prompt["critique"] * 1.0 + bill.completion["critique"] * 2.0) / 1000
+    )
+
+
+def test_a_reply_without_usage_is_estimated_and_flagged(caplog):
+    completions, aspects, critiques, _, _ = _judged(Bill(omit_usage_for_critiques=True))
+    assert (critiques[["prompt_tokens", "completion_tokens"]] == 0).all().all()  # none given
+    with caplog.at_level(logging.WARNING):
+        table = cost_table(completions, aspects, critiques, PRICES).set_index("stage")
+    critique = table.loc["critique"]
+    assert critique["usage_estimated"]
+    assert critique["prompt_tokens"] > 8 * 50 and critique["completion_tokens"] > 0
+    assert critique["estimated_cost"] > 0
+    assert not table.loc["annotate", "usage_estimated"]
+    assert "usage_estimated" in caplog.text and "8 row(s)" in caplog.text
