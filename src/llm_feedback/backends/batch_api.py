@@ -35,7 +35,8 @@ from llm_feedback.backends.lean import (
     _error_message,
     chat_result,
 )
-from llm_feedback.backends.openai_backend import _RETRYABLE_STATUS, redact
+from llm_feedback.backends.openai_backend import RETRYABLE_STATUS
+from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import BatchPending, EndpointError
 
 logger = logging.getLogger(__name__)
@@ -124,14 +125,16 @@ class BatchJobs:
         ledger: BatchLedger,
         namespace: str,
         request_body: Callable[[ChatRequest], dict[str, Any]],
+        *,
+        route: str,
     ) -> None:
         self.config = config
         self._connection = connection
         self._ledger = ledger
         self._namespace = namespace
         self._request_body = request_body
-        # Azure's batch lines and batches name the route without the version prefix.
-        self._route = "/chat/completions" if config.backend == "azure" else "/v1/chat/completions"
+        # The route batch lines name (Azure's has no version prefix).
+        self._route = route
 
     async def answer(
         self, pending: dict[str, ChatRequest], on_answer: Callable[[str, ChatResult], None]
@@ -165,7 +168,8 @@ class BatchJobs:
         lines = (
             (key, orjson.dumps(self._line(key, pending[key]))) for key in keys
         )  # built chunk by chunk: one input file in memory at a time
-        chunks = jsonl_chunks(lines, self.config.batch_max_requests, self.config.batch_max_bytes)
+        options = self.config.options
+        chunks = jsonl_chunks(lines, options.batch_max_requests, options.batch_max_bytes)
         for custom_ids, content in chunks:
             file_id = (await self._upload(content))["id"]
             created = await self._call(
@@ -210,7 +214,7 @@ class BatchJobs:
     ) -> dict[str, str]:
         unanswered: dict[str, str] = {}
         waiting = {batch.id: batch for batch in batches}
-        delay = self.config.batch_poll_seconds
+        delay = self.config.options.batch_poll_seconds
         while waiting:
             statuses: Counter[str] = Counter()
             counts: Counter[str] = Counter()
@@ -235,7 +239,7 @@ class BatchJobs:
                 counts["total"],
                 counts["failed"],
             )
-            if waiting and not self.config.batch_wait:
+            if waiting and not self.config.options.batch_wait:
                 raise BatchPending(
                     f"{self.config.describe()}: {len(waiting)} batch(es) submitted and not "
                     f"finished ({', '.join(waiting)}), recorded in {self._ledger.path}; "
@@ -243,7 +247,7 @@ class BatchJobs:
                 )
             if waiting:
                 await asyncio.sleep(delay)
-                delay = min(delay * 1.5, self.config.batch_poll_max_seconds)
+                delay = min(delay * 1.5, self.config.options.batch_poll_max_seconds)
         return unanswered
 
     async def _retrieve(self, batch_id: str) -> dict[str, Any]:
@@ -334,7 +338,7 @@ class BatchJobs:
                 problem = f"HTTP {response.status}: " + _error_message(
                     response.status, response.content
                 )
-                if response.status not in _RETRYABLE_STATUS:
+                if response.status not in RETRYABLE_STATUS:
                     break
             ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
             if attempt < self.config.max_retries:
