@@ -369,22 +369,25 @@ class LLMClient:
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
-        last_error = ""
+        last_error, why = "", ""
+        attempts = 0
         for attempt in range(self.config.max_retries + 1):
+            attempts += 1
             try:
                 return await self.backend.send(self.sdk, request)
             except RetryableError as error:
                 last_error = str(error)
                 futile = error.timed_out and request.temperature == 0
-                if attempt == self.config.max_retries or (
-                    futile and not self.config.kind.retries_deterministic_timeouts
-                ):
+                if futile and not self.config.kind.retries_deterministic_timeouts:
+                    why = " (timed out at temperature 0: the same model would time out again)"
+                    break
+                if attempt == self.config.max_retries:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
         return ChatResult.failure(
-            f"gave up after {self.config.max_retries + 1} attempts: {last_error}",
+            f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}{why}: {last_error}",
             latency_s=time.perf_counter() - started,
             model=self.config.model,
         )

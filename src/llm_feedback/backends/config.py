@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llm_feedback.backends.base import BACKENDS, BackendTraits, kind_of
-from llm_feedback.backends.options import BackendOptions, bounds, check_fields, option_names
+from llm_feedback.backends.options import (
+    AzureOptions,
+    BackendOptions,
+    bounds,
+    check_fields,
+    option_names,
+)
 from llm_feedback.backends.secrets import mask_url, register_secrets
 from llm_feedback.errors import ConfigError
 
@@ -251,9 +257,10 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL (a base URL or the full chat
     completions URL) / OPENAI_BASE_URL, OPENAI_API_KEY; for Azure AZURE_ENDPOINT or
     AZURE_OPENAI_ENDPOINT, AZURE_API_KEY or AZURE_OPENAI_API_KEY, and AZURE_API_VERSION,
-    OPENAI_API_VERSION or API_VERSION. Explicit overrides win.
+    OPENAI_API_VERSION or API_VERSION. Without API_TYPE, the Azure SDK's own variables
+    (an Azure endpoint and key, no OpenAI URL or key) select Azure. Explicit overrides win.
     """
-    api_type = os.environ.get("API_TYPE", "openai").strip().lower()
+    api_type = os.environ.get("API_TYPE", _implied_api_type()).strip().lower()
     if api_type not in ("openai", "azure"):
         raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got '{api_type}'")
     definition: dict[str, Any] = {"backend": api_type, "name": "env"}
@@ -263,3 +270,13 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     if "model" not in definition:
         raise ConfigError("no judge model: set MODEL_VERSION or pass a 'model'")
     return EndpointConfig.from_dict(definition, name=str(definition["name"]))
+
+
+def _implied_api_type() -> str:
+    """ "azure" where only the Azure SDK's variables are set, else "openai"."""
+    azure = any(os.environ.get(name) for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_ENDPOINT"))
+    azure_key = any(os.environ.get(name) for name in AzureOptions.key_variables)
+    openai = any(
+        os.environ.get(name) for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL")
+    )
+    return "azure" if azure and azure_key and not openai else "openai"
