@@ -22,6 +22,8 @@ from llm_feedback.backends import (
     register_backend,
     register_credentials,
 )
+from llm_feedback.backends.contract import ChatResult
+from llm_feedback.backends.pacing import AdaptiveTimeout, PacedSends
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool
 from llm_feedback.errors import ConfigError, EndpointError
@@ -236,30 +238,51 @@ def test_a_password_in_the_base_url_is_masked_in_messages_and_logs(caplog):
 
 
 # -- attempts ----------------------------------------------------------------------------
-class _DeterministicServerBackend(LeanOpenAIBackend):
-    """An HTTP endpoint whose model is deterministic, as the embedded one: a timed-out
-    request at temperature 0 is not sent again."""
+class _SharedCoresBackend(PacedSends, LeanOpenAIBackend):
+    """An HTTP endpoint paced as the embedded model is (its timeouts follow its load)."""
 
-    retries_deterministic_timeouts = False
+
+def _paced(server, **extra) -> EndpointConfig:
+    register_backend("paced-http", _SharedCoresBackend, replace=True)
+    definition = {"backend": "paced-http", "model": "m", "base_url": server.base_url}
+    return EndpointConfig.from_dict({**definition, **extra}, name="paced")
 
 
 def test_one_attempt_is_reported_as_one():
-    register_backend("deterministic-http", _DeterministicServerBackend, replace=True)
     stall = Reply(content="late", delay_s=2.0)
     with FakeLLMServer(lambda body, ctx: stall) as server:
-        config = EndpointConfig.from_dict(
-            {
-                "backend": "deterministic-http",
-                "model": "m",
-                "base_url": server.base_url,
-                "timeout_s": 0.2,
-            },
-            name="slow",
-        )
-        result = ask(config, temperature=0.0)
+        result = ask(_paced(server, timeout_s=0.2, max_retries=0), temperature=0.0)
         assert server.request_count == 1
-    assert result.error.startswith("gave up after 1 attempt (timed out")
-    assert "6 attempts" not in result.error
+    assert result.error.startswith("gave up after 1 attempt: APITimeoutError")
+
+
+def test_a_paced_endpoint_finishes_slower_where_a_fixed_timeout_fails():
+    """A model five times slower than the timeout expects (a busy machine): the fixed
+    timeout fails every call, the paced one finishes them all, its retries given more
+    time and later calls the time the measured token rate says they need."""
+    slow = Reply(content="one two three four", delay_s=0.5)
+    requests = [ChatRequest.from_prompt(f"q{i}", temperature=0.0, max_tokens=8) for i in range(6)]
+    with FakeLLMServer(lambda body, ctx: slow) as server:
+        fixed = endpoint(server.base_url, timeout_s=0.1, max_retries=2, max_concurrent=2)
+        with LLMClient(fixed, None, progress=False) as client:
+            assert not any(result.ok for result in client.complete_many(requests))
+        paced = _paced(server, timeout_s=0.1, max_retries=3, max_concurrent=2)
+        with LLMClient(paced, None, progress=False) as client:
+            results = client.complete_many(requests)
+    assert all(result.ok for result in results)
+
+
+def test_the_adaptive_timeout_grows_with_the_token_rate_and_the_queue():
+    pace = AdaptiveTimeout(floor_s=1.0, slots=2)
+    assert pace.start(max_tokens=100) == 1.0  # nothing measured yet: the floor
+    pace.finish(ChatResult(text="x", completion_tokens=50, latency_s=5.0), timed_out=False)
+    alone = pace.start(max_tokens=100)  # 0.1 s a token, 100 tokens, headroom 3
+    assert alone == pytest.approx(30.0)
+    pace.start(max_tokens=100)
+    behind = pace.start(max_tokens=100)  # three in flight on two slots: two waves
+    assert behind == pytest.approx(60.0)
+    pace.finish(None, timed_out=True)
+    assert pace.start(max_tokens=100) == pytest.approx(2 * 60.0)  # a timeout doubles it
 
 
 def test_retried_attempts_are_counted():

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 class RetryableError(Exception):
     """A failure worth trying again; `retry_after` is the server's wish, in seconds.
 
-    `timed_out` marks a request that ran past the endpoint's timeout: sent unchanged to a
-    deterministic local model, it would only time out again.
+    `timed_out` marks a request that ran past its timeout: an endpoint whose timeouts
+    follow its load (backends/pacing.py) gives the retry more time.
     """
 
     def __init__(
@@ -125,9 +125,6 @@ class BackendTraits:
     accepts_media: ClassVar[bool] = True
     #: Whether a prompt and its reply share one context window (`context_budget`).
     reply_shares_context: ClassVar[bool] = False
-    #: Whether a timed-out request at temperature 0 is worth sending again (a
-    #: deterministic in-process model would only time out again).
-    retries_deterministic_timeouts: ClassVar[bool] = True
 
     @classmethod
     def build(cls, config: EndpointConfig) -> Backend:

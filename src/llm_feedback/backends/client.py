@@ -369,25 +369,20 @@ class LLMClient:
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
-        last_error, why = "", ""
-        attempts = 0
-        for attempt in range(self.config.max_retries + 1):
-            attempts += 1
+        last_error = ""
+        attempts = self.config.max_retries + 1
+        for attempt in range(attempts):
             try:
                 return await self.backend.send(self.sdk, request)
             except RetryableError as error:
                 last_error = str(error)
-                futile = error.timed_out and request.temperature == 0
-                if futile and not self.config.kind.retries_deterministic_timeouts:
-                    why = " (timed out at temperature 0: the same model would time out again)"
-                    break
-                if attempt == self.config.max_retries:
+                if attempt + 1 == attempts:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
         return ChatResult.failure(
-            f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}{why}: {last_error}",
+            f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {last_error}",
             latency_s=time.perf_counter() - started,
             model=self.config.model,
         )

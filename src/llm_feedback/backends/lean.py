@@ -221,7 +221,10 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         )
         return LeanConnection(session, chat_url, api_root, query)
 
-    async def send(self, connection: LeanConnection, request: ChatRequest) -> ChatResult:
+    async def send(
+        self, connection: LeanConnection, request: ChatRequest, timeout_s: float | None = None
+    ) -> ChatResult:
+        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
         try:
             body = orjson.dumps(self.request_body(request))
         except MediaError as error:
@@ -230,7 +233,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         limit = self.config.reply_byte_limit(request.max_tokens)
         try:
             response = await connection.request(
-                "POST", connection.chat_url, max_bytes=limit, data=body
+                "POST", connection.chat_url, timeout_s, max_bytes=limit, data=body
             )
         except TransportTimeout as error:
             raise RetryableError(redact(f"APITimeoutError: {error}"), timed_out=True) from None

@@ -19,6 +19,7 @@ from typing import ClassVar
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
 from llm_feedback.backends.options import LocalOptions
+from llm_feedback.backends.pacing import PacedSends
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -70,10 +71,12 @@ def _start_server(
     return xllamacpp.Server(params)
 
 
-class LocalModelBackend(OpenAICompatibleBackend):
+class LocalModelBackend(PacedSends, OpenAICompatibleBackend):
     """The embedded model behind the same OpenAI-compatible path as every server.
 
-    Its concurrency defaults to `parallel_slots`, one request per llama.cpp slot.
+    Its concurrency defaults to `parallel_slots`, one request per llama.cpp slot. It
+    shares this machine's cores, so its timeouts follow the measured token rate and queue
+    (backends/pacing.py): on a busy machine a run is slower, not failed.
     """
 
     options_type: ClassVar[type] = LocalOptions
@@ -81,7 +84,6 @@ class LocalModelBackend(OpenAICompatibleBackend):
     accepts_media = False
     # A slot's context holds the prompt and the reply.
     reply_shares_context = True
-    retries_deterministic_timeouts = False
 
     default_concurrency = 4
 

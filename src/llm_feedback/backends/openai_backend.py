@@ -170,11 +170,16 @@ class OpenAICompatibleBackend(BackendTraits):
             body["response_format"] = response_format_for(request.json_schema)
         return body
 
-    async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:
+    async def send(
+        self, sdk: openai.AsyncOpenAI, request: ChatRequest, timeout_s: float | None = None
+    ) -> ChatResult:
+        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
         try:
             kwargs = self.request_body(request)
         except MediaError as error:
             return ChatResult.failure(str(error), model=self.model)
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
         started = time.perf_counter()
         try:
             response = await sdk.chat.completions.create(**kwargs)
