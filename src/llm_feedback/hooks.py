@@ -57,9 +57,10 @@ class ModelEndpointHooks:
 class RunGuardHooks:
     """Before the first node of a run, so that a run that cannot do its job costs nothing:
 
-    - every parameter block the selected pipelines read is parsed and checked (the nodes
-      parse them again into the objects they use; checking here catches a bad annotate
-      block before generate has paid for anything);
+    - every parameter block the selected pipelines read is parsed and checked once here
+      (the plan below uses these; the nodes, which may run in other processes, parse their
+      block into the objects they use; checking here catches a bad annotate block before
+      generate has paid for anything);
     - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.planning`):
       `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
@@ -81,10 +82,11 @@ class RunGuardHooks:
             for name in pipeline.inputs()
             if name.startswith("params:")
         }
-        endpoints = check_run(parameters, blocks)
+        checked = check_run(parameters, blocks)
+        endpoints = checked.endpoints
         options = parse_run_options(parameters)
         if options.plan_only or options.max_cost_usd is not None:
-            plan = plan_for_run(pipeline, catalog, parameters)
+            plan = plan_for_run(pipeline, catalog, parameters, checked)
             if options.plan_only:
                 catalog.save(RUN_PLAN, plan)
                 raise PlanOnly(describe_plan(plan, options.max_cost_usd))
