@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import logging
+import logging.config
 import math
 import time
 
 import pandas as pd
 import pytest
+import yaml
 
 from llm_feedback.backends import (
     BACKENDS,
@@ -25,6 +28,7 @@ from llm_feedback.backends import (
 from llm_feedback.backends.contract import ChatResult
 from llm_feedback.backends.pacing import AdaptiveTimeout, PacedSends
 from llm_feedback.backends.preflight import preflight
+from llm_feedback.backends.secrets import register_secrets
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool
 from llm_feedback.errors import ConfigError, EndpointError
 from llm_feedback.generation import generate_completions
@@ -37,6 +41,7 @@ from tests.backends.hostile import (
     gzip_bomb,
     response,
 )
+from tests.conftest import PROJECT_ROOT
 
 PLAIN_KEY = "plainsecretvalue0042"  # no sk- prefix: masked by its value, not its shape
 
@@ -314,3 +319,28 @@ def test_api_type_still_wins_over_the_azure_variables(monkeypatch):
     monkeypatch.setenv("API_TYPE", "openai")
     monkeypatch.setenv("MODEL_VERSION", "gpt-x")
     assert endpoint_from_env().backend == "openai"
+
+
+def test_every_log_handler_masks_secrets_whoever_logs_them(tmp_path):
+    config = yaml.safe_load((PROJECT_ROOT / "conf" / "logging.yml").read_text())
+    for handler in config["handlers"].values():
+        assert "mask_secrets" in handler.get("filters", []), handler
+    config["handlers"]["info_file_handler"]["filename"] = str(tmp_path / "info.log")
+    config["root"] = {"handlers": ["info_file_handler"]}
+    config["loggers"] = {"someone.else": {"level": "INFO"}}
+    config["disable_existing_loggers"] = False
+    register_secrets([PLAIN_KEY])
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        logging.config.dictConfig(config)
+        logging.getLogger("someone.else").warning("calling https://bob:pw4242@h with %s", PLAIN_KEY)
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:], root.level = saved[0], saved[1]
+    written = (tmp_path / "info.log").read_text()
+    assert "calling https://bob:***@h with ***" in written
+    assert PLAIN_KEY not in written and "pw4242" not in written

@@ -28,12 +28,12 @@ import orjson
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.lean import (
-    _UNREADABLE,
+    UNREADABLE,
     LeanConnection,
     TransportFailure,
     TransportTimeout,
-    _error_message,
     chat_result,
+    error_message,
 )
 from llm_feedback.backends.openai_backend import RETRYABLE_STATUS
 from llm_feedback.backends.secrets import redact
@@ -278,7 +278,7 @@ class BatchJobs:
                     key = line["custom_id"]
                     if not isinstance(key, str):
                         raise TypeError("custom_id is not a string")
-                except _UNREADABLE:
+                except UNREADABLE:
                     # Its request stays unanswered ("no result") and follows batch_unanswered.
                     logger.warning("batch %s: unreadable line in %s", info.get("id"), file_id)
                     continue
@@ -296,14 +296,14 @@ class BatchJobs:
         if status == 200:
             try:
                 result = chat_result(response.get("body"), latency, self.config.model)
-            except _UNREADABLE as error:
+            except UNREADABLE as error:
                 return ChatResult.failure(redact(f"malformed batch output: {error!r}"))
             result.via_batch = True
             return result
         error = line.get("error")
         if isinstance(error, dict):
             return ChatResult.failure(redact(f"{error.get('code')}: {error.get('message')}"))
-        return ChatResult.failure(redact(f"HTTP {status}: {_error_message(status, response)}"))
+        return ChatResult.failure(redact(f"HTTP {status}: {error_message(status, response)}"))
 
     async def _upload(self, content: bytes) -> dict[str, Any]:
         # Encoded here, as bytes, so that a retry sends the very same body.
@@ -335,7 +335,7 @@ class BatchJobs:
             else:
                 if response.status == 200:
                     return response.content if raw else orjson.loads(response.content)
-                problem = f"HTTP {response.status}: " + _error_message(
+                problem = f"HTTP {response.status}: " + error_message(
                     response.status, response.content
                 )
                 if response.status not in RETRYABLE_STATUS:

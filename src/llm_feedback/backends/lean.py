@@ -140,11 +140,11 @@ def environment_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
     return proxy, aiohttp.BasicAuth.from_url(yarl.URL(proxy))
 
 
-_UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
+UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
 
 
 def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
-    """A decoded chat completion body as a result; raises one of `_UNREADABLE` when the
+    """A decoded chat completion body as a result; raises one of `UNREADABLE` when the
     body is not a chat completion."""
     choice = payload["choices"][0]
     message = choice.get("message") or {}
@@ -161,7 +161,7 @@ def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
 
 
-def _error_message(status: int, content: bytes | Any) -> str:
+def error_message(status: int, content: bytes | Any) -> str:
     """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same.
     `content` is the raw body, or a body already decoded (a batch's error line)."""
     try:
@@ -249,7 +249,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         latency = time.perf_counter() - started
         status = response.status
         if status != 200:
-            message = redact(f"HTTP {status}: {_error_message(status, response.content)}")
+            message = redact(f"HTTP {status}: {error_message(status, response.content)}")
             if status in AUTH_STATUS:
                 raise auth_failure(self.config, status, message)
             if status in RETRYABLE_STATUS:
@@ -257,7 +257,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             return ChatResult.failure(message, latency, self.model)
         try:
             return chat_result(orjson.loads(response.content), latency, self.model)
-        except _UNREADABLE as error:
+        except UNREADABLE as error:
             # A body that is not a chat completion: the server misbehaved, try again.
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
 
@@ -286,7 +286,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         if response.status == 200:
             return ProbeAnswer(200, "")
         return ProbeAnswer(
-            response.status, redact(_error_message(response.status, response.content))
+            response.status, redact(error_message(response.status, response.content))
         )
 
 

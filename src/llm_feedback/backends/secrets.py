@@ -9,6 +9,7 @@ process never saw.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Iterable
@@ -47,3 +48,15 @@ def redact(text: str) -> str:
 def mask_url(url: str | None) -> str | None:
     """A URL as it may be shown: its password (`https://user:pw@host`) masked."""
     return _URL_PASSWORD.sub(rf"\g<1>{MASK}@", url) if url else url
+
+
+class MaskSecrets(logging.Filter):
+    """A logging filter (conf/logging.yml puts it on every handler): each record's text,
+    from any library, is masked as `redact` masks, before any handler writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
