@@ -15,6 +15,7 @@ from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
+from llm_feedback.backends.secrets import mask_secrets_in_logs
 from llm_feedback.params.run import check_run, parse_run_options
 from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
 from llm_feedback.pipelines.run_plan import plan_for_run
@@ -44,6 +45,7 @@ class ModelEndpointHooks:
         except MissingConfigException:  # no conf/local/credentials.yml: env vars only
             credentials = {}
         register_credentials(credentials)
+        mask_secrets_in_logs()  # whatever a server echoes back, keys never reach a log
 
     @hook_impl
     def after_pipeline_run(self) -> None:

@@ -51,8 +51,8 @@ def mask_url(url: str | None) -> str | None:
 
 
 class MaskSecrets(logging.Filter):
-    """A logging filter (conf/logging.yml puts it on every handler): each record's text,
-    from any library, is masked as `redact` masks, before any handler writes it."""
+    """A logging filter: each record's text, from any library, is masked as `redact`
+    masks, before the handler writes it (see `mask_secrets_in_logs`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -60,3 +60,11 @@ class MaskSecrets(logging.Filter):
         if masked != message:
             record.msg, record.args = masked, None
         return True
+
+
+def mask_secrets_in_logs() -> None:
+    """Put `MaskSecrets` on every handler of the root logger (the project's hook does, once
+    Kedro has configured logging: its logging.yml may not name filter classes)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(existing, MaskSecrets) for existing in handler.filters):
+            handler.addFilter(MaskSecrets())
