@@ -15,6 +15,7 @@ from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
+from llm_feedback.backends.secrets import mask_secrets_in_logs
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
 from llm_feedback.params.report import parse_report
@@ -50,6 +51,7 @@ class ModelEndpointHooks:
         except MissingConfigException:  # no conf/local/credentials.yml: env vars only
             credentials = {}
         register_credentials(credentials)
+        mask_secrets_in_logs()  # whatever a server echoes back, keys never reach a log
 
     @hook_impl
     def after_pipeline_run(self) -> None:
@@ -63,9 +65,10 @@ class ModelEndpointHooks:
 class RunGuardHooks:
     """Before the first node of a run, so that a run that cannot do its job costs nothing:
 
-    - every parameter block the selected pipelines read is parsed and checked (the nodes
-      parse them again into the objects they use; checking here catches a bad annotate
-      block before generate has paid for anything);
+    - every parameter block the selected pipelines read is parsed and checked once here
+      (the plan below uses these; the nodes, which may run in other processes, parse their
+      block into the objects they use; checking here catches a bad annotate block before
+      generate has paid for anything);
     - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.planning`):
       `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
@@ -95,7 +98,8 @@ class RunGuardHooks:
             for name in pipeline.inputs()
             if name.startswith("params:")
         }
-        endpoints = check_run(parameters, blocks)
+        checked = check_run(parameters, blocks)
+        endpoints = checked.endpoints
         if REQUEST_CACHE_INPUT not in pipeline.inputs():
             endpoints = []  # e.g. `--from-nodes export_ultrafeedback`: no node calls a model
         if endpoints and "ParallelRunner" in str(run_params.get("runner")):
@@ -114,7 +118,7 @@ class RunGuardHooks:
         if options.plan_only or options.max_cost_usd is not None:
             if guard is not None and guard.sync is not None:
                 guard.sync.pull()  # the plan counts the remote root's cached answers
-            plan = plan_for_run(pipeline, catalog, parameters)
+            plan = plan_for_run(pipeline, catalog, parameters, checked)
             if options.plan_only:
                 catalog.save(RUN_PLAN, plan)
                 raise PlanOnly(describe_plan(plan, options.max_cost_usd))

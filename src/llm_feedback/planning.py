@@ -162,7 +162,7 @@ class _Stage:
                 "endpoint": self.endpoint.name,
                 "backend": self.endpoint.backend,
                 "model": label,
-                "mode": self.endpoint.mode,
+                "mode": "batch" if self.endpoint.uses_batch_api else "online",
                 "calls": row["calls"],
                 "cached_calls": row["cached_calls"],
                 "duplicate_calls": row["duplicate_calls"],

@@ -189,9 +189,11 @@ def test_client_errors_fail_fast_and_redact_keys():
     )
     with FakeLLMServer(unauthorized) as server:
         with LLMClient(endpoint(server), None, progress=False) as client:
-            result = client.complete(ChatRequest.from_prompt("x"))
+            with pytest.raises(EndpointError, match="rejects the key") as stopped:
+                client.complete(ChatRequest.from_prompt("x"))
         assert server.request_count == 1  # a 401 is not retried
-    assert "HTTP 401" in result.error and "abcdef123456" not in result.error
+    message = str(stopped.value)
+    assert "HTTP 401" in message and "abcdef123456" not in message
 
 
 def test_json_schema_is_sent_as_response_format():
@@ -282,7 +284,7 @@ def test_bad_endpoint_definitions_are_rejected_with_the_parameter_named():
         EndpointConfig.from_dict({"backend": "ollama", "model": "m"}, name="x")
     with pytest.raises(ConfigError, match="unknown setting.*temprature"):
         EndpointConfig.from_dict({"backend": "openai", "model": "m", "temprature": 1}, name="x")
-    with pytest.raises(ConfigError, match="credentials entry 'nope'"):
+    with pytest.raises(ConfigError, match="credentials: entry 'nope' not found"):
         EndpointConfig.from_dict({"backend": "openai", "model": "m", "credentials": "nope"})
 
 

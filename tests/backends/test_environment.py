@@ -39,7 +39,7 @@ def clean_environment(monkeypatch):
 def test_openai_api_url_may_be_the_full_chat_completions_url(monkeypatch, url):
     monkeypatch.setenv("MODEL_VERSION", "gpt-x")
     monkeypatch.setenv("OPENAI_API_URL", url)
-    assert endpoint_from_env().resolved_base_url() == "http://h:1/v1"
+    assert endpoint_from_env().options.resolved_base_url() == "http://h:1/v1"
 
 
 def test_the_azure_sdks_own_variable_names_are_read(monkeypatch):
@@ -52,14 +52,14 @@ def test_the_azure_sdks_own_variable_names_are_read(monkeypatch):
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-key")
     monkeypatch.setenv("OPENAI_API_VERSION", "2025-01-01")
     config = endpoint_from_env()
-    assert config.resolved_azure_endpoint() == "https://res.openai.azure.com"
+    assert config.options.resolved_endpoint() == "https://res.openai.azure.com"
     assert config.api_key() == "azure-key"
-    assert config.resolved_api_version() == "2025-01-01"
+    assert config.options.resolved_api_version() == "2025-01-01"
     monkeypatch.delenv("OPENAI_API_VERSION")
     monkeypatch.setenv("API_VERSION", "2024-06-01")  # lmms-eval's name
-    assert config.resolved_api_version() == "2024-06-01"
+    assert config.options.resolved_api_version() == "2024-06-01"
     explicit = EndpointConfig.from_dict({"backend": "azure", "model": "d", "api_version": "v1"})
-    assert explicit.resolved_api_version() == "v1"
+    assert explicit.options.resolved_api_version() == "v1"
 
 
 def test_annotate_judge_endpoint_env_calls_the_full_url_server(monkeypatch):

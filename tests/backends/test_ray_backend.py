@@ -202,10 +202,10 @@ def test_the_readme_ray_cluster_runs_the_evaluate_command(ray_session, run_kedro
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"ray_processor": "spark"}, "'ray_processor' must be one of http, vllm"),
-        ({"ray_replicas": 0}, "'ray_replicas' must be >= 1"),
+        ({"ray_processor": "spark"}, "ray_processor must be 'http' or 'vllm'"),
+        ({"ray_replicas": 0}, "ray_replicas must lie between 1 and"),
         ({"engine_kwargs": {"tensor_parallel_size": 0}}, "engine_kwargs.tensor_parallel_size"),
-        ({"ray_qps": 0}, "'ray_qps' must be > 0"),
+        ({"ray_qps": 0}, "ray_qps must lie between 0.001 and"),
         ({"ray_batch_size": "64"}, "endpoints.cluster.ray_batch_size must be int"),
     ],
 )

@@ -181,7 +181,7 @@ def test_an_unknown_backend_is_rejected_naming_the_known_ones(registered):
     with pytest.raises(ConfigError) as error:
         EndpointConfig.from_dict({"backend": "ollama", "model": "m"}, name="x")
     message = str(error.value)
-    assert "endpoint 'x': unknown backend 'ollama'" in message
+    assert "endpoints.x: unknown backend 'ollama'" in message
     for name in ("local", "openai", "azure", "vllm", "dict", "dict-batch"):
         assert name in message
 

@@ -167,8 +167,8 @@ def test_multi_gpu_engine_kwargs_reach_vllm_unchanged(fake_vllm, tmp_path):
 @pytest.mark.parametrize(
     ("engine_kwargs", "message"),
     [
-        ({"tensor_parallel_size": 0}, "engine_kwargs.tensor_parallel_size' must be an integer"),
-        ({"data_parallel_size": "2"}, "engine_kwargs.data_parallel_size' must be an integer"),
+        ({"tensor_parallel_size": 0}, "engine_kwargs.tensor_parallel_size must be an integer"),
+        ({"data_parallel_size": "2"}, "engine_kwargs.data_parallel_size must be an integer"),
         ({"distributed_executor_backend": "slurm"}, "must be one of ray, mp, uni"),
         ("tp=2", r"endpoints\.gpu\.engine_kwargs must be dict"),
     ],
@@ -203,5 +203,5 @@ def test_the_readme_multi_gpu_endpoint_reaches_vllm_as_written(fake_vllm, tmp_pa
     assert readme_command("### Multi-GPU vLLM").endswith("annotate.judge.endpoint=gpu")
     with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
         assert client.complete(ChatRequest.from_prompt("hi")).ok
-    assert fake_vllm.CALLS[0] == ("LLM", {"model": config.model, **config.engine_kwargs})
-    assert config.engine_kwargs["distributed_executor_backend"] == "ray"
+    assert fake_vllm.CALLS[0] == ("LLM", {"model": config.model, **config.options.engine_kwargs})
+    assert config.options.engine_kwargs["distributed_executor_backend"] == "ray"

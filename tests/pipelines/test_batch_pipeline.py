@@ -127,7 +127,7 @@ def test_the_readme_batch_endpoints_and_command(run_kedro, monkeypatch):
     endpoints = yaml.safe_load(readme_block("Past one machine: batch endpoints"))["endpoints"]
     without_credentials = {name: {**d, "credentials": None} for name, d in endpoints.items()}
     for name, definition in without_credentials.items():
-        assert EndpointConfig.from_dict(definition, name).mode == "batch"
+        assert EndpointConfig.from_dict(definition, name).uses_batch_api
     command = readme_command("### OpenAI / Azure Batch API")
     prefix = "kedro run --pipelines annotate --params "
     assert command.startswith(prefix)

@@ -17,15 +17,15 @@ from llm_feedback.backends.base import (
 from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.config import EndpointConfig, endpoint_from_env, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.lean import LeanOpenAIBackend, openai_compatible
+from llm_feedback.backends.lean import LeanAzureBackend, LeanOpenAIBackend
 from llm_feedback.backends.local import LocalModelBackend, stop_local_servers
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
 from llm_feedback.backends.ray_backend import RayBackend  # ray itself loads on open()
 from llm_feedback.backends.vllm_backend import VLLMBackend  # vllm itself loads on open()
 
 register_backend("local", LocalModelBackend)
-register_backend("openai", openai_compatible)
-register_backend("azure", openai_compatible)
+register_backend("openai", LeanOpenAIBackend)
+register_backend("azure", LeanAzureBackend)
 register_backend("vllm", VLLMBackend)
 register_backend("ray", RayBackend)
 
@@ -38,6 +38,7 @@ __all__ = [
     "ClientStats",
     "EndpointConfig",
     "LLMClient",
+    "LeanAzureBackend",
     "LeanOpenAIBackend",
     "OpenAICompatibleBackend",
     "RayBackend",

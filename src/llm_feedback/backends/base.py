@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.options import BackendOptions
 from llm_feedback.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 class RetryableError(Exception):
     """A failure worth trying again; `retry_after` is the server's wish, in seconds.
 
-    `timed_out` marks a request that ran past the endpoint's timeout: sent unchanged to a
-    deterministic local model, it would only time out again.
+    `timed_out` marks a request that ran past its timeout: an endpoint whose timeouts
+    follow its load (backends/pacing.py) gives the retry more time.
     """
 
     def __init__(
@@ -110,9 +111,60 @@ class StreamingBatchBackend(BatchBackend, Protocol):
 
 BackendFactory = Callable[["EndpointConfig"], Backend]
 
+
+class BackendTraits:
+    """What a backend kind can do, asked before (or without) building one: the class
+    attributes and class methods a backend class inherits and overrides. A registered
+    factory that is not a subclass gets these defaults (see `kind_of`)."""
+
+    is_batch: ClassVar[bool]
+    default_concurrency: ClassVar[int]
+    #: The settings this backend takes beyond the common ones (see backends/options.py).
+    options_type: ClassVar[type[BackendOptions]] = BackendOptions
+    #: Whether requests may carry images and audio (a text-only model: False).
+    accepts_media: ClassVar[bool] = True
+    #: Whether a prompt and its reply share one context window (`context_budget`).
+    reply_shares_context: ClassVar[bool] = False
+
+    @classmethod
+    def build(cls, config: EndpointConfig) -> Backend:
+        return cls(config)  # type: ignore[call-arg, return-value]
+
+    @classmethod
+    def concurrency_for(cls, config: EndpointConfig) -> int:
+        """Requests in flight at once when the endpoint sets no `max_concurrent`."""
+        return cls.default_concurrency
+
+    @classmethod
+    def context_budget(cls, config: EndpointConfig) -> int | None:
+        """Tokens one request may use when the endpoint sets no `max_input_tokens`."""
+        return None
+
+    @classmethod
+    def chunk_size(cls, config: EndpointConfig) -> int:
+        """Requests a batch backend is handed at a time (bounded memory for huge stages)."""
+        return 4096
+
+    @classmethod
+    def sends_from_worker_processes(cls, config: EndpointConfig) -> bool:
+        """Whether large streams may be sent from worker processes (backends/workers.py)."""
+        return False
+
+    @classmethod
+    def uses_batch_api(cls, config: EndpointConfig) -> bool:
+        """Whether misses go through a provider's Batch API (backends/batch_api.py)."""
+        return False
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """The preflight: raise ConfigError / EndpointError when the endpoint cannot do its
+        job; a plugged-in backend checks itself when it opens."""
+
+
 #: Backend name (an endpoint's `backend:`) -> the class (or factory) that builds it.
 #: A factory must carry the `is_batch` and `default_concurrency` class attributes.
 BACKENDS: dict[str, BackendFactory] = {}
+_PLUGIN_KINDS: dict[str, type[BackendTraits]] = {}
 
 
 def register_backend(name: str, factory: BackendFactory, *, replace: bool = False) -> None:
@@ -129,10 +181,23 @@ def register_backend(name: str, factory: BackendFactory, *, replace: bool = Fals
     if name in BACKENDS and BACKENDS[name] is not factory and not replace:
         raise ValueError(f"backend '{name}' is already registered ({BACKENDS[name]!r})")
     BACKENDS[name] = factory
+    _PLUGIN_KINDS.pop(name, None)
 
 
-def backend_names() -> tuple[str, ...]:
-    return tuple(BACKENDS)
+def kind_of(name: str) -> type[BackendTraits]:
+    """The traits of backend `name`: its class, or the defaults around a plain factory."""
+    factory = backend_factory(name)
+    if isinstance(factory, type) and issubclass(factory, BackendTraits):
+        return factory
+    if name not in _PLUGIN_KINDS:
+        attributes = {
+            "is_batch": factory.is_batch,
+            "default_concurrency": factory.default_concurrency,
+            "accepts_media": getattr(factory, "accepts_media", True),
+            "build": classmethod(lambda cls, config: factory(config)),
+        }
+        _PLUGIN_KINDS[name] = type(f"{name}Traits", (BackendTraits,), attributes)
+    return _PLUGIN_KINDS[name]
 
 
 def backend_factory(name: str) -> BackendFactory:
@@ -147,7 +212,7 @@ def backend_factory(name: str) -> BackendFactory:
 
 def make_backend(config: EndpointConfig) -> Backend:
     """The backend for an endpoint, checked against the protocol of its kind."""
-    backend = backend_factory(config.backend)(config)
+    backend = kind_of(config.backend).build(config)
     if not isinstance(backend, Backend):
         raise TypeError(
             f"backend '{config.backend}' built {type(backend).__name__}, which does not "

@@ -28,14 +28,15 @@ import orjson
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.lean import (
-    _UNREADABLE,
+    UNREADABLE,
     LeanConnection,
     TransportFailure,
     TransportTimeout,
-    _error_message,
     chat_result,
+    error_message,
 )
-from llm_feedback.backends.openai_backend import _RETRYABLE_STATUS, redact
+from llm_feedback.backends.openai_backend import RETRYABLE_STATUS
+from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import BatchPending, EndpointError
 from llm_feedback.remote_root import LEDGER_SUFFIX, require_local
 
@@ -124,14 +125,16 @@ class BatchJobs:
         ledger: BatchLedger,
         namespace: str,
         request_body: Callable[[ChatRequest], dict[str, Any]],
+        *,
+        route: str,
     ) -> None:
         self.config = config
         self._connection = connection
         self._ledger = ledger
         self._namespace = namespace
         self._request_body = request_body
-        # Azure's batch lines and batches name the route without the version prefix.
-        self._route = "/chat/completions" if config.backend == "azure" else "/v1/chat/completions"
+        # The route batch lines name (Azure's has no version prefix).
+        self._route = route
 
     async def answer(
         self, pending: dict[str, ChatRequest], on_answer: Callable[[str, ChatResult], None]
@@ -165,7 +168,8 @@ class BatchJobs:
         lines = (
             (key, orjson.dumps(self._line(key, pending[key]))) for key in keys
         )  # built chunk by chunk: one input file in memory at a time
-        chunks = jsonl_chunks(lines, self.config.batch_max_requests, self.config.batch_max_bytes)
+        options = self.config.options
+        chunks = jsonl_chunks(lines, options.batch_max_requests, options.batch_max_bytes)
         for custom_ids, content in chunks:
             file_id = (await self._upload(content))["id"]
             created = await self._call(
@@ -210,7 +214,7 @@ class BatchJobs:
     ) -> dict[str, str]:
         unanswered: dict[str, str] = {}
         waiting = {batch.id: batch for batch in batches}
-        delay = self.config.batch_poll_seconds
+        delay = self.config.options.batch_poll_seconds
         while waiting:
             statuses: Counter[str] = Counter()
             counts: Counter[str] = Counter()
@@ -235,7 +239,7 @@ class BatchJobs:
                 counts["total"],
                 counts["failed"],
             )
-            if waiting and not self.config.batch_wait:
+            if waiting and not self.config.options.batch_wait:
                 raise BatchPending(
                     f"{self.config.describe()}: {len(waiting)} batch(es) submitted and not "
                     f"finished ({', '.join(waiting)}), recorded in {self._ledger.path}; "
@@ -243,7 +247,7 @@ class BatchJobs:
                 )
             if waiting:
                 await asyncio.sleep(delay)
-                delay = min(delay * 1.5, self.config.batch_poll_max_seconds)
+                delay = min(delay * 1.5, self.config.options.batch_poll_max_seconds)
         return unanswered
 
     async def _retrieve(self, batch_id: str) -> dict[str, Any]:
@@ -274,7 +278,7 @@ class BatchJobs:
                     key = line["custom_id"]
                     if not isinstance(key, str):
                         raise TypeError("custom_id is not a string")
-                except _UNREADABLE:
+                except UNREADABLE:
                     # Its request stays unanswered ("no result") and follows batch_unanswered.
                     logger.warning("batch %s: unreadable line in %s", info.get("id"), file_id)
                     continue
@@ -292,14 +296,14 @@ class BatchJobs:
         if status == 200:
             try:
                 result = chat_result(response.get("body"), latency, self.config.model)
-            except _UNREADABLE as error:
+            except UNREADABLE as error:
                 return ChatResult.failure(redact(f"malformed batch output: {error!r}"))
             result.via_batch = True
             return result
         error = line.get("error")
         if isinstance(error, dict):
             return ChatResult.failure(redact(f"{error.get('code')}: {error.get('message')}"))
-        return ChatResult.failure(redact(f"HTTP {status}: {_error_message(status, response)}"))
+        return ChatResult.failure(redact(f"HTTP {status}: {error_message(status, response)}"))
 
     async def _upload(self, content: bytes) -> dict[str, Any]:
         # Encoded here, as bytes, so that a retry sends the very same body.
@@ -331,10 +335,10 @@ class BatchJobs:
             else:
                 if response.status == 200:
                     return response.content if raw else orjson.loads(response.content)
-                problem = f"HTTP {response.status}: " + _error_message(
+                problem = f"HTTP {response.status}: " + error_message(
                     response.status, response.content
                 )
-                if response.status not in _RETRYABLE_STATUS:
+                if response.status not in RETRYABLE_STATUS:
                     break
             ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
             if attempt < self.config.max_retries:

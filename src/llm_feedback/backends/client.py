@@ -8,135 +8,49 @@ that loop; async callers await it. Each SDK connection pool therefore lives on o
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sized
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidgets
 
 from llm_feedback.backends.base import (
-    Backend,
     BatchBackend,
     RetryableError,
     StreamingBatchBackend,
     make_backend,
 )
-from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
+from llm_feedback.backends.client_modes import run_batch_api, run_in_process, run_streaming
+from llm_feedback.backends.client_state import (
+    ClientStats,
+    ResultCallback,
+    RetryLog,
+    StreamState,
+    cancel_pending_tasks,
+    chunks,
+    ignore_result,
+    length_of,
+    request_key,
+    sent_form,
+)
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.workers import WorkerPool
-from llm_feedback.errors import ConfigError, EndpointError, InputError
+from llm_feedback.errors import EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
 
 logger = logging.getLogger(__name__)
 
-ResultCallback = Callable[[int, ChatResult], None]
-_CHUNK = 256  # requests hashed and looked up per step while earlier ones are in flight
-
-
-def _ignore_result(index: int, result: ChatResult) -> None:
-    """The default `on_result`: callers that only want the list."""
-
-
-def _length(requests: Iterable[ChatRequest]) -> int | None:
-    return len(requests) if isinstance(requests, Sized) else None
-
-
-def _chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
-    iterator = iter(requests)
-    while chunk := list(itertools.islice(iterator, _CHUNK)):
-        yield chunk
-
-
-def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
-    """The request as this endpoint sends it: with its JSON schema's strings capped."""
-    if config.max_string_chars is None:
-        return request
-    # Before the cache key: a different cap is a different request.
-    return request.with_bounded_strings(config.max_string_chars)
-
-
-def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) -> str:
-    """The request cache's key for a request in its sent form (see `sent_form`)."""
-    return request.cache_key(backend.cache_namespace, config.model)
-
-
-@dataclass
-class _Batch:
-    """The state of one complete_many call, filled in as requests are admitted."""
-
-    deliver: ResultCallback
-    bar: Any = None
-    requests: list[ChatRequest | None] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    results: list[ChatResult | None] = field(default_factory=list)
-    first_index: dict[str, int] = field(default_factory=dict)
-    duplicates: list[tuple[int, int]] = field(default_factory=list)
-    # Answers the cache holds are not kept once delivered (see `LLMClient.stream`).
-    drop_cached: bool = False
-
-    def keep(self, index: int, result: ChatResult) -> None:
-        self.results[index] = None if self.drop_cached and result.ok else result
-
-
 # The circuit breaker (see LLMClient._trip_breaker_if_failing).
 BREAKER_FIRST_CALLS = 10
 BREAKER_MIN_CALLS = 50
 BREAKER_SHARE = 0.25
-RETRY_LOG_EVERY_S = 5.0
-
-
-async def _cancel_pending_tasks() -> None:
-    current = asyncio.current_task()
-    pending = [task for task in asyncio.all_tasks() if task is not current]
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-
-
-class _RetryLog:
-    """Retries at WARNING, a summary line every few seconds rather than one per retry."""
-
-    def __init__(self, describe: Callable[[], str]) -> None:
-        self._describe = describe
-        self._count = 0
-        self._last_error = ""
-        self._since = time.monotonic()
-
-    def note(self, error: str) -> None:
-        self._count += 1
-        self._last_error = error
-        now = time.monotonic()
-        if self._count == 1 or now - self._since >= RETRY_LOG_EVERY_S:
-            logger.warning(
-                "%s: %d retr%s in the last %.0f s (last: %s)",
-                self._describe(),
-                self._count,
-                "y" if self._count == 1 else "ies",
-                max(now - self._since, 0.0),
-                self._last_error,
-            )
-            self._count, self._since = 0, now
-
-
-@dataclass
-class ClientStats:
-    requests: int = 0
-    cache_hits: int = 0
-    deduplicated: int = 0
-    calls: int = 0
-    retries: int = 0
-    failures: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class LLMClient:
@@ -158,10 +72,10 @@ class LLMClient:
         self.stats = ClientStats()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._sdk: Any = None
+        self.sdk: Any = None
         self._semaphore: asyncio.Semaphore | None = None
         self._last_failure: str | None = None
-        self._retry_log = _RetryLog(config.describe)
+        self._retry_log = RetryLog(config.describe)
         # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
         self.worker_pool = WorkerPool.for_endpoint(config, self.stats)
 
@@ -187,18 +101,18 @@ class LLMClient:
     async def _init_on_loop(self) -> None:
         self._semaphore = asyncio.Semaphore(self.config.concurrency)
         if not self.backend.is_batch:
-            self._sdk = self.backend.make_sdk_client()
+            self.sdk = self.backend.make_sdk_client()
 
     def close(self) -> None:
         if self._loop is None:
             return
         # After Ctrl-C or a tripped breaker, calls may still be in flight: end them here,
         # so nothing is left pending on a closed loop (and nothing prints a traceback).
-        self._run(_cancel_pending_tasks())
+        self._run(cancel_pending_tasks())
         if self.worker_pool is not None:
             self.worker_pool.close()
-        if self._sdk is not None:
-            self._run(self._sdk.close())
+        if self.sdk is not None:
+            self._run(self.sdk.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
@@ -267,7 +181,7 @@ class LLMClient:
         """A cheap health check: can the endpoint answer at all?"""
         if isinstance(self.backend, BatchBackend):
             return self.backend.is_ready()
-        return self._run(self.backend.probe(self._sdk, timeout_s))
+        return self._run(self.backend.probe(self.sdk, timeout_s))
 
     # -- machinery -------------------------------------------------------------------
     async def stream(
@@ -288,24 +202,24 @@ class LLMClient:
         the cache holds are not kept after delivery (a quarter of a million judge replies
         would otherwise stay in memory to the end), and come back as None.
         """
-        batch = _Batch(
-            deliver=on_result or _ignore_result,
+        batch = StreamState(
+            deliver=on_result or ignore_result,
             drop_cached=not keep_results and self.cache is not None,
         )
-        size = total if total is not None else _length(requests)
+        size = total if total is not None else length_of(requests)
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
         try:
-            if self.config.mode == "batch":
-                for chunk in _chunks(requests):
-                    self._admit(batch, chunk)
-                await self._run_batch_api(batch)
+            if self.config.uses_batch_api:
+                for chunk in chunks(requests):
+                    self.admit(batch, chunk)
+                await run_batch_api(self, batch)
             elif isinstance(self.backend, StreamingBatchBackend):
-                for chunk in _chunks(requests):
-                    self._admit(batch, chunk)
-                await self._run_streaming(batch)
+                for chunk in chunks(requests):
+                    self.admit(batch, chunk)
+                await run_streaming(self, batch)
             elif self.backend.is_batch:
-                await self._run_in_process(batch, requests)
+                await run_in_process(self, batch, requests)
             else:
                 await self._run_concurrently(batch, requests)
         finally:
@@ -338,7 +252,7 @@ class LLMClient:
             )
         return batch.results
 
-    def _admit(self, batch: _Batch, chunk: list[ChatRequest]) -> list[int]:
+    def admit(self, batch: StreamState, chunk: list[ChatRequest]) -> list[int]:
         """Register a chunk of requests; return the indices that must be sent."""
         chunk = [sent_form(self.config, request) for request in chunk]
         if not self.config.accepts_media:
@@ -370,13 +284,13 @@ class LLMClient:
                 to_send.append(index)
         return to_send
 
-    async def _run_concurrently(self, batch: _Batch, requests: Iterable[ChatRequest]) -> None:
+    async def _run_concurrently(self, batch: StreamState, requests: Iterable[ChatRequest]) -> None:
         workers = self.config.concurrency
         queue: asyncio.Queue[int | None] = asyncio.Queue(maxsize=4 * workers)
 
         async def produce() -> None:
-            for chunk in _chunks(requests):
-                for index in self._admit(batch, chunk):
+            for chunk in chunks(requests):
+                for index in self.admit(batch, chunk):
                     await queue.put(index)
                 await asyncio.sleep(0)  # let the workers send what is queued
             # Only after a normal end: on an error every task is cancelled below, and a put
@@ -387,8 +301,8 @@ class LLMClient:
         async def work() -> None:
             while (index := await queue.get()) is not None:
                 misses = len(batch.first_index)
-                result = await self._fetch(batch.requests[index], batch.keys[index], misses)
-                self._deliver(batch, index, result)
+                result = await self.fetch(batch.requests[index], batch.keys[index], misses)
+                self.deliver_answer(batch, index, result)
 
         tasks = [asyncio.ensure_future(produce())]
         tasks += [asyncio.ensure_future(work()) for _ in range(workers)]
@@ -401,131 +315,24 @@ class LLMClient:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_in_process(self, batch: _Batch, requests: Iterable[ChatRequest]) -> None:
-        """A `BatchBackend` gets the misses `engine_chunk_size` at a time: each chunk is
-        answered, cached and released before later requests are even built."""
-        size = self.config.engine_chunk_size
-        todo: list[int] = []
-
-        async def generate(indices: list[int]) -> None:
-            outputs = await asyncio.to_thread(
-                self.backend.generate, [batch.requests[index] for index in indices]
-            )
-            for index, result in zip(indices, outputs, strict=True):
-                self._record(batch.keys[index], result)
-                self._deliver(batch, index, result)
-
-        for chunk in _chunks(requests):
-            todo += self._admit(batch, chunk)
-            while len(todo) >= size:
-                await generate(todo[:size])
-                del todo[:size]
-        if todo:
-            await generate(todo)
-
-    def _deliver(self, batch: _Batch, index: int, result: ChatResult) -> None:
+    def deliver_answer(self, batch: StreamState, index: int, result: ChatResult) -> None:
         batch.requests[index] = None  # answered: its prompt need not stay in memory
         batch.results[index] = result
         batch.deliver(index, result)
         batch.keep(index, result)
         batch.bar.update(1)
 
-    async def _run_batch_api(self, batch: _Batch) -> None:
-        """Misses go through the endpoint's Batch API; what no batch answered is retried
-        through the normal endpoint or recorded as failed (`batch_unanswered`)."""
-        if self.cache is None:
-            raise ConfigError(
-                f"{self.config.describe()}: mode batch needs the request cache (batch ids and "
-                "answers are kept beside it); set request_cache and leave cache: true"
-            )
-        pending = {key: batch.requests[index] for key, index in batch.first_index.items()}
-        if not pending:
-            return
-
-        def on_answer(key: str, result: ChatResult) -> None:
-            self._record(key, result)
-            if key in pending:
-                self._deliver(batch, batch.first_index[key], result)
-
-        jobs = BatchJobs(
-            self.config,
-            self._sdk,
-            BatchLedger(self.cache.path),
-            self.backend.cache_namespace,
-            self.backend.request_body,
-        )
-        unanswered = await jobs.answer(pending, on_answer)
-        if not unanswered:
-            return
-        retry = self.config.batch_unanswered == "retry"
-        logger.warning(
-            "%s: %d requests were not answered by their batch (first: %s); %s",
-            self.config.describe(),
-            len(unanswered),
-            next(iter(unanswered.values())),
-            "sending them one by one" if retry else "recording them as failed",
-        )
-
-        async def settle(key: str, reason: str) -> None:
-            index = batch.first_index[key]
-            if retry:
-                result = await self._fetch(batch.requests[index], key, len(unanswered))
-            else:
-                result = ChatResult.failure(reason, model=self.config.model)
-                self._record(key, result)
-            self._deliver(batch, index, result)
-
-        await asyncio.gather(*(settle(key, reason) for key, reason in unanswered.items()))
-
-    async def _run_streaming(self, batch: _Batch) -> None:
-        """Hand every uncached request to a streaming batch backend (Ray); record each
-        answer (cache included) as it arrives, on this loop, while the backend works in a
-        thread."""
-        todo = list(batch.first_index.values())
-        requests = [batch.requests[index] for index in todo]
-        loop = asyncio.get_running_loop()
-        arrived: asyncio.Queue[Any] = asyncio.Queue()
-        stop = threading.Event()
-
-        def produce() -> None:
-            answers = self.backend.generate_stream(requests)
-            try:
-                for answer in answers:
-                    loop.call_soon_threadsafe(arrived.put_nowait, answer)
-                    if stop.is_set():
-                        break
-                loop.call_soon_threadsafe(arrived.put_nowait, None)
-            except BaseException as error:
-                loop.call_soon_threadsafe(arrived.put_nowait, error)
-            finally:
-                close = getattr(answers, "close", None)
-                if close is not None:
-                    close()  # a stopped stream ends the backend's work too
-
-        producer = asyncio.ensure_future(asyncio.to_thread(produce))
-        try:
-            while (answer := await arrived.get()) is not None:
-                if isinstance(answer, BaseException):
-                    raise answer
-                position, result = answer
-                index = todo[position]
-                self._record(batch.keys[index], result)
-                self._deliver(batch, index, result)
-        finally:
-            stop.set()
-            await asyncio.gather(producer, return_exceptions=True)
-
-    async def _fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
+    async def fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
         async with self._semaphore:
             pool = self.worker_pool
             if pool is not None and pool.takes(misses):
                 result = await pool.send(key, request)
             else:
                 result = await self._send_with_retries(request)
-        self._record(key, result)
+        self.record_answer(key, result)
         return result
 
-    def _record(self, key: str, result: ChatResult) -> None:
+    def record_answer(self, key: str, result: ChatResult) -> None:
         self.stats.calls += 1
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens
@@ -563,19 +370,19 @@ class LLMClient:
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
         last_error = ""
-        for attempt in range(self.config.max_retries + 1):
+        attempts = self.config.max_retries + 1
+        for attempt in range(attempts):
             try:
-                return await self.backend.send(self._sdk, request)
+                return await self.backend.send(self.sdk, request)
             except RetryableError as error:
                 last_error = str(error)
-                deterministic = self.config.backend == "local" and request.temperature == 0
-                if attempt == self.config.max_retries or (error.timed_out and deterministic):
+                if attempt + 1 == attempts:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
         return ChatResult.failure(
-            f"gave up after {self.config.max_retries + 1} attempts: {last_error}",
+            f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {last_error}",
             latency_s=time.perf_counter() - started,
             model=self.config.model,
         )

@@ -7,13 +7,25 @@ usual environment variables; keys are looked up only when a client is opened.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from llm_feedback.backends.base import BACKENDS, backend_factory
+from llm_feedback.backends.base import BACKENDS, BackendTraits, kind_of
+from llm_feedback.backends.options import (
+    AzureOptions,
+    BackendOptions,
+    bounds,
+    check_fields,
+    option_names,
+)
+from llm_feedback.backends.secrets import mask_url, register_secrets
 from llm_feedback.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 _registered_credentials: dict[str, dict[str, Any]] = {}
 
@@ -24,363 +36,194 @@ def register_credentials(credentials: Mapping[str, Any]) -> None:
     for name, entry in (credentials or {}).items():
         if isinstance(entry, Mapping):
             _registered_credentials[name] = dict(entry)
+            register_secrets(entry.values())
 
 
-DEFAULT_AZURE_API_VERSION = "2024-10-21"
-#: The backends that reach their model over HTTP: only these can send from worker processes.
-HTTP_BACKENDS = ("openai", "azure")
-
-# The type each setting must have (None: may be null), checked before anything starts.
-_FIELD_KINDS: dict[str, tuple[type | None, ...]] = {
-    "max_concurrent": (int, None),
-    "timeout_s": (int, float),
-    "max_retries": (int,),
-    "backoff_base_s": (int, float),
-    "backoff_max_s": (int, float),
-    "structured_output": (bool, None),
-    "max_string_chars": (int, None),
-    "cache": (bool,),
-    "preflight": (bool,),
-    "transport": (str,),
-    "max_failure_share": (int, float),
-    "max_input_tokens": (int, None),
-    "max_media_bytes": (int,),
-    "parallel_slots": (int,),
-    "context_per_slot": (int,),
-    "threads": (int, None),
-    "prompt_cache_mib": (int,),
-    "base_url": (str, None),
-    "credentials": (str, None),
-    "api_version": (str, None),
-    "azure_endpoint": (str, None),
-    "model_path": (str, None),
-    "mode": (str,),
-    "batch_wait": (bool,),
-    "batch_poll_seconds": (int, float),
-    "batch_poll_max_seconds": (int, float),
-    "batch_unanswered": (str,),
-    "batch_max_requests": (int,),
-    "batch_max_bytes": (int,),
-    "engine_kwargs": (dict,),
-    "engine_chunk_size": (int,),
-    "ray_address": (str, None),
-    "ray_processor": (str,),
-    "ray_replicas": (int,),
-    "ray_batch_size": (int,),
-    "ray_qps": (int, float, None),
-    "ray_batch_retries": (int,),
-    "workers": (int, str),
-}
-
-# Requests per batch and bytes per input file: the OpenAI and Azure Batch API limits.
-BATCH_MAX_REQUESTS = 50_000
-BATCH_MAX_BYTES = 200 * 1024 * 1024
-# vLLM's own names for spreading one engine over GPUs and machines (checked when set).
-_VLLM_PARALLEL_SIZES = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
-_VLLM_EXECUTORS = ("ray", "mp", "uni", "external_launcher")
-
-RAY_PROCESSORS = ("http", "vllm")
+# The most requests one endpoint keeps in flight: each holds a socket and a buffer.
+MAX_CONCURRENT = 10_000
+# A reply is cut off beyond this many bytes (on the wire and decompressed) unless the
+# endpoint sets `max_reply_bytes`: generous for `max_tokens` tokens of JSON-escaped
+# UTF-8 text plus the envelope, far below what buffering a hostile reply would cost.
+REPLY_BYTES_PER_TOKEN = 64
+REPLY_ENVELOPE_BYTES = 64 * 1024
+_GIB = 1024**3
 
 
 @dataclass(frozen=True)
 class EndpointConfig:
-    """Where and how to reach one model."""
+    """Where and how to reach one model: the settings every endpoint has, plus the
+    options its backend declares (`options`, an instance of the backend's
+    `options_type`). Build one with `from_dict` from a flat definition."""
 
     backend: str
     model: str
     name: str = ""
-    base_url: str | None = None
     credentials: str | None = None
-    api_version: str | None = None
-    azure_endpoint: str | None = None
-    max_concurrent: int | None = None
-    timeout_s: float = 120.0
-    max_retries: int = 5
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 60.0
+    max_concurrent: int | None = bounds(1, MAX_CONCURRENT, None)
+    timeout_s: float = bounds(0.001, 86_400, 120.0)
+    max_retries: int = bounds(0, 100, 5)
+    backoff_base_s: float = bounds(0, 3600, 0.5)
+    backoff_max_s: float = bounds(0, 86_400, 60.0)
     structured_output: bool | None = None
-    max_string_chars: int | None = None
-    max_tokens_field: str = "max_tokens"
+    max_string_chars: int | None = bounds(1, 100_000_000, None)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     cache: bool = True
-    # openai/azure: "lean" (our HTTP client, the default) or "sdk" (the openai SDK)
-    transport: str = "lean"
     # Before the first paid call of a run, ask the endpoint one cheap question.
     preflight: bool = True
     # A node whose calls fail more often than this stops the run (answered calls are cached).
-    max_failure_share: float = 0.05
+    max_failure_share: float = bounds(0, 1, 0.05)
     # Prompts estimated above this many tokens are not sent (status skipped_too_long);
-    # None: the local model's context per slot, unlimited elsewhere.
-    max_input_tokens: int | None = None
+    # None: the backend's own budget (the local model's context per slot), else unlimited.
+    max_input_tokens: int | None = bounds(1, 100_000_000, None)
     # The largest image or audio file sent to this endpoint (OpenAI takes 20 MB an image).
-    max_media_bytes: int = 20 * 1024 * 1024
+    max_media_bytes: int = bounds(1, 2 * _GIB, 20 * 1024 * 1024)
+    # The largest reply body read (compressed or not); None: from the request's max_tokens.
+    max_reply_bytes: int | None = bounds(1024, 4 * _GIB, None)
     # Processes that send a stage's requests: "auto" (several for an openai/azure endpoint on
     # the lean transport once a stream has thousands of uncached calls, on machines with 4
     # cores or more) or an int >= 1.
-    workers: int | str = "auto"
-    # local backend
-    model_path: str | None = None
-    parallel_slots: int = 4
-    context_per_slot: int = 4096
-    threads: int | None = None
-    # llama.cpp keeps the prompts of past requests in memory to serve shared prefixes
-    # (its own default, 8 GiB, grew a short run's RSS past 2 GB); 0 turns it off.
-    prompt_cache_mib: int = 256
-    # openai/azure: "online" (one call per request) or "batch" (the Batch API: half price,
-    # answers within 24 h). Batch ids are kept beside the request cache, so a run killed
-    # while waiting resumes polling the same batches.
-    mode: str = "online"
-    # false: submit the batches and stop (the run fails, saying so); a later run collects.
-    batch_wait: bool = True
-    # Polling starts at batch_poll_seconds and backs off to batch_poll_max_seconds.
-    batch_poll_seconds: float = 30.0
-    batch_poll_max_seconds: float = 600.0
-    # Requests a batch did not answer (failed, expired, cancelled): "retry" sends them
-    # through the normal endpoint, "fail" records them as failed calls.
-    batch_unanswered: str = "retry"
-    batch_max_requests: int = BATCH_MAX_REQUESTS
-    batch_max_bytes: int = BATCH_MAX_BYTES
-    # vllm backend (and the ray backend's vllm processor): vllm.LLM's keyword arguments
-    # (tensor_parallel_size, data_parallel_size, distributed_executor_backend: ray, ...),
-    # and requests per LLM.generate call, so that a quarter of a million prompts never sit
-    # in one list.
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
-    engine_chunk_size: int = 4096
-    # ray backend: a cluster address (null: RAY_ADDRESS, else a local Ray), "http" (our
-    # client in Ray actors, for base_url) or "vllm" (ray.data.llm on GPU nodes), the
-    # number of workers or engine replicas, the rows one replica takes at a time, a cap
-    # on requests per second across all workers, and how often rows that came back
-    # failed are handed to Ray again.
-    ray_address: str | None = None
-    ray_processor: str = "http"
-    ray_replicas: int = 2
-    ray_batch_size: int = 64
-    ray_qps: float | None = None
-    ray_batch_retries: int = 1
+    workers: int | Literal["auto"] = bounds(1, 256, "auto")
+    options: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
-        where = f"endpoint '{self.name}'" if self.name else "endpoint"
-        self._check_types(where)
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
             # The registry (llm_feedback.backends.base) is filled when the package loads.
             raise ConfigError(
-                f"{where}: unknown backend '{self.backend}'; "
+                f"{self.where}: unknown backend '{self.backend}'; "
                 f"expected one of {', '.join(BACKENDS) or 'none registered'}"
             )
         if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError(f"{where}: 'model' must be a non-empty string")
-        if self.max_concurrent is not None and self.max_concurrent < 1:
-            raise ConfigError(f"{where}: 'max_concurrent' must be >= 1")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"{where}: 'timeout_s' must be > 0")
-        if self.max_retries < 0:
-            raise ConfigError(f"{where}: 'max_retries' must be >= 0")
-        if self.max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ConfigError(f"{self.where}.model must be a non-empty string")
+        check_fields(self, self.where)
+        wanted = self.kind.options_type
+        if type(self.options) is not wanted:
             raise ConfigError(
-                f"{where}: 'max_tokens_field' must be max_tokens or max_completion_tokens"
+                f"{self.where}: backend '{self.backend}' takes {wanted.__name__}, "
+                f"got {type(self.options).__name__}"
             )
-        if self.max_string_chars is not None and self.max_string_chars < 1:
-            raise ConfigError(f"{where}: 'max_string_chars' must be >= 1 or null")
-        if self.max_media_bytes < 1:
-            raise ConfigError(f"{where}: 'max_media_bytes' must be >= 1")
-        if self.parallel_slots < 1 or self.context_per_slot < 256:
+        check_fields(self.options, self.where)
+        self.options.check(self.where)
+        if self.workers not in ("auto", 1) and not self.kind.sends_from_worker_processes(self):
             raise ConfigError(
-                f"{where}: 'parallel_slots' must be >= 1 and 'context_per_slot' >= 256"
+                f"{self.where}.workers: worker processes send to HTTP endpoints (openai, "
+                f"azure; transport lean); backend '{self.backend}' runs otherwise: use 1 or auto"
             )
-        if self.prompt_cache_mib < 0:
-            raise ConfigError(f"{where}: 'prompt_cache_mib' must be >= 0")
-        self._check_ray(where)
         if self.credentials is not None and self.credentials not in _registered_credentials:
             known = ", ".join(sorted(_registered_credentials)) or "none registered"
             raise ConfigError(
-                f"{where}: credentials entry '{self.credentials}' not found in "
+                f"{self.where}.credentials: entry '{self.credentials}' not found in "
                 f"conf/local/credentials.yml ({known})"
             )
 
-    def _check_types(self, where: str) -> None:
-        for name, kinds in _FIELD_KINDS.items():
-            value = getattr(self, name)
-            if value is None and None in kinds:
-                continue
-            if isinstance(value, bool) != (bool in kinds) or not isinstance(
-                value, tuple(kind for kind in kinds if kind is not None)
-            ):
-                wanted = " or ".join("null" if k is None else k.__name__ for k in kinds)
-                dotted = f"endpoints.{self.name}.{name}" if self.name else name
-                raise ConfigError(f"{dotted} must be {wanted}, got {value!r}")
-        if self.transport not in ("lean", "sdk"):
-            raise ConfigError(f"{where}: 'transport' must be lean or sdk, got {self.transport!r}")
-        if not 0 <= self.max_failure_share <= 1:
-            raise ConfigError(f"{where}: 'max_failure_share' must lie between 0 and 1")
-        dotted = f"endpoints.{self.name}.workers" if self.name else "workers"
-        if isinstance(self.workers, str) and self.workers != "auto":
-            raise ConfigError(f"{dotted} must be auto or an int >= 1, got {self.workers!r}")
-        if isinstance(self.workers, int) and self.workers < 1:
-            raise ConfigError(f"{dotted} must be auto or an int >= 1, got {self.workers!r}")
-        if self.workers not in ("auto", 1) and self.backend not in HTTP_BACKENDS:
-            raise ConfigError(
-                f"{dotted}: worker processes send to HTTP endpoints (openai, azure); "
-                f"backend '{self.backend}' runs its model in one process: use 1 or auto"
-            )
-        self._check_batch(where)
-        self._check_engine(where)
+    @property
+    def where(self) -> str:
+        """The parameter path of this endpoint, as messages name it."""
+        return f"endpoints.{self.name}" if self.name else "endpoint"
 
-    def _check_batch(self, where: str) -> None:
-        if self.mode not in ("online", "batch"):
-            raise ConfigError(f"{where}: 'mode' must be online or batch, got {self.mode!r}")
-        if self.batch_unanswered not in ("retry", "fail"):
-            raise ConfigError(
-                f"{where}: 'batch_unanswered' must be retry or fail, got {self.batch_unanswered!r}"
-            )
-        if not 0 < self.batch_poll_seconds <= self.batch_poll_max_seconds:
-            raise ConfigError(
-                f"{where}: 'batch_poll_seconds' must be > 0 and <= 'batch_poll_max_seconds'"
-            )
-        if not 1 <= self.batch_max_requests <= BATCH_MAX_REQUESTS:
-            raise ConfigError(
-                f"{where}: 'batch_max_requests' must lie between 1 and {BATCH_MAX_REQUESTS}"
-            )
-        if not 1024 <= self.batch_max_bytes <= BATCH_MAX_BYTES:
-            raise ConfigError(
-                f"{where}: 'batch_max_bytes' must lie between 1024 and {BATCH_MAX_BYTES}"
-            )
-        if self.mode == "batch" and (
-            self.backend not in ("openai", "azure") or self.transport != "lean"
-        ):
-            raise ConfigError(
-                f"{where}: 'mode: batch' needs backend openai or azure with transport lean "
-                f"(got backend {self.backend}, transport {self.transport})"
-            )
-
-    def _check_engine(self, where: str) -> None:
-        if self.engine_chunk_size < 1:
-            raise ConfigError(f"{where}: 'engine_chunk_size' must be >= 1")
-        for name in _VLLM_PARALLEL_SIZES:
-            value = self.engine_kwargs.get(name, 1)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{where}: 'engine_kwargs.{name}' must be an integer >= 1")
-        executor = self.engine_kwargs.get("distributed_executor_backend")
-        if executor is not None and executor not in _VLLM_EXECUTORS:
-            raise ConfigError(
-                f"{where}: 'engine_kwargs.distributed_executor_backend' must be one of "
-                f"{', '.join(_VLLM_EXECUTORS)}, got {executor!r}"
-            )
-
-    def _check_ray(self, where: str) -> None:
-        if self.ray_processor not in RAY_PROCESSORS:
-            raise ConfigError(
-                f"{where}: 'ray_processor' must be one of {', '.join(RAY_PROCESSORS)}, "
-                f"got {self.ray_processor!r}"
-            )
-        for name in ("ray_replicas", "ray_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{where}: '{name}' must be >= 1")
-        if self.ray_qps is not None and self.ray_qps <= 0:
-            raise ConfigError(f"{where}: 'ray_qps' must be > 0 or null")
-        if self.ray_batch_retries < 0:
-            raise ConfigError(f"{where}: 'ray_batch_retries' must be >= 0")
+    @property
+    def kind(self) -> type[BackendTraits]:
+        return kind_of(self.backend)
 
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
+        """An endpoint from its flat definition: the common settings and the options of
+        its backend side by side."""
+        where = f"endpoints.{name}" if name else "endpoint"
         if not isinstance(definition, Mapping):
-            raise ConfigError(f"endpoint '{name}' must be a mapping, got {definition!r}")
-        allowed = {f.name for f in fields(cls)}
-        unknown = sorted(set(definition) - allowed)
+            raise ConfigError(f"{where} must be a mapping, got {definition!r}")
+        if "backend" not in definition or "model" not in definition:
+            raise ConfigError(f"{where}: 'backend' and 'model' are required")
+        backend = definition["backend"]
+        if not isinstance(backend, str) or backend not in BACKENDS:
+            raise ConfigError(
+                f"{where}: unknown backend '{backend}'; "
+                f"expected one of {', '.join(BACKENDS) or 'none registered'}"
+            )
+        options_type = kind_of(backend).options_type
+        own = option_names(options_type)
+        allowed = _COMMON - {"options"} | own
+        # Another backend's settings, left over when `--params endpoints.x.backend=...`
+        # swaps the backend of a defined endpoint: named, then set aside.
+        foreign = sorted((set(definition) - allowed) & _other_options(backend))
+        unknown = sorted(set(definition) - allowed - set(foreign))
         if unknown:
             raise ConfigError(
-                f"endpoint '{name}': unknown setting(s) {', '.join(unknown)}; "
+                f"{where}: unknown setting(s) {', '.join(unknown)} for backend '{backend}'; "
                 f"allowed: {', '.join(sorted(allowed))}"
             )
-        values = dict(definition)
-        values.setdefault("name", name)
-        if "backend" not in values or "model" not in values:
-            raise ConfigError(f"endpoint '{name}': 'backend' and 'model' are required")
-        return cls(**values)
+        if foreign:
+            logger.warning(
+                "%s: backend '%s' ignores %s (settings of other backends)",
+                where,
+                backend,
+                ", ".join(foreign),
+            )
+        common = {
+            key: value for key, value in definition.items() if key not in own and key not in foreign
+        }
+        common.setdefault("name", name)
+        options = options_type(**{key: definition[key] for key in own if key in definition})
+        return cls(**common, options=options)
 
     @property
     def concurrency(self) -> int:
         if self.max_concurrent is not None:
             return self.max_concurrent
-        if self.backend == "local":
-            return self.parallel_slots  # one request per llama.cpp slot
-        return backend_factory(self.backend).default_concurrency
+        return self.kind.concurrency_for(self)
 
     @property
     def input_token_budget(self) -> int | None:
         if self.max_input_tokens is not None:
             return self.max_input_tokens
-        return self.context_per_slot if self.backend == "local" else None
+        return self.kind.context_budget(self)
 
     @property
     def accepts_media(self) -> bool:
-        """Whether the backend takes images and audio (a text-only one says `accepts_media
-        = False`)."""
-        return getattr(backend_factory(self.backend), "accepts_media", True)
+        """Whether the backend takes images and audio."""
+        return self.kind.accepts_media
+
+    @property
+    def uses_batch_api(self) -> bool:
+        """Whether misses go through a provider's Batch API (`mode: batch`)."""
+        return self.kind.uses_batch_api(self)
 
     @property
     def uses_structured_output(self) -> bool:
         # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
         return True if self.structured_output is None else self.structured_output
 
-    @property
-    def is_openai_http(self) -> bool:
-        """Sent to an OpenAI-compatible URL: `openai`, or `ray` with its HTTP processor."""
-        return self.backend == "openai" or (self.backend == "ray" and self.ray_processor == "http")
-
-    def resolved_base_url(self) -> str | None:
-        if self.is_openai_http:
-            return api_base(
-                self.base_url
-                or os.environ.get("OPENAI_BASE_URL")
-                or os.environ.get("OPENAI_API_URL")
-            )
-        return self.base_url
-
-    def resolved_azure_endpoint(self) -> str | None:
-        return azure_resource(
-            self.azure_endpoint
-            or self.base_url
-            or os.environ.get("AZURE_ENDPOINT")
-            or os.environ.get("AZURE_OPENAI_ENDPOINT")
-        )
-
-    def resolved_api_version(self) -> str:
-        """Azure's API version: the endpoint's, else the environment's, else a default."""
-        for value in (
-            self.api_version,
-            os.environ.get("AZURE_API_VERSION"),
-            os.environ.get("OPENAI_API_VERSION"),  # the Azure SDK's own name
-            os.environ.get("API_VERSION"),  # lmms-eval's
-        ):
-            if value:
-                return value
-        return DEFAULT_AZURE_API_VERSION
+    def reply_byte_limit(self, max_tokens: int) -> int:
+        """The largest reply body accepted for a request of `max_tokens`."""
+        if self.max_reply_bytes is not None:
+            return self.max_reply_bytes
+        return REPLY_ENVELOPE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 1)
 
     def key_source(self) -> str:
         """Where this endpoint's key comes from, for messages (never the key itself)."""
         if self.credentials is not None:
             return f"credentials entry '{self.credentials}' in conf/local/credentials.yml"
-        if self.backend == "azure":
-            return "AZURE_API_KEY / AZURE_OPENAI_API_KEY"
-        if self.is_openai_http:
-            return "OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else "no key set"
-        return "no key needed"
+        variables = self.options.key_variables
+        if not variables:
+            return "no key needed"
+        present = [name for name in variables if os.environ.get(name)]
+        return " / ".join(present or variables) + ("" if present else " (not set)")
 
     def api_key(self) -> str | None:
         """The secret for this endpoint, or None; never logged or stored."""
         if self.credentials is not None:
             entry = _registered_credentials[self.credentials]
-            return entry.get("api_key") or entry.get("key")
-        if self.backend == "azure":
-            return os.environ.get("AZURE_API_KEY") or os.environ.get("AZURE_OPENAI_API_KEY")
-        if self.is_openai_http:
-            return os.environ.get("OPENAI_API_KEY")
-        return None
+            key = entry.get("api_key") or entry.get("key")
+        else:
+            key = next(
+                (os.environ[name] for name in self.options.key_variables if os.environ.get(name)),
+                None,
+            )
+        register_secrets([key])  # masked wherever a server echoes it back
+        return key
 
     def describe(self) -> str:
         """The endpoint as messages name it: name, backend, URL, where its key comes from."""
-        url = self.public_dict()["base_url"]
-        if url is None and self.is_openai_http:
-            url = "https://api.openai.com/v1"
+        url = mask_url(self.options.public_url())
         return (
             f"endpoint '{self.name}' ({self.backend}, {url or 'in process'}, key from "
             f"{self.key_source()})"
@@ -392,33 +235,20 @@ class EndpointConfig:
             "name": self.name,
             "backend": self.backend,
             "model": self.model,
-            "base_url": self.resolved_base_url()
-            if self.is_openai_http
-            else self.resolved_azure_endpoint()
-            if self.backend == "azure"
-            else None,
+            "base_url": mask_url(self.options.public_url()),
             "max_concurrent": self.concurrency,
         }
 
 
-def api_base(url: str | None) -> str | None:
-    """A base URL from what users set: lmms-eval's OPENAI_API_URL is the full chat
-    completions URL (".../v1/chat/completions"); the SDK wants ".../v1"."""
-    if not url:
-        return url
-    url = url.split("?", 1)[0].rstrip("/")
-    for suffix in ("/chat/completions", "/completions"):
-        if url.endswith(suffix):
-            return url[: -len(suffix)]
-    return url
+_COMMON = frozenset(spec.name for spec in dataclasses.fields(EndpointConfig))
 
 
-def azure_resource(url: str | None) -> str | None:
-    """The Azure resource URL from a full deployment URL (".../openai/deployments/...")."""
-    if not url:
-        return url
-    url = url.split("?", 1)[0].rstrip("/")
-    return url.split("/openai/", 1)[0] if "/openai/" in url + "/" else url
+def _other_options(backend: str) -> frozenset[str]:
+    names: set[str] = set()
+    for other in BACKENDS:
+        if other != backend:
+            names |= option_names(kind_of(other).options_type)
+    return frozenset(names)
 
 
 def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointConfig:
@@ -427,9 +257,10 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL (a base URL or the full chat
     completions URL) / OPENAI_BASE_URL, OPENAI_API_KEY; for Azure AZURE_ENDPOINT or
     AZURE_OPENAI_ENDPOINT, AZURE_API_KEY or AZURE_OPENAI_API_KEY, and AZURE_API_VERSION,
-    OPENAI_API_VERSION or API_VERSION. Explicit overrides win.
+    OPENAI_API_VERSION or API_VERSION. Without API_TYPE, the Azure SDK's own variables
+    (an Azure endpoint and key, no OpenAI URL or key) select Azure. Explicit overrides win.
     """
-    api_type = os.environ.get("API_TYPE", "openai").strip().lower()
+    api_type = os.environ.get("API_TYPE", _implied_api_type()).strip().lower()
     if api_type not in ("openai", "azure"):
         raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got '{api_type}'")
     definition: dict[str, Any] = {"backend": api_type, "name": "env"}
@@ -439,3 +270,13 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     if "model" not in definition:
         raise ConfigError("no judge model: set MODEL_VERSION or pass a 'model'")
     return EndpointConfig.from_dict(definition, name=str(definition["name"]))
+
+
+def _implied_api_type() -> str:
+    """ "azure" where only the Azure SDK's variables are set, else "openai"."""
+    azure = any(os.environ.get(name) for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_ENDPOINT"))
+    azure_key = any(os.environ.get(name) for name in AzureOptions.key_variables)
+    openai = any(
+        os.environ.get(name) for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL")
+    )
+    return "azure" if azure and azure_key and not openai else "openai"

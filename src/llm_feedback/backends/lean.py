@@ -17,7 +17,7 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import httpx2
@@ -25,16 +25,25 @@ import orjson
 import yarl
 
 from llm_feedback.backends.base import RetryableError
+from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError
 from llm_feedback.backends.openai_backend import (
-    _RETRYABLE_STATUS,
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    AzureEndpoint,
+    AzureSDKBackend,
     OpenAICompatibleBackend,
-    _retry_after_seconds,
-    redact,
+    ProbeAnswer,
+    auth_failure,
+    ping_body,
+    retry_after_seconds,
 )
+from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions
+from llm_feedback.backends.secrets import redact
 
-DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
+# A models list (OpenRouter's names hundreds) is read whole, but not without end.
+PROBE_MAX_BYTES = 16 * 1024 * 1024
 
 
 class TransportTimeout(Exception):
@@ -43,6 +52,11 @@ class TransportTimeout(Exception):
 
 class TransportFailure(Exception):
     """The request did not reach the server, or its answer did not arrive whole."""
+
+
+class ReplyTooLarge(Exception):
+    """The reply's body (as declared, or as it arrived and was decompressed) exceeded
+    the endpoint's limit; it was cut off, not buffered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +84,25 @@ class LeanConnection:
         return f"{self._api_root}/{route}{self._query}"
 
     async def request(
-        self, method: str, url: str, timeout_s: float | None = None, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        timeout_s: float | None = None,
+        max_bytes: int | None = None,
+        **kwargs: Any,
     ) -> LeanResponse:
-        """One HTTP exchange, its body read whole; raises `TransportTimeout` or
+        """One HTTP exchange, its body read whole (up to `max_bytes`, counted after
+        decompression as it arrives: `ReplyTooLarge` beyond); raises `TransportTimeout` or
         `TransportFailure` (their messages name the cause), never an aiohttp error."""
         if timeout_s is not None:
             kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout_s)
         try:
             async with self.session.request(method, url, **kwargs) as response:
-                return LeanResponse(response.status, response.headers, await response.read())
+                if max_bytes is None:
+                    content = await response.read()
+                else:
+                    content = await _read_capped(response, max_bytes)
+                return LeanResponse(response.status, response.headers, content)
         except asyncio.TimeoutError as error:
             raise TransportTimeout(str(error) or "Request timed out.") from None
         except aiohttp.ClientError as error:
@@ -86,6 +110,21 @@ class LeanConnection:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    declared = response.content_length
+    if declared is not None and declared > max_bytes:
+        response.close()  # the connection is dropped, its body never read
+        raise ReplyTooLarge(f"the server announced {declared} bytes")
+    parts, size = [], 0
+    async for part in response.content.iter_chunked(256 * 1024):
+        size += len(part)
+        if size > max_bytes:
+            response.close()
+            raise ReplyTooLarge(f"more than {max_bytes} bytes arrived")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def environment_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
@@ -101,11 +140,11 @@ def environment_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
     return proxy, aiohttp.BasicAuth.from_url(yarl.URL(proxy))
 
 
-_UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
+UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
 
 
 def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
-    """A decoded chat completion body as a result; raises one of `_UNREADABLE` when the
+    """A decoded chat completion body as a result; raises one of `UNREADABLE` when the
     body is not a chat completion."""
     choice = payload["choices"][0]
     message = choice.get("message") or {}
@@ -122,7 +161,7 @@ def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
 
 
-def _error_message(status: int, content: bytes | Any) -> str:
+def error_message(status: int, content: bytes | Any) -> str:
     """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same.
     `content` is the raw body, or a body already decoded (a batch's error line)."""
     try:
@@ -139,24 +178,34 @@ def _error_message(status: int, content: bytes | Any) -> str:
 
 
 class LeanOpenAIBackend(OpenAICompatibleBackend):
-    """OpenAI, Azure (key auth), `vllm serve`, llama.cpp: any chat completions server."""
+    """OpenAI, `vllm serve`, llama.cpp: any chat completions server (`backend: openai`).
+
+    The registered kind of `openai` endpoints: `transport: sdk` builds the SDK backend."""
+
+    sdk_backend: ClassVar[type[OpenAICompatibleBackend]] = OpenAICompatibleBackend
+
+    @classmethod
+    def build(cls, config: EndpointConfig) -> OpenAICompatibleBackend:
+        return cls.sdk_backend(config) if config.options.transport == "sdk" else cls(config)
+
+    @classmethod
+    def sends_from_worker_processes(cls, config: EndpointConfig) -> bool:
+        return config.options.transport == "lean"
+
+    @classmethod
+    def uses_batch_api(cls, config: EndpointConfig) -> bool:
+        return config.options.mode == "batch"
+
+    def _routes(self, key: str | None) -> tuple[str, str, str, dict[str, str]]:
+        """(API root, query, chat URL, auth headers) of this endpoint."""
+        api_root = (self._base_url or DEFAULT_OPENAI_URL).rstrip("/")
+        return api_root, "", f"{api_root}/chat/completions", _bearer(key)
 
     def make_sdk_client(self) -> LeanConnection:
         """Called on the loop that will use it (an aiohttp session belongs to one loop)."""
         limit = max(self.config.concurrency, 100)
-        key = self.config.api_key()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.config.backend == "azure":
-            api_root = f"{self.config.resolved_azure_endpoint()}/openai"
-            query = f"?api-version={self.config.resolved_api_version()}"
-            chat_url = f"{api_root}/deployments/{self.model}/chat/completions{query}"
-            if key:
-                headers["api-key"] = key
-        else:
-            api_root, query = (self._base_url or DEFAULT_OPENAI_URL).rstrip("/"), ""
-            chat_url = f"{api_root}/chat/completions"
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
+        api_root, query, chat_url, auth = self._routes(self.config.api_key())
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **auth}
         proxy, proxy_auth = environment_proxy(chat_url)
         session = aiohttp.ClientSession(
             headers=headers,
@@ -172,28 +221,43 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         )
         return LeanConnection(session, chat_url, api_root, query)
 
-    async def send(self, connection: LeanConnection, request: ChatRequest) -> ChatResult:
+    async def send(
+        self, connection: LeanConnection, request: ChatRequest, timeout_s: float | None = None
+    ) -> ChatResult:
+        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
         try:
             body = orjson.dumps(self.request_body(request))
         except MediaError as error:
             return ChatResult.failure(str(error), model=self.model)
         started = time.perf_counter()
+        limit = self.config.reply_byte_limit(request.max_tokens)
         try:
-            response = await connection.request("POST", connection.chat_url, data=body)
+            response = await connection.request(
+                "POST", connection.chat_url, timeout_s, max_bytes=limit, data=body
+            )
         except TransportTimeout as error:
             raise RetryableError(redact(f"APITimeoutError: {error}"), timed_out=True) from None
         except TransportFailure as error:
             raise RetryableError(redact(f"APIConnectionError: {error}")) from None
+        except ReplyTooLarge as error:
+            return ChatResult.failure(
+                f"reply too large: {error}, beyond the {limit} bytes allowed for "
+                f"max_tokens={request.max_tokens} ({self.config.where}.max_reply_bytes)",
+                time.perf_counter() - started,
+                self.model,
+            )
         latency = time.perf_counter() - started
         status = response.status
         if status != 200:
-            message = redact(f"HTTP {status}: {_error_message(status, response.content)}")
-            if status in _RETRYABLE_STATUS:
-                raise RetryableError(message, _retry_after_seconds(response.headers))
+            message = redact(f"HTTP {status}: {error_message(status, response.content)}")
+            if status in AUTH_STATUS:
+                raise auth_failure(self.config, status, message)
+            if status in RETRYABLE_STATUS:
+                raise RetryableError(message, retry_after_seconds(response.headers))
             return ChatResult.failure(message, latency, self.model)
         try:
             return chat_result(orjson.loads(response.content), latency, self.model)
-        except _UNREADABLE as error:
+        except UNREADABLE as error:
             # A body that is not a chat completion: the server misbehaved, try again.
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
 
@@ -204,14 +268,41 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             return False
         return response.status == 200
 
+    async def ask(self, connection: LeanConnection, route: str, timeout_s: float) -> ProbeAnswer:
+        """The preflight's question (`GET models`, or one token of chat), on this transport."""
+        if route == "models":
+            method, url, kwargs = "GET", connection.models_url, {}
+        else:
+            method, url = "POST", connection.chat_url
+            kwargs = {"data": orjson.dumps(ping_body(self.config))}
+        try:
+            response = await connection.request(
+                method, url, timeout_s, max_bytes=PROBE_MAX_BYTES, **kwargs
+            )
+        except TransportTimeout:
+            return ProbeAnswer(None, "timed out", timed_out=True)
+        except (TransportFailure, ReplyTooLarge) as error:
+            return ProbeAnswer(None, redact(str(error)))
+        if response.status == 200:
+            return ProbeAnswer(200, "")
+        return ProbeAnswer(
+            response.status, redact(error_message(response.status, response.content))
+        )
 
-def openai_compatible(config: Any) -> OpenAICompatibleBackend:
-    """The `openai` / `azure` backend of an endpoint, by its `transport`."""
-    if config.transport == "sdk":
-        return OpenAICompatibleBackend(config)
-    return LeanOpenAIBackend(config)
+
+class LeanAzureBackend(AzureEndpoint, LeanOpenAIBackend):
+    """An Azure OpenAI resource with key auth (`backend: azure`), its deployment named by
+    `model`; `transport: sdk` builds the SDK backend."""
+
+    options_type: ClassVar[type] = AzureOptions
+    sdk_backend: ClassVar[type[OpenAICompatibleBackend]] = AzureSDKBackend
+
+    def _routes(self, key: str | None) -> tuple[str, str, str, dict[str, str]]:
+        api_root = f"{self._base_url}/openai"
+        query = f"?api-version={self.config.options.resolved_api_version()}"
+        chat_url = f"{api_root}/deployments/{self.model}/chat/completions{query}"
+        return api_root, query, chat_url, {"api-key": key} if key else {}
 
 
-# The registry reads these from the factory (see backends/base.py).
-openai_compatible.is_batch = False  # type: ignore[attr-defined]
-openai_compatible.default_concurrency = OpenAICompatibleBackend.default_concurrency  # type: ignore[attr-defined]
+def _bearer(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}

@@ -14,9 +14,12 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
+from llm_feedback.backends.options import LocalOptions
+from llm_feedback.backends.pacing import PacedSends
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,11 @@ def embedded_model_path() -> Path:
     if not path.is_file():
         raise ConfigError(f"{path} is missing; reinstall with: {INSTALL_HINT}")
     return path
+
+
+def _model_file(config: EndpointConfig) -> Path:
+    path = config.options.model_path
+    return Path(path) if path else embedded_model_path()
 
 
 def _start_server(
@@ -63,22 +71,41 @@ def _start_server(
     return xllamacpp.Server(params)
 
 
-class LocalModelBackend(OpenAICompatibleBackend):
+class LocalModelBackend(PacedSends, OpenAICompatibleBackend):
     """The embedded model behind the same OpenAI-compatible path as every server.
 
-    Its concurrency defaults to `parallel_slots` (EndpointConfig.concurrency), not to
-    `default_concurrency`, which is the default number of slots.
+    Its concurrency defaults to `parallel_slots`, one request per llama.cpp slot. It
+    shares this machine's cores, so its timeouts follow the measured token rate and queue
+    (backends/pacing.py): on a busy machine a run is slower, not failed.
     """
 
+    options_type: ClassVar[type] = LocalOptions
     # SmolLM2 reads text only: rows with images or audio are refused before any call.
     accepts_media = False
+    # A slot's context holds the prompt and the reply.
+    reply_shares_context = True
 
     default_concurrency = 4
 
+    @classmethod
+    def concurrency_for(cls, config: EndpointConfig) -> int:
+        return config.options.parallel_slots
+
+    @classmethod
+    def context_budget(cls, config: EndpointConfig) -> int | None:
+        return config.options.context_per_slot
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        path = _model_file(config)
+        if not path.is_file():
+            raise ConfigError(f"{config.where}.model_path: model file {path} not found")
+
     def __init__(self, config: EndpointConfig) -> None:
         super().__init__(config, base_url="http://127.0.0.1")
-        self._model_path = Path(config.model_path) if config.model_path else None
-        self._threads = config.threads or max(1, os.cpu_count() or 1)
+        options = config.options
+        self._model_path = Path(options.model_path) if options.model_path else None
+        self._threads = options.threads or max(1, os.cpu_count() or 1)
 
     @property
     def cache_namespace(self) -> str:
@@ -86,15 +113,16 @@ class LocalModelBackend(OpenAICompatibleBackend):
         return f"local:{path.name}"
 
     def open(self) -> None:
-        model_path = self._model_path or embedded_model_path()
+        model_path = _model_file(self.config)
         if not model_path.is_file():
-            raise ConfigError(f"endpoint '{self.config.name}': model file {model_path} not found")
+            raise ConfigError(f"{self.config.where}.model_path: model file {model_path} not found")
+        options = self.config.options
         key = (
             str(model_path),
-            self.config.parallel_slots,
-            self.config.context_per_slot,
+            options.parallel_slots,
+            options.context_per_slot,
             self._threads,
-            self.config.prompt_cache_mib,
+            options.prompt_cache_mib,
         )
         with _servers_lock:
             server = _servers.get(key)
@@ -102,7 +130,7 @@ class LocalModelBackend(OpenAICompatibleBackend):
                 logger.info(
                     "Starting the embedded model %s (%d slots, %d threads)",
                     model_path.name,
-                    self.config.parallel_slots,
+                    options.parallel_slots,
                     self._threads,
                 )
                 server = _start_server(model_path, *key[1:])

@@ -3,47 +3,92 @@
 from __future__ import annotations
 
 import email.utils
+import logging
 import re
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import httpx2
 import openai
 
-from llm_feedback.backends.base import RetryableError
+from llm_feedback.backends.base import BackendTraits, RetryableError
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError, openai_content
-from llm_feedback.errors import ConfigError
+from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions, OpenAIOptions
+from llm_feedback.backends.preflight import probe_over_http
+from llm_feedback.backends.secrets import redact
+from llm_feedback.errors import ConfigError, EndpointError
 
-_SECRET_PATTERN = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-*]{6,}")
-_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+logger = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: A rejected key or refused access: the endpoint stops at the first one.
+AUTH_STATUS = frozenset({401, 403})
+# RFC 9110 allows whole seconds; servers that send decimals ("0.5") are taken at their word.
+_DELTA_SECONDS = re.compile(r"\d+(\.\d+)?")
+_warned_retry_after: set[str] = set()
 
 __all__ = ["OpenAICompatibleBackend", "RetryableError", "redact", "response_format_for"]
 
 
-def redact(text: str) -> str:
-    """Server error texts sometimes echo part of a key; never let one reach logs or data."""
-    return _SECRET_PATTERN.sub(r"\1***", text)
+def _ignored_retry_after(name: str, value: str) -> None:
+    if value not in _warned_retry_after:
+        _warned_retry_after.add(value)
+        logger.warning("ignoring %s: %r (neither seconds nor an HTTP-date)", name, value[:80])
 
 
-def _retry_after_seconds(headers: Any) -> float | None:
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait a 429/503 asks for: `retry-after-ms` (OpenAI's), else `Retry-After` as
+    delta-seconds or an HTTP-date (RFC 9110 10.2.3); anything else is ignored, saying so."""
     if headers is None:
         return None
-    value = headers.get("retry-after-ms")
+    value = (headers.get("retry-after-ms") or "").strip()
     if value:
-        try:
+        if _DELTA_SECONDS.fullmatch(value):
             return float(value) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+        _ignored_retry_after("retry-after-ms", value)
+    value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(value)
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        _ignored_retry_after("Retry-After", value)
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def auth_failure(config: EndpointConfig, status: int, message: str) -> EndpointError:
+    """The error that stops an endpoint at its first 401/403, naming where its key
+    comes from."""
+    return EndpointError(
+        f"{config.describe()} {'rejects the key' if status == 401 else 'refuses access'} "
+        f"({message}): check {config.key_source()}; nothing more is sent to it"
+    )
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What the preflight's one question got: an HTTP status (None: no answer at all)."""
+
+    status: int | None
+    message: str
+    timed_out: bool = False
+
+
+def ping_body(config: EndpointConfig) -> dict[str, Any]:
+    """One token of chat: the preflight's question where a server has no models route."""
+    return {
+        "model": config.model,
+        "messages": [{"role": "user", "content": "ping"}],
+        config.max_tokens_field: 1,
+    }
 
 
 def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
@@ -53,50 +98,47 @@ def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class OpenAICompatibleBackend:
-    """Talks to any server that speaks the chat completions API (a `RequestBackend`)."""
+class OpenAICompatibleBackend(BackendTraits):
+    """Talks to any server that speaks the chat completions API through the openai SDK
+    (`transport: sdk`; a `RequestBackend`)."""
 
     is_batch = False
     default_concurrency = 32
+    options_type: ClassVar[type] = OpenAIOptions
+    #: The route batch input lines name (backends/batch_api.py).
+    batch_route: ClassVar[str] = "/v1/chat/completions"
 
     def __init__(self, config: EndpointConfig, base_url: str | None = None) -> None:
         self.config = config
         self.model = config.model
-        self._base_url = base_url or config.resolved_base_url()
-        if config.backend == "azure" and not config.resolved_azure_endpoint():
-            raise ConfigError(
-                f"endpoint '{config.name}': Azure needs 'azure_endpoint', AZURE_ENDPOINT or "
-                "AZURE_OPENAI_ENDPOINT"
-            )
+        self._base_url = base_url or self._configured_base_url()
+
+    def _configured_base_url(self) -> str | None:
+        return self.config.options.resolved_base_url()
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        probe_over_http(config, timeout_s)
 
     @property
     def cache_namespace(self) -> str:
-        if self.config.backend == "azure":
-            return f"azure:{self.config.resolved_azure_endpoint()}"
-        return f"openai:{self._base_url or 'https://api.openai.com/v1'}"
+        return f"openai:{self._base_url or DEFAULT_OPENAI_URL}"
 
     def make_sdk_client(self) -> openai.AsyncOpenAI:
         """One SDK client per event loop: its connection pool belongs to that loop."""
-        key = self.config.api_key()
         # The SDK keeps 100 connections by default; a larger limit would churn sockets.
         limit = max(self.config.concurrency, 100)
         http_client = openai.DefaultAsyncHttpxClient(
             limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit)
         )
-        if self.config.backend == "azure":
-            return openai.AsyncAzureOpenAI(
-                azure_endpoint=self.config.resolved_azure_endpoint(),
-                api_key=key,
-                api_version=self.config.resolved_api_version(),
-                max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
-                timeout=self.config.timeout_s,
-                http_client=http_client,
-            )
+        return self._sdk_client(self.config.api_key(), http_client)
+
+    def _sdk_client(self, key: str | None, http_client: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
             base_url=self._base_url,
             # Local and self-hosted servers need no key, but the SDK insists on one.
             api_key=key or "not-needed",
-            max_retries=0,
+            max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
             timeout=self.config.timeout_s,
             http_client=http_client,
         )
@@ -128,20 +170,25 @@ class OpenAICompatibleBackend:
             body["response_format"] = response_format_for(request.json_schema)
         return body
 
-    async def send(self, sdk: openai.AsyncOpenAI, request: ChatRequest) -> ChatResult:
+    async def send(
+        self, sdk: openai.AsyncOpenAI, request: ChatRequest, timeout_s: float | None = None
+    ) -> ChatResult:
+        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
         try:
             kwargs = self.request_body(request)
         except MediaError as error:
             return ChatResult.failure(str(error), model=self.model)
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
         started = time.perf_counter()
         try:
             response = await sdk.chat.completions.create(**kwargs)
         except openai.APIStatusError as error:
             message = redact(f"HTTP {error.status_code}: {error.message}")
-            if error.status_code in _RETRYABLE_STATUS:
-                raise RetryableError(
-                    message, _retry_after_seconds(error.response.headers)
-                ) from None
+            if error.status_code in AUTH_STATUS:
+                raise auth_failure(self.config, error.status_code, message) from None
+            if error.status_code in RETRYABLE_STATUS:
+                raise RetryableError(message, retry_after_seconds(error.response.headers)) from None
             return ChatResult.failure(message, time.perf_counter() - started, self.model)
         except (openai.APITimeoutError, openai.APIConnectionError) as error:
             raise RetryableError(
@@ -174,8 +221,59 @@ class OpenAICompatibleBackend:
         except Exception:  # any failure means "not available"
             return False
 
+    async def ask(self, sdk: openai.AsyncOpenAI, route: str, timeout_s: float) -> ProbeAnswer:
+        """The preflight's question (`GET models`, or one token of chat) through the SDK."""
+        try:
+            if route == "models":
+                await sdk.models.list(timeout=timeout_s)
+            else:
+                await sdk.chat.completions.create(**ping_body(self.config), timeout=timeout_s)
+        except openai.APIStatusError as error:
+            return ProbeAnswer(error.status_code, redact(str(error.message)))
+        except openai.APITimeoutError:
+            return ProbeAnswer(None, "timed out", timed_out=True)
+        except openai.APIConnectionError as error:
+            return ProbeAnswer(None, redact(str(error.__cause__ or error)))
+        return ProbeAnswer(200, "")
+
     def open(self) -> None:
         """Nothing to start for a remote server."""
 
     def close(self) -> None:
         """Nothing to stop for a remote server."""
+
+
+class AzureEndpoint:
+    """What both Azure transports share: the resource URL and the batch route."""
+
+    batch_route: ClassVar[str] = "/chat/completions"
+    config: EndpointConfig
+
+    def _configured_base_url(self) -> str | None:
+        url = self.config.options.resolved_endpoint()
+        if not url:
+            raise ConfigError(
+                f"{self.config.where}: Azure needs 'azure_endpoint', AZURE_ENDPOINT or "
+                "AZURE_OPENAI_ENDPOINT"
+            )
+        return url
+
+    @property
+    def cache_namespace(self) -> str:
+        return f"azure:{self.config.options.resolved_endpoint()}"
+
+
+class AzureSDKBackend(AzureEndpoint, OpenAICompatibleBackend):
+    """Azure OpenAI through the openai SDK (`transport: sdk`)."""
+
+    options_type: ClassVar[type] = AzureOptions
+
+    def _sdk_client(self, key: str | None, http_client: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=self._base_url,
+            api_key=key,
+            api_version=self.config.options.resolved_api_version(),
+            max_retries=0,
+            timeout=self.config.timeout_s,
+            http_client=http_client,
+        )

@@ -33,12 +33,15 @@ import os
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from llm_feedback.backends.base import BackendTraits
 from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.config import EndpointConfig, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.openai_backend import redact
+from llm_feedback.backends.options import RayOptions
+from llm_feedback.backends.preflight import probe_over_http
+from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
@@ -122,7 +125,6 @@ class ChatWorker:
         config = EndpointConfig.from_dict(
             {
                 **endpoint,
-                "backend": "openai",
                 "max_concurrent": concurrency,
                 "cache": False,  # the driver's cache is the one that counts
                 "preflight": False,
@@ -201,6 +203,31 @@ def _result_from_vllm_row(row: dict[str, Any], model: str) -> ChatResult:
     )
 
 
+def _http_endpoint(config: EndpointConfig) -> dict[str, Any]:
+    """The definition each http worker's own `openai` endpoint is built from."""
+    endpoint = {
+        name: getattr(config, name)
+        for name in (
+            "name",
+            "model",
+            "timeout_s",
+            "max_retries",
+            "backoff_base_s",
+            "backoff_max_s",
+            "structured_output",
+            "max_tokens_field",
+            "max_reply_bytes",
+        )
+    }
+    return {**endpoint, "backend": "openai", "base_url": config.options.resolved_base_url()}
+
+
+def _worker_config(config: EndpointConfig, endpoint: dict[str, Any]) -> EndpointConfig:
+    return EndpointConfig.from_dict(
+        {**endpoint, "credentials": config.credentials}, name=endpoint["name"]
+    )
+
+
 def check_ray_installed(config: EndpointConfig) -> None:
     """ConfigError, naming the extra to install, when this machine cannot drive Ray."""
     if importlib.util.find_spec("ray") is None:
@@ -209,14 +236,14 @@ def check_ray_installed(config: EndpointConfig) -> None:
             'pip install -e ".[ray]"'
         )
     # ray.data.llm imports vLLM and torch as it builds the processor, here on the driver.
-    if config.ray_processor == "vllm" and importlib.util.find_spec("vllm") is None:
+    if config.options.ray_processor == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             f"endpoint '{config.name}' uses the ray backend's vllm processor, which needs "
             'ray[llm] (and with it vLLM) here and on the cluster: pip install -e ".[ray-gpu]"'
         )
 
 
-class RayBackend:
+class RayBackend(BackendTraits):
     """Ray Data over a Ray cluster (a `StreamingBatchBackend`)."""
 
     is_batch = True
@@ -224,11 +251,20 @@ class RayBackend:
     # images or audio: rows with media are refused before any call (EndpointConfig).
     accepts_media = False
     default_concurrency = 32  # http: requests in flight across all workers
+    options_type: ClassVar[type] = RayOptions
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        check_ray_installed(config)
+        if config.options.ray_processor == "http":
+            # The workers' own transport, asked from here.
+            probe_over_http(_worker_config(config, _http_endpoint(config)), timeout_s)
 
     def __init__(self, config: EndpointConfig) -> None:
         self.config = config
         self.model = config.model
-        if config.ray_processor == "http" and not config.resolved_base_url():
+        self.options: RayOptions = config.options
+        if self.options.ray_processor == "http" and not self.options.resolved_base_url():
             raise ConfigError(
                 f"endpoint '{config.name}': the ray backend's http processor needs "
                 "'base_url' (or OPENAI_BASE_URL): the OpenAI-compatible server to call"
@@ -238,8 +274,8 @@ class RayBackend:
     @property
     def cache_namespace(self) -> str:
         # The same server or weights as the openai / vllm backends: answers are shared.
-        if self.config.ray_processor == "http":
-            return f"openai:{self.config.resolved_base_url()}"
+        if self.options.ray_processor == "http":
+            return f"openai:{self.options.resolved_base_url()}"
         return "vllm"
 
     def open(self) -> None:
@@ -251,7 +287,7 @@ class RayBackend:
         if not ray.is_initialized():
             # Ray stays up for the rest of the process (it stops at exit): the next stage
             # starts only its worker pool.
-            address = self.config.ray_address or os.environ.get("RAY_ADDRESS")
+            address = self.options.ray_address or os.environ.get("RAY_ADDRESS")
             logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
             try:
                 ray.init(address=address, include_dashboard=False)
@@ -281,11 +317,11 @@ class RayBackend:
             for position, request in enumerate(requests)
         ]
         # A small call still spreads over every replica.
-        per_replica = math.ceil(len(rows) / self.config.ray_replicas)
-        batch_size = min(self.config.ray_batch_size, per_replica)
+        per_replica = math.ceil(len(rows) / self.options.ray_replicas)
+        batch_size = min(self.options.ray_batch_size, per_replica)
         blocks = math.ceil(len(rows) / batch_size)
         dataset = self._ray.data.from_items(rows, override_num_blocks=blocks)
-        if self.config.ray_processor == "http":
+        if self.options.ray_processor == "http":
             answered, to_result = self._http(dataset, batch_size), _result_from_http_row
         else:
             answered, to_result = self._vllm(dataset, batch_size), _result_from_vllm_row
@@ -307,22 +343,8 @@ class RayBackend:
                 yield position, ChatResult.failure(message, model=self.model)
 
     def _http(self, dataset: Any, batch_size: int) -> Any:
-        replicas, qps = self.config.ray_replicas, self.config.ray_qps
-        endpoint = {
-            name: getattr(self.config, name)
-            for name in (
-                "name",
-                "model",
-                "timeout_s",
-                "max_retries",
-                "backoff_base_s",
-                "backoff_max_s",
-                "structured_output",
-                "max_tokens_field",
-                "transport",
-            )
-        }
-        endpoint["base_url"] = self.config.resolved_base_url()
+        replicas, qps = self.options.ray_replicas, self.options.ray_qps
+        endpoint = _http_endpoint(self.config)
         with warnings.catch_warnings():
             # Ray 2.60 names no parameter for an actor's restarts and task retries but these
             # keywords (its `ray_remote_args`), and warns that they will be renamed.
@@ -340,16 +362,16 @@ class RayBackend:
                 # Network-bound workers: a CPU each would leave a small cluster idle.
                 num_cpus=0.25,
                 max_restarts=-1,
-                max_task_retries=self.config.ray_batch_retries,
+                max_task_retries=self.options.ray_batch_retries,
             )
 
     def _vllm(self, dataset: Any, batch_size: int) -> Any:
         llm = importlib.import_module("ray.data.llm")
         processor_config = llm.vLLMEngineProcessorConfig(
             model_source=self.model,
-            engine_kwargs=dict(self.config.engine_kwargs),
+            engine_kwargs=dict(self.options.engine_kwargs),
             # A fixed pool: an int would let Ray start with one engine and scale up.
-            concurrency=(self.config.ray_replicas, self.config.ray_replicas),
+            concurrency=(self.options.ray_replicas, self.options.ray_replicas),
             batch_size=batch_size,
             should_continue_on_error=True,  # a failed row comes back with its error
         )

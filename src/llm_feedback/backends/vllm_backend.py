@@ -12,26 +12,42 @@ decoded with Pillow, WAV with the standard library, MP3 with librosa (vLLM's aud
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import io
 import logging
 import time
 import wave
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+from llm_feedback.backends.base import BackendTraits
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import Media, MediaError
+from llm_feedback.backends.options import VLLMOptions
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 
-class VLLMBackend:
+class VLLMBackend(BackendTraits):
     """vLLM's offline engine, loaded into this process (a `BatchBackend`)."""
 
     is_batch = True
     default_concurrency = 256
+    options_type: ClassVar[type] = VLLMOptions
+
+    @classmethod
+    def chunk_size(cls, config: EndpointConfig) -> int:
+        return config.options.engine_chunk_size
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        if importlib.util.find_spec("vllm") is None:
+            raise ConfigError(
+                f"endpoint '{config.name}' uses the vllm backend, which needs a GPU and the "
+                'gpu extra: pip install -e ".[gpu]"'
+            )
 
     def __init__(self, config: EndpointConfig) -> None:
         self.config = config
@@ -54,7 +70,7 @@ class VLLMBackend:
                 'the gpu extra: pip install -e ".[gpu]"'
             ) from error
         logger.info("Loading %s into vLLM", self.model)
-        self._engine = self._vllm.LLM(model=self.model, **self.config.engine_kwargs)
+        self._engine = self._vllm.LLM(model=self.model, **self.config.options.engine_kwargs)
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         kwargs: dict[str, Any] = {

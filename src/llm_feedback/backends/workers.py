@@ -31,9 +31,9 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llm_feedback.backends.config import HTTP_BACKENDS, EndpointConfig
+from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.openai_backend import redact
+from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import EndpointError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ _CONTEXT = multiprocessing.get_context("spawn")
 def worker_processes(config: EndpointConfig) -> int:
     """How many processes send a large stream of this endpoint (1: the client's own loop)."""
     if config.workers == "auto":
-        if config.backend not in HTTP_BACKENDS or config.transport != "lean":
+        if not config.kind.sends_from_worker_processes(config):
             return 1
         cores = usable_cores()
         wanted = min(cores - 1, AUTO_MAX_PROCESSES) if cores >= AUTO_MIN_CORES else 1

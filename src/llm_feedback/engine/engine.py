@@ -151,8 +151,8 @@ def too_long(config: EndpointConfig, request: ChatRequest) -> str | None:
     if budget is None:
         return None
     needed = request.estimated_input_tokens()
-    if config.backend == "local":
-        needed += request.max_tokens  # the prompt and the reply share the slot's context
+    if config.kind.reply_shares_context:
+        needed += request.max_tokens  # the prompt and the reply share one context
     if needed <= budget:
         return None
     return (

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
-from llm_feedback.params.annotate import parse_annotate
-from llm_feedback.params.evaluate import parse_evaluate
-from llm_feedback.params.generate import parse_generate
+from llm_feedback.params.annotate import AnnotateParams, parse_annotate
+from llm_feedback.params.evaluate import EvaluateParams, parse_evaluate
+from llm_feedback.params.generate import GenerateParams, parse_generate
 from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.params.report import parse_report
-from llm_feedback.params.sample import parse_sample
+from llm_feedback.params.report import ReportParams, parse_report
+from llm_feedback.params.sample import SampleParams, parse_sample
 
 RUN_OPTION_KEYS = ("plan_only", "max_cost_usd")
 
@@ -37,42 +37,67 @@ def parse_run_options(parameters: Mapping[str, Any]) -> RunOptions:
     )
 
 
-def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> list[EndpointConfig]:
-    """Parse each block the run reads (`blocks`: parameter names such as "annotate");
-    return the endpoints the run will call, each once, in the order the pipelines use them."""
+@dataclass(frozen=True)
+class CheckedRun:
+    """Every block a run reads, parsed once before its first node (None: not read)."""
+
+    sample: SampleParams | None = None
+    generate: GenerateParams | None = None
+    annotate: AnnotateParams | None = None
+    evaluate: EvaluateParams | None = None
+    report: ReportParams | None = None
+
+    @property
+    def endpoints(self) -> list[EndpointConfig]:
+        """The endpoints the run will call, each once, in the order the pipelines use them."""
+        used: dict[str, EndpointConfig] = {}
+        if self.generate is not None:
+            used.update((spec.endpoint.name, spec.endpoint) for spec in self.generate.pool.values())
+        if self.annotate is not None:
+            used.setdefault(self.annotate.endpoint.name, self.annotate.endpoint)
+        if self.evaluate is not None:
+            if self.evaluate.evaluator is None:  # an evaluator scores in place of the judges
+                for judge in self.evaluate.judges.values():
+                    used.setdefault(judge.endpoint.name, judge.endpoint)
+            generators = self.evaluate.generate_with
+            if isinstance(generators, Mapping):
+                generators = list(generators.values())
+            for generator in generators if isinstance(generators, list) else [generators]:
+                if generator is not None:
+                    used.setdefault(generator.name, generator)
+        return list(used.values())
+
+
+def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> CheckedRun:
+    """Parse each block the run reads (`blocks`: parameter names such as "annotate")."""
     blocks = set(blocks)
     endpoints = parameters.get("endpoints")
-    used: dict[str, EndpointConfig] = {}
-    if "sample" in blocks:
-        parse_sample(
+
+    def parsed(name: str, parse: Any, *arguments: Any) -> Any:
+        return parse(*arguments) if name in blocks else None
+
+    return CheckedRun(
+        sample=parsed(
+            "sample",
+            parse_sample,
             parameters.get("sample"),
             parameters.get("model_pool"),
             parameters.get("prompt_templates"),
-        )
-    if "generation" in blocks:
-        pool = parse_generate(
-            endpoints, parameters.get("model_pool"), parameters.get("generation")
-        ).pool
-        used.update((spec.endpoint.name, spec.endpoint) for spec in pool.values())
-    if "annotate" in blocks:
-        judge = parse_annotate(
-            parameters.get("annotate"), endpoints, parameters.get("prompt_templates")
-        ).endpoint
-        used.setdefault(judge.name, judge)
-    if "evaluate" in blocks:
-        evaluate = parse_evaluate(parameters.get("evaluate"), endpoints)
-        if evaluate.evaluator is None:  # an evaluator scores in place of the judges
-            for judge in evaluate.judges.values():
-                used.setdefault(judge.endpoint.name, judge.endpoint)
-        generators = evaluate.generate_with
-        for generator in (
-            generators.values()
-            if isinstance(generators, Mapping)
-            else [generators]
-            if generators
-            else []
-        ):
-            used.setdefault(generator.name, generator)
-    if "report" in blocks:
-        parse_report(parameters.get("report"))
-    return list(used.values())
+        ),
+        generate=parsed(
+            "generation",
+            parse_generate,
+            endpoints,
+            parameters.get("model_pool"),
+            parameters.get("generation"),
+        ),
+        annotate=parsed(
+            "annotate",
+            parse_annotate,
+            parameters.get("annotate"),
+            endpoints,
+            parameters.get("prompt_templates"),
+        ),
+        evaluate=parsed("evaluate", parse_evaluate, parameters.get("evaluate"), endpoints),
+        report=parsed("report", parse_report, parameters.get("report")),
+    )

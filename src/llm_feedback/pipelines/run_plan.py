@@ -12,6 +12,7 @@ from kedro.pipeline import Pipeline
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_generate, parse_report
+from llm_feedback.params.run import CheckedRun
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
 from llm_feedback.templates import use_template_folder
@@ -37,8 +38,13 @@ def _sampled_prompts(
 
 
 def plan_for_run(
-    pipeline: Pipeline, catalog: CatalogProtocol, parameters: Mapping[str, Any]
+    pipeline: Pipeline,
+    catalog: CatalogProtocol,
+    parameters: Mapping[str, Any],
+    checked: CheckedRun,
 ) -> pd.DataFrame:
+    """`checked`: the blocks the hook parsed (a block the run's nodes do not read, such as
+    `report` for a run without the report pipeline, is parsed here)."""
     unplanned = sorted({tag for node in pipeline.nodes for tag in node.tags} & set(UNPLANNED))
     if unplanned:
         raise ConfigError(
@@ -47,19 +53,19 @@ def plan_for_run(
         )
     nodes = {node.name for node in pipeline.nodes}
     endpoints = parameters.get("endpoints")
-    generate = (
-        parse_generate(endpoints, parameters.get("model_pool"), parameters.get("generation"))
-        if "generate_completions" in nodes
-        else None
-    )
+    generate = None
+    if "generate_completions" in nodes:
+        generate = checked.generate or parse_generate(
+            endpoints, parameters.get("model_pool"), parameters.get("generation")
+        )
     judge_stages = [stage for name, stage in JUDGE_STAGES.items() if name in nodes]
-    annotate = (
-        parse_annotate(parameters.get("annotate"), endpoints, parameters.get("prompt_templates"))
-        if judge_stages
-        else None
-    )
-    if annotate is not None:
+    annotate = None
+    if judge_stages:
+        annotate = checked.annotate or parse_annotate(
+            parameters.get("annotate"), endpoints, parameters.get("prompt_templates")
+        )
         use_template_folder(annotate.prompt_templates)  # the plan prices the prompts sent
+    report = checked.report or parse_report(parameters.get("report"))
     needs_sample = generate is not None
     return plan_run(
         sampled=_sampled_prompts(nodes, catalog, parameters) if needs_sample else None,
@@ -67,6 +73,6 @@ def plan_for_run(
         generate=generate,
         annotate=annotate,
         judge_stages=judge_stages,
-        prices=parse_report(parameters.get("report")).prices,
+        prices=report.prices,
         cache_path=parameters.get("request_cache"),
     )

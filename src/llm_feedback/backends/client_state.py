@@ -1,0 +1,114 @@
+"""What `LLMClient` keeps while it streams requests: the per-call state, the counters,
+the retry log, and how requests are keyed and cut into chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sized
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_feedback.backends.base import Backend
+from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+
+logger = logging.getLogger("llm_feedback.backends.client")
+
+ResultCallback = Callable[[int, ChatResult], None]
+CHUNK = 256  # requests hashed and looked up per step while earlier ones are in flight
+
+
+def ignore_result(index: int, result: ChatResult) -> None:
+    """The default `on_result`: callers that only want the list."""
+
+
+def length_of(requests: Iterable[ChatRequest]) -> int | None:
+    return len(requests) if isinstance(requests, Sized) else None
+
+
+def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
+    iterator = iter(requests)
+    while chunk := list(itertools.islice(iterator, CHUNK)):
+        yield chunk
+
+
+def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
+    """The request as this endpoint sends it: with its JSON schema's strings capped."""
+    if config.max_string_chars is None:
+        return request
+    # Before the cache key: a different cap is a different request.
+    return request.with_bounded_strings(config.max_string_chars)
+
+
+def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) -> str:
+    """The request cache's key for a request in its sent form (see `sent_form`)."""
+    return request.cache_key(backend.cache_namespace, config.model)
+
+
+@dataclass
+class StreamState:
+    """The state of one `stream` call, filled in as requests are admitted."""
+
+    deliver: ResultCallback
+    bar: Any = None
+    requests: list[ChatRequest | None] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    results: list[ChatResult | None] = field(default_factory=list)
+    first_index: dict[str, int] = field(default_factory=dict)
+    duplicates: list[tuple[int, int]] = field(default_factory=list)
+    # Answers the cache holds are not kept once delivered (see `LLMClient.stream`).
+    drop_cached: bool = False
+
+    def keep(self, index: int, result: ChatResult) -> None:
+        self.results[index] = None if self.drop_cached and result.ok else result
+
+
+RETRY_LOG_EVERY_S = 5.0
+
+
+async def cancel_pending_tasks() -> None:
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+class RetryLog:
+    """Retries at WARNING, a summary line every few seconds rather than one per retry."""
+
+    def __init__(self, describe: Callable[[], str]) -> None:
+        self._describe = describe
+        self._count = 0
+        self._last_error = ""
+        self._since = time.monotonic()
+
+    def note(self, error: str) -> None:
+        self._count += 1
+        self._last_error = error
+        now = time.monotonic()
+        if self._count == 1 or now - self._since >= RETRY_LOG_EVERY_S:
+            logger.warning(
+                "%s: %d retr%s in the last %.0f s (last: %s)",
+                self._describe(),
+                self._count,
+                "y" if self._count == 1 else "ies",
+                max(now - self._since, 0.0),
+                self._last_error,
+            )
+            self._count, self._since = 0, now
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0
+    cache_hits: int = 0
+    deduplicated: int = 0
+    calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
