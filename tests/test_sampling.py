@@ -7,16 +7,15 @@ import pytest
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.principles import SOURCES, SYSTEM_PROMPTS, validate_principle_weights
-from llm_feedback.sampling import (
+from llm_feedback.raw_prompts import (
     FALSE_PREMISE_NOTE,
     combine_prompt_sources,
     derive_prompt_id,
-    principle_weight_table,
-    sample_prompts,
     truthfulqa_to_raw_prompts,
     validate_raw_prompts,
     world_knowledge,
 )
+from llm_feedback.sampling import principle_weight_table, sample_prompts
 from llm_feedback.schema import (
     RAW_PROMPTS_COLUMNS,
     RAW_PROMPTS_REQUIRED_COLUMNS,

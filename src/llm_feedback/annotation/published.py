@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from llm_feedback.annotation.aspects import get_aspect
 from llm_feedback.annotation.export import UltraFeedbackExport
 from llm_feedback.errors import InputError
-from llm_feedback.sampling import derive_prompt_id, world_knowledge
+from llm_feedback.raw_prompts import derive_prompt_id, world_knowledge
 from llm_feedback.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
     COMPLETIONS_COLUMN_TYPES,

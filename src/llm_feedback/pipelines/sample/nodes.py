@@ -6,7 +6,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.pipelines.parsed_params import sample_params
-from llm_feedback.sampling import combine_prompt_sources, sample_prompts
+from llm_feedback.raw_prompts import combine_prompt_sources
+from llm_feedback.sampling import sample_prompts
 from llm_feedback.sources import read_source, sample_per_source
 
 
