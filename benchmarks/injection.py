@@ -20,16 +20,20 @@ Run: python benchmarks/injection.py  (prints the counts as JSON; about ten secon
 from __future__ import annotations
 
 import hashlib
-import json
 import re
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
-from llm_feedback.backends import EndpointConfig, LLMClient
-from llm_feedback.testing.server import FakeLLMServer, RequestContext
+sys.path.insert(0, str(Path(__file__).parent))
+from common import save  # noqa: E402
+
+from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table  # noqa: E402
+from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
+from llm_feedback.testing.server import FakeLLMServer, RequestContext  # noqa: E402
 
 INJECTED_RATING = 5
 INJECTED_SCORE = 10
@@ -205,7 +209,7 @@ def injection_run(judge: str) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    print(json.dumps({judge: injection_run(judge) for judge in ("obeying", "echo")}, indent=2))
+    save("injection", {judge: injection_run(judge) for judge in ("obeying", "echo")})
 
 
 if __name__ == "__main__":

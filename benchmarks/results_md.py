@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
+import results_judging
 
 # Row labels of the contenders the throughput scripts write; an unknown key (a contender
 # added later) is shown under its own name.
@@ -666,6 +667,10 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("embedded_model", embedded_model),
     ("default_run", default_run),
     ("ray_throughput", ray_throughput),
+    ("injection", results_judging.injection),
+    ("stats_scale", results_judging.stats_scale),
+    ("viewer_scale", results_judging.viewer_scale),
+    ("judge_cost", results_judging.judge_cost),
 )
 
 

@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import peak_rss_mib, save  # noqa: E402
+
 MODELS = ("alpha", "beta", "gamma", "delta")
 ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def annotate_tables(n_prompts: int, rng: np.random.Generator):
@@ -219,7 +218,7 @@ def main() -> None:
         result = json.loads(child.stdout.strip().splitlines()[-1])
         result["process_wall_s"] = round(time.perf_counter() - began, 2)
         results.append(result)
-    print(json.dumps({"benchmark": "stats_scale", "results": results}, indent=2))
+    save("stats_scale", {"resamples": args.resamples, "results": results})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ to the drawn first page (target: under 3 s), and a prompt page's. Prints one JSO
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, peak_rss_mib  # noqa: E402
+from common import machine, peak_rss_mib, save  # noqa: E402
 
 from llm_feedback.viewer import feedback_site  # noqa: E402
 from tests.viewer.cdp import Chromium  # noqa: E402
@@ -147,7 +146,7 @@ def main() -> None:
             result["index_load_runs_s"] = [round(ms / 1000, 2) for ms in loads]
             result["index_target_s"] = 3
             result["prompt_page_load_s"] = round(page / 1000, 2)
-        print(json.dumps(result, indent=2))
+        save("viewer_scale", result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,0 +1,133 @@
+"""RESULTS.md sections of the judge-trust benchmarks: injection, statistics at scale, the
+judgment viewer at scale and the tokens per judged completion. Each takes the run's JSON of
+every repetition (`bench.py` runs them once: their figures are counts, sizes and one-off
+timings, not throughput)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return tabulate(rows, headers=header, tablefmt="github", disable_numparse=True)
+
+
+def injection(runs: Sequence[dict]) -> str:
+    """`injection.py`: rows holding an injected value unflagged, clean rows changed."""
+    last = runs[-1]
+    rows = [
+        [judge, stage.replace("_rows", ""), counts["injected_unflagged"], counts["clean_changed"]]
+        for judge in ("obeying", "echo")
+        for stage, counts in last[judge].items()
+    ]
+    return "\n".join(
+        [
+            "## Prompt injection (`benchmarks/injection.py`)",
+            "",
+            "A scripted judge that obeys rating instructions found in a completion, and one "
+            "that echoes what it is shown, rate completions carrying injections in every "
+            "form the detector knows (homoglyphs, zero-width splits, full width, other "
+            "languages, Markdown tables, JSON, exotic line breaks). Goal 0 in both columns.",
+            "",
+            _table(["judge", "stage", "injected rows unflagged", "clean rows changed"], rows),
+        ]
+    )
+
+
+def stats_scale(runs: Sequence[dict]) -> str:
+    """`stats_scale.py`: the report's interval statistics and ranking at scale."""
+    last = runs[-1]
+    rows = [
+        [
+            result["group"],
+            (
+                f"{result['prompts']:,} prompts x 4 ({result['battles']:,} pairs)"
+                if result["group"] == "annotate"
+                else f"{result['battles']:,} judgments, {result['models']} models"
+            ),
+            f"{result['stats_s']:.1f}",
+            f"{result['stats_cpu_s']:.1f}",
+            f"{result['peak_rss_mib']:,.0f}",
+        ]
+        for result in last["results"]
+    ]
+    return "\n".join(
+        [
+            "## Intervals and rankings at scale (`benchmarks/stats_scale.py`)",
+            "",
+            f"{last['resamples']:,} bootstrap resamples; peak RSS includes the synthetic "
+            "inputs. Targets: under 60 s and 1,536 MiB each.",
+            "",
+            _table(["group", "size", "statistics wall s", "CPU s", "peak RSS MiB"], rows),
+        ]
+    )
+
+
+def viewer_scale(runs: Sequence[dict]) -> str:
+    """`viewer_scale.py`: building the judgment viewer of a large run, opening its index."""
+    last = runs[-1]
+    load = last.get("index_load_s")
+    rows = [
+        ["prompts x completions", f"{last['prompts']:,} x {last['completions']}"],
+        ["aspect rows", f"{last['aspect_rows']:,}"],
+        ["build (tables to site) s", f"{last['build_s']:.1f} (target {last['build_target_s']})"],
+        ["site MiB (index MiB)", f"{last['site_mib']:,.0f} ({last['index_mib']:,.1f})"],
+        [
+            "index load in Chromium s (slowest of 3)",
+            "not measured" if load is None else f"{load:.2f} (target {last['index_target_s']})",
+        ],
+        ["prompt page load s", str(last.get("prompt_page_load_s", "not measured"))],
+        ["peak RSS MiB", f"{last['peak_rss_mib']:,}"],
+    ]
+    return "\n".join(
+        [
+            "## The judgment viewer at scale (`benchmarks/viewer_scale.py`)",
+            "",
+            _table(["", "figure"], rows),
+        ]
+    )
+
+
+def judge_cost(runs: Sequence[dict]) -> str:
+    """`judge_cost.py`: tokens per judged completion and the prefix-cacheable share."""
+    last = runs[-1]
+    rows = [
+        [
+            contender,
+            stage,
+            f"{figures['input_tokens_per_completion']:,.0f}",
+            f"{figures['output_tokens_per_completion']:,.0f}",
+            f"{figures['cacheable_share']:.3f}",
+            f"{figures['cacheable_share_openai_rule']:.3f}",
+        ]
+        for contender, stages in last["results"].items()
+        for stage, figures in stages.items()
+    ]
+    missing = last.get("not_measured") or []
+    return "\n".join(
+        [
+            "## Tokens per judged completion (`benchmarks/judge_cost.py`)",
+            "",
+            f"{last['completions']} completions ({last['texts']}); tokenizer: "
+            f"{last['tokenizer']}. Aspects: four calls per prompt, each rating its four "
+            "completions (divided by four); critique and re-score: one call per completion. "
+            "Cacheable: the share of input tokens in a prefix shared with an earlier call "
+            "of the stage; OpenAI rule: counted as its automatic cache does (1,024 tokens "
+            "or more, in 128-token steps)."
+            + (f" Not measured: {', '.join(missing)}." if missing else ""),
+            "",
+            _table(
+                [
+                    "contender",
+                    "stage",
+                    "input tokens",
+                    "output tokens",
+                    "cacheable share",
+                    "OpenAI rule",
+                ],
+                rows,
+            ),
+        ]
+    )
