@@ -18,12 +18,14 @@ import pytest
 
 from llm_feedback.errors import InputError
 from llm_feedback.judges import Judge
+from llm_feedback.judges.seed_inputs import with_template_fields
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.media_files import png_bytes
 
 SEED_USAGE = """
 import asyncio
 from llm_feedback.judges import Judge
+from llm_feedback.judges.seed_inputs import with_template_fields
 
 judge = Judge(system_prompt="You are a strict grader of answers.")
 available = judge.is_available()
@@ -175,3 +177,12 @@ def test_a_per_call_system_prompt_replaces_the_judges(seed_environment):
         "call-level",
         "judge-level",
     ]
+
+
+def test_template_fields_keep_literal_braces_and_format_specs():
+    template = 'Grade {level:>4} {{"json": 1}} {question} {answer} {prediction} {note!r}'
+    filled = with_template_fields(template, {"level": "A", "note": "x}"})
+    assert filled == "Grade    A {{\"json\": 1}} {question} {answer} {prediction} 'x}}'"
+    assert filled.format(question="q", answer="a", prediction="p") == (
+        "Grade    A {\"json\": 1} q a p 'x}'"
+    )

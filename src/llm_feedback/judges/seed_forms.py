@@ -10,6 +10,12 @@ binary judgments, "details". A comparison's "result" holds "winner" ("A": respon
 "tie" or None), "consistent", "verdicts" and "scores", and "scores" is also a top-level
 tuple, as the seed returned it. The sync forms also work inside a running event loop
 (Jupyter): the engine runs on the client's own loop thread.
+
+lmms-eval's calls work as written (`seed_inputs`): the binary forms take `output_format`
+and `custom_prompt`, the comparative forms `context` and the rubric forms `custom_prompt`
+in lmms-eval's positions; extra keyword arguments are fields of `custom_prompt`;
+`system_prompt` replaces the judge's for one call; images may be raw bytes; the batch
+forms take `images_list` for `item_images`.
 """
 
 from __future__ import annotations
