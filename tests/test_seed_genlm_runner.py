@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation import ModelOutput, ModelResponse, run_evaluation
+from llm_feedback.evaluation.evaluators import NumericMatch, exact_match
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 
 SEED_USAGE = '''
@@ -201,3 +202,20 @@ def test_unusable_instances_and_scores_are_named():
         asyncio.run(run_evaluation(DATASET, answer, Broken()))
     with pytest.raises(ConfigError, match="n_replicates"):
         run_evaluation(DATASET, answer, Broken(), n_replicates=0)
+
+
+def test_the_pipelines_evaluators_and_a_lost_output_file(tmp_path):
+    instances = [{"instance_id": 7, "question": "10 / 4?", "reference": "2.5"}]
+    calls = []
+
+    async def answer(instance: dict[str, Any], output_dir: Any, replicate: int) -> str:
+        calls.append(replicate)
+        return "about 2.50"
+
+    first = asyncio.run(run_evaluation(instances, answer, NumericMatch(), tmp_path))
+    (tmp_path / "7-0-output.json").unlink()  # its result now belongs to no output
+    again = asyncio.run(run_evaluation(instances, answer, exact_match, tmp_path))
+    assert calls == [0, 0]
+    assert first["average_weighted_accuracy"] == 1.0
+    assert first["all_instance_results"][0][0]["results"][0]["desc"]  # NumericMatch's detail
+    assert again["average_weighted_accuracy"] == 0.0  # scored again, by the new evaluator

@@ -8,13 +8,16 @@ callable, or an object whose async `generate` method is one, called as
 `model(instance, output_dir, replicate)` (or with its first one or two of those, as its
 signature takes); it returns a `ModelOutput` (a weighted ensemble of responses), a list of
 `ModelResponse`s, or one response. The evaluator's `evaluate_sample(instance, response)`
-(sync or async) returns an `EvaluationResult` (any finite float score, a description and
-metadata, kept in the results), a bare number or a bool.
+(sync or async; a plain function will do, and so will the evaluate pipeline's evaluators
+given mapping instances) returns an `EvaluationResult` (any finite float score, a
+description and metadata, kept in the results), a bare number or a bool.
 
 Each (instance, replicate) is scored by the weighted mean of its responses' scores. With an
 `output_dir`, its output and its result are cached as `<instance_id>-<replicate>-output.json`
-and `-result.json`: a later run reads them back instead of asking again; `overwrite_results`
-scores again, `overwrite_outputs` (only together with `overwrite_results`) also asks again.
+and `-result.json` (JSON: a response that JSON cannot hold is kept as its str); a later run
+reads them back instead of asking again. `overwrite_results` scores again,
+`overwrite_outputs` (only together with `overwrite_results`) also asks again. `verbosity`
+1 logs each instance's scores.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import math
 import numbers
 from collections.abc import Iterable, Mapping
@@ -33,6 +37,9 @@ import numpy as np
 from scipy import stats
 
 from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.evaluation.evaluators import EvaluatorResult
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,8 @@ def _finite(value: Any) -> bool:
 
 
 def _evaluation(scored: Any, where: str) -> EvaluationResult:
+    if isinstance(scored, EvaluatorResult):  # the evaluate pipeline's own evaluators
+        scored = EvaluationResult(scored.score, scored.detail)
     if isinstance(scored, bool):
         return EvaluationResult(float(scored))
     if _finite(scored):
@@ -146,9 +155,12 @@ def _write_json(path: Path | None, value: Any) -> None:
 class _Run:
     def __init__(self, model, evaluator, output_dir, overwrite_results, overwrite_outputs):
         self.call, self.arity = _adaptor_call(model)
-        self.evaluate = getattr(evaluator, "evaluate_sample", None)
+        self.evaluate = getattr(evaluator, "evaluate_sample", evaluator)
         if not callable(self.evaluate):
-            raise ConfigError("the evaluator needs an evaluate_sample(instance, response) method")
+            raise ConfigError(
+                "the evaluator must have an evaluate_sample(instance, response) method or be "
+                "such a function"
+            )
         self.output_dir = None if output_dir is None else Path(output_dir)
         if self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -157,23 +169,24 @@ class _Run:
     def _path(self, key: str, suffix: str) -> Path | None:
         return None if self.output_dir is None else self.output_dir / f"{key}-{suffix}.json"
 
-    async def output(self, instance: Any, key: str, replicate: int) -> ModelOutput:
+    async def output(self, instance: Any, key: str, replicate: int) -> tuple[ModelOutput, bool]:
+        """The instance's output for `replicate`, and whether it was read from the cache."""
         path = self._path(key, "output")
         cached = None if self.overwrite_outputs else _read_json(path)
         if cached is not None:
             responses = [ModelResponse(**response) for response in cached["responses"]]
-            return ModelOutput(responses, cached.get("runtime_seconds"))
+            return ModelOutput(responses, cached.get("runtime_seconds")), True
         arguments = (instance, self.output_dir, replicate)[: self.arity]
         output = _model_output(await _maybe_await(self.call(*arguments)), f"instance {key}")
         _write_json(path, asdict(output))
-        return output
+        return output, False
 
     async def result(self, instance: Any, replicate: int) -> tuple[dict, dict]:
         key = f"{instance_id(instance)}-{replicate}"
         path = self._path(key, "result")
         cached = None if self.overwrite_results else _read_json(path)
-        output = await self.output(instance, key, replicate)
-        if cached is not None:
+        output, output_cached = await self.output(instance, key, replicate)
+        if cached is not None and output_cached:  # a result of the output it came with
             return cached, asdict(output)
         where = f"instance {key}"
         evaluations = [
@@ -213,6 +226,7 @@ async def evaluate_instances(
     overwrite_outputs: bool = False,
     max_instances: float = math.inf,
     max_concurrent: int = 1,
+    verbosity: int = 0,
 ) -> dict[str, Any]:
     """The genlm.eval results of the first `max_instances` instances of `dataset`:
     "average_weighted_accuracy" (mean over instances of the mean over replicates) with its
@@ -234,7 +248,11 @@ async def evaluate_instances(
 
     async def replicates(instance: Any) -> list[tuple[dict, dict]]:
         async with gate:
-            return [await run.result(instance, replicate) for replicate in range(n_replicates)]
+            done = [await run.result(instance, replicate) for replicate in range(n_replicates)]
+        if verbosity > 0:
+            scores = [result["weighted_accuracy"] for result, _ in done]
+            logger.info("instance %s: weighted accuracy %s", instance_id(instance), scores)
+        return done
 
     done = await asyncio.gather(*(replicates(instance) for instance in instances))
     per_instance = [float(np.mean([r["weighted_accuracy"] for r, _ in pairs])) for pairs in done]

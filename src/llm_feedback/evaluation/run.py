@@ -45,7 +45,6 @@ def run_evaluation(
     value in `score_<name>`). genlm.eval form (a `model` and `evaluator`, by keyword or in
     the second and third places; the fourth is then `output_dir`): an awaitable of the
     results dict of `adaptor.evaluate_instances`, its settings checked at the call.
-    `verbosity` is accepted for genlm.eval's calls; progress is logged either way.
     """
     table_form = model is None and evaluator is None and dataset is None
     if table_form and isinstance(eval_samples, pd.DataFrame):
@@ -61,6 +60,7 @@ def run_evaluation(
         overwrite_outputs=overwrite_outputs,
         max_instances=max_instances,
         max_concurrent=max_concurrent,
+        verbosity=verbosity,
     )
 
 
