@@ -251,6 +251,10 @@ def _other_options(backend: str) -> frozenset[str]:
     return frozenset(names)
 
 
+# lmms-eval's judge model when MODEL_VERSION is not set.
+DEFAULT_JUDGE_MODEL = "gpt-4o-2024-11-20"
+
+
 def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointConfig:
     """A judge endpoint from the environment variables the seed evaluators used.
 
@@ -258,17 +262,15 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     completions URL) / OPENAI_BASE_URL, OPENAI_API_KEY; for Azure AZURE_ENDPOINT or
     AZURE_OPENAI_ENDPOINT, AZURE_API_KEY or AZURE_OPENAI_API_KEY, and AZURE_API_VERSION,
     OPENAI_API_VERSION or API_VERSION. Without API_TYPE, the Azure SDK's own variables
-    (an Azure endpoint and key, no OpenAI URL or key) select Azure. Explicit overrides win.
+    (an Azure endpoint and key, no OpenAI URL or key) select Azure. Without MODEL_VERSION the
+    model is lmms-eval's default judge, `DEFAULT_JUDGE_MODEL`. Explicit overrides win.
     """
     api_type = os.environ.get("API_TYPE", _implied_api_type()).strip().lower()
     if api_type not in ("openai", "azure"):
         raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got '{api_type}'")
-    definition: dict[str, Any] = {"backend": api_type, "name": "env"}
-    if os.environ.get("MODEL_VERSION"):
-        definition["model"] = os.environ["MODEL_VERSION"]
+    model = os.environ.get("MODEL_VERSION") or DEFAULT_JUDGE_MODEL
+    definition: dict[str, Any] = {"backend": api_type, "name": "env", "model": model}
     definition.update(overrides or {})
-    if "model" not in definition:
-        raise ConfigError("no judge model: set MODEL_VERSION or pass a 'model'")
     return EndpointConfig.from_dict(definition, name=str(definition["name"]))
 
 

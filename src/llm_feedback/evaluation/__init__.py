@@ -24,9 +24,16 @@ package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, wh
 `llm_feedback.params.evaluate` maps the YAML onto), the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
 (replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
-(also per category and level), `run`.
+(also per category and level), `run`, `adaptor` (genlm.eval's runner: `await
+run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor).
 """
 
+from llm_feedback.evaluation.adaptor import (
+    EvaluationResult,
+    ModelOutput,
+    ModelResponse,
+    evaluate_instances,
+)
 from llm_feedback.evaluation.generation import generate_responses
 from llm_feedback.evaluation.judging import (
     EXACT_MATCH,
@@ -51,11 +58,15 @@ from llm_feedback.evaluation.samples import (
 
 __all__ = [
     "EXACT_MATCH",
+    "EvaluationResult",
     "INVALID",
+    "ModelOutput",
+    "ModelResponse",
     "NO_RESPONSE",
     "aggregate_panel",
     "agreement_metrics",
     "compute_metrics",
+    "evaluate_instances",
     "generate_responses",
     "judge_all",
     "judge_samples",

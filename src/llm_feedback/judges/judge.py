@@ -38,6 +38,7 @@ from llm_feedback.judges.kinds.score_0_5 import SCALE as REFERENCE_SCALE
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE, two_turns
 from llm_feedback.judges.requests import attach_images, check_score_range
 from llm_feedback.judges.seed_forms import SeedForms
+from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
 from llm_feedback.judges.seed_rubric_forms import RubricAndComparativeForms
 
 
@@ -65,6 +66,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
     `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
     more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
     that only builds tasks (to check prompts before any call) and cannot run them.
+    `system_prompt` replaces every kind's system message (the seed's judge-level prompt).
     """
 
     def __init__(
@@ -79,7 +81,9 @@ class Judge(SeedForms, RubricAndComparativeForms):
         max_reasks: int = 1,
         fail_loud: bool = False,
         connect: bool = True,
+        system_prompt: str | None = None,
     ) -> None:
+        self.system_prompt = system_prompt
         config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
@@ -153,7 +157,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         options: KindOptions | None = None,
         *,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
         """The task of one judgment of `kind` (a kind or its registered name) about `item`.
 
@@ -173,7 +177,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         options: KindOptions | None = None,
         *,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
         swap: bool = True,
     ) -> list[JudgeTask]:
         """A comparison of `item.response` with `item.other_response`: both orders (A first,
@@ -187,25 +191,28 @@ class Judge(SeedForms, RubricAndComparativeForms):
         read: Reader,
         kind: str,
         attempt: int,
-        images: Sequence[str | Media] | None,
+        images: Sequence[str | bytes | Media] | None,
     ) -> JudgeTask:
         if attempt:
             request = dataclasses.replace(request, attempt=attempt)
+        request = with_system_prompt(request, self.system_prompt)
         if images:
             request = attach_images(request, self._checked_images(images))
         return JudgeTask(request, read, kind=kind)
 
-    def _checked_images(self, images: Sequence[str | Media]) -> list[Media]:
-        """Images for the judge: checked `Media`, or paths / URLs / data: URIs to check."""
+    def _checked_images(self, images: Sequence[str | bytes | Media]) -> list[Media]:
+        """Images for the judge: checked `Media`, or paths / URLs / data: URIs / raw bytes
+        to check."""
         config = self._client.config
-        if isinstance(images, str | Media):
+        if isinstance(images, str | bytes | bytearray | Media):
             images = [images]
         if not config.accepts_media:
             raise InputError(f"{config.describe()} reads text only: it cannot judge images")
         checked = []
         for item, image in enumerate(images):
             try:
-                checked.append(load_media(image, "image", Path.cwd(), config.max_media_bytes))
+                source = image_source(image)
+                checked.append(load_media(source, "image", Path.cwd(), config.max_media_bytes))
             except MediaError as error:
                 raise InputError(f"judge image {item}: {error}") from None
         return checked
@@ -220,7 +227,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         output_format: str = "0/1",
         custom_prompt: str | None = None,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
         """Is `prediction` correct, given the reference `answer`? Value 1, 0 or None.
 
@@ -241,7 +248,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
         """A grade of one answer on `score_range`, with a reference answer when given.
 
@@ -294,7 +301,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         context: str | None = None,
         custom_prompt: str | None = None,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
         """An integer score per criterion of `rubric` ({name: description}), as JSON."""
         item = JudgeItem(
@@ -313,7 +320,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         attempt: int = 0,
-        images: Sequence[str | Media] | None = None,
+        images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
         """One order of a comparison: {"verdict": "A"|"B"|"tie"|None, "scores": [a, b]}.
 

@@ -10,23 +10,35 @@ binary judgments, "details". A comparison's "result" holds "winner" ("A": respon
 "tie" or None), "consistent", "verdicts" and "scores", and "scores" is also a top-level
 tuple, as the seed returned it. The sync forms also work inside a running event loop
 (Jupyter): the engine runs on the client's own loop thread.
+
+lmms-eval's calls work as written (`seed_inputs`): the binary forms take `output_format`
+and `custom_prompt`, the comparative forms `context` and the rubric forms `custom_prompt`
+in lmms-eval's positions; extra keyword arguments are fields of `custom_prompt`;
+`system_prompt` replaces the judge's for one call; images may be raw bytes; the batch
+forms take `images_list` for `item_images`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llm_feedback.backends.media import Media
 from llm_feedback.errors import InputError
 from llm_feedback.judges.judgment import Judgment, combine_orders, one_order
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
+from llm_feedback.judges.seed_inputs import (
+    pick_item_images,
+    with_system_prompt,
+    with_template_fields,
+)
 
 if TYPE_CHECKING:
     from llm_feedback.judges.judge import Judge, JudgeTask
 
 JudgmentDict = dict[str, Any]
-Images = Sequence[str | Media] | None
+Images = Sequence[str | bytes | Media] | None
 
 
 def zip_items(**columns: Sequence[Any] | None) -> list[tuple[Any, ...]]:
@@ -43,6 +55,16 @@ def zip_items(**columns: Sequence[Any] | None) -> list[tuple[Any, ...]]:
         raise InputError(f"batch inputs differ in length: {lengths}")
     size = next(iter(lengths.values()), 0)
     return list(zip(*(given.get(name, [None] * size) for name in columns), strict=True))
+
+
+def prompted(tasks: list[JudgeTask], system_prompt: str | None) -> list[JudgeTask]:
+    """The tasks with the call's `system_prompt` in place of the judge's (None: as built)."""
+    if system_prompt is None:
+        return tasks
+    return [
+        dataclasses.replace(task, request=with_system_prompt(task.request, system_prompt))
+        for task in tasks
+    ]
 
 
 def dicts(judgments: list[Judgment], result_key: str = "result") -> list[JudgmentDict]:
@@ -69,11 +91,14 @@ class SeedForms:
         output_format: str,
         custom_prompt: str | None,
         item_images: Sequence[Images] | None,
+        system_prompt: str | None,
+        fields: Mapping[str, Any],
     ) -> list[JudgeTask]:
         rows = zip_items(
             questions=questions, answers=answers, predictions=predictions, item_images=item_images
         )
-        return [
+        custom_prompt = with_template_fields(custom_prompt, fields)
+        tasks = [
             self.binary_task(
                 question,
                 answer,
@@ -84,16 +109,20 @@ class SeedForms:
             )
             for question, answer, prediction, images in rows
         ]
+        return prompted(tasks, system_prompt)
 
     def evaluate_binary_batch(
         self: Judge,
         questions: Sequence[str],
         answers: Sequence[str],
         predictions: Sequence[str],
-        *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
+        *,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         """Whether each prediction is correct given its reference answer: result 1/0/None
         ("graded" output also gives "details")."""
@@ -103,7 +132,9 @@ class SeedForms:
             predictions,
             output_format=output_format,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))
 
@@ -112,10 +143,13 @@ class SeedForms:
         questions: Sequence[str],
         answers: Sequence[str],
         predictions: Sequence[str],
-        *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
+        *,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         tasks = self._binary_tasks(
             questions,
@@ -123,7 +157,9 @@ class SeedForms:
             predictions,
             output_format=output_format,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))
 
@@ -132,10 +168,12 @@ class SeedForms:
         question: str,
         answer: str,
         prediction: str,
-        *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
+        *,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         """Whether `prediction` is correct given the reference `answer`: result 1/0/None."""
         tasks = self._binary_tasks(
@@ -145,6 +183,8 @@ class SeedForms:
             output_format=output_format,
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))[0]
 
@@ -153,10 +193,12 @@ class SeedForms:
         question: str,
         answer: str,
         prediction: str,
-        *,
         output_format: str = "0/1",
         custom_prompt: str | None = None,
+        *,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         tasks = self._binary_tasks(
             [question],
@@ -165,6 +207,8 @@ class SeedForms:
             output_format=output_format,
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))[0]
 
@@ -178,6 +222,8 @@ class SeedForms:
         score_range: Sequence[int],
         custom_prompt: str | None,
         item_images: Sequence[Images] | None,
+        system_prompt: str | None,
+        fields: Mapping[str, Any],
     ) -> list[JudgeTask]:
         rows = zip_items(
             questions=questions,
@@ -185,7 +231,8 @@ class SeedForms:
             references=references,
             item_images=item_images,
         )
-        return [
+        custom_prompt = with_template_fields(custom_prompt, fields)
+        tasks = [
             self.single_task(
                 question,
                 prediction,
@@ -196,6 +243,7 @@ class SeedForms:
             )
             for question, prediction, reference, images in rows
         ]
+        return prompted(tasks, system_prompt)
 
     def evaluate_single_batch(
         self: Judge,
@@ -206,6 +254,9 @@ class SeedForms:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         """A grade of each answer on `score_range`: result a number or None."""
         tasks = self._single_tasks(
@@ -214,7 +265,9 @@ class SeedForms:
             references=references,
             score_range=score_range,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))
 
@@ -227,6 +280,9 @@ class SeedForms:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         tasks = self._single_tasks(
             questions,
@@ -234,7 +290,9 @@ class SeedForms:
             references=references,
             score_range=score_range,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))
 
@@ -247,6 +305,8 @@ class SeedForms:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         """A grade of one answer on `score_range`: result a number or None."""
         tasks = self._single_tasks(
@@ -256,6 +316,8 @@ class SeedForms:
             score_range=score_range,
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))[0]
 
@@ -268,6 +330,8 @@ class SeedForms:
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         tasks = self._single_tasks(
             [question],
@@ -276,6 +340,8 @@ class SeedForms:
             score_range=score_range,
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))[0]
 
@@ -287,18 +353,22 @@ class SeedForms:
         conversations_references: Sequence[Sequence[str] | None] | None,
         *,
         custom_prompt: str | None,
+        system_prompt: str | None,
+        fields: Mapping[str, Any],
     ) -> list[JudgeTask]:
         rows = zip_items(
             conversations_questions=conversations_questions,
             conversations_answers=conversations_answers,
             conversations_references=conversations_references,
         )
-        return [
+        custom_prompt = with_template_fields(custom_prompt, fields)
+        tasks = [
             self.multi_turn_task(
                 questions, answers, references=references, custom_prompt=custom_prompt
             )
             for questions, answers, references in rows
         ]
+        return prompted(tasks, system_prompt)
 
     def evaluate_multi_turn_batch(
         self: Judge,
@@ -307,6 +377,8 @@ class SeedForms:
         *,
         conversations_references: Sequence[Sequence[str] | None] | None = None,
         custom_prompt: str | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         """One item is a conversation: its two turns' questions, answers, references."""
         tasks = self._multi_turn_tasks(
@@ -314,6 +386,8 @@ class SeedForms:
             conversations_answers,
             conversations_references,
             custom_prompt=custom_prompt,
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))
 
@@ -324,12 +398,16 @@ class SeedForms:
         *,
         conversations_references: Sequence[Sequence[str] | None] | None = None,
         custom_prompt: str | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         tasks = self._multi_turn_tasks(
             conversations_questions,
             conversations_answers,
             conversations_references,
             custom_prompt=custom_prompt,
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))
 
@@ -340,6 +418,8 @@ class SeedForms:
         *,
         references: Sequence[str] | None = None,
         custom_prompt: str | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         """The turns' `questions`, `answers` and, optionally, `references`."""
         tasks = self._multi_turn_tasks(
@@ -347,6 +427,8 @@ class SeedForms:
             [answers],
             [references],
             custom_prompt=custom_prompt,
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks))[0]
 
@@ -357,11 +439,15 @@ class SeedForms:
         *,
         references: Sequence[str] | None = None,
         custom_prompt: str | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         tasks = self._multi_turn_tasks(
             [questions],
             [answers],
             [references],
             custom_prompt=custom_prompt,
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks))[0]

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llm_feedback.judges.kinds import JudgeItem, KindOptions
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
 from llm_feedback.judges.requests import check_score_range
-from llm_feedback.judges.seed_forms import Images, JudgmentDict, dicts, pair_dicts, zip_items
+from llm_feedback.judges.seed_forms import (
+    Images,
+    JudgmentDict,
+    dicts,
+    pair_dicts,
+    prompted,
+    zip_items,
+)
+from llm_feedback.judges.seed_inputs import pick_item_images, with_template_fields
 
 if TYPE_CHECKING:
     from llm_feedback.judges.judge import Judge, JudgeTask
@@ -29,6 +37,8 @@ class RubricAndComparativeForms:
         contexts: Sequence[str | None] | None,
         custom_prompt: str | None,
         item_images: Sequence[Images] | None,
+        system_prompt: str | None,
+        fields: Mapping[str, Any],
     ) -> list[JudgeTask]:
         rows = zip_items(
             questions=questions,
@@ -37,7 +47,8 @@ class RubricAndComparativeForms:
             contexts=contexts,
             item_images=item_images,
         )
-        return [
+        custom_prompt = with_template_fields(custom_prompt, fields)
+        tasks = [
             self.rubric_task(
                 question,
                 prediction,
@@ -50,18 +61,22 @@ class RubricAndComparativeForms:
             )
             for question, prediction, reference, context, images in rows
         ]
+        return prompted(tasks, system_prompt)
 
     def evaluate_with_rubric_batch(
         self: Judge,
         questions: Sequence[str],
         predictions: Sequence[str],
         rubric: Mapping[str, str],
+        custom_prompt: str | None = None,
         *,
         score_range: Sequence[int] = (1, 5),
         references: Sequence[str | None] | None = None,
         contexts: Sequence[str | None] | None = None,
-        custom_prompt: str | None = None,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         """Scores per criterion of `rubric` ({name: description}) under "scores"."""
         tasks = self._rubric_tasks(
@@ -72,7 +87,9 @@ class RubricAndComparativeForms:
             references=references,
             contexts=contexts,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks), "scores")
 
@@ -81,12 +98,15 @@ class RubricAndComparativeForms:
         questions: Sequence[str],
         predictions: Sequence[str],
         rubric: Mapping[str, str],
+        custom_prompt: str | None = None,
         *,
         score_range: Sequence[int] = (1, 5),
         references: Sequence[str | None] | None = None,
         contexts: Sequence[str | None] | None = None,
-        custom_prompt: str | None = None,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         tasks = self._rubric_tasks(
             questions,
@@ -96,7 +116,9 @@ class RubricAndComparativeForms:
             references=references,
             contexts=contexts,
             custom_prompt=custom_prompt,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(await self.arun(tasks), "scores")
 
@@ -105,12 +127,14 @@ class RubricAndComparativeForms:
         question: str,
         prediction: str,
         rubric: Mapping[str, str],
+        custom_prompt: str | None = None,
         *,
         score_range: Sequence[int] = (1, 5),
         reference: str | None = None,
         context: str | None = None,
-        custom_prompt: str | None = None,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         """Scores per criterion of `rubric` ({name: description}) under "scores"."""
         tasks = self._rubric_tasks(
@@ -122,6 +146,8 @@ class RubricAndComparativeForms:
             contexts=[context],
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return dicts(self.run(tasks), "scores")[0]
 
@@ -130,12 +156,14 @@ class RubricAndComparativeForms:
         question: str,
         prediction: str,
         rubric: Mapping[str, str],
+        custom_prompt: str | None = None,
         *,
         score_range: Sequence[int] = (1, 5),
         reference: str | None = None,
         context: str | None = None,
-        custom_prompt: str | None = None,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         tasks = self._rubric_tasks(
             [question],
@@ -146,6 +174,8 @@ class RubricAndComparativeForms:
             contexts=[context],
             custom_prompt=custom_prompt,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return (dicts(await self.arun(tasks), "scores"))[0]
 
@@ -161,8 +191,11 @@ class RubricAndComparativeForms:
         custom_prompt: str | None,
         swap: bool,
         item_images: Sequence[Images] | None,
+        system_prompt: str | None,
+        fields: Mapping[str, Any],
     ) -> list[JudgeTask]:
         options = KindOptions(check_score_range(score_range))
+        custom_prompt = with_template_fields(custom_prompt, fields)
         rows = zip_items(
             questions=questions,
             responses1=responses1,
@@ -180,19 +213,22 @@ class RubricAndComparativeForms:
                 custom_prompt=custom_prompt,
             )
             tasks += self.comparison_tasks("pairwise", item, options, images=images, swap=swap)
-        return tasks
+        return prompted(tasks, system_prompt)
 
     def evaluate_comparative_batch(
         self: Judge,
         questions: Sequence[str],
         responses1: Sequence[str],
         responses2: Sequence[str],
-        *,
         contexts: Sequence[str | None] | None = None,
+        *,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         swap: bool = True,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         """Which response of each pair is better; "raw_response" and "prompt" list the
         orders judged (orders that disagree make a tie)."""
@@ -204,7 +240,9 @@ class RubricAndComparativeForms:
             score_range=score_range,
             custom_prompt=custom_prompt,
             swap=swap,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return pair_dicts(self.run(tasks), swap)
 
@@ -213,12 +251,15 @@ class RubricAndComparativeForms:
         questions: Sequence[str],
         responses1: Sequence[str],
         responses2: Sequence[str],
-        *,
         contexts: Sequence[str | None] | None = None,
+        *,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         swap: bool = True,
         item_images: Sequence[Images] | None = None,
+        images_list: Sequence[Images] | None = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> list[JudgmentDict]:
         tasks = self._comparative_tasks(
             questions,
@@ -228,7 +269,9 @@ class RubricAndComparativeForms:
             score_range=score_range,
             custom_prompt=custom_prompt,
             swap=swap,
-            item_images=item_images,
+            item_images=pick_item_images(item_images, images_list),
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return pair_dicts(await self.arun(tasks), swap)
 
@@ -237,12 +280,14 @@ class RubricAndComparativeForms:
         question: str,
         response1: str,
         response2: str,
-        *,
         context: str | None = None,
+        *,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         swap: bool = True,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         """Which response is better: result "winner" "A" (response1), "B", "tie" or None."""
         tasks = self._comparative_tasks(
@@ -254,6 +299,8 @@ class RubricAndComparativeForms:
             custom_prompt=custom_prompt,
             swap=swap,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return pair_dicts(self.run(tasks), swap)[0]
 
@@ -262,12 +309,14 @@ class RubricAndComparativeForms:
         question: str,
         response1: str,
         response2: str,
-        *,
         context: str | None = None,
+        *,
         score_range: Sequence[int] = MT_BENCH_SCALE,
         custom_prompt: str | None = None,
         swap: bool = True,
         images: Images = None,
+        system_prompt: str | None = None,
+        **fields: Any,
     ) -> JudgmentDict:
         tasks = self._comparative_tasks(
             [question],
@@ -278,5 +327,7 @@ class RubricAndComparativeForms:
             custom_prompt=custom_prompt,
             swap=swap,
             item_images=[images],
+            system_prompt=system_prompt,
+            fields=fields,
         )
         return pair_dicts(await self.arun(tasks), swap)[0]

@@ -1,0 +1,89 @@
+"""The inputs lmms-eval's judge calls pass that our own forms spell differently.
+
+Extra keyword arguments are fields of the caller's `custom_prompt` (`with_template_fields`
+fills them in before the judge fills its own, so both are checked); a system prompt on the
+judge or the call replaces the kind's (`with_system_prompt`); images may be raw bytes
+(`image_source` makes them a data: URI, whose content is then checked like a file's); the
+batch forms take `images_list` as well as `item_images` (`pick_item_images`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.backends.media import Media, sniff_format
+from llm_feedback.errors import InputError
+from llm_feedback.judges.requests import template_fields
+
+_FORMATTER = string.Formatter()
+_IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def _escaped(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def with_template_fields(custom_prompt: str | None, fields: Mapping[str, Any]) -> str | None:
+    """`custom_prompt` with the caller's extra `fields` filled in and every other field left
+    for the judge; each field given must be one the template uses (a misspelt keyword
+    argument fails here, before any call). The values are the caller's own and are shown
+    as given, not fenced."""
+    if not fields:
+        return custom_prompt
+    names = ", ".join(sorted(fields))
+    if custom_prompt is None:
+        raise InputError(
+            f"judge keyword arguments {names} are template fields: pass a "
+            "custom_prompt that uses them"
+        )
+    unused = sorted(set(fields) - template_fields(custom_prompt))
+    if unused:
+        raise InputError(
+            f"custom_prompt does not use the field {{{unused[0]}}} given as a keyword argument"
+        )
+    pieces = []
+    for literal, name, spec, conversion in _FORMATTER.parse(custom_prompt):
+        pieces.append(_escaped(literal))
+        if name is None:
+            continue
+        field = "{" + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+        if name in fields:
+            pieces.append(_escaped(field.replace("{", "{0", 1).format(fields[name])))
+        else:
+            pieces.append(field.replace("{", "{" + name, 1))
+    return "".join(pieces)
+
+
+def with_system_prompt(request: ChatRequest, system_prompt: str | None) -> ChatRequest:
+    """`request` with `system_prompt` in place of its system message (None: unchanged)."""
+    if system_prompt is None:
+        return request
+    if not isinstance(system_prompt, str) or not system_prompt.strip():
+        raise InputError(f"system_prompt must be a non-empty string, got {system_prompt!r}")
+    messages = list(request.messages)
+    if messages and messages[0]["role"] == "system":
+        messages = messages[1:]
+    return dataclasses.replace(
+        request, messages=({"role": "system", "content": system_prompt}, *messages)
+    )
+
+
+def image_source(image: str | bytes | Media) -> str | Media:
+    """A path, URL, data: URI or `Media` as given; raw bytes as a data: URI (their format is
+    then checked by content, like a file's)."""
+    if not isinstance(image, bytes | bytearray):
+        return image
+    mime = _IMAGE_TYPES.get(sniff_format(bytes(image)) or "", "application/octet-stream")
+    return f"data:{mime};base64,{base64.b64encode(bytes(image)).decode('ascii')}"
+
+
+def pick_item_images(item_images: Sequence[Any] | None, images_list: Sequence[Any] | None):
+    """The batch's images per item, under either name (lmms-eval's `images_list`)."""
+    if item_images is not None and images_list is not None:
+        raise InputError("pass the images per item as item_images or images_list, not both")
+    return images_list if item_images is None else item_images
