@@ -122,9 +122,6 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
     except CostLimitExceeded as stop:
         click.echo(f"stopped before the first call: {stop}", err=True)
         sys.exit(1)
-    except ConfigError as error:  # a bad parameter or run option: its message says it all
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
     except KeyboardInterrupt:
         stop_local_servers()
         click.echo(
