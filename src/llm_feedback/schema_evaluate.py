@@ -30,6 +30,8 @@ EVAL_SAMPLES_COLUMN_TYPES = {
     "images": "object",
     "audio": "object",
 }
+# Columns the evaluate nodes add to the samples between them (not the user's own).
+EVAL_SAMPLES_INTERNAL_COLUMNS = ("generation_error",)
 # What `eval_judgments` keeps of a row's attachments: sources (paths or URLs, "inline" for a
 # data: URI) and SHA-256 hashes ("" for a URL), never the bytes. Lists of strings.
 EVAL_MEDIA_COLUMN_TYPES = {

@@ -24,10 +24,18 @@ package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, wh
 `llm_feedback.params.evaluate` maps the YAML onto), the tables' columns and dtypes
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
 (replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
-(also per category and level), `run`.
+(also per category and level), `run`, `sample_files` (the samples file in any format:
+native rows or gold-labelled samples as published) and `judge_validation` (the judge's
+card from gold-labelled samples).
 """
 
 from llm_feedback.evaluation.generation import generate_responses
+from llm_feedback.evaluation.judge_validation import (
+    EvaluationValidation,
+    evaluation_judge_key,
+    validate_evaluation,
+    validation_set_name,
+)
 from llm_feedback.evaluation.judging import (
     EXACT_MATCH,
     INVALID,
@@ -43,6 +51,11 @@ from llm_feedback.evaluation.panel import (
     metrics_with_agreement,
 )
 from llm_feedback.evaluation.run import run_evaluation
+from llm_feedback.evaluation.sample_files import (
+    SAMPLES_PATH_ATTR,
+    read_samples_file,
+    samples_from_file,
+)
 from llm_feedback.evaluation.samples import (
     prepare_samples,
     select_samples,
@@ -51,18 +64,25 @@ from llm_feedback.evaluation.samples import (
 
 __all__ = [
     "EXACT_MATCH",
+    "SAMPLES_PATH_ATTR",
+    "EvaluationValidation",
     "INVALID",
     "NO_RESPONSE",
     "aggregate_panel",
     "agreement_metrics",
     "compute_metrics",
+    "evaluation_judge_key",
     "generate_responses",
     "judge_all",
     "judge_samples",
     "metrics_with_agreement",
     "open_judge",
     "prepare_samples",
+    "read_samples_file",
     "run_evaluation",
+    "samples_from_file",
     "select_samples",
+    "validate_evaluation",
     "validate_samples",
+    "validation_set_name",
 ]

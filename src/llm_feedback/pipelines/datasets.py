@@ -2,6 +2,12 @@
 
 * `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
   input file is reported with its file and line number.
+* `SamplesFileDataset`: the evaluate pipeline's samples file in any format (a JSON list,
+  JSON Lines or Parquet; `evaluation.sample_files`), read as its records; the node turns
+  them into eval_samples rows by `evaluate.samples_format`.
+* `LatestParquetDataset`: the latest version of a versioned Parquet dataset, or an empty
+  frame with the given columns when none has been written yet (a node that accumulates
+  across runs reads its own previous output through it).
 * `ParquetDataset`, `TextDataset` and `PartitionedDataset`: kedro-datasets' own (same
   arguments, same files, same load and save), with a kedro-viz preview that always
   serialises.
@@ -33,6 +39,7 @@ from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDat
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
+from llm_feedback.evaluation.sample_files import read_samples_file
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
 
@@ -229,3 +236,51 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def _exists(self) -> bool:
         return self._filepath.is_file()
+
+
+class SamplesFileDataset(JSONLinesDataset):
+    """Read-only: `type: llm_feedback.pipelines.datasets.SamplesFileDataset`, `filepath`."""
+
+    def load(self) -> pd.DataFrame:
+        return read_samples_file(self._filepath)
+
+
+class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
+    """Read-only: `filepath` of a versioned Parquet dataset and `columns` (the schema.py
+    table name of its columns, e.g. JUDGE_VALIDATION_COLUMN_TYPES): its latest version, or
+    an empty frame of those columns before the first one is written."""
+
+    def __init__(self, filepath: str, columns: str, metadata: dict[str, Any] | None = None) -> None:
+        from llm_feedback import schema  # noqa: PLC0415 - the table named in the catalog
+
+        self._filepath = Path(filepath)
+        if not isinstance(getattr(schema, columns, None), dict):
+            raise DatasetError(f"{filepath}: columns {columns!r} is not a table of schema.py")
+        self._types: dict[str, str] = getattr(schema, columns)
+        self.metadata = metadata
+
+    def _latest(self) -> Path | None:
+        """The file of the newest version (versions are named by sortable timestamps)."""
+        if not self._filepath.is_dir():
+            return None
+        versions = sorted(
+            path / self._filepath.name
+            for path in self._filepath.iterdir()
+            if (path / self._filepath.name).is_file()
+        )
+        return versions[-1] if versions else None
+
+    def load(self) -> pd.DataFrame:
+        latest = self._latest()
+        if latest is None:
+            return pd.DataFrame(columns=list(self._types)).astype(self._types)
+        return pd.read_parquet(latest)
+
+    def save(self, data: pd.DataFrame) -> None:
+        raise DatasetError(f"{self._filepath}: this dataset reads the latest version only")
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+    def _exists(self) -> bool:
+        return True

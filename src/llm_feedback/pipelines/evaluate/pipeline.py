@@ -6,6 +6,7 @@ from llm_feedback.pipelines.evaluate.nodes import (
     prepare,
     read_params,
     summarise,
+    validate_judge,
 )
 
 
@@ -38,8 +39,26 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="judge_eval_samples",
             ),
             node(
+                validate_judge,
+                [
+                    "eval_judgments",
+                    "eval_samples_answered",
+                    "evaluate_params",
+                    "judge_validation_history",
+                    "eval_samples",
+                ],
+                [
+                    "judge_validation",
+                    "eval_annotator_agreement",
+                    "eval_judge_validation_metrics",
+                    "eval_judge_card",
+                    "judge_accuracy_figure",
+                ],
+                name="validate_judge",
+            ),
+            node(
                 summarise,
-                ["eval_judgments", "evaluate_params"],
+                ["eval_judgments", "evaluate_params", "eval_judge_validation_metrics"],
                 "eval_metrics",
                 name="compute_eval_metrics",
             ),
