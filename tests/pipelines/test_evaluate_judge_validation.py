@@ -10,7 +10,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from kedro.io import DatasetError
 
+from llm_feedback.errors import InputError
 from llm_feedback.replies.fencing import neutralise
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import SHARED_DATA, endpoints_via
@@ -120,3 +122,157 @@ def test_gpt4_vanilla_verdicts_replayed_give_llmbars_published_numbers(run_kedro
     assert (cards["validation_set"] == "natural/dataset.json").all()
     card = catalog.load("eval_judge_card")
     assert "Judge card: fake-model" in card and "0.955" in card
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def labelled_pairs(count: int = 12) -> list[dict[str, Any]]:
+    """Our JSONL pairs: gold A on even items, B on odd ones; the gold is the longer response
+    on two items in three."""
+    rows = []
+    for number in range(count):
+        short, long = f"answer {number}", f"a much longer answer number {number}, with detail"
+        gold = "A" if number % 2 == 0 else "B"
+        gold_longer = number % 3 != 0
+        better, worse = (long, short) if gold_longer else (short, long)
+        first, second = (better, worse) if gold == "A" else (worse, better)
+        rows.append(
+            {
+                "instance_id": f"item-{number:02d}",
+                "question": f"Question {number}?",
+                "response_a": first,
+                "response_b": second,
+                "label": gold,
+                "category": "even" if number % 2 == 0 else "odd",
+            }
+        )
+    return rows
+
+
+def always_first(body: dict[str, Any], ctx: RequestContext) -> str:
+    return "The first one.\nVerdict: [[A]]"
+
+
+def always_longer(body: dict[str, Any], ctx: RequestContext) -> str:
+    _, first, second = shown(body["messages"][-1]["content"])
+    return f"The longer one.\nVerdict: [[{'A' if len(first) > len(second) else 'B'}]]"
+
+
+def test_an_always_first_judge_is_exactly_the_always_first_baseline(run_kedro, tmp_path):
+    samples = write_jsonl(tmp_path / "pairs.jsonl", labelled_pairs())
+    with FakeLLMServer(responder=always_first) as server:
+        run = run_kedro("evaluate", llmbar_params(server, samples))
+        assert server.request_count == 24
+    metrics = run["catalog"].load("eval_metrics")
+    judge = metric_values(metrics, "fake-model~gold")
+    baseline = metric_values(metrics, "always_first~gold")
+    assert judge["positional_agreement"] == 0.0
+    assert judge["first_shown_share"] == 1.0
+    assert judge["accuracy"] == baseline["accuracy"] == 0.5
+    assert judge["accuracy_original_order"] == 0.5  # gold A on half the items
+    assert judge["accuracy_both_orders"] == 0.0
+    card = run["catalog"].load("eval_judge_card")
+    assert "This judge cannot be told apart from always_first" in card
+    agreement = run["catalog"].load("eval_annotator_agreement")
+    assert agreement.empty  # one annotator
+
+
+def test_an_always_longer_judge_gets_the_rates_the_data_implies(run_kedro, tmp_path):
+    rows = labelled_pairs()
+    samples = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    with FakeLLMServer(responder=always_longer) as server:
+        run = run_kedro("evaluate", llmbar_params(server, samples))
+    metrics = run["catalog"].load("eval_metrics")
+    judge = metric_values(metrics, "fake-model~gold")
+    baseline = metric_values(metrics, "always_longer~gold")
+    gold_longer = sum(number % 3 != 0 for number in range(len(rows))) / len(rows)
+    assert judge["longer_share"] == 1.0
+    assert judge["positional_agreement"] == 1.0
+    assert judge["accuracy"] == pytest.approx(gold_longer) == baseline["accuracy"]
+    assert judge["gold_longer_share"] == pytest.approx(gold_longer)
+    # Per category as for the other metrics: the odd items' gold is B.
+    odd = metrics[(metrics["raters"] == "fake-model~gold") & (metrics["category"] == "odd")]
+    assert "accuracy" in set(odd["metric"])
+
+
+def test_several_annotators_give_their_agreement_and_the_judge_against_each(run_kedro, tmp_path):
+    rows = labelled_pairs(6)
+    for number, row in enumerate(rows):
+        gold = row.pop("label")
+        other = {"A": "B", "B": "A"}[gold] if number == 0 else gold
+        row["labels"] = {"ann1": gold, "ann2": gold, "ann3": other}
+    samples = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    with FakeLLMServer(responder=always_first) as server:
+        run = run_kedro("evaluate", llmbar_params(server, samples))
+    agreement = run["catalog"].load("eval_annotator_agreement")
+    assert {"cohen_kappa", "fleiss_kappa", "exact_match_share"} <= set(agreement["metric"])
+    pair = agreement[
+        (agreement["metric"] == "exact_match_share") & (agreement["raters"] == "ann1~ann3")
+    ]
+    assert pair["value"].iloc[0] == pytest.approx(5 / 6)
+    metrics = run["catalog"].load("eval_metrics")
+    assert {"fake-model~ann1", "fake-model~ann2", "fake-model~ann3"} <= set(metrics["raters"])
+    judgments = run["catalog"].load("eval_judgments")
+    assert list(judgments["gold_annotators"].iloc[0]) == ["ann1", "ann2", "ann3"]
+
+
+def test_a_is_the_first_row_and_further_columns_reach_eval_judgments(run_kedro, tmp_path):
+    rows = [
+        {"instance_id": "q1", "question": "Q?", "response": "first", "model": "zeta", "src": "x"},
+        {"instance_id": "q1", "question": "Q?", "response": "second", "model": "alpha", "src": "y"},
+    ]
+    samples = write_jsonl(tmp_path / "native.jsonl", rows)
+    with FakeLLMServer(responder=always_first) as server:
+        run = run_kedro("evaluate", llmbar_params(server, samples))
+    judgments = run["catalog"].load("eval_judgments")
+    assert judgments[["model_a", "model_b", "src_a", "src_b"]].iloc[0].tolist() == [
+        "zeta",
+        "alpha",
+        "x",
+        "y",
+    ]
+    assert "this judge has not been validated" in run["catalog"].load("eval_judge_card").lower()
+
+
+def test_a_further_column_named_like_a_judgment_column_is_refused_by_name(run_kedro, tmp_path):
+    rows = [
+        {"instance_id": "q1", "question": "Q?", "response": "r", "model": "m", "score": 3},
+    ]
+    samples = write_jsonl(tmp_path / "native.jsonl", rows)
+    with FakeLLMServer(responder=always_first) as server:
+        params = llmbar_params(server, samples, mode="single_1_10", samples_format="native")
+        with pytest.raises(InputError, match="column 'score': eval_judgments has a column"):
+            run_kedro("evaluate", params)
+        assert server.request_count == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('[{"prompt": "x", "answer": "y"}]', r"item 0: not a known samples format"),
+        (
+            '[{"input": "q", "output_1": "a", "output_2": "b", "label": 3}]',
+            r"item 0, field 'label'",
+        ),
+        ('{"question": "q"\n', r"line 1, column \d+: malformed JSON"),
+    ],
+)
+def test_unknown_or_malformed_files_fail_before_any_call(run_kedro, tmp_path, content, message):
+    path = tmp_path / "samples.json"
+    path.write_text(content, encoding="utf-8")
+    with FakeLLMServer(responder=always_first) as server:
+        # A file that cannot be read fails as the dataset loads (Kedro wraps the error).
+        with pytest.raises((InputError, DatasetError), match=rf"{re.escape(str(path))}, {message}"):
+            run_kedro("evaluate", llmbar_params(server, path))
+        assert server.request_count == 0
+
+
+def test_gold_labels_need_the_pairwise_mode(run_kedro, tmp_path):
+    samples = write_jsonl(tmp_path / "pairs.jsonl", labelled_pairs(2))
+    with FakeLLMServer(responder=always_first) as server:
+        with pytest.raises(InputError, match="column 'gold'.*set evaluate.mode=pairwise"):
+            run_kedro("evaluate", llmbar_params(server, samples, mode="binary"))
+        assert server.request_count == 0

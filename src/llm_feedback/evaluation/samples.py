@@ -183,6 +183,11 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
+    if "gold" in frame.columns and not config.kind.compares:
+        raise InputError(
+            f"eval_samples, column 'gold': a pairwise label (A, B or tie) cannot be compared "
+            f"with {config.mode} judgments: set evaluate.mode=pairwise"
+        )
     required = list(EVAL_SAMPLES_REQUIRED_COLUMNS) + (
         ["reference"] if config.kind.needs_reference else []
     )
@@ -250,7 +255,7 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     _check_same_question(samples, check)
     samples = samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
     if "gold" in carried:
-        _check_gold(frame, samples, config, check)
+        _check_gold(frame, samples, check)
     return samples.assign(**{column: frame[column].astype(object) for column in carried})
 
 
@@ -291,17 +296,8 @@ def carried_columns(frame: pd.DataFrame, config: EvaluateParams) -> list[str]:
     return carried
 
 
-def _check_gold(
-    frame: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams, check: _RowChecker
-) -> None:
+def _check_gold(frame: pd.DataFrame, samples: pd.DataFrame, check: _RowChecker) -> None:
     """Gold labels are pairwise verdicts, one per instance, on its two rows."""
-    if not config.kind.compares:
-        raise check.fail(
-            0,
-            "gold",
-            f"a pairwise label (A, B or tie) cannot be compared with {config.mode} "
-            "judgments: set evaluate.mode=pairwise",
-        )
     gold = _values(frame, "gold")
     for row, value in enumerate(gold):
         if value not in VERDICTS:
