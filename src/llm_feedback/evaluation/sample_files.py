@@ -16,15 +16,18 @@ so that a gold format is read from the file itself, errors naming the file's lin
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.evaluation.config import SAMPLES_FORMATS
 from llm_feedback.schema import EVAL_SAMPLES_REQUIRED_COLUMNS
-from llm_feedback.validation.formats import detect_format, read_records, read_samples
+from llm_feedback.validation.formats import detect_format, read_records
 from llm_feedback.validation.records import Record, load_records
 
 logger = logging.getLogger(__name__)
@@ -59,19 +62,35 @@ def _records(frame: pd.DataFrame) -> list[Record]:
     ]
 
 
+def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Record]]) -> str:
+    """The format of `frame` by its fields: native when it has eval_samples' columns and no
+    gold field; a gold format when its first record has that format's fields; else native
+    if it has any column of eval_samples' own (whose checks then name what is missing)."""
+    if frame.empty or is_native(frame):
+        return NATIVE
+    try:
+        return detect_format(where, records())
+    except InputError:
+        if set(EVAL_SAMPLES_REQUIRED_COLUMNS) & set(frame.columns):
+            return NATIVE
+        raise
+
+
 def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.DataFrame:
     """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows."""
     path = frame.attrs.get(SAMPLES_PATH_ATTR)
     where = Path(path) if path else Path("eval_samples")
-    if samples_format == NATIVE or (samples_format == AUTO and is_native(frame)):
-        if samples_format == AUTO:
-            logger.info("%s: samples format detected as native eval_samples rows", where)
+
+    # Read from the file itself when there is one, so that errors name its lines.
+    @functools.cache
+    def records() -> list[Record]:
+        return load_records(Path(path)) if path else _records(frame)
+
+    chosen = _detected(frame, where, records) if samples_format == AUTO else samples_format
+    if samples_format == AUTO:
+        logger.info("%s: samples format detected as %s", where, chosen)
+    if chosen == NATIVE:
         return frame
-    if path is not None:
-        samples = read_samples(path, samples_format)
-    else:
-        records = _records(frame)
-        chosen = detect_format(where, records) if samples_format == AUTO else samples_format
-        samples = read_records(where, records, chosen)
+    samples = read_records(where, records(), chosen)
     samples.attrs |= {key: value for key, value in frame.attrs.items() if key != "samples_format"}
     return samples
