@@ -328,13 +328,29 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
             raise ConfigError(f"{setting} (eval_samples row {sample.Index}): {error}") from None
 
 
-def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
-    pairs = _pairs(samples, config.mode)
+def judge_tasks(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
+    """Every judge call `judge_samples` makes of `samples`, in its order (what a run plan
+    prices): one per sample that needs the judge, or both orders of every pair."""
+    if not config.kind.compares:
+        plan = [_plan(sample, config, judge) for sample in samples.itertuples()]
+        return [step for step in plan if isinstance(step, JudgeTask)]
+    return _pair_judge_tasks(_pairs(samples, config.mode), config, judge)
+
+
+def _pair_judge_tasks(
+    pairs: list[tuple[Any, Any]], config: EvaluateParams, judge: Judge
+) -> list[JudgeTask]:
     tasks: list[JudgeTask] = []
     for first, second in pairs:
         if text_or_none(first.response) is None or text_or_none(second.response) is None:
             continue
         tasks += _pair_tasks(first, second, config, judge)
+    return tasks
+
+
+def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
+    pairs = _pairs(samples, config.mode)
+    tasks = _pair_judge_tasks(pairs, config, judge)
     judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records = []
     for first, second in pairs:

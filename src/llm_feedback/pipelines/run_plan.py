@@ -1,7 +1,8 @@
-"""The priced plan of a Kedro run: what `llm_feedback.planning` needs, taken from the run's
-pipeline and catalog. Stages the run includes are planned; their inputs come from the
-catalog, or, where the run itself produces them, from the run's own free nodes (sampling)
-or placeholders (completions not generated yet)."""
+"""The priced plan of a Kedro run: what `llm_feedback.planning` (and `planning_evaluate`
+for the evaluate pipeline) needs, taken from the run's pipeline and catalog. Stages the run
+includes are planned; their inputs come from the catalog, or, where the run itself produces
+them, from the run's own free nodes (sampling) or placeholders (completions not generated
+yet)."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -10,15 +11,22 @@ import pandas as pd
 from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.params import parse_annotate, parse_generate, parse_report, parse_sample
+from llm_feedback.evaluation import prepare_samples, samples_from_file
+from llm_feedback.params import (
+    parse_annotate,
+    parse_evaluate,
+    parse_generate,
+    parse_report,
+    parse_sample,
+)
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
+from llm_feedback.planning_evaluate import plan_evaluation
 
 # Node name -> the plan's stage name, for the nodes that call a judge.
 JUDGE_STAGES = {"rate_aspects": "annotate", "critique": "critique"}
-# Pipelines whose calls the plan does not estimate: a plan without them would read as free.
-UNPLANNED = ("evaluate",)
+# The evaluate pipeline's first node, which checks its samples: the run includes evaluate.
+EVALUATE_NODE = "check_eval_samples"
 
 
 def _sampled_prompts(
@@ -37,12 +45,6 @@ def _sampled_prompts(
 def plan_for_run(
     pipeline: Pipeline, catalog: CatalogProtocol, parameters: Mapping[str, Any]
 ) -> pd.DataFrame:
-    unplanned = sorted({tag for node in pipeline.nodes for tag in node.tags} & set(UNPLANNED))
-    if unplanned:
-        raise ConfigError(
-            f"plan_only / max_cost_usd: the {', '.join(unplanned)} pipeline's calls are not "
-            "planned; plan the feedback pipelines only (sample, generate, annotate, report)"
-        )
     nodes = {node.name for node in pipeline.nodes}
     endpoints = parameters.get("endpoints")
     generate = (
@@ -53,12 +55,22 @@ def plan_for_run(
     judge_stages = [stage for name, stage in JUDGE_STAGES.items() if name in nodes]
     annotate = parse_annotate(parameters.get("annotate"), endpoints) if judge_stages else None
     needs_sample = generate is not None
-    return plan_run(
+    prices = parse_report(parameters.get("report")).prices
+    plan = plan_run(
         sampled=_sampled_prompts(nodes, catalog, parameters) if needs_sample else None,
         completions=catalog.load("completions") if annotate and not generate else None,
         generate=generate,
         annotate=annotate,
         judge_stages=judge_stages,
-        prices=parse_report(parameters.get("report")).prices,
+        prices=prices,
         cache_path=parameters.get("request_cache"),
     )
+    if EVALUATE_NODE not in nodes:
+        return plan
+    # The same checks as the run's own first nodes: bad samples fail here, before any call.
+    config = parse_evaluate(parameters.get("evaluate"), endpoints)
+    samples = prepare_samples(
+        samples_from_file(catalog.load("eval_samples"), config.samples_format), config
+    )
+    evaluation = plan_evaluation(samples, config, prices, parameters.get("request_cache"))
+    return pd.concat([plan, evaluation], ignore_index=True) if len(plan) else evaluation
