@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.params import ReportParams, parse_report
+from llm_feedback.params import ReportParams, parse_annotate, parse_report
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting import (
     PreferencePairs,
@@ -17,6 +17,8 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.reporting.judge_card import annotate_judge_key
+from llm_feedback.reporting.markdown import judge_card_section
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
 # 08_reporting/figures/<name>.png, next to 08_reporting/report.md, so the links are relative
@@ -88,10 +90,17 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
     ]
 
 
+def annotate_judge(annotate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> str:
+    """The key of annotate's judge, under which a validated judge's card is filed."""
+    return annotate_judge_key(parse_annotate(annotate, endpoints))
+
+
 def render_report(
     input_versions: Mapping[str, str],
     params: ReportParams,
     completions: pd.DataFrame,
+    judge_cards: pd.DataFrame,
+    judge_key: str,
     **tables: pd.DataFrame,
 ) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -106,4 +115,5 @@ def render_report(
             "each completion was judged in one order only; set annotate.n_shuffles to 2 or "
             "more to measure position effects"
         )
-    return render_markdown_report(tables, figures, input_versions, run_info, omitted)
+    report = render_markdown_report(tables, figures, input_versions, run_info, omitted)
+    return report + judge_card_section(judge_cards, judge_key)

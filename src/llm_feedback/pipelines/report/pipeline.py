@@ -1,6 +1,7 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.report.nodes import (
+    annotate_judge,
     estimate_costs,
     preference_pairs,
     read_params,
@@ -136,11 +137,21 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_position_bias",
             ),
             node(
+                annotate_judge,
+                ["params:annotate", "params:endpoints"],
+                "annotate_judge_key",
+                name="key_annotate_judge",
+                tags="params",
+            ),
+            node(
                 render_report,
                 {
                     "input_versions": INPUT_VERSIONS,
                     "params": "report_params",
                     "completions": "completions",
+                    # The card of annotate's judge, when judge_validation has one.
+                    "judge_cards": "judge_validation_history",
+                    "judge_key": "annotate_judge_key",
                     **{table: table for table in REPORT_TABLES},
                 },
                 "report",
