@@ -94,6 +94,20 @@ COVERED_BY = {
     "kedro run --pipelines evaluate --params evaluate.judge.endpoint=cluster": (
         "tests/backends/test_ray_backend.py::test_the_readme_ray_cluster_runs_the_evaluate_command"
     ),
+    (
+        "kedro run --pipelines evaluate --params "
+        "eval_samples_path=path/to/LLMBar/Natural/dataset.json,evaluate.mode=pairwise"
+    ): (
+        "tests/pipelines/test_evaluate_judge_validation.py::"
+        "test_gpt4_vanilla_verdicts_replayed_give_llmbars_published_numbers"
+    ),
+    (
+        "kedro run --pipelines evaluate --params eval_samples_path=path/to/pandalm_testset.json,"
+        "evaluate.samples_format=pandalm,evaluate.mode=pairwise"
+    ): (
+        "tests/pipelines/test_evaluate_judge_validation.py::"
+        "test_the_readme_pandalm_command_reads_three_annotators"
+    ),
     # `make -n`: the variables reach bench.py; quick sittings run in the test below.
     "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale "
     "BENCH_SCALE_REPS=1": (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from kedro.io import DatasetError
 from llm_feedback.errors import InputError
 from llm_feedback.replies.fencing import neutralise
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
-from tests.conftest import SHARED_DATA, endpoints_via
+from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
 
 LLMBAR = SHARED_DATA / "llmbar" / "natural"
+README_COMMAND = "kedro run --pipelines evaluate --params"
 _BLOCK = re.compile(
     r"<<<(?P<name>[A-Z ]+) BEGIN (?P<nonce>\w+)>>>\n(?P<text>.*?)\n?<<<(?P=name) END", re.DOTALL
 )
@@ -91,12 +93,28 @@ def metric_values(metrics: pd.DataFrame, raters: str) -> dict[str, float]:
     return dict(zip(rows["metric"], rows["value"], strict=True))
 
 
+def readme_params(command_start: str, path: str, replacement: Path) -> dict[str, Any]:
+    """The runtime params of the README's command that starts with `command_start`, its
+    samples path replaced."""
+    section = (PROJECT_ROOT / "README.md").read_text().split("\n## How good is my judge?\n")[1]
+    command = next(line for line in section.splitlines() if line.startswith(command_start))
+    assignments = shlex.split(command)[shlex.split(command).index("--params") + 1]
+    return dotted_params(assignments.replace(path, str(replacement)))
+
+
 @pytest.mark.skipif(not LLMBAR.is_dir(), reason="../shared/data/llmbar is not here")
 def test_gpt4_vanilla_verdicts_replayed_give_llmbars_published_numbers(run_kedro):
+    """The README's LLMBar command, its judge replaying GPT-4's recorded verdicts."""
     items = json.loads((LLMBAR / "dataset.json").read_text("utf-8"))
     judge = RecordedPairwiseJudge(items, gpt4_vanilla_winners())
+    params = readme_params(
+        f"{README_COMMAND} eval_samples_path=path/to/LLMBar",
+        "path/to/LLMBar/Natural/dataset.json",
+        LLMBAR / "dataset.json",
+    )
     with FakeLLMServer(responder=judge) as server:
-        run = run_kedro("evaluate", llmbar_params(server, LLMBAR / "dataset.json"))
+        endpoints = endpoints_via(server, max_concurrent=8, structured_output=False)
+        run = run_kedro("evaluate", {**params, "endpoints": endpoints})
     assert len(judge.served) == 200 and len(set(judge.served)) == 200  # each item, both orders
     catalog = run["catalog"]
     judgments = catalog.load("eval_judgments")
@@ -276,3 +294,43 @@ def test_gold_labels_need_the_pairwise_mode(run_kedro, tmp_path):
         with pytest.raises(InputError, match="column 'gold'.*set evaluate.mode=pairwise"):
             run_kedro("evaluate", llmbar_params(server, samples, mode="binary"))
         assert server.request_count == 0
+
+
+def test_the_readme_pandalm_command_reads_three_annotators(run_kedro, tmp_path):
+    """PandaLM's test set as published (annotator1..3, 0 = tie), named explicitly."""
+    items = [
+        {
+            "idx": number,
+            "motivation_app": "writing" if number % 2 else "coding",
+            "instruction": f"Task {number}",
+            "input": "" if number % 3 else f"context {number}",
+            "response1": f"first answer {number}",
+            "response2": f"the second, longer answer {number}",
+            "annotator1": 1,
+            "annotator2": 1 if number % 4 else 2,
+            "annotator3": 0 if number % 5 == 0 else 1,
+        }
+        for number in range(8)
+    ]
+    path = tmp_path / "testset-v1.json"
+    path.write_text(json.dumps(items), encoding="utf-8")
+    params = readme_params(
+        f"{README_COMMAND} eval_samples_path=path/to/pandalm",
+        "path/to/pandalm_testset.json",
+        path,
+    )
+    assert params["evaluate"]["samples_format"] == "pandalm"
+    with FakeLLMServer(responder=always_first) as server:
+        run = run_kedro("evaluate", {**params, "endpoints": endpoints_via(server)})
+        assert server.request_count == 16
+    agreement = run["catalog"].load("eval_annotator_agreement")
+    assert "fleiss_kappa" in set(agreement["metric"])
+    annotator1_annotator2 = agreement[
+        (agreement["metric"] == "exact_match_share")
+        & (agreement["raters"] == "annotator1~annotator2")
+    ]
+    assert annotator1_annotator2["value"].iloc[0] == pytest.approx(6 / 8)  # items 0 and 4 differ
+    judgments = run["catalog"].load("eval_judgments")
+    # Item 0's three labels are A, B and tie: a shared top count, a tie; else response1.
+    assert judgments["gold"].tolist() == ["tie"] + ["A"] * 7
+    assert set(judgments["category"]) == {"writing", "coding"}
