@@ -134,6 +134,10 @@ NOT_RUN = {
     "make viz": "runs `kedro viz run` (see above)",
     "python benchmarks/before_after.py --before <commit>": "a benchmark of two commits",
     "python benchmarks/chaos.py": "a benchmark; its results are in benchmarks/RESULTS.md",
+    "python benchmarks/embedded_judge_card.py": (
+        "a benchmark (the embedded judge on LLMBar Natural, minutes on 2 cores); its results "
+        "are in benchmarks/RESULTS.md"
+    ),
     "python benchmarks/throughput.py --workers 2": "a benchmark; `make bench` runs it",
     "kedro run --pipelines annotate --params annotate.judge.endpoint=gpu": (
         "needs vLLM on a GPU; its endpoint block runs against the vLLM test double in "

@@ -136,9 +136,6 @@ class EvaluateParams:
     panel: PanelParams | None = None
     # The samples file's format (`sample_files.SAMPLES_FORMATS`); auto detects and logs it.
     samples_format: str = "auto"
-    # Pairwise judge calls ask for the top log-probabilities of the reply's tokens (where
-    # the endpoint returns them), which the judge validation turns into verdicts.
-    judge_logprobs: bool = False
     # The name judge cards give the gold-labelled samples; null: the file's folder and name.
     validation_set: str | None = None
     # The loaded `evaluator` (set by the checks; None without one).
@@ -196,10 +193,6 @@ class EvaluateParams:
             raise ConfigError(
                 f"evaluate.samples_format must be one of {', '.join(SAMPLES_FORMATS)}, "
                 f"got {self.samples_format!r}"
-            )
-        if not isinstance(self.judge_logprobs, bool):
-            raise ConfigError(
-                f"evaluate.judge_logprobs must be true or false, got {self.judge_logprobs!r}"
             )
         if self.validation_set is not None and not (
             isinstance(self.validation_set, str) and self.validation_set.strip()
