@@ -279,6 +279,9 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     def save(self, data: pd.DataFrame) -> None:
         raise DatasetError(f"{self._filepath}: this dataset reads the latest version only")
 
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        return TablePreview(table_preview(self.load(), nrows))
+
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
 
