@@ -334,3 +334,27 @@ def test_the_readme_pandalm_command_reads_three_annotators(run_kedro, tmp_path):
     # Item 0's three labels are A, B and tie: a shared top count, a tie; else response1.
     assert judgments["gold"].tolist() == ["tie"] + ["A"] * 7
     assert set(judgments["category"]) == {"writing", "coding"}
+
+
+def test_pointwise_gold_scores_validate_the_judge(run_kedro, tmp_path):
+    """Our pointwise JSONL (`score`): a judge that reads the gold off the response agrees
+    exactly; the card has the score metrics and no pairwise baselines."""
+    rows = [
+        {"instance_id": f"q{number}", "question": f"Q{number}?", "response": f"worth {score}"}
+        | {"score": score}
+        for number, score in enumerate([2, 9, 5, 7, 3, 8])
+    ]
+    samples = write_jsonl(tmp_path / "scores.jsonl", rows)
+
+    def reads_the_gold(body: dict[str, Any], ctx: RequestContext) -> str:
+        response = re.search(r"worth (\d+)", body["messages"][-1]["content"]).group(1)
+        return f"Fair.\nRating: [[{response}]]"
+
+    with FakeLLMServer(responder=reads_the_gold) as server:
+        params = llmbar_params(server, samples, mode="single_1_10")
+        run = run_kedro("evaluate", params)
+    measured = metric_values(run["catalog"].load("eval_metrics"), "fake-model~gold")
+    assert measured["spearman"] == pytest.approx(1.0)
+    assert measured["exact_agreement"] == 1.0 and measured["mean_difference"] == 0.0
+    cards = run["catalog"].load("judge_validation")
+    assert set(cards["kind"]) == {"judge"}
