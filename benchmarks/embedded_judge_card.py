@@ -7,17 +7,19 @@ Each pair is judged in both orders with the evaluate pipeline's own pairwise req
 (`judge_tasks`, in the body the endpoint's backend sends), plus `logprobs: true,
 top_logprobs: 5`, posted to the embedded llama.cpp server directly: the pipeline's client
 does not ask for log-probabilities, so this is where the probability-weighted verdicts are
-measured. Prints wall time, calls and the card (rows and Markdown).
+measured. Prints wall time, calls and the card (rows and Markdown). After `--budget-s`
+seconds the pairs answered in both orders so far are validated.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--items", type=int, default=100)
+    parser.add_argument("--budget-s", type=float, default=480.0, help="then validate what is done")
     args = parser.parse_args()
     if not args.dataset.is_file():
         sys.exit(f"{args.dataset}: not found (LLMBar's Natural dataset.json)")
@@ -93,13 +96,32 @@ def main() -> None:
         }
         for t in tasks
     ]
-    with ThreadPoolExecutor(LOCAL["parallel_slots"]) as pool:
-        replies = list(pool.map(lambda body: post(url, body, LOCAL["timeout_s"]), bodies))
+    replies: list[dict[str, Any] | None] = [None] * len(bodies)
+    pool = ThreadPoolExecutor(LOCAL["parallel_slots"])
+    futures = {pool.submit(post, url, body, LOCAL["timeout_s"]): i for i, body in enumerate(bodies)}
+    try:
+        for future in as_completed(futures, timeout=args.budget_s):
+            replies[futures[future]] = future.result()
+            done = sum(reply is not None for reply in replies)
+            if done % 20 == 0:
+                print(f"{done} calls, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    except TimeoutError:
+        print(f"time budget of {args.budget_s} s spent: validating the pairs answered so far")
+    pool.shutdown(wait=False, cancel_futures=True)
     wall = time.perf_counter() - started
-    stop_local_servers()
+    # Only pairs answered in both orders are validated.
+    answered = {instance for (instance, _), reply in zip(keys, replies, strict=True) if reply}
+    complete = {
+        instance
+        for instance in answered
+        if all(reply for (i, _), reply in zip(keys, replies, strict=True) if i == instance)
+    }
+    gold = gold[gold["instance_id"].isin(complete)]
 
     verdicts, calls = [], []
     for (instance, order), reply in zip(keys, replies, strict=True):
+        if instance not in complete:
+            continue
         text = reply["choices"][0]["message"]["content"]
         shown = parse_pairwise(text, config.scale).value.verdict  # "A"/"B"/"tie" as shown
         original = shown if order == ORIGINAL or shown is None else FLIPPED[shown]
@@ -120,8 +142,8 @@ def main() -> None:
         json.dumps(
             {
                 "wall_s": round(wall, 1),
-                "calls": len(bodies),
-                "items": int(samples["instance_id"].nunique()),
+                "calls": sum(reply is not None for reply in replies),
+                "items": len(complete),
                 "usable_probability_share": float(card["usable_probability_share"].iloc[0]),
                 "card": card[
                     ["kind", "judge", "verdict_source", "metric", "value", "ci_low", "ci_high", "n"]
@@ -131,7 +153,11 @@ def main() -> None:
             default=str,
         )
     )
-    print(card_lines(validation.card, identity["judge_key"]))
+    print(card_lines(validation.card, identity["judge_key"]), flush=True)
+    # Calls still in flight after the budget would keep the server (and the exit) waiting.
+    if any(reply is None for reply in replies):
+        os._exit(0)
+    stop_local_servers()
 
 
 if __name__ == "__main__":
