@@ -358,3 +358,21 @@ def test_pointwise_gold_scores_validate_the_judge(run_kedro, tmp_path):
     assert measured["exact_agreement"] == 1.0 and measured["mean_difference"] == 0.0
     cards = run["catalog"].load("judge_validation")
     assert set(cards["kind"]) == {"judge"}
+
+
+def test_cards_accumulate_across_runs_and_a_run_without_gold_shows_its_judges(run_kedro, tmp_path):
+    samples = write_jsonl(tmp_path / "pairs.jsonl", labelled_pairs(6))
+    with FakeLLMServer(responder=always_first) as server:
+        run_kedro("evaluate", llmbar_params(server, samples))
+        # The demo samples have no gold: the same judge's card is shown, and kept.
+        demo = {"endpoints": endpoints_via(server), "evaluate": {"mode": "pairwise"}}
+        shown = run_kedro("evaluate", demo)["catalog"]
+        assert "This judge cannot be told apart from always_first" in shown.load("eval_judge_card")
+        assert not shown.load("eval_metrics")["raters"].fillna("").str.endswith("~gold").any()
+        other = llmbar_params(server, samples)
+        other["endpoints"]["local"]["model"] = "other-model"
+        cards = run_kedro("evaluate", other)["catalog"].load("judge_validation")
+    assert set(cards["judge_model"]) == {"fake-model", "other-model"}
+    assert cards.groupby("judge_model")["judge_key"].nunique().eq(1).all()
+    versions = list((tmp_path / "data" / "08_reporting" / "judge_validation.parquet").iterdir())
+    assert len(versions) == 3
