@@ -33,6 +33,7 @@ from llm_feedback.validation.records import Record, load_records
 logger = logging.getLogger(__name__)
 
 AUTO, NATIVE = SAMPLES_FORMATS[:2]
+MTBENCH_HUMAN = "mtbench_human"
 SAMPLES_PATH_ATTR = "samples_path"
 # Fields of our gold-labelled JSONL that native eval_samples rows never have.
 _GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b")
@@ -92,5 +93,16 @@ def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.Dat
     if chosen == NATIVE:
         return frame
     samples = read_records(where, records(), chosen)
+    if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
+        # The pairwise kind judges single turns: second-turn judgments are left out.
+        second = samples["turn"] == 2
+        logger.warning(
+            "%s: %d second-turn MT-Bench judgments left out (pairwise judges turn 1)",
+            where,
+            int(second.sum()) // 2,
+        )
+        samples = samples[~second].drop(
+            columns=[c for c in ("prior_question", "prior_response") if c in samples]
+        )
     samples.attrs |= {key: value for key, value in frame.attrs.items() if key != "samples_format"}
     return samples
