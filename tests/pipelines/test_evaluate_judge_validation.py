@@ -389,3 +389,19 @@ def test_mtbench_human_judgments_as_published_judge_their_first_turns(run_kedro,
         assert server.request_count == 2 * len(judgments)
     assert (judgments["turn"] == 1).all() and judgments["gold"].notna().all()
     assert "question_id_a" in judgments.columns
+
+
+def test_records_given_in_memory_are_read_in_any_format():
+    from llm_feedback.evaluation import samples_from_file  # noqa: PLC0415
+    from llm_feedback.evaluation.config import SAMPLES_FORMATS  # noqa: PLC0415
+    from llm_feedback.validation.formats import FORMATS  # noqa: PLC0415
+
+    assert SAMPLES_FORMATS == ("auto", "native", *FORMATS)
+    frame = pd.DataFrame(
+        [{"input": "Say hi.", "output_1": "Hi!", "output_2": "Bye.", "label": 1}] * 2
+    )
+    samples = samples_from_file(frame)
+    assert samples["model"].tolist() == ["output_1", "output_2"] * 2
+    assert samples["gold"].tolist() == ["A"] * 4
+    with pytest.raises(InputError, match=r"eval_samples, row 0, field 'label'"):
+        samples_from_file(frame.assign(label=3), "llmbar")
