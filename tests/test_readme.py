@@ -94,6 +94,20 @@ COVERED_BY = {
     "kedro run --pipelines evaluate --params evaluate.judge.endpoint=cluster": (
         "tests/backends/test_ray_backend.py::test_the_readme_ray_cluster_runs_the_evaluate_command"
     ),
+    (
+        "kedro run --pipelines evaluate --params "
+        "eval_samples_path=path/to/LLMBar/Natural/dataset.json,evaluate.mode=pairwise"
+    ): (
+        "tests/pipelines/test_evaluate_judge_validation.py::"
+        "test_gpt4_vanilla_verdicts_replayed_give_llmbars_published_numbers"
+    ),
+    (
+        "kedro run --pipelines evaluate --params eval_samples_path=path/to/pandalm_testset.json,"
+        "evaluate.samples_format=pandalm,evaluate.mode=pairwise"
+    ): (
+        "tests/pipelines/test_evaluate_judge_validation.py::"
+        "test_the_readme_pandalm_command_reads_three_annotators"
+    ),
     # `make -n`: the variables reach bench.py; quick sittings run in the test below.
     "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale "
     "BENCH_SCALE_REPS=1": (
@@ -148,6 +162,10 @@ NOT_RUN = {
     "make viz": "runs `kedro viz run` (see above)",
     "python benchmarks/before_after.py --before <commit>": "a benchmark of two commits",
     "python benchmarks/chaos.py": "a benchmark; its results are in benchmarks/RESULTS.md",
+    "python benchmarks/embedded_judge_card.py": (
+        "a benchmark (the embedded judge on LLMBar Natural, minutes on 2 cores); its results "
+        "are in benchmarks/RESULTS.md"
+    ),
     "python benchmarks/throughput.py --workers 2": "a benchmark; `make bench` runs it",
     "kedro run --pipelines annotate --params annotate.judge.endpoint=gpu": (
         "needs vLLM on a GPU; its endpoint block runs against the vLLM test double in "

@@ -9,6 +9,7 @@ token counts it was not derived from.
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -18,12 +19,12 @@ import pandas as pd
 import pytest
 
 from llm_feedback.backends.local import MODEL_FILE
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.params import parse_generate
 from llm_feedback.params.run import RunOptions, parse_run_options
-from llm_feedback.planning import ESTIMATED, plan_run
+from llm_feedback.planning import ESTIMATED, PlanOnly, plan_run
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
 
 # The test server fills a reply's strings whatever their maxLength, so the judge's string
 # cap is pinned here rather than taken from the local endpoint's demo setting.
@@ -173,9 +174,55 @@ def test_run_options_are_checked_by_name():
         parse_run_options({"plan_only": "yes"})
 
 
-def test_a_pipeline_the_plan_cannot_price_is_refused_rather_than_shown_free(run_kedro):
-    with pytest.raises(ConfigError, match="the evaluate pipeline's calls are not planned"):
-        run_kedro("evaluate", {"max_cost_usd": 1})
+def test_the_evaluate_pipeline_is_planned_with_its_own_requests(run_kedro, tmp_path):
+    """plan_only prices evaluate like the other pipelines: its planned calls are the calls
+    the run then sends, and a plan after the run finds them all in the request cache."""
+    with FakeLLMServer() as server:
+        params = {"endpoints": endpoints_via(server), "evaluate": {"mode": "pairwise"}}
+        with pytest.raises(PlanOnly, match="Run plan"):
+            run_kedro("evaluate", {**params, "plan_only": True})
+        assert server.request_count == 0
+        planned = latest(tmp_path / "data", "run_plan")
+        assert set(planned["stage"]) == {"evaluate"}
+        assert set(planned["basis"]) == {"counted"}
+        assert planned["prompt_tokens"].sum() > 0
+
+        run_kedro("evaluate", params)
+        # 12 instances x 2 replicates, each pair in both orders
+        assert planned["calls_to_send"].sum() == server.request_count == 48
+
+        with pytest.raises(PlanOnly):
+            run_kedro("evaluate", {**params, "plan_only": True})
+    replanned = latest(tmp_path / "data", "run_plan")
+    assert replanned["calls_to_send"].sum() == 0
+    assert (replanned["cached_calls"] == replanned["calls"]).all()
+
+
+def test_an_evaluate_plan_counts_generation_and_checks_the_samples_first(run_kedro, tmp_path):
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {"instance_id": "q1", "question": "2+2?", "response": None, "model": "m", "reference": "4"},
+        {"instance_id": "q2", "question": "3+3?", "response": "6", "model": "m", "reference": "6"},
+    ]
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    with FakeLLMServer() as server:
+        params = {
+            "endpoints": endpoints_via(server),
+            "eval_samples_path": str(samples),
+            "evaluate": {"mode": "score_0_5", "generate_with": "local"},
+            "plan_only": True,
+        }
+        with pytest.raises(PlanOnly):
+            run_kedro("evaluate", params)
+        planned = latest(tmp_path / "data", "run_plan").set_index("stage")
+        assert planned.at["evaluate_generate", "calls_to_send"] == 1
+        assert planned.at["evaluate", "calls_to_send"] == 2
+        assert planned.at["evaluate", "basis"] == ESTIMATED  # q1's response is not known yet
+        rows[1]["question"] = ""
+        samples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        with pytest.raises(InputError, match="row 1 \\(instance_id 'q2'\\), column 'question'"):
+            run_kedro("evaluate", params)
+        assert server.request_count == 0
 
 
 def test_identical_requests_are_planned_once_and_too_long_ones_not_at_all():

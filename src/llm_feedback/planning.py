@@ -116,7 +116,7 @@ def _cached_answers(
         cache.close()
 
 
-class _Stage:
+class Stage:
     """One stage's calls to one endpoint: each request as sent, its key and cached answer."""
 
     def __init__(
@@ -179,6 +179,13 @@ class _Stage:
         ]
 
 
+def placeholder_response(position: int, request: ChatRequest) -> str:
+    """A reply not generated yet, as long as its estimate; distinct texts, so that real
+    completions are not judged as duplicates."""
+    length = estimated_output_tokens(request) * CHARS_PER_TOKEN
+    return (f"{position} " + "lorem ipsum " * (length // 12 + 1))[:length]
+
+
 def _planned_generation(
     sampled: pd.DataFrame, generate: GenerateParams, cache_path: str | Path | None
 ) -> tuple[list[dict[str, Any]], pd.DataFrame, bool]:
@@ -194,15 +201,14 @@ def _planned_generation(
     rows: list[dict[str, Any]] = []
     for name in sorted(set(endpoint_of_row)):
         positions = [i for i, endpoint in enumerate(endpoint_of_row) if endpoint == name]
-        stage = _Stage(endpoints[name], [requests[i] for i in positions], cache_path)
+        stage = Stage(endpoints[name], [requests[i] for i in positions], cache_path)
         rows += stage.rows("generate", sampled["model"].iloc[positions], COUNTED)
         for position, answer in zip(positions, stage.answers(), strict=True):
             responses[position] = answer
     known = all(response is not None for response in responses)
     for position, response in enumerate(responses):
-        if response is None:  # distinct texts: real completions are not judged as duplicates
-            length = estimated_output_tokens(requests[position]) * CHARS_PER_TOKEN
-            responses[position] = (f"{position} " + "lorem ipsum " * (length // 12 + 1))[:length]
+        if response is None:
+            responses[position] = placeholder_response(position, requests[position])
     return rows, sampled.assign(response=responses), known
 
 
@@ -246,13 +252,13 @@ def plan_run(
                 structured=structured,
                 sampling=annotate.aspect_sampling,
             )
-            stage = _Stage(judge, (request for _, request in calls), cache_path)
+            stage = Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("annotate", [judge.model] * len(stage.keys), basis)
         if "critique" in judge_stages:
             calls = critique_calls(
                 usable, structured=structured, sampling=annotate.critique_sampling
             )
-            stage = _Stage(judge, (request for _, request in calls), cache_path)
+            stage = Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("critique", [judge.model] * len(stage.keys), basis)
     plan = pd.DataFrame(rows, columns=list(RUN_PLAN_COLUMN_TYPES))
     plan = price_usage(plan, prices)

@@ -29,6 +29,23 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# The evaluate tables live in schema_evaluate.py; imported here so that every table is
+# found in one module.
+from llm_feedback.schema_evaluate import (  # noqa: F401 - re-exported
+    EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES,
+    EVAL_GOLD_COLUMN_TYPES,
+    EVAL_JUDGMENTS_COLUMN_TYPES,
+    EVAL_MEDIA_COLUMN_TYPES,
+    EVAL_METRICS_COLUMN_TYPES,
+    EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
+    EVAL_SAMPLES_COLUMN_TYPES,
+    EVAL_SAMPLES_INTERNAL_COLUMNS,
+    EVAL_SAMPLES_PRIOR_COLUMNS,
+    EVAL_SAMPLES_REQUIRED_COLUMNS,
+    JUDGE_IDENTITY_COLUMNS,
+    JUDGE_VALIDATION_COLUMN_TYPES,
+)
+
 # --- keys ---------------------------------------------------------------------------------
 
 # One completion: a row of `completions` and `overall_scores`, and the completion an
@@ -234,113 +251,8 @@ ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
     ]
 )
 
-# --- evaluate: eval_samples, eval_judgments, eval_metrics ---------------------------------
+# --- evaluate: in schema_evaluate.py (imported above) -------------------------------------
 
-# Input columns of `eval_samples`: the required ones (plus `reference` in the reference
-# modes) and the first exchange of a two-turn conversation.
-EVAL_SAMPLES_REQUIRED_COLUMNS = ("instance_id", "question", "response", "model")
-EVAL_SAMPLES_PRIOR_COLUMNS = ("prior_question", "prior_response", "prior_reference")
-
-EVAL_SAMPLES_COLUMN_TYPES = {
-    "instance_id": "string",
-    "turn": "int64",
-    "model": "string",
-    "replicate": "int64",
-    "ensemble_member": "int64",
-    "weight": "float64",
-    "category": "string",
-    "level": "string",
-    "question": "string",
-    "response": "string",
-    "reference": "string",
-    "prior_question": "string",
-    "prior_response": "string",
-    "prior_reference": "string",
-    "runtime_s": "float64",  # seconds it took to generate the response, when known
-    "recorded_score": "float64",  # a score recorded elsewhere (e.g. GPT-4's), to agree with
-    # tuples of checked `backends.media.Media`; in memory only, between the nodes
-    "images": "object",
-    "audio": "object",
-}
-# What `eval_judgments` keeps of a row's attachments: sources (paths or URLs, "inline" for a
-# data: URI) and SHA-256 hashes ("" for a URL), never the bytes. Lists of strings.
-EVAL_MEDIA_COLUMN_TYPES = {
-    "images": "object",
-    "image_sha256": "object",
-    "audio": "object",
-    "audio_sha256": "object",
-}
-EVAL_JUDGMENTS_COLUMN_TYPES = {
-    "instance_id": "string",
-    "turn": "int64",
-    "model": "string",
-    "replicate": "int64",
-    "ensemble_member": "int64",
-    "weight": "float64",
-    "category": "string",
-    "level": "string",
-    "mode": "string",
-    "criterion": "string",
-    "response": "string",
-    "runtime_s": "float64",
-    "score": "float64",
-    "recorded_score": "float64",
-    "correct": "boolean",
-    "parse_status": "string",  # a word of llm_feedback.replies.status
-    "success": "bool",
-    "extracted_final_answer": "string",
-    "reasoning": "string",
-    "confidence": "float64",
-    "raw_reply": "string",
-    "prompt": "string",
-    "judge_model": "string",
-    "cached": "bool",
-    "error": "string",
-    "reasks": "int64",
-    **EVAL_MEDIA_COLUMN_TYPES,
-}
-# `eval_judgments` in the pairwise mode.
-EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
-    "instance_id": "string",
-    "turn": "int64",
-    "replicate": "int64",
-    "category": "string",
-    "level": "string",
-    "mode": "string",
-    "model_a": "string",
-    "model_b": "string",
-    "verdict_a_first": "string",  # both verdicts say "A" when model_a's response won
-    "verdict_b_first": "string",
-    "outcome": "string",
-    "consistent": "boolean",
-    "score_a": "float64",
-    "score_b": "float64",
-    "parse_status": "string",  # a word of llm_feedback.replies.status
-    "success": "bool",
-    "raw_reply_a_first": "string",
-    "raw_reply_b_first": "string",
-    "prompt_a_first": "string",
-    "prompt_b_first": "string",
-    "judge_model": "string",
-    "cached": "bool",
-    "error": "string",
-    "reasks": "int64",  # both orders together
-    **EVAL_MEDIA_COLUMN_TYPES,
-}
-EVAL_METRICS_COLUMN_TYPES = {
-    "mode": "string",
-    "model": "string",
-    "metric": "string",
-    # Metrics of one category or level of eval_samples; both null: over all samples.
-    "category": "string",
-    "level": "string",
-    "raters": "string",  # agreement metrics: the compared raters joined by "~"
-    "criterion": "string",
-    "k": "Int64",
-    "value": "float64",
-    "n": "int64",
-    "n_missing": "int64",
-}
 
 # --- report: metrics tables, preference_pairs, pair_drops ---------------------------------
 

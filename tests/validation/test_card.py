@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.baselines import baseline_metrics, both_orders
 from llm_feedback.validation.card import (
-    JUDGE_VALIDATION_COLUMN_TYPES,
     accuracy_figure,
     card_frame,
     card_lines,

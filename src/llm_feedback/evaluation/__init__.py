@@ -25,7 +25,9 @@ package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, wh
 `llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
 (replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
 (also per category and level), `run`, `adaptor` (genlm.eval's runner: `await
-run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor).
+run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor),
+`sample_files` (the samples file in any format: native rows or gold-labelled samples as
+published) and `judge_validation` (the judge's card from gold-labelled samples).
 """
 
 from llm_feedback.evaluation.adaptor import (
@@ -35,6 +37,12 @@ from llm_feedback.evaluation.adaptor import (
     evaluate_instances,
 )
 from llm_feedback.evaluation.generation import generate_responses
+from llm_feedback.evaluation.judge_validation import (
+    EvaluationValidation,
+    evaluation_judge_key,
+    validate_evaluation,
+    validation_set_name,
+)
 from llm_feedback.evaluation.judging import (
     EXACT_MATCH,
     INVALID,
@@ -50,6 +58,11 @@ from llm_feedback.evaluation.panel import (
     metrics_with_agreement,
 )
 from llm_feedback.evaluation.run import run_evaluation
+from llm_feedback.evaluation.sample_files import (
+    SAMPLES_PATH_ATTR,
+    read_samples_file,
+    samples_from_file,
+)
 from llm_feedback.evaluation.samples import (
     prepare_samples,
     select_samples,
@@ -58,7 +71,9 @@ from llm_feedback.evaluation.samples import (
 
 __all__ = [
     "EXACT_MATCH",
+    "SAMPLES_PATH_ATTR",
     "EvaluationResult",
+    "EvaluationValidation",
     "INVALID",
     "ModelOutput",
     "ModelResponse",
@@ -67,13 +82,18 @@ __all__ = [
     "agreement_metrics",
     "compute_metrics",
     "evaluate_instances",
+    "evaluation_judge_key",
     "generate_responses",
     "judge_all",
     "judge_samples",
     "metrics_with_agreement",
     "open_judge",
     "prepare_samples",
+    "read_samples_file",
     "run_evaluation",
+    "samples_from_file",
     "select_samples",
+    "validate_evaluation",
     "validate_samples",
+    "validation_set_name",
 ]

@@ -28,6 +28,9 @@ from llm_feedback.judges.config import JudgeParams
 from llm_feedback.judges.metrics import MISSING_POLICIES
 
 AGGREGATES = ("mean", "majority")
+# `evaluate.samples_format`: native eval_samples rows or a gold-labelled format of
+# `validation.formats`; auto detects it (`sample_files`).
+SAMPLES_FORMATS = ("auto", "native", "llmbar", "pandalm", "mtbench_human", "jsonl")
 # Names the agreement metrics give to the aggregate, a recording and a lone judge.
 PANEL, RECORDED, LONE_JUDGE = "panel", "recorded", "judge"
 RESERVED_NAMES = (PANEL, RECORDED, LONE_JUDGE)
@@ -131,6 +134,10 @@ class EvaluateParams:
     # {category: template text or file}: the judge prompt of rows with that `category`.
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
     panel: PanelParams | None = None
+    # The samples file's format (`sample_files.SAMPLES_FORMATS`); auto detects and logs it.
+    samples_format: str = "auto"
+    # The name judge cards give the gold-labelled samples; null: the file's folder and name.
+    validation_set: str | None = None
     # The loaded `evaluator` (set by the checks; None without one).
     scorer: Callable[[Mapping, str], Any] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -182,6 +189,17 @@ class EvaluateParams:
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"evaluate.{name} must be text, got {getattr(self, name)!r}")
         _check_judge_prompts(self.judge_prompts)
+        if self.samples_format not in SAMPLES_FORMATS:
+            raise ConfigError(
+                f"evaluate.samples_format must be one of {', '.join(SAMPLES_FORMATS)}, "
+                f"got {self.samples_format!r}"
+            )
+        if self.validation_set is not None and not (
+            isinstance(self.validation_set, str) and self.validation_set.strip()
+        ):
+            raise ConfigError(
+                f"evaluate.validation_set must be null or a name, got {self.validation_set!r}"
+            )
         _optional_count("n_replicates", self.n_replicates)
         _optional_count("max_instances", self.max_instances)
         if self.ks is not None:

@@ -16,7 +16,7 @@ from llm_feedback.evaluation.config import EvaluateParams
 logger = logging.getLogger(__name__)
 
 
-def _generation_request(sample: Any, config: EvaluateParams) -> ChatRequest:
+def generation_request(sample: Any, config: EvaluateParams) -> ChatRequest:
     messages: list[dict[str, Any]] = []
     if sample.turn == 2:
         messages += [
@@ -60,7 +60,7 @@ def generate_responses(
     generators = todo["model"].map(config.generator_for)
     for endpoint_name, rows in todo.groupby(generators.map(lambda e: e.name), sort=True):
         endpoint = generators[rows.index[0]]
-        tasks = [Task(_generation_request(row, config), reask=False) for row in rows.itertuples()]
+        tasks = [Task(generation_request(row, config), reask=False) for row in rows.itertuples()]
         with LLMClient(
             endpoint, cache_path, progress=progress, refresh=config.overwrite_outputs
         ) as client:

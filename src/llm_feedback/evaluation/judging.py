@@ -40,7 +40,14 @@ from llm_feedback.judges import (
 )
 from llm_feedback.judges.config import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
-from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES, EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES
+from llm_feedback.schema import (
+    EVAL_GOLD_COLUMN_TYPES,
+    EVAL_JUDGMENTS_COLUMN_TYPES,
+    EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
+    EVAL_SAMPLE_KEY,
+    EVAL_SAMPLES_COLUMN_TYPES,
+    EVAL_SAMPLES_INTERNAL_COLUMNS,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +72,39 @@ def judgment_column_types(kind: JudgeKind) -> dict[str, str]:
 def judgment_table(records: list[dict[str, Any]], kind: JudgeKind) -> pd.DataFrame:
     types = judgment_column_types(kind)
     return pd.DataFrame(records, columns=list(types)).astype(types)
+
+
+def carried_column_names(columns: Any) -> list[str]:
+    """The user's sample columns beyond eval_samples' own."""
+    own = set(EVAL_SAMPLES_COLUMN_TYPES) | set(EVAL_SAMPLES_INTERNAL_COLUMNS)
+    return [str(column) for column in columns if column not in own]
+
+
+def with_carried_columns(
+    judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
+) -> pd.DataFrame:
+    """`judgments` with the samples' own further columns (`samples.carried_columns`): by
+    sample; for a comparing kind as `<column>_a` / `<column>_b` from model_a's and
+    model_b's rows, the gold columns (the instance's) as they are, from model_a's row."""
+    carried = carried_column_names(samples.columns)
+    if not carried or judgments.empty:
+        return judgments
+    if not config.kind.compares:
+        keys = list(EVAL_SAMPLE_KEY)
+        return judgments.merge(samples[keys + carried], on=keys, how="left", validate="m:1")
+    keys = ["instance_id", "turn", "replicate", "model"]
+    table = samples[keys + carried].drop_duplicates(keys)
+    gold = [column for column in carried if column in EVAL_GOLD_COLUMN_TYPES]
+    others = [column for column in carried if column not in EVAL_GOLD_COLUMN_TYPES]
+    frame = judgments
+    for side in ("a", "b"):
+        named = table.rename(columns={"model": f"model_{side}"})
+        columns = others + (gold if side == "a" else [])
+        named = named[[*keys[:3], f"model_{side}", *columns]].rename(
+            columns={column: f"{column}_{side}" for column in others}
+        )
+        frame = frame.merge(named, on=[*keys[:3], f"model_{side}"], how="left", validate="m:1")
+    return frame
 
 
 def _item(sample: Any, response: str, reference: str | None, config: EvaluateParams) -> JudgeItem:
@@ -201,11 +241,12 @@ def _log_summary(judgments: pd.DataFrame, config: EvaluateParams) -> None:
 
 
 def _pairs(samples: pd.DataFrame, mode: str) -> list[tuple[Any, Any]]:
-    """Every two models' samples of one (instance, turn, replicate), models in name order."""
+    """Every two models' samples of one (instance, turn, replicate), in row order: the
+    first row's response is "A" (model_a)."""
     pairs: list[tuple[Any, Any]] = []
     alone = 0
     for _, group in samples.groupby(["instance_id", "turn", "replicate"], sort=False):
-        members = list(group.sort_values("model").itertuples())
+        members = list(group.sort_index().itertuples())
         alone += len(members) == 1
         pairs += itertools.combinations(members, 2)
     if alone:
@@ -287,13 +328,29 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
             raise ConfigError(f"{setting} (eval_samples row {sample.Index}): {error}") from None
 
 
-def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
-    pairs = _pairs(samples, config.mode)
+def judge_tasks(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
+    """Every judge call `judge_samples` makes of `samples`, in its order (what a run plan
+    prices): one per sample that needs the judge, or both orders of every pair."""
+    if not config.kind.compares:
+        plan = [_plan(sample, config, judge) for sample in samples.itertuples()]
+        return [step for step in plan if isinstance(step, JudgeTask)]
+    return _pair_judge_tasks(_pairs(samples, config.mode), config, judge)
+
+
+def _pair_judge_tasks(
+    pairs: list[tuple[Any, Any]], config: EvaluateParams, judge: Judge
+) -> list[JudgeTask]:
     tasks: list[JudgeTask] = []
     for first, second in pairs:
         if text_or_none(first.response) is None or text_or_none(second.response) is None:
             continue
         tasks += _pair_tasks(first, second, config, judge)
+    return tasks
+
+
+def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
+    pairs = _pairs(samples, config.mode)
+    tasks = _pair_judge_tasks(pairs, config, judge)
     judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records = []
     for first, second in pairs:

@@ -30,7 +30,12 @@ import pandas as pd
 from llm_feedback.agreement import agreement_rows
 from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
 from llm_feedback.evaluation.evaluators import score_samples
-from llm_feedback.evaluation.judging import judge_samples, judgment_column_types, open_judge
+from llm_feedback.evaluation.judging import (
+    judge_samples,
+    judgment_column_types,
+    open_judge,
+    with_carried_columns,
+)
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
@@ -57,13 +62,25 @@ def judge_all(
     progress: bool = True,
     fail_loud: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(`eval_judgments`, `eval_panel_judgments`) of the samples.
+    """(`eval_judgments`, `eval_panel_judgments`) of the samples; eval_judgments keeps the
+    samples' own further columns (gold labels among them: `with_carried_columns`).
 
     With one judge, or an `evaluator` scoring in place of the judges, the second table is
     empty. A panel's judges run at the same time, each
     in a thread of its own. When one fails (or on Ctrl-C) the panel stops at once: closing
     the judges cancels the calls still in flight, and every answer received is cached.
     """
+    judgments, panel = _judge_all(samples, config, cache_path, progress, fail_loud)
+    return with_carried_columns(judgments, samples, config), panel
+
+
+def _judge_all(
+    samples: pd.DataFrame,
+    config: EvaluateParams,
+    cache_path: str | Path | None,
+    progress: bool,
+    fail_loud: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     if config.evaluator is not None:  # scores in place of any judge
         no_panel = panel_judgments({}, config.kind)
         return score_samples(samples, config, cache_path, fail_loud=fail_loud), no_panel

@@ -9,9 +9,17 @@ counts as 1), `category` and `level` (text or integer; metrics are also given pe
 the response took to generate), `images` / `audio` (attachments, see `attachments.py`),
 `recorded_score` (a judgment of the response recorded elsewhere, e.g. GPT-4's, on the
 mode's scale, that the metrics measure agreement with; modes binary, score_0_5 and
-single_1_10) and `prior_question` / `prior_response` / `prior_reference`: the first
+single_1_10; `gold_score` is the same column under the name the gold-labelled formats
+give it) and `prior_question` / `prior_response` / `prior_reference`: the first
 exchange of a two-turn conversation, which makes the row turn 2 of its instance (graded
 MT-Bench multi-turn style, in mode `single_1_10`).
+
+Pairwise samples (mode `pairwise`) are two rows per instance: the first row's response is
+"A", the second's "B". They may carry a human label: `gold` ("A", "B" or "tie", the same
+on both rows), `gold_labels` and `gold_annotators` (each annotator's label and name), as
+`validation.formats` reads them from the published files. Any other column is kept through
+to `eval_judgments` (pairwise: as `<column>_a` / `<column>_b`, the gold columns as they
+are); a column whose name eval_judgments already uses is refused by name.
 """
 
 from __future__ import annotations
@@ -25,14 +33,20 @@ import pandas as pd
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
 from llm_feedback.evaluation.config import EvaluateParams
-from llm_feedback.evaluation.judging import check_judge_prompts
+from llm_feedback.evaluation.judging import carried_column_names, check_judge_prompts
 from llm_feedback.judges import get_kind, kind_names
 from llm_feedback.schema import (
+    EVAL_GOLD_COLUMN_TYPES,
+    EVAL_JUDGMENTS_COLUMN_TYPES,
+    EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
     EVAL_SAMPLE_KEY,
     EVAL_SAMPLES_COLUMN_TYPES,
     EVAL_SAMPLES_PRIOR_COLUMNS,
     EVAL_SAMPLES_REQUIRED_COLUMNS,
 )
+from llm_feedback.validation.verdicts import VERDICTS
+
+GOLD_SCORE = "gold_score"  # the gold formats' name of `recorded_score`
 
 
 def _values(frame: pd.DataFrame, column: str) -> list[Any]:
@@ -169,6 +183,11 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
+    if "gold" in frame.columns and not config.kind.compares:
+        raise InputError(
+            f"eval_samples, column 'gold': a pairwise label (A, B or tie) cannot be compared "
+            f"with {config.mode} judgments: set evaluate.mode=pairwise"
+        )
     required = list(EVAL_SAMPLES_REQUIRED_COLUMNS) + (
         ["reference"] if config.kind.needs_reference else []
     )
@@ -178,8 +197,9 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     if frame.empty:
         raise InputError("eval_samples has no rows")
     base_dir = samples_dir(frame)
-    frame = frame.reset_index(drop=True)
+    frame = _with_recorded_score(frame.reset_index(drop=True))
     check = _RowChecker(frame)
+    carried = carried_columns(frame, config)
     prior = {column: _values(frame, column) for column in EVAL_SAMPLES_PRIOR_COLUMNS}
     samples = pd.DataFrame(
         {
@@ -233,7 +253,66 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     _check_ensembles(samples, config, check)
     _check_unique_keys(samples, check)
     _check_same_question(samples, check)
-    return samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
+    samples = samples[list(EVAL_SAMPLES_COLUMN_TYPES)].astype(EVAL_SAMPLES_COLUMN_TYPES)
+    if "gold" in carried:
+        _check_gold(frame, samples, check)
+    return samples.assign(**{column: frame[column].astype(object) for column in carried})
+
+
+def _with_recorded_score(frame: pd.DataFrame) -> pd.DataFrame:
+    """`gold_score` (the gold formats' name) as `recorded_score`."""
+    if GOLD_SCORE not in frame.columns:
+        return frame
+    if "recorded_score" in frame.columns:
+        raise InputError(
+            "eval_samples: columns 'recorded_score' and 'gold_score' are the same column; "
+            "give one of them"
+        )
+    return frame.rename(columns={GOLD_SCORE: "recorded_score"})
+
+
+def carried_columns(frame: pd.DataFrame, config: EvaluateParams) -> list[str]:
+    """The user's columns beyond eval_samples' own, kept through to eval_judgments;
+    InputError for one whose name (or `_a` / `_b` form, pairwise) eval_judgments uses."""
+    carried = carried_column_names(frame.columns)
+    pairwise = config.kind.compares
+    table = EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if pairwise else EVAL_JUDGMENTS_COLUMN_TYPES
+    taken = set(table) | set(config.kind.extra_columns)
+    for column in carried:
+        names = (
+            [column]
+            if not pairwise or column in EVAL_GOLD_COLUMN_TYPES
+            else [
+                f"{column}_a",
+                f"{column}_b",
+            ]
+        )
+        clash = next((name for name in names if name in taken), None)
+        if clash is not None:
+            raise InputError(
+                f"eval_samples, column {column!r}: eval_judgments has a column {clash!r} of "
+                "its own; rename or drop this column"
+            )
+    return carried
+
+
+def _check_gold(frame: pd.DataFrame, samples: pd.DataFrame, check: _RowChecker) -> None:
+    """Gold labels are pairwise verdicts, one per instance, on its two rows."""
+    gold = _values(frame, "gold")
+    for row, value in enumerate(gold):
+        if value not in VERDICTS:
+            raise check.fail(row, "gold", f"must be A, B or tie, got {value!r}")
+    firsts = samples.assign(gold=gold).drop_duplicates(["instance_id", "turn", "model"])
+    for instance_id, group in firsts.groupby(["instance_id", "turn"], sort=False):
+        if group["model"].nunique() != 2:
+            raise check.fail(
+                int(group.index[0]),
+                "model",
+                f"a labelled pair has two responses (the first A, the second B); instance "
+                f"{instance_id[0]!r} has {group['model'].nunique()}",
+            )
+        if group["gold"].nunique() != 1:
+            raise check.fail(int(group.index[1]), "gold", "differs from the instance's first row")
 
 
 def _check_unique_keys(samples: pd.DataFrame, check: _RowChecker) -> None:

@@ -2,6 +2,12 @@
 
 * `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
   input file is reported with its file and line number.
+* `SamplesFileDataset`: the evaluate pipeline's samples file in any format (a JSON list,
+  JSON Lines or Parquet; `evaluation.sample_files`), read as its records; the node turns
+  them into eval_samples rows by `evaluate.samples_format`.
+* `LatestParquetDataset`: the latest version of a versioned Parquet dataset, or an empty
+  frame with the given columns when none has been written yet (a node that accumulates
+  across runs reads its own previous output through it).
 * `ParquetDataset`, `TextDataset`, `MatplotlibDataset` and `PartitionedDataset`:
   kedro-datasets' own (same arguments, same files, same load), with a kedro-viz preview
   that always serialises, and saves that never leave a partial file: each writes a
@@ -28,6 +34,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, ClassVar, NewType
 
+import fsspec
 import numpy as np
 import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
@@ -40,6 +47,7 @@ from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
+from llm_feedback.evaluation.sample_files import read_samples_file
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
 from llm_feedback.remote_root import require_local
@@ -320,3 +328,58 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def _exists(self) -> bool:
         return self._filepath.is_file()
+
+
+class SamplesFileDataset(JSONLinesDataset):
+    """Read-only: `type: llm_feedback.pipelines.datasets.SamplesFileDataset`, `filepath`."""
+
+    def load(self) -> pd.DataFrame:
+        return read_samples_file(self._filepath)
+
+
+class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
+    """Read-only: `filepath` of a versioned Parquet dataset and `columns` (the schema.py
+    table name of its columns, e.g. JUDGE_VALIDATION_COLUMN_TYPES): its latest version, or
+    an empty frame of those columns before the first one is written."""
+
+    def __init__(self, filepath: str, columns: str, metadata: dict[str, Any] | None = None) -> None:
+        from llm_feedback import schema  # noqa: PLC0415 - the table named in the catalog
+
+        self._filepath = filepath
+        # Through fsspec: the data root may be a bucket.
+        self._fs, self._path = fsspec.core.url_to_fs(filepath)
+        if not isinstance(getattr(schema, columns, None), dict):
+            raise DatasetError(f"{filepath}: columns {columns!r} is not a table of schema.py")
+        self._types: dict[str, str] = getattr(schema, columns)
+        self.metadata = metadata
+
+    def _latest(self) -> str | None:
+        """The file of the newest version (versions are named by sortable timestamps)."""
+        if not self._fs.isdir(self._path):
+            return None
+        name = posixpath.basename(self._path)
+        versions = sorted(
+            f"{version}/{name}"
+            for version in self._fs.ls(self._path, detail=False)
+            if self._fs.isfile(f"{version}/{name}")
+        )
+        return versions[-1] if versions else None
+
+    def load(self) -> pd.DataFrame:
+        latest = self._latest()
+        if latest is None:
+            return pd.DataFrame(columns=list(self._types)).astype(self._types)
+        with self._fs.open(latest, "rb") as handle:
+            return pd.read_parquet(handle)
+
+    def save(self, data: pd.DataFrame) -> None:
+        raise DatasetError(f"{self._filepath}: this dataset reads the latest version only")
+
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        return TablePreview(table_preview(self.load(), nrows))
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+    def _exists(self) -> bool:
+        return True

@@ -10,17 +10,18 @@ import pandas as pd
 from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.params import parse_annotate, parse_generate, parse_report
+from llm_feedback.evaluation import prepare_samples, samples_from_file
+from llm_feedback.params import parse_annotate, parse_evaluate, parse_generate, parse_report
 from llm_feedback.params.run import CheckedRun
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
+from llm_feedback.planning_evaluate import plan_evaluation
 from llm_feedback.templates import use_template_folder
 
 # Node name -> the plan's stage name, for the nodes that call a judge.
 JUDGE_STAGES = {"rate_aspects": "annotate", "critique": "critique"}
-# Pipelines whose calls the plan does not estimate: a plan without them would read as free.
-UNPLANNED = ("evaluate",)
+# The evaluate node whose calls the plan prices (with `planning_evaluate`).
+EVALUATE_NODE = "check_eval_samples"
 
 
 def _sampled_prompts(
@@ -45,12 +46,6 @@ def plan_for_run(
 ) -> pd.DataFrame:
     """`checked`: the blocks the hook parsed (a block the run's nodes do not read, such as
     `report` for a run without the report pipeline, is parsed here)."""
-    unplanned = sorted({tag for node in pipeline.nodes for tag in node.tags} & set(UNPLANNED))
-    if unplanned:
-        raise ConfigError(
-            f"plan_only / max_cost_usd: the {', '.join(unplanned)} pipeline's calls are not "
-            "planned; plan the feedback pipelines only (sample, generate, annotate, report)"
-        )
     nodes = {node.name for node in pipeline.nodes}
     endpoints = parameters.get("endpoints")
     generate = None
@@ -67,7 +62,7 @@ def plan_for_run(
         use_template_folder(annotate.prompt_templates)  # the plan prices the prompts sent
     report = checked.report or parse_report(parameters.get("report"))
     needs_sample = generate is not None
-    return plan_run(
+    plan = plan_run(
         sampled=_sampled_prompts(nodes, catalog, parameters) if needs_sample else None,
         completions=catalog.load("completions") if annotate and not generate else None,
         generate=generate,
@@ -76,3 +71,12 @@ def plan_for_run(
         prices=report.prices,
         cache_path=parameters.get("request_cache"),
     )
+    if EVALUATE_NODE not in nodes:
+        return plan
+    # The same checks as the run's own first nodes: bad samples fail here, before any call.
+    config = checked.evaluate or parse_evaluate(parameters.get("evaluate"), endpoints)
+    samples = prepare_samples(
+        samples_from_file(catalog.load("eval_samples"), config.samples_format), config
+    )
+    evaluation = plan_evaluation(samples, config, report.prices, parameters.get("request_cache"))
+    return pd.concat([plan, evaluation], ignore_index=True) if len(plan) else evaluation

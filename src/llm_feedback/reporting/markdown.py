@@ -428,3 +428,11 @@ def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             f"{_interval_cell(top['score'], top['ci_low'], top['ci_high'])}."
         )
     return lines
+
+
+def judge_card_section(cards: pd.DataFrame, key: str) -> str:
+    """The report's judge card section: the card filed under `key` in judge_validation, or
+    the plain statement that this judge has not been validated."""
+    from llm_feedback.validation.card import card_lines  # noqa: PLC0415 - this section kept self-contained
+
+    return "\n## Judge card\n\n" + card_lines(cards, key)

@@ -30,34 +30,11 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from llm_feedback.schema_evaluate import JUDGE_VALIDATION_COLUMN_TYPES
+
 JUDGE = "judge"
 BASELINE = "baseline"
 ARGMAX = "argmax"
-IDENTITY_COLUMNS = (
-    "judge_key",
-    "judge_endpoint",
-    "judge_model",
-    "prompt_template_sha256",
-    "sampling",
-)
-JUDGE_VALIDATION_COLUMN_TYPES = {
-    **dict.fromkeys(IDENTITY_COLUMNS, "string"),
-    "validation_set": "string",
-    "kind": "string",  # "judge" | "baseline"
-    "judge": "string",  # the judge's model, or the baseline's name
-    "verdict_source": "string",  # "argmax" | "logprobs" | "logprobs_calibrated"; baselines null
-    "metric": "string",
-    "category": "string",
-    "value": "float64",
-    "ci_low": "float64",
-    "ci_high": "float64",
-    "ci_method": "string",
-    "resamples": "int64",
-    "n": "int64",
-    "position_bias": "float64",  # P(first) - P(second) over both orders; NaN without logprobs
-    "usable_probability_share": "float64",  # calls whose verdict token had probabilities
-    "created_at": "string",  # ISO 8601, UTC
-}
 CARD_METRICS = (
     "accuracy",
     "accuracy_both_orders",

@@ -263,14 +263,21 @@ def read_samples(path: str | Path, format: str = AUTO) -> pd.DataFrame:  # noqa:
     detected = detect_format(path, records) if format == AUTO else format
     if format == AUTO:
         logger.info("%s: samples format detected as %s", path, detected)
-    rows = _READERS[detected](path, records)
+    return read_records(path, records, detected)
+
+
+def read_records(path: Path, records: list[Record], format: str) -> pd.DataFrame:  # noqa: A002
+    """The samples of `records` (read from `path`, which errors name) in `format`."""
+    if not records:
+        raise InputError(f"{path}: no records")
+    rows = _READERS[format](path, records)
     pairwise = "gold" in rows[0]
     _check_unique(path, rows, pairwise)
     columns = PAIRWISE_COLUMNS if pairwise else POINTWISE_COLUMNS
     names = dict.fromkeys(key for row in rows for key in row)
     extra = [name for name in names if name not in columns]
     frame = pd.DataFrame.from_records(rows, columns=[*columns, *extra])
-    frame.attrs["samples_format"] = detected
+    frame.attrs["samples_format"] = format
     return frame
 
 

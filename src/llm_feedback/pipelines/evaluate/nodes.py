@@ -1,25 +1,35 @@
-"""Thin nodes: `eval_samples` in; `eval_judgments`, `eval_panel_judgments` and
-`eval_metrics` out."""
+"""Thin nodes: `eval_samples` in; `eval_judgments`, `eval_panel_judgments`,
+`eval_metrics`, and the judge's card (`judge_validation`, `eval_annotator_agreement`,
+`eval_judge_card`, `judge_accuracy_figure`) and the judgment viewer out."""
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from llm_feedback.evaluation import (
+    SAMPLES_PATH_ATTR,
+    evaluation_judge_key,
     generate_responses,
     judge_all,
     metrics_with_agreement,
     prepare_samples,
+    samples_from_file,
+    validate_evaluation,
+    validation_set_name,
 )
 from llm_feedback.pipelines.parsed_params import evaluate_params
+from llm_feedback.validation.card import accuracy_figure, card_lines
 from llm_feedback.viewer import StaticSite, evaluation_site
 
 Params = Mapping[str, Any]
 
 
 def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
-    return prepare_samples(eval_samples, evaluate_params(evaluate, endpoints))
+    params = evaluate_params(evaluate, endpoints)
+    return prepare_samples(samples_from_file(eval_samples, params.samples_format), params)
 
 
 def generate(
@@ -35,8 +45,44 @@ def judge(
     return judge_all(samples, evaluate_params(evaluate, endpoints), request_cache, fail_loud=True)
 
 
-def summarise(eval_judgments: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
-    return metrics_with_agreement(eval_judgments, evaluate_params(evaluate, endpoints))
+def validate_judge(
+    eval_judgments: pd.DataFrame,
+    samples: pd.DataFrame,
+    evaluate: Params,
+    endpoints: Params,
+    previous_cards: pd.DataFrame,
+    eval_samples: pd.DataFrame,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, Figure]:
+    params = evaluate_params(evaluate, endpoints)
+    validation = validate_evaluation(
+        eval_judgments,
+        samples,
+        params,
+        previous_cards,
+        validation_set=validation_set_name(params, eval_samples.attrs.get(SAMPLES_PATH_ATTR)),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    key = evaluation_judge_key(params)
+    card = (
+        card_lines(validation.cards, key)
+        if key is not None
+        else "A panel of judges or an evaluator scored this run: no single judge's card.\n"
+    )
+    figure = accuracy_figure(validation.cards, key)
+    return validation.cards, validation.annotators, validation.metrics, card, figure
+
+
+def summarise(
+    eval_judgments: pd.DataFrame,
+    evaluate: Params,
+    endpoints: Params,
+    validation_metrics: pd.DataFrame,
+) -> pd.DataFrame:
+    params = evaluate_params(evaluate, endpoints)
+    metrics = metrics_with_agreement(eval_judgments, params)
+    if validation_metrics.empty:
+        return metrics
+    return pd.concat([metrics, validation_metrics], ignore_index=True).astype(metrics.dtypes)
 
 
 def judgment_viewer(samples: pd.DataFrame, eval_judgments: pd.DataFrame) -> StaticSite:

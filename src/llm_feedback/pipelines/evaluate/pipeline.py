@@ -6,6 +6,7 @@ from llm_feedback.pipelines.evaluate.nodes import (
     judgment_viewer,
     prepare,
     summarise,
+    validate_judge,
 )
 
 PARAMS = ["params:evaluate", "params:endpoints"]
@@ -33,8 +34,26 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="judge_eval_samples",
             ),
             node(
+                validate_judge,
+                [
+                    "eval_judgments",
+                    "eval_samples_answered",
+                    *PARAMS,
+                    "judge_validation_history",
+                    "eval_samples",
+                ],
+                [
+                    "judge_validation",
+                    "eval_annotator_agreement",
+                    "eval_judge_validation_metrics",
+                    "eval_judge_card",
+                    "judge_accuracy_figure",
+                ],
+                name="validate_judge",
+            ),
+            node(
                 summarise,
-                ["eval_judgments", *PARAMS],
+                ["eval_judgments", *PARAMS, "eval_judge_validation_metrics"],
                 "eval_metrics",
                 name="compute_eval_metrics",
             ),

@@ -10,7 +10,7 @@ import pandas as pd
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
-from llm_feedback.pipelines.parsed_params import report_params
+from llm_feedback.pipelines.parsed_params import annotate_params, report_params
 from llm_feedback.reporting import (
     PreferencePairs,
     binarize,
@@ -18,8 +18,11 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.reporting.judge_card import annotate_judge_key
+from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import completion_scores
 from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
+from llm_feedback.templates import use_template_folder
 from llm_feedback.viewer import StaticSite, feedback_site
 from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 
@@ -162,6 +165,10 @@ def render_report(
     input_versions: Mapping[str, str],
     report: Mapping[str, Any],
     completions: pd.DataFrame,
+    judge_cards: pd.DataFrame,
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
     **tables: pd.DataFrame,
 ) -> str:
     params = report_params(report)
@@ -171,4 +178,8 @@ def render_report(
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
-    return render_markdown_report(tables, dict(FIGURE_LINKS), input_versions, run_info)
+    text = render_markdown_report(tables, dict(FIGURE_LINKS), input_versions, run_info)
+    # The card of annotate's judge: its key hashes the aspect templates the run used.
+    judge_params = annotate_params(annotate, endpoints, prompt_templates)
+    use_template_folder(judge_params.prompt_templates)
+    return text + judge_card_section(judge_cards, annotate_judge_key(judge_params))

@@ -184,6 +184,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "input_versions": INPUT_VERSIONS,
                     "report": "params:report",
                     "completions": "completions",
+                    # The card of annotate's judge, when judge_validation has one.
+                    "judge_cards": "judge_validation_history",
+                    "annotate": "params:annotate",
+                    "endpoints": "params:endpoints",
+                    "prompt_templates": "params:prompt_templates",
                     **{table: table for table in REPORT_TABLES},
                 },
                 "report",

@@ -1,0 +1,232 @@
+"""The judge of an evaluation validated against the samples' gold labels: its card.
+
+When the samples carry gold labels (pairwise `gold`, judged in both orders; pointwise
+`recorded_score` / `gold_score`), `validate_evaluation` runs `validation.validate` on the
+run's judgments and returns the judge's `judge_validation` rows merged into the cards of
+earlier runs (this judge's rows on this validation set replaced, every other judge's
+kept), the annotators' agreement, and the validation metrics as `eval_metrics` rows (the
+same metric names and values, with their intervals; `raters` is "<judge>~gold" for the
+judge's verdicts, "<baseline>~gold" for a baseline, "<judge>~<annotator>" against one
+annotator).
+
+The judge is its endpoint (the endpoint's name, else its URL), model, prompt template
+(the kind's template file, or the custom prompt and per-category prompts) and sampling:
+`evaluation_judge_key` names its card for the reports. A panel is not validated here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.schema import (
+    EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES,
+    EVAL_METRICS_COLUMN_TYPES,
+    JUDGE_VALIDATION_COLUMN_TYPES,
+)
+from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
+from llm_feedback.validation.card import BASELINE, judge_identity
+from llm_feedback.validation.validate import Validation, validate_pairwise, validate_pointwise
+
+logger = logging.getLogger(__name__)
+
+GOLD = "gold"
+_SOURCE_NAMES = {"argmax": "", "logprobs": "[logprobs]", "logprobs_calibrated": "[calibrated]"}
+
+
+def endpoint_name(endpoint: Any) -> str:
+    """What names an endpoint in a judge key: its configured name, else URL, else backend
+    (a port that changes between runs of a test server does not make another judge)."""
+    return endpoint.name or endpoint.base_url or endpoint.backend
+
+
+def prompt_template_text(config: EvaluateParams) -> str:
+    """The text of the judge's prompt template: the kind's file (every part of it), or the
+    custom prompt, with the per-category prompts after it."""
+    template = config.kind.template
+    if config.custom_prompt is not None:
+        text = config.custom_prompt
+    elif "{" in template or "\n" in template:
+        text = template
+    else:
+        text = resources.files("llm_feedback.templates").joinpath(f"{template}.txt").read_text()
+    prompts = json.dumps(dict(config.judge_prompts), sort_keys=True) if config.judge_prompts else ""
+    return text + prompts
+
+
+def evaluation_identity(config: EvaluateParams) -> dict[str, str] | None:
+    """The identity columns of the evaluation's one judge (None: a panel or an evaluator)."""
+    if config.judge is None or config.evaluator is not None:
+        return None
+    judge = config.judge
+    sampling = {"mode": config.mode, "scale": list(config.scale), **dict(judge.sampling)}
+    if config.kind.reply_formats:
+        sampling["reply_format"] = config.binary_reply
+    return judge_identity(
+        endpoint_name(judge.endpoint), judge.endpoint.model, prompt_template_text(config), sampling
+    )
+
+
+def evaluation_judge_key(config: EvaluateParams) -> str | None:
+    identity = evaluation_identity(config)
+    return None if identity is None else identity["judge_key"]
+
+
+def validation_set_name(config: EvaluateParams, samples_path: str | None) -> str:
+    """`evaluate.validation_set`, else the samples file's folder and name."""
+    if config.validation_set:
+        return config.validation_set
+    if not samples_path:
+        return "eval_samples"
+    path = Path(samples_path)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
+@dataclass(frozen=True)
+class EvaluationValidation:
+    cards: pd.DataFrame  # judge_validation: every judge's card, this run's replacing its own
+    annotators: pd.DataFrame  # eval_annotator_agreement
+    metrics: pd.DataFrame  # eval_metrics rows
+
+
+def has_gold(judgments: pd.DataFrame, config: EvaluateParams) -> bool:
+    if config.kind.compares:
+        return GOLD in judgments.columns and bool(judgments[GOLD].notna().any())
+    return "recorded_score" in judgments.columns and judgments["recorded_score"].notna().any()
+
+
+def _pairwise_samples(samples: pd.DataFrame) -> pd.DataFrame:
+    """The two rows per instance that `validate_pairwise` reads: each instance's first
+    turn and replicate, in row order (the first row A)."""
+    first = samples[(samples["turn"] == samples["turn"].min()) & (samples["replicate"] == 0)]
+    pairs = first.drop_duplicates(["instance_id", "model"]).copy()
+    pairs["response"] = pairs["response"].astype(object).where(pairs["response"].notna(), "")
+    return pairs
+
+
+def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame:
+    card = validation.card
+    judge = card.loc[card["kind"] != BASELINE, "judge"].iloc[0]
+    raters = [
+        f"{name}{RATERS_SEPARATOR}{GOLD}"
+        if kind == BASELINE
+        else f"{judge}{_SOURCE_NAMES.get(source, source)}{RATERS_SEPARATOR}{GOLD}"
+        for kind, name, source in zip(
+            card["kind"], card["judge"], card["verdict_source"], strict=True
+        )
+    ]
+    frames = [card.assign(raters=raters)]
+    by_annotator = validation.by_annotator
+    if len(by_annotator):
+        others = by_annotator[by_annotator["gold_source"] != MAJORITY]
+        frames.append(
+            others.assign(raters=judge + RATERS_SEPARATOR + others["gold_source"].astype(str))
+        )
+    rows = pd.concat(frames, ignore_index=True)
+    metrics = pd.DataFrame(
+        {
+            "mode": config.mode,
+            "model": None,
+            "metric": rows["metric"],
+            "category": rows["category"],
+            "level": None,
+            "raters": rows["raters"],
+            "criterion": None,
+            "k": pd.NA,
+            "value": rows["value"],
+            "n": rows["n"],
+            "n_missing": 0,
+            "ci_low": rows["ci_low"],
+            "ci_high": rows["ci_high"],
+            "ci_method": rows["ci_method"],
+        }
+    )
+    return metrics[list(EVAL_METRICS_COLUMN_TYPES)].astype(EVAL_METRICS_COLUMN_TYPES)
+
+
+def merged_cards(previous: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
+    """`previous` cards without this judge's on this validation set, then `card`."""
+    key, validation_set = card["judge_key"].iloc[0], card["validation_set"].iloc[0]
+    kept = previous[
+        ~((previous["judge_key"] == key) & (previous["validation_set"] == validation_set))
+    ]
+    parts = [part for part in (kept, card) if len(part)]
+    merged = pd.concat(parts, ignore_index=True) if parts else card
+    return merged[list(JUDGE_VALIDATION_COLUMN_TYPES)].astype(JUDGE_VALIDATION_COLUMN_TYPES)
+
+
+def empty_validation(previous: pd.DataFrame) -> EvaluationValidation:
+    return EvaluationValidation(
+        cards=previous[list(JUDGE_VALIDATION_COLUMN_TYPES)].astype(JUDGE_VALIDATION_COLUMN_TYPES),
+        annotators=pd.DataFrame(columns=list(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES)).astype(
+            EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES
+        ),
+        metrics=pd.DataFrame(columns=list(EVAL_METRICS_COLUMN_TYPES)).astype(
+            EVAL_METRICS_COLUMN_TYPES
+        ),
+    )
+
+
+def validate_evaluation(
+    judgments: pd.DataFrame,
+    samples: pd.DataFrame,
+    config: EvaluateParams,
+    previous: pd.DataFrame,
+    *,
+    validation_set: str,
+    created_at: str,
+    calls: pd.DataFrame | None = None,
+) -> EvaluationValidation:
+    """The judge's card from this run's judgments (see the module docstring); nothing new
+    when the samples have no gold or the run has no single judge."""
+    identity = evaluation_identity(config)
+    if identity is None or not has_gold(judgments, config):
+        return empty_validation(previous)
+    if config.kind.compares:
+        validation = validate_pairwise(
+            _pairwise_samples(samples),
+            identity,
+            validation_set,
+            created_at=created_at,
+            judgments=judgments,
+            calls=calls,
+        )
+    else:
+        scored = judgments[judgments["recorded_score"].notna()]
+        if config.kind.uses_criteria:
+            scored = scored[scored["criterion"].isna()]
+        scores = pd.DataFrame(
+            {
+                "instance_id": scored["instance_id"],
+                "score": scored["score"].astype("float64"),
+                "gold_score": scored["recorded_score"].astype("float64"),
+                "category": scored["category"],
+            }
+        )
+        validation = validate_pointwise(scores, identity, validation_set, created_at=created_at)
+    annotators = validation.annotators
+    if len(annotators):
+        annotators = annotators.assign(
+            judge_key=identity["judge_key"], validation_set=validation_set
+        )
+    else:
+        annotators = empty_validation(previous).annotators
+    logger.info(
+        "evaluate: judge %s (key %s) validated on %s",
+        identity["judge_model"],
+        identity["judge_key"],
+        validation_set,
+    )
+    columns = list(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES)
+    return EvaluationValidation(
+        cards=merged_cards(previous, validation.card),
+        annotators=annotators[columns].astype(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES),
+        metrics=_metric_rows(validation, config),
+    )

@@ -1,0 +1,108 @@
+"""The samples file of `evaluate` in any of its formats, as `eval_samples` rows.
+
+`evaluate.samples_format` names the format: `native` (our eval_samples rows, one response a
+row; see `samples.py`), one of the gold-labelled formats of `validation.formats` (`llmbar`,
+`pandalm`, `mtbench_human`, `jsonl`), or `auto` (the default): native when the rows have
+`instance_id`, `question`, `response` and `model` and no label or score field of our JSONL,
+else the format whose fields the first record has. The format chosen is logged. The
+gold-labelled formats become eval_samples rows with their gold columns (pairwise: `gold`,
+`gold_labels`, `gold_annotators`, two rows an instance, the first "A"; pointwise:
+`gold_score` and the labels), which `samples.validate_samples` keeps.
+
+`read_samples_file` reads the records of a file (JSON list, JSON Lines or Parquet), naming
+the file and line of anything malformed; the frame remembers its file (`SAMPLES_PATH_ATTR`)
+so that a gold format is read from the file itself, errors naming the file's lines.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from llm_feedback.errors import InputError
+from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
+from llm_feedback.evaluation.config import SAMPLES_FORMATS
+from llm_feedback.schema import EVAL_SAMPLES_REQUIRED_COLUMNS
+from llm_feedback.validation.formats import detect_format, read_records
+from llm_feedback.validation.records import Record, load_records
+
+logger = logging.getLogger(__name__)
+
+AUTO, NATIVE = SAMPLES_FORMATS[:2]
+MTBENCH_HUMAN = "mtbench_human"
+SAMPLES_PATH_ATTR = "samples_path"
+# Fields of our gold-labelled JSONL that native eval_samples rows never have.
+_GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b")
+
+
+def read_samples_file(path: str | Path) -> pd.DataFrame:
+    """The records of `path` as they are, one row each (JSON's own types kept)."""
+    path = Path(path)
+    frame = pd.DataFrame.from_records([record.data for record in load_records(path)])
+    frame.attrs[SAMPLES_PATH_ATTR] = str(path)
+    # Paths inside the file (e.g. eval_samples' images) are relative to its folder.
+    frame.attrs[SOURCE_DIR_ATTR] = str(path.resolve().parent)
+    return frame
+
+
+def is_native(frame: pd.DataFrame) -> bool:
+    columns = set(frame.columns)
+    return set(EVAL_SAMPLES_REQUIRED_COLUMNS) <= columns and not columns & set(_GOLD_FIELDS)
+
+
+def _records(frame: pd.DataFrame) -> list[Record]:
+    """A frame's rows as records (for a frame given in memory, with no file to read)."""
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    return [
+        Record(number, f"row {number}", {k: v for k, v in row.items() if v is not None})
+        for number, row in enumerate(rows)
+    ]
+
+
+def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Record]]) -> str:
+    """The format of `frame` by its fields: native when it has eval_samples' columns and no
+    gold field; a gold format when its first record has that format's fields; else native
+    if it has any column of eval_samples' own (whose checks then name what is missing)."""
+    if frame.empty or is_native(frame):
+        return NATIVE
+    try:
+        return detect_format(where, records())
+    except InputError:
+        if set(EVAL_SAMPLES_REQUIRED_COLUMNS) & set(frame.columns):
+            return NATIVE
+        raise
+
+
+def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.DataFrame:
+    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows."""
+    path = frame.attrs.get(SAMPLES_PATH_ATTR)
+    where = Path(path) if path else Path("eval_samples")
+
+    # Read from the file itself when there is one, so that errors name its lines.
+    @functools.cache
+    def records() -> list[Record]:
+        return load_records(Path(path)) if path else _records(frame)
+
+    chosen = _detected(frame, where, records) if samples_format == AUTO else samples_format
+    if samples_format == AUTO:
+        logger.info("%s: samples format detected as %s", where, chosen)
+    if chosen == NATIVE:
+        return frame
+    samples = read_records(where, records(), chosen)
+    if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
+        # The pairwise kind judges single turns: second-turn judgments are left out.
+        second = samples["turn"] == 2
+        logger.warning(
+            "%s: %d second-turn MT-Bench judgments left out (pairwise judges turn 1)",
+            where,
+            int(second.sum()) // 2,
+        )
+        samples = samples[~second].drop(
+            columns=[c for c in ("prior_question", "prior_response") if c in samples]
+        )
+    samples.attrs |= {key: value for key, value in frame.attrs.items() if key != "samples_format"}
+    return samples

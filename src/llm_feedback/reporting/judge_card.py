@@ -1,0 +1,30 @@
+"""The judge card in the annotate report: the key of annotate's judge (its endpoint, model,
+aspect-rating prompt templates and sampling), under which `judge_validation` files a card
+when that judge has been validated with the same prompt (`validation.card`)."""
+
+from __future__ import annotations
+
+from llm_feedback.evaluation.judge_validation import endpoint_name
+from llm_feedback.params import AnnotateParams
+from llm_feedback.templates import has_template, load_template
+from llm_feedback.validation.card import judge_identity
+
+# The templates of annotate's aspect ratings: its judge's prompt.
+ANNOTATE_TEMPLATES = ("system_aspect", "aspect")
+
+
+def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
+    """The identity columns of annotate's judge (`validation.card.judge_identity`)."""
+    # The templates in use (a `prompt_templates` folder's where it replaces ours).
+    names = [
+        *ANNOTATE_TEMPLATES,
+        *(f"aspect_{aspect}" for aspect in annotate.aspects if has_template(f"aspect_{aspect}")),
+    ]
+    text = "".join(load_template(name) for name in names)
+    sampling = {"stage": "annotate", "aspects": list(annotate.aspects), **annotate.aspect_sampling}
+    endpoint = annotate.endpoint
+    return judge_identity(endpoint_name(endpoint), endpoint.model, text, sampling)
+
+
+def annotate_judge_key(annotate: AnnotateParams) -> str:
+    return annotate_judge_identity(annotate)["judge_key"]

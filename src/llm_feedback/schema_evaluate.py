@@ -1,0 +1,165 @@
+"""The evaluate pipeline's datasets' columns (`eval_samples`, `eval_judgments`,
+`eval_metrics`, `judge_validation`, `eval_annotator_agreement`), as `schema.py` describes
+them; `schema.py` re-exports every name here."""
+
+from __future__ import annotations
+
+# Input columns of `eval_samples`: the required ones (plus `reference` in the reference
+# modes) and the first exchange of a two-turn conversation.
+EVAL_SAMPLES_REQUIRED_COLUMNS = ("instance_id", "question", "response", "model")
+EVAL_SAMPLES_PRIOR_COLUMNS = ("prior_question", "prior_response", "prior_reference")
+
+EVAL_SAMPLES_COLUMN_TYPES = {
+    "instance_id": "string",
+    "turn": "int64",
+    "model": "string",
+    "replicate": "int64",
+    "ensemble_member": "int64",
+    "weight": "float64",
+    "category": "string",
+    "level": "string",
+    "question": "string",
+    "response": "string",
+    "reference": "string",
+    "prior_question": "string",
+    "prior_response": "string",
+    "prior_reference": "string",
+    "runtime_s": "float64",  # seconds it took to generate the response, when known
+    "recorded_score": "float64",  # a score recorded elsewhere (e.g. GPT-4's), to agree with
+    # tuples of checked `backends.media.Media`; in memory only, between the nodes
+    "images": "object",
+    "audio": "object",
+}
+# Columns the evaluate nodes add to the samples between them (not the user's own).
+EVAL_SAMPLES_INTERNAL_COLUMNS = ("generation_error",)
+# What `eval_judgments` keeps of a row's attachments: sources (paths or URLs, "inline" for a
+# data: URI) and SHA-256 hashes ("" for a URL), never the bytes. Lists of strings.
+EVAL_MEDIA_COLUMN_TYPES = {
+    "images": "object",
+    "image_sha256": "object",
+    "audio": "object",
+    "audio_sha256": "object",
+}
+EVAL_JUDGMENTS_COLUMN_TYPES = {
+    "instance_id": "string",
+    "turn": "int64",
+    "model": "string",
+    "replicate": "int64",
+    "ensemble_member": "int64",
+    "weight": "float64",
+    "category": "string",
+    "level": "string",
+    "mode": "string",
+    "criterion": "string",
+    "response": "string",
+    "runtime_s": "float64",
+    "score": "float64",
+    "recorded_score": "float64",
+    "correct": "boolean",
+    "parse_status": "string",  # a word of llm_feedback.replies.status
+    "success": "bool",
+    "extracted_final_answer": "string",
+    "reasoning": "string",
+    "confidence": "float64",
+    "raw_reply": "string",
+    "prompt": "string",
+    "judge_model": "string",
+    "cached": "bool",
+    "error": "string",
+    "reasks": "int64",
+    **EVAL_MEDIA_COLUMN_TYPES,
+}
+# `eval_judgments` in the pairwise mode.
+EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
+    "instance_id": "string",
+    "turn": "int64",
+    "replicate": "int64",
+    "category": "string",
+    "level": "string",
+    "mode": "string",
+    "model_a": "string",
+    "model_b": "string",
+    "verdict_a_first": "string",  # both verdicts say "A" when model_a's response won
+    "verdict_b_first": "string",
+    "outcome": "string",
+    "consistent": "boolean",
+    "score_a": "float64",
+    "score_b": "float64",
+    "parse_status": "string",  # a word of llm_feedback.replies.status
+    "success": "bool",
+    "raw_reply_a_first": "string",
+    "raw_reply_b_first": "string",
+    "prompt_a_first": "string",
+    "prompt_b_first": "string",
+    "judge_model": "string",
+    "cached": "bool",
+    "error": "string",
+    "reasks": "int64",  # both orders together
+    **EVAL_MEDIA_COLUMN_TYPES,
+}
+EVAL_METRICS_COLUMN_TYPES = {
+    "mode": "string",
+    "model": "string",
+    "metric": "string",
+    # Metrics of one category or level of eval_samples; both null: over all samples.
+    "category": "string",
+    "level": "string",
+    "raters": "string",  # agreement metrics: the compared raters joined by "~"
+    "criterion": "string",
+    "k": "Int64",
+    "value": "float64",
+    "n": "int64",
+    "n_missing": "int64",
+    # The value's 95% interval and how it was computed (the judge validation rows; null
+    # where a metric has none).
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "ci_method": "string",
+}
+
+# Gold labels a pairwise sample may carry (the same on both rows of an instance; see
+# `validation.formats`): kept through to `eval_judgments`, where the judge is validated.
+EVAL_GOLD_COLUMN_TYPES = {
+    "gold": "string",  # "A" | "B" | "tie": the annotators' majority
+    "gold_labels": "object",  # every annotator's label (pointwise: score), a list
+    "gold_annotators": "object",  # their names, a list
+}
+
+# --- judge validation: judge_validation, eval_annotator_agreement --------------------------
+
+# What a judge is (`validation.card.judge_identity`): the card's key and its parts.
+JUDGE_IDENTITY_COLUMNS = (
+    "judge_key",
+    "judge_endpoint",
+    "judge_model",
+    "prompt_template_sha256",
+    "sampling",
+)
+JUDGE_VALIDATION_COLUMN_TYPES = {
+    **dict.fromkeys(JUDGE_IDENTITY_COLUMNS, "string"),
+    "validation_set": "string",
+    "kind": "string",  # "judge" | "baseline"
+    "judge": "string",  # the judge's model, or the baseline's name
+    "verdict_source": "string",  # "argmax" | "logprobs" | "logprobs_calibrated"; baselines null
+    "metric": "string",
+    "category": "string",
+    "value": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "ci_method": "string",
+    "resamples": "int64",
+    "n": "int64",
+    "position_bias": "float64",  # P(first) - P(second) over both orders; NaN without logprobs
+    "usable_probability_share": "float64",  # calls whose verdict token had probabilities
+    "created_at": "string",  # ISO 8601, UTC
+}
+# The annotators' agreement with each other (`validation.agreement.annotator_agreement`),
+# with the judge and validation set it was measured for; empty with one annotator.
+EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
+    "judge_key": "string",
+    "validation_set": "string",
+    "metric": "string",  # cohen_kappa, exact_match_share, fleiss_kappa, *_tie_share, ...
+    "raters": "string",  # the annotators joined by "~"
+    "value": "float64",
+    "n": "int64",
+}
