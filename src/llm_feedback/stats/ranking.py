@@ -1,0 +1,242 @@
+"""Model comparison from pairwise outcomes: win/tie/loss against a baseline and a
+Bradley-Terry ranking, each with a clustered bootstrap interval.
+
+Pairwise input (`pairs`): one row per judged battle, columns
+  instance: the resampling unit (prompt or question id): every battle of an instance, in
+    either order, enters a bootstrap resample together;
+  model_a, model_b: the two models compared;
+  outcome: model_a's result, 1 (A won), 0.5 (tie), 0 (B won); any number in [0, 1] (a
+    probability-weighted verdict) is accepted.
+A tie counts half a win for each side, in the win rates (win_rate = (wins + ties / 2) /
+battles) and in the Bradley-Terry fit (half an observation A-beats-B, half B-beats-A).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from llm_feedback.errors import InputError, require_columns
+from llm_feedback.stats.intervals import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    bootstrap_method,
+    check_bootstrap,
+    percentile_interval,
+    ratio_bootstrap,
+    resample_counts,
+)
+
+PAIRWISE_COLUMNS = ("instance", "model_a", "model_b", "outcome")
+# Elo-like scale, as Chatbot Arena and Arena-Hard publish: 400 points for a factor of 10 in
+# the odds, centred on 1000 for the mean model.
+ELO_SCALE, ELO_BASE, ELO_CENTRE = 400.0, 10.0, 1000.0
+
+WIN_RATE_COLUMNS = {
+    "model": "str",
+    "baseline": "str",
+    "n_battles": "int64",
+    "wins": "int64",
+    "ties": "int64",
+    "losses": "int64",
+    "win_rate": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "method": "str",
+}
+
+
+def check_pairs(pairs: pd.DataFrame, dataset: str = "pairs") -> pd.DataFrame:
+    """The pairwise table with its outcome as float, refusing self-battles and outcomes
+    outside [0, 1] by row."""
+    require_columns(pairs, PAIRWISE_COLUMNS, dataset)
+    outcome = pd.to_numeric(pairs["outcome"]).to_numpy(dtype="float64", na_value=np.nan)
+    bad = np.flatnonzero(~((outcome >= 0) & (outcome <= 1)))
+    if len(bad):
+        raise InputError(
+            f"{dataset}: row {bad[0]} has outcome {outcome[bad[0]]:g}; "
+            "expected 1 (A won), 0.5 (tie) or 0 (B won)"
+        )
+    same = np.flatnonzero(pairs["model_a"].to_numpy() == pairs["model_b"].to_numpy())
+    if len(same):
+        raise InputError(
+            f"{dataset}: row {same[0]} compares {pairs['model_a'].iloc[same[0]]!r} with itself"
+        )
+    return pairs.assign(outcome=outcome)
+
+
+def win_rates(
+    pairs: pd.DataFrame,
+    baseline: str,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """Each model's wins, ties and losses against `baseline` (battles with other opponents
+    are left out) and its win rate (ties half) with a clustered bootstrap interval.
+
+    Columns: model, baseline, n_battles, wins, ties, losses, win_rate, ci_low, ci_high,
+    method. One row per model that met the baseline, sorted by model.
+    """
+    pairs = check_pairs(pairs)
+    oriented = oriented_against(pairs, baseline)
+    if oriented.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIN_RATE_COLUMNS.items()})
+    models = sorted(oriented["model"].unique())
+    model_codes = pd.Categorical(oriented["model"], categories=models).codes
+    cluster_codes = pd.factorize(oriented["instance"])[0]
+    n_clusters, n_models = int(cluster_codes.max()) + 1, len(models)
+    cell = cluster_codes * n_models + model_codes
+    size = n_clusters * n_models
+    scores = np.bincount(cell, oriented["score"], size).reshape(-1, n_models)
+    battles = np.bincount(cell, minlength=size).reshape(-1, n_models).astype("float64")
+    estimate, low, high = ratio_bootstrap(scores, battles, n_resamples, seed, confidence)
+    score = oriented["score"]
+    table = pd.DataFrame(
+        {
+            "model": models,
+            "baseline": baseline,
+            "n_battles": np.bincount(model_codes, minlength=n_models),
+            "wins": np.bincount(model_codes, score == 1, n_models),
+            "ties": np.bincount(model_codes, (score > 0) & (score < 1), n_models),
+            "losses": np.bincount(model_codes, score == 0, n_models),
+            "win_rate": estimate,
+            "ci_low": low,
+            "ci_high": high,
+            "method": bootstrap_method(n_resamples),
+        }
+    )
+    return table.astype(WIN_RATE_COLUMNS)
+
+
+def oriented_against(pairs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Battles against `baseline` seen from the other model: instance, model, score (the
+    model's outcome, 1 win, 0.5 tie, 0 loss) and the row's position in `pairs` (`row`)."""
+    as_a = pairs["model_b"].to_numpy() == baseline
+    as_b = pairs["model_a"].to_numpy() == baseline
+    outcome = pairs["outcome"].to_numpy(dtype="float64")
+    rows = np.flatnonzero(as_a | as_b)
+    return pd.DataFrame(
+        {
+            "instance": pairs["instance"].to_numpy()[rows],
+            "model": np.where(as_a, pairs["model_a"], pairs["model_b"])[rows],
+            "score": np.where(as_a, outcome, 1 - outcome)[rows],
+            "row": rows,
+        }
+    )
+
+
+RANKING_COLUMNS = {
+    "model": "str",
+    "score": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "rank": "int64",
+    "n_battles": "int64",
+    "method": "str",
+    "resamples": "int64",
+}
+
+
+def bradley_terry(
+    pairs: pd.DataFrame,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """Bradley-Terry ranking of every model in `pairs` by maximum likelihood, with a
+    clustered bootstrap percentile interval on each score.
+
+    P(A beats B) = 1 / (1 + 10 ** ((score_B - score_A) / 400)): scores are on the Elo-like
+    scale (log-strength beta as 1000 + 400 * beta / ln 10, the betas centred on their mean,
+    so 1000 is the average model and a 400-point gap is 10:1 odds). Fitted as a logistic
+    regression without penalty on the +1 (A) / -1 (B) design, a battle contributing
+    weight `outcome` to "A won" and 1 - outcome to "B won" (ties half each way). Battles
+    are aggregated per ordered model pair, so each bootstrap fit has at most
+    n_models * (n_models - 1) * 2 rows whatever the number of battles. A model that wins
+    (or loses) every battle of a resample has no finite MLE: its fit stops at lbfgs'
+    iteration limit and its interval reaches far out, which says as much.
+
+    Columns: model, score, ci_low, ci_high, rank (1 = highest score), n_battles, method,
+    resamples.
+    """
+    check_bootstrap(n_resamples, confidence)
+    pairs = check_pairs(pairs)
+    if pairs.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+    models = sorted(set(pairs["model_a"]) | set(pairs["model_b"]))
+    codes_a = pd.Categorical(pairs["model_a"], categories=models).codes
+    codes_b = pd.Categorical(pairs["model_b"], categories=models).codes
+    n_models = len(models)
+    matchup = codes_a * n_models + codes_b
+    present, matchup_codes = np.unique(matchup, return_inverse=True)
+    design = np.zeros((len(present), n_models))
+    design[np.arange(len(present)), present // n_models] = 1.0
+    design[np.arange(len(present)), present % n_models] = -1.0
+
+    cluster_codes = pd.factorize(pairs["instance"])[0]
+    n_clusters = int(cluster_codes.max()) + 1
+    outcome = pairs["outcome"].to_numpy()
+    shape = (n_clusters, len(present))
+    # Per instance and model pair: the weight of "A won" and of "B won".
+    won = sparse.csr_matrix((outcome, (cluster_codes, matchup_codes)), shape=shape)
+    lost = sparse.csr_matrix((1 - outcome, (cluster_codes, matchup_codes)), shape=shape)
+
+    beta = _fit_strengths(design, np.asarray(won.sum(axis=0))[0], np.asarray(lost.sum(axis=0))[0])
+    replicates = []
+    # One BLAS thread: a fit of a few dozen rows is ~10x slower when BLAS spins up threads.
+    with threadpool_limits(limits=1):
+        for counts in resample_counts(n_clusters, n_resamples, seed):
+            won_w, lost_w = (won.T @ counts.T).T, (lost.T @ counts.T).T
+            replicates += [
+                _fit_strengths(design, w, lo) for w, lo in zip(won_w, lost_w, strict=True)
+            ]
+    low, high = percentile_interval(_to_elo(np.vstack(replicates)), confidence)
+    score = _to_elo(beta)
+    n_battles = np.bincount(codes_a, minlength=n_models) + np.bincount(codes_b, minlength=n_models)
+    table = pd.DataFrame(
+        {
+            "model": models,
+            "score": score,
+            "ci_low": low,
+            "ci_high": high,
+            "rank": pd.Series(score)
+            .rank(ascending=False, method="min", na_option="bottom")
+            .to_numpy(),
+            "n_battles": n_battles,
+            "method": f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
+            "resamples": n_resamples,
+        }
+    )
+    return table.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
+
+
+def _fit_strengths(design: np.ndarray, won: np.ndarray, lost: np.ndarray) -> np.ndarray:
+    """Centred log-strengths from aggregated battles: logistic regression of "A won" on the
+    +1/-1 design, each model pair once as a win row (weight `won`) and once as a loss row."""
+    weights = np.concatenate([won, lost])
+    keep = weights > 0
+    features = np.vstack([design, design])[keep]
+    labels = np.concatenate([np.ones(len(won)), np.zeros(len(lost))])[keep]
+    if len(np.unique(labels)) < 2:  # one class only: no fit, every strength undefined
+        return np.full(design.shape[1], np.nan)
+    # C=inf: no penalty (scikit-learn's spelling since 1.8). lbfgs started at 0 never leaves
+    # the sum-to-zero subspace (each design row sums to 0), so the fit is identified.
+    model = LogisticRegression(C=np.inf, fit_intercept=False, max_iter=1000, tol=1e-8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # separation: see bradley_terry
+        model.fit(features, labels, sample_weight=weights[keep])
+    beta = model.coef_[0]
+    return beta - beta.mean()
+
+
+def _to_elo(beta: np.ndarray) -> np.ndarray:
+    return ELO_CENTRE + ELO_SCALE * beta / np.log(ELO_BASE)

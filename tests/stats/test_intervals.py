@@ -1,0 +1,141 @@
+"""Clustered bootstrap and Wilson intervals against hand computations and statsmodels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from llm_feedback.errors import ConfigError
+from llm_feedback.stats.intervals import (
+    bootstrap_replicates,
+    correlation_interval,
+    grouped_mean_intervals,
+    percentile_interval,
+    ratio_bootstrap,
+    resample_counts,
+    wilson_interval,
+)
+
+
+def test_resamples_are_multinomial_draws_of_all_clusters_and_repeat_with_the_seed():
+    chunks = list(resample_counts(n_clusters=7, n_resamples=250, seed=3))
+    counts = np.vstack(chunks)
+    assert counts.shape == (250, 7)
+    assert (counts.sum(axis=1) == 7).all()  # each resample draws n_clusters clusters
+    assert np.allclose(counts.mean(), 1.0, atol=0.1)  # each cluster drawn once on average
+    assert np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=3))))
+    assert not np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=4))))
+
+
+def test_wilson_matches_statsmodels_and_the_formula_by_hand():
+    low, high = wilson_interval(np.array([7, 0, 20]), np.array([20, 10, 20]))
+    expected = proportion_confint([7, 0, 20], [20, 10, 20], alpha=0.05, method="wilson")
+    assert np.allclose(low, expected[0]) and np.allclose(high, expected[1])
+    # By hand for 7/20: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
+    z, p, n = 1.959963984540054, 7 / 20, 20
+    centre, half = p + z * z / (2 * n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert low[0] == pytest.approx((centre - half) / (1 + z * z / n))
+    assert high[0] == pytest.approx((centre + half) / (1 + z * z / n))
+    assert np.isnan(wilson_interval(0, 0)[0])
+
+
+def test_percentile_interval_is_numpy_quantiles_and_skips_undefined_resamples():
+    replicates = np.arange(1001, dtype="float64")
+    low, high = percentile_interval(replicates)
+    assert (low[0], high[0]) == pytest.approx((25.0, 975.0))
+    with_nan = np.column_stack([np.r_[replicates, np.nan], np.full(1002, np.nan)])
+    low, high = percentile_interval(with_nan)
+    assert low[0] == pytest.approx(25.0) and np.isnan(low[1]) and np.isnan(high[1])
+
+
+def test_ratio_bootstrap_of_a_mean_matches_a_per_resample_loop_by_hand():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=30)
+    estimate, low, high = ratio_bootstrap(values, np.ones(30), n_resamples=200, seed=11)
+    by_hand = [
+        np.repeat(values, counts.astype(int)).mean()
+        for chunk in resample_counts(30, 200, seed=11)
+        for counts in chunk
+    ]
+    assert estimate[0] == pytest.approx(values.mean())
+    assert low[0] == pytest.approx(np.quantile(by_hand, 0.025))
+    assert high[0] == pytest.approx(np.quantile(by_hand, 0.975))
+
+
+def test_bootstrap_interval_of_a_mean_is_close_to_the_normal_one():
+    values = np.random.default_rng(1).normal(loc=3, scale=1, size=400)
+    frame = pd.DataFrame({"prompt_id": np.arange(400), "rating": values})
+    row = grouped_mean_intervals(frame, "rating", "prompt_id", n_resamples=2000, seed=0).iloc[0]
+    half = 1.96 * values.std(ddof=1) / np.sqrt(400)
+    assert row["estimate"] == pytest.approx(values.mean())
+    assert row["ci_low"] == pytest.approx(values.mean() - half, abs=0.02)
+    assert row["ci_high"] == pytest.approx(values.mean() + half, abs=0.02)
+    assert row["method"] == "bootstrap-2000-cluster" and row["n"] == 400
+
+
+def test_clustering_keeps_both_orders_of_a_pair_together():
+    # Each pair is judged in both orders and the judge always picks the first-shown answer:
+    # per pair, the outcome for model A is 1 in one order and 0 in the other, so A's win
+    # rate is exactly 0.5 in every resample of pairs. Resampling rows would break the
+    # pairs apart and give an interval of width ~0.1.
+    n_pairs = 200
+    frame = pd.DataFrame(
+        {
+            "pair": np.repeat(np.arange(n_pairs), 2),
+            "outcome_a": np.tile([1.0, 0.0], n_pairs),
+        }
+    )
+    clustered = grouped_mean_intervals(frame, "outcome_a", "pair", n_resamples=500, seed=0)
+    assert clustered.loc[0, "ci_low"] == clustered.loc[0, "ci_high"] == 0.5
+    per_row = grouped_mean_intervals(
+        frame.assign(row=np.arange(len(frame))), "outcome_a", "row", n_resamples=500, seed=0
+    )
+    assert per_row.loc[0, "ci_high"] - per_row.loc[0, "ci_low"] > 0.05
+
+
+def test_grouped_means_share_resamples_and_leave_out_missing_values():
+    frame = pd.DataFrame(
+        {
+            "prompt_id": ["p1", "p1", "p2", "p2", "p3", "p3"],
+            "model": ["a", "b", "a", "b", "a", "b"],
+            "rating": [1.0, 2.0, 3.0, np.nan, 5.0, 4.0],
+        }
+    )
+    table = grouped_mean_intervals(frame, "rating", "prompt_id", ["model"], n_resamples=100)
+    assert list(table["model"]) == ["a", "b"]
+    assert list(table["n"]) == [3, 2]
+    assert table["estimate"].tolist() == pytest.approx([3.0, 3.0])
+    assert (table["ci_low"] <= table["estimate"]).all()
+    assert (table["estimate"] <= table["ci_high"]).all()
+    assert table.loc[0, "ci_low"] >= 1.0 and table.loc[0, "ci_high"] <= 5.0
+
+
+def test_bootstrap_replicates_give_a_clusters_rows_one_weight():
+    codes = np.array([0, 0, 1, 2, 2, 2])
+    seen = []
+    bootstrap_replicates(codes, lambda w: seen.append(w) or np.array([w.sum()]), n_resamples=20)
+    for weights in seen:
+        assert weights[0] == weights[1] and weights[3] == weights[4] == weights[5]
+
+
+def test_bad_resample_counts_are_refused_by_name():
+    with pytest.raises(ConfigError, match="n_resamples"):
+        ratio_bootstrap(np.ones(3), np.ones(3), n_resamples=0)
+
+
+def test_correlation_interval_matches_scipy_and_covers_the_fisher_interval():
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=500)
+    y = 0.5 * x + rng.normal(size=500)
+    clusters = np.arange(500)
+    r, low, high = correlation_interval(x, y, clusters, "pearson", n_resamples=1000)
+    assert r == pytest.approx(pearsonr(x, y).statistic)
+    fisher = np.tanh(np.arctanh(r) + np.array([-1, 1]) * 1.96 / np.sqrt(497))
+    assert (low, high) == pytest.approx(tuple(fisher), abs=0.02)
+    rho, _, _ = correlation_interval(x, np.round(y), clusters, "spearman", n_resamples=50)
+    assert rho == pytest.approx(spearmanr(x, np.round(y)).statistic)
+    assert np.isnan(correlation_interval([1, 1, 1], [1, 2, 3], [0, 1, 2])[0])

@@ -1,0 +1,119 @@
+"""Length- and style-controlled comparisons against a judge with an injected length bias."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, logit
+
+from llm_feedback.stats.length_control import (
+    length_controlled_win_rates,
+    style_controlled_ranking,
+    style_features,
+)
+from llm_feedback.stats.ranking import bradley_terry
+
+TRUE_WIN_RATE = 0.40  # the model is worse than the baseline at equal length
+LENGTH_BIAS = 2.0  # log-odds per unit of tanh(length difference / its sd)
+
+
+def length_biased_battles(seed: int, n: int = 4000) -> pd.DataFrame:
+    """'verbose' against 'base', both orders of each instance; verbose writes longer answers
+    on average and the judge favours the longer one."""
+    rng = np.random.default_rng(seed)
+    length_verbose = rng.normal(900, 300, n).clip(50)
+    length_base = rng.normal(500, 300, n).clip(50)
+    difference = length_verbose - length_base
+    squashed = np.tanh(difference / difference.std())
+    p_verbose = expit(logit(TRUE_WIN_RATE) + LENGTH_BIAS * squashed)
+    wins = (rng.random(n) < p_verbose).astype(float)
+    # The base model is A in one order and B in the other; one verdict per instance and
+    # order, drawn independently.
+    wins_swapped = (rng.random(n) < p_verbose).astype(float)
+    return pd.DataFrame(
+        {
+            "instance": np.r_[np.arange(n), np.arange(n)],
+            "model_a": ["verbose"] * n + ["base"] * n,
+            "model_b": ["base"] * n + ["verbose"] * n,
+            "outcome": np.r_[wins, 1 - wins_swapped],
+            "length_a": np.r_[length_verbose, length_base],
+            "length_b": np.r_[length_base, length_verbose],
+        }
+    )
+
+
+def test_length_control_undoes_an_injected_length_bias():
+    table = length_controlled_win_rates(length_biased_battles(0), "base", n_resamples=200)
+    row = table.set_index("model").loc["verbose"]
+    assert row["win_rate"] > TRUE_WIN_RATE + 0.15  # raw: far from the truth
+    assert not row["win_rate_ci_low"] <= TRUE_WIN_RATE <= row["win_rate_ci_high"]
+    assert (
+        row["lc_win_rate_ci_low"] <= TRUE_WIN_RATE <= row["lc_win_rate_ci_high"]
+    )  # controlled: covers it
+    assert row["lc_win_rate_ci_high"] - row["lc_win_rate_ci_low"] < 0.1
+    assert row["length_coefficient_ci_low"] <= LENGTH_BIAS <= row["length_coefficient_ci_high"]
+    assert row["lc_method"] == "wald-cluster"
+    assert row["win_rate_method"] == "bootstrap-200-cluster"
+
+
+def test_length_control_by_bootstrap_agrees_with_the_cluster_robust_interval():
+    battles = length_biased_battles(1, n=600)
+    wald = length_controlled_win_rates(battles, "base", n_resamples=100).iloc[0]
+    boot = length_controlled_win_rates(battles, "base", n_resamples=100, interval="bootstrap").iloc[
+        0
+    ]
+    assert boot["lc_win_rate"] == wald["lc_win_rate"]
+    assert boot["lc_method"] == "bootstrap-100-cluster"
+    assert boot["lc_win_rate_ci_low"] == pytest.approx(wald["lc_win_rate_ci_low"], abs=0.04)
+    assert boot["lc_win_rate_ci_high"] == pytest.approx(wald["lc_win_rate_ci_high"], abs=0.04)
+
+
+def test_without_length_differences_lc_equals_the_fitted_raw_rate():
+    battles = length_biased_battles(2, n=300).assign(length_a=100.0, length_b=100.0)
+    row = length_controlled_win_rates(battles, "base", n_resamples=50).iloc[0]
+    assert row["lc_win_rate"] == pytest.approx(row["win_rate"])
+    assert np.isnan(row["length_coefficient"])
+
+
+def test_style_control_ranks_by_quality_when_the_judge_likes_long_answers():
+    rng = np.random.default_rng(3)
+    quality = {"good": 0.5, "plain": 0.0, "padded": -0.3}
+    mean_length = {"good": 400, "plain": 400, "padded": 1500}
+    models = list(quality)
+    n = 6000
+    a = rng.integers(0, 3, n)
+    b = (a + rng.integers(1, 3, n)) % 3
+    names_a, names_b = np.array(models)[a], np.array(models)[b]
+    length_a = rng.normal([mean_length[m] for m in names_a], 100).clip(20)
+    length_b = rng.normal([mean_length[m] for m in names_b], 100).clip(20)
+    difference = (length_a - length_b) / (length_a + length_b)
+    skill = np.array([quality[m] for m in names_a]) - np.array([quality[m] for m in names_b])
+    outcome = (rng.random(n) < expit(skill + 1.0 * difference / difference.std())).astype(float)
+    battles = pd.DataFrame(
+        {
+            "instance": np.arange(n),
+            "model_a": names_a,
+            "model_b": names_b,
+            "outcome": outcome,
+            "length_a": length_a,
+            "length_b": length_b,
+        }
+    )
+    raw = bradley_terry(battles, n_resamples=20)
+    assert raw.loc[0, "model"] == "padded"  # the length bias wins the raw ranking
+    styled = style_controlled_ranking(battles, features=("length",))
+    assert list(styled.scores["model"]) == ["good", "plain", "padded"]
+    length = styled.coefficients.set_index("feature").loc["length"]
+    assert length["ci_low"] <= 1.0 <= length["ci_high"]
+    gap = styled.scores.set_index("model")["score"]
+    true_gap = 400 / np.log(10) * (quality["good"] - quality["padded"])
+    assert gap["good"] - gap["padded"] == pytest.approx(true_gap, rel=0.25)
+    assert (styled.scores["ci_low"] < styled.scores["score"]).all()
+
+
+def test_style_features_count_markdown_elements():
+    text = "# Title\n\nSome **bold** and __also__.\n\n- one\n- two\n1. three\n## Sub\nplain"
+    row = style_features(pd.Series([text, None])).iloc[0]
+    assert row.to_dict() == {"length": len(text), "headers": 2, "bold": 2, "list_items": 3}
+    assert style_features(pd.Series([None])).iloc[0].sum() == 0
