@@ -8,6 +8,7 @@ from llm_feedback.pipelines.evaluate.nodes import (
     summarise,
     validate_judge,
 )
+from llm_feedback.pipelines.evaluate.ranking_nodes import rank_models
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -61,6 +62,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["eval_judgments", "evaluate_params", "eval_judge_validation_metrics"],
                 "eval_metrics",
                 name="compute_eval_metrics",
+            ),
+            node(
+                rank_models,
+                ["eval_judgments", "eval_samples_answered", "evaluate_params"],
+                ["eval_model_ranking", "eval_model_ranking_figure"],
+                name="rank_eval_models",
             ),
         ],
         tags="evaluate",
