@@ -32,11 +32,15 @@ def response_of(body: dict[str, Any]) -> str:
     return re.search(r"\b(?:strong|weak) i\d+\b", text).group(0)
 
 
-def scoring_judge(body: dict[str, Any], ctx: RequestContext) -> str:
-    """Rates 'model instance' answers 1-10: strong around 8, weak around 4, per instance."""
-    model, instance = response_of(body).split()
+def scoring_judge_score(response: str) -> int:
+    """'model instance' answers rated 1-10: strong around 8, weak around 4, per instance."""
+    model, instance = response.split()
     centre = 8 if model == "strong" else 4
-    return f"Rating: [[{centre + round(4 * draw(model, instance) - 2)}]]"
+    return centre + round(4 * draw(model, instance) - 2)
+
+
+def scoring_judge(body: dict[str, Any], ctx: RequestContext) -> str:
+    return f"Rating: [[{scoring_judge_score(response_of(body))}]]"
 
 
 def pointwise_rows(replicates: int, models=("strong", "weak"), n: int = 30) -> pd.DataFrame:
@@ -200,3 +204,22 @@ def test_a_pointwise_run_has_an_empty_ranking(run_kedro, tmp_path):
         catalog = run_kedro("evaluate", params)["catalog"]
     ranking = catalog.load("eval_model_ranking")
     assert ranking.empty and "lc_win_rate" in ranking.columns
+
+
+def test_agreement_with_a_recording_carries_clustered_intervals():
+    samples = pointwise_rows(1)
+    # A recording that agrees with the judge on most instances and is off by 3 elsewhere.
+    judged = [scoring_judge_score(row.response) for row in samples.itertuples()]
+    off = [3 * (draw("off", row.instance_id) < 0.3) for row in samples.itertuples()]
+    recorded = [min(10, score + shift) for score, shift in zip(judged, off, strict=True)]
+    samples["recorded_score"] = recorded
+    with FakeLLMServer(scoring_judge) as server:
+        _, metrics = evaluate(server, samples, mode="single_1_10")
+    agreement = metrics[metrics["raters"] == "recorded~judge"].set_index("metric")
+    assert set(agreement.index) == {"spearman", "exact_match_share"}
+    share = agreement.loc["exact_match_share"]
+    assert 0.5 < share["value"] < 0.95
+    assert share["ci_low"] < share["value"] < share["ci_high"]
+    rho = agreement.loc["spearman"]
+    assert rho["ci_low"] < rho["value"] < rho["ci_high"]
+    assert set(agreement["ci_method"]) == {"bootstrap-1000-cluster"}

@@ -35,5 +35,4 @@ def eval_model_ranking_figure(ranking: pd.DataFrame) -> Figure:
     axes.axvline(1000, color="0.7", linestyle="--", linewidth=1)
     axes.set_xlabel("score (Elo-like; 1000 = average model), 95% interval")
     axes.set_title(TITLE)
-    figure.tight_layout()
     return figure
