@@ -1,5 +1,17 @@
 """The long-format `eval_metrics` table from the judgments, over all samples and per
-category and per level."""
+category and per level.
+
+Intervals: every rate and mean (mean, normalised_mean, weighted and pooled accuracy or
+means, pass_at_k, pass_at_k_first, win_rate, mean_difference_vs_<baseline>, and the
+agreement rows of `panel.agreement_metrics`) carries `ci_low`, `ci_high` and `ci_method`:
+a percentile bootstrap clustered by `instance_id` (`llm_feedback.stats.intervals`), so an
+instance's replicates, turns, criteria and both orders of a pairwise comparison are
+resampled together; seeded, with `evaluate.intervals` (n_resamples, seed, confidence).
+Each statistic is recomputed from per-instance pieces (pass@k: each item's own estimate;
+weighted accuracy: each ensemble's credit), so its interval is that of the reported value.
+`ci_method` is `bootstrap-<n>-cluster` (`-paired` for differences). Counts (wins, ties,
+losses, n_invalid, n_exact_match, n_reasks, n_inconsistent) and mean_runtime_s keep nulls.
+"""
 
 from __future__ import annotations
 
@@ -393,7 +405,12 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
     by one of the first k replicates) for each k (default 1..replicates). binary and
     score_0_5 add `n_invalid` (unknown references), binary also `n_exact_match`.
     A kind's `extra_metrics` add their rows (with the same breakdowns).
-    Pairwise: `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode:
+    With two or more models: `mean_difference_vs_<baseline>` per other model (and
+    criterion), its mean minus the baseline's (`evaluate.ranking.baseline`, default the
+    first model by name) over the instances both were scored on, each instance's scores
+    averaged first, with a paired bootstrap interval.
+    Pairwise: `win_rate` (ties half), `wins`, `losses`, `ties`, `n_inconsistent`; the
+    ranking of the models is `evaluation.ranking` (`eval_model_ranking`). Every mode:
     `n_reasks`, the judge's re-asks of unreadable replies over the model's judgments
     (pairwise: over the pairs it is in, both orders); `mean_runtime_s` where generation
     times are known.
