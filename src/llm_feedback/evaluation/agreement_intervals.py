@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import cohen_kappa_score
 
 from llm_feedback.agreement import COHEN_KAPPA, EXACT_MATCH_SHARE, RATERS_SEPARATOR, SPEARMAN
@@ -55,7 +56,9 @@ def agreement_interval(
 
     def kappa(weights: np.ndarray) -> np.ndarray:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # one category: kappa is NaN
+            # A resample with one category: kappa is undefined (NaN), left out of the interval.
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
             return np.array([cohen_kappa_score(labels_x, labels_y, sample_weight=weights)])
 
     replicates = bootstrap_replicates(
