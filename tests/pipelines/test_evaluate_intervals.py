@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation import run_evaluation
+from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.conftest import endpoints_via
 
@@ -223,3 +225,27 @@ def test_agreement_with_a_recording_carries_clustered_intervals():
     rho = agreement.loc["spearman"]
     assert rho["ci_low"] < rho["value"] < rho["ci_high"]
     assert set(agreement["ci_method"]) == {"bootstrap-1000-cluster"}
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"intervals": {"n_resamples": 5}}, "evaluate.intervals.n_resamples"),
+        ({"intervals": {"confidence": 1.5}}, "evaluate.intervals.confidence"),
+        ({"intervals": {"resamples": 100}}, "evaluate.intervals.resamples: unknown setting"),
+        ({"ranking": {"baseline": 3}}, "evaluate.ranking.baseline"),
+    ],
+)
+def test_bad_interval_and_ranking_parameters_name_themselves(block, message):
+    endpoints = {"local": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_evaluate({"judge": {"endpoint": "local"}, **block}, endpoints)
+
+
+def test_the_interval_parameters_reach_the_metrics():
+    endpoints = {"local": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}
+    params = parse_evaluate(
+        {"judge": {"endpoint": "local"}, "intervals": {"n_resamples": 200, "seed": 3}}, endpoints
+    )
+    assert params.intervals.kwargs == {"n_resamples": 200, "seed": 3, "confidence": 0.95}
+    assert params.ranking.baseline is None
