@@ -187,6 +187,26 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
     assert (means.at[NORMAL, "n"], means.at[NORMAL, "n_missing"]) == (170, 4)
     assert (means.at[GRIFFIN, "n"], means.at[GRIFFIN, "n_missing"]) == (160, 0)
 
+    # Each mean with its 95% interval, clustered by question (both turns and every
+    # replicate of a question resampled together), and Normal's difference to Griffin
+    # (the baseline: first by name) over the 80 shared questions, paired by question.
+    for model in (NORMAL, GRIFFIN):
+        low, estimate, high = means.loc[model, ["ci_low", "value", "ci_high"]]
+        assert low < estimate < high and high - low < 1.5
+        assert means.at[model, "ci_method"] == "bootstrap-1000-cluster"
+    assert means.at[NORMAL, "ci_low"] > means.at[GRIFFIN, "ci_high"]
+    difference = metrics[
+        (metrics["metric"] == f"mean_difference_vs_{GRIFFIN}")
+        & metrics["category"].isna()
+        & metrics["criterion"].isna()
+    ]
+    assert list(difference["model"]) == [NORMAL]
+    row = difference.iloc[0]
+    assert row["n"] == 80
+    assert 4.5 < row["value"] < 5.7  # per-question means: close to 7.843 - 2.700
+    assert 0 < row["ci_low"] < row["value"] < row["ci_high"]
+    assert row["ci_method"] == "bootstrap-1000-cluster-paired"
+
     # Math questions were judged against GPT-4's reference answers, second turns in
     # the context of the first.
     math_turn_2 = judgments[(judgments["instance_id"] == "101") & (judgments["turn"] == 2)]

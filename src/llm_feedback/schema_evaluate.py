@@ -163,3 +163,34 @@ EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
     "value": "float64",
     "n": "int64",
 }
+
+# `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
+# scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
+# against the baseline and its raw and length-controlled (AlpacaEval 2) win rates against
+# it (ties half). The columns of the annotate report's `model_ranking` plus the counts;
+# the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
+EVAL_MODEL_RANKING_COLUMN_TYPES = {
+    "model": "string",
+    "score": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "rank": "int64",
+    "n_battles": "int64",
+    "method": "string",
+    "resamples": "int64",
+    "baseline": "string",
+    "wins": "Int64",
+    "ties": "Int64",
+    "losses": "Int64",
+    "win_rate": "float64",
+    "win_rate_ci_low": "float64",
+    "win_rate_ci_high": "float64",
+    "win_rate_method": "string",
+    "lc_win_rate": "float64",
+    "lc_win_rate_ci_low": "float64",
+    "lc_win_rate_ci_high": "float64",
+    "length_coefficient": "float64",
+    "length_coefficient_ci_low": "float64",
+    "length_coefficient_ci_high": "float64",
+    "lc_method": "string",
+}

@@ -53,6 +53,24 @@ class PanelParams:
             )
 
 
+@dataclass(frozen=True)
+class EvalIntervalParams:
+    # Clustered bootstrap over instance_id (llm_feedback.stats) for eval_metrics' intervals.
+    n_resamples: int = 1000
+    seed: int = 0
+    confidence: float = 0.95
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {"n_resamples": self.n_resamples, "seed": self.seed, "confidence": self.confidence}
+
+
+@dataclass(frozen=True)
+class EvalRankingParams:
+    # The model win rates and mean differences are measured against; None: first by name.
+    baseline: str | None = None
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -138,6 +156,8 @@ class EvaluateParams:
     samples_format: str = "auto"
     # The name judge cards give the gold-labelled samples; null: the file's folder and name.
     validation_set: str | None = None
+    intervals: EvalIntervalParams = field(default_factory=EvalIntervalParams)
+    ranking: EvalRankingParams = field(default_factory=EvalRankingParams)
     # The loaded `evaluator` (set by the checks; None without one).
     scorer: Callable[[Mapping, str], Any] | None = field(
         default=None, init=False, repr=False, compare=False

@@ -1,5 +1,17 @@
 """The long-format `eval_metrics` table from the judgments, over all samples and per
-category and per level."""
+category and per level.
+
+Intervals: every rate and mean (mean, normalised_mean, weighted and pooled accuracy or
+means, pass_at_k, pass_at_k_first, win_rate, mean_difference_vs_<baseline>, and the
+agreement rows of `panel.agreement_metrics`) carries `ci_low`, `ci_high` and `ci_method`:
+a percentile bootstrap clustered by `instance_id` (`llm_feedback.stats.intervals`), so an
+instance's replicates, turns, criteria and both orders of a pairwise comparison are
+resampled together; seeded, with `evaluate.intervals` (n_resamples, seed, confidence).
+Each statistic is recomputed from per-instance pieces (pass@k: each item's own estimate;
+weighted accuracy: each ensemble's credit), so its interval is that of the reported value.
+`ci_method` is `bootstrap-<n>-cluster` (`-paired` for differences). Counts (wins, ties,
+losses, n_invalid, n_exact_match, n_reasks, n_inconsistent) and mean_runtime_s keep nulls.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +23,23 @@ import pandas as pd
 
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import EXACT_MATCH, INVALID
+from llm_feedback.evaluation.metric_intervals import (
+    NO_INTERVAL,
+    Interval,
+    baseline_model,
+    interval_fields,
+    mean_intervals,
+    paired_differences,
+    scaled,
+    win_rate_observations,
+)
 from llm_feedback.judges import (
     aggregate_scores,
     pairwise_win_rates,
     pass_at_k_table,
     weighted_accuracy,
 )
-from llm_feedback.judges.metrics import pass_at_k_first_table
+from llm_feedback.judges.metrics import pass_at_k, pass_at_k_first_table
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 logger = logging.getLogger(__name__)
@@ -56,8 +78,10 @@ def _metric(
     n_missing: int = 0,
     criterion: str | None = None,
     k: int | None = None,
+    interval: Interval = NO_INTERVAL,
 ) -> dict[str, Any]:
     return {
+        **interval_fields(interval),
         "model": model,
         "metric": metric,
         "criterion": criterion,
@@ -84,6 +108,21 @@ def _weighted_metrics(
         else ("weighted_normalised_mean", 100.0)
     )
     item = part["instance_id"] + "#" + part["turn"].astype("string")
+    pooled_cis = mean_intervals(
+        pd.DataFrame(
+            {
+                "model": part["model"],
+                "instance_id": part["instance_id"],
+                "value": factor * fraction,
+                "weight": weights,
+            }
+        ),
+        config.intervals,
+        weight="weight",
+    )
+    ensemble_cis = mean_intervals(
+        _ensemble_values(part, factor * fraction, weights), config.intervals
+    )
     rows = []
     for model, index in part.groupby("model", sort=True).groups.items():
         n_missing = int(part.loc[index, "score"].isna().sum())
@@ -99,6 +138,7 @@ def _weighted_metrics(
                 n=n_instances,
                 n_missing=n_missing,
                 criterion=criterion,
+                interval=ensemble_cis.get(model, NO_INTERVAL),
             ),
             _metric(
                 model,
@@ -107,9 +147,23 @@ def _weighted_metrics(
                 n=int(fraction[index].notna().sum()),
                 n_missing=n_missing,
                 criterion=criterion,
+                interval=pooled_cis.get(model, NO_INTERVAL),
             ),
         ]
     return rows
+
+
+def _ensemble_values(part: pd.DataFrame, credit: pd.Series, weights: pd.Series) -> pd.DataFrame:
+    """Per (model, instance and turn): the ensemble's weighted credit averaged over
+    replicates, as `ensemble_weighted_accuracy` averages it, with its instance_id."""
+    table = (
+        part[["model", "instance_id", "turn", "replicate"]]
+        .assign(product=credit * weights)
+        .dropna(subset=["product"])
+    )
+    per_replicate = table.groupby(["model", "instance_id", "turn", "replicate"])["product"].sum()
+    per_item = per_replicate.groupby(level=["model", "instance_id", "turn"]).mean()
+    return per_item.rename("value").reset_index()
 
 
 def _attempts(part: pd.DataFrame, passing_score: float) -> pd.DataFrame:
@@ -139,6 +193,7 @@ def _pass_at_k_metrics(
             attempts, "item", "replicate", "passed", config.ks, missing=config.missing
         ),
     }
+    intervals = _pass_at_k_intervals(attempts, config)
     return [
         _metric(
             row.model,
@@ -148,9 +203,73 @@ def _pass_at_k_metrics(
             n_missing=row.n_missing,
             criterion=criterion,
             k=row.k,
+            interval=intervals.get((metric, row.k), {}).get(row.model, NO_INTERVAL),
         )
         for metric, table in tables.items()
         for row in table.itertuples()
+    ]
+
+
+def _pass_at_k_intervals(
+    attempts: pd.DataFrame, config: EvaluateParams
+) -> dict[tuple[str, int], dict[str, Interval]]:
+    """{(metric, k): {model: interval}} from each item's own pass@k (the unbiased estimate
+    from its n attempts and c passes; solved within its first k replicates), as the
+    tables average them over items with at least k attempts."""
+    passed = attempts["passed"]
+    counted = attempts.assign(passed=passed.fillna(0.0) if config.missing == "zero" else passed)
+    counted = counted.dropna(subset=["passed"]).sort_values("replicate", kind="stable")
+    items = counted.groupby(["model", "instance_id", "item"], sort=True)["passed"]
+    tallies = items.agg(n="count", c="sum").reset_index()
+    histories = items.agg(lambda history: history.to_numpy(dtype=bool)).rename("history")
+    tallies = tallies.merge(histories.reset_index(), on=["model", "instance_id", "item"])
+    ks = config.ks or range(1, int(tallies["n"].max()) + 1 if len(tallies) else 1)
+    intervals = {}
+    for k in ks:
+        enough = tallies[tallies["n"] >= k]
+        if enough.empty:
+            continue
+        unbiased = [
+            pass_at_k(int(n), int(c), k) for n, c in zip(enough["n"], enough["c"], strict=True)
+        ]
+        first = [float(history[:k].any()) for history in enough["history"]]
+        for metric, values in (("pass_at_k", unbiased), ("pass_at_k_first", first)):
+            observations = enough[["model", "instance_id"]].assign(value=values)
+            intervals[(metric, k)] = mean_intervals(observations, config.intervals)
+    return intervals
+
+
+def _score_observations(part: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """model, instance_id, value: each judgment's score as `mean` counts it (a missing one
+    as the scale minimum with `missing: zero`, left out with `exclude`)."""
+    scores = pd.to_numeric(part["score"]).astype("float64")
+    if config.missing == "zero":
+        scores = scores.fillna(float(config.scale[0]))
+    return pd.DataFrame(
+        {"model": part["model"], "instance_id": part["instance_id"], "value": scores}
+    )
+
+
+def _difference_metrics(
+    observations: pd.DataFrame, config: EvaluateParams, criterion: str | None
+) -> list[dict[str, Any]]:
+    """`mean_difference_vs_<baseline>` per other model: its mean score minus the baseline's
+    over their shared instances (each instance's judgments averaged first), with a paired
+    bootstrap interval; none with fewer than two models."""
+    if observations["model"].nunique() < 2:
+        return []
+    baseline = baseline_model(observations["model"], config.ranking.baseline)
+    differences = paired_differences(observations, baseline, config.intervals)
+    return [
+        _metric(
+            row.model,
+            f"mean_difference_vs_{baseline}",
+            row.value,
+            n=row.n,
+            criterion=criterion,
+            interval=(row.ci_low, row.ci_high, row.ci_method),
+        )
+        for row in differences.itertuples()
     ]
 
 
@@ -178,8 +297,14 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
         if part.empty:
             continue
         summary = aggregate_scores(part, "score", low=low, high=high, missing=config.missing)
+        observations = _score_observations(part, config)
+        mean_cis = mean_intervals(observations, config.intervals)
         for row in summary.itertuples():
-            for metric in ("mean", "normalised_mean"):
+            interval = mean_cis.get(row.model, NO_INTERVAL)
+            for metric, metric_interval in (
+                ("mean", interval),
+                ("normalised_mean", scaled(interval, low, 100.0 / (high - low))),
+            ):
                 rows.append(
                     _metric(
                         row.model,
@@ -188,8 +313,10 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
                         n=row.n,
                         n_missing=row.n_missing,
                         criterion=criterion,
+                        interval=metric_interval,
                     )
                 )
+        rows += _difference_metrics(observations, config, criterion)
         if part["weight"].notna().any():
             rows += _weighted_metrics(part, config, criterion)
         pooled_criteria = kind.uses_criteria and criterion is None
@@ -209,11 +336,21 @@ def _pointwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[
     return rows
 
 
-def _pairwise_metrics(judgments: pd.DataFrame) -> list[dict[str, Any]]:
+def _pairwise_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> list[dict[str, Any]]:
     rows = []
     table = pairwise_win_rates(judgments, "model_a", "model_b", "outcome")
+    win_rate_cis = mean_intervals(win_rate_observations(judgments), config.intervals)
     for row in table.itertuples():
-        rows.append(_metric(row.model, "win_rate", row.win_rate, n=row.n, n_missing=row.n_missing))
+        rows.append(
+            _metric(
+                row.model,
+                "win_rate",
+                row.win_rate,
+                n=row.n,
+                n_missing=row.n_missing,
+                interval=win_rate_cis.get(row.model, NO_INTERVAL),
+            )
+        )
         rows += [
             _metric(row.model, name, float(getattr(row, name)), n=row.n, n_missing=row.n_missing)
             for name in ("wins", "losses", "ties")
@@ -268,7 +405,12 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
     by one of the first k replicates) for each k (default 1..replicates). binary and
     score_0_5 add `n_invalid` (unknown references), binary also `n_exact_match`.
     A kind's `extra_metrics` add their rows (with the same breakdowns).
-    Pairwise: `win_rate`, `wins`, `losses`, `ties`, `n_inconsistent`. Every mode:
+    With two or more models: `mean_difference_vs_<baseline>` per other model (and
+    criterion), its mean minus the baseline's (`evaluate.ranking.baseline`, default the
+    first model by name) over the instances both were scored on, each instance's scores
+    averaged first, with a paired bootstrap interval.
+    Pairwise: `win_rate` (ties half), `wins`, `losses`, `ties`, `n_inconsistent`; the
+    ranking of the models is `evaluation.ranking` (`eval_model_ranking`). Every mode:
     `n_reasks`, the judge's re-asks of unreadable replies over the model's judgments
     (pairwise: over the pairs it is in, both orders); `mean_runtime_s` where generation
     times are known.
@@ -283,7 +425,9 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
         _warn_of_unnormalised_ensembles(judgments)
 
     def compute(part: pd.DataFrame) -> list[dict[str, Any]]:
-        rows = _pairwise_metrics(part) if kind.compares else _pointwise_metrics(part, config)
+        rows = (
+            _pairwise_metrics(part, config) if kind.compares else _pointwise_metrics(part, config)
+        )
         if kind.extra_metrics is not None:
             rows += kind.extra_metrics(part, config.kind_options)
         return rows

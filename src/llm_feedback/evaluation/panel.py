@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.agreement import agreement_rows
+from llm_feedback.evaluation.agreement_intervals import agreement_interval
 from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
 from llm_feedback.evaluation.evaluators import score_samples
 from llm_feedback.evaluation.judging import (
@@ -36,6 +37,7 @@ from llm_feedback.evaluation.judging import (
     open_judge,
     with_carried_columns,
 )
+from llm_feedback.evaluation.metric_intervals import interval_fields
 from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
@@ -214,6 +216,24 @@ def _log_panel(panel: pd.DataFrame, names: list[str], config: EvaluateParams) ->
     )
 
 
+def _with_intervals(
+    found: list[dict[str, Any]],
+    ratings: pd.DataFrame,
+    part: pd.DataFrame,
+    criterion: str | None,
+    config: EvaluateParams,
+) -> list[dict[str, Any]]:
+    return [
+        {
+            **row,
+            "criterion": criterion,
+            "asked": len(part),
+            "interval": agreement_interval(row, ratings, part["instance_id"], config.intervals),
+        }
+        for row in found
+    ]
+
+
 def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
     """Agreement rows of `eval_metrics` (`model` null: over all models; per criterion in
     rubric mode), over the judgments the judges were asked for.
@@ -241,13 +261,13 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
             ratings = pd.DataFrame({name: part[f"{value}_{name}"] for name in judges})
             ratings[PANEL] = part[value]
             found = agreement_rows(ratings, judges, categorical=categorical)
-            rows += [{**row, "criterion": criterion, "asked": len(part)} for row in found]
+            rows += _with_intervals(found, ratings, part, criterion, config)
             judges.append(PANEL)
         if "recorded_score" in part and part["recorded_score"].notna().any():
             ratings[RECORDED] = part["recorded_score"]
             for name in judges:
                 found = agreement_rows(ratings, [RECORDED, name], categorical=categorical)
-                rows += [{**row, "criterion": criterion, "asked": len(part)} for row in found]
+                rows += _with_intervals(found, ratings, part, criterion, config)
     for row in rows:
         logger.info(
             "evaluate agreement %s%s: %s = %.3f over %d judgments",
@@ -269,6 +289,7 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
                 "value": row["value"],
                 "n": row["n"],
                 "n_missing": row["asked"] - row["n"],
+                **interval_fields(row["interval"]),
             }
             for row in rows
         ],

@@ -11,7 +11,7 @@ from typing import Any
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.endpoints import resolve_endpoint
 from llm_feedback.errors import ConfigError
-from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.evaluation.config import EvalIntervalParams, EvalRankingParams, EvaluateParams
 from llm_feedback.params.judge import parse_judge
 from llm_feedback.params.panel import parse_panel
 from llm_feedback.params.reader import Block, defaults_of
@@ -66,6 +66,16 @@ def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> Evalua
     }
     block = Block(evaluate, "evaluate", allowed, defaults)
     values = dict(block.values)
+    intervals = block.block(
+        "intervals", ("n_resamples", "seed", "confidence"), defaults_of(EvalIntervalParams)
+    )
+    values["intervals"] = EvalIntervalParams(
+        n_resamples=intervals.integer("n_resamples", minimum=10),
+        seed=intervals.integer("seed"),
+        confidence=intervals.number("confidence", minimum=0.5, maximum=0.999),
+    )
+    ranking = block.block("ranking", ("baseline",), defaults_of(EvalRankingParams))
+    values["ranking"] = EvalRankingParams(baseline=ranking.text("baseline", nullable=True))
     judge_block, panel_block = values.pop("judge", None), values.pop("panel", None)
     if judge_block is not None and panel_block is not None:
         raise ConfigError(

@@ -8,6 +8,7 @@ from llm_feedback.pipelines.evaluate.nodes import (
     summarise,
     validate_judge,
 )
+from llm_feedback.pipelines.evaluate.ranking_nodes import rank_models
 
 PARAMS = ["params:evaluate", "params:endpoints"]
 
@@ -62,6 +63,12 @@ def create_pipeline(**kwargs) -> Pipeline:
                 ["eval_samples_answered", "eval_judgments"],
                 "eval_judgment_viewer",
                 name="build_eval_judgment_viewer",
+            ),
+            node(
+                rank_models,
+                ["eval_judgments", "eval_samples_answered", *PARAMS],
+                ["eval_model_ranking", "eval_model_ranking_figure"],
+                name="rank_eval_models",
             ),
         ],
         tags="evaluate",

@@ -1,0 +1,21 @@
+"""Thin node: pairwise judgments in; `eval_model_ranking` and its figure out."""
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from llm_feedback.evaluation.ranking import model_ranking
+from llm_feedback.pipelines.parsed_params import evaluate_params
+from llm_feedback.reporting.ranking_figure import eval_model_ranking_figure
+
+
+def rank_models(
+    eval_judgments: pd.DataFrame,
+    samples: pd.DataFrame,
+    evaluate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+) -> tuple[pd.DataFrame, Figure]:
+    ranking = model_ranking(eval_judgments, samples, evaluate_params(evaluate, endpoints))
+    return ranking, eval_model_ranking_figure(ranking)
