@@ -163,7 +163,8 @@ def _glm(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Binomial GLM (fractional response allowed: a tie is 0.5) by statsmodels' IRLS;
     cluster-robust covariance when `clusters` is given. A perfectly separated sample
-    (a model winning every battle) has no finite MLE: NaN parameters."""
+    (a model winning every battle) has no finite MLE, and a singular design (e.g. every
+    length difference of one sign with every outcome equal) no unique one: NaN parameters."""
     size = design.shape[1]
     if len(response) <= size:  # no residual degree of freedom: nothing to estimate
         return np.full(size, np.nan), np.full((size, size), np.nan)
@@ -178,7 +179,7 @@ def _glm(
                 return np.asarray(fit.params), np.full((size, size), np.nan)
             else:
                 fit = model.fit(cov_type="cluster", cov_kwds={"groups": clusters})
-        except PerfectSeparationWarning:
+        except (PerfectSeparationWarning, np.linalg.LinAlgError):
             return np.full(size, np.nan), np.full((size, size), np.nan)
     return np.asarray(fit.params), np.asarray(fit.cov_params())
 
