@@ -48,7 +48,7 @@ def test_battles_are_every_two_usable_completions_of_a_prompt_from_different_mod
     first = battles[(battles["model_a"] == "a") & (battles["model_b"] == "b")].iloc[0]
     assert (first["length_a"], first["length_b"]) == (
         len("long answer here"),
-        len("A helpful answer."),
+        len("A helpful answer by b."),  # the builders' default response names its model
     )
 
 
