@@ -13,6 +13,7 @@ same bodies and raise or return the same errors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import urllib.parse
 import urllib.request
@@ -41,6 +42,8 @@ from llm_feedback.backends.openai_backend import (
 )
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions
 from llm_feedback.backends.secrets import redact
+
+logger = logging.getLogger(__name__)
 
 # A models list (OpenRouter's names hundreds) is read whole, but not without end.
 PROBE_MAX_BYTES = 16 * 1024 * 1024
@@ -205,10 +208,19 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         """Called on the loop that will use it (an aiohttp session belongs to one loop)."""
         limit = max(self.config.concurrency, 100)
         api_root, query, chat_url, auth = self._routes(self.config.api_key())
+        api_root, chat_url, basic_auth = _without_userinfo(api_root), *_userinfo_auth(chat_url)
+        if basic_auth is not None and "Authorization" in auth:
+            # One Authorization header per request: the key's Bearer wins.
+            logger.warning(
+                "%s: its base_url's user:password is not sent (the key's Bearer header is)",
+                self.config.describe(),
+            )
+            basic_auth = None
         headers = {"Content-Type": "application/json", "Accept": "application/json", **auth}
         proxy, proxy_auth = environment_proxy(chat_url)
         session = aiohttp.ClientSession(
             headers=headers,
+            auth=basic_auth,
             timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
             connector=aiohttp.TCPConnector(
                 limit=limit,
@@ -302,6 +314,20 @@ class LeanAzureBackend(AzureEndpoint, LeanOpenAIBackend):
         query = f"?api-version={self.config.options.resolved_api_version()}"
         chat_url = f"{api_root}/deployments/{self.model}/chat/completions{query}"
         return api_root, query, chat_url, {"api-key": key} if key else {}
+
+
+def _without_userinfo(url: str) -> str:
+    return str(yarl.URL(url).with_user(None))
+
+
+def _userinfo_auth(url: str) -> tuple[str, aiohttp.BasicAuth | None]:
+    """`url` without its `user:password@`, and that as Basic auth (aiohttp refuses a URL
+    with credentials beside an Authorization header)."""
+    parsed = yarl.URL(url)
+    if parsed.user is None:
+        return url, None
+    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
+    return str(parsed.with_user(None)), auth
 
 
 def _bearer(key: str | None) -> dict[str, str]:
