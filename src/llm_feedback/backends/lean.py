@@ -36,9 +36,11 @@ from llm_feedback.backends.openai_backend import (
     AzureSDKBackend,
     OpenAICompatibleBackend,
     ProbeAnswer,
+    ReplyTooLarge,
     auth_failure,
     ping_body,
     retry_after_seconds,
+    too_large_message,
 )
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions
 from llm_feedback.backends.secrets import redact
@@ -55,11 +57,6 @@ class TransportTimeout(Exception):
 
 class TransportFailure(Exception):
     """The request did not reach the server, or its answer did not arrive whole."""
-
-
-class ReplyTooLarge(Exception):
-    """The reply's body (as declared, or as it arrived and was decompressed) exceeded
-    the endpoint's limit; it was cut off, not buffered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,12 +212,12 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
                 "%s: its base_url's user:password is not sent (the key's Bearer header is)",
                 self.config.describe(),
             )
-            basic_auth = None
+        elif basic_auth is not None:
+            auth = {**auth, "Authorization": basic_auth.encode()}
         headers = {"Content-Type": "application/json", "Accept": "application/json", **auth}
         proxy, proxy_auth = environment_proxy(chat_url)
         session = aiohttp.ClientSession(
             headers=headers,
-            auth=basic_auth,
             timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
             connector=aiohttp.TCPConnector(
                 limit=limit,
@@ -253,8 +250,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             raise RetryableError(redact(f"APIConnectionError: {error}")) from None
         except ReplyTooLarge as error:
             return ChatResult.failure(
-                f"reply too large: {error}, beyond the {limit} bytes allowed for "
-                f"max_tokens={request.max_tokens} ({self.config.where}.max_reply_bytes)",
+                too_large_message(self.config, error, limit, request.max_tokens),
                 time.perf_counter() - started,
                 self.model,
             )
