@@ -159,6 +159,10 @@ class RunGuardHooks:
         self._release()
 
 
+# Nodes whose inputs must come from one run, as the report's (`report.allow_mixed_runs`).
+CHECKED_EXPORTS = frozenset({"export_ultrafeedback"})
+
+
 class ReportProvenanceHooks:
     """Tell the report which version of each dataset it was built from.
 
@@ -176,7 +180,9 @@ class ReportProvenanceHooks:
     def before_pipeline_run(
         self, run_params: dict[str, Any], pipeline: Pipeline, catalog: CatalogProtocol
     ) -> None:
-        consumers = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
+        reporting = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
+        # The export publishes what it reads: checked like the report, nothing recorded.
+        consumers = reporting + [n.name for n in pipeline.nodes if n.name in CHECKED_EXPORTS]
         if not consumers:
             return
         upstream = pipeline.to_nodes(*consumers)
@@ -210,7 +216,8 @@ class ReportProvenanceHooks:
         }
         pinned = set((run_params or {}).get("load_versions") or {})
         self._check_one_history(loaded, pinned, catalog)
-        catalog.save(INPUT_VERSIONS, versions)
+        if reporting:
+            catalog.save(INPUT_VERSIONS, versions)
 
     @staticmethod
     def _check_one_history(
