@@ -181,3 +181,22 @@ def test_without_a_token_the_cli_says_where_to_put_one(tmp_path):
     )
     assert result.returncode != 0
     assert "no Hugging Face token: set HF_TOKEN" in result.stderr
+
+
+def test_a_push_whose_sources_have_a_newer_run_is_refused_naming_the_versions(tmp_path):
+    data_root = tmp_path / "data"
+    write_version(data_root, "07_model_output", "ultrafeedback", ultrafeedback())
+    newer = "2099-01-01T00.00.00.000Z"  # a later annotate that did not reach the export
+    folder = data_root / "03_primary" / "overall_scores.parquet" / newer
+    folder.mkdir(parents=True)
+    pd.DataFrame({"completion_id": ["c"]}).to_parquet(folder / "overall_scores.parquet")
+    options = ("--dataset", "ultrafeedback", "--repo-id", "someone/feedback", "--dry-run")
+
+    refused = push_to_hub_cli(data_root, *options)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert f"ultrafeedback {VERSION} is older than overall_scores {newer}" in output
+    assert "--allow-mixed-runs" in output
+
+    allowed = push_to_hub_cli(data_root, *options, "--allow-mixed-runs")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr

@@ -30,7 +30,7 @@ from kedro.framework.startup import ProjectMetadata
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.errors import BatchPending, CacheError, ConfigError, EndpointError, InputError
-from llm_feedback.hooks import RunGuardHooks
+from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
 from llm_feedback.planning import CostLimitExceeded, PlanOnly
@@ -168,6 +168,11 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
 @click.option(
     "--dry-run", is_flag=True, help="Build and check the push, print it and its card, send nothing."
 )
+@click.option(
+    "--allow-mixed-runs",
+    is_flag=True,
+    help="Push even when a table the dataset is computed from has a newer version.",
+)
 @click.pass_obj
 def push_to_hub(
     metadata: ProjectMetadata,
@@ -183,6 +188,7 @@ def push_to_hub(
     license_id: str,
     judge_card: Path | None,
     dry_run: bool,
+    allow_mixed_runs: bool,
 ) -> None:
     """Push `ultrafeedback` or `preference_pairs` to the Hugging Face Hub (`pip install -e
     ".[hub]"`). The token comes from conf/local/credentials.yml (huggingface.token) or
@@ -197,6 +203,11 @@ def push_to_hub(
             credentials = {}
         try:
             token, source = hub_token(credentials, os.environ)
+            if version is None:  # a version named with --version is asked for
+                allow = allow_mixed_runs or bool(
+                    (context.params.get("report") or {}).get("allow_mixed_runs")
+                )
+                refuse_a_stale_push(context.catalog, name, allow)
             frame = context.catalog.load(name, version=version)
             judge, settings = run_settings(context.params)
             push = build_push(

@@ -6,15 +6,21 @@ every reference into its own tree, which takes minutes and gigabytes, even for k
 pipeline reads. Each configuration file is composed first (cheap: one node per node of
 the text) and the size it would expand to counted; beyond `MAX_CONFIG_VALUES` it is
 refused with a `ConfigError` naming the file.
+
+The parameters it returns hold no URL password: `base_url: https://user:pw@host` reads as
+`https://user:***@host` (what `kedro viz build`, logs and reports show) and the endpoint
+layer asks `reveal_url` for the real one (backends/secrets.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kedro.config import OmegaConfigLoader
 
+from llm_feedback.backends.secrets import hide_url_passwords
 from llm_feedback.errors import ConfigError
 
 # Far above any real configuration file (the project's largest has a few hundred values).
@@ -56,7 +62,11 @@ def check_alias_expansion(text: str, source: str, limit: int = MAX_CONFIG_VALUES
 
 class BoundedOmegaConfigLoader(OmegaConfigLoader):
     """`OmegaConfigLoader` (the same arguments) that checks each file's alias expansion
-    before OmegaConf reads it."""
+    before OmegaConf reads it, and hides URL passwords in the parameters."""
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        config = super().__getitem__(key)
+        return hide_url_passwords(config) if key == "parameters" else config
 
     def _is_valid_config_path(self, path: Path) -> bool:
         valid = super()._is_valid_config_path(path)

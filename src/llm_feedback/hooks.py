@@ -159,6 +159,49 @@ class RunGuardHooks:
         self._release()
 
 
+def project_lineage() -> dict[str, list[str]]:
+    """Dataset -> the datasets its producing node reads, over every pipeline of the project
+    (not only a run's: Kedro finds only those)."""
+    computed_from: dict[str, list[str]] = {}
+    for name in (*FEEDBACK_ORDER, "evaluate"):
+        module = importlib.import_module(f"llm_feedback.pipelines.{name}.pipeline")
+        for node in module.create_pipeline().nodes:
+            sources = [name for name in node.inputs if not name.startswith("params:")]
+            for output in node.outputs:
+                computed_from.setdefault(output, sources)
+    return computed_from
+
+
+def refuse_a_stale_push(catalog: CatalogProtocol, name: str, allow_mixed_runs: bool) -> None:
+    """`kedro push-to-hub`: refuse to publish the latest `name` when a table it is computed
+    from has a newer version (a later run that did not write it, e.g. failed part-way)."""
+    lineage = project_lineage()
+    versions, seen, todo = {}, set(), [name]
+    while todo:
+        dataset_name = todo.pop()
+        if dataset_name in seen:
+            continue
+        seen.add(dataset_name)
+        dataset = catalog.get(dataset_name)
+        if isinstance(dataset, AbstractVersionedDataset):
+            try:
+                versions[dataset_name] = dataset.resolve_load_version()
+            except Exception:  # noqa: BLE001 - never written: nothing to compare
+                continue
+        todo.extend(lineage.get(dataset_name, ()))
+    stale = mixed_runs({k: v for k, v in versions.items() if v}, lineage)
+    if not stale:
+        return
+    message = describe_mixed_runs(stale, "--allow-mixed-runs (or report.allow_mixed_runs)")
+    if not allow_mixed_runs:
+        raise InputError(message.replace(": true to report", " to push"))
+    logger.warning("pushing mixed runs, as asked: %s", message)
+
+
+# Nodes whose inputs must come from one run, as the report's (`report.allow_mixed_runs`).
+CHECKED_EXPORTS = frozenset({"export_ultrafeedback"})
+
+
 class ReportProvenanceHooks:
     """Tell the report which version of each dataset it was built from.
 
@@ -176,7 +219,9 @@ class ReportProvenanceHooks:
     def before_pipeline_run(
         self, run_params: dict[str, Any], pipeline: Pipeline, catalog: CatalogProtocol
     ) -> None:
-        consumers = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
+        reporting = [n.name for n in pipeline.nodes if INPUT_VERSIONS in n.inputs]
+        # The export publishes what it reads: checked like the report, nothing recorded.
+        consumers = reporting + [n.name for n in pipeline.nodes if n.name in CHECKED_EXPORTS]
         if not consumers:
             return
         upstream = pipeline.to_nodes(*consumers)
@@ -210,22 +255,15 @@ class ReportProvenanceHooks:
         }
         pinned = set((run_params or {}).get("load_versions") or {})
         self._check_one_history(loaded, pinned, catalog)
-        catalog.save(INPUT_VERSIONS, versions)
+        if reporting:
+            catalog.save(INPUT_VERSIONS, versions)
 
     @staticmethod
     def _check_one_history(
         loaded: dict[str, str], pinned: set[str], catalog: CatalogProtocol
     ) -> None:
         """Refuse mixed runs; a version chosen with --load-versions counts as asked for."""
-        computed_from: dict[str, list[str]] = {}
-        # Every pipeline of the project, not only the run's (Kedro finds only those).
-        for name in (*FEEDBACK_ORDER, "evaluate"):
-            module = importlib.import_module(f"llm_feedback.pipelines.{name}.pipeline")
-            for node in module.create_pipeline().nodes:
-                sources = [name for name in node.inputs if not name.startswith("params:")]
-                for output in node.outputs:
-                    computed_from.setdefault(output, sources)
-        stale = mixed_runs(loaded, computed_from)
+        stale = mixed_runs(loaded, project_lineage())
         chosen = [item for item in stale if {item.dataset, item.source} & pinned]
         if chosen:
             logger.warning(

@@ -55,7 +55,8 @@ def mixed_runs(
 
 def describe_mixed_runs(stale: Sequence[StaleInput], allow_parameter: str) -> str:
     return (
-        "the report's inputs come from different runs (a run that failed part-way, or a "
+        "the inputs of the report (or export) come from different runs (a run that failed "
+        "part-way, or a "
         "stage rerun alone): "
         + "; ".join(item.describe() for item in stale)
         + ". Rerun the pipeline from the stage that wrote the older table, pick one run's "

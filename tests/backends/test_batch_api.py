@@ -253,3 +253,16 @@ def test_the_server_rejects_a_batch_whose_input_file_is_not_ours(fake_llm):
     unknown = httpx2.post(f"{fake_llm.base_url}/batches", json={"input_file_id": "file-9"})
     assert unknown.status_code == 400
     assert fake_llm.batch_counts["batches_created"] == 0
+
+
+def test_a_batch_output_beyond_the_reply_cap_is_cut_off_not_buffered(cache):
+    huge = Reply(raw_body='{"choices": [{"message": {"content": "' + "x" * 3_000_000 + '"}}]}')
+    with FakeLLMServer(responder=lambda body, ctx: huge) as server:
+        config = _endpoint(server, max_reply_bytes=100_000, max_retries=0)
+        with pytest.raises(EndpointError) as raised:
+            _complete(config, cache, _requests(2))
+    message = str(raised.value)
+    assert "GET files failed: reply too large: the server announced 6000434 bytes" in message
+    assert "beyond the 208192 bytes allowed" in message and "batched.max_reply_bytes" in message
+    # The batch stays in the ledger: a later run with a larger cap collects it.
+    assert "batch_" in (cache.parent / f"{cache.name}{LEDGER_SUFFIX}").read_text()

@@ -68,41 +68,54 @@ def ask(config: EndpointConfig, prompt: str = "hello", **sampling):
         return client.complete(ChatRequest.from_prompt(prompt, **sampling))
 
 
-# -- reply caps --------------------------------------------------------------------------
-def test_a_50_mb_reply_to_max_tokens_128_is_cut_off_not_stored():
+# -- reply caps, on both transports (lean: aiohttp; sdk: the openai SDK's httpx) ---------
+TRANSPORTS = pytest.mark.parametrize("transport", ["lean", "sdk"])
+
+
+@TRANSPORTS
+def test_a_50_mb_reply_to_max_tokens_128_is_cut_off_not_stored(transport):
     huge = Reply(raw_body='{"choices": [{"message": {"content": "' + "x" * 50_000_000 + '"}}]}')
     with FakeLLMServer(lambda body, ctx: huge) as server:
-        result = ask(endpoint(server.base_url, max_retries=0), max_tokens=128)
+        result = ask(endpoint(server.base_url, transport=transport, max_retries=0), max_tokens=128)
     assert not result.ok and "reply too large" in result.error
     assert "max_reply_bytes" in result.error
 
 
-def test_a_gzip_bomb_is_counted_as_it_is_decompressed():
+@TRANSPORTS
+def test_a_gzip_bomb_is_counted_as_it_is_decompressed(transport):
     bomb = gzip_bomb(64)  # 64 MB of text in ~64 KB on the wire
     assert len(bomb) < 200_000
     headers = ("Content-Type: application/json", "Content-Encoding: gzip")
     with HostileServer([response(200, bomb, *headers)]) as server:
-        result = ask(endpoint(server.base_url, max_retries=0, max_reply_bytes=1_000_000))
+        result = ask(
+            endpoint(server.base_url, transport=transport, max_retries=0, max_reply_bytes=1_000_000)
+        )
     assert not result.ok and "more than 1000000 bytes arrived" in result.error
 
 
-def test_a_2_gb_content_length_is_refused_before_any_body_is_read():
+@TRANSPORTS
+def test_a_2_gb_content_length_is_refused_before_any_body_is_read(transport):
     with HostileServer([announced(2 * 1024**3)]) as server:
         started = time.perf_counter()
-        result = ask(endpoint(server.base_url, max_retries=0, timeout_s=30))
+        result = ask(endpoint(server.base_url, transport=transport, max_retries=0, timeout_s=30))
     assert not result.ok and "announced 2147483648 bytes" in result.error
     assert time.perf_counter() - started < 5  # not buffered until the timeout
 
 
-def test_a_body_that_never_ends_is_cut_off_as_it_streams():
+@TRANSPORTS
+def test_a_body_that_never_ends_is_cut_off_as_it_streams(transport):
     with HostileServer([endless_chunks()]) as server:
-        result = ask(endpoint(server.base_url, max_retries=0, timeout_s=30), max_tokens=16)
+        result = ask(
+            endpoint(server.base_url, transport=transport, max_retries=0, timeout_s=30),
+            max_tokens=16,
+        )
     assert not result.ok and "arrived" in result.error
 
 
-def test_an_ordinary_reply_passes_the_default_cap():
+@TRANSPORTS
+def test_an_ordinary_reply_passes_the_default_cap(transport):
     with FakeLLMServer() as server:
-        result = ask(endpoint(server.base_url), max_tokens=16)
+        result = ask(endpoint(server.base_url, transport=transport), max_tokens=16)
     assert result.ok
 
 

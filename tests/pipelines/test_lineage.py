@@ -91,3 +91,20 @@ def test_one_runs_tables_and_separate_stage_runs_are_one_history():
         ("critiques", "completions"),
         ("overall_scores", "completions"),
     }
+
+
+def test_the_export_after_an_annotate_that_failed_part_way_is_refused(run_kedro):
+    with FakeLLMServer() as server:
+        params = {**SMALL, "endpoints": endpoints_via(server)}
+        for name in ("sample", "generate", "annotate"):
+            run_kedro(name, params)
+    with FakeLLMServer(fails_the_second_judge_stage()) as server:
+        second = {**SMALL, "endpoints": endpoints_via(server, model="v2", max_retries=0)}
+        with pytest.raises(Exception):  # noqa: B017 - the failing stage's own error
+            run_kedro("annotate", second)
+    export = {"node_names": ["export_ultrafeedback"]}
+    with pytest.raises(InputError, match="different runs") as refused:
+        run_kedro("annotate", SMALL, **export)
+    assert "overall_scores" in str(refused.value) and "is older than" in str(refused.value)
+    allowed = {**SMALL, "report": {"allow_mixed_runs": True}}
+    assert len(run_kedro("annotate", allowed, **export)["catalog"].load("ultrafeedback"))

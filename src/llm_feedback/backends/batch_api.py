@@ -35,7 +35,7 @@ from llm_feedback.backends.lean import (
     chat_result,
     error_message,
 )
-from llm_feedback.backends.openai_backend import RETRYABLE_STATUS
+from llm_feedback.backends.openai_backend import RETRYABLE_STATUS, ReplyTooLarge
 from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import BatchPending, EndpointError
 from llm_feedback.remote_root import LEDGER_SUFFIX, require_local
@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 FINISHED = frozenset({"completed", "expired", "cancelled", "failed"})
 COMPLETION_WINDOW = "24h"
+# What a batch output line adds around its reply body (ids, status, request id).
+BATCH_LINE_ENVELOPE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,8 @@ class BatchJobs:
                 statuses[status] += 1
                 counts.update(info.get("request_counts") or {})
                 if status in FINISHED:
-                    outcome = await self._download(info, on_answer)
+                    limit = self._download_limit(batch, pending)
+                    outcome = await self._download(info, on_answer, limit)
                     reason = _unanswered_reason(info)
                     for key in batch.custom_ids:
                         if key in pending and outcome.get(key) != "":
@@ -259,8 +262,16 @@ class BatchJobs:
                 "provider no longer knows it, remove its entry and its requests are submitted anew"
             ) from None
 
+    def _download_limit(self, batch: SubmittedBatch, pending: dict[str, ChatRequest]) -> int:
+        """The most bytes one of `batch`'s output or error files may hold: each of its
+        lines a reply within the endpoint's cap (`max_reply_bytes`, or the default from the
+        largest `max_tokens` asked) plus the line's envelope."""
+        asked = [pending[key].max_tokens for key in batch.custom_ids if key in pending]
+        per_line = self.config.reply_byte_limit(max(asked, default=0) or 1)
+        return len(batch.custom_ids) * (per_line + BATCH_LINE_ENVELOPE_BYTES)
+
     async def _download(
-        self, info: dict[str, Any], on_answer: Callable[[str, ChatResult], None]
+        self, info: dict[str, Any], on_answer: Callable[[str, ChatResult], None], max_bytes: int
     ) -> dict[str, str]:
         """Hand every successful answer of a finished batch to `on_answer`; returns
         custom_id -> "" for each answer, -> why for each failed line."""
@@ -271,7 +282,8 @@ class BatchJobs:
             file_id = info.get(file_field)
             if not file_id:
                 continue
-            content = await self._call("GET", f"files/{file_id}/content", raw=True)
+            route = f"files/{file_id}/content"
+            content = await self._call("GET", route, raw=True, max_bytes=max_bytes)
             for text in filter(bytes.strip, content.splitlines()):
                 try:
                     line = orjson.loads(text)
@@ -332,6 +344,12 @@ class BatchJobs:
                 problem = f"timed out: {error}"
             except TransportFailure as error:
                 problem = str(error)
+            except ReplyTooLarge as error:
+                problem = (
+                    f"reply too large: {error}, beyond the {kwargs['max_bytes']} bytes allowed "
+                    f"for its lines ({self.config.where}.max_reply_bytes per line)"
+                )
+                break
             else:
                 if response.status == 200:
                     return response.content if raw else orjson.loads(response.content)

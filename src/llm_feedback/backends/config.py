@@ -22,7 +22,7 @@ from llm_feedback.backends.options import (
     check_fields,
     option_names,
 )
-from llm_feedback.backends.secrets import mask_url, register_secrets
+from llm_feedback.backends.secrets import mask_url, register_secrets, reveal_url
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -162,7 +162,10 @@ class EndpointConfig:
             key: value for key, value in definition.items() if key not in own and key not in foreign
         }
         common.setdefault("name", name)
-        options = options_type(**{key: definition[key] for key in own if key in definition})
+        # A URL whose password the config loader masked connects with the real one.
+        options = options_type(
+            **{key: reveal_url(definition[key]) for key in own if key in definition}
+        )
         return cls(**common, options=options)
 
     @property

@@ -13,6 +13,7 @@ same bodies and raise or return the same errors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import urllib.parse
 import urllib.request
@@ -35,12 +36,16 @@ from llm_feedback.backends.openai_backend import (
     AzureSDKBackend,
     OpenAICompatibleBackend,
     ProbeAnswer,
+    ReplyTooLarge,
     auth_failure,
     ping_body,
     retry_after_seconds,
+    too_large_message,
 )
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions
 from llm_feedback.backends.secrets import redact
+
+logger = logging.getLogger(__name__)
 
 # A models list (OpenRouter's names hundreds) is read whole, but not without end.
 PROBE_MAX_BYTES = 16 * 1024 * 1024
@@ -52,11 +57,6 @@ class TransportTimeout(Exception):
 
 class TransportFailure(Exception):
     """The request did not reach the server, or its answer did not arrive whole."""
-
-
-class ReplyTooLarge(Exception):
-    """The reply's body (as declared, or as it arrived and was decompressed) exceeded
-    the endpoint's limit; it was cut off, not buffered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +205,15 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         """Called on the loop that will use it (an aiohttp session belongs to one loop)."""
         limit = max(self.config.concurrency, 100)
         api_root, query, chat_url, auth = self._routes(self.config.api_key())
+        api_root, chat_url, basic_auth = _without_userinfo(api_root), *_userinfo_auth(chat_url)
+        if basic_auth is not None and "Authorization" in auth:
+            # One Authorization header per request: the key's Bearer wins.
+            logger.warning(
+                "%s: its base_url's user:password is not sent (the key's Bearer header is)",
+                self.config.describe(),
+            )
+        elif basic_auth is not None:
+            auth = {**auth, "Authorization": basic_auth.encode()}
         headers = {"Content-Type": "application/json", "Accept": "application/json", **auth}
         proxy, proxy_auth = environment_proxy(chat_url)
         session = aiohttp.ClientSession(
@@ -241,8 +250,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             raise RetryableError(redact(f"APIConnectionError: {error}")) from None
         except ReplyTooLarge as error:
             return ChatResult.failure(
-                f"reply too large: {error}, beyond the {limit} bytes allowed for "
-                f"max_tokens={request.max_tokens} ({self.config.where}.max_reply_bytes)",
+                too_large_message(self.config, error, limit, request.max_tokens),
                 time.perf_counter() - started,
                 self.model,
             )
@@ -302,6 +310,20 @@ class LeanAzureBackend(AzureEndpoint, LeanOpenAIBackend):
         query = f"?api-version={self.config.options.resolved_api_version()}"
         chat_url = f"{api_root}/deployments/{self.model}/chat/completions{query}"
         return api_root, query, chat_url, {"api-key": key} if key else {}
+
+
+def _without_userinfo(url: str) -> str:
+    return str(yarl.URL(url).with_user(None))
+
+
+def _userinfo_auth(url: str) -> tuple[str, aiohttp.BasicAuth | None]:
+    """`url` without its `user:password@`, and that as Basic auth (aiohttp refuses a URL
+    with credentials beside an Authorization header)."""
+    parsed = yarl.URL(url)
+    if parsed.user is None:
+        return url, None
+    auth = aiohttp.BasicAuth(parsed.user, parsed.password or "")
+    return str(parsed.with_user(None)), auth
 
 
 def _bearer(key: str | None) -> dict[str, str]:

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import httpx2
 import openai
+import orjson
 
 from llm_feedback.backends.base import BackendTraits, RetryableError
 from llm_feedback.backends.config import EndpointConfig
@@ -80,6 +81,41 @@ class ProbeAnswer:
     status: int | None
     message: str
     timed_out: bool = False
+
+
+class ReplyTooLarge(Exception):
+    """The reply's body (as declared, or as it arrived and was decompressed) exceeded
+    the endpoint's limit; it was cut off, not buffered."""
+
+
+def too_large_message(config: EndpointConfig, error: ReplyTooLarge, limit: int, max_tokens: int):
+    return (
+        f"reply too large: {error}, beyond the {limit} bytes allowed for "
+        f"max_tokens={max_tokens} ({config.where}.max_reply_bytes)"
+    )
+
+
+async def read_capped(response: httpx2.Response, max_bytes: int) -> bytes:
+    """The body of a streamed httpx response, up to `max_bytes` counted after
+    decompression as it arrives (`ReplyTooLarge` beyond: the rest is never read)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise ReplyTooLarge(f"the server announced {declared} bytes")
+    parts, size = [], 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > max_bytes:
+            raise ReplyTooLarge(f"more than {max_bytes} bytes arrived")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def completion_from(content: bytes) -> openai.types.chat.ChatCompletion:
+    """A chat completion from its JSON body, as leniently as the SDK itself reads one."""
+    body = orjson.loads(content)
+    if not isinstance(body, dict):
+        raise ValueError(f"a JSON {type(body).__name__}, not an object")
+    return openai.types.chat.ChatCompletion.construct(**body)
 
 
 def ping_body(config: EndpointConfig) -> dict[str, Any]:
@@ -181,8 +217,16 @@ class OpenAICompatibleBackend(BackendTraits):
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         started = time.perf_counter()
+        limit = self.config.reply_byte_limit(request.max_tokens)
         try:
-            response = await sdk.chat.completions.create(**kwargs)
+            async with sdk.chat.completions.with_streaming_response.create(**kwargs) as streamed:
+                response = completion_from(await read_capped(streamed.http_response, limit))
+        except ReplyTooLarge as error:
+            return ChatResult.failure(
+                too_large_message(self.config, error, limit, request.max_tokens),
+                time.perf_counter() - started,
+                self.model,
+            )
         except openai.APIStatusError as error:
             message = redact(f"HTTP {error.status_code}: {error.message}")
             if error.status_code in AUTH_STATUS:

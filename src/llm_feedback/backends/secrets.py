@@ -5,6 +5,11 @@ given (credentials.yml entries, the keys endpoints read from the environment) is
 registered here, and `redact` replaces each occurrence. Shapes that are secret anywhere
 (`sk-...`, `Bearer ...`, a URL's `user:password@`) are masked as well, for keys this
 process never saw.
+
+A URL's password given in parameters (`base_url: https://user:pw@host/v1`) never stays
+there: the config loader calls `hide_url_passwords` on the parameters, so that everything
+that shows them (`kedro viz build`'s JSON, logs, reports) sees `user:***@host`; the real
+URL is kept here and `reveal_url` gives it back to the endpoint that opens a connection.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import logging
 import re
 import threading
 from collections.abc import Iterable
+from urllib.parse import unquote
+
+from llm_feedback.errors import ConfigError
 
 MASK = "***"
 # Shorter values would mask ordinary words; no provider issues keys this short.
@@ -22,6 +30,8 @@ _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")
 
 _lock = threading.Lock()
 _secrets: list[str] = []
+# masked URL -> the URL as configured, for URLs whose password the parameters no longer hold
+_hidden_urls: dict[str, str] = {}
 
 
 def register_secrets(values: Iterable[object]) -> None:
@@ -48,6 +58,37 @@ def redact(text: str) -> str:
 def mask_url(url: str | None) -> str | None:
     """A URL as it may be shown: its password (`https://user:pw@host`) masked."""
     return _URL_PASSWORD.sub(rf"\g<1>{MASK}@", url) if url else url
+
+
+def hide_url_passwords(value: object) -> object:
+    """`value` (parameters: mappings, lists, strings) with every URL password masked; each
+    password is registered as a secret and its URL kept for `reveal_url`."""
+    if isinstance(value, dict):
+        return {key: hide_url_passwords(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [hide_url_passwords(item) for item in value]
+    if not isinstance(value, str) or not _URL_PASSWORD.search(value):
+        return value
+    masked = mask_url(value)
+    if masked == value:  # already a placeholder
+        return value
+    known = _hidden_urls.get(masked)
+    if known is not None and known != value:
+        raise ConfigError(
+            f"parameters: two URLs differ only by their password ({masked}); give one of "
+            "the keys through conf/local/credentials.yml instead"
+        )
+    passwords = [match[0][len(match[1]) : -1] for match in _URL_PASSWORD.finditer(value)]
+    register_secrets([*passwords, *map(unquote, passwords)])  # as written and decoded
+    with _lock:
+        _hidden_urls[masked] = value
+    return masked
+
+
+def reveal_url(value: object) -> object:
+    """The URL as configured for a URL whose password `hide_url_passwords` masked; any
+    other value as it is."""
+    return _hidden_urls.get(value, value) if isinstance(value, str) else value
 
 
 class MaskSecrets(logging.Filter):
