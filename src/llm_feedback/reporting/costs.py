@@ -158,6 +158,9 @@ def _missing_generation(frame: pd.DataFrame) -> pd.Series:
     return answered & frame[TOKEN_COLUMNS].fillna(0).eq(0).all(axis=1)
 
 
+UNKNOWN_JUDGE = "unknown (critique not among the inputs)"
+
+
 def rescore_usage(
     overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
 ) -> pd.DataFrame | None:
@@ -175,11 +178,15 @@ def rescore_usage(
         :, [*COMPLETION_KEY, *(c for c in judge_columns if c in critiques.columns)]
     ].drop_duplicates(list(COMPLETION_KEY))
     joined = calls.merge(judges, on=list(COMPLETION_KEY), how="left")
+    # A re-score whose critique is not in `critiques` (inputs of two runs, chosen with
+    # --load-versions) still costs: it is counted under an unknown judge, not dropped.
+    who = joined.reindex(columns=["judge_endpoint", "judge_backend", "judge_model"])
+    who = who.astype(object).where(who.notna(), UNKNOWN_JUDGE)
     return pd.DataFrame(
         {
-            "endpoint": joined["judge_endpoint"],
-            "backend": joined["judge_backend"],
-            "model": joined["judge_model"],
+            "endpoint": who["judge_endpoint"],
+            "backend": who["judge_backend"],
+            "model": who["judge_model"],
             "prompt_tokens": joined["prompt_tokens"].astype("float64"),
             "completion_tokens": joined["completion_tokens"].astype("float64"),
             "usage_estimated": False,
