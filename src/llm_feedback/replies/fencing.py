@@ -18,6 +18,7 @@ never read but a judge might obey: ratings labelled in other languages
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -25,6 +26,7 @@ import re
 from llm_feedback.replies.normalise import (
     FOREIGN_RATING_LABELS,
     FOREIGN_TEXT_WORDS,
+    fold,
     label_pattern,
     normalise,
     skeleton,
@@ -143,11 +145,14 @@ def suspected_injection(text: str) -> bool:
     return any(_looks_like_reply_syntax(line) for line in skeleton(text).split("\n"))
 
 
+# One prompt's instruction and completions are fenced in each of its aspect calls and its
+# critiques: the most recent texts are kept so that each is neutralised once.
+@functools.lru_cache(maxsize=1024)
 def neutralise(text: str) -> str:
     """`text` normalised, with every line quoted that a reply parser, a judge or a block
     marker could mistake for ours."""
     return "\n".join(
-        f"> {line}" if _looks_like_reply_syntax(skeleton(line)) else line
+        f"> {line}" if _looks_like_reply_syntax(fold(line)) else line
         for line in normalise(text).split("\n")
     )
 

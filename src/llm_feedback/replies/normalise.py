@@ -135,7 +135,13 @@ def normalise(text: str) -> str:
 
 def skeleton(text: str) -> str:
     """`normalise(text)` with lookalike letters folded to Latin and case folded."""
-    return normalise(text).casefold().translate(_LOOKALIKES)
+    return fold(normalise(text))
+
+
+def fold(normalised: str) -> str:
+    """`skeleton` of text that is already `normalise`d (normalising is idempotent, so a
+    caller holding normalised lines need not normalise each again)."""
+    return normalised.casefold().translate(_LOOKALIKES)
 
 
 def _without_accents(word: str) -> str:
