@@ -28,9 +28,15 @@ def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
     return ([clean] if clean else []) + [[index] for index in flagged]
 
 
-def aspect_call_count(usable: pd.DataFrame, calls_per_group: int) -> int:
-    """How many aspect calls `aspect_calls` makes (for the progress bar)."""
-    flagged = usable["response"].astype(str).map(suspected_injection)
+def injection_flags(usable: pd.DataFrame) -> pd.Series:
+    """Per completion row, whether it is a suspected injection (computed once per stage:
+    the scan reads every line of every completion)."""
+    return usable["response"].astype(str).map(suspected_injection).astype(bool)
+
+
+def aspect_call_count(usable: pd.DataFrame, flagged: pd.Series, calls_per_group: int) -> int:
+    """How many aspect calls `aspect_calls` makes (for the progress bar); `flagged` is
+    `injection_flags(usable)`."""
     per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
     groups = per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
     return int(groups.sum()) * calls_per_group

@@ -24,7 +24,11 @@ from llm_feedback.annotation.critique import (
     parse_critique_reply,
     parse_rescore_reply,
 )
-from llm_feedback.annotation.isolation import aspect_call_count, judged_together
+from llm_feedback.annotation.isolation import (
+    aspect_call_count,
+    injection_flags,
+    judged_together,
+)
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
 from llm_feedback.annotation.score_fix import (
     apply_reannotated_scores,
@@ -161,9 +165,12 @@ def aspect_calls(
     aspect_orders: str = INDEPENDENT,
     structured: bool,
     sampling: Mapping[str, Any],
+    flagged: pd.Series | None = None,
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
     """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
     completions judged together (`judged_together`) and shuffle.
+
+    `flagged`: `injection_flags(usable)` when the caller has it already.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -172,12 +179,15 @@ def aspect_calls(
         raise ConfigError(
             f"aspect_orders must be one of {', '.join(ASPECT_ORDERS)}, got {aspect_orders!r}"
         )
+    if flagged is None:
+        flagged = injection_flags(usable)
+    usable = usable.assign(suspected_injection=flagged)
     for prompt_id, group in usable.groupby("prompt_id", sort=True):
         completion_ids = group["completion_idx"].astype(int).tolist()
         responses = group["response"].astype(str).tolist()
         instruction = str(group["instruction"].iloc[0])
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-        flags = [suspected_injection(response) for response in responses]
+        flags = group["suspected_injection"].tolist()
         for aspect in aspects:
             for members in judged_together(flags):
                 orders = shuffle_orders(
@@ -233,6 +243,7 @@ def aspect_annotations_table(
     """
     aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     usable = usable_completions(completions)
+    flagged = injection_flags(usable)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
     calls: list[_AspectCall] = []
@@ -255,6 +266,7 @@ def aspect_annotations_table(
             aspect_orders=aspect_orders,
             structured=structured,
             sampling=sampling,
+            flagged=flagged,
         ):
             calls.append(call)
             yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
@@ -288,7 +300,7 @@ def aspect_annotations_table(
         tasks(),
         take,
         desc="annotate aspects",
-        total=aspect_call_count(usable, len(aspects) * n_shuffles),
+        total=aspect_call_count(usable, flagged, len(aspects) * n_shuffles),
     )
     tally.log("aspect ratings")
     return table.finish()

@@ -117,6 +117,10 @@ async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> byte
     if declared is not None and declared > max_bytes:
         response.close()  # the connection is dropped, its body never read
         raise ReplyTooLarge(f"the server announced {declared} bytes")
+    if declared is not None and response.headers.get("Content-Encoding", "identity") == "identity":
+        # A declared length within the cap bounds what aiohttp reads: one read, no chunking
+        # (not so for a compressed body, which may inflate past the cap).
+        return await response.read()
     parts, size = [], 0
     async for part in response.content.iter_chunked(256 * 1024):
         size += len(part)

@@ -110,8 +110,12 @@ def use_template_folder(folder: str | Path | None) -> None:
     if chosen != _in_use["folder"]:
         _in_use["folder"] = chosen
         _parts.cache_clear()
+        has_template.cache_clear()
 
 
+# Cached apart from `_parts`: a missing variant (`aspect_honesty`, asked for by every aspect
+# call) raises there, and an exception is not cached, so each ask stat'ed the package files.
+@functools.cache
 def has_template(name: str) -> bool:
     """Whether `name` (a package template or, in the folder in use, a variant) exists."""
     try:
