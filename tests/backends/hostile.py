@@ -45,11 +45,11 @@ def announced(length: int) -> Answer:
     return send
 
 
-def endless_chunks() -> Answer:
-    """A chunked 200 whose chunks never stop (until the client hangs up)."""
+def endless_chunks(status: int = 200) -> Answer:
+    """A chunked answer with `status` whose chunks never stop (until the client hangs up)."""
 
     def send(connection: socket.socket) -> None:
-        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        connection.sendall(b"HTTP/1.1 %d X\r\nTransfer-Encoding: chunked\r\n\r\n" % status)
         chunk = b" " * 65536
         try:
             while True:

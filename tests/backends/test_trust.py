@@ -10,6 +10,7 @@ import logging
 import math
 import subprocess
 import time
+import tracemalloc
 
 import pandas as pd
 import pytest
@@ -25,6 +26,7 @@ from llm_feedback.backends import (
     register_credentials,
 )
 from llm_feedback.backends.contract import ChatResult
+from llm_feedback.backends.error_bodies import ERROR_BODY_BYTES
 from llm_feedback.backends.pacing import AdaptiveTimeout, PacedSends
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs, register_secrets
@@ -110,6 +112,40 @@ def test_a_body_that_never_ends_is_cut_off_as_it_streams(transport):
             max_tokens=16,
         )
     assert not result.ok and "arrived" in result.error
+
+
+@TRANSPORTS
+def test_an_error_body_that_never_ends_is_cut_off(transport):
+    # The SDK reads a whole error body for its message: without a cap this never returns.
+    with HostileServer([endless_chunks(status=400)]) as server:
+        started = time.perf_counter()
+        result = ask(endpoint(server.base_url, transport=transport, max_retries=0, timeout_s=60))
+    assert not result.ok
+    assert time.perf_counter() - started < 20
+    assert len(result.error) < 2 * ERROR_BODY_BYTES
+
+
+@TRANSPORTS
+def test_a_gzip_bomb_as_an_error_body_is_inflated_only_to_the_cap(transport):
+    bomb = gzip_bomb(64)  # 64 MB once inflated
+    headers = ("Content-Type: application/json", "Content-Encoding: gzip")
+    tracemalloc.start()
+    try:
+        with HostileServer([response(400, bomb, *headers)]) as server:
+            result = ask(endpoint(server.base_url, transport=transport, max_retries=0))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not result.ok and result.error.startswith(("HTTP 400", "reply too large"))
+    assert len(result.error) < 2 * ERROR_BODY_BYTES
+    assert peak < 16 * 1024 * 1024  # the 64 MB were never held
+
+
+def test_an_error_body_keeps_its_message_under_the_cap():
+    body = b'{"error": {"message": "model judge-x does not exist", "type": "invalid"}}'
+    with HostileServer([response(404, body, "Content-Type: application/json")]) as server:
+        result = ask(endpoint(server.base_url, transport="sdk", max_retries=0))
+    assert not result.ok and "model judge-x does not exist" in result.error
 
 
 @TRANSPORTS

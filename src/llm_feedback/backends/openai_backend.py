@@ -16,6 +16,7 @@ import orjson
 from llm_feedback.backends.base import BackendTraits, RetryableError
 from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import MediaError, openai_content
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions, OpenAIOptions
 from llm_feedback.backends.preflight import probe_over_http
@@ -165,7 +166,8 @@ class OpenAICompatibleBackend(BackendTraits):
         # The SDK keeps 100 connections by default; a larger limit would churn sockets.
         limit = max(self.config.concurrency, 100)
         http_client = openai.DefaultAsyncHttpxClient(
-            limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit)
+            limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit),
+            event_hooks={"response": [cap_error_body]},
         )
         return self._sdk_client(self.config.api_key(), http_client)
 

@@ -129,6 +129,9 @@ FOREIGN_TEXT_WORDS: tuple[str, ...] = (
 
 def normalise(text: str) -> str:
     """`text` in compatibility form, without invisible characters, with "\n" line breaks."""
+    if text.isascii():
+        # NFKC and the invisible characters leave ASCII as it is: only its line breaks vary.
+        return _LINE_BREAK.sub("\n", text)
     text = unicodedata.normalize("NFKC", text)
     return _LINE_BREAK.sub("\n", _INVISIBLE.sub("", text))
 
@@ -141,6 +144,8 @@ def skeleton(text: str) -> str:
 def fold(normalised: str) -> str:
     """`skeleton` of text that is already `normalise`d (normalising is idempotent, so a
     caller holding normalised lines need not normalise each again)."""
+    if normalised.isascii():
+        return normalised.lower()  # the lookalikes are all outside ASCII
     return normalised.casefold().translate(_LOOKALIKES)
 
 
