@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import statsmodels.api as sm
 from scipy.special import expit
-from statsmodels.tools.sm_exceptions import PerfectSeparationWarning
+from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, SingularMatrixWarning
 
 from llm_feedback.stats.intervals import bootstrap_method, cluster_sums
 
@@ -35,17 +35,19 @@ def one_step_method(n_resamples: int) -> str:
 def binomial_fit(response: np.ndarray, design: np.ndarray) -> np.ndarray:
     """Maximum-likelihood coefficients of a logistic regression by statsmodels' binomial
     GLM (a fractional response allowed: a tie is 0.5). A perfectly separated sample (a
-    model winning every battle) has no finite MLE, a singular design no unique one, and
-    a sample no larger than the design nothing to estimate: NaN coefficients then."""
+    model winning every battle) has no finite MLE, a rank-deficient design (a style
+    feature that only ever tells the models apart) no unique one, and a sample no larger
+    than the design nothing to estimate: NaN coefficients then."""
     size = design.shape[1]
     if len(response) <= size:
         return np.full(size, np.nan)
     model = sm.GLM(response, design, family=sm.families.Binomial())
     with warnings.catch_warnings():
         warnings.simplefilter("error", PerfectSeparationWarning)
+        warnings.simplefilter("error", SingularMatrixWarning)
         try:
             return np.asarray(model.fit().params)
-        except (PerfectSeparationWarning, np.linalg.LinAlgError):
+        except (PerfectSeparationWarning, SingularMatrixWarning, np.linalg.LinAlgError):
             return np.full(size, np.nan)
 
 

@@ -171,9 +171,13 @@ def style_features(texts: pd.Series) -> pd.DataFrame:
     ).astype("float64")
 
 
+STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
+
+
 class StyleControl(NamedTuple):
     scores: pd.DataFrame  # RANKING_COLUMNS: the style-controlled Bradley-Terry scores
-    coefficients: pd.DataFrame  # feature, coefficient, ci_low, ci_high, method
+    coefficients: pd.DataFrame  # STYLE_COEFFICIENT_COLUMNS, one row per feature (NaN if
+    # the feature never differs between the two answers of a battle)
 
 
 def style_controlled_ranking(
@@ -201,6 +205,9 @@ def style_controlled_ranking(
     columns = [f"{feature}_{side}" for feature in features for side in ("a", "b")]
     require_columns(pairs, columns, "pairs")
     models = sorted(set(pairs["model_a"]) | set(pairs["model_b"]))
+    if not models:
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+        return StyleControl(empty, pd.DataFrame(columns=list(STYLE_COEFFICIENT_COLUMNS)))
     n_models, rows = len(models), np.arange(len(pairs))
     codes = [
         pd.Categorical(pairs[side], categories=models).codes for side in ("model_a", "model_b")
@@ -208,14 +215,17 @@ def style_controlled_ranking(
     strengths = np.zeros((len(pairs), n_models))
     strengths[rows, codes[0]] = 1.0
     strengths[rows, codes[1]] = -1.0
-    style = []
+    style, varied = [], []
     for feature in features:
         a = pairs[f"{feature}_a"].to_numpy(dtype="float64")
         b = pairs[f"{feature}_b"].to_numpy(dtype="float64")
         total = a + b
         difference = np.divide(a - b, total, out=np.zeros_like(total), where=total != 0)
         spread = difference.std()
-        style.append(difference / spread if spread > 0 else difference)
+        # A feature that never differs (no Markdown in any answer) is not identified.
+        varied.append(bool(spread > 0))
+        if spread > 0:
+            style.append(difference / spread)
     design = np.column_stack([strengths[:, 1:], *style])
     outcome = pairs["outcome"].to_numpy()
     params = binomial_fit(outcome, design)
@@ -247,14 +257,16 @@ def style_controlled_ranking(
         }
     )
     scores = scores.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
-    style_low, style_high = percentile_interval(replicates[:, n_models - 1 :], confidence)
     coefficients = pd.DataFrame(
-        {
-            "feature": list(features),
-            "coefficient": params[n_models - 1 :],
-            "ci_low": style_low,
-            "ci_high": style_high,
-            "method": method,
-        }
+        {"feature": list(features), "coefficient": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     )
+    if style:
+        fitted = coefficients.index[varied]
+        style_low, style_high = percentile_interval(replicates[:, n_models - 1 :], confidence)
+        coefficients.loc[fitted, "coefficient"] = params[n_models - 1 :]
+        coefficients.loc[fitted, "ci_low"], coefficients.loc[fitted, "ci_high"] = (
+            style_low,
+            style_high,
+        )
+    coefficients["method"] = method
     return StyleControl(scores, coefficients)
