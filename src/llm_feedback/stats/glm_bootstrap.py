@@ -24,7 +24,7 @@ import statsmodels.api as sm
 from scipy.special import expit
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, SingularMatrixWarning
 
-from llm_feedback.stats.intervals import bootstrap_method, cluster_sums
+from llm_feedback.stats.intervals import bootstrap_method
 
 
 def one_step_method(n_resamples: int) -> str:
@@ -58,26 +58,33 @@ def newton_cluster_sums(
     cluster_codes: np.ndarray,
     n_clusters: int,
 ) -> np.ndarray:
-    """(n_clusters, k + k * k) per-cluster sums of each row's score x (y - p) and
-    information p (1 - p) x x' at `params`: what `one_step_estimates` needs, for any
-    resample, after a product with its counts."""
+    """(n_clusters, k + k (k + 1) / 2) per-cluster sums of each row's score x (y - p) and
+    of the upper triangle of its information p (1 - p) x x' at `params`: what
+    `one_step_estimates` needs, for any resample, after a product with its counts. Summed
+    a column at a time, so that memory stays that of one column of rows."""
+    k = design.shape[1]
     p = expit(design @ params)
-    score = design * (response - p)[:, None]
-    information = (design[:, :, None] * design[:, None, :]).reshape(len(design), -1)
-    information *= (p * (1 - p))[:, None]
-    return cluster_sums(cluster_codes, np.hstack([score, information]), n_clusters)
+    residual, curvature = response - p, p * (1 - p)
+    rows, columns = np.triu_indices(k)
+    values = [design[:, i] * residual for i in range(k)]
+    values += [design[:, i] * design[:, j] * curvature for i, j in zip(rows, columns, strict=True)]
+    return np.column_stack(
+        [np.bincount(cluster_codes, weights=v, minlength=n_clusters) for v in values]
+    )
 
 
 def one_step_estimates(params: np.ndarray, totals: np.ndarray) -> np.ndarray:
-    """(n_resamples, k) one-step estimates from (n_resamples, k + k * k) resampled totals
-    of `newton_cluster_sums`; NaN where a resample's information is singular (e.g. no row
+    """(n_resamples, k) one-step estimates from the resampled totals of
+    `newton_cluster_sums`; NaN where a resample's information is singular (e.g. no row
     of a model drawn) or the full-sample fit is undefined."""
     k = len(params)
     estimates = np.full((len(totals), k), np.nan)
     if np.isnan(params).any():
         return estimates
     score = totals[:, :k]
-    information = totals[:, k:].reshape(-1, k, k)
+    rows, columns = np.triu_indices(k)
+    information = np.empty((len(totals), k, k))
+    information[:, rows, columns] = information[:, columns, rows] = totals[:, k:]
     scale = np.abs(information).max(axis=(1, 2))
     # A well-conditioned information matrix is inverted; the rest stay NaN.
     with np.errstate(divide="ignore", invalid="ignore"):
