@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.stats.intervals import percentile_interval
+from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, percentile_interval
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
-CONFIDENCE = 0.95
 METRIC_COLUMNS = (
     "judge",
     "metric",
@@ -54,7 +53,7 @@ def metric_row(
         low = high = float("nan")
         method, count = None, 0
     else:
-        lows, highs = percentile_interval(replicates, CONFIDENCE)
+        lows, highs = percentile_interval(replicates, DEFAULT_CONFIDENCE)
         low, high = float(lows[0]), float(highs[0])
         method, count = ci_method(resamples, seed), resamples
     return {
