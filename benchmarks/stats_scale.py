@@ -7,8 +7,8 @@ Two groups, each in a fresh process so that each peak RSS is its own:
   annotate: the report's metrics on synthetic annotate tables of `--prompts` prompts x 4
     completions x 4 aspects (one shuffle): mean ratings per model x aspect, overall and
     fine-grained scores with their correlations, rating by position, judge bias, rating by
-    length, and the model ranking from per-prompt pairs (Bradley-Terry + raw and
-    length-controlled win rates), all with `--resamples` bootstrap resamples;
+    length, and the model ranking from per-prompt pairs (Bradley-Terry, raw and
+    length-controlled win rates, style control), all with `--resamples` bootstrap resamples;
   pairwise: `--battles` pairwise judgments (half the instances judged in both orders) of
     8 models: win rates vs a baseline, Bradley-Terry, length-controlled win rates and
     style-controlled Bradley-Terry.
@@ -113,7 +113,7 @@ def run_annotate(n_prompts: int, n_resamples: int) -> dict:
     timed("rating_by_length", rating_by_length, annotations, completions, bootstrap)
     scores = completion_scores(overall_scores, annotations, "overall")
     battles = timed("annotate_battles", annotate_battles, completions, scores)
-    ranking = timed("model_ranking", model_ranking, battles, None, bootstrap)
+    ranking, _ = timed("model_ranking", model_ranking, battles, None, bootstrap)
     done = time.perf_counter()
     return {
         "group": "annotate",
@@ -168,7 +168,7 @@ def run_pairwise(n_battles: int, n_resamples: int) -> dict:
     timed("win_rates", win_rates, battles, "m0", n_resamples=n_resamples)
     ranking = timed("bradley_terry", bradley_terry, battles, n_resamples=n_resamples)
     timed("length_controlled", length_controlled_win_rates, battles, "m0", n_resamples=n_resamples)
-    timed("style_controlled", style_controlled_ranking, battles)
+    timed("style_controlled", style_controlled_ranking, battles, n_resamples=n_resamples)
     done = time.perf_counter()
     return {
         "group": "pairwise",

@@ -61,6 +61,7 @@ from llm_feedback.schema_report import (  # noqa: F401 - re-exported
     RUN_PLAN_COLUMN_TYPES,
     SHUFFLE_AGREEMENT_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
+    STYLE_COEFFICIENTS_COLUMN_TYPES,
 )
 
 # --- keys ---------------------------------------------------------------------------------

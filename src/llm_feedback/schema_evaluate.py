@@ -167,7 +167,8 @@ EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
 # `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
 # scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
 # against the baseline and its raw and length-controlled (AlpacaEval 2) win rates against
-# it (ties half). The columns of the annotate report's `model_ranking` plus the counts;
+# it (ties half), and its style-controlled score (coefficients: `eval_style_coefficients`).
+# The columns of the annotate report's `model_ranking` (llm_feedback.stats.comparison);
 # the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
 EVAL_MODEL_RANKING_COLUMN_TYPES = {
     "model": "string",
@@ -193,4 +194,8 @@ EVAL_MODEL_RANKING_COLUMN_TYPES = {
     "length_coefficient_ci_low": "float64",
     "length_coefficient_ci_high": "float64",
     "lc_method": "string",
+    "style_controlled_score": "float64",
+    "style_controlled_score_ci_low": "float64",
+    "style_controlled_score_ci_high": "float64",
+    "style_method": "string",
 }

@@ -79,7 +79,8 @@ RATING_BY_POSITION_COLUMN_TYPES = {
     "ci_method": "str",
 }
 # `model_ranking`: Bradley-Terry scores from annotate's per-prompt scores turned into pairs
-# (llm_feedback.reporting.uncertainty.model_ranking), with win rates against `baseline`.
+# (llm_feedback.stats.comparison), with counts and raw and length-controlled win rates
+# against `baseline` (none on the baseline's own row) and the style-controlled score.
 MODEL_RANKING_COLUMN_TYPES = {
     "model": "str",
     "score": "float64",  # Elo-like: 1000 + 400 * centred log-strength / ln 10
@@ -90,6 +91,9 @@ MODEL_RANKING_COLUMN_TYPES = {
     "method": "str",
     "resamples": "int64",
     "baseline": "str",
+    "wins": "Int64",
+    "ties": "Int64",
+    "losses": "Int64",
     "win_rate": "float64",  # (wins + ties / 2) / battles against the baseline
     "win_rate_ci_low": "float64",
     "win_rate_ci_high": "float64",
@@ -101,6 +105,23 @@ MODEL_RANKING_COLUMN_TYPES = {
     "length_coefficient_ci_low": "float64",
     "length_coefficient_ci_high": "float64",
     "lc_method": "str",
+    # Arena-Hard's style control: the Bradley-Terry score with length and Markdown counts
+    # as covariates (their coefficients: `style_coefficients`), same scale as `score`.
+    "style_controlled_score": "float64",
+    "style_controlled_score_ci_low": "float64",
+    "style_controlled_score_ci_high": "float64",
+    "style_method": "str",
+}
+# `style_coefficients` (annotate) and `eval_style_coefficients` (evaluate): the style
+# covariates' coefficients in the style-controlled Bradley-Terry fit, log-odds per standard
+# deviation of the normalised difference (A - B) / (A + B); NaN for a feature that never
+# differs between the two answers.
+STYLE_COEFFICIENTS_COLUMN_TYPES = {
+    "feature": "str",  # length, headers, bold, list_items
+    "coefficient": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "ci_method": "str",
 }
 # `judge_bias`: position slope, rating-length Spearman and self-preference per aspect.
 JUDGE_BIAS_COLUMN_TYPES = {

@@ -191,6 +191,18 @@ def test_the_evaluate_pipeline_ranks_pairwise_models(run_kedro, tmp_path):
         assert row["win_rate_ci_low"] < row["win_rate"] < row["win_rate_ci_high"]
         assert 0 < row["lc_win_rate"] < 1 and np.isfinite(row["length_coefficient"])
     assert ranking.at["m3", "win_rate"] > ranking.at["m2", "win_rate"] > 0.5
+    # Beside the raw ranking, the style-controlled one and how much style explained.
+    styled = ranking["style_controlled_score"]
+    assert (ranking["style_controlled_score_ci_low"] < styled).all()
+    assert (styled < ranking["style_controlled_score_ci_high"]).all()
+    assert set(ranking["style_method"]) == {
+        "bradley-terry-style-control, bootstrap-1000-cluster-one-step"
+    }
+    assert set(ranking.loc[["m2", "m3"], "lc_method"]) == {"bootstrap-1000-cluster-one-step"}
+    coefficients = catalog.load("eval_style_coefficients").set_index("feature")
+    assert list(coefficients.index) == ["length", "headers", "bold", "list_items"]
+    length = coefficients.loc["length"]
+    assert length["ci_low"] <= length["coefficient"] <= length["ci_high"]
     assert (tmp_path / "data" / "08_reporting" / "figures" / "eval_model_ranking.png").is_file()
 
 
@@ -206,6 +218,7 @@ def test_a_pointwise_run_has_an_empty_ranking(run_kedro, tmp_path):
         catalog = run_kedro("evaluate", params)["catalog"]
     ranking = catalog.load("eval_model_ranking")
     assert ranking.empty and "lc_win_rate" in ranking.columns
+    assert catalog.load("eval_style_coefficients").empty
 
 
 def test_agreement_with_a_recording_carries_clustered_intervals():

@@ -1,13 +1,17 @@
 import io
 
 import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import pytest
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from llm_feedback.reporting import (
     aspect_heatmap_figure,
     model_aspect_metrics,
+    model_ranking_figure,
     position_bias_figure,
     rating_distribution_figure,
     score_scatter_figure,
@@ -94,3 +98,31 @@ def test_heatmap_tells_failed_judgments_from_not_applicable():
 def test_scatter_without_any_scored_completion_says_no_data():
     frames = build_frames([Completion("p1", "alpha", overall=None)])
     assert "no data" in texts(score_scatter_figure(frames.overall_scores))
+
+
+def test_the_ranking_figure_shows_raw_and_style_controlled_scores_with_intervals():
+    ranking = pd.DataFrame(
+        {
+            "model": ["a", "b"],
+            "score": [1040.0, 960.0],
+            "ci_low": [1020.0, 940.0],
+            "ci_high": [1060.0, 980.0],
+            "baseline": "a",
+            "win_rate": [np.nan, 0.4],
+            "lc_win_rate": [np.nan, 0.45],
+            "style_controlled_score": [1010.0, 990.0],
+            "style_controlled_score_ci_low": [990.0, 970.0],
+            "style_controlled_score_ci_high": [1030.0, 1010.0],
+        }
+    )
+    figure = model_ranking_figure(ranking, "Ranking")
+    axes = figure.axes[0]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == [
+        "raw",
+        "style-controlled",
+    ]
+    assert "b\nwin 40%, LC 45% vs a" in [label.get_text() for label in axes.get_yticklabels()]
+    bars = [line for line in axes.get_children() if isinstance(line, LineCollection)]
+    assert len(bars) == 2  # one set of interval bars per series
+    assert png_bytes(figure).startswith(b"\x89PNG")
+    assert "no data" in texts(model_ranking_figure(ranking.iloc[:0], "Ranking")).lower()

@@ -138,3 +138,38 @@ def test_the_headline_says_when_tokens_were_estimated():
     assert "| critique | judge | judge-1 | online | 6,050 | 66 | 0.06248 | yes | yes |" in unpadded(
         report
     )
+
+
+def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():
+    ranking = pd.DataFrame(
+        {
+            "model": ["padded", "good"],
+            "score": [1050.0, 950.0],
+            "ci_low": [1030.0, 930.0],
+            "ci_high": [1070.0, 970.0],
+            "rank": [1, 2],
+            "style_controlled_score": [940.0, 1060.0],
+            "style_controlled_score_ci_low": [915.0, 1035.0],
+            "style_controlled_score_ci_high": [965.0, 1085.0],
+        }
+    )
+    coefficients = pd.DataFrame(
+        {
+            "feature": ["length", "headers"],
+            "coefficient": [0.8, np.nan],
+            "ci_low": [0.6, np.nan],
+            "ci_high": [1.0, np.nan],
+            "ci_method": "bootstrap-1000-cluster-one-step",
+        }
+    )
+    report = unpadded(
+        render_markdown_report(
+            {"model_ranking": ranking, "style_coefficients": coefficients}, {}, {}, {}
+        )
+    )
+    assert "Top model (Bradley-Terry): padded, score 1,050 [1,030, 1,070]." in report
+    assert "Top model with style controlled: good, score 1,060 [1,035, 1,085]." in report
+    assert "| padded | 1,050 [1,030, 1,070] | 1 | 940 [915, 965] |" in report
+    assert "## Style control" in report
+    assert "| length | 0.8 [0.6, 1] | bootstrap-1000-cluster-one-step |" in report
+    assert "| headers | – | bootstrap-1000-cluster-one-step |" in report  # never differed

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.schema import MODEL_RANKING_COLUMN_TYPES
+from llm_feedback.schema import MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
 from tests.pipelines import test_report_pipeline as report_runs
 from tests.pipelines.test_report_pipeline import RunReport, report_path
 from tests.reporting.builders import Completion, build_frames, typical_specs
@@ -128,6 +128,8 @@ def test_every_number_in_the_reports_tables_has_its_interval(
         ("Model ranking", "score"),
         ("Model ranking", "win_rate"),
         ("Model ranking", "lc_win_rate"),
+        ("Model ranking", "style_controlled_score"),
+        ("Style control", "coefficient"),
         ("Judge bias", "estimate"),
     ]:
         assert expected in with_interval, expected
@@ -157,3 +159,8 @@ def test_the_model_ranking_is_a_versioned_dataset_with_its_figure(
     assert figure.read_bytes().startswith(b"\x89PNG")
     report = report_path(data_root).read_text()
     assert "## Model ranking" in report and "Top model (Bradley-Terry):" in report
+    coefficients = catalog.load("style_coefficients")
+    assert list(coefficients.columns) == list(STYLE_COEFFICIENTS_COLUMN_TYPES)
+    assert list(coefficients["feature"]) == ["length", "headers", "bold", "list_items"]
+    assert len(list((data_root / "08_reporting" / "style_coefficients.parquet").iterdir())) == 1
+    assert "## Style control" in report

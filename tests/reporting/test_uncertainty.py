@@ -12,7 +12,11 @@ from llm_feedback.reporting.uncertainty import (
     judge_bias,
     model_ranking,
 )
-from llm_feedback.schema import JUDGE_BIAS_COLUMN_TYPES, MODEL_RANKING_COLUMN_TYPES
+from llm_feedback.schema import (
+    JUDGE_BIAS_COLUMN_TYPES,
+    MODEL_RANKING_COLUMN_TYPES,
+    STYLE_COEFFICIENTS_COLUMN_TYPES,
+)
 from tests.reporting.builders import Completion, build_frames
 
 FAST = Bootstrap(n_resamples=50)
@@ -63,13 +67,38 @@ def test_model_ranking_has_the_schema_and_the_baseline_row_has_no_win_rate():
             "length_b": [40.0, 10.0, 20.0, 30.0] * 3,
         }
     )
-    ranking = model_ranking(battles, "y", FAST)
+    ranking, coefficients = model_ranking(battles, "y", FAST)
     assert list(ranking.columns) == list(MODEL_RANKING_COLUMN_TYPES)
     by_model = ranking.set_index("model")
     assert pd.isna(by_model.loc["y", "win_rate"]) and set(ranking["baseline"]) == {"y"}
     # x against y: wins in p0, p4, p8 as A (outcomes 1, 1, 0.5) -> 2.5 / 3
     assert by_model.loc["x", "win_rate"] == pytest.approx(2.5 / 3)
-    assert model_ranking(battles.iloc[:0], None, FAST).empty
+    assert (by_model.loc["x", ["wins", "ties", "losses"]] == [2, 1, 0]).all()
+    assert ranking["style_controlled_score"].notna().all()
+    # Only lengths are given here: the style control has the length covariate alone.
+    assert list(coefficients.columns) == list(STYLE_COEFFICIENTS_COLUMN_TYPES)
+    assert list(coefficients["feature"]) == ["length"]
+    empty_ranking, empty_coefficients = model_ranking(battles.iloc[:0], None, FAST)
+    assert empty_ranking.empty and empty_coefficients.empty
+
+
+def test_battles_carry_each_answers_markdown_counts_for_style_control():
+    markdown = "# Plan\n\n- **one**\n- two\n"
+    frames = build_frames(
+        [
+            Completion("p1", "a", overall=9, response=markdown),
+            Completion("p1", "b", overall=5, response="plain"),
+        ]
+    )
+    scores = completion_scores(frames.overall_scores, frames.aspect_annotations, "overall")
+    battle = annotate_battles(frames.completions, scores).iloc[0]
+    assert battle[["headers_a", "bold_a", "list_items_a"]].tolist() == [1, 1, 2]
+    assert battle[["length_a", "headers_b", "bold_b", "list_items_b"]].tolist() == [
+        len(markdown),
+        0,
+        0,
+        0,
+    ]
 
 
 def test_judge_bias_reports_self_preference_when_the_judge_generated_completions():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.api as sm
 from scipy.special import expit, logit
 
+from llm_feedback.stats.intervals import resample_matrix
 from llm_feedback.stats.length_control import (
     length_controlled_win_rates,
     style_controlled_ranking,
@@ -53,20 +55,56 @@ def test_length_control_undoes_an_injected_length_bias():
     )  # controlled: covers it
     assert row["lc_win_rate_ci_high"] - row["lc_win_rate_ci_low"] < 0.1
     assert row["length_coefficient_ci_low"] <= LENGTH_BIAS <= row["length_coefficient_ci_high"]
-    assert row["lc_method"] == "wald-cluster"
+    assert row["lc_method"] == "bootstrap-200-cluster-one-step"
     assert row["win_rate_method"] == "bootstrap-200-cluster"
 
 
-def test_length_control_by_bootstrap_agrees_with_the_cluster_robust_interval():
+def test_one_step_replicates_agree_with_full_refits_of_the_same_resamples():
     battles = length_biased_battles(1, n=600)
-    wald = length_controlled_win_rates(battles, "base", n_resamples=100).iloc[0]
-    boot = length_controlled_win_rates(battles, "base", n_resamples=100, interval="bootstrap").iloc[
-        0
-    ]
-    assert boot["lc_win_rate"] == wald["lc_win_rate"]
-    assert boot["lc_method"] == "bootstrap-100-cluster"
-    assert boot["lc_win_rate_ci_low"] == pytest.approx(wald["lc_win_rate_ci_low"], abs=0.04)
-    assert boot["lc_win_rate_ci_high"] == pytest.approx(wald["lc_win_rate_ci_high"], abs=0.04)
+    table = length_controlled_win_rates(battles, "base", n_resamples=100, seed=4).iloc[0]
+    # The same fit refitted by statsmodels on each of the same 100 resamples of instances.
+    oriented = battles.assign(
+        score=np.where(battles["model_a"] == "verbose", battles["outcome"], 1 - battles["outcome"]),
+        difference=np.where(
+            battles["model_a"] == "verbose",
+            battles["length_a"] - battles["length_b"],
+            battles["length_b"] - battles["length_a"],
+        ),
+    )
+    codes = pd.factorize(oriented["instance"])[0]
+    squashed = np.tanh(oriented["difference"] / oriented["difference"].std())
+    design = np.column_stack([np.ones(len(oriented)), squashed])
+    refits = np.array(
+        [
+            sm.GLM(oriented["score"], design, family=sm.families.Binomial(), freq_weights=w[codes])
+            .fit()
+            .params
+            for w in resample_matrix(codes.max() + 1, 100, 4)
+        ]
+    )
+    low, high = np.quantile(expit(refits[:, 0]), [0.025, 0.975])
+    assert table["lc_win_rate_ci_low"] == pytest.approx(low, abs=0.005)
+    assert table["lc_win_rate_ci_high"] == pytest.approx(high, abs=0.005)
+    low, high = np.quantile(refits[:, 1], [0.025, 0.975])
+    assert table["length_coefficient_ci_low"] == pytest.approx(low, abs=0.05)
+    assert table["length_coefficient_ci_high"] == pytest.approx(high, abs=0.05)
+
+
+def test_length_control_resamples_both_orders_of_an_instance_together():
+    # The judge always prefers the answer shown first, each instance judged in both
+    # orders: per instance the model wins once and loses once at the same length
+    # difference, so every resample of instances fits exactly 0.5. Resampling battles
+    # (each its own instance) would split the orders and widen the interval.
+    battles = length_biased_battles(5, n=400)
+    n = len(battles) // 2
+    battles["outcome"] = 1.0
+    clustered = length_controlled_win_rates(battles, "base", n_resamples=200).iloc[0]
+    assert clustered["lc_win_rate"] == pytest.approx(0.5)
+    assert clustered["lc_win_rate_ci_low"] == pytest.approx(0.5, abs=1e-9)
+    assert clustered["lc_win_rate_ci_high"] == pytest.approx(0.5, abs=1e-9)
+    split = battles.assign(instance=np.arange(2 * n))
+    per_battle = length_controlled_win_rates(split, "base", n_resamples=200).iloc[0]
+    assert per_battle["lc_win_rate_ci_high"] - per_battle["lc_win_rate_ci_low"] > 0.05
 
 
 def test_without_length_differences_lc_equals_the_fitted_raw_rate():
@@ -110,6 +148,12 @@ def test_style_control_ranks_by_quality_when_the_judge_likes_long_answers():
     true_gap = 400 / np.log(10) * (quality["good"] - quality["padded"])
     assert gap["good"] - gap["padded"] == pytest.approx(true_gap, rel=0.25)
     assert (styled.scores["ci_low"] < styled.scores["score"]).all()
+    assert (styled.scores["score"] < styled.scores["ci_high"]).all()
+    assert (
+        styled.scores["method"]
+        .eq("bradley-terry-style-control, bootstrap-1000-cluster-one-step")
+        .all()
+    )
 
 
 def test_style_features_count_markdown_elements():

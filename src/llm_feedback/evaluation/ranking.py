@@ -8,7 +8,10 @@ replicate and model pair of an instance is resampled together):
   - a Bradley-Terry ranking by maximum likelihood with bootstrap intervals (`stats.ranking`);
   - wins / ties / losses and the win rate (ties half) against the baseline model;
   - AlpacaEval 2's length-controlled win rate and its length coefficient
-    (`stats.length_control`), beside the raw one.
+    (`stats.length_control`), beside the raw one;
+  - Arena-Hard's style-controlled score, with the style covariates' coefficients.
+The table is built by `llm_feedback.stats.comparison`, as the annotate report's
+`model_ranking` is.
 """
 
 from __future__ import annotations
@@ -18,42 +21,50 @@ import pandas as pd
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metric_intervals import baseline_model
-from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES
-from llm_feedback.stats.length_control import length_controlled_win_rates
-from llm_feedback.stats.ranking import bradley_terry, win_rates
+from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
+from llm_feedback.stats.comparison import ModelComparison, compare_models
+from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
 OUTCOME_SCORES = {"A": 1.0, "tie": 0.5, "B": 0.0}
 SAMPLE_KEY = ["instance_id", "turn", "replicate", "model"]
 
 
-def _empty() -> pd.DataFrame:
-    return pd.DataFrame(
-        {column: pd.Series(dtype=kind) for column, kind in EVAL_MODEL_RANKING_COLUMN_TYPES.items()}
+def _typed(frame: pd.DataFrame | None, types: dict[str, str]) -> pd.DataFrame:
+    if frame is None:
+        return pd.DataFrame({column: pd.Series(dtype=kind) for column, kind in types.items()})
+    return frame[list(types)].astype(types).reset_index(drop=True)
+
+
+def _empty() -> ModelComparison:
+    return ModelComparison(
+        _typed(None, EVAL_MODEL_RANKING_COLUMN_TYPES), _typed(None, STYLE_COEFFICIENTS_COLUMN_TYPES)
     )
 
 
 def pairwise_battles(judgments: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    """instance, model_a, model_b, outcome, length_a, length_b: one row per pairwise
-    judgment with an outcome, the lengths those of the two responses judged."""
-    lengths = samples[SAMPLE_KEY].assign(
-        length=samples["response"].astype("string").fillna("").str.len().astype("float64")
-    )
+    """instance, model_a, model_b, outcome and per side (`_a`, `_b`) the `STYLE_FEATURES`
+    of the two responses judged (length in characters, headers, bold, list_items): one
+    row per pairwise judgment with an outcome."""
+    features = style_features(samples["response"].astype("string").astype(object))
+    styled = pd.concat([samples[SAMPLE_KEY], features], axis=1)
     battles = judgments.assign(outcome=judgments["outcome"].astype("object").map(OUTCOME_SCORES))
     battles = battles.dropna(subset=["outcome"])
     for side in ("a", "b"):
-        names = {"model": f"model_{side}", "length": f"length_{side}"}
+        names = {"model": f"model_{side}"} | {f: f"{f}_{side}" for f in STYLE_FEATURES}
         key = ["instance_id", "turn", "replicate", f"model_{side}"]
-        battles = battles.merge(lengths.rename(columns=names), on=key, how="left")
+        battles = battles.merge(styled.rename(columns=names), on=key, how="left")
+    sides = [f"{feature}_{side}" for feature in STYLE_FEATURES for side in ("a", "b")]
     return battles.rename(columns={"instance_id": "instance"})[
-        ["instance", "model_a", "model_b", "outcome", "length_a", "length_b"]
+        ["instance", "model_a", "model_b", "outcome", *sides]
     ]
 
 
 def model_ranking(
     judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
-) -> pd.DataFrame:
-    """`EVAL_MODEL_RANKING_COLUMN_TYPES` rows, one per model; empty unless the mode compares
-    and the judgments hold at least two models with an outcome."""
+) -> ModelComparison:
+    """`EVAL_MODEL_RANKING_COLUMN_TYPES` rows, one per model, and the style coefficients
+    (`STYLE_COEFFICIENTS_COLUMN_TYPES`); both empty unless the mode compares and the
+    judgments hold at least two models with an outcome."""
     if not config.kind.compares:
         return _empty()
     battles = pairwise_battles(judgments, samples)
@@ -66,12 +77,10 @@ def model_ranking(
             f"evaluate.ranking.baseline: {baseline!r} is not among the judged models "
             f"({', '.join(sorted(set(models)))})"
         )
-    bootstrap = config.intervals.kwargs
-    ranking = bradley_terry(battles, **bootstrap)
-    counts = win_rates(battles, baseline, **bootstrap)[["model", "wins", "ties", "losses"]]
-    rates = length_controlled_win_rates(battles, baseline, **bootstrap)
-    table = ranking.merge(counts, on="model", how="left").merge(
-        rates.drop(columns=["n_battles", "baseline"]), on="model", how="left"
+    ranking, coefficients = compare_models(battles, baseline, **config.intervals.kwargs)
+    return ModelComparison(
+        _typed(ranking, EVAL_MODEL_RANKING_COLUMN_TYPES),
+        _typed(
+            coefficients.rename(columns={"method": "ci_method"}), STYLE_COEFFICIENTS_COLUMN_TYPES
+        ),
     )
-    table["baseline"] = baseline
-    return table[list(EVAL_MODEL_RANKING_COLUMN_TYPES)].astype(EVAL_MODEL_RANKING_COLUMN_TYPES)

@@ -265,23 +265,54 @@ def position_bias_figure(aspect_annotations: pd.DataFrame) -> Figure:
     return figure
 
 
-def model_ranking_figure(ranking: pd.DataFrame) -> Figure:
-    """Bradley-Terry scores with their intervals as error bars, best model on top; takes
-    the `model_ranking` table."""
-    title = "Model ranking (Bradley-Terry, from per-prompt scores)"
+RANKING_TITLE = "Model ranking (Bradley-Terry, from per-prompt scores)"
+
+
+def model_ranking_figure(ranking: pd.DataFrame, title: str = RANKING_TITLE) -> Figure:
+    """Bradley-Terry scores with their intervals as error bars, best model on top, and
+    beside each its style-controlled score (hollow); a model's label carries its raw and
+    length-controlled win rate against the baseline. Takes the `model_ranking` or
+    `eval_model_ranking` table (`title` says which)."""
     if ranking.empty:
         return message_figure(title, NO_DATA)
     ordered = ranking.sort_values("score")
-    figure = new_figure(6, 1.2 + 0.45 * len(ordered))
+    labels = [
+        row.model
+        if pd.isna(row.win_rate)
+        else f"{row.model}\nwin {row.win_rate:.0%}, LC {row.lc_win_rate:.0%} vs {row.baseline}"
+        for row in ordered.itertuples()
+    ]
+    figure = new_figure(7, 1.2 + 0.6 * len(ordered))
     axes = figure.add_subplot()
-    score = ordered["score"].to_numpy()
-    errors = np.vstack([score - ordered["ci_low"], ordered["ci_high"] - score])
-    axes.errorbar(
-        score, ordered["model"], xerr=np.nan_to_num(errors), fmt="o", capsize=4, color="C0"
+    place = np.arange(len(ordered), dtype="float64")
+    series = (
+        ("raw", "score", "ci_low", "ci_high", 0.12, {"color": "C0"}),
+        (
+            "style-controlled",
+            "style_controlled_score",
+            "style_controlled_score_ci_low",
+            "style_controlled_score_ci_high",
+            -0.12,
+            {"color": "C1", "mfc": "white"},
+        ),
     )
+    for label, column, low, high, offset, style in series:
+        score = ordered[column].to_numpy(dtype="float64")
+        errors = np.vstack([score - ordered[low], ordered[high] - score])
+        axes.errorbar(
+            score,
+            place + offset,
+            xerr=np.nan_to_num(errors),
+            fmt="o",
+            capsize=4,
+            label=label,
+            **style,
+        )
+    axes.set_yticks(place, labels)
     axes.axvline(1000, color="0.7", linestyle="--", linewidth=1)
     axes.set_xlabel("score (Elo-like; 1000 = average model), 95% interval")
     axes.set_title(title)
+    axes.legend(fontsize=8, loc="lower right")
     return figure
 
 

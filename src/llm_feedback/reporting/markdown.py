@@ -36,7 +36,19 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
         "Elo-like scale (1000 = the average model; 400 points = 10:1 odds). win_rate: "
         "against the baseline, ties half; lc_win_rate: AlpacaEval 2's length-controlled "
         "win rate (the win rate predicted at equal lengths), with length_coefficient the "
-        "log-odds the length term explains (0: length played no part).",
+        "log-odds the length term explains (0: length played no part). "
+        "style_controlled_score: Arena-Hard's style control, the Bradley-Terry score with "
+        "the answers' length and Markdown counts as covariates (same scale as score; their "
+        "coefficients in the next table). Intervals: clustered bootstrap by prompt, the "
+        "same resamples for the raw and the controlled figures.",
+    ),
+    "style_coefficients": (
+        "Style control",
+        "How much style explained in the style-controlled ranking: each covariate's "
+        "coefficient, in log-odds per standard deviation of the normalised difference "
+        "(A - B) / (A + B) between the two answers (length in characters; headers, bold "
+        "spans and list items counted in the Markdown). 0: that feature played no part; "
+        "> 0: the judge's scores favour more of it. – for a feature that never differed.",
     ),
     "source_aspect_metrics": (
         "Ratings per prompt source, model and aspect",
@@ -109,6 +121,7 @@ INTERVAL_OF = {
     "rating_by_length": "estimate",
     "shuffle_agreement": "value",
     "model_ranking": "score",
+    "style_coefficients": "coefficient",
     "judge_bias": "estimate",
 }
 # Shown in its mean's interval instead, see `with_intervals`.
@@ -427,6 +440,17 @@ def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             f"Top model (Bradley-Terry): {top['model']}, score "
             f"{_interval_cell(top['score'], top['ci_low'], top['ci_high'])}."
         )
+        if "style_controlled_score" in ranking and ranking["style_controlled_score"].notna().any():
+            styled = ranking.loc[ranking["style_controlled_score"].idxmax()]
+            lines.append(
+                f"Top model with style controlled: {styled['model']}, score "
+                + _interval_cell(
+                    styled["style_controlled_score"],
+                    styled["style_controlled_score_ci_low"],
+                    styled["style_controlled_score_ci_high"],
+                )
+                + "."
+            )
     return lines
 
 

@@ -24,6 +24,7 @@ from llm_feedback.schema import (
     JUDGE_BIAS_COLUMN_TYPES,
     MODEL_RANKING_COLUMN_TYPES,
     RATING_BY_LENGTH_COLUMN_TYPES,
+    STYLE_COEFFICIENTS_COLUMN_TYPES,
 )
 from llm_feedback.stats.bias import (
     length_correlation,
@@ -31,9 +32,9 @@ from llm_feedback.stats.bias import (
     rating_by_length_bins,
     self_preference,
 )
+from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.intervals import grouped_mean_intervals
-from llm_feedback.stats.length_control import length_controlled_win_rates
-from llm_feedback.stats.ranking import bradley_terry
+from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ def annotate_battles(completions: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     the higher score winning, equal scores a tie. `scores`: (prompt_id, completion_idx,
     score), the report's `pairs.score` kind (fixed overall score or mean aspect rating).
 
-    Columns: instance (prompt_id), model_a, model_b, outcome (1 / 0.5 / 0 for A), length_a,
-    length_b (response characters).
+    Columns: instance (prompt_id), model_a, model_b, outcome (1 / 0.5 / 0 for A), and per
+    side (`_a`, `_b`) the responses' `STYLE_FEATURES`: length (characters), headers, bold,
+    list_items.
     """
     require_columns(completions, [*COMPLETION_KEY, "model", "response", "error"], "completions")
     scored = completions.loc[:, [*COMPLETION_KEY, "model", "response", "error"]].merge(
@@ -77,45 +79,47 @@ def annotate_battles(completions: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     )
     response = scored["response"].fillna("").astype(str)
     usable = scored["error"].isna() & response.str.strip().ne("") & scored["score"].notna()
-    scored = scored.loc[usable, ["prompt_id", "completion_idx", "model", "score"]].assign(
-        length=response[usable].str.len().astype("float64")
+    scored = pd.concat(
+        [
+            scored.loc[usable, ["prompt_id", "completion_idx", "model", "score"]],
+            style_features(response[usable]),
+        ],
+        axis=1,
     )
     both = scored.merge(scored, on="prompt_id", suffixes=("_a", "_b"))
     both = both[
         (both["completion_idx_a"] < both["completion_idx_b"]) & (both["model_a"] != both["model_b"])
     ]
-    outcome = np.sign(both["score_a"].to_numpy() - both["score_b"].to_numpy()) / 2 + 0.5
-    return pd.DataFrame(
-        {
-            "instance": both["prompt_id"].to_numpy(),
-            "model_a": both["model_a"].to_numpy(),
-            "model_b": both["model_b"].to_numpy(),
-            "outcome": outcome,
-            "length_a": both["length_a"].to_numpy(),
-            "length_b": both["length_b"].to_numpy(),
-        }
-    )
+    sides = [f"{feature}_{side}" for feature in STYLE_FEATURES for side in ("a", "b")]
+    battles = both.loc[:, ["prompt_id", "model_a", "model_b", *sides]]
+    battles.insert(3, "outcome", np.sign(both["score_a"] - both["score_b"]) / 2 + 0.5)
+    return battles.rename(columns={"prompt_id": "instance"}).reset_index(drop=True)
 
 
 def model_ranking(
     battles: pd.DataFrame, baseline: str | None, bootstrap: Bootstrap
-) -> pd.DataFrame:
+) -> ModelComparison:
     """Bradley-Terry scores (Elo-like scale, see `llm_feedback.stats.ranking`) of every
-    model in `battles`, with the raw and length-controlled win rates against `baseline`
-    (None: the first model by name) and the length coefficient; the baseline's own row
-    has no win rate.
+    model in `battles`, with the counts and the raw and length-controlled win rates against
+    `baseline` (None: the first model by name), the length coefficient and the
+    style-controlled score; and the style coefficients (`llm_feedback.stats.comparison`).
 
-    Columns: `MODEL_RANKING_COLUMN_TYPES` (schema.py).
+    Columns: `MODEL_RANKING_COLUMN_TYPES` and `STYLE_COEFFICIENTS_COLUMN_TYPES` (schema.py).
     """
     models = sorted(set(battles["model_a"]) | set(battles["model_b"]))
     if not models:
-        return typed_frame(None, MODEL_RANKING_COLUMN_TYPES)
+        return ModelComparison(
+            typed_frame(None, MODEL_RANKING_COLUMN_TYPES),
+            typed_frame(None, STYLE_COEFFICIENTS_COLUMN_TYPES),
+        )
     baseline = baseline if baseline is not None else models[0]
-    ranking = bradley_terry(battles, **bootstrap.kwargs)
-    rates = length_controlled_win_rates(battles, baseline, **bootstrap.kwargs)
-    table = ranking.merge(rates.drop(columns=["n_battles"]), on="model", how="left")
-    table["baseline"] = baseline
-    return typed_frame(table, MODEL_RANKING_COLUMN_TYPES)
+    ranking, coefficients = compare_models(battles, baseline, **bootstrap.kwargs)
+    return ModelComparison(
+        typed_frame(ranking, MODEL_RANKING_COLUMN_TYPES),
+        typed_frame(
+            coefficients.rename(columns={"method": "ci_method"}), STYLE_COEFFICIENTS_COLUMN_TYPES
+        ),
+    )
 
 
 def bias_ratings(aspect_annotations: pd.DataFrame, completions: pd.DataFrame) -> pd.DataFrame:

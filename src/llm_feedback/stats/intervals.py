@@ -76,11 +76,15 @@ def _draw_counts(n_clusters: int, n_resamples: int, rng: np.random.Generator) ->
     return chunks
 
 
-def cluster_sums(codes: np.ndarray, values: np.ndarray) -> np.ndarray:
+def cluster_sums(
+    codes: np.ndarray, values: np.ndarray, n_clusters: int | None = None
+) -> np.ndarray:
     """(n_clusters, K) per-cluster sums of the (n, K) `values` by cluster `codes`
-    (bincount per column: much faster than np.add.at)."""
+    (bincount per column: much faster than np.add.at); `n_clusters` defaults to the
+    largest code + 1 (give it when some clusters have no row here)."""
     values = np.asarray(values, dtype="float64").reshape(len(codes), -1)
-    n_clusters = int(codes.max()) + 1 if len(codes) else 0
+    if n_clusters is None:
+        n_clusters = int(codes.max()) + 1 if len(codes) else 0
     return np.column_stack(
         [np.bincount(codes, weights=column, minlength=n_clusters) for column in values.T]
     )
@@ -120,12 +124,18 @@ def ratio_bootstrap(
     check_bootstrap(n_resamples, confidence)
     numerators = np.atleast_2d(np.asarray(numerators, dtype="float64").T).T
     denominators = np.atleast_2d(np.asarray(denominators, dtype="float64").T).T
-    estimate = _ratio(numerators.sum(axis=0), denominators.sum(axis=0))
+    estimate = ratio(numerators.sum(axis=0), denominators.sum(axis=0))
     n_statistics = numerators.shape[1]
     totals = resampled_totals(np.hstack([numerators, denominators]), n_resamples, seed)
-    replicates = _ratio(totals[:, :n_statistics], totals[:, n_statistics:])
+    replicates = ratio(totals[:, :n_statistics], totals[:, n_statistics:])
     low, high = percentile_interval(replicates, confidence)
     return estimate, low, high
+
+
+def resample_matrix(n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
+    """All (n_resamples, n_clusters) counts of `resample_counts` at once, for statistics
+    that need each resample's row weights rather than its totals."""
+    return np.vstack(list(resample_counts(n_clusters, n_resamples, seed)))
 
 
 def resampled_totals(
@@ -284,7 +294,8 @@ def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     return pd.MultiIndex.from_frame(frame[columns]).factorize()[0].astype("int64")
 
 
-def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator, NaN where the denominator is 0."""
     return np.divide(
         numerator,
         denominator,

@@ -26,7 +26,7 @@ import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from llm_feedback.validation.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
 
 TIE = "tie"

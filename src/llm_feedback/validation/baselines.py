@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llm_feedback.validation.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
 from llm_feedback.validation.verdicts import ORDERS, ORIGINAL, attach_pairs
 

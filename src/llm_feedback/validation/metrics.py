@@ -26,7 +26,8 @@ Metrics (`metric` column; shares in [0, 1]):
 - `cohen_kappa`: Cohen's kappa of the readable verdicts (both orders) against the gold.
 
 With probabilities, each count is its expectation (orders independent). `n` is the number
-of calls (or units, for the both-order metrics) a rate is over. Intervals: `bootstrap`.
+of calls (or units, for the both-order metrics) a rate is over. Intervals: the clustered
+bootstrap of `llm_feedback.stats.intervals`.
 """
 
 from __future__ import annotations
@@ -38,15 +39,13 @@ import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
 from llm_feedback.errors import InputError, require_columns
-from llm_feedback.validation.bootstrap import (
+from llm_feedback.stats.intervals import cluster_sums, ratio, resample_matrix
+from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     categories,
-    cluster_sums,
     metric_row,
     metric_table,
-    ratio,
-    resample_weights,
 )
 from llm_feedback.validation.verdicts import ORIGINAL, SWAPPED, VERDICTS
 
@@ -235,7 +234,7 @@ def _table_rows(verdicts: pd.DataFrame, resamples: int, seed: int, category: Any
     names, per_unit = _sums(units)
     per_cluster = cluster_sums(units.cluster, per_unit, units.n_clusters)
     point = _values(names, per_cluster.sum(axis=0))
-    replicates = _values(names, resample_weights(units.n_clusters, resamples, seed) @ per_cluster)
+    replicates = _values(names, resample_matrix(units.n_clusters, resamples, seed) @ per_cluster)
     totals = dict(zip(names, per_cluster.sum(axis=0), strict=True))
     point["cohen_kappa"] = np.float64(sklearn_kappa(units))
     rows = []

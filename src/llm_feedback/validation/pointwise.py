@@ -19,15 +19,13 @@ import pandas as pd
 from scipy.stats import pearsonr, spearmanr
 
 from llm_feedback.errors import InputError, require_columns
-from llm_feedback.validation.bootstrap import (
+from llm_feedback.stats.intervals import cluster_sums, ratio, resample_matrix
+from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     categories,
-    cluster_sums,
     metric_row,
     metric_table,
-    ratio,
-    resample_weights,
 )
 
 POINTWISE_METRICS = (
@@ -108,7 +106,7 @@ def _table_rows(scores: pd.DataFrame, resamples: int, seed: int, category: Any, 
         ]
     ).astype("float64")
     per_cluster = cluster_sums(codes, per_row, n_clusters)
-    weights = resample_weights(n_clusters, resamples, seed)
+    weights = resample_matrix(n_clusters, resamples, seed)
     resampled = weights @ per_cluster
     count, exact, within, diff, unreadable, rows = np.moveaxis(resampled, -1, 0)
     x, y, row_codes = judged[readable], gold[readable], codes[readable]

@@ -25,7 +25,6 @@ from llm_feedback.validation.agreement import (
     metrics_against_annotators,
 )
 from llm_feedback.validation.baselines import baseline_metrics
-from llm_feedback.validation.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.card import card_frame
 from llm_feedback.validation.logprobs import (
     LOGPROBS,
@@ -33,6 +32,7 @@ from llm_feedback.validation.logprobs import (
     position_bias,
     probability_verdicts,
 )
+from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
 from llm_feedback.validation.pointwise import pointwise_metrics
 from llm_feedback.validation.verdicts import attach_pairs, pairs_table, verdicts_from_judgments

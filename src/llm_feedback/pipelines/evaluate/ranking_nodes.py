@@ -1,4 +1,5 @@
-"""Thin node: pairwise judgments in; `eval_model_ranking` and its figure out."""
+"""Thin node: pairwise judgments in; `eval_model_ranking`, the style coefficients and the
+ranking's figure out."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -8,7 +9,9 @@ from matplotlib.figure import Figure
 
 from llm_feedback.evaluation.ranking import model_ranking
 from llm_feedback.pipelines.parsed_params import evaluate_params
-from llm_feedback.reporting.ranking_figure import eval_model_ranking_figure
+from llm_feedback.reporting.figures import model_ranking_figure
+
+TITLE = "Model ranking (Bradley-Terry, from pairwise judgments)"
 
 
 def rank_models(
@@ -16,6 +19,8 @@ def rank_models(
     samples: pd.DataFrame,
     evaluate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
-) -> tuple[pd.DataFrame, Figure]:
-    ranking = model_ranking(eval_judgments, samples, evaluate_params(evaluate, endpoints))
-    return ranking, eval_model_ranking_figure(ranking)
+) -> tuple[pd.DataFrame, pd.DataFrame, Figure]:
+    ranking, coefficients = model_ranking(
+        eval_judgments, samples, evaluate_params(evaluate, endpoints)
+    )
+    return ranking, coefficients, model_ranking_figure(ranking, TITLE)

@@ -84,11 +84,14 @@ def rank_models(
     overall_scores: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     report: Mapping[str, Any],
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     params = report_params(report)
     scores = completion_scores(overall_scores, aspect_annotations, params.pairs.score)
     battles = annotate_battles(completions, scores)
-    return model_ranking(battles, params.ranking.baseline, bootstrap_of(params))
+    ranking, style_coefficients = model_ranking(
+        battles, params.ranking.baseline, bootstrap_of(params)
+    )
+    return ranking, style_coefficients
 
 
 def estimate_costs(

@@ -41,6 +41,7 @@ REPORT_TABLES = (
     "shuffle_agreement",
     "rating_by_position",
     "model_ranking",
+    "style_coefficients",
     "judge_bias",
     "rating_by_length",
     "cost_table",
@@ -121,7 +122,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             node(
                 ReadingTables(rank_models),
                 ["completions", "overall_scores", "aspect_annotations", "params:report"],
-                "model_ranking",
+                ["model_ranking", "style_coefficients"],
                 name="rank_models",
             ),
             node(

@@ -1,10 +1,10 @@
-"""Clustered bootstrap over instances, vectorised, and the long metric table it fills.
+"""The long metric table of judge validation, its rows filled from bootstrap replicates.
 
-Every statistic here is a function of sums over instances (numerators, denominators,
-confusion counts, weighted moments), so one resample is a vector of instance counts
-`w` (multinomial: n draws of n instances with replacement) and every resampled sum is
-`w @ per_instance_sums`: all resamples at once, both orders and all replicates of an
-instance moving together. The interval is the 2.5th and 97.5th percentile of the
+The resampling itself is `llm_feedback.stats.intervals` (the one clustered bootstrap every
+report uses): every validation statistic is a function of sums over instances
+(numerators, denominators, confusion counts, weighted moments), so one resample is a
+vector of instance counts and every resampled sum a matrix product, both orders and all
+replicates of an instance moving together. The interval is the percentile interval of the
 resampled values (NaN resamples, e.g. with no item of a kind, left out).
 """
 
@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, percentile_interval
+
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
-CONFIDENCE = 0.95
 METRIC_COLUMNS = (
     "judge",
     "metric",
@@ -36,37 +37,6 @@ def ci_method(resamples: int, seed: int) -> str:
     return f"cluster bootstrap percentile 95% (instances; {resamples} resamples, seed {seed})"
 
 
-def resample_weights(n_clusters: int, resamples: int, seed: int) -> np.ndarray:
-    """(resamples, n_clusters) counts: how often each instance is drawn in each resample."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples)
-
-
-def cluster_sums(codes: np.ndarray, values: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Per-cluster sums of the rows of `values` (rows x k) by cluster code."""
-    sums = np.zeros((n_clusters, values.shape[1]))
-    np.add.at(sums, codes, values)
-    return sums
-
-
-def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """numerator / denominator, NaN where the denominator is 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(
-            denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan
-        )
-
-
-def interval(replicates: np.ndarray) -> tuple[float, float]:
-    """The percentile interval of the finite replicates; NaN when there are none."""
-    finite = replicates[np.isfinite(replicates)]
-    if finite.size == 0:
-        return float("nan"), float("nan")
-    tail = 100 * (1 - CONFIDENCE) / 2
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def metric_row(
     metric: str,
     value: float,
@@ -83,7 +53,8 @@ def metric_row(
         low = high = float("nan")
         method, count = None, 0
     else:
-        low, high = interval(replicates)
+        lows, highs = percentile_interval(replicates, DEFAULT_CONFIDENCE)
+        low, high = float(lows[0]), float(highs[0])
         method, count = ci_method(resamples, seed), resamples
     return {
         "judge": judge,
