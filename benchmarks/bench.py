@@ -211,10 +211,16 @@ def check_renders(directory: Path, meta: dict) -> None:
         raise SittingFailed(f"RESULTS.md cannot be rendered from {directory}: {error!r}") from error
 
 
-def write_results(directory: Path, output: Path | None) -> None:
-    """RESULTS.md (a quick sitting's: in its own folder) from the sitting in `directory`."""
+def write_results(directory: Path, output: Path | None, sections_only: bool = False) -> None:
+    """RESULTS.md (a quick sitting's: in its own folder) from the sitting in `directory`;
+    `sections_only`: only the sections it measured, the rest of the file kept."""
     meta, runs = load_sitting(directory)
     output = output or (directory / "RESULTS.md" if meta["quick"] else RESULTS_MD)
+    if sections_only:
+        current = output.read_text() if output.is_file() else ""
+        output.write_text(results_md.update_sections(current, meta, runs))
+        print(f"updated {', '.join(meta['groups'])} in {output}")
+        return
     before_after = (
         json.loads(BEFORE_AFTER_JSON.read_text()) if BEFORE_AFTER_JSON.is_file() else None
     )
@@ -236,10 +242,14 @@ def run_group(name: str, args: argparse.Namespace, skipped: dict, folder: Path) 
 
 def sitting(args: argparse.Namespace) -> Path:
     """Run the selected groups `args.repetitions` times into a fresh results folder."""
-    directory = Path(args.results or (QUICK_RESULTS if args.quick else FULL_RESULTS))
+    groups = [name for name in [*GROUPS, SCALE_GROUP] if name in args.only]
+    default = QUICK_RESULTS if args.quick else FULL_RESULTS
+    if args.sections and not args.quick:
+        # A partial sitting keeps the full sitting's JSON: the other sections render from it.
+        default = HERE / "results" / f"bench-{'-'.join(groups)}"
+    directory = Path(args.results or default)
     shutil.rmtree(directory, ignore_errors=True)  # the folder holds one sitting only
     directory.mkdir(parents=True)
-    groups = [name for name in [*GROUPS, SCALE_GROUP] if name in args.only]
     skipped = {
         run.key: why
         for name in groups
@@ -315,6 +325,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--results", help="folder of the sitting's JSON (replaced)")
     parser.add_argument("--output", type=Path, help="default RESULTS.md (quick: in --results)")
     parser.add_argument("--render", type=Path, metavar="DIR", help="only render DIR's JSON")
+    parser.add_argument(
+        "--sections",
+        action="store_true",
+        help="rewrite only the sections of the groups run (each naming its own sitting)",
+    )
     args = parser.parse_args(argv)
     if args.repetitions is None:
         args.repetitions = 1 if args.quick else 3
@@ -327,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.scale is None:
         args.scale = QUICK_SCALE if args.quick else FULL_SCALE
     try:
-        write_results(args.render or sitting(args), args.output)
+        write_results(args.render or sitting(args), args.output, args.sections)
     except SittingFailed as failure:
         sys.exit(f"bench: {failure}")
 

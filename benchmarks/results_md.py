@@ -9,6 +9,7 @@ run alone (`chaos.py`, `default_run.py`, `before_after.py`) use the same rendere
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -706,6 +707,39 @@ def header(meta: dict) -> str:
 def _marked(name: str, text: str) -> str:
     """The markers `common.write_section` finds when one script rewrites its own section."""
     return f"<!-- {name}:start -->\n{text}\n<!-- {name}:end -->"
+
+
+_SECTION = re.compile(
+    r"<!-- (?P<name>[a-z0-9-]+):start -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S
+)
+RERUN_NOTE = (
+    "- Sections whose first line reads *Rerun alone* come from a later sitting of their own "
+    "groups (`bench.py --sections`), named there; the others from the sitting above."
+)
+
+
+def update_sections(current: str, meta: dict, runs: Mapping[str, Sequence[dict]]) -> str:
+    """`current` RESULTS.md with only the sections this (partial) sitting measured replaced
+    or appended, each opened by a line naming its own sitting; the rest is left as it was."""
+    note = (
+        f"*Rerun alone: `{meta['command']}`, {meta['started']} to {meta['finished']}, "
+        f"{meta['repetitions']} repetition(s), {meta['machine']}.*"
+    )
+    rendered = render(meta, runs)
+    text = current
+    for match in _SECTION.finditer(rendered):
+        name, body = match["name"], match["body"]
+        title, _, rest = body.partition("\n")
+        section = _marked(name, f"{title}\n\n{note}\n{rest}")
+        existing = re.search(rf"<!-- {name}:start -->\n.*?\n<!-- {name}:end -->", text, flags=re.S)
+        if existing:
+            text = text[: existing.start()] + section + text[existing.end() :]
+        else:
+            text = text.rstrip("\n") + "\n\n" + section + "\n"
+    if RERUN_NOTE not in text:
+        head, separator, tail = text.partition("\n\n<!--")
+        text = head + "\n" + RERUN_NOTE + separator + tail
+    return text
 
 
 def render(

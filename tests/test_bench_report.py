@@ -563,3 +563,42 @@ def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
     slope = text.split("least-squares slope", 1)[1]
     for stage in bench.STAGES:
         assert row(slope, results_md.SCALE_LABELS[stage])[-1].startswith("**")
+
+
+def test_a_partial_sitting_rewrites_only_its_own_sections(tmp_path):
+    full_meta, full_runs = fake_sitting(random.Random(1), 3)
+    output = tmp_path / "RESULTS.md"
+    bench.main(
+        [
+            "--render",
+            str(write_sitting(tmp_path / "full", full_meta, full_runs)),
+            "--output",
+            str(output),
+        ]
+    )
+    before = output.read_text()
+    _, later_runs = fake_sitting(random.Random(2), 2)
+    partial = [{key: run for key, run in rep.items() if key == "chaos"} for rep in later_runs]
+    partial_meta = meta(2, groups=["chaos"], command="python benchmarks/bench.py --only chaos")
+    partial_meta.update(started="noon", finished="one")
+    partial_dir = write_sitting(tmp_path / "partial", partial_meta, partial)
+    for _ in range(2):  # twice: the header's note is added once
+        bench.main(["--render", str(partial_dir), "--output", str(output), "--sections"])
+    after = output.read_text()
+
+    def section(text: str, name: str) -> str:
+        return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+
+    alone = results_md.render({**partial_meta}, bench.load_runs(partial_dir))
+    assert "*Rerun alone: `python benchmarks/bench.py --only chaos`, noon to one" in section(
+        after, "chaos"
+    )
+    # The chaos section is the partial sitting's, its note aside ...
+    rerun = section(after, "chaos").replace(section(after, "chaos").split("\n")[3], "", 1)
+    assert NUMBER.findall(rerun) == NUMBER.findall(section(alone, "chaos"))
+    assert section(after, "chaos") != section(before, "chaos")
+    # ... and every other section is byte for byte the full sitting's.
+    for name in ("throughput", "annotate-throughput", "scale", "embedded-model", "default-run"):
+        assert section(after, name) == section(before, name)
+    assert after.count(results_md.RERUN_NOTE) == 1
+    assert after.startswith(before.split("\n\n<!--")[0])
