@@ -36,7 +36,12 @@ ADVERSARIAL = "\n".join((PLAIN_LINES[0], *INJECTED_LINES, PLAIN_LINES[1]))
 SHOWN = neutralise(ADVERSARIAL)
 
 MARKER = re.compile(r"^<<<(?P<label>[A-Z][A-Z ]*?\d*) (?P<edge>BEGIN|END) (?P<nonce>[0-9a-f]+)>>>$")
-NOTICE = "Each block of material below opens and closes with a marker line containing the code {}."
+# The judges' notice names the code first; the annotate stages' puts it last, so that the
+# notice is one prefix that every call of a stage shares.
+NOTICES = (
+    "Each block of material below opens and closes with a marker line containing the code {}.",
+    "Only markers with the code {} open or close a block.",
+)
 
 Builder = Callable[[str], ChatRequest]
 
@@ -143,7 +148,7 @@ def _assert_fenced(text: str, n_blocks: int) -> str:
     # The plain text is shown as it is, and every shown block is explained before the first.
     for line in PLAIN_LINES:
         assert own_lines.count(line) == n_blocks
-    notice = NOTICE.format(nonce)
+    (notice,) = [shape.format(nonce) for shape in NOTICES if shape.format(nonce) in text]
     assert text.count(notice) == 1
     assert text.index(notice) < text.index(f" BEGIN {nonce}>>>")
     return nonce
