@@ -381,7 +381,8 @@ def main() -> None:
     save(
         "judge_cost",
         {
-            "tokenizer": "SmolLM2-135M BPE (ChatML framing), from the embedded model's GGUF",
+            "tokenizer": "SmolLM2-135M BPE from the embedded model's GGUF (ChatML framing, "
+            "its markers one token each)",
             "completions": n_completions,
             "texts": origin,
             "results": results,
