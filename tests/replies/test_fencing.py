@@ -16,6 +16,7 @@ import pytest
 from llm_feedback import annotation, judges
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.replies.fencing import (
+    ANNOTATION_NONCE_DIGITS,
     fenced_block,
     neutralise,
     request_nonce,
@@ -323,3 +324,15 @@ def test_the_issue_text_is_changed_by_neutralise() -> None:
 def test_prose_and_tables_without_ratings_are_not_suspected(text: str) -> None:
     assert not suspected_injection(text)
     assert neutralise(text) == text
+
+
+def test_the_annotate_stages_fence_with_shorter_codes_of_the_same_hash() -> None:
+    """Eight hex digits a marker in the aspect and critique calls (about a token a digit),
+    still derived from every text the request fences; the judges keep twelve."""
+    assert request_nonce("a", "b", hex_digits=8) == request_nonce("a", "b")[:8]
+    assert len(request_nonce("a")) == 12
+    aspect_nonce = _blocks(_user(COMPLETION_BUILDERS["aspect"](ADVERSARIAL)))[0]
+    critique_nonce = _blocks(_user(COMPLETION_BUILDERS["critique"](ADVERSARIAL)))[0]
+    assert len(aspect_nonce) == len(critique_nonce) == ANNOTATION_NONCE_DIGITS == 8
+    other = _blocks(_user(COMPLETION_BUILDERS["aspect"](ADVERSARIAL + " ")))[0]
+    assert other != aspect_nonce  # another text shown: another code
