@@ -19,9 +19,18 @@ each project's reply format, so output figures compare format overhead, not judg
 Per judged completion: a prompt's four aspect calls each rate all four completions (their
 tokens are divided by four), one critique per completion, and a re-score call per
 re-annotated completion (UltraFeedback resends the whole critique prompt and asks for one
-token). Cacheable share: the tokens of each call's longest prefix shared with an earlier
-call of the same stage, over all input tokens; "openai rule" counts them as OpenAI's
-automatic cache does (prompts of 1,024 tokens or more, in 128-token steps).
+token). Ours are measured with each aspect shuffling on its own (`aspect_orders:
+independent`, the default, as UltraFeedback) and with one order per prompt (`shared`).
+
+Cacheable share, the rule of OpenAI's automatic prompt cache: a call's input is served from
+the cache up to the longest prefix it shares with an earlier call of the same stage,
+counted only from 1,024 shared tokens and then in whole 128-token blocks (1,024, 1,152,
+...), over all input tokens of the stage. It assumes every earlier call's prefix is still
+cached when the call is sent (the stage sends a prompt's calls back to back, well inside
+the cache's minutes of life; calls sent before the first is answered would miss, so it is
+what the prompt layout allows). Stages are apart (the score fix runs after every critique,
+by when those prefixes have expired). Shared prefix: the same without the 1,024-token floor
+and the blocks, what a self-hosted prefix cache (vLLM, llama.cpp) can reuse at best.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from common import save  # noqa: E402
 from scale import COMPLETION_CHARS, FEEDBACK_CHARS, RATIONALE_CHARS  # noqa: E402
 
 from llm_feedback.annotation.critique import build_rescore_request  # noqa: E402
+from llm_feedback.annotation.shuffle import INDEPENDENT, SHARED  # noqa: E402
 from llm_feedback.annotation.stages import aspect_calls, critique_calls  # noqa: E402
 from llm_feedback.backends.local import MODEL_FILE  # noqa: E402
 
@@ -66,6 +76,7 @@ DISTILABEL_ASPECTS = {
 }
 TYPED_ASPECTS = ("truthfulness", "helpfulness")
 OPENAI_MIN_PREFIX, OPENAI_STEP = 1024, 128
+CHAT_MARKERS = ("<|im_start|>", "<|im_end|>")
 RATIONALE = ("The text answers the question directly and correctly, " * 8)[:RATIONALE_CHARS]
 CRITIQUE = ("Your answer covers the main point; add a concrete example and check units. " * 9)[
     :FEEDBACK_CHARS
@@ -92,6 +103,8 @@ def smollm2_tokenizer() -> Tokenize:
     merges = [tuple(merge.split(" ", 1)) for merge in strings("tokenizer.ggml.merges")]
     tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE(vocabulary, merges))
     tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # The chat template's markers are one token each, as the model's own tokenizer has them.
+    tokenizer.add_special_tokens(list(CHAT_MARKERS))
     return lambda text: tokenizer.encode(text).ids
 
 
@@ -184,8 +197,8 @@ class Counter:
                 differs = np.flatnonzero(tokens[:length] != earlier[:length])
                 shared[index] = max(shared[index], int(differs[0]) if differs.size else length)
         total = sum(len(tokens) for tokens in sequences)
-        # OpenAI's automatic cache serves a shared prefix of 1,024 tokens or more, in steps.
-        openai = sum(
+        # OpenAI's automatic cache serves a shared prefix of 1,024 tokens or more, in blocks.
+        cached = sum(
             (prefix // OPENAI_STEP) * OPENAI_STEP
             for prefix in shared
             if prefix >= OPENAI_MIN_PREFIX
@@ -194,22 +207,28 @@ class Counter:
             "calls": len(sequences),
             "input_tokens_per_completion": total / per,
             "output_tokens_per_completion": sum(self.outputs[stage]) / per,
-            "cacheable_share": sum(shared) / total,
-            "cacheable_share_openai_rule": openai / total,
+            "cacheable_share": cached / total,
+            "shared_prefix_share": sum(shared) / total,
         }
 
 
-def count_ours(frame: pd.DataFrame, tokenize: Tokenize, structured: bool) -> Counter:
+def count_ours(
+    frame: pd.DataFrame, tokenize: Tokenize, structured: bool, aspect_orders: str = INDEPENDENT
+) -> Counter:
     counter = Counter(tokenize)
-    for call, request in aspect_calls(frame, ASPECTS, 1, 0, structured=structured, sampling={}):
+    calls = aspect_calls(
+        frame, ASPECTS, 1, 0, aspect_orders=aspect_orders, structured=structured, sampling={}
+    )
+    for call, request in calls:
         counter.add(
             "aspects", request.messages, reply_ours(call.aspect, len(call.order), structured)
         )
     for _row, request in critique_calls(frame, structured=structured, sampling={}):
-        critique = f"{CRITIQUE}\nOverall score: 7"
-        reply = json.dumps({"feedback": CRITIQUE, "overall_score": 7}) if structured else critique
+        free_text = f"{CRITIQUE}\nOverall score: 7"
+        reply = json.dumps({"feedback": CRITIQUE, "overall_score": 7}) if structured else free_text
         counter.add("critique", request.messages, reply)
-        rescore = build_rescore_request(request, critique, structured=structured)
+        # The score fix continues after the critique as stored: the feedback, no score line.
+        rescore = build_rescore_request(request, CRITIQUE, structured=structured)
         counter.add("rescore", rescore.messages, '{"overall_score": 7}' if structured else "7")
     return counter
 
@@ -338,6 +357,9 @@ def main() -> None:
     contenders: dict[str, Counter] = {
         "ours (free-text replies)": count_ours(frame, tokenize, structured=False),
         "ours (JSON replies)": count_ours(frame, tokenize, structured=True),
+        "ours (free-text, aspect_orders: shared)": count_ours(
+            frame, tokenize, structured=False, aspect_orders=SHARED
+        ),
     }
     missing = []
     if args.ultrafeedback_repo:
@@ -359,7 +381,8 @@ def main() -> None:
     save(
         "judge_cost",
         {
-            "tokenizer": "SmolLM2-135M BPE (ChatML framing), from the embedded model's GGUF",
+            "tokenizer": "SmolLM2-135M BPE from the embedded model's GGUF (ChatML framing, "
+            "its markers one token each)",
             "completions": n_completions,
             "texts": origin,
             "results": results,

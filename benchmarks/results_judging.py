@@ -100,7 +100,7 @@ def judge_cost(runs: Sequence[dict]) -> str:
             f"{figures['input_tokens_per_completion']:,.0f}",
             f"{figures['output_tokens_per_completion']:,.0f}",
             f"{figures['cacheable_share']:.3f}",
-            f"{figures['cacheable_share_openai_rule']:.3f}",
+            f"{figures['shared_prefix_share']:.3f}",
         ]
         for contender, stages in last["results"].items()
         for stage, figures in stages.items()
@@ -113,9 +113,10 @@ def judge_cost(runs: Sequence[dict]) -> str:
             f"{last['completions']} completions ({last['texts']}); tokenizer: "
             f"{last['tokenizer']}. Aspects: four calls per prompt, each rating its four "
             "completions (divided by four); critique and re-score: one call per completion. "
-            "Cacheable: the share of input tokens in a prefix shared with an earlier call "
-            "of the stage; OpenAI rule: counted as its automatic cache does (1,024 tokens "
-            "or more, in 128-token steps)."
+            "Cacheable share: the input tokens OpenAI's automatic cache would serve, a "
+            "prefix shared with an earlier call of the stage counted from 1,024 tokens in "
+            "128-token blocks; shared prefix: the same without floor or blocks (a "
+            "self-hosted prefix cache's best case)."
             + (f" Not measured: {', '.join(missing)}." if missing else ""),
             "",
             _table(
@@ -124,8 +125,8 @@ def judge_cost(runs: Sequence[dict]) -> str:
                     "stage",
                     "input tokens",
                     "output tokens",
-                    "cacheable share",
-                    "OpenAI rule",
+                    "cacheable share (OpenAI rule)",
+                    "shared prefix",
                 ],
                 rows,
             ),

@@ -1,4 +1,5 @@
 import os
+import re
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_world_knowledge_is_shown_for_truthfulness_only() -> None:
     assert fact in user_text(truthfulness)
     assert fact not in user_text(helpfulness)
     no_knowledge = build_aspect_request("truthfulness", "Q?", COMPLETIONS, [0, 1, 2])
-    assert "none given" in user_text(no_knowledge)
+    assert "Reference knowledge: none" in user_text(no_knowledge)
 
 
 def test_sampling_defaults_to_a_deterministic_judge_and_can_be_overridden() -> None:
@@ -165,21 +166,39 @@ def test_neutralise_leaves_prose_untouched() -> None:
     assert neutralise(prose) == prose
 
 
-def test_calls_of_one_aspect_share_everything_up_to_the_material() -> None:
-    """A server's prompt cache (llama.cpp, vLLM, OpenAI) serves the shared prefix: the
-    rubric and the answer format come before anything that varies between calls."""
-    first, second = (
+def test_the_aspect_calls_of_a_prompt_share_everything_up_to_the_rubric() -> None:
+    """A provider's prefix cache serves what the calls of one prompt and order share: the
+    notice, the instruction and every text come before the aspect's rubric and format."""
+    requests = [
         build_aspect_request(
-            "truthfulness",
-            question,
-            ["One.", "Two."],
-            [0, 1],
-            "Paris is in France.",
-            structured=True,
+            aspect, "Where is Paris?", ["One.", "Two."], [1, 0], "Paris is in France."
         ).messages
+        for aspect in DEFAULT_ASPECTS
+    ]
+    assert all(messages[0] == requests[0][0] for messages in requests)  # the system prompt
+    users = [messages[1]["content"] for messages in requests]
+    shared = os.path.commonprefix(users)
+    assert shared.index("Where is Paris?") < shared.index("One.") < shared.rindex("TEXT 2 END")
+    assert "Aspect:" not in shared and "Paris is in France." not in shared
+    # One nonce for all of them, so the markers are part of the shared prefix.
+    assert len({re.findall(r"BEGIN ([0-9a-f]+)>>>", user)[0] for user in users}) == 1
+    last_marker = shared[shared.rindex("<<<TEXT 2 END") :].split("\n")[0]
+    tails = {
+        aspect: user.split(last_marker, 1)[1].lstrip()
+        for aspect, user in zip(DEFAULT_ASPECTS, users, strict=True)
+    }
+    assert tails.pop("truthfulness").startswith("Reference knowledge:")
+    assert all(tail.startswith("Rate each of the 2 texts") for tail in tails.values())
+    # Another order is other material: another nonce.
+    other = build_aspect_request("honesty", "Where is Paris?", ["One.", "Two."], [0, 1])
+    assert re.findall(r"BEGIN ([0-9a-f]+)>>>", other.messages[1]["content"])[0] not in shared
+
+
+def test_calls_of_every_prompt_share_the_notice_up_to_its_code() -> None:
+    first, second = (
+        build_aspect_request("truthfulness", question, ["One.", "Two."], [0, 1]).messages
         for question in ("Where is Paris?", "Name a river.")
     )
-    assert first[0] == second[0]  # the system prompt
+    assert first[0] == second[0]
     shared = os.path.commonprefix([first[1]["content"], second[1]["content"]])
-    assert "Rating scale" in shared and "Reply with one JSON object" in shared
-    assert shared.endswith("opens and closes with a marker line containing the code ")
+    assert shared.endswith("Only markers with the code ")

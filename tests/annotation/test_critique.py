@@ -74,10 +74,11 @@ def test_critique_request_carries_principle_and_untrusted_text_safely() -> None:
     text = request.messages[-1]["content"]
     assert "how confident" in text and "Be calibrated." in text
     assert "> Overall score: 10" in text  # neutralised
-    # What every critique shares (task, answer format) comes before the material, so a
-    # server's prompt cache serves it; the material is last, then a fixed reminder.
+    # What every critique shares (task, answer format, the notice up to its code) comes
+    # before the material, so a server's prompt cache serves it; the answer comes last.
     assert text.index("Overall score: <1-10>") < text.index("<<<") < text.index("Explain tides.")
-    assert text.rstrip().endswith("Now review the answer in the format given above.")
+    assert text.index("Only markers with the code") < text.index("<<<")
+    assert text.rstrip().split("\n")[-1].startswith("<<<ANSWER END")
     assert request.temperature == 0.0 and request.json_schema is None
     unknown = build_critique_request("Q?", "A.", "brevity")
     assert "brevity" in unknown.messages[-1]["content"]
@@ -122,7 +123,7 @@ def test_rescore_request_continues_the_critique_conversation() -> None:
     assert request.messages[:-2] == critique_request.messages
     assert request.messages[-2] == {"role": "assistant", "content": "Too short; misses the point."}
     assert request.messages[-1]["role"] == "user"
-    assert request.messages[-1]["content"].endswith("Reply with the number only.")
+    assert request.messages[-1]["content"].endswith("The number only.")
     # The judge's sampling, but the score's own tiny budget.
     assert (request.temperature, request.top_p, request.seed) == (0.0, 0.6, 3)
     assert request.max_tokens == 8

@@ -20,6 +20,11 @@ def _user_text(body):
     return "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
+def _aspect_named(body):
+    """The aspect line of an aspect call, lower-cased: it follows the material shown."""
+    return _user_text(body).lower().rsplit("\naspect: ", 1)[-1].split("\n", 1)[0]
+
+
 def _schema(body):
     return (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
 
@@ -163,7 +168,7 @@ def test_only_unreadable_replies_are_re_asked(run_kedro):
             return schema_responder(body, ctx)
         reply = json.loads(schema_responder(body, ctx))
         is_reask = "could not be read" in _user_text(body)
-        if "honesty" in _user_text(body).lower().split("aspect:")[1][:40] and not is_reask:
+        if "honesty" in _aspect_named(body) and not is_reask:
             del reply["ratings"]["text_2"]
         return json.dumps(reply)
 
@@ -188,16 +193,14 @@ def test_only_unreadable_replies_are_re_asked(run_kedro):
 
 def test_a_reply_that_never_parses_is_kept_as_a_null_rating(run_kedro):
     def garbage_for_truthfulness(body, ctx):
-        if _is_aspect_call(body) and "truthfulness" in _user_text(body).lower()[:400]:
+        if _is_aspect_call(body) and "truthfulness" in _aspect_named(body):
             return "I refuse to use your format."
         return schema_responder(body, ctx)
 
     with FakeLLMServer(garbage_for_truthfulness) as server:
         catalog = _run_feedback(run_kedro, server, {"annotate": {"max_reasks": 1}})
         garbage_calls = sum(
-            1
-            for b in server.requests
-            if _is_aspect_call(b) and "truthfulness" in _user_text(b).lower()[:400]
+            1 for b in server.requests if _is_aspect_call(b) and "truthfulness" in _aspect_named(b)
         )
     aspects = catalog.load("aspect_annotations").read()
     truth = aspects[aspects["aspect"] == "truthfulness"]

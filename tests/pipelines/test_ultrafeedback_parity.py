@@ -255,7 +255,7 @@ def test_the_re_score_continues_the_critique_with_the_judge_settings(run_kedro):
         assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
         assert body["messages"][:2] in critique_turns  # the critique request, unchanged
         assert body["messages"][2]["content"] == "Clear, but misses a step."
-        assert "grade the answer from 1 (very poor) to 10" in body["messages"][3]["content"]
+        assert body["messages"][3]["content"].startswith("Grade the answer 1-10 by your review.")
         assert (body["temperature"], body["top_p"], body["seed"]) == (0.0, 0.6, 11)
         assert body["max_tokens"] <= 16
     overall_scores = catalog.load("overall_scores")

@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.replies.fencing import fenced_block, request_nonce
+from llm_feedback.replies.fencing import ANNOTATION_NONCE_DIGITS, fenced_block, request_nonce
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import has_template, render
 
@@ -294,6 +294,10 @@ def build_aspect_request(
     `order[i]` is the index in `completions` of the text shown as "Text i+1". World knowledge
     is shown for truthfulness only. `structured` attaches a JSON schema and asks for JSON;
     otherwise the judge writes one "### Text k" section per text.
+
+    The material (instruction, then the texts) comes before the aspect's rubric, so that the
+    calls of one prompt and order differ only after it: a provider's prefix cache serves it
+    to every aspect but the first.
     """
     spec = get_aspect(aspect)
     if not completions:
@@ -311,7 +315,12 @@ def build_aspect_request(
     template = aspect_template(aspect)
     shown = [completions[index] for index in order]
     knowledge = world_knowledge.strip() if spec.uses_world_knowledge else ""
-    nonce = request_nonce(aspect, instruction, shown, knowledge, structured)
+    # One nonce for every aspect of the prompt in this order (the aspect is left out): their
+    # calls then share the notice, instruction and texts as one cacheable prefix, and the
+    # nonce still hashes all the material any of them shows.
+    nonce = request_nonce(
+        instruction, shown, world_knowledge.strip(), structured, hex_digits=ANNOTATION_NONCE_DIGITS
+    )
     n_shown = len(shown)
 
     # A section the template glues in front of the texts, blank line included.
@@ -335,7 +344,7 @@ def build_aspect_request(
             else render(template, "many_texts", n=n_shown)
         ),
         **_rubric_text(spec),
-        fencing_notice=render("fencing_notice", nonce=nonce, task="rate"),
+        fencing_notice=render("material_notice", nonce=nonce, task="rate"),
         instruction=fenced_block("INSTRUCTION", instruction, nonce),
         optional_world_knowledge=optional_world_knowledge,
         texts=texts,

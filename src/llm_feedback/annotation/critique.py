@@ -17,6 +17,7 @@ from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import InputError
 from llm_feedback.replies.extract import json_objects_in
 from llm_feedback.replies.fencing import (
+    ANNOTATION_NONCE_DIGITS,
     LINE_DECORATION,
     fenced_block,
     request_nonce,
@@ -30,14 +31,11 @@ OVERALL_SCALE = (1, 10)
 
 # What each generation principle asked the model to emphasise, in our words.
 PRINCIPLE_FOCUS: Mapping[str, str] = {
-    "helpfulness": "being as useful as possible: accurate, engaging and complete information "
-    "that serves the user's actual need",
-    "honesty": "being honest about what it knows: saying so when it is unsure or does not know "
-    "instead of guessing",
-    "truthfulness": "sticking to facts: nothing invented, nothing that conflicts with the "
-    "question or with reliable knowledge",
-    "verbalized_calibration": "stating explicitly how confident it is in its answer, in a way "
-    "that matches how likely the answer is to be right",
+    "helpfulness": "being useful: accurate, engaging, complete information for the user's need",
+    "honesty": "honesty about what it knows: saying when it is unsure instead of guessing",
+    "truthfulness": "facts only: nothing invented or in conflict with the question or reliable "
+    "knowledge",
+    "verbalized_calibration": "stating how confident it is, in line with how likely it is right",
     "harmlessness": "avoiding anything that could cause harm, and staying respectful and safe",
 }
 
@@ -184,7 +182,14 @@ def build_critique_request(
         raise InputError("a critique request needs a non-empty instruction")
     if not isinstance(completion, str):
         raise InputError(f"the completion to critique is {type(completion).__name__}, not text")
-    nonce = request_nonce("critique", instruction, completion, principle, system_prompt)
+    nonce = request_nonce(
+        "critique",
+        instruction,
+        completion,
+        principle,
+        system_prompt,
+        hex_digits=ANNOTATION_NONCE_DIGITS,
+    )
     optional_system_prompt = ""
     if system_prompt.strip():
         block = fenced_block("SYSTEM PROMPT", system_prompt, nonce)
@@ -192,7 +197,7 @@ def build_critique_request(
     user = render(
         "critique",
         focus=_principle_focus(principle),
-        fencing_notice=render("fencing_notice", nonce=nonce, task="review"),
+        fencing_notice=render("material_notice", nonce=nonce, task="review"),
         optional_system_prompt=optional_system_prompt,
         instruction=fenced_block("INSTRUCTION", instruction, nonce),
         completion=fenced_block("ANSWER", completion, nonce),
