@@ -135,4 +135,5 @@ def test_which_backends_return_logprobs():
     assert not kind_of("openai").returns_logprobs(config(backend="openai", model="o3-mini"))
     assert not kind_of("openai").returns_logprobs(config(backend="openai", mode="batch"))
     assert kind_of("local").returns_logprobs(config(backend="local"))
+    assert kind_of("vllm").returns_logprobs(config(backend="vllm"))
     assert not kind_of("ray").returns_logprobs(config(backend="ray"))
