@@ -25,7 +25,7 @@ import pandas as pd
 from llm_feedback.backends.local import stop_local_servers
 from llm_feedback.evaluation import prepare_samples
 from llm_feedback.evaluation.judge_validation import evaluation_identity, validate_evaluation
-from llm_feedback.evaluation.judging import judge_samples, open_judge
+from llm_feedback.evaluation.judging import judge_samples, open_judge, with_carried_columns
 from llm_feedback.params import parse_evaluate
 from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.card import card_lines
@@ -64,7 +64,8 @@ def main() -> None:
     with open_judge(config, None, progress=False) as judge:
         for start in range(0, len(instances), CHUNK):
             chunk = samples[samples["instance_id"].isin(instances[start : start + CHUNK])]
-            judged.append(judge_samples(chunk, config, judge))
+            # The gold labels reach eval_judgments as the judge node carries them.
+            judged.append(with_carried_columns(judge_samples(chunk, config, judge), chunk, config))
             print(
                 f"{judge.stats.calls} calls, {time.perf_counter() - started:.0f} s", file=sys.stderr
             )
