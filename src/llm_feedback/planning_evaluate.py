@@ -66,7 +66,10 @@ def plan_evaluation(
     if config.evaluator is None:
         for judge_params in config.judges.values():
             endpoint = judge_params.endpoint
-            judge = Judge(endpoint, sampling=judge_params.sampling, connect=False)
+            top_logprobs = config.judge_top_logprobs_asked if judge_params is config.judge else 0
+            judge = Judge(
+                endpoint, sampling=judge_params.sampling, connect=False, top_logprobs=top_logprobs
+            )
             requests = [task.request for task in judge_tasks(answered, config, judge)]
             stage = Stage(endpoint, requests, cache_path)
             basis = COUNTED if known else ESTIMATED

@@ -40,6 +40,20 @@ EVAL_MEDIA_COLUMN_TYPES = {
     "audio": "object",
     "audio_sha256": "object",
 }
+# The probability verdict beside the argmax one (`evaluation.probabilities`): NaN, and
+# `logprobs_usable` False, where the judge's reply had no usable token probabilities.
+EVAL_SCORE_PROBABILITY_COLUMN_TYPES = {
+    "expected_score": "float64",  # the scale's numbers weighted by their probabilities
+    "logprobs_usable": "bool",
+}
+EVAL_PAIR_PROBABILITY_COLUMN_TYPES = {
+    "prob_margin_a_first": "float64",  # P(A) - P(B) with model_a's response shown first
+    "prob_margin_b_first": "float64",  # P(A) - P(B) with model_b's response shown first
+    "p_tie_a_first": "float64",
+    "p_tie_b_first": "float64",
+    "prob_margin": "float64",  # their mean: the order-averaged verdict, > 0 favours A
+    "logprobs_usable": "bool",  # every order's verdict token had probabilities
+}
 EVAL_JUDGMENTS_COLUMN_TYPES = {
     "instance_id": "string",
     "turn": "int64",
@@ -54,6 +68,7 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "response": "string",
     "runtime_s": "float64",
     "score": "float64",
+    **EVAL_SCORE_PROBABILITY_COLUMN_TYPES,
     "recorded_score": "float64",
     "correct": "boolean",
     "parse_status": "string",  # a word of llm_feedback.replies.status
@@ -85,6 +100,7 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
     "consistent": "boolean",
     "score_a": "float64",
     "score_b": "float64",
+    **EVAL_PAIR_PROBABILITY_COLUMN_TYPES,
     "parse_status": "string",  # a word of llm_feedback.replies.status
     "success": "bool",
     "raw_reply_a_first": "string",

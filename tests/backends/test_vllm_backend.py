@@ -1,5 +1,6 @@
 """The in-process vLLM backend, checked call by call against a test double of `vllm`."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -205,3 +206,21 @@ def test_the_readme_multi_gpu_endpoint_reaches_vllm_as_written(fake_vllm, tmp_pa
         assert client.complete(ChatRequest.from_prompt("hi")).ok
     assert fake_vllm.CALLS[0] == ("LLM", {"model": config.model, **config.options.engine_kwargs})
     assert config.options.engine_kwargs["distributed_executor_backend"] == "ray"
+
+
+def test_log_probabilities_are_asked_of_vllm_and_kept_at_the_label_tokens(fake_vllm, tmp_path):
+    """The double's reply "reply to N chars at t=0.0" has the label token "to"; each token
+    was sampled at 1/2 with "B" second at 1/4."""
+    request = ChatRequest.from_prompt(
+        "which?", temperature=0.0, top_logprobs=2, logprob_labels=("to", "B")
+    )
+    with LLMClient(_config(), tmp_path / "cache.sqlite", progress=False) as client:
+        (result,) = client.complete_many([request], desc=None)
+    _, (_, params, _) = next(call for call in fake_vllm.CALLS if call[0] == "generate")
+    assert params[0].logprobs == 2
+    (entry,) = result.label_logprobs
+    assert (entry["offset"], entry["token"]) == (len("reply"), " to")
+    assert [(a["token"], round(a["logprob"], 6)) for a in entry["top_logprobs"]] == [
+        (" to", round(math.log(0.5), 6)),
+        ("B", round(math.log(0.25), 6)),
+    ]

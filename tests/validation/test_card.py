@@ -80,7 +80,7 @@ def test_card_of_a_position_biased_judge_says_it_cannot_be_told_apart() -> None:
     assert "**This judge cannot be told apart from random**" in text
     assert "| accuracy | 0.500 [0.500, 0.500] |" in text
     assert "| first_shown_share | 1.000 [1.000, 1.000] |" in text
-    assert "No usable token probabilities" in text
+    assert "No usable probabilities: argmax only" in text
 
 
 def test_card_of_a_good_judge_and_of_an_unvalidated_one() -> None:

@@ -156,6 +156,12 @@ class BackendTraits:
         return False
 
     @classmethod
+    def returns_logprobs(cls, config: EndpointConfig) -> bool:
+        """Whether a request may ask for top log-probabilities and its reply keeps them
+        (`ChatRequest.top_logprobs`, backends/token_logprobs.py)."""
+        return False
+
+    @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
         """The preflight: raise ConfigError / EndpointError when the endpoint cannot do its
         job; a plugged-in backend checks itself when it opens."""

@@ -242,18 +242,18 @@ class RequestCache:
 
 
 def _encode(result: ChatResult) -> str:
-    return json.dumps(
-        {
-            "text": result.text,
-            "finish_reason": result.finish_reason,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "latency_s": result.latency_s,
-            "model": result.model,
-            "via_batch": result.via_batch,
-        },
-        ensure_ascii=False,
-    )
+    fields = {
+        "text": result.text,
+        "finish_reason": result.finish_reason,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "latency_s": result.latency_s,
+        "model": result.model,
+        "via_batch": result.via_batch,
+    }
+    if result.label_logprobs is not None:  # a cached rerun reads the same probabilities
+        fields["label_logprobs"] = result.label_logprobs
+    return json.dumps(fields, ensure_ascii=False)
 
 
 def _decode(payload: str) -> ChatResult:

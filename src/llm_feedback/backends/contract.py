@@ -100,6 +100,11 @@ class ChatRequest:
 
     A message's content is text, or a tuple of text and `Media` parts (images, audio;
     see `backends.media`), which the cache key knows by their content hash.
+
+    `top_logprobs` > 0 asks the endpoint for that many alternatives per generated token
+    (where its backend can give them); the reply keeps those at the `logprob_labels`
+    tokens only (`backends.token_logprobs`). Both are part of the cache key when asked
+    (an answer cached without probabilities cannot stand in for one with them).
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -110,6 +115,8 @@ class ChatRequest:
     seed: int | None = None
     json_schema: dict[str, Any] | None = None
     attempt: int = 0
+    top_logprobs: int = 0
+    logprob_labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -123,6 +130,8 @@ class ChatRequest:
                 raise ValueError(f"malformed chat message: {message!r}")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.top_logprobs < 0:
+            raise ValueError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
 
     @classmethod
     def from_prompt(cls, user: str, system: str | None = None, **sampling: Any) -> ChatRequest:
@@ -171,6 +180,8 @@ class ChatRequest:
             "json_schema": self.json_schema if self.json_schema is None else _SCHEMA_SLOT,
             "attempt": self.attempt,
         }
+        if self.top_logprobs:  # absent otherwise: the keys of earlier caches stay valid
+            payload["logprobs"] = [self.top_logprobs, self.logprob_labels]
         encoded = _encode_for_key(payload)
         if self.json_schema is not None:
             # Sorted keys put "json_schema" after "attempt" and "backend" (a backend name),
@@ -209,6 +220,9 @@ class ChatResult:
     model: str = ""
     # Answered through a Batch API (priced at the batch rate).
     via_batch: bool = False
+    # The top log-probabilities at the request's label tokens (`backends.token_logprobs`):
+    # None when none were asked for or the endpoint returned none.
+    label_logprobs: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -38,6 +38,7 @@ from llm_feedback.backends.openai_backend import (
     ProbeAnswer,
     ReplyTooLarge,
     auth_failure,
+    kept_logprobs,
     ping_body,
     retry_after_seconds,
     too_large_message,
@@ -147,9 +148,11 @@ def environment_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
 UNREADABLE = (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError, ValueError)
 
 
-def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
-    """A decoded chat completion body as a result; raises one of `UNREADABLE` when the
-    body is not a chat completion."""
+def chat_result(
+    payload: Any, latency_s: float, model: str, request: ChatRequest | None = None
+) -> ChatResult:
+    """A decoded chat completion body as a result, with the log-probabilities `request`
+    asked for; raises one of `UNREADABLE` when the body is not a chat completion."""
     choice = payload["choices"][0]
     message = choice.get("message") or {}
     usage = payload.get("usage") or {}
@@ -162,6 +165,7 @@ def chat_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         latency_s=latency_s,
         model=model,
         error=None if text is not None else "empty reply",
+        label_logprobs=None if request is None else kept_logprobs(payload, request),
     )
 
 
@@ -268,7 +272,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
                 raise RetryableError(message, retry_after_seconds(response.headers))
             return ChatResult.failure(message, latency, self.model)
         try:
-            return chat_result(orjson.loads(response.content), latency, self.model)
+            return chat_result(orjson.loads(response.content), latency, self.model, request)
         except UNREADABLE as error:
             # A body that is not a chat completion: the server misbehaved, try again.
             raise RetryableError(redact(f"malformed response: {error!r}")) from None

@@ -21,6 +21,7 @@ from llm_feedback.backends.media import MediaError, openai_content
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions, OpenAIOptions
 from llm_feedback.backends.preflight import probe_over_http
 from llm_feedback.backends.secrets import redact
+from llm_feedback.backends.token_logprobs import label_entries
 from llm_feedback.errors import ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: A rejected key or refused access: the endpoint stops at the first one.
 AUTH_STATUS = frozenset({401, 403})
+# Reasoning models refuse `logprobs` (OpenAI's o-series and gpt-5, also on Azure).
+_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 # RFC 9110 allows whole seconds; servers that send decimals ("0.5") are taken at their word.
 _DELTA_SECONDS = re.compile(r"\d+(\.\d+)?")
 _warned_retry_after: set[str] = set()
@@ -119,6 +122,18 @@ def completion_from(content: bytes) -> openai.types.chat.ChatCompletion:
     return openai.types.chat.ChatCompletion.construct(**body)
 
 
+def kept_logprobs(payload: Any, request: ChatRequest) -> list[dict[str, Any]] | None:
+    """What a decoded chat completion keeps of its log-probabilities for `request`
+    (None when it asked for none or none came back)."""
+    if not request.top_logprobs:
+        return None
+    try:
+        logprobs = payload["choices"][0].get("logprobs")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return label_entries(logprobs, request.logprob_labels)
+
+
 def ping_body(config: EndpointConfig) -> dict[str, Any]:
     """One token of chat: the preflight's question where a server has no models route."""
     return {
@@ -156,6 +171,15 @@ class OpenAICompatibleBackend(BackendTraits):
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
         probe_over_http(config, timeout_s)
+
+    @classmethod
+    def returns_logprobs(cls, config: EndpointConfig) -> bool:
+        """Chat completions servers return them (OpenAI, vLLM, llama.cpp), except for
+        reasoning models and through a Batch API (whose lines are read without the
+        request's labels)."""
+        if cls.uses_batch_api(config):
+            return False
+        return not _REASONING_MODEL.match(config.model.rsplit("/", 1)[-1])
 
     @property
     def cache_namespace(self) -> str:
@@ -206,6 +230,9 @@ class OpenAICompatibleBackend(BackendTraits):
             body["seed"] = request.seed
         if request.json_schema is not None and self.config.uses_structured_output:
             body["response_format"] = response_format_for(request.json_schema)
+        if request.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.top_logprobs
         return body
 
     async def send(
@@ -222,7 +249,8 @@ class OpenAICompatibleBackend(BackendTraits):
         limit = self.config.reply_byte_limit(request.max_tokens)
         try:
             async with sdk.chat.completions.with_streaming_response.create(**kwargs) as streamed:
-                response = completion_from(await read_capped(streamed.http_response, limit))
+                content = await read_capped(streamed.http_response, limit)
+                response = completion_from(content)
         except ReplyTooLarge as error:
             return ChatResult.failure(
                 too_large_message(self.config, error, limit, request.max_tokens),
@@ -257,6 +285,7 @@ class OpenAICompatibleBackend(BackendTraits):
             latency_s=latency,
             model=self.model,
             error=None if choice.message and choice.message.content is not None else "empty reply",
+            label_logprobs=kept_logprobs(orjson.loads(content), request),
         )
 
     async def probe(self, sdk: openai.AsyncOpenAI, timeout_s: float) -> bool:

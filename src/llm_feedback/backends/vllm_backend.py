@@ -25,6 +25,7 @@ from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import Media, MediaError
 from llm_feedback.backends.options import VLLMOptions
+from llm_feedback.backends.token_logprobs import label_entries
 from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,10 @@ class VLLMBackend(BackendTraits):
     @classmethod
     def chunk_size(cls, config: EndpointConfig) -> int:
         return config.options.engine_chunk_size
+
+    @classmethod
+    def returns_logprobs(cls, config: EndpointConfig) -> bool:
+        return True  # SamplingParams(logprobs=N): the top N per generated token
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
@@ -82,6 +87,8 @@ class VLLMBackend(BackendTraits):
             kwargs["stop"] = list(request.stop)
         if request.seed is not None:
             kwargs["seed"] = request.seed
+        if request.top_logprobs:
+            kwargs["logprobs"] = request.top_logprobs
         if request.json_schema is not None and self.config.uses_structured_output:
             structured = importlib.import_module("vllm.sampling_params").StructuredOutputsParams
             kwargs["structured_outputs"] = structured(json=request.json_schema)
@@ -109,6 +116,7 @@ class VLLMBackend(BackendTraits):
         latency = (time.perf_counter() - started) / len(sent)
         for index, output in zip(sent, outputs, strict=True):
             completion = output.outputs[0]
+            request = requests[index]
             results[index] = ChatResult(
                 text=completion.text,
                 finish_reason=completion.finish_reason,
@@ -116,6 +124,12 @@ class VLLMBackend(BackendTraits):
                 completion_tokens=len(completion.token_ids or ()),
                 latency_s=latency,
                 model=self.model,
+                label_logprobs=label_entries(
+                    {"content": openai_logprobs(completion, request.top_logprobs)},
+                    request.logprob_labels,
+                )
+                if request.top_logprobs
+                else None,
             )
         return results  # type: ignore[return-value]
 
@@ -145,6 +159,31 @@ class VLLMBackend(BackendTraits):
 
     def close(self) -> None:
         self._engine = None
+
+
+def openai_logprobs(completion: Any, top: int) -> list[dict[str, Any]] | None:
+    """vLLM's per-token log-probabilities (`CompletionOutput.logprobs`: for each generated
+    token, {token id: Logprob(logprob, rank, decoded_token)}, the sampled token among them)
+    in OpenAI's `logprobs.content` shape; None when there are none."""
+    positions = getattr(completion, "logprobs", None)
+    if not positions:
+        return None
+    content = []
+    for token_id, alternatives in zip(completion.token_ids, positions, strict=False):
+        chosen = alternatives.get(token_id)
+        ranked = sorted(
+            alternatives.values(), key=lambda a: a.rank if a.rank is not None else len(positions)
+        )
+        content.append(
+            {
+                "token": (chosen.decoded_token or "") if chosen is not None else "",
+                "logprob": chosen.logprob if chosen is not None else None,
+                "top_logprobs": [
+                    {"token": a.decoded_token or "", "logprob": a.logprob} for a in ranked[:top]
+                ],
+            }
+        )
+    return content
 
 
 def _template_parts(content: tuple[Any, ...]) -> list[dict[str, str]]:

@@ -5,7 +5,9 @@ The library behind the `evaluate` pipeline; from a notebook, `run_evaluation` do
     config = parse_evaluate({"mode": "binary", "judge": {"endpoint": "local"}}, endpoints)
     samples = prepare_samples(frame, config)        # every check before any call
     samples = generate_responses(samples, config, cache_path)
-    with Judge(config.judge.endpoint, cache_path, sampling=config.judge.sampling) as judge:
+    judge = Judge(config.judge.endpoint, cache_path, sampling=config.judge.sampling,
+                  top_logprobs=config.judge_top_logprobs_asked)  # evaluate.judge_logprobs
+    with judge:
         judgments = judge_samples(samples, config, judge)
     metrics = compute_metrics(judgments, config)
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
+from llm_feedback.backends.base import kind_of
 from llm_feedback.backends.contract import check_sampling
+from llm_feedback.backends.token_logprobs import MAX_TOP_LOGPROBS
 from llm_feedback.errors import ConfigError
 from llm_feedback.judges import (
     PAIRWISE,
@@ -156,6 +158,10 @@ class EvaluateParams:
     samples_format: str = "auto"
     # The name judge cards give the gold-labelled samples; null: the file's folder and name.
     validation_set: str | None = None
+    # The judge's token probabilities, for probability verdicts beside the argmax ones:
+    # "auto" asks where its backend returns them, true requires that, false never asks.
+    judge_logprobs: str | bool = "auto"
+    judge_top_logprobs: int = 5
     intervals: EvalIntervalParams = field(default_factory=EvalIntervalParams)
     ranking: EvalRankingParams = field(default_factory=EvalRankingParams)
     # The loaded `evaluator` (set by the checks; None without one).
@@ -228,6 +234,7 @@ class EvaluateParams:
             object.__setattr__(self, "ks", tuple(self.ks))
         self._check_pass_threshold()
         self._check_evaluator()
+        self._check_logprobs()
         for flag in ("overwrite_results", "overwrite_outputs"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigError(f"evaluate.{flag} must be true or false")
@@ -236,6 +243,45 @@ class EvaluateParams:
                 "evaluate.overwrite_outputs regenerates the responses, which makes every "
                 "stored judgment of them stale: set evaluate.overwrite_results: true as well"
             )
+
+    def _check_logprobs(self) -> None:
+        if self.judge_logprobs not in ("auto", True, False):
+            raise ConfigError(
+                f"evaluate.judge_logprobs must be auto, true or false, got {self.judge_logprobs!r}"
+            )
+        top = self.judge_top_logprobs
+        if not (_is_int(top) and 1 <= top <= MAX_TOP_LOGPROBS):
+            raise ConfigError(
+                f"evaluate.judge_top_logprobs must be an integer from 1 to {MAX_TOP_LOGPROBS}, "
+                f"got {top!r}"
+            )
+        if self.judge_logprobs is True and self.judge is not None:
+            endpoint = self.judge.endpoint
+            if not kind_of(endpoint.backend).returns_logprobs(endpoint):
+                raise ConfigError(
+                    f"evaluate.judge_logprobs: true, but {endpoint.describe()} cannot return "
+                    "token probabilities (model or backend); set it to auto or false"
+                )
+            if self.kind.logprob_labels is None:
+                raise ConfigError(
+                    f"evaluate.judge_logprobs: true, but mode {self.mode} has no verdict "
+                    "tokens to read probabilities of (pairwise, single_1_10 and score_0_5 "
+                    "have); set it to auto or false"
+                )
+
+    @property
+    def judge_top_logprobs_asked(self) -> int:
+        """Top log-probabilities per token the one judge's calls ask for (0: none): a panel,
+        an evaluator, a kind without verdict tokens or a backend that cannot give them asks
+        for none."""
+        judge = self.judge
+        if self.judge_logprobs is False or judge is None or self.evaluator is not None:
+            return 0
+        if self.kind.logprob_labels is None:
+            return 0
+        if not kind_of(judge.endpoint.backend).returns_logprobs(judge.endpoint):
+            return 0
+        return self.judge_top_logprobs
 
     def _check_score_range(self) -> None:
         if self.score_range is None:

@@ -33,7 +33,9 @@ from llm_feedback.schema import (
 )
 from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
 from llm_feedback.validation.card import BASELINE, judge_identity
+from llm_feedback.validation.logprobs import ARGMAX, LOGPROBS, calls_from_judgments
 from llm_feedback.validation.validate import Validation, validate_pairwise, validate_pointwise
+from llm_feedback.validation.verdicts import pairs_table
 
 logger = logging.getLogger(__name__)
 
@@ -182,32 +184,46 @@ def validate_evaluation(
     *,
     validation_set: str,
     created_at: str,
-    calls: pd.DataFrame | None = None,
 ) -> EvaluationValidation:
     """The judge's card from this run's judgments (see the module docstring); nothing new
-    when the samples have no gold or the run has no single judge."""
+    when the samples have no gold or the run has no single judge. Where the judgments carry
+    probability verdicts (`evaluation.probabilities`), the card has the probability-weighted
+    and calibrated verdicts' metrics beside the argmax ones."""
     identity = evaluation_identity(config)
     if identity is None or not has_gold(judgments, config):
         return empty_validation(previous)
     if config.kind.compares:
+        pairs = _pairwise_samples(samples)
         validation = validate_pairwise(
-            _pairwise_samples(samples),
+            pairs,
             identity,
             validation_set,
             created_at=created_at,
             judgments=judgments,
-            calls=calls,
+            calls=calls_from_judgments(judgments, pairs_table(pairs))
+            if "prob_margin_a_first" in judgments.columns
+            else None,
         )
     else:
         scored = judgments[judgments["recorded_score"].notna()]
         if config.kind.uses_criteria:
             scored = scored[scored["criterion"].isna()]
+        score = scored["score"].astype("float64")
+        usable = (
+            scored["logprobs_usable"].astype(bool)
+            if "logprobs_usable" in scored.columns
+            else pd.Series(False, index=scored.index)
+        )
+        expected = scored["expected_score"] if "expected_score" in scored.columns else score
         scores = pd.DataFrame(
             {
                 "instance_id": scored["instance_id"],
-                "score": scored["score"].astype("float64"),
+                "score": score,
                 "gold_score": scored["recorded_score"].astype("float64"),
                 "category": scored["category"],
+                # Without usable probabilities a call's expected score is its argmax score.
+                "expected_score": expected.astype("float64").where(usable, score),
+                "source": usable.map({True: LOGPROBS, False: ARGMAX}),
             }
         )
         validation = validate_pointwise(scores, identity, validation_set, created_at=created_at)

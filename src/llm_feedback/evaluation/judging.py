@@ -27,6 +27,10 @@ import pandas as pd
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.evaluation.probabilities import (
+    pair_probability_columns,
+    score_probability_columns,
+)
 from llm_feedback.judges import (
     Judge,
     JudgeItem,
@@ -167,7 +171,11 @@ def judgment_rows(
 ) -> list[dict[str, Any]]:
     """The rows of one sample's judgment: sample, call and kind columns (a rubric makes one
     row per criterion)."""
-    record = {**sample_columns(sample, config, judge_model), **judgment.call_columns()}
+    record = {
+        **sample_columns(sample, config, judge_model),
+        **judgment.call_columns(),
+        **score_probability_columns(judgment, config.kind, config.kind_options),
+    }
     return [{**record, **own} for own in config.kind.columns(judgment, config.kind_options)]
 
 
@@ -189,6 +197,7 @@ def open_judge(
 ) -> Judge:
     """The judge `config` names (or `judge`, one of its panel), with its sampling, re-asks
     and `overwrite_results`."""
+    top_logprobs = config.judge_top_logprobs_asked if judge is None else 0
     judge = judge or config.judge
     return Judge(
         judge.endpoint,
@@ -198,6 +207,7 @@ def open_judge(
         sampling=judge.sampling,
         max_reasks=config.max_reasks,
         fail_loud=fail_loud,
+        top_logprobs=top_logprobs,
     )
 
 
@@ -270,6 +280,7 @@ def _pair_record(
         **media_record(first.images, first.audio),
     }
     (own,) = config.kind.columns(judged, config.kind_options)
+    own = {**own, **pair_probability_columns(judged)}
     if judged is None:
         errors = [
             text_or_none(getattr(sample, "generation_error", None)) for sample in (first, second)
@@ -307,7 +318,12 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
     pays for answers it could never judge."""
     if config.custom_prompt is None and not config.judge_prompts:
         return
-    judge = Judge(config.judge.endpoint, sampling=config.judge.sampling, connect=False)
+    judge = Judge(
+        config.judge.endpoint,
+        sampling=config.judge.sampling,
+        connect=False,
+        top_logprobs=config.judge_top_logprobs_asked,
+    )
     probes = samples.assign(
         response=samples["response"].fillna(_TO_BE_GENERATED),
         has_reference=samples["reference"].map(lambda value: known_reference(value) is not None),

@@ -67,6 +67,9 @@ class Judge(SeedForms, RubricAndComparativeForms):
     more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
     that only builds tasks (to check prompts before any call) and cannot run them.
     `system_prompt` replaces every kind's system message (the seed's judge-level prompt).
+    `top_logprobs` > 0 asks every call of a kind with `logprob_labels` for that many top
+    log-probabilities per token (the endpoint's backend must return them: see
+    `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label tokens.
     """
 
     def __init__(
@@ -82,8 +85,10 @@ class Judge(SeedForms, RubricAndComparativeForms):
         fail_loud: bool = False,
         connect: bool = True,
         system_prompt: str | None = None,
+        top_logprobs: int = 0,
     ) -> None:
         self.system_prompt = system_prompt
+        self.top_logprobs = top_logprobs
         config = resolve_endpoint(endpoint, None)
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
@@ -168,6 +173,12 @@ class Judge(SeedForms, RubricAndComparativeForms):
         kind = get_kind(kind) if isinstance(kind, str) else kind
         options = options or KindOptions(kind.default_scale)
         request, read = kind.ask(item, options, self.asking)
+        if self.top_logprobs and kind.logprob_labels is not None:
+            request = dataclasses.replace(
+                request,
+                top_logprobs=self.top_logprobs,
+                logprob_labels=tuple(kind.logprob_labels(options)),
+            )
         return self._task(request, read, kind.name, attempt, images)
 
     def comparison_tasks(

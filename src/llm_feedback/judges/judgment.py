@@ -6,6 +6,8 @@ A `Judgment` is one call's: the kind's parsed value, its parse status, the reply
 `PairJudgment` joins the two orders of a comparison (`combine_orders`). `call_columns`
 gives the columns every judgment row has; each kind adds its own (`JudgeKind.columns`).
 The seed's dict form (`as_dict`) keeps the seed's key `raw_response` for the reply.
+`label_logprobs` is what the reply kept of its token probabilities, for the probability
+verdict beside the argmax one (`evaluation.probabilities`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Judgment:
     cached: bool = False
     reasks: int = 0
     details: Mapping[str, Any] = field(default_factory=dict)
+    # The top log-probabilities at the reply's label tokens (`ChatResult.label_logprobs`):
+    # None when none were asked for or returned.
+    label_logprobs: list[dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, task: Task, outcome: Outcome, model: str) -> Judgment:
@@ -53,6 +58,7 @@ class Judgment:
             cached=outcome.cached,
             reasks=outcome.reasks,
             details=dict(reading.details or {}),
+            label_logprobs=outcome.reply.label_logprobs,
         )
 
     @classmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 import time
 from collections.abc import Callable
 from http import HTTPStatus
@@ -60,6 +62,36 @@ def word_count(text: str | None) -> int:
     return len(text.split()) if text else 0
 
 
+# A word with the whitespace before it, one punctuation character, or trailing whitespace.
+_TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
+
+
+def tokens(content: str) -> list[str]:
+    """The fake tokenizer of scripted probabilities: joined, the tokens are `content`."""
+    return _TOKEN.findall(content)
+
+
+def logprobs_body(body: dict[str, Any], reply: Reply) -> dict[str, Any] | None:
+    """The choice's `logprobs` object for a request that asks for them (see
+    `Reply.probabilities`); None when it does not, or the reply scripts none."""
+    if not body.get("logprobs") or reply.probabilities is None or reply.content is None:
+        return None
+    top = int(body.get("top_logprobs") or 0)
+    pieces = tokens(reply.content)
+    scripted = {key: p for key, p in reply.probabilities.items() if p > 0}
+    verdict = max((i for i, piece in enumerate(pieces) if piece.strip() in scripted), default=None)
+    content = []
+    for position, piece in enumerate(pieces):
+        if position == verdict:
+            ranked = sorted(scripted.items(), key=lambda item: -item[1])[: max(top, 1)]
+            alternatives = [{"token": t, "logprob": math.log(p)} for t, p in ranked]
+            own = math.log(scripted[piece.strip()])
+        else:
+            alternatives, own = [{"token": piece, "logprob": 0.0}], 0.0
+        content.append({"token": piece, "logprob": own, "top_logprobs": alternatives[:top]})
+    return {"content": content, "refusal": None}
+
+
 def completion(
     call_index: int,
     model: str,
@@ -85,7 +117,7 @@ def completion(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": reply.content, "refusal": None},
-                "logprobs": None,
+                "logprobs": logprobs_body(body, reply),
                 "finish_reason": reply.finish_reason,
             }
         ],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -36,6 +36,13 @@ class Reply:
     `status` != 200 sends an OpenAI-style error body (with `Retry-After` when
     `retry_after` is set); `delay_s` is added to the server's latency (to outlast a client
     timeout); `raw_body` is sent verbatim with status 200 (to model malformed JSON).
+
+    `probabilities` ({token: probability}) scripts the reply's token probabilities for a
+    request that asks for them (`logprobs: true, top_logprobs: N`): the content is split
+    into word and punctuation tokens (`protocol.tokens`), the LAST token that is a key
+    gets the mapping's N most likely entries as its alternatives (its own logprob is its
+    entry's), every other token probability 1. None: the server returns `"logprobs": null`,
+    as an endpoint that gives none.
     """
 
     content: str | None = None
@@ -45,6 +52,7 @@ class Reply:
     finish_reason: str = "stop"
     raw_body: str | None = None
     error_message: str | None = None
+    probabilities: Mapping[str, float] | None = None
 
 
 Responder: TypeAlias = Callable[[dict[str, Any], RequestContext], str | Reply]

@@ -170,13 +170,19 @@ def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
     usable = float(first["usable_probability_share"])
     if usable == 0:
         lines.append(
-            "No usable token probabilities: the verdicts are the argmax of the reply's text."
+            "No usable probabilities: argmax only (the endpoint returned no token "
+            "probabilities at the verdict token; the verdicts are the reply text's)."
         )
     else:
         lines.append(
             f"Token probabilities usable on {usable:.0%} of calls (the rest fell back to the "
-            f"argmax); first-position bias {first['position_bias']:+.3f} "
-            "(P(first) - P(second) over both orders), removed in the calibrated verdicts."
+            "argmax): the probability-weighted verdicts are their expected values"
+            + (
+                f"; first-position bias {first['position_bias']:+.3f} (P(first) - P(second) "
+                "over both orders), removed in the calibrated verdicts."
+                if np.isfinite(first["position_bias"])
+                else "."
+            )
         )
     return lines
 

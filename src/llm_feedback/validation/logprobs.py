@@ -14,6 +14,11 @@ distribution over the labels:
 - pointwise: `expected_score` = sum of label x probability; pairwise: P(first shown),
   P(second shown), P(tie) when a tie label is given, and `margin` = P(first) - P(second).
 
+The client keeps only the label positions of a reply (`backends.token_logprobs`);
+`pairwise_from_labels` / `rating_from_labels` read those, the verdict's position being
+the label token at the character where the reply's reader found the verdict (`anchor`:
+in a JSON reply the "verdict" field, not an "A" in its explanation), else the last one.
+
 No logprobs, no verdict position, or no label among the top tokens: the verdict falls back
 to the argmax the reply's text gave, with `source` "argmax" and `fallback_reason`
 ("no logprobs", "no verdict token", "no label in top logprobs").
@@ -38,12 +43,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llm_feedback.backends.token_logprobs import label_entries, normalise
 from llm_feedback.validation.verdicts import ORIGINAL, SWAPPED
 
 LOGPROBS = "logprobs"
 ARGMAX = "argmax"
-_STRIP = " \t\n[]()*\"'`"
-_TRAILING = ".:,;!"
+NO_LOGPROBS = "no logprobs"
 
 
 def logprob_content(response: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
@@ -53,12 +58,6 @@ def logprob_content(response: Mapping[str, Any]) -> list[Mapping[str, Any]] | No
     except (KeyError, IndexError, TypeError):
         return None
     return content if isinstance(content, list) and content else None
-
-
-def normalise(token: str) -> str:
-    """A token as a label: without surrounding whitespace, brackets, quotes, asterisks and
-    trailing punctuation."""
-    return token.strip(_STRIP).rstrip(_TRAILING).strip(_STRIP)
 
 
 def verdict_position(content: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> int | None:
@@ -93,16 +92,37 @@ def label_distribution(
     return {label: value / total for label, value in mass.items()}, min(total, 1.0)
 
 
-def _distribution(content, labels) -> tuple[dict[str, float] | None, float, str | None]:
-    if not content:
-        return None, 0.0, "no logprobs"
-    position = verdict_position(content, labels)
-    if position is None:
+def chosen_entry(
+    entries: Sequence[Mapping[str, Any]], anchor: int | None
+) -> Mapping[str, Any] | None:
+    """The verdict's label entry (`backends.token_logprobs.label_entries`): the one whose
+    token covers character `anchor` of the reply (where the reader found the verdict),
+    else the last one; None when there is none."""
+    if not entries:
+        return None
+    if anchor is not None:
+        for entry in entries:
+            if entry["offset"] <= anchor < entry["offset"] + max(len(entry["token"]), 1):
+                return entry
+    return entries[-1]
+
+
+def _distribution(
+    entries: Sequence[Mapping[str, Any]] | None, labels: Sequence[str], anchor: int | None
+) -> tuple[dict[str, float] | None, float, str | None]:
+    if entries is None:
+        return None, 0.0, NO_LOGPROBS
+    entry = chosen_entry(entries, anchor)
+    if entry is None:
         return None, 0.0, "no verdict token"
-    found = label_distribution(content[position], labels)
+    found = label_distribution(entry, labels)
     if found is None:
         return None, 0.0, "no label in top logprobs"
     return found[0], found[1], None
+
+
+def _entries(content: Sequence[Mapping[str, Any]] | None, labels: Sequence[str]):
+    return label_entries({"content": list(content)} if content else None, labels)
 
 
 def rating_verdict(
@@ -110,9 +130,21 @@ def rating_verdict(
     scale: Sequence[int],
     argmax_score: float | None,
 ) -> dict[str, Any]:
-    """The expected score over the rating tokens `scale` beside the argmax score."""
+    """The expected score over the rating tokens `scale` beside the argmax score, from a
+    reply's whole `logprobs.content`."""
     labels = [str(value) for value in scale]
-    distribution, coverage, reason = _distribution(content, labels)
+    return rating_from_labels(_entries(content, labels), scale, argmax_score)
+
+
+def rating_from_labels(
+    entries: Sequence[Mapping[str, Any]] | None,
+    scale: Sequence[int],
+    argmax_score: float | None,
+    anchor: int | None = None,
+) -> dict[str, Any]:
+    """`rating_verdict` from the label entries a reply kept, the verdict at `anchor`."""
+    labels = [str(value) for value in scale]
+    distribution, coverage, reason = _distribution(entries, labels, anchor)
     if distribution is None:
         return {
             "argmax_score": argmax_score,
@@ -142,13 +174,34 @@ def pairwise_verdict(
     second_label: str = "B",
     tie_label: str | None = None,
 ) -> dict[str, Any]:
-    """P(first shown), P(second shown), P(tie) and their margin, in SHOWN positions.
+    """P(first shown), P(second shown), P(tie) and their margin, in SHOWN positions, from
+    a reply's whole `logprobs.content`.
 
     `argmax_verdict` is the reply text's verdict as shown ("first", "second", "tie" or
     None when unreadable); the fallback's probabilities are its one-hot (NaN when None).
     """
     labels = [first_label, second_label, *([tie_label] if tie_label else [])]
-    distribution, coverage, reason = _distribution(content, labels)
+    return pairwise_from_labels(
+        _entries(content, labels),
+        argmax_verdict,
+        first_label=first_label,
+        second_label=second_label,
+        tie_label=tie_label,
+    )
+
+
+def pairwise_from_labels(
+    entries: Sequence[Mapping[str, Any]] | None,
+    argmax_verdict: str | None,
+    anchor: int | None = None,
+    *,
+    first_label: str = "A",
+    second_label: str = "B",
+    tie_label: str | None = None,
+) -> dict[str, Any]:
+    """`pairwise_verdict` from the label entries a reply kept, the verdict at `anchor`."""
+    labels = [first_label, second_label, *([tie_label] if tie_label else [])]
+    distribution, coverage, reason = _distribution(entries, labels, anchor)
     if distribution is None:
         p_first, p_second, p_tie = _ARGMAX_PROBABILITIES.get(
             argmax_verdict or "", (math.nan, math.nan, math.nan)
@@ -232,3 +285,69 @@ def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd
     averaged = np.where(mean > tie_band, "A", np.where(mean < -tie_band, "B", "tie"))
     verdict = np.where(complete, averaged, frame["verdict"].astype(object))
     return frame.assign(verdict=pd.Series(verdict, index=frame.index, dtype=object))
+
+
+def _shown_argmax(verdict: Any, row_a_first: bool) -> str | None:
+    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie")."""
+    if verdict == "tie":
+        return "tie"
+    if verdict not in ("A", "B"):
+        return None
+    return "first" if (verdict == "A") == row_a_first else "second"
+
+
+def calls_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """The per-call probability frame `validate.validate_pairwise` reads (`instance_id`,
+    `replicate`, `order`, `p_first`, `p_second`, `p_tie`, `margin`, `source`,
+    `argmax_verdict`, in SHOWN positions) from eval_judgments' pairwise rows with their
+    probability columns (`evaluation.probabilities`: P(A) - P(B) and P(tie) per order in
+    the row's labels; NaN: the call's argmax verdict stands, as its one-hot)."""
+    first_model = dict(zip(pairs["instance_id"], pairs["model_a"], strict=True))
+    rows = []
+    for row in judgments.itertuples(index=False):
+        as_shown = row.model_a == first_model.get(row.instance_id)
+        replicate = int(getattr(row, "replicate", 0) or 0)
+        orders = (
+            (True, row.prob_margin_a_first, row.p_tie_a_first, row.verdict_a_first),
+            (False, row.prob_margin_b_first, row.p_tie_b_first, row.verdict_b_first),
+        )
+        for row_a_first, row_margin, row_tie, verdict in orders:
+            argmax = _shown_argmax(verdict, row_a_first)
+            if pd.notna(row_margin) and pd.notna(row_tie):
+                margin = float(row_margin if row_a_first else -row_margin)
+                tie = float(row_tie)
+                # P(first) + P(second) + P(tie) = 1 and P(first) - P(second) = margin.
+                p_first, p_second = (1.0 - tie + margin) / 2, (1.0 - tie - margin) / 2
+                source = LOGPROBS
+            else:
+                p_first, p_second, tie = _ARGMAX_PROBABILITIES.get(
+                    argmax or "", (math.nan, math.nan, math.nan)
+                )
+                source = ARGMAX
+            rows.append(
+                {
+                    "instance_id": row.instance_id,
+                    "replicate": replicate,
+                    "order": ORIGINAL if row_a_first == as_shown else SWAPPED,
+                    "p_first": float(p_first),
+                    "p_second": float(p_second),
+                    "p_tie": float(tie),
+                    "margin": float(p_first - p_second),
+                    "source": source,
+                    "argmax_verdict": argmax,
+                }
+            )
+    return pd.DataFrame(rows, columns=[*_CALL_COLUMNS])
+
+
+_CALL_COLUMNS = (
+    "instance_id",
+    "replicate",
+    "order",
+    "p_first",
+    "p_second",
+    "p_tie",
+    "margin",
+    "source",
+    "argmax_verdict",
+)

@@ -281,4 +281,5 @@ KIND = JudgeKind(
     family=PAIRWISE,
     judge_own_columns=("verdict_a_first", "verdict_b_first"),
     panel_columns=panel_columns,
+    logprob_labels=lambda options: ("A", "B", "C"),
 )

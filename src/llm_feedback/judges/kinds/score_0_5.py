@@ -11,7 +11,13 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.engine import Reader, Reading
-from llm_feedback.judges.kinds.spec import Asking, JudgeItem, JudgeKind, KindOptions
+from llm_feedback.judges.kinds.spec import (
+    Asking,
+    JudgeItem,
+    JudgeKind,
+    KindOptions,
+    scale_labels,
+)
 from llm_feedback.judges.reading import parse_rating, value_reading
 from llm_feedback.judges.requests import (
     JUDGE_SYSTEM_PROMPT,
@@ -75,4 +81,5 @@ KIND = JudgeKind(
     default_scale=SCALE,
     needs_reference=True,
     recorded_scores=True,
+    logprob_labels=scale_labels,
 )

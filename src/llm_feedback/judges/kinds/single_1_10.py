@@ -19,7 +19,13 @@ from typing import Any
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.engine import Reader
 from llm_feedback.errors import InputError
-from llm_feedback.judges.kinds.spec import Asking, JudgeItem, JudgeKind, KindOptions
+from llm_feedback.judges.kinds.spec import (
+    Asking,
+    JudgeItem,
+    JudgeKind,
+    KindOptions,
+    scale_labels,
+)
 from llm_feedback.judges.reading import (
     ParseResult,
     check_range,
@@ -205,4 +211,5 @@ KIND = JudgeKind(
     default_scale=MT_BENCH_SCALE,
     recorded_scores=True,
     two_turn=True,
+    logprob_labels=scale_labels,
 )

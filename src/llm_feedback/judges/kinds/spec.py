@@ -85,6 +85,12 @@ ExtraMetrics = Callable[[pd.DataFrame, KindOptions], list[dict[str, Any]]]
 PanelColumns = Callable[[pd.DataFrame, list[pd.DataFrame]], None]
 
 
+def scale_labels(options: KindOptions) -> tuple[str, ...]:
+    """The rating tokens of a whole-number scale: "1" ... "10"."""
+    low, high = options.scale
+    return tuple(str(value) for value in range(int(low), int(high) + 1))
+
+
 def _score_column(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
     return [{"score": judgment.value}]
 
@@ -102,7 +108,10 @@ class JudgeKind:
     `reply_formats`: the formats `evaluate.binary_reply` may name for it. `extra_columns`:
     columns ({name: dtype}) its rows add to `eval_judgments`; `judge_own_columns`: columns a
     panel keeps with each judge (reasons, details) rather than combining them;
-    `panel_columns` fills its other columns of a panel's combined rows. `extra_metrics`
+    `panel_columns` fills its other columns of a panel's combined rows. `logprob_labels`
+    (None: none) names the reply tokens whose probabilities give its probability verdict
+    (pairwise "A", "B", "C"; a rating's scale), which a judge asking for log-probabilities
+    puts on the request. `extra_metrics`
     adds rows of its own to `eval_metrics` (per model; the breakdowns follow). A comparing
     kind (`family` `pairwise`) is asked in both orders of each pair of models' responses:
     its reader's value is {"verdict": "A"|"B"|"tie"|None, "scores": [first, second]}, and
@@ -128,6 +137,7 @@ class JudgeKind:
     judge_own_columns: Sequence[str] = ()
     extra_metrics: ExtraMetrics | None = None
     panel_columns: PanelColumns | None = None
+    logprob_labels: Callable[[KindOptions], Sequence[str]] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

@@ -5,6 +5,7 @@ chat template, generate) and answers deterministically, so the exact calls can b
 on a machine without a GPU.
 """
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +31,34 @@ class _Tokenizer:
 
 
 @dataclass
+class Logprob:
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
 class CompletionOutput:
     text: str
     token_ids: list[int]
     finish_reason: str
+    logprobs: list[dict[int, Logprob]] | None = None
+
+
+# With `logprobs`, each word of a reply is a token, sampled at probability 1/2; its top
+# alternatives are itself and, ranked second, "B" (token id 1000) at 1/4.
+_ALTERNATIVE = 1000
+
+
+def _logprobs(words: list[str], top: int) -> list[dict[int, Logprob]]:
+    positions = []
+    for token_id, word in enumerate(words):
+        token = word if token_id == 0 else f" {word}"
+        found = {token_id: Logprob(math.log(0.5), 1, token)}
+        if top > 1:
+            found[_ALTERNATIVE] = Logprob(math.log(0.25), 2, "B")
+        positions.append(found)
+    return positions
 
 
 @dataclass
@@ -57,11 +82,13 @@ class LLM:
         for given, params in zip(prompts, sampling_params, strict=True):
             prompt = given["prompt"] if isinstance(given, dict) else given  # multimodal: a dict
             text = f"reply to {len(prompt)} chars at t={params.temperature}"
+            words = text.split()
+            logprobs = _logprobs(words, params.logprobs) if params.logprobs else None
             outputs.append(
                 RequestOutput(
                     prompt=prompt,
                     prompt_token_ids=list(range(len(prompt.split()))),
-                    outputs=[CompletionOutput(text, list(range(len(text.split()))), "stop")],
+                    outputs=[CompletionOutput(text, list(range(len(words))), "stop", logprobs)],
                 )
             )
         return outputs

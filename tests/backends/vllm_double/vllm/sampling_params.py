@@ -17,3 +17,4 @@ class SamplingParams:
     stop: list[str] | None = None
     seed: int | None = None
     structured_outputs: StructuredOutputsParams | None = None
+    logprobs: int | None = None
