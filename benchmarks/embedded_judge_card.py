@@ -31,6 +31,9 @@ from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.card import card_lines
 from llm_feedback.validation.formats import read_samples
 
+sys.path.insert(0, str(Path(__file__).parent))
+from common import save  # noqa: E402
+
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared/data/llmbar/natural/dataset.json"
 LOCAL = {
     "backend": "local",
@@ -88,22 +91,19 @@ def main() -> None:
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     card = validation.cards[validation.cards["category"].isna()]
-    print(
-        json.dumps(
-            {
-                "wall_s": round(wall, 1),
-                "calls": calls,
-                "items": len(done),
-                "usable_probability_share": float(card["usable_probability_share"].iloc[0]),
-                "card": card[
-                    ["kind", "judge", "verdict_source", "metric", "value", "ci_low", "ci_high", "n"]
-                ].to_dict("records"),
-            },
-            indent=1,
-            default=str,
-        )
-    )
-    print(card_lines(validation.cards, evaluation_identity(config)["judge_key"]), flush=True)
+    payload = {
+        "items_asked": args.items,
+        "budget_s": args.budget_s,
+        "wall_s": round(wall, 1),
+        "calls": calls,
+        "items": len(done),
+        "usable_probability_share": float(card["usable_probability_share"].iloc[0]),
+        "card": card[
+            ["kind", "judge", "verdict_source", "metric", "value", "ci_low", "ci_high", "n"]
+        ].to_dict("records"),
+        "card_markdown": card_lines(validation.cards, evaluation_identity(config)["judge_key"]),
+    }
+    save("embedded_judge_card", json.loads(json.dumps(payload, default=str)))
     stop_local_servers()
 
 

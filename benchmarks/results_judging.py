@@ -132,3 +132,28 @@ def judge_cost(runs: Sequence[dict]) -> str:
             ),
         ]
     )
+
+
+def embedded_judge_card(runs: Sequence[dict]) -> str:
+    """`embedded_judge_card.py`: the embedded default judge's card on LLMBar Natural."""
+    last = runs[-1]
+    cut = (
+        f" The time budget ({last['budget_s']:.0f} s) ended the run after {last['items']} of "
+        f"{last['items_asked']} pairs; the card covers those."
+        if last["items"] < last["items_asked"]
+        else ""
+    )
+    return "\n".join(
+        [
+            "## The embedded judge's card on LLMBar Natural (`embedded_judge_card.py`)",
+            "",
+            "SmolLM2-135M (the `local` backend, the default judge) judges LLMBar's Natural "
+            "pairs in both orders through the evaluate pipeline's own path, asking for top "
+            "log-probabilities; the card compares its argmax, probability-weighted and "
+            "position-calibrated verdicts with the gold labels and the baselines. "
+            f"{last['items']} pairs, {last['calls']} calls in {last['wall_s']:.0f} s; token "
+            f"probabilities usable on {last['usable_probability_share']:.0%} of calls.{cut}",
+            "",
+            last["card_markdown"].strip(),
+        ]
+    )
