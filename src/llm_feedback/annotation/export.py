@@ -156,7 +156,7 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
 
 
 # Prompts whose records are Python dicts at once while the export is built.
-_PROMPTS_PER_CHUNK = 2_000
+_PROMPTS_PER_CHUNK = 2_000  # records built at once when written
 
 
 def _status(row: dict[str, Any] | None) -> str | None:
@@ -200,9 +200,11 @@ def _record_chunks(
     critique_table: pd.DataFrame | ParquetSource,
     overall_scores_table: pd.DataFrame | ParquetSource,
     aspects: Sequence[str] | None,
+    *,
+    per_chunk: int = _PROMPTS_PER_CHUNK,
 ) -> tuple[Callable[[], Iterator[list[dict[str, Any]]]], int]:
     """What `to_ultrafeedback_records` returns, as a function that yields the records
-    `_PROMPTS_PER_CHUNK` prompts at a time. The inputs are checked now (a bad one fails
+    `per_chunk` prompts at a time. The inputs are checked now (a bad one fails
     before anything is built); each chunk reads only its prompts' rows of the judge tables,
     which may stay on disk (`ParquetSource`), and the number of prompts.
 
@@ -244,11 +246,11 @@ def _record_chunks(
     def prompt_chunks() -> Iterator[tuple[pd.Index, pd.DataFrame | None]]:
         """Each chunk's prompts, with its completions when they were read with them."""
         if streamed:
-            for chunk in completions_table.key_chunks(_PROMPTS_PER_CHUNK, completion_columns):
+            for chunk in completions_table.key_chunks(per_chunk, completion_columns):
                 yield pd.Index(chunk["prompt_id"].unique()), chunk
             return
-        for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
-            yield prompt_order[start : start + _PROMPTS_PER_CHUNK], None
+        for start in range(0, len(prompt_order), per_chunk):
+            yield prompt_order[start : start + per_chunk], None
 
     def chunk_rows(rows: pd.DataFrame, prompts: pd.Index, *then: str) -> pd.DataFrame:
         """The chunk's `rows`, in prompt order, then by the columns `then`."""
@@ -455,11 +457,15 @@ def ultrafeedback_export(
     critiques_df: pd.DataFrame | ParquetSource,
     overall_scores: pd.DataFrame | ParquetSource,
     aspects: Sequence[str] | None = None,
+    *,
+    prompts_per_chunk: int = _PROMPTS_PER_CHUNK,
 ) -> UltraFeedbackExport:
     """The export of `to_ultrafeedback_records`'s records, checked now and built when
     written (`UltraFeedbackExport`). Every table may stay on disk (`ParquetSource`): each
     chunk of prompts reads only its rows, and completions in prompt order are streamed."""
-    chunks, prompts = _record_chunks(completions, aspect_df, critiques_df, overall_scores, aspects)
+    chunks, prompts = _record_chunks(
+        completions, aspect_df, critiques_df, overall_scores, aspects, per_chunk=prompts_per_chunk
+    )
     return UltraFeedbackExport(chunks, prompts)
 
 
