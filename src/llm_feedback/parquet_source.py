@@ -24,9 +24,13 @@ ROW_GROUP_ROWS = 32_768
 
 
 class ParquetSource:
-    def __init__(self, path: str, filesystem: Any = None) -> None:
+    """`batch_rows`: rows per record batch when the file is streamed (`key_chunks`,
+    `key_reader`, ...): what one read holds besides a chunk, whatever the file's size."""
+
+    def __init__(self, path: str, filesystem: Any = None, batch_rows: int = ROW_GROUP_ROWS):
         self.path = path
         self.filesystem = filesystem
+        self.batch_rows = batch_rows
         self._keys: dict[str, pa.ChunkedArray] = {}
 
     def __repr__(self) -> str:
@@ -84,7 +88,7 @@ class ParquetSource:
         """Whether `key` never decreases down the file: read a record batch at a time,
         keeping only the last value, so checking costs no more memory at a million rows."""
         previous = None
-        for batch in self._file().iter_batches(batch_size=ROW_GROUP_ROWS, columns=[key]):
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[key]):
             values = batch.column(0)
             if len(values) == 0:
                 continue
@@ -98,14 +102,14 @@ class ParquetSource:
     def distinct(self, column: str) -> list[Any]:
         """The distinct values of `column`, read a record batch at a time."""
         seen: dict[Any, None] = {}
-        for batch in self._file().iter_batches(batch_size=ROW_GROUP_ROWS, columns=[column]):
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[column]):
             seen.update(dict.fromkeys(pc.unique(batch.column(0)).to_pylist()))
         return list(seen)
 
     def distinct_count(self, key: str = "prompt_id") -> int:
         """How many keys a file in key order holds (`in_key_order`), counted by batches."""
         count, previous = 0, None
-        for batch in self._file().iter_batches(batch_size=ROW_GROUP_ROWS, columns=[key]):
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[key]):
             values = batch.column(0)
             if len(values) == 0:
                 continue
@@ -127,7 +131,7 @@ class ParquetSource:
         wanted = self._present(wanted)
         carried: list[pa.RecordBatch] = []
         seen = 0  # rows yielded so far: the index of the next chunk's first row
-        batches = self._file().iter_batches(batch_size=ROW_GROUP_ROWS, columns=wanted)
+        batches = self._file().iter_batches(batch_size=self.batch_rows, columns=wanted)
         for batch in batches:
             carried.append(batch)
             table = pa.Table.from_batches(carried)
@@ -165,7 +169,7 @@ class KeyOrderedReader:
         )
         parquet = source._file()
         self._empty = parquet.schema_arrow.empty_table()
-        self._batches = parquet.iter_batches(batch_size=ROW_GROUP_ROWS, columns=self._wanted)
+        self._batches = parquet.iter_batches(batch_size=source.batch_rows, columns=self._wanted)
         self._held: pa.Table | None = None
 
     def through(self, last: Any) -> pd.DataFrame:

@@ -178,7 +178,7 @@ _MEASURE = textwrap.dedent(
     from llm_feedback.parquet_source import ParquetSource
 
     folder = sys.argv[1]
-    source = lambda name: ParquetSource(f"{folder}/{name}.parquet")
+    source = lambda name: ParquetSource(f"{folder}/{name}.parquet", batch_rows=512)
     tracemalloc.start()
     scores = overall_scores_table(
         source("completions"), source("aspects"), source("critiques"), None,
@@ -222,7 +222,8 @@ def _peak_bytes(judged, folder: Path, copies: int) -> int:
 
 
 def test_memory_does_not_grow_with_the_number_of_prompts(judged, tmp_path):
-    """The score fix and the export over 1,000 and 4,000 prompts, 100 prompts a chunk:
+    """The score fix and the export over 1,000 and 4,000 prompts, 100 prompts a chunk and
+    record batches of 512 rows (the default, 32,768, would hold these small files whole):
     the larger run's peak (Python objects and Arrow buffers) within 1.5x of the smaller."""
     small = _peak_bytes(judged, tmp_path / "small", 25)
     large = _peak_bytes(judged, tmp_path / "large", 100)
