@@ -194,7 +194,7 @@ def main() -> None:
     serving = (
         contextlib.nullcontext("")
         if args.stage == "export"
-        else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder")
+        else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder", timeout_s=120)
     )
     with serving as url:
         if args.stage == "generate":
