@@ -5,6 +5,10 @@ judge replies); the score fix needs four of its columns and the export needs a f
 thousand prompts' rows at a time. `ParquetSource` reads only those: `read(columns)`, or
 `rows_of` some keys, which reads only the row groups holding them (one or two per few
 thousand prompts when the file is in key order, as the annotate stages write it).
+
+A file in key order is also streamed: `key_chunks` gives it as DataFrames of whole prompts
+(every row of a prompt in the same chunk), and `key_reader` reads another table in step
+with them (a merge-join), so a stage holds one chunk of each table whatever their size.
 """
 
 from __future__ import annotations
