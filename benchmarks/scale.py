@@ -11,6 +11,9 @@ and saving its output, so its peak RSS is its own.
     python benchmarks/scale.py --stage critique --workdir /tmp/scale
     python benchmarks/scale.py --stage score_fix --workdir /tmp/scale  # re-asks suspicious 10s
     python benchmarks/scale.py --stage export --workdir /tmp/scale     # UltraFeedback records
+
+The annotate stages read their inputs as the catalog loads them (`ParquetSource`s) and
+stream them a chunk of prompts at a time; generate (with sampling) holds its tables whole.
 """
 
 from __future__ import annotations
@@ -30,14 +33,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
 
 from llm_feedback.annotation import ultrafeedback_export  # noqa: E402
-from llm_feedback.annotation.score_fix import (  # noqa: E402
-    ASPECT_COLUMNS_READ,
-    CRITIQUE_COLUMNS_READ,
-)
+from llm_feedback.annotation.rescore import overall_scores_table  # noqa: E402
 from llm_feedback.annotation.stages import (  # noqa: E402
     aspect_annotations_table,
     critiques_table,
-    fix_overall_scores,
 )
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
@@ -144,20 +143,22 @@ def _judge(url: str) -> EndpointConfig:
 
 
 def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
-    """One annotate node as Kedro runs it: load its inputs, do its work, save its table."""
+    """One annotate node as Kedro runs it: load its inputs, do its work, save its table.
+    Every input is a `ParquetSource`, as the catalog loads it: the stages stream them a
+    chunk of prompts at a time."""
     workdir = cache.parent
-    completions = pd.read_parquet(workdir / "completions.parquet")
+    completions = ParquetSource(str(workdir / "completions.parquet"))
     calls = 0
     started = time.perf_counter()
-    # The judge tables as the catalog loads them: ParquetSources read in parts.
     aspect_source = ParquetSource(str(workdir / "aspects.parquet"))
     critique_source = ParquetSource(str(workdir / "critique.parquet"))
     if stage == "export":
+        # Built as it is written.
         table = ultrafeedback_export(
             completions,
             aspect_source,
             critique_source,
-            pd.read_parquet(workdir / "score_fix.parquet"),
+            ParquetSource(str(workdir / "score_fix.parquet")),
             aspects=ASPECTS,
         )
     else:
@@ -167,15 +168,11 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
             elif stage == "critique":
                 table = critiques_table(completions, judge, max_reasks=1)
             else:
-                table = fix_overall_scores(
-                    completions,
-                    aspect_source.read(ASPECT_COLUMNS_READ),
-                    critique_source.read(CRITIQUE_COLUMNS_READ),
-                    judge,
-                    max_reasks=1,
+                table = overall_scores_table(
+                    completions, aspect_source, critique_source, judge, max_reasks=1
                 )
             calls = judge.stats.calls
-    # The export is built as it is written; row groups as the catalog writes them.
+    # Row groups as the catalog writes them.
     table.to_parquet(workdir / f"{stage}.parquet", row_group_size=ROW_GROUP_ROWS)
     wall = time.perf_counter() - started
     return {
@@ -197,7 +194,7 @@ def main() -> None:
     serving = (
         contextlib.nullcontext("")
         if args.stage == "export"
-        else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder")
+        else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder", timeout_s=120)
     )
     with serving as url:
         if args.stage == "generate":

@@ -29,7 +29,7 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
     result = run_kedro("__default__", TINY_RUN)
     catalog = result["catalog"]
 
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     assert len(completions) == 2 * 4
     assert completions["error"].isna().all()
     assert completions["response"].str.strip().str.len().gt(0).all()

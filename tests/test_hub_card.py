@@ -112,7 +112,7 @@ def test_the_annotate_pipeline_writes_a_card_beside_the_export(run_kedro, fake_l
     for name in ("sample", "generate", "annotate"):
         catalog = run_kedro(name, params)["catalog"]
     card = DatasetCard(catalog.load("ultrafeedback_card"))
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     assert card.data.dataset_info[0]["splits"][0]["num_examples"] == 3
     assert card.data.configs[0]["config_name"] == "ultrafeedback"
     assert f"| {completions['model'].iloc[0]} |" in card.text

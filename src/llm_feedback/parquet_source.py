@@ -5,11 +5,15 @@ judge replies); the score fix needs four of its columns and the export needs a f
 thousand prompts' rows at a time. `ParquetSource` reads only those: `read(columns)`, or
 `rows_of` some keys, which reads only the row groups holding them (one or two per few
 thousand prompts when the file is in key order, as the annotate stages write it).
+
+A file in key order is also streamed: `key_chunks` gives it as DataFrames of whole prompts
+(every row of a prompt in the same chunk), and `key_reader` reads another table in step
+with them (a merge-join), so a stage holds one chunk of each table whatever their size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,9 +28,13 @@ ROW_GROUP_ROWS = 32_768
 
 
 class ParquetSource:
-    def __init__(self, path: str, filesystem: Any = None) -> None:
+    """`batch_rows`: rows per record batch when the file is streamed (`key_chunks`,
+    `key_reader`, ...): what one read holds besides a chunk, whatever the file's size."""
+
+    def __init__(self, path: str, filesystem: Any = None, batch_rows: int = ROW_GROUP_ROWS):
         self.path = path
         self.filesystem = filesystem
+        self.batch_rows = batch_rows
         self._keys: dict[str, pa.ChunkedArray] = {}
 
     def __repr__(self) -> str:
@@ -78,3 +86,163 @@ class ParquetSource:
             return None
         present = set(self.columns)
         return [name for name in columns if name in present]
+
+    # -- streaming -------------------------------------------------------------------
+    def in_key_order(self, key: str = "prompt_id") -> bool:
+        """Whether `key` never decreases down the file: read a record batch at a time,
+        keeping only the last value, so checking costs no more memory at a million rows."""
+        previous = None
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[key]):
+            values = batch.column(0)
+            if len(values) == 0:
+                continue
+            if previous is not None and pc.less(values[0], previous).as_py():
+                return False
+            if len(values) > 1 and pc.any(pc.less(values[1:], values[:-1])).as_py():
+                return False
+            previous = values[len(values) - 1]
+        return True
+
+    def distinct(self, column: str) -> list[Any]:
+        """The distinct values of `column`, read a record batch at a time."""
+        seen: dict[Any, None] = {}
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[column]):
+            seen.update(dict.fromkeys(pc.unique(batch.column(0)).to_pylist()))
+        return list(seen)
+
+    def distinct_count(self, key: str = "prompt_id") -> int:
+        """How many keys a file in key order holds (`in_key_order`), counted by batches."""
+        count, previous = 0, None
+        for batch in self._file().iter_batches(batch_size=self.batch_rows, columns=[key]):
+            values = batch.column(0)
+            if len(values) == 0:
+                continue
+            count += int(_key_starts(pa.chunked_array([values])).sum())
+            count -= previous is not None and values[0].as_py() == previous
+            previous = values[len(values) - 1].as_py()
+        return count
+
+    def key_chunks(
+        self,
+        keys_per_chunk: int,
+        columns: Sequence[str] | None = None,
+        key: str = "prompt_id",
+    ) -> Iterator[pd.DataFrame]:
+        """The table as DataFrames of `keys_per_chunk` keys each (the last may hold fewer),
+        every row of a key in the same chunk, indexed by row position in the file. The file
+        must hold each key's rows together (`in_key_order`)."""
+        wanted = None if columns is None else [key, *(c for c in columns if c != key)]
+        wanted = self._present(wanted)
+        carried: list[pa.RecordBatch] = []
+        seen = 0  # rows yielded so far: the index of the next chunk's first row
+        batches = self._file().iter_batches(batch_size=self.batch_rows, columns=wanted)
+        for batch in batches:
+            carried.append(batch)
+            table = pa.Table.from_batches(carried)
+            values = table.column(key)
+            # A chunk ends where its `keys_per_chunk + 1`-th key starts.
+            starts = np.flatnonzero(_key_starts(values))
+            while len(starts) > keys_per_chunk:
+                end = int(starts[keys_per_chunk])
+                yield _indexed(table.slice(0, end), seen, columns)
+                seen += end
+                table = table.slice(end)
+                starts = starts[keys_per_chunk:] - end
+            carried = table.to_batches()
+        if carried:
+            tail = pa.Table.from_batches(carried)
+            if tail.num_rows:
+                yield _indexed(tail, seen, columns)
+
+    def key_reader(self, columns: Sequence[str] | None = None, key: str = "prompt_id"):
+        """A `KeyOrderedReader` over this file: the rows up to a key, chunk after chunk."""
+        return KeyOrderedReader(self, columns, key)
+
+
+class KeyOrderedReader:
+    """A streaming merge-join over a file in key order (`ParquetSource.in_key_order`):
+    `through(last)` gives the rows whose key is at most `last` that earlier calls did not
+    give, reading on a record batch at a time. A caller walking its own chunks in key order
+    gets each chunk's rows of this table while holding one chunk of it."""
+
+    def __init__(self, source: ParquetSource, columns: Sequence[str] | None, key: str) -> None:
+        self._key = key
+        self._columns = columns
+        self._wanted = source._present(
+            None if columns is None else [key, *(c for c in columns if c != key)]
+        )
+        parquet = source._file()
+        self._empty = parquet.schema_arrow.empty_table()
+        self._batches = parquet.iter_batches(batch_size=source.batch_rows, columns=self._wanted)
+        self._held: pa.Table | None = None
+
+    def through(self, last: Any) -> pd.DataFrame:
+        pieces: list[pa.Table] = []
+        while True:
+            if self._held is None or self._held.num_rows == 0:
+                batch = next(self._batches, None)
+                if batch is None:
+                    break
+                self._held = pa.Table.from_batches([batch])
+            keys = self._held.column(self._key)
+            beyond = pc.greater(keys, pa.scalar(last, keys.type)).to_numpy(zero_copy_only=False)
+            split = int(np.argmax(beyond)) if beyond.any() else len(beyond)
+            pieces.append(self._held.slice(0, split))
+            self._held = self._held.slice(split)
+            if self._held.num_rows:
+                break
+        if not pieces:
+            pieces = [self._empty if self._wanted is None else self._empty.select(self._wanted)]
+        frame = pa.concat_tables(pieces).to_pandas()
+        if self._columns is None:
+            return frame
+        return frame[[name for name in self._columns if name in frame.columns]]
+
+
+def _key_starts(values: pa.ChunkedArray) -> np.ndarray:
+    """True at each row whose key differs from the row before (the first row included)."""
+    array = values.combine_chunks()
+    if len(array) == 0:
+        return np.zeros(0, dtype=bool)
+    changed = pc.not_equal(array[1:], array[:-1]).to_numpy(zero_copy_only=False)
+    return np.concatenate([[True], changed])
+
+
+def _indexed(table: pa.Table, start: int, columns: Sequence[str] | None) -> pd.DataFrame:
+    frame = table.to_pandas()
+    frame.index = pd.RangeIndex(start, start + len(frame))
+    if columns is not None:
+        frame = frame[[name for name in columns if name in frame.columns]]
+    return frame
+
+
+# Prompts per chunk when a stage streams a table: a few thousand prompts' texts (about 25
+# MB of completions at UltraFeedback's sizes), however many prompts the table holds.
+CHUNK_PROMPTS = 4096
+
+
+def table_chunks(
+    table: pd.DataFrame | ParquetSource, prompts: int = CHUNK_PROMPTS, columns=None
+) -> Iterator[pd.DataFrame]:
+    """A table as chunks of whole prompts, at least one: a DataFrame as itself, a file
+    `ParquetSource.key_chunks` of `prompts` prompts, or, when the file is not in prompt
+    order, read whole (it cannot be streamed; the caller sorts it)."""
+    if isinstance(table, pd.DataFrame):
+        yield table if columns is None else table[[c for c in columns if c in table.columns]]
+        return
+    if not table.in_key_order("prompt_id"):
+        yield table.read(columns)
+        return
+    chunks = 0
+    for chunk in table.key_chunks(prompts, columns):
+        chunks += 1
+        yield chunk
+    if not chunks:  # every table gives a chunk, if only an empty one
+        yield table.read(columns)
+
+
+def as_frame(table: pd.DataFrame | ParquetSource, columns=None) -> pd.DataFrame:
+    """A DataFrame of `table`, for the steps that need all of it at once."""
+    if isinstance(table, pd.DataFrame):
+        return table if columns is None else table[[c for c in columns if c in table.columns]]
+    return table.read(columns)

@@ -301,3 +301,82 @@ def _categorical(values: pa.ChunkedArray) -> pd.Categorical:
         categories=pd.Index(pd.arrays.ArrowStringArray(categories)),
         validate=False,  # distinct by construction, codes in range
     )
+
+
+class FrameSpool:
+    """DataFrames of one layout appended as a stage makes them (a chunk of prompts at a
+    time), kept on disk as Arrow, written as Parquet a row group per chunk.
+
+    Like `SpooledTable` to a Kedro `ParquetDataset`: `to_parquet(path)` writes what
+    `frame().to_parquet(path)` would (pandas metadata included, so `pandas.read_parquet`
+    gives back the dtypes), holding one chunk at a time. The first chunk fixes the schema;
+    an empty spool writes `empty`'s.
+    """
+
+    def __init__(self, empty: pd.DataFrame, spool_dir: str | Path | None = None) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="llmfb-frames-", dir=spool_dir)
+        self._path = Path(self._folder.name) / "frames.arrow"
+        self._empty = empty
+        self._schema: pa.Schema | None = None
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        self._rows = 0
+        self._closed = False
+
+    def append(self, frame: pd.DataFrame) -> None:
+        if self._closed:
+            raise ValueError("this spool is finished and takes no more rows")
+        if self._schema is None:
+            self._schema = pa.Schema.from_pandas(frame, preserve_index=False)
+            self._writer = pa.ipc.new_file(str(self._path), self._schema)
+        table = pa.Table.from_pandas(frame, schema=self._schema, preserve_index=False)
+        self._writer.write_table(table)
+        self._rows += len(frame)
+
+    def finish(self) -> FrameSpool:
+        """The spool, read-only from now on."""
+        if self._writer is not None and not self._closed:
+            self._writer.close()
+        self._closed = True
+        return self
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._empty.columns) if self._schema is None else self._schema.names
+
+    def arrow_schema(self) -> pa.Schema:
+        if self._schema is None:
+            return pa.Schema.from_pandas(self._empty, preserve_index=False)
+        return self._schema
+
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        """The chunks as appended, one at a time."""
+        self.finish()
+        if self._schema is None:
+            return
+        with pa.memory_map(str(self._path)) as source:
+            reader = pa.ipc.open_file(source)
+            for index in range(reader.num_record_batches):
+                yield pa.Table.from_batches([reader.get_batch(index)])
+
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A row group per chunk (or per `row_group_size` rows, if fewer); `kwargs` go to
+        `pyarrow.parquet.ParquetWriter`."""
+        write_parquet(
+            path, self.arrow_schema(), self.arrow_chunks(), index, row_group_size, **kwargs
+        )
+
+    def frame(self) -> pd.DataFrame:
+        tables = list(self.arrow_chunks())
+        if not tables:
+            return self._empty.copy()
+        return pa.concat_tables(tables).to_pandas()

@@ -47,7 +47,7 @@ def _run_feedback(run_kedro, server, extra=None, pipelines=("sample", "generate"
 
 def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp_path):
     catalog = _run_feedback(run_kedro, fake_llm)
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     aspects = catalog.load("aspect_annotations").read()
     critiques = catalog.load("critiques").read()
     overall_scores = catalog.load("overall_scores")
@@ -150,7 +150,7 @@ def test_the_shuffled_order_is_recorded_and_mapped_back(run_kedro):
 
     with FakeLLMServer(generate_marked) as server:
         catalog = _run_feedback(run_kedro, server)
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     aspects = (
         catalog.load("aspect_annotations")
         .read()
@@ -277,7 +277,7 @@ def test_completion_text_cannot_inject_ratings(run_kedro):
         for name in ("sample", "generate"):
             run_kedro(name, params)
         catalog = run_kedro("annotate", params)["catalog"]
-    assert catalog.load("completions")["response"].eq(injected).all()
+    assert catalog.load("completions").read()["response"].eq(injected).all()
     aspects = catalog.load("aspect_annotations").read()
     assert aspects["rating"].isna().all()
     assert aspects["parse_status"].isin(UNREADABLE).all()
@@ -298,7 +298,7 @@ def test_bad_completions_fail_before_any_judge_call(run_kedro, fake_llm):
     run_kedro("sample", params)
     run_kedro("generate", params)
     catalog = run_kedro("sample", params)["catalog"]
-    completions = catalog.load("completions").drop(columns=["instruction"])
+    completions = catalog.load("completions").read().drop(columns=["instruction"])
     catalog.save("completions", completions)
     before = fake_llm.request_count
     with pytest.raises(InputError, match="instruction"):

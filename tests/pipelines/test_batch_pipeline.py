@@ -63,7 +63,7 @@ def test_generate_by_batch_then_a_rerun_sends_nothing(run_kedro, tmp_path):
         assert server.request_count == 0
         rerun = {"endpoints": endpoints_via(server, mode="batch", model="fake")}
         completions = run_kedro("generate", rerun)
-        completions = completions["catalog"].load("completions")
+        completions = completions["catalog"].load("completions").read()
         assert completions["via_batch"].all() and completions["error"].isna().all()
         assert completions["cached"].all()  # the in-process rerun took every answer from cache
         assert server.batch_counts["batches_created"] == 1 and server.request_count == 0

@@ -32,7 +32,7 @@ def test_each_model_sends_or_folds_or_drops_its_system_prompt_and_cleans_up(run_
         catalog = run_kedro("generate", params)["catalog"]
         bodies = server.requests
     sampled = catalog.load("sampled_prompts")
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     assert len(bodies) == len(completions) == 15
     sent = [body["messages"] for body in bodies]
     for row in completions.merge(

@@ -94,7 +94,7 @@ def test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands(ru
     assert all(b["messages"][-1]["content"].startswith("Going by your feedback") for b in rescores)
 
     # Every rating was read from the UltraFeedback layout and mapped back to its completion.
-    completions = catalog.load("completions")
+    completions = catalog.load("completions").read()
     answer_of = {
         (row.prompt_id, row.completion_idx): int(re.search(r"\d+", row.response)[0])
         for row in completions.itertuples()

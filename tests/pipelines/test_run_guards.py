@@ -171,7 +171,7 @@ def test_failures_over_the_share_fail_the_node_even_when_few(run_kedro, fake_llm
         # An endpoint that tolerates the share: the rerun sends only the 2 failed calls
         # (the server's 17th call fails again, its 18th is answered).
         params["endpoints"]["local"]["max_failure_share"] = 0.2
-        completions = run_kedro("generate", params)["catalog"].load("completions")
+        completions = run_kedro("generate", params)["catalog"].load("completions").read()
         assert server.stats()["chat_requests"] == rows + 2
     assert len(completions) == rows and completions["error"].notna().sum() == 1
 
@@ -213,7 +213,7 @@ def test_the_readme_conf_local_examples_add_to_base(run_kedro, fake_llm, monkeyp
     assert parameters["endpoints"]["openai"]["model"] == "gpt-4o-mini"
     assert parameters["annotate"]["aspects"]  # the rest of annotate survived the override
     assert parameters["annotate"]["judge"]["top_p"] == 0.6
-    assert len(outputs["catalog"].load("completions")) == 16
+    assert len(outputs["catalog"].load("completions").read()) == 16
     assert fake_llm.stats()["chat_requests"] == 16
 
 
@@ -324,7 +324,7 @@ def test_an_over_long_prompt_is_skipped_counted_and_not_judged(run_kedro, fake_l
         "endpoints": endpoints_via(fake_llm, max_input_tokens=4000),
     }
     outputs = run_kedro("__default__", params)
-    completions = outputs["catalog"].load("completions")
+    completions = outputs["catalog"].load("completions").read()
     skipped = completions["error"].fillna("").str.startswith("skipped_too_long")
     assert skipped.sum() == 4 and completions.loc[~skipped, "error"].isna().all()
     assert fake_llm.stats()["chat_requests"] > 0

@@ -29,7 +29,7 @@ def test_sample_then_generate_on_the_demo_prompts(run_kedro, fake_llm):
     assert sampled.groupby("prompt_id")["model"].nunique().eq(4).all()  # without replacement
     assert sampled["system_prompt"].str.len().gt(20).all()
 
-    completions = run_kedro("generate", params)["catalog"].load("completions")
+    completions = run_kedro("generate", params)["catalog"].load("completions").read()
     assert len(completions) == len(sampled)
     assert completions["error"].isna().all() and completions["response"].notna().all()
     assert completions["completion_tokens"].gt(0).all()

@@ -128,7 +128,7 @@ def test_each_aspect_shuffles_on_its_own_unless_orders_are_shared(run_kedro, tmp
     with FakeLLMServer(_numbered_answers) as server:
         params = {"sample": {"max_prompts": 5}, "endpoints": endpoints_via(server)}
         run_kedro("sample", params)
-        completions = run_kedro("generate", params)["catalog"].load("completions")
+        completions = run_kedro("generate", params)["catalog"].load("completions").read()
         server.reset()
         independent = run_kedro("annotate", params)["catalog"].load("aspect_annotations").read()
         independent_shown = _shown_orders(server.requests, completions)

@@ -9,11 +9,8 @@ import logging
 
 import pandas as pd
 
-from llm_feedback.annotation.stages import (
-    aspect_annotations_table,
-    critiques_table,
-    fix_overall_scores,
-)
+from llm_feedback.annotation.rescore import fix_overall_scores
+from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.reporting import cost_table
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder

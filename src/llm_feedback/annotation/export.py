@@ -156,7 +156,7 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
 
 
 # Prompts whose records are Python dicts at once while the export is built.
-_PROMPTS_PER_CHUNK = 2_000
+_PROMPTS_PER_CHUNK = 2_000  # records built at once when written
 
 
 def _status(row: dict[str, Any] | None) -> str | None:
@@ -180,6 +180,9 @@ class _FrameRows:
     ) -> pd.DataFrame:
         return self.read(columns)[self.frame[column].isin(values).to_numpy(dtype=bool)]
 
+    def distinct(self, column: str) -> list[Any]:
+        return list(self.frame[column].unique())
+
 
 Rows = ParquetSource | _FrameRows
 
@@ -192,26 +195,33 @@ _SCORE_COLUMNS = [*COMPLETION_KEY, "fine_grained_score", "overall_score_fixed"]
 
 
 def _record_chunks(
-    completions_df: pd.DataFrame,
+    completions_table: pd.DataFrame | ParquetSource,
     aspect_table: pd.DataFrame | ParquetSource,
     critique_table: pd.DataFrame | ParquetSource,
-    overall_scores_df: pd.DataFrame,
+    overall_scores_table: pd.DataFrame | ParquetSource,
     aspects: Sequence[str] | None,
-) -> Callable[[], Iterator[list[dict[str, Any]]]]:
+    *,
+    per_chunk: int = _PROMPTS_PER_CHUNK,
+) -> tuple[Callable[[], Iterator[list[dict[str, Any]]]], int]:
     """What `to_ultrafeedback_records` returns, as a function that yields the records
-    `_PROMPTS_PER_CHUNK` prompts at a time. The inputs are checked now (a bad one fails
+    `per_chunk` prompts at a time. The inputs are checked now (a bad one fails
     before anything is built); each chunk reads only its prompts' rows of the judge tables,
-    which may stay on disk (`ParquetSource`).
+    which may stay on disk (`ParquetSource`), and the number of prompts.
+
+    Completions on disk in prompt order are streamed: read a chunk at a time, and each
+    judge table in prompt order read on in step with them (`KeyOrderedReader`), so that
+    memory holds one chunk of every table whatever the number of prompts.
 
     Only one chunk's rows become Python dicts at once: at UltraFeedback scale the records
     of all prompts, and a dict per aspect row, would take gigabytes.
     """
     aspect_rows_of, critique_rows_of = _rows(aspect_table), _rows(critique_table)
-    require_columns(completions_df, _COMPLETION_COLUMNS, "completions")
+    completion_rows_of, score_rows_of = _rows(completions_table), _rows(overall_scores_table)
+    require_columns(completion_rows_of, _COMPLETION_COLUMNS, "completions")
     require_columns(aspect_rows_of, _ASPECT_COLUMNS, "aspect_annotations")
     require_columns(critique_rows_of, [*COMPLETION_KEY, "critique"], "critiques")
-    require_columns(overall_scores_df, _SCORE_COLUMNS, "overall_scores")
-    present = set(aspect_rows_of.read(["aspect"])["aspect"].unique()) | set(aspects or ())
+    require_columns(score_rows_of, _SCORE_COLUMNS, "overall_scores")
+    present = set(aspect_rows_of.distinct("aspect")) | set(aspects or ())
     annotated = [name for name in ASPECTS if name in present]
     for unknown in sorted(present - set(annotated)):
         get_aspect(unknown)  # raises ConfigError naming the unknown aspect
@@ -224,38 +234,56 @@ def _record_chunks(
         )
     # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
     averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
-    prompt_order = pd.Index(completions_df["prompt_id"].unique())
-    answer_columns = [column for column in ANSWER_LIST_COLUMNS if column in completions_df]
-    completion_rows_of = _FrameRows(completions_df[[*_COMPLETION_COLUMNS, *answer_columns]])
-    score_rows_of = _FrameRows(overall_scores_df[_SCORE_COLUMNS])
+    answer_columns = [c for c in ANSWER_LIST_COLUMNS if c in completion_rows_of.columns]
+    completion_columns = [*_COMPLETION_COLUMNS, *answer_columns]
+    streamed = isinstance(completions_table, ParquetSource) and completions_table.in_key_order()
+    if streamed:
+        prompt_count = completions_table.distinct_count("prompt_id")
+    else:
+        prompt_order = pd.Index(completion_rows_of.read(["prompt_id"])["prompt_id"].unique())
+        prompt_count = len(prompt_order)
 
-    def chunk_rows(
-        table: Rows, prompts: pd.Index, columns: Sequence[str] | None = None, *then: str
-    ) -> pd.DataFrame:
-        """The chunk's rows of `table`, in prompt order, then by the columns `then`."""
-        rows = table.rows_of("prompt_id", list(prompts), columns)
+    def prompt_chunks() -> Iterator[tuple[pd.Index, pd.DataFrame | None]]:
+        """Each chunk's prompts, with its completions when they were read with them."""
+        if streamed:
+            for chunk in completions_table.key_chunks(per_chunk, completion_columns):
+                yield pd.Index(chunk["prompt_id"].unique()), chunk
+            return
+        for start in range(0, len(prompt_order), per_chunk):
+            yield prompt_order[start : start + per_chunk], None
+
+    def chunk_rows(rows: pd.DataFrame, prompts: pd.Index, *then: str) -> pd.DataFrame:
+        """The chunk's `rows`, in prompt order, then by the columns `then`."""
         rank = prompts.get_indexer(rows["prompt_id"])
-        return rows.iloc[np.lexsort([*(rows[c].to_numpy() for c in reversed(then)), rank])]
+        order = np.lexsort([*(rows[c].to_numpy() for c in reversed(then)), rank])
+        return rows.iloc[order[rank[order] >= 0]]
 
     def chunks() -> Iterator[list[dict[str, Any]]]:
-        for start in range(0, len(prompt_order), _PROMPTS_PER_CHUNK):
-            prompts = prompt_order[start : start + _PROMPTS_PER_CHUNK]
-            chunk_aspects = chunk_rows(aspect_rows_of, prompts, _ASPECT_COLUMNS)
+        aspect_rows_in = _rows_in_step(aspect_rows_of, _ASPECT_COLUMNS, streamed)
+        critique_rows_in = _rows_in_step(critique_rows_of, [*COMPLETION_KEY, "critique"], streamed)
+        score_rows_in = _rows_in_step(score_rows_of, _SCORE_COLUMNS, streamed)
+        for prompts, streamed_completions in prompt_chunks():
+            chunk_aspects = chunk_rows(aspect_rows_in(prompts), prompts)
             shown = _shown_aspect_rows(chunk_aspects)
             aspect_rows = {
                 (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
                 for row in shown.to_dict("records")
             }
-            critique_rows = chunk_rows(critique_rows_of, prompts, [*COMPLETION_KEY, "critique"])
+            critique_rows = chunk_rows(critique_rows_in(prompts), prompts)
             critiques = {
                 (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
                 for row in critique_rows.to_dict("records")
             }
             overall_scores = {
                 (row["prompt_id"], int(row["completion_idx"])): row
-                for row in chunk_rows(score_rows_of, prompts).to_dict("records")
+                for row in chunk_rows(score_rows_in(prompts), prompts).to_dict("records")
             }
-            completions = chunk_rows(completion_rows_of, prompts, None, "completion_idx")
+            rows = (
+                completion_rows_of.rows_of("prompt_id", list(prompts), completion_columns)
+                if streamed_completions is None
+                else streamed_completions
+            )
+            completions = chunk_rows(rows, prompts, "completion_idx")
             yield _records(
                 prompts,
                 completions,
@@ -267,7 +295,19 @@ def _record_chunks(
                 averaged=averaged,
             )
 
-    return chunks
+    return chunks, prompt_count
+
+
+def _rows_in_step(
+    table: Rows, columns: Sequence[str], streamed: bool
+) -> Callable[[pd.Index], pd.DataFrame]:
+    """`rows(prompts)`: `table`'s rows of a chunk's `prompts` (more, when read on in step:
+    the caller keeps the chunk's). Streamed chunks come in prompt order, so a table on disk
+    in that order is read on from where the last chunk stopped."""
+    if streamed and isinstance(table, ParquetSource) and table.in_key_order():
+        reader = table.key_reader(columns)
+        return lambda prompts: reader.through(prompts.max())
+    return lambda prompts: table.rows_of("prompt_id", list(prompts), columns)
 
 
 def _records(
@@ -353,7 +393,7 @@ def to_ultrafeedback_records(
     For a whole run, `ultrafeedback_export` builds the same table without holding every
     record.
     """
-    chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
+    chunks, _ = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
     return [record for chunk in chunks() for record in chunk]
 
 
@@ -412,17 +452,21 @@ class UltraFeedbackExport:
 
 
 def ultrafeedback_export(
-    completions_df: pd.DataFrame,
+    completions: pd.DataFrame | ParquetSource,
     aspect_df: pd.DataFrame | ParquetSource,
     critiques_df: pd.DataFrame | ParquetSource,
-    overall_scores_df: pd.DataFrame,
+    overall_scores: pd.DataFrame | ParquetSource,
     aspects: Sequence[str] | None = None,
+    *,
+    prompts_per_chunk: int = _PROMPTS_PER_CHUNK,
 ) -> UltraFeedbackExport:
     """The export of `to_ultrafeedback_records`'s records, checked now and built when
-    written (`UltraFeedbackExport`). The judge tables may stay on disk (`ParquetSource`):
-    each chunk of prompts reads only its rows."""
-    chunks = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
-    return UltraFeedbackExport(chunks, completions_df["prompt_id"].nunique())
+    written (`UltraFeedbackExport`). Every table may stay on disk (`ParquetSource`): each
+    chunk of prompts reads only its rows, and completions in prompt order are streamed."""
+    chunks, prompts = _record_chunks(
+        completions, aspect_df, critiques_df, overall_scores, aspects, per_chunk=prompts_per_chunk
+    )
+    return UltraFeedbackExport(chunks, prompts)
 
 
 def to_public(data: Any) -> Any:

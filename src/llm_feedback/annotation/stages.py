@@ -1,4 +1,5 @@
-"""The annotation stages as engine tasks: aspect ratings, critiques and the score fix.
+"""The annotation stages as engine tasks: aspect ratings and critiques (the score fix is
+`rescore`).
 
 Each stage turns its rows into `Task`s for the `TaskEngine` (which caches, bounds
 concurrency, re-asks only unreadable replies and doubles the budget of cut-off ones) and
@@ -9,20 +10,17 @@ raw text and a parse status: nothing is lost and nothing crashes the run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request, get_aspect
 from llm_feedback.annotation.critique import (
     CritiqueParse,
     build_critique_request,
-    build_rescore_request,
     parse_critique_reply,
-    parse_rescore_reply,
 )
 from llm_feedback.annotation.isolation import (
     aspect_call_count,
@@ -30,14 +28,6 @@ from llm_feedback.annotation.isolation import (
     judged_together,
 )
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
-from llm_feedback.annotation.score_fix import (
-    apply_reannotated_scores,
-    collect_scores,
-    fix_counts,
-    pending_reannotation,
-    plan_score_fix,
-    validate_thresholds,
-)
 from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_orders
 from llm_feedback.annotation.tables import (
     AspectJudgement,
@@ -48,8 +38,9 @@ from llm_feedback.annotation.tables import (
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
 from llm_feedback.replies.fencing import suspected_injection
-from llm_feedback.replies.status import NO_MATCH, OK, PARTIAL, READ, is_unreadable
+from llm_feedback.replies.status import NO_MATCH, PARTIAL, READ, is_unreadable
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 from llm_feedback.spool import SpooledTable, TableBuilder
 
@@ -64,13 +55,17 @@ CRITIQUE_TABLE_TYPES = {
 COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", "principle")
 
 
-def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
-    """Completions a judge can read: generated without error and not blank."""
-    require_columns(completions, COMPLETION_COLUMNS, "completions")
-    if completions.duplicated(["prompt_id", "completion_idx"]).any():
-        row = completions.index[
-            completions.duplicated(["prompt_id", "completion_idx"]).to_numpy().argmax()
-        ]
+# What the judge stages read of the completions (the rest of the table stays on disk).
+COMPLETION_COLUMNS_READ = (*COMPLETION_COLUMNS, "world_knowledge", "system_prompt", "error")
+KEY_COLUMNS = ("prompt_id", "completion_idx", "instruction")
+Completions = pd.DataFrame | ParquetSource
+
+
+def _check_rows(completions: pd.DataFrame) -> None:
+    """Duplicate keys and empty instructions: input errors, named by row."""
+    duplicated = completions.duplicated(["prompt_id", "completion_idx"])
+    if duplicated.any():
+        row = completions.index[duplicated.to_numpy().argmax()]
         raise InputError(
             f"completions row {row}: duplicate (prompt_id, completion_idx) "
             f"({completions.at[row, 'prompt_id']}, {completions.at[row, 'completion_idx']})"
@@ -79,15 +74,27 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
     if empty_instruction.any():
         row = completions.index[empty_instruction.to_numpy().argmax()]
         raise InputError(f"completions row {row}, column 'instruction': empty instruction")
+
+
+def check_completions(completions: Completions, prompts_per_chunk: int = CHUNK_PROMPTS) -> None:
+    """Raise on the input errors of `usable_completions` before any call; a table on disk
+    is checked a chunk of prompts at a time, reading its keys and instructions only."""
+    require_columns(completions, COMPLETION_COLUMNS, "completions")
+    for chunk in table_chunks(completions, prompts_per_chunk, KEY_COLUMNS):
+        _check_rows(chunk)
+
+
+def _usable(completions: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The completions a judge can read, in key order, and how many were left out."""
+    require_columns(completions, COMPLETION_COLUMNS, "completions")
+    _check_rows(completions)
     failed = completions["response"].isna()
     if "error" in completions.columns:
         failed |= completions["error"].notna()
     # A match, not a stripped copy of every response.
     failed |= ~completions["response"].astype("str").str.contains(r"\S", regex=True, na=False)
-    if failed.any():
-        logger.warning(
-            "annotate: %d completion(s) without a usable response are not judged", int(failed.sum())
-        )
+    left_out = int(failed.sum())
+    if left_out:
         completions = completions[~failed]
     # Copied only when out of order (the generate stage writes them in order): at
     # UltraFeedback scale the responses alone are a few hundred megabytes.
@@ -95,7 +102,46 @@ def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
         completions[["prompt_id", "completion_idx"]]
     ).is_monotonic_increasing:
         completions = completions.sort_values(["prompt_id", "completion_idx"], kind="stable")
-    return completions
+    return completions, left_out
+
+
+def _log_left_out(left_out: int) -> None:
+    if left_out:
+        logger.warning(
+            "annotate: %d completion(s) without a usable response are not judged", left_out
+        )
+
+
+def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
+    """Completions a judge can read: generated without error and not blank."""
+    usable, left_out = _usable(completions)
+    _log_left_out(left_out)
+    return usable
+
+
+def usable_chunks(
+    completions: Completions,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+    count: Callable[[pd.DataFrame], int] | None = None,
+) -> tuple[Iterable[pd.DataFrame], int | None]:
+    """The usable completions as chunks of whole prompts, and `count` of all of them (for
+    a progress bar) when they are in memory anyway: a DataFrame is one chunk, a table on
+    disk (`ParquetSource`) is checked first, then read a chunk at a time, lazily."""
+    if isinstance(completions, pd.DataFrame):
+        usable = usable_completions(completions)
+        return [usable], None if count is None else count(usable)
+    check_completions(completions, prompts_per_chunk)
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        left_out = 0
+        for chunk in table_chunks(completions, prompts_per_chunk, COMPLETION_COLUMNS_READ):
+            usable, dropped = _usable(chunk)
+            left_out += dropped
+            if len(usable):
+                yield usable
+        _log_left_out(left_out)
+
+    return chunks(), None
 
 
 def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:
@@ -144,6 +190,10 @@ def _merge_ratings(earlier: Reading, fresh: Reading) -> Reading:
             for old, new in zip(earlier.value, fresh.value, strict=True)
         ]
     )
+
+
+# The column an in-memory stage keeps its injection flags in between counting and calling.
+_FLAGS = "_suspected_injection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +275,7 @@ def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: An
 
 
 def aspect_annotations_table(
-    completions: pd.DataFrame,
+    completions: Completions,
     client: LLMClient,
     *,
     aspects: Sequence[str],
@@ -235,15 +285,23 @@ def aspect_annotations_table(
     max_reasks: int = 2,
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> SpooledTable:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
     spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
 
-    `aspect_orders`: see `aspect_calls`.
+    `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
+    as the calls are sent. `aspect_orders`: see `aspect_calls`.
     """
     aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
-    usable = usable_completions(completions)
-    flagged = injection_flags(usable)
+    calls_per_group = len(aspects) * n_shuffles
+
+    def count(usable: pd.DataFrame) -> int:
+        # In memory the count and the calls see the same frame: its flags are found once.
+        usable[_FLAGS] = injection_flags(usable)
+        return aspect_call_count(usable, usable[_FLAGS], calls_per_group)
+
+    chunks, total = usable_chunks(completions, prompts_per_chunk, count)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
     calls: list[_AspectCall] = []
@@ -258,18 +316,19 @@ def aspect_annotations_table(
         return readers[aspect, n_texts]
 
     def tasks() -> Iterator[Task]:
-        for call, request in aspect_calls(
-            usable,
-            aspects,
-            n_shuffles,
-            shuffle_seed,
-            aspect_orders=aspect_orders,
-            structured=structured,
-            sampling=sampling,
-            flagged=flagged,
-        ):
-            calls.append(call)
-            yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
+        for usable in chunks:
+            for call, request in aspect_calls(
+                usable,
+                aspects,
+                n_shuffles,
+                shuffle_seed,
+                aspect_orders=aspect_orders,
+                structured=structured,
+                sampling=sampling,
+                flagged=usable.get(_FLAGS),
+            ):
+                calls.append(call)
+                yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
     tally = _ParseTally()
@@ -300,7 +359,7 @@ def aspect_annotations_table(
         tasks(),
         take,
         desc="annotate aspects",
-        total=aspect_call_count(usable, flagged, len(aspects) * n_shuffles),
+        total=total,
     )
     tally.log("aspect ratings")
     return table.finish()
@@ -348,10 +407,10 @@ def critique_calls(
     """The critique stage's judge calls, built lazily: per usable completion, its row (a
     named tuple) and its request."""
     for row in usable.itertuples(index=False):
-        yield row, _critique_request(row, structured, sampling)
+        yield row, critique_request(row, structured, sampling)
 
 
-def _critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
+def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
     """The critique request of one completion row (a named tuple or a Series)."""
     return build_critique_request(
         str(row.instruction),
@@ -371,16 +430,18 @@ def critique_completions(
 
 
 def critiques_table(
-    completions: pd.DataFrame,
+    completions: Completions,
     client: LLMClient,
     *,
     max_reasks: int = 2,
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> SpooledTable:
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
-    spooled to disk as the calls finish."""
-    usable = usable_completions(completions)
+    spooled to disk as the calls finish; `completions` on disk are read a chunk of
+    prompts at a time, as in `aspect_annotations_table`."""
+    chunks, total = usable_chunks(completions, prompts_per_chunk, len)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
 
@@ -391,10 +452,12 @@ def critiques_table(
 
     def tasks() -> Iterator[Task]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
-        for row, request in critique_calls(usable, structured=structured, sampling=sampling):
-            injection = suspected_injection(str(row.response))
-            completions_judged.append((str(row.prompt_id), int(row.completion_idx), injection))
-            yield Task(request, read)
+        for usable in chunks:
+            for row, request in critique_calls(usable, structured=structured, sampling=sampling):
+                injection = suspected_injection(str(row.response))
+                judged = (str(row.prompt_id), int(row.completion_idx), injection)
+                completions_judged.append(judged)
+                yield Task(request, read)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
     tally = _ParseTally()
@@ -418,90 +481,7 @@ def critiques_table(
         tally.count(row)
 
     TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
-        tasks(), take, desc="critique", total=len(usable)
+        tasks(), take, desc="critique", total=total
     )
     tally.log("critiques")
     return table.finish()
-
-
-# -- the overall-score fix -------------------------------------------------------------
-
-
-def _rescore_reading(text: str | None) -> Reading:
-    score = parse_rescore_reply(text)
-    if score is None:
-        return Reading(None, NO_MATCH, ok=False, problem="no overall score from 1 to 10")
-    return Reading(score, OK)
-
-
-def _pending_rows(df: pd.DataFrame, pending: list[tuple[str, int]]) -> pd.DataFrame:
-    """`df`'s rows of the completions in `pending`, indexed by (prompt_id, completion_idx)."""
-    keys = pd.MultiIndex.from_frame(df[["prompt_id", "completion_idx"]])
-    return df[keys.isin(pending)].set_index(["prompt_id", "completion_idx"])
-
-
-def fix_overall_scores(
-    completions: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
-    critiques: pd.DataFrame,
-    client: LLMClient | None,
-    *,
-    flip_threshold: float = 2.0,
-    reannotate_threshold: float = 4.0,
-    aspects: Sequence[str] | None = None,
-    max_reasks: int = 0,
-    fail_loud: bool = False,
-    sampling: Mapping[str, Any] | None = None,
-) -> pd.DataFrame:
-    """`overall_scores`: fine-grained score, original and fixed overall score, and the action.
-
-    A suspicious score is asked again as UltraFeedback did: the critique conversation goes
-    on after the stored critique, with the critique's `sampling` (`build_rescore_request`).
-    """
-    validate_thresholds(flip_threshold, reannotate_threshold)
-    scores = collect_scores(completions, aspect_annotations, critiques, aspects=aspects)
-    plan = plan_score_fix(scores, flip_threshold, reannotate_threshold)
-    pending = pending_reannotation(plan)
-    new_scores: dict[tuple[str, int], float | None] = {}
-    rescore_tokens: dict[tuple[str, int], tuple[int, int]] = {}
-    if pending:
-        if client is None:
-            raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
-        structured = client.supports_json_schema
-        sampling = dict(sampling or {})
-        # Indexing only the pending rows: indexing whole tables would copy all their texts.
-        rows = _pending_rows(completions, pending)
-        critique_of = _pending_rows(critiques, pending)["critique"]
-        tasks = [
-            Task(
-                build_rescore_request(
-                    _critique_request(rows.loc[key], structured, sampling),
-                    str(critique_of.get(key) or ""),
-                    structured=structured,
-                    sampling=sampling,
-                ),
-                _rescore_reading,
-            )
-            for key in pending
-        ]
-        outcomes = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run(
-            tasks, desc="re-annotate overall scores"
-        )
-        new_scores = {key: outcome.value for key, outcome in zip(pending, outcomes, strict=True)}
-        # Identical requests are sent once (the copies share the first's answer and usage).
-        sent: set[tuple[Any, ...]] = set()
-        for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
-            request = tuple(message["content"] for message in task.request.messages)
-            if request not in sent:
-                sent.add(request)
-                rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
-    overall_scores = apply_reannotated_scores(plan, new_scores)
-    # The re-score calls' usage, for the cost table (0 where no call was made).
-    keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
-    for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
-        overall_scores[column] = np.array(
-            [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
-        )
-    counts = fix_counts(overall_scores)
-    logger.info("score fix: %s", ", ".join(f"{k}={v}" for k, v in counts.items()))
-    return overall_scores

@@ -13,6 +13,7 @@ from kedro.pipeline import Pipeline
 from llm_feedback.evaluation import prepare_samples, samples_from_file
 from llm_feedback.params import parse_annotate, parse_evaluate, parse_generate, parse_report
 from llm_feedback.params.run import CheckedRun
+from llm_feedback.parquet_source import as_frame
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.planning import plan_run
 from llm_feedback.planning_evaluate import plan_evaluation
@@ -64,7 +65,7 @@ def plan_for_run(
     needs_sample = generate is not None
     plan = plan_run(
         sampled=_sampled_prompts(nodes, catalog, parameters) if needs_sample else None,
-        completions=catalog.load("completions") if annotate and not generate else None,
+        completions=as_frame(catalog.load("completions")) if annotate and not generate else None,
         generate=generate,
         annotate=annotate,
         judge_stages=judge_stages,

@@ -1,41 +1,40 @@
-"""Thin nodes: DataFrames in, one judge client per node, tables out.
+"""Thin nodes: tables in, one judge client per node, tables out.
 
-The judge stages return `SpooledTable`s (their rows on disk, in order): the catalog's
-ParquetDataset writes one a row group at a time, as it writes a DataFrame, and loads a
-DataFrame back.
+The completions come as a `ParquetSource` (`completions@chunks`), which the stages read a
+chunk of prompts at a time; a DataFrame works too. The judge stages return spooled tables
+(`SpooledTable`, `FrameSpool`: their rows on disk, in order): the catalog's ParquetDataset
+writes one a row group at a time, as it writes a DataFrame, and loads a DataFrame back.
 """
 
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.export import UltraFeedbackExport
-from llm_feedback.annotation.score_fix import ASPECT_COLUMNS_READ, CRITIQUE_COLUMNS_READ
+from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.stages import (
+    Completions,
     aspect_annotations_table,
+    check_completions,
     critiques_table,
-    fix_overall_scores,
-    usable_completions,
 )
 from llm_feedback.backends import LLMClient
 from llm_feedback.hub_card import export_card
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.parquet_source import ParquetSource, as_frame
 from llm_feedback.pipelines.parsed_params import annotate_params
-from llm_feedback.spool import SpooledTable
+from llm_feedback.spool import FrameSpool, SpooledTable
 from llm_feedback.templates import use_template_folder
 
 
 def rate_aspects(
-    completions: pd.DataFrame,
+    completions: Completions,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> SpooledTable:
     params = annotate_params(annotate, endpoints, prompt_templates)
-    usable_completions(completions)  # bad input fails before the judge starts
+    check_completions(completions)  # bad input fails before the judge starts
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return aspect_annotations_table(
@@ -52,14 +51,14 @@ def rate_aspects(
 
 
 def critique(
-    completions: pd.DataFrame,
+    completions: Completions,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> SpooledTable:
     params = annotate_params(annotate, endpoints, prompt_templates)
-    usable_completions(completions)
+    check_completions(completions)
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critiques_table(
@@ -72,24 +71,22 @@ def critique(
 
 
 def fix_scores(
-    completions: pd.DataFrame,
+    completions: Completions,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
     request_cache: str | None,
-) -> pd.DataFrame:
+) -> FrameSpool:
     params = annotate_params(annotate, endpoints, prompt_templates)
-    # Only the columns the fix reads: the tables' rationales and replies stay on disk.
-    aspect_ratings = aspect_annotations.read(ASPECT_COLUMNS_READ)
-    critique_scores = critiques.read(CRITIQUE_COLUMNS_READ)
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
-        return fix_overall_scores(
+        # A chunk of prompts at a time, each reading only its rows of the judge tables.
+        return overall_scores_table(
             completions,
-            aspect_ratings,
-            critique_scores,
+            aspect_annotations,
+            critiques,
             judge,
             flip_threshold=params.score_fix.flip_threshold,
             reannotate_threshold=params.score_fix.reannotate_threshold,
@@ -101,10 +98,10 @@ def fix_scores(
 
 
 def export_ultrafeedback(
-    completions: pd.DataFrame,
+    completions: Completions,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    overall_scores: pd.DataFrame,
+    overall_scores: ParquetSource,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
@@ -117,7 +114,11 @@ def export_ultrafeedback(
     )
 
 
-def card_of_export(completions: pd.DataFrame, parameters: Mapping[str, Any]) -> str:
+# What the card counts: prompts, sources, models and principles (not the texts).
+CARD_COLUMNS = ["prompt_id", "source", "model", "principle"]
+
+
+def card_of_export(completions: Completions, parameters: Mapping[str, Any]) -> str:
     """The dataset card beside the export; its `dataset_info` features need `datasets`
     (the hub extra) and are left out without it."""
     try:
@@ -129,4 +130,4 @@ def card_of_export(completions: pd.DataFrame, parameters: Mapping[str, Any]) -> 
         features = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
     except ImportError:
         features = None
-    return export_card(completions, parameters, features)
+    return export_card(as_frame(completions, CARD_COLUMNS), parameters, features)

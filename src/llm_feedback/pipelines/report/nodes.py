@@ -9,7 +9,7 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.parquet_source import ParquetSource, as_frame
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
 from llm_feedback.reporting import (
     PreferencePairs,
@@ -150,14 +150,14 @@ def question_list(questions: str | pd.DataFrame) -> list[str]:
 
 
 def judgment_viewer(
-    completions: pd.DataFrame,
+    completions: ParquetSource,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     overall_scores: pd.DataFrame,
 ) -> StaticSite:
     # Only the columns the pages show: the judge's raw replies stay on disk.
     return feedback_site(
-        completions,
+        as_frame(completions),
         aspect_annotations.read(ASPECT_COLUMNS),
         critiques.read(CRITIQUE_COLUMNS),
         overall_scores,
@@ -167,7 +167,7 @@ def judgment_viewer(
 def render_report(
     input_versions: Mapping[str, str],
     report: Mapping[str, Any],
-    completions: pd.DataFrame,
+    completions: ParquetSource,
     judge_cards: pd.DataFrame,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
@@ -177,7 +177,7 @@ def render_report(
     params = report_params(report)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
-        **describe_run(completions, tables["cost_table"], when),
+        **describe_run(as_frame(completions), tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }

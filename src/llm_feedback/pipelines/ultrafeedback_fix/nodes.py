@@ -8,17 +8,14 @@ import pandas as pd
 
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.published import PublishedExport, PublishedTables
+from llm_feedback.annotation.rescore import fix_overall_scores
 from llm_feedback.annotation.score_fix import (
     ASPECT_COLUMNS_READ,
     CRITIQUE_COLUMNS_READ,
     collect_scores,
     plan_score_fix,
 )
-from llm_feedback.annotation.stages import (
-    aspect_annotations_table,
-    critiques_table,
-    fix_overall_scores,
-)
+from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import LLMClient
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import ultrafeedback_fix_params
