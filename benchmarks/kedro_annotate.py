@@ -6,7 +6,7 @@ project's server in its own process at `--latency` s a call. The server records 
 and body of every judge call, so afterwards the very same requests go through a bare
 `AsyncOpenAI` loop with the same concurrency: the ceiling for these payloads.
 
-    python benchmarks/kedro_annotate.py [--prompts 500] [--latency 0.2] [--concurrency 32]
+    python benchmarks/kedro_annotate.py [--prompts 800] [--latency 0.2] [--concurrency 32]
 
 Calls/s are over the judge window: first call received to last call answered (aspects,
 critiques and re-scores, with the saves and loads between those nodes); the process wall
@@ -127,7 +127,7 @@ def replay(url: str, bodies: list[dict[str, Any]], concurrency: int) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--prompts", type=int, default=500)
+    parser.add_argument("--prompts", type=int, default=800)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
@@ -161,7 +161,11 @@ def main() -> None:
             "bound_calls_per_s": bound,
             "prompts": args.prompts,
             "completions": completions,
-            "kedro_run": {**kedro, "ratio_of_bound": kedro["calls_per_s"] / bound},
+            "kedro_run": {
+                **kedro,
+                "ratio_of_bound": kedro["calls_per_s"] / bound,
+                "process_ratio_of_bound": kedro["calls_per_s_process"] / bound,
+            },
             "plain_async_openai_same_requests": {
                 **bare,
                 "ratio_of_bound": bare["calls_per_s"] / bound,

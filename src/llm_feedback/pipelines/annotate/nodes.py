@@ -20,9 +20,10 @@ from llm_feedback.annotation.stages import (
     usable_completions,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.hub_card import export_card
+from llm_feedback.hub_card import export_card, feature_list
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params
+from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.spool import SpooledTable
 from llm_feedback.templates import use_template_folder
 
@@ -118,15 +119,6 @@ def export_ultrafeedback(
 
 
 def card_of_export(completions: pd.DataFrame, parameters: Mapping[str, Any]) -> str:
-    """The dataset card beside the export; its `dataset_info` features need `datasets`
-    (the hub extra) and are left out without it."""
-    try:
-        import datasets
-
-        from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-
-        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-        features = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
-    except ImportError:
-        features = None
-    return export_card(completions, parameters, features)
+    """The dataset card beside the export, its `dataset_info` features those of the public
+    columns."""
+    return export_card(completions, parameters, feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA))
