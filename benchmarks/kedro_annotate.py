@@ -40,7 +40,9 @@ from llm_feedback.testing.server import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_ENV = "KEDRO_ANNOTATE_RECORD"
-RESPONDER = "kedro_annotate:recording_responder"  # imported by the server's own process
+RESPONDER = "kedro_annotate:recording_responder"
+# A server process imports this module (and openai) to start: seconds on a loaded machine.
+SERVER_START_S = 120  # imported by the server's own process
 _record: Any = None
 
 
@@ -61,7 +63,7 @@ def prepare_completions(prompts: int, data_root: Path) -> int:
 
     with (
         tempfile.TemporaryDirectory() as tmp,
-        serve_in_subprocess(latency_s=0.0, responder="echo") as url,
+        serve_in_subprocess(latency_s=0.0, responder="echo", timeout_s=SERVER_START_S) as url,
     ):
         completions = generated_completions(prompts, url, Path(tmp) / "cache.sqlite", {})
     # The server echoes the prompt, so a prompt's completions would be one text and the
@@ -137,14 +139,18 @@ def main() -> None:
         completions = prepare_completions(args.prompts, data_root)
         record = Path(tmp) / "judge_calls.jsonl"
         os.environ[RECORD_ENV] = str(record)
-        with serve_in_subprocess(latency_s=args.latency, responder=RESPONDER) as url:
+        with serve_in_subprocess(
+            latency_s=args.latency, responder=RESPONDER, timeout_s=SERVER_START_S
+        ) as url:
             process_wall = run_kedro(data_root, url, args.concurrency)
             received = fetch_stats(url)["chat_requests"]
         calls = [json.loads(line) for line in record.read_text().splitlines()]
         if len(calls) != received:
             raise RuntimeError(f"the server answered {received} calls but recorded {len(calls)}")
         window = max(c["arrived"] for c in calls) + args.latency - min(c["arrived"] for c in calls)
-        with serve_in_subprocess(latency_s=args.latency, responder="schema") as url:
+        with serve_in_subprocess(
+            latency_s=args.latency, responder="schema", timeout_s=SERVER_START_S
+        ) as url:
             bare = replay(url, [c["body"] for c in calls], args.concurrency)
     kedro = {
         "calls": len(calls),
