@@ -88,7 +88,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         Run(
             "kedro_annotate",
             "kedro_annotate.py",
-            ("--prompts", "500", *AT_BOUND),
+            ("--prompts", "800", *AT_BOUND),
             ("--prompts", "12"),
         ),
     ),

@@ -4,15 +4,23 @@ hook, and the merge that keeps another configuration's metadata on the Hub."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pytest
 import yaml
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from llm_feedback.hub import build_push, merged_card
 from llm_feedback.hub_card import (
     NOT_VALIDATED,
+    feature_list,
     judge_validation_section,
     run_settings,
     size_category,
+)
+from llm_feedback.schema import (
+    PREFERENCE_PAIRS_ARROW_SCHEMAS,
+    ULTRAFEEDBACK_ARROW_SCHEMA,
+    ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
 )
 from tests.conftest import PROJECT_ROOT
 from tests.test_hub import preference_pairs, ultrafeedback
@@ -118,3 +126,23 @@ def test_the_annotate_pipeline_writes_a_card_beside_the_export(run_kedro, fake_l
     assert f"| {completions['model'].iloc[0]} |" in card.text
     assert "judge: fake-model (openai backend)" in card.text
     assert NOT_VALIDATED in card.text
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+        ULTRAFEEDBACK_ARROW_SCHEMA,
+        *PREFERENCE_PAIRS_ARROW_SCHEMAS.values(),
+    ],
+)
+def test_the_card_features_are_those_datasets_writes(schema):
+    """The annotate run writes its card's features without importing `datasets`; the Hub
+    reads them as `datasets` itself would have written them."""
+    datasets = pytest.importorskip("datasets")
+    assert feature_list(schema) == datasets.Features.from_arrow_schema(schema)._to_yaml_list()
+
+
+def test_a_column_type_without_a_hub_name_is_named_in_the_error():
+    with pytest.raises(TypeError, match="Arrow type date32"):
+        feature_list(pa.schema([("day", pa.date32())]))

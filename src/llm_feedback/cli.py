@@ -29,11 +29,18 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import ProjectMetadata
 
 from llm_feedback.backends import stop_local_servers
-from llm_feedback.errors import BatchPending, CacheError, ConfigError, EndpointError, InputError
+from llm_feedback.errors import (
+    BatchPending,
+    CacheError,
+    ConfigError,
+    CostLimitExceeded,
+    EndpointError,
+    InputError,
+    PlanOnly,
+)
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
-from llm_feedback.planning import CostLimitExceeded, PlanOnly
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75

@@ -33,3 +33,14 @@ class BatchPending(EndpointError):
 class CacheError(RuntimeError):
     """The request cache cannot be read or written (a foreign, corrupt or read-only file, a
     lock held elsewhere, a full disk): names the cache file and the cause."""
+
+
+# The CLI catches these two on every run: they live here, not in planning.py, which imports
+# every stage's request builders.
+class PlanOnly(Exception):
+    """The run was asked for its plan only (`plan_only: true`): nothing ran, nothing was
+    paid. Carries the plan as text."""
+
+
+class CostLimitExceeded(Exception):
+    """The plan costs more than `max_cost_usd`: the run stops before its first call."""

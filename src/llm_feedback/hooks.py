@@ -16,14 +16,10 @@ from kedro.pipeline import Node, Pipeline
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
-from llm_feedback.params.report import parse_report
 from llm_feedback.params.run import check_run, parse_run_options
 from llm_feedback.pipeline_registry import FEEDBACK_ORDER
-from llm_feedback.pipelines.report.pipeline import INPUT_VERSIONS
-from llm_feedback.pipelines.run_plan import plan_for_run
-from llm_feedback.planning import PlanOnly, check_cost_limit, describe_plan
 from llm_feedback.remote_root import RootGuard, require_local, root_guard
 
 logger = logging.getLogger(__name__)
@@ -33,6 +29,9 @@ RUN_PLAN = "run_plan"
 # Every node that calls a model takes the request cache: a run without it calls none.
 REQUEST_CACHE_INPUT = "params:request_cache"
 
+# The report's input that this hook fills (pipelines/report/pipeline.py reads it by this
+# name; importing that module here would load the report's libraries on every run).
+INPUT_VERSIONS = "report_input_versions"
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
 # Nodes quicker than this are summed into one "other nodes" line of the stage times.
@@ -116,6 +115,10 @@ class RunGuardHooks:
             require_local(cache, "request_cache")
         guard = root_guard(parameters, cache) if endpoints and cache else None
         if options.plan_only or options.max_cost_usd is not None:
+            # Planning imports every stage's request builders: only when a plan is asked for.
+            from llm_feedback.pipelines.run_plan import plan_for_run
+            from llm_feedback.planning import check_cost_limit, describe_plan
+
             if guard is not None and guard.sync is not None:
                 guard.sync.pull()  # the plan counts the remote root's cached answers
             plan = plan_for_run(pipeline, catalog, parameters, checked)
@@ -263,6 +266,8 @@ class ReportProvenanceHooks:
         loaded: dict[str, str], pinned: set[str], catalog: CatalogProtocol
     ) -> None:
         """Refuse mixed runs; a version chosen with --load-versions counts as asked for."""
+        if len(loaded) < 2:  # mixed runs take two tables read; spare importing every pipeline
+            return
         stale = mixed_runs(loaded, project_lineage())
         chosen = [item for item in stale if {item.dataset, item.source} & pinned]
         if chosen:
@@ -274,6 +279,8 @@ class ReportProvenanceHooks:
         if not stale:
             return
         message = describe_mixed_runs(stale, "report.allow_mixed_runs")
+        from llm_feedback.params import parse_report  # the report's libraries, only here
+
         if parse_report(catalog.load("parameters").get("report") or {}).allow_mixed_runs:
             logger.warning("report.allow_mixed_runs is true: %s", message)
             return

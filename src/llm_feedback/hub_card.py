@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import yaml
 
 from llm_feedback.params import parse_annotate
@@ -39,6 +40,16 @@ SIZE_CATEGORIES = (
     (100_000_000, "10M<n<100M"),
 )
 DEFAULT_LICENSE = "other"
+# The Hub's names of the Arrow types our schemas use (datasets' `Value` dtypes).
+HUB_DTYPES = {
+    pa.string(): "string",
+    pa.large_string(): "large_string",
+    pa.bool_(): "bool",
+    pa.int32(): "int32",
+    pa.int64(): "int64",
+    pa.float32(): "float32",
+    pa.float64(): "float64",
+}
 
 
 @dataclass(frozen=True)
@@ -216,6 +227,27 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         "",
     ]
     return f"---\n{metadata}---\n\n" + "\n".join(body)
+
+
+def feature_list(schema: pa.Schema) -> list[dict[str, Any]]:
+    """The card's `dataset_info.features` for `schema`, as `datasets.Features.from_arrow_schema
+    (schema)._to_yaml_list()` writes it (tests/test_hub_card.py compares the two). Written
+    here because importing `datasets` costs a second or two of every annotate run, which
+    writes this card."""
+    return [{"name": column.name, **_feature(column.type)} for column in schema]
+
+
+def _feature(arrow_type: pa.DataType) -> dict[str, Any]:
+    if pa.types.is_struct(arrow_type):
+        return {"struct": [{"name": part.name, **_feature(part.type)} for part in arrow_type]}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        item = _feature(arrow_type.value_type)
+        if list(item) in (["dtype"], ["struct"]):  # a list of values or of structs, inlined
+            item = next(iter(item.values()))
+        return {"large_list" if pa.types.is_large_list(arrow_type) else "list": item}
+    if arrow_type not in HUB_DTYPES:
+        raise TypeError(f"no Hub feature type for the Arrow type {arrow_type}")
+    return {"dtype": HUB_DTYPES[arrow_type]}
 
 
 def export_card(

@@ -32,6 +32,7 @@ from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, make_
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.client import request_key, sent_form
 from llm_feedback.engine.engine import too_long
+from llm_feedback.errors import CostLimitExceeded
 from llm_feedback.generation import build_requests, validate_sampled_prompts
 from llm_feedback.params import AnnotateParams, GenerateParams
 from llm_feedback.reporting.markdown import markdown_table
@@ -53,15 +54,6 @@ RESCORE_NOTE = (
     "not counted: the score fix re-asks only completions scored 10 whose aspects disagree, "
     "known after the critiques"
 )
-
-
-class PlanOnly(Exception):
-    """The run was asked for its plan only (`plan_only: true`): nothing ran, nothing was
-    paid. Carries the plan as text."""
-
-
-class CostLimitExceeded(Exception):
-    """The plan costs more than `max_cost_usd`: the run stops before its first call."""
 
 
 def _filled_chars(schema: Any, string_chars: int) -> int:

@@ -19,11 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from llm_feedback.pipelines.datasets import (  # noqa: E402
-    MatplotlibDataset,
-    ParquetDataset,
-    TextDataset,
-)
+from llm_feedback.pipelines.datasets import ParquetDataset, TextDataset  # noqa: E402
+from llm_feedback.pipelines.figure_dataset import MatplotlibDataset  # noqa: E402
 
 REPORT_CHARS = 20_000_000
 # The child saves whole reports of one repeated letter, one after another, until killed.
@@ -110,4 +107,4 @@ def test_a_parquet_table_failing_mid_write_leaves_no_version_file(tmp_path):
 def test_the_report_catalog_uses_the_atomic_datasets():
     catalog = (Path(__file__).resolve().parents[2] / "conf/base/catalog_report.yml").read_text()
     assert "type: matplotlib.MatplotlibDataset" not in catalog
-    assert "type: llm_feedback.pipelines.datasets.MatplotlibDataset" in catalog
+    assert "type: llm_feedback.pipelines.figure_dataset.MatplotlibDataset" in catalog

@@ -7,10 +7,9 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx2
-import openai
 import orjson
 
 from llm_feedback.backends.base import BackendTraits, RetryableError
@@ -23,6 +22,13 @@ from llm_feedback.backends.preflight import probe_over_http
 from llm_feedback.backends.secrets import redact
 from llm_feedback.backends.token_logprobs import label_entries
 from llm_feedback.errors import ConfigError, EndpointError
+
+if TYPE_CHECKING:
+    import openai
+
+# `openai` is imported inside the functions that use it (the `transport: sdk` path): the
+# default lean transport never does, and importing the SDK costs most of a second of every
+# `kedro run`'s start-up.
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +122,8 @@ async def read_capped(response: httpx2.Response, max_bytes: int) -> bytes:
 
 def completion_from(content: bytes) -> openai.types.chat.ChatCompletion:
     """A chat completion from its JSON body, as leniently as the SDK itself reads one."""
+    import openai
+
     body = orjson.loads(content)
     if not isinstance(body, dict):
         raise ValueError(f"a JSON {type(body).__name__}, not an object")
@@ -187,6 +195,8 @@ class OpenAICompatibleBackend(BackendTraits):
 
     def make_sdk_client(self) -> openai.AsyncOpenAI:
         """One SDK client per event loop: its connection pool belongs to that loop."""
+        import openai
+
         # The SDK keeps 100 connections by default; a larger limit would churn sockets.
         limit = max(self.config.concurrency, 100)
         http_client = openai.DefaultAsyncHttpxClient(
@@ -196,6 +206,8 @@ class OpenAICompatibleBackend(BackendTraits):
         return self._sdk_client(self.config.api_key(), http_client)
 
     def _sdk_client(self, key: str | None, http_client: Any) -> openai.AsyncOpenAI:
+        import openai
+
         return openai.AsyncOpenAI(
             base_url=self._base_url,
             # Local and self-hosted servers need no key, but the SDK insists on one.
@@ -239,6 +251,8 @@ class OpenAICompatibleBackend(BackendTraits):
         self, sdk: openai.AsyncOpenAI, request: ChatRequest, timeout_s: float | None = None
     ) -> ChatResult:
         """`timeout_s`: this request's own timeout (default: the endpoint's)."""
+        import openai
+
         try:
             kwargs = self.request_body(request)
         except MediaError as error:
@@ -298,6 +312,8 @@ class OpenAICompatibleBackend(BackendTraits):
 
     async def ask(self, sdk: openai.AsyncOpenAI, route: str, timeout_s: float) -> ProbeAnswer:
         """The preflight's question (`GET models`, or one token of chat) through the SDK."""
+        import openai
+
         try:
             if route == "models":
                 await sdk.models.list(timeout=timeout_s)
@@ -344,6 +360,8 @@ class AzureSDKBackend(AzureEndpoint, OpenAICompatibleBackend):
     options_type: ClassVar[type] = AzureOptions
 
     def _sdk_client(self, key: str | None, http_client: Any) -> openai.AsyncOpenAI:
+        import openai
+
         return openai.AsyncAzureOpenAI(
             azure_endpoint=self._base_url,
             api_key=key,

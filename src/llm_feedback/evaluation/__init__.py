@@ -32,44 +32,81 @@ run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor),
 published) and `judge_validation` (the judge's card from gold-labelled samples).
 """
 
-from llm_feedback.evaluation.adaptor import (
-    EvaluationResult,
-    ModelOutput,
-    ModelResponse,
-    evaluate_instances,
-)
-from llm_feedback.evaluation.generation import generate_responses
-from llm_feedback.evaluation.judge_validation import (
-    EvaluationValidation,
-    evaluation_judge_key,
-    validate_evaluation,
-    validation_set_name,
-)
-from llm_feedback.evaluation.judging import (
-    EXACT_MATCH,
-    INVALID,
-    NO_RESPONSE,
-    judge_samples,
-    open_judge,
-)
-from llm_feedback.evaluation.metrics import compute_metrics
-from llm_feedback.evaluation.panel import (
-    aggregate_panel,
-    agreement_metrics,
-    judge_all,
-    metrics_with_agreement,
-)
-from llm_feedback.evaluation.run import run_evaluation
-from llm_feedback.evaluation.sample_files import (
-    SAMPLES_PATH_ATTR,
-    read_samples_file,
-    samples_from_file,
-)
-from llm_feedback.evaluation.samples import (
-    prepare_samples,
-    select_samples,
-    validate_samples,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from llm_feedback.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from llm_feedback.evaluation.adaptor import (
+        EvaluationResult,
+        ModelOutput,
+        ModelResponse,
+        evaluate_instances,
+    )
+    from llm_feedback.evaluation.generation import generate_responses
+    from llm_feedback.evaluation.judge_validation import (
+        EvaluationValidation,
+        evaluation_judge_key,
+        validate_evaluation,
+        validation_set_name,
+    )
+    from llm_feedback.evaluation.judging import (
+        EXACT_MATCH,
+        INVALID,
+        NO_RESPONSE,
+        judge_samples,
+        open_judge,
+    )
+    from llm_feedback.evaluation.metrics import compute_metrics
+    from llm_feedback.evaluation.panel import (
+        aggregate_panel,
+        agreement_metrics,
+        judge_all,
+        metrics_with_agreement,
+    )
+    from llm_feedback.evaluation.run import run_evaluation
+    from llm_feedback.evaluation.sample_files import (
+        SAMPLES_PATH_ATTR,
+        read_samples_file,
+        samples_from_file,
+    )
+    from llm_feedback.evaluation.samples import (
+        prepare_samples,
+        select_samples,
+        validate_samples,
+    )
+
+# Each name is imported from its module when first used (llm_feedback/lazy.py).
+_MODULE_OF = {
+    "EvaluationResult": "adaptor",
+    "ModelOutput": "adaptor",
+    "ModelResponse": "adaptor",
+    "evaluate_instances": "adaptor",
+    "generate_responses": "generation",
+    "EvaluationValidation": "judge_validation",
+    "evaluation_judge_key": "judge_validation",
+    "validate_evaluation": "judge_validation",
+    "validation_set_name": "judge_validation",
+    "EXACT_MATCH": "judging",
+    "INVALID": "judging",
+    "NO_RESPONSE": "judging",
+    "judge_samples": "judging",
+    "open_judge": "judging",
+    "compute_metrics": "metrics",
+    "aggregate_panel": "panel",
+    "agreement_metrics": "panel",
+    "judge_all": "panel",
+    "metrics_with_agreement": "panel",
+    "run_evaluation": "run",
+    "SAMPLES_PATH_ATTR": "sample_files",
+    "read_samples_file": "sample_files",
+    "samples_from_file": "sample_files",
+    "prepare_samples": "samples",
+    "select_samples": "samples",
+    "validate_samples": "samples",
+}
 
 __all__ = [
     "EXACT_MATCH",
@@ -99,3 +136,6 @@ __all__ = [
     "validate_samples",
     "validation_set_name",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llm_feedback.backends import EndpointConfig
-from llm_feedback.params.annotate import AnnotateParams, parse_annotate
-from llm_feedback.params.evaluate import EvaluateParams, parse_evaluate
-from llm_feedback.params.generate import GenerateParams, parse_generate
+from llm_feedback import params
 from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.params.report import ReportParams, parse_report
-from llm_feedback.params.sample import SampleParams, parse_sample
+
+if TYPE_CHECKING:
+    from llm_feedback.backends import EndpointConfig
+    from llm_feedback.params import (
+        AnnotateParams,
+        EvaluateParams,
+        GenerateParams,
+        ReportParams,
+        SampleParams,
+    )
 
 RUN_OPTION_KEYS = ("plan_only", "max_cost_usd")
 
@@ -73,31 +78,32 @@ def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> CheckedRu
     blocks = set(blocks)
     endpoints = parameters.get("endpoints")
 
-    def parsed(name: str, parse: Any, *arguments: Any) -> Any:
-        return parse(*arguments) if name in blocks else None
+    def parsed(name: str, parser: str, *arguments: Any) -> Any:
+        # Looked up by name: only the parsers of the blocks read are imported (params/).
+        return getattr(params, parser)(*arguments) if name in blocks else None
 
     return CheckedRun(
         sample=parsed(
             "sample",
-            parse_sample,
+            "parse_sample",
             parameters.get("sample"),
             parameters.get("model_pool"),
             parameters.get("prompt_templates"),
         ),
         generate=parsed(
             "generation",
-            parse_generate,
+            "parse_generate",
             endpoints,
             parameters.get("model_pool"),
             parameters.get("generation"),
         ),
         annotate=parsed(
             "annotate",
-            parse_annotate,
+            "parse_annotate",
             parameters.get("annotate"),
             endpoints,
             parameters.get("prompt_templates"),
         ),
-        evaluate=parsed("evaluate", parse_evaluate, parameters.get("evaluate"), endpoints),
-        report=parsed("report", parse_report, parameters.get("report")),
+        evaluate=parsed("evaluate", "parse_evaluate", parameters.get("evaluate"), endpoints),
+        report=parsed("report", "parse_report", parameters.get("report")),
     )

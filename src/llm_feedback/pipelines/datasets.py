@@ -2,13 +2,15 @@
 
 * `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
   input file is reported with its file and line number.
-* `SamplesFileDataset`: the evaluate pipeline's samples file in any format (a JSON list,
+* `SamplesFileDataset` (in `samples_dataset.py`: its readers import scikit-learn, which
+  only evaluate runs need): the evaluate pipeline's samples file in any format (a JSON list,
   JSON Lines or Parquet; `evaluation.sample_files`), read as its records; the node turns
   them into eval_samples rows by `evaluate.samples_format`.
 * `LatestParquetDataset`: the latest version of a versioned Parquet dataset, or an empty
   frame with the given columns when none has been written yet (a node that accumulates
   across runs reads its own previous output through it).
-* `ParquetDataset`, `TextDataset`, `MatplotlibDataset` and `PartitionedDataset`:
+* `ParquetDataset`, `TextDataset` and `PartitionedDataset` (and `MatplotlibDataset`, in
+  `figure_dataset.py`, so that only runs that draw figures import matplotlib):
   kedro-datasets' own (same arguments, same files, same load), with a kedro-viz preview
   that always serialises, and saves that never leave a partial file: each writes a
   temporary file in the target's folder and moves it over the target (`os.replace`), so a
@@ -24,7 +26,6 @@ text is cut. The text and partitioned datasets of kedro-datasets have no preview
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import math
 import os
@@ -40,14 +41,12 @@ import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 from kedro.io.core import get_filepath_str
 from kedro_datasets._typing import TablePreview
-from kedro_datasets.matplotlib import MatplotlibDataset as _KedroMatplotlibDataset
 from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
-from llm_feedback.evaluation.sample_files import read_samples_file
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
 from llm_feedback.remote_root import require_local
@@ -235,18 +234,6 @@ class TextDataset(_KedroTextDataset):
         return TextPreview(_truncate(self.load(), max_chars))
 
 
-class MatplotlibDataset(_KedroMatplotlibDataset):
-    """`kedro_datasets.matplotlib.MatplotlibDataset` (the same arguments) whose figures are
-    each written atomically. `type: llm_feedback.pipelines.datasets.MatplotlibDataset`."""
-
-    def _save_to_fs(self, full_key_path: str, plot: Any) -> None:
-        image = io.BytesIO()
-        plot.savefig(image, **self._save_args)
-        replace_atomically(
-            self._fs, self._protocol, full_key_path, lambda handle: handle.write(image.getvalue())
-        )
-
-
 class PartitionedDataset(_KedroPartitionedDataset):
     """`kedro_datasets.partitions.PartitionedDataset` with a kedro-viz preview: the first
     rows of its partitions in partition order, each with the `partition` it comes from.
@@ -328,13 +315,6 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def _exists(self) -> bool:
         return self._filepath.is_file()
-
-
-class SamplesFileDataset(JSONLinesDataset):
-    """Read-only: `type: llm_feedback.pipelines.datasets.SamplesFileDataset`, `filepath`."""
-
-    def load(self) -> pd.DataFrame:
-        return read_samples_file(self._filepath)
 
 
 class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):

@@ -6,28 +6,27 @@ that any `--from-nodes` / `--from-inputs` slice that left that node out failed w
 "Pipeline input(s) {'annotate_params'} not found". Parsing in the node keeps every slice
 whole; the cache makes the parse happen once per run and process, not once per node. A bad
 parameter still stops the run before any call: `RunGuardHooks` parses every block the run
-reads before its first node.
+reads before its first node. Each parser is looked up in `llm_feedback.params` when first
+called, so a run imports only its own pipelines' parsers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from llm_feedback.params import (
-    AnnotateParams,
-    EvaluateParams,
-    GenerateParams,
-    ReportParams,
-    SampleParams,
-    parse_annotate,
-    parse_evaluate,
-    parse_generate,
-    parse_report,
-    parse_sample,
-)
+from llm_feedback import params
 from llm_feedback.params.ultrafeedback_fix import UltraFeedbackFixParams, parse_ultrafeedback_fix
+
+if TYPE_CHECKING:
+    from llm_feedback.params import (
+        AnnotateParams,
+        EvaluateParams,
+        GenerateParams,
+        ReportParams,
+        SampleParams,
+    )
 
 Parsed = TypeVar("Parsed")
 # Distinct parameter contents kept per parser: one run has one; tests run a few.
@@ -49,23 +48,23 @@ def _parse_once(parse: Callable[..., Parsed], *blocks: Any) -> Parsed:
 def sample_params(
     sample: Mapping[str, Any], model_pool: Mapping[str, Any], prompt_templates: str | None = None
 ) -> SampleParams:
-    return _parse_once(parse_sample, sample, model_pool, prompt_templates)
+    return _parse_once(params.parse_sample, sample, model_pool, prompt_templates)
 
 
 def generate_params(
     endpoints: Mapping[str, Any], model_pool: Mapping[str, Any], generation: Mapping[str, Any]
 ) -> GenerateParams:
-    return _parse_once(parse_generate, endpoints, model_pool, generation)
+    return _parse_once(params.parse_generate, endpoints, model_pool, generation)
 
 
 def annotate_params(
     annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None = None
 ) -> AnnotateParams:
-    return _parse_once(parse_annotate, annotate, endpoints, prompt_templates)
+    return _parse_once(params.parse_annotate, annotate, endpoints, prompt_templates)
 
 
 def evaluate_params(evaluate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> EvaluateParams:
-    return _parse_once(parse_evaluate, evaluate, endpoints)
+    return _parse_once(params.parse_evaluate, evaluate, endpoints)
 
 
 def ultrafeedback_fix_params(
@@ -80,4 +79,4 @@ def ultrafeedback_fix_params(
 
 
 def report_params(report: Mapping[str, Any]) -> ReportParams:
-    return _parse_once(parse_report, report)
+    return _parse_once(params.parse_report, report)

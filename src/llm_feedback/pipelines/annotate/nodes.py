@@ -19,9 +19,10 @@ from llm_feedback.annotation.stages import (
     critiques_table,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.hub_card import export_card
+from llm_feedback.hub_card import export_card, feature_list
 from llm_feedback.parquet_source import ParquetSource, as_frame
 from llm_feedback.pipelines.parsed_params import annotate_params
+from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.spool import FrameSpool, SpooledTable
 from llm_feedback.templates import use_template_folder
 
@@ -119,15 +120,7 @@ CARD_COLUMNS = ["prompt_id", "source", "model", "principle"]
 
 
 def card_of_export(completions: Completions, parameters: Mapping[str, Any]) -> str:
-    """The dataset card beside the export; its `dataset_info` features need `datasets`
-    (the hub extra) and are left out without it."""
-    try:
-        import datasets
-
-        from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-
-        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-        features = datasets.Features.from_arrow_schema(schema)._to_yaml_list()
-    except ImportError:
-        features = None
+    """The dataset card beside the export, its `dataset_info` features those of the public
+    columns."""
+    features = feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
     return export_card(as_frame(completions, CARD_COLUMNS), parameters, features)

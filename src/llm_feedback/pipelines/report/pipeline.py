@@ -1,5 +1,6 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
+from llm_feedback.hooks import INPUT_VERSIONS
 from llm_feedback.pipelines.report.nodes import (
     ReadingTables,
     WithBootstrap,
@@ -26,10 +27,9 @@ from llm_feedback.reporting import (
 )
 from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 
-# Filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml declares it empty
-# so that the pipeline still runs (saying "no versions recorded") where the hook is not
-# registered.
-INPUT_VERSIONS = "report_input_versions"
+# INPUT_VERSIONS is filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml
+# declares it empty so that the pipeline still runs (saying "no versions recorded") where the
+# hook is not registered.
 
 # Tables the report renders; each is also a versioned Parquet dataset of the same name.
 REPORT_TABLES = (
