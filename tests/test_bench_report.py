@@ -587,7 +587,7 @@ def test_a_partial_sitting_rewrites_only_its_own_sections(tmp_path):
     after = output.read_text()
 
     def section(text: str, name: str) -> str:
-        return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+        return text.split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->", maxsplit=1)[0]
 
     alone = results_md.render({**partial_meta}, bench.load_runs(partial_dir))
     assert "*Rerun alone: `python benchmarks/bench.py --only chaos`, noon to one" in section(
