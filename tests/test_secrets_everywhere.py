@@ -25,8 +25,11 @@ ENCODED_PASSWORD = quote(PASSWORD, safe="")
 
 def echo_secrets(body, ctx):
     """The first attempt of each request and every fifth request fail, naming the key and
-    the password; the rest are answered."""
-    if ctx.key_call_index == 0 or ctx.call_index % 5 == 4:
+    the password; the rest are answered. A re-score (the one turn that continues a critique,
+    often a stage's only call) is spared the lasting failure: a stage none of whose calls is
+    answered stops the run, whatever the error says."""
+    rescore = any(message.get("role") == "assistant" for message in body.get("messages", []))
+    if ctx.key_call_index == 0 or (ctx.call_index % 5 == 4 and not rescore):
         status = 500 if ctx.key_call_index == 0 else 400
         echoed = f"key {KEY} and password {PASSWORD} ({ENCODED_PASSWORD}) refused"
         return Reply(status=status, error_message=echoed)

@@ -126,3 +126,14 @@ def test_the_ranking_figure_shows_raw_and_style_controlled_scores_with_intervals
     assert len(bars) == 2  # one set of interval bars per series
     assert png_bytes(figure).startswith(b"\x89PNG")
     assert "no data" in texts(model_ranking_figure(ranking.iloc[:0], "Ranking")).lower()
+    # A percentile interval that leaves out its point estimate (few battles) is drawn as it is.
+    outside = ranking.assign(style_controlled_score=[1040.0, 1020.0])
+    axes = model_ranking_figure(outside, "Ranking").axes[0]
+    segments = [
+        sorted(tuple(end) for end in segment)
+        for bars in axes.get_children()
+        if isinstance(bars, LineCollection)
+        for segment in bars.get_segments()
+    ]
+    drawn = sorted(tuple(sorted([round(a[0]), round(b[0])])) for a, b in segments)
+    assert drawn == [(940, 980), (970, 1010), (990, 1030), (1020, 1060)]

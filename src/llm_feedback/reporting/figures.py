@@ -297,17 +297,13 @@ def model_ranking_figure(ranking: pd.DataFrame, title: str = RANKING_TITLE) -> F
         ),
     )
     for label, column, low, high, offset, style in series:
-        score = ordered[column].to_numpy(dtype="float64")
-        errors = np.vstack([score - ordered[low], ordered[high] - score])
-        axes.errorbar(
-            score,
-            place + offset,
-            xerr=np.nan_to_num(errors),
-            fmt="o",
-            capsize=4,
-            label=label,
-            **style,
-        )
+        # The interval drawn from its bounds, not as errors about the score: a bootstrap
+        # percentile interval need not contain the point estimate (few battles).
+        rows = place + offset
+        lows, highs = ordered[low].to_numpy("float64"), ordered[high].to_numpy("float64")
+        axes.hlines(rows, lows, highs, color=style["color"], linewidth=1.2)
+        axes.plot(lows, rows, "|", highs, rows, "|", color=style["color"], markersize=8)
+        axes.plot(ordered[column].to_numpy("float64"), rows, "o", label=label, **style)
     axes.set_yticks(place, labels)
     axes.axvline(1000, color="0.7", linestyle="--", linewidth=1)
     axes.set_xlabel("score (Elo-like; 1000 = average model), 95% interval")
