@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llm_feedback.schema_evaluate import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, percentile_interval
 
 DEFAULT_RESAMPLES = 2000
@@ -71,19 +72,9 @@ def metric_row(
 
 def metric_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """The long metric table, typed."""
-    return pd.DataFrame(rows, columns=list(METRIC_COLUMNS)).astype(
-        {
-            "judge": "string",
-            "metric": "string",
-            "value": "float64",
-            "ci_low": "float64",
-            "ci_high": "float64",
-            "ci_method": "string",
-            "resamples": "int64",
-            "n": "int64",
-            "category": "string",
-        }
-    )
+    # The dtypes of judge_validation's columns of the same names: one declaration.
+    dtypes = {column: JUDGE_VALIDATION_COLUMN_TYPES[column] for column in METRIC_COLUMNS}
+    return pd.DataFrame(rows, columns=list(METRIC_COLUMNS)).astype(dtypes)
 
 
 def categories(frame: pd.DataFrame) -> list[Any]:
