@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import results_md  # noqa: E402
+import results_runs  # noqa: E402
 from common import cpu_model, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,7 +214,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     data = {**meta, "tolerance": TOLERANCE, "figures": rows}
     (RESULTS / "before_after.json").write_text(json.dumps({**data, "runs": runs}, indent=2))
-    write_section("before-after", results_md.before_after(data))
+    write_section("before-after", results_runs.before_after(data))
     for row in rows:
         flag = "  <-- worse" if row["worse_than_tolerance"] else ""
         print(

@@ -120,6 +120,16 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             EMBEDDED_MODEL,
         ),
     ),
+    # The default run again, under one busy loop per core: slower, but it must finish.
+    "default_run_under_load": (
+        Run(
+            "default_run_under_load",
+            "default_run_under_load.py",
+            ("--limit-s", "2400"),
+            ("--params", "sample.max_prompts=1", "--limit-s", "900"),
+            EMBEDDED_MODEL,
+        ),
+    ),
     "ray_throughput": (
         Run("ray_throughput", "ray_throughput.py", AT_BOUND, ("--requests", "64"), ("ray",)),
     ),
@@ -145,7 +155,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
     ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
-ONCE_GROUPS = ("embedded_judge_card",)  # run in the last repetition only
+ONCE_GROUPS = ("embedded_judge_card", "default_run_under_load")  # last repetition only
 
 
 def scale_runs(sizes: Sequence[int], workdir: Path) -> list[Run]:

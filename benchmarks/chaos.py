@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import results_md  # noqa: E402
+import results_runs  # noqa: E402
 from common import machine, save, write_section  # noqa: E402
 
 from llm_feedback.replies.status import READ  # noqa: E402
@@ -135,7 +135,7 @@ def main() -> None:
     save("chaos", report)
     write_section(
         "chaos",
-        f"{results_md.chaos([report])}\n\nWritten by `benchmarks/chaos.py` on "
+        f"{results_runs.chaos([report])}\n\nWritten by `benchmarks/chaos.py` on "
         f"{time.strftime('%Y-%m-%d %H:%M')}: {machine()}.",
     )
 

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import results_md  # noqa: E402
+import results_runs  # noqa: E402
 from common import machine, peak_rss_mib, save, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,10 +164,10 @@ def main() -> None:
     payload = {"machine": machine(), "params": args.params, "runs": runs}
     if args.params:  # an experiment: the JSON only, RESULTS.md keeps the default's figures
         save("default_run_experiment", payload)
-        print(results_md.default_run([payload]))
+        print(results_runs.default_run([payload]))
         return
     save("default_run", payload)
-    write_section("default-run", results_md.default_run([payload]))
+    write_section("default-run", results_runs.default_run([payload]))
 
 
 if __name__ == "__main__":

@@ -79,7 +79,9 @@ def main() -> None:
                 check=False,
             )
             finished, output = run.returncode == 0, run.stdout + run.stderr
+            nodes = json.loads((Path(tmp) / "out.json").read_text())["nodes"] if finished else {}
         except subprocess.TimeoutExpired as expired:
+            nodes = {}
             finished = False
             output = (expired.stdout or b"").decode() + (expired.stderr or b"").decode()
         wall_s = time.perf_counter() - started
@@ -99,6 +101,8 @@ def main() -> None:
             "max": round(max(samples), 2) if samples else None,
         },
         "timed_out_call_lines": sum(1 for line in output.splitlines() if TIMED_OUT.search(line)),
+        "params": args.params,
+        "node_wall_s": {name: round(node["wall_s"], 1) for name, node in nodes.items()},
         "output_tail": output[-1500:] if not finished else "",
     }
     save("default_run_under_load", result)

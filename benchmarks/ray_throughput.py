@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import results_md  # noqa: E402
+import results_runs  # noqa: E402
 from common import machine, save, write_section  # noqa: E402
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient  # noqa: E402
@@ -120,7 +120,7 @@ def main() -> None:
     save("ray_throughput", report)
     write_section(
         "ray-throughput",
-        f"{results_md.ray_throughput([report])}\n\nWritten by `benchmarks/ray_throughput.py` "
+        f"{results_runs.ray_throughput([report])}\n\nWritten by `benchmarks/ray_throughput.py` "
         f"on {time.strftime('%Y-%m-%d %H:%M')}: {machine()}.",
     )
 

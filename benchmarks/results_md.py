@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-import pandas as pd
 import results_judging
+import results_runs
+from results_cells import cells, inline, median, paired
+from results_cells import table as _table
 
 # Row labels of the contenders the throughput scripts write; an unknown key (a contender
 # added later) is shown under its own name.
@@ -32,42 +34,6 @@ SCALE_LABELS = {  # in pipeline order
     "score_fix": "annotate: score fix (re-scores)",
     "export": "annotate: UltraFeedback export",
 }
-
-
-def spread(values: Iterable[float]) -> tuple[float, float, float]:
-    """(min, median, max): with few repetitions on a shared machine, all three matter."""
-    ordered = sorted(values)
-    return ordered[0], statistics.median(ordered), ordered[-1]
-
-
-def cells(values: Iterable[float], form: str) -> list[str]:
-    """Three table cells: min, median, max."""
-    return [format(value, form) for value in spread(values)]
-
-
-def inline(values: Iterable[float], form: str) -> str:
-    """min | median | max, in a sentence."""
-    return " | ".join(cells(values, form))
-
-
-NO_CELLS = ["", "", ""]  # where min, median and max would be
-
-
-def median(values: Iterable[float]) -> float:
-    return statistics.median(list(values))
-
-
-def paired(
-    runs: Sequence[dict], figure: Callable[[dict], float], base: Callable[[dict], float]
-) -> float:
-    """Median over repetitions of figure / base, both measured in the same repetition."""
-    return median(figure(run) / base(run) for run in runs)
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """A Markdown table of cells already formatted (tabulate must not re-read them)."""
-    table = pd.DataFrame(list(rows), columns=list(header))
-    return table.to_markdown(index=False, disable_numparse=True).splitlines()
 
 
 def _contenders(section: dict, rate_key: str) -> list[str]:
@@ -403,259 +369,6 @@ def scale(runs: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def chaos(runs: Sequence[dict]) -> str:
-    first = runs[0]
-    faults = ", ".join(
-        f"{share:.0%} {name.replace('_', ' ')}" for name, share in first["faults"].items()
-    )
-    tables = (
-        ("completions", "answered", lambda t: t["failed"]),
-        ("aspect_annotations", "read", lambda t: t["unreadable_after_reasks"]),
-        ("critiques", "read", lambda t: t["rows"] - t["read"]),
-    )
-    rows = [
-        [
-            name,
-            *cells((run[name]["rows"] for run in runs), ",.0f"),
-            *cells((run[name][good] for run in runs), ",.0f"),
-            *cells((bad(run[name]) for run in runs), ",.0f"),
-            f"{max(run[name]['lost'] for run in runs)}",
-            f"{max(run[name]['duplicated'] for run in runs)}",
-        ]
-        for name, good, bad in tables
-    ]
-    export = [run["ultrafeedback_records"] for run in runs]
-    rows.append(
-        [
-            "ultrafeedback records",
-            *cells((table["rows"] for table in export), ",.0f"),
-            *NO_CELLS,
-            *NO_CELLS,
-            f"{max(table['lost'] for table in export)}",
-            "",
-        ]
-    )
-    header = ["table", "rows min", "median", "max", "answered / read min", "median", "max"]
-    header += ["failed / unreadable min", "median", "max", "lost (max)", "duplicated (max)"]
-    return "\n".join(
-        [
-            "## The default pipeline through a faulty server (`chaos.py`)",
-            "",
-            f"{first['prompts']:,} prompts, sample -> generate -> annotate -> report in one Kedro "
-            f"session against the project's server answering {faults}; every attempt draws "
-            f"anew. Wall time, s (min | median | max): "
-            f"{inline((run['wall_s'] for run in runs), '.1f')}.",
-            "",
-            *_table(header, rows),
-            "",
-            "Requests the server received per call the run needed (retries after rate limits, "
-            "server errors and stalls, and re-asks of unreadable replies), min | median | max: "
-            f"{inline((run['requests_per_needed_call'] for run in runs), '.2f')}; calls failed "
-            f"after all retries (max): {max(run['calls_failed_after_retries'] for run in runs)}.",
-        ]
-    )
-
-
-def embedded_model(runs: Sequence[dict]) -> str:
-    by_slots: dict[int, list[dict]] = {}
-    for run in runs:
-        for measured in run["runs"]:
-            by_slots.setdefault(measured["slots"], []).append(measured)
-    rows = [
-        [
-            f"{slots}",
-            *cells((m["tokens_per_s"] for m in measured), ".1f"),
-            f"{median(m['speedup_vs_single_stream'] for m in measured):.2f}",
-            f"{median(m['mean_latency_s'] for m in measured):.1f}",
-        ]
-        for slots, measured in sorted(by_slots.items())
-    ]
-    return "\n".join(
-        [
-            "## The embedded model (`embedded_model.py`)",
-            "",
-            "SmolLM2-135M-Instruct served by llama.cpp (xllamacpp) inside the process, "
-            f"completions of up to {runs[0]['max_tokens']} tokens, as many requests in flight "
-            "as slots; tokens/s counts generated tokens.",
-            "",
-            *_table(
-                [
-                    "llama.cpp slots",
-                    "tokens/s min",
-                    "median",
-                    "max",
-                    "vs one stream (median)",
-                    "mean latency s (median)",
-                ],
-                rows,
-            ),
-            "",
-            f"Peak RSS with the model loaded (max over repetitions): "
-            f"{max(run['peak_rss_mib'] for run in runs):.0f} MiB.",
-        ]
-    )
-
-
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min {seconds % 60:02.0f} s"
-
-
-def default_run(results: Sequence[dict]) -> str:
-    """`default_run.py`: each result holds its own repetitions (`runs`)."""
-    runs = [run for result in results for run in result["runs"]]
-    walls = [run["process_wall_s"] for run in runs]
-    low, middle, high = spread(walls)
-    median_run = sorted(runs, key=lambda run: run["process_wall_s"])[len(runs) // 2]
-    settings = results[0].get("params")
-    prompts = f"the demo prompts with `--params {settings}`" if settings else "the demo prompts"
-    lines = [
-        "## The default run (`make run`, install excluded; `default_run.py`)",
-        "",
-        f"Machine: {results[0]['machine']}. Repetitions: {len(runs)}, each a fresh process and "
-        f"a fresh data root (no request cache): the `__default__` pipeline on {prompts}, the "
-        "embedded model as generator and judge.",
-        "",
-        f"- Wall time, process start to exit: median {_minutes(middle)} "
-        f"(min {_minutes(low)}, max {_minutes(high)}).",
-        f"- Peak RSS: max {max(run['peak_rss_mib'] for run in runs):.0f} MiB over the repetitions.",
-        "",
-        "Per node, median repetition (llama.cpp counters; prompt tok/s and generated tok/s "
-        "are per slot: llama.cpp sums the seconds of every slot):",
-        "",
-    ]
-    rows = []
-    for name, node in median_run["nodes"].items():
-        if node["wall_s"] < 0.5 and not node.get("calls"):
-            continue  # parameter reads and other bookkeeping nodes
-        evaluated = node.get("prompt_tokens_total", 0)
-        generated = node.get("tokens_predicted_total", 0)
-        prompt_rate = evaluated / node["prompt_seconds_total"] if evaluated else 0
-        gen_rate = generated / node["tokens_predicted_seconds_total"] if generated else 0
-        rows.append(
-            [
-                name,
-                f"{node['wall_s']:.1f}",
-                f"{node.get('calls', 0):.0f}",
-                f"{evaluated:,.0f}",
-                f"{node.get('prompt_tokens_cached_total', 0):,.0f}",
-                f"{generated:,.0f}",
-                f"{prompt_rate:.0f}",
-                f"{gen_rate:.1f}",
-            ]
-        )
-    header = ["node", "wall s", "calls", "prompt tokens evaluated", "prompt tokens from cache"]
-    header += ["generated tokens", "prompt tok/s", "generated tok/s"]
-    return "\n".join(lines + _table(header, rows))
-
-
-def before_after(data: dict) -> str:
-    """`before_after.py`'s comparison of two commits, from its results/before_after.json."""
-    tolerance = data["tolerance"]
-    rows = [
-        [
-            row["figure"],
-            f"{row['median_before']:.4g}",
-            f"{row['median_after']:.4g}",
-            f"{row['ratio']:.3f}",
-            "**yes**" if row["worse_than_tolerance"] else "no",
-        ]
-        for row in data["figures"]
-    ]
-    return "\n".join(
-        [
-            f"## Before and after `{data['after']}` (against `{data['before']}`)",
-            "",
-            f"Written by `benchmarks/before_after.py` on {data['when']}: {data['cpu']}, "
-            f"{data['cores']} cores; {data['repetitions']} interleaved repetitions per "
-            "commit, each in fresh processes against the project's server in its own process; "
-            f"scale stages at {data['scale_prompts']:,} prompts, run one at a time, "
-            "alternating the commits stage by stage. Medians; ratio = after / before; a figure "
-            f"is flagged when it is more than {tolerance:.0%} worse.",
-            "",
-            *_table(
-                ["figure", "before", "after", "after / before", f"worse by > {tolerance:.0%}"],
-                rows,
-            ),
-        ]
-    )
-
-
-def ray_throughput(runs: Sequence[dict]) -> str:
-    """`ray_throughput.py`: the ray backend and the openai backend on the same requests."""
-    first = runs[0]
-    bound = first["bound_calls_per_s"]
-
-    def openai_rate(run: dict) -> float:
-        return run["openai"]["calls_per_s"]
-
-    rows = []
-    for key, label in (("openai", "`openai` backend"), ("ray_backend", "`ray` backend")):
-        rates = [run[key]["calls_per_s"] for run in runs]
-        steady = [run[key]["steady_calls_per_s"] for run in runs]
-        to_openai = ""
-        if key != "openai":
-            rate = lambda run, key=key: run[key]["calls_per_s"]  # noqa: E731
-            to_openai = format(paired(runs, rate, openai_rate), ".3f")
-        rows.append(
-            [
-                label,
-                *cells(rates, ".1f"),
-                f"{median(rates) / bound:.3f}",
-                to_openai,
-                f"{median(run[key]['first_call_s'] for run in runs):.2f}",
-                *cells(steady, ".1f"),
-                f"{median(steady) / bound:.3f}",
-            ]
-        )
-    setup = first["ray"]
-    starts = inline((run["ray_backend"]["ray_init_s"] for run in runs), ".1f")
-    header = ["backend", "calls/s min", "median", "max", "share of bound", "/ openai"]
-    header += ["first call at s", "steady calls/s min", "median", "max", "share of bound"]
-    return "\n".join(
-        [
-            "## The ray backend (`ray_throughput.py`)",
-            "",
-            f"{first['requests']:,} calls, {first['latency_s']} s each, {first['concurrency']} "
-            f"in flight: bound {bound:.0f} calls/s; a local Ray of {setup['cpus']} CPUs, "
-            f"{setup['replicas']} workers of up to {setup['batch_size']} rows. Steady is the "
-            "server's rate between a tenth and nine tenths of the calls.",
-            "",
-            *_table(header, rows),
-            "",
-            f"Starting Ray (once a process, outside the table), s (min | median | max): {starts}; "
-            "each stage also starts its worker pool (the time to its first call). On one "
-            "machine the ray backend can only lose (the same bound, plus that start-up and "
-            "the tail of each batch); it wins where one machine is the limit: workers on many "
-            "nodes, or a GPU per vLLM replica.",
-        ]
-    )
-
-
-def batch_api(runs: Sequence[dict]) -> str:
-    """`batch_api.py`: the client's side of Batch API jobs (JSONL, upload, poll, collect)."""
-    first = runs[0]
-    figures = (
-        ("wall s, first run", "first_wall_s", ".2f"),
-        ("client CPU ms per request", "client_cpu_ms_per_request", ".3f"),
-        ("wall s, cached rerun", "cached_rerun_wall_s", ".2f"),
-        ("peak RSS MiB", "peak_rss_mib", ".0f"),
-    )
-    rows = [[label, *cells((run[key] for run in runs), form)] for label, key, form in figures]
-    return "\n".join(
-        [
-            "## Batch mode (`batch_api.py`)",
-            "",
-            f"{first['requests']:,} requests through `mode: batch` in batches of "
-            f"{first['batch_max_requests']:,}, the project's server answering at once: what is "
-            "measured is the client's side (JSONL, upload, ledger, polling, download, parsing, "
-            "cache). Chat calls sent besides (max): "
-            f"{max(run['chat_requests_sent'] for run in runs)}.",
-            "",
-            *_table(["figure", "min", "median", "max"], rows),
-        ]
-    )
-
-
 # Run key -> renderer of its repetitions, in the order of RESULTS.md; the annotate path and
 # the scale stages gather several run keys each (see `render`).
 SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
@@ -663,11 +376,12 @@ SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("judge_throughput", judge),
 )
 LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
-    ("batch_api", batch_api),
-    ("chaos", chaos),
-    ("embedded_model", embedded_model),
-    ("default_run", default_run),
-    ("ray_throughput", ray_throughput),
+    ("batch_api", results_runs.batch_api),
+    ("chaos", results_runs.chaos),
+    ("embedded_model", results_runs.embedded_model),
+    ("default_run", results_runs.default_run),
+    ("default_run_under_load", results_runs.default_run_under_load),
+    ("ray_throughput", results_runs.ray_throughput),
     ("injection", results_judging.injection),
     ("stats_scale", results_judging.stats_scale),
     ("viewer_scale", results_judging.viewer_scale),
@@ -763,5 +477,5 @@ def render(
         if key in runs:
             sections.append(_marked(key.replace("_", "-"), renderer(runs[key])))
     if before_after_data is not None:
-        sections.append(_marked("before-after", before_after(before_after_data)))
+        sections.append(_marked("before-after", results_runs.before_after(before_after_data)))
     return "\n\n".join(sections) + "\n"

@@ -21,7 +21,9 @@ from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 import bench  # noqa: E402
+import results_cells  # noqa: E402
 import results_md  # noqa: E402
+import results_runs  # noqa: E402
 
 # A number standing on its own (not part of a name such as SmolLM2 or a commit hash).
 NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d(?:[\d,]*\d)?(?:\.\d+)?(?![A-Za-z0-9_])")
@@ -151,9 +153,9 @@ def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
 
 
 def test_an_even_number_of_repetitions_takes_the_middle_two_for_the_median():
-    assert results_md.spread([4.0, 1.0, 3.0, 2.0]) == (1.0, 2.5, 4.0)
-    assert results_md.cells([3.0, 1.0], ".1f") == ["1.0", "2.0", "3.0"]
-    assert results_md.inline([3.0, 1.0], ".1f") == "1.0 | 2.0 | 3.0"
+    assert results_cells.spread([4.0, 1.0, 3.0, 2.0]) == (1.0, 2.5, 4.0)
+    assert results_cells.cells([3.0, 1.0], ".1f") == ["1.0", "2.0", "3.0"]
+    assert results_cells.inline([3.0, 1.0], ".1f") == "1.0 | 2.0 | 3.0"
 
 
 def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
@@ -335,6 +337,18 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
                     }
                 ],
             },
+            "default_run_under_load": {
+                "machine": "Test CPU",
+                "busy_loops": n(1, 9),
+                "limit_s": x(60, 6000),
+                "finished": True,
+                "wall_s": x(60, 6000),
+                "load_average_before": x(),
+                "load_average_during": {"mean": x(), "max": x()},
+                "timed_out_call_lines": n(),
+                "params": f"sample.max_prompts={n()}",
+                "node_wall_s": {"rate_aspects": x(), "generate_completions": x()},
+            },
             "ray_throughput": {
                 "requests": prompts,
                 "latency_s": latency,
@@ -420,7 +434,7 @@ def test_every_number_in_results_md_comes_from_the_json(tmp_path, monkeypatch):
 
 def test_the_checked_in_before_after_section_renders_from_its_json():
     data = json.loads(bench.BEFORE_AFTER_JSON.read_text())
-    text = results_md.before_after(data)
+    text = results_runs.before_after(data)
     first = data["figures"][0]
     assert row(text, first["figure"]) == [
         f"{first['median_before']:.4g}",
