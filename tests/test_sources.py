@@ -131,7 +131,7 @@ def test_kedro_sample_reads_the_public_files_with_per_source_counts(tmp_path, ru
         "max_prompts": None,
     }
     catalog = run_kedro("sample", {"sample": sample})["catalog"]
-    prompts = catalog.load("sampled_prompts").drop_duplicates("prompt_id")
+    prompts = catalog.load("sampled_prompts").read().drop_duplicates("prompt_id")
     assert Counter(prompts["source"]) == {
         "evol_instruct": 7,
         "sharegpt": 2,

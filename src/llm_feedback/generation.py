@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from llm_feedback.backends import ChatRequest, LLMClient
+from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.endpoints import ModelSpec
-from llm_feedback.engine import Task, TaskEngine
+from llm_feedback.engine import Outcome, Task, TaskEngine
 from llm_feedback.errors import InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.schema import ANSWER_LIST_COLUMNS, COMPLETIONS_COLUMN_TYPES
+from llm_feedback.spool import SpooledTable, TableBuilder
 
 logger = logging.getLogger(__name__)
 
 SAMPLED_COLUMNS = ("prompt_id", "completion_idx", "instruction", "model", "system_prompt")
+# What generation reads of a sampled row: the columns it sends or copies.
+SAMPLED_READ = (*SAMPLED_COLUMNS, "source", "principle", "world_knowledge", *ANSWER_LIST_COLUMNS)
+Sampled = pd.DataFrame | ParquetSource
 
 
 def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
     missing = [column for column in SAMPLED_COLUMNS if column not in sampled.columns]
     if missing:
         raise InputError(f"sampled_prompts: missing column(s) {', '.join(missing)}")
+    _check_rows(sampled, pool)
+
+
+def _check_rows(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
+    """Every row's model is in the pool and its instruction is not blank; the error names
+    the row by its index (its position in the file, when streamed)."""
     unknown = ~sampled["model"].isin(list(pool))
     if unknown.any():
         row = sampled.index[unknown.to_numpy().argmax()]
@@ -70,62 +83,144 @@ def _answer_lists(sampled: pd.DataFrame, column: str) -> list[list[str]]:
     ]
 
 
+def _sampled_batches(sampled: Sampled, columns: Sequence[str]) -> Iterable[pd.DataFrame]:
+    if isinstance(sampled, pd.DataFrame):
+        return [sampled.reset_index(drop=True)]
+    return sampled.row_batches(columns)
+
+
+def _rows_per_endpoint(sampled: Sampled, pool: Mapping[str, ModelSpec]) -> Counter[str]:
+    """Every row checked before any call (a file a record batch at a time), and how many
+    rows each endpoint answers."""
+    if isinstance(sampled, pd.DataFrame):
+        validate_sampled_prompts(sampled, pool)
+    else:
+        missing = [column for column in SAMPLED_COLUMNS if column not in sampled.columns]
+        if missing:
+            raise InputError(f"sampled_prompts: missing column(s) {', '.join(missing)}")
+    counts: Counter[str] = Counter()
+    for batch in _sampled_batches(sampled, ("prompt_id", "model", "instruction")):
+        if not isinstance(sampled, pd.DataFrame):
+            _check_rows(batch, pool)
+        counts.update(pool[model].endpoint.name for model in batch["model"])
+    return counts
+
+
+def _prompt_fields(rows: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> Iterator[dict]:
+    """The columns a completion row copies from its sampled row."""
+    n = len(rows)
+    columns = {
+        "prompt_id": rows["prompt_id"].astype(str).tolist(),
+        "completion_idx": rows["completion_idx"].astype(int).tolist(),
+        "source": rows["source"].tolist() if "source" in rows else [None] * n,
+        "instruction": rows["instruction"].astype(str).tolist(),
+        **{column: _answer_lists(rows, column) for column in ANSWER_LIST_COLUMNS},
+        "world_knowledge": rows["world_knowledge"].tolist()
+        if "world_knowledge" in rows
+        else [""] * n,
+        "model": rows["model"].tolist(),
+        "principle": rows["principle"].tolist() if "principle" in rows else [None] * n,
+        "system_prompt": sent_system_prompts(rows, pool),
+    }
+    for values in zip(*columns.values(), strict=True):
+        yield dict(zip(columns, values, strict=True))
+
+
+def _answer_endpoint(
+    sampled: Sampled,
+    pool: Mapping[str, ModelSpec],
+    endpoint: EndpointConfig,
+    client: LLMClient,
+    table: TableBuilder,
+    *,
+    total: int,
+    fail_loud: bool,
+) -> int:
+    """Send the rows of `endpoint`'s models, adding each answered row to `table` at its
+    position in `sampled`; returns how many calls failed."""
+    # Task index -> (row position, the row's prompt fields), while its call is out.
+    pending: dict[int, tuple[int, dict]] = {}
+    failed = 0
+
+    def tasks() -> Iterator[Task]:
+        indices = itertools.count()  # the engine numbers tasks in the order given
+        for batch in _sampled_batches(sampled, SAMPLED_READ):
+            mine = batch["model"].map(lambda model: pool[model].endpoint.name) == endpoint.name
+            rows = batch[mine.to_numpy()]
+            for position, fields, request in zip(
+                rows.index, _prompt_fields(rows, pool), build_requests(rows, pool), strict=True
+            ):
+                pending[next(indices)] = (int(position), fields)
+                yield Task(request, reask=False)
+
+    def take(index: int, outcome: Outcome) -> None:
+        nonlocal failed
+        position, row = pending.pop(index)
+        reply = outcome.reply
+        row.update(
+            endpoint=endpoint.name,
+            backend=endpoint.backend,
+            response=pool[row["model"]].cleanup.apply(reply.text),
+            finish_reason=reply.finish_reason,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            latency_s=reply.latency_s,
+            cached=reply.cached,
+            via_batch=reply.via_batch,
+            error=reply.error,
+        )
+        failed += reply.error is not None
+        table.add(position, row)
+
+    TaskEngine(client, max_reasks=0, fail_loud=fail_loud).run_into(
+        tasks(), take, desc=f"generate [{endpoint.name}]", total=total
+    )
+    return failed
+
+
+def completions_table(
+    sampled: Sampled,
+    pool: Mapping[str, ModelSpec],
+    cache_path: str | Path | None,
+    progress: bool = True,
+    fail_loud: bool = False,
+) -> SpooledTable:
+    """`completions`: every sampled (prompt, slot) answered, in the sampled order, spooled
+    to disk as the calls finish; a failed call becomes a row with `error` set.
+
+    `sampled` on disk (`ParquetSource`) is read a record batch at a time as the calls are
+    sent, once per endpoint, so memory follows the calls in flight, not the prompts.
+    `fail_loud`: raise instead when more calls of an endpoint failed than its
+    `max_failure_share` (the pipeline's node does)."""
+    counts = _rows_per_endpoint(sampled, pool)
+    endpoints = {spec.endpoint.name: spec.endpoint for spec in pool.values()}
+    table = TableBuilder(COMPLETIONS_COLUMN_TYPES)
+    failed = 0
+    for name in sorted(counts):
+        with LLMClient(endpoints[name], cache_path, progress=progress) as client:
+            failed += _answer_endpoint(
+                sampled,
+                pool,
+                endpoints[name],
+                client,
+                table,
+                total=counts[name],
+                fail_loud=fail_loud,
+            )
+    finished = table.finish()
+    if failed:
+        logger.warning(
+            "generate: %d of %d completions failed (see column 'error')", failed, len(finished)
+        )
+    return finished
+
+
 def generate_completions(
-    sampled: pd.DataFrame,
+    sampled: Sampled,
     pool: Mapping[str, ModelSpec],
     cache_path: str | Path | None,
     progress: bool = True,
     fail_loud: bool = False,
 ) -> pd.DataFrame:
-    """Answer every sampled (prompt, slot); a failed call becomes a row with `error` set.
-
-    `fail_loud`: raise instead when more calls of an endpoint failed than its
-    `max_failure_share` (the pipeline's node does)."""
-    validate_sampled_prompts(sampled, pool)
-    sampled = sampled.reset_index(drop=True)
-    requests = build_requests(sampled, pool)
-    endpoint_of_row = sampled["model"].map(lambda model: pool[model].endpoint.name)
-    endpoints = {spec.endpoint.name: spec.endpoint for spec in pool.values()}
-    results: list = [None] * len(sampled)
-    for endpoint_name, rows in endpoint_of_row.groupby(endpoint_of_row, sort=True):
-        positions = rows.index.to_list()
-        with LLMClient(endpoints[endpoint_name], cache_path, progress=progress) as client:
-            outcomes = TaskEngine(client, max_reasks=0, fail_loud=fail_loud).run(
-                [Task(requests[i], reask=False) for i in positions],
-                desc=f"generate [{endpoint_name}]",
-            )
-        for position, outcome in zip(positions, outcomes, strict=True):
-            results[position] = outcome.reply
-
-    frame = pd.DataFrame(
-        {
-            "prompt_id": sampled["prompt_id"],
-            "completion_idx": sampled["completion_idx"],
-            "source": sampled.get("source"),
-            "instruction": sampled["instruction"],
-            **{column: _answer_lists(sampled, column) for column in ANSWER_LIST_COLUMNS},
-            "world_knowledge": sampled.get("world_knowledge", ""),
-            "model": sampled["model"],
-            "principle": sampled.get("principle"),
-            "system_prompt": sent_system_prompts(sampled, pool),
-            "endpoint": endpoint_of_row,
-            "backend": endpoint_of_row.map(lambda name: endpoints[name].backend),
-            "response": [
-                pool[model].cleanup.apply(r.text)
-                for model, r in zip(sampled["model"], results, strict=True)
-            ],
-            "finish_reason": [r.finish_reason for r in results],
-            "prompt_tokens": [r.prompt_tokens for r in results],
-            "completion_tokens": [r.completion_tokens for r in results],
-            "latency_s": [r.latency_s for r in results],
-            "cached": [r.cached for r in results],
-            "via_batch": [r.via_batch for r in results],
-            "error": [r.error for r in results],
-        }
-    )
-    failed = frame["error"].notna().sum()
-    if failed:
-        logger.warning(
-            "generate: %d of %d completions failed (see column 'error')", failed, len(frame)
-        )
-    return frame.astype(COMPLETIONS_COLUMN_TYPES)
+    """`completions_table` as a DataFrame."""
+    return completions_table(sampled, pool, cache_path, progress, fail_loud).frame()

@@ -122,6 +122,16 @@ class ParquetSource:
             previous = values[len(values) - 1].as_py()
         return count
 
+    def row_batches(self, columns: Sequence[str] | None = None) -> Iterator[pd.DataFrame]:
+        """The table as DataFrames of `batch_rows` rows, indexed by row position in the
+        file: for steps whose rows are independent of each other (generation)."""
+        start = 0
+        for batch in self._file().iter_batches(
+            batch_size=self.batch_rows, columns=self._present(columns)
+        ):
+            yield _indexed(pa.Table.from_batches([batch]), start, None)
+            start += batch.num_rows
+
     def key_chunks(
         self,
         keys_per_chunk: int,

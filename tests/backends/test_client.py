@@ -106,6 +106,32 @@ def test_a_stream_read_as_it_comes_keeps_only_what_the_cache_does_not_hold(tmp_p
         assert server.request_count == 4 + 5
 
 
+@pytest.mark.parametrize("refresh", [False, True])
+def test_a_long_stream_sends_each_distinct_request_once_and_forgets_what_it_answered(
+    tmp_path, refresh
+):
+    """A stream read as it comes keeps no key of an answered request (at a million calls
+    those would be a gigabyte): a copy that comes after its first was answered is served
+    by the cache, one still in flight shares its answer, and nothing is sent twice, with
+    `refresh` (no lookups: the stream keeps its keys) too."""
+    distinct = prompts(300, temperature=0.0)
+    # Copies right behind their first (in flight) and ~1,000 requests later (answered).
+    stream = [*distinct[:50], *distinct[:50], *distinct, *distinct[:300:7], *distinct[::-1]]
+    with FakeLLMServer(echo_responder) as server:
+        with LLMClient(endpoint(server), tmp_path / "c.sqlite", progress=False) as client:
+            client.refresh = refresh
+            seen = {}
+            client.call(client.stream(iter(stream), on_result=seen.__setitem__, keep_results=False))
+            assert server.request_count == len(distinct)
+            assert [seen[i].text for i in range(len(stream))] == [
+                f"Echo: {request.messages[-1]['content']}" for request in stream
+            ]
+            assert client.stats.requests == len(stream)
+            assert client.stats.calls == len(distinct)
+            # Forgotten once answered: later copies are cache hits, not shared answers.
+            assert (client.stats.cache_hits > 0) is not refresh
+
+
 def test_attempt_makes_a_deliberate_repeat_a_new_call(tmp_path):
     request = ChatRequest.from_prompt("same", temperature=0.0)
     again = ChatRequest.from_prompt("same", temperature=0.0, attempt=1)

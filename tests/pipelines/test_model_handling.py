@@ -31,7 +31,7 @@ def test_each_model_sends_or_folds_or_drops_its_system_prompt_and_cleans_up(run_
         run_kedro("sample", params)
         catalog = run_kedro("generate", params)["catalog"]
         bodies = server.requests
-    sampled = catalog.load("sampled_prompts")
+    sampled = catalog.load("sampled_prompts").read()
     completions = catalog.load("completions").read()
     assert len(bodies) == len(completions) == 15
     sent = [body["messages"] for body in bodies]

@@ -83,7 +83,7 @@ def test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands(ru
         bodies = server.requests
 
     # The replacements were sent: principles, judge and teacher prompts, the rescore turn.
-    sampled = catalog.load("sampled_prompts")
+    sampled = catalog.load("sampled_prompts").read()
     assert set(sampled["system_prompt"]) <= PRINCIPLE_PROMPTS
     aspect_calls = [b for b in bodies if b["messages"][0]["content"] == JUDGE_SYSTEM]
     assert len(aspect_calls) == 3 * 4

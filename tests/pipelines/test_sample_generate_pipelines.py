@@ -24,7 +24,7 @@ ALL_PROMPTS = {"max_prompts": None}
 
 def test_sample_then_generate_on_the_demo_prompts(run_kedro, fake_llm):
     params = {"endpoints": endpoints_via(fake_llm), "sample": ALL_PROMPTS}
-    sampled = run_kedro("sample", params)["catalog"].load("sampled_prompts")
+    sampled = run_kedro("sample", params)["catalog"].load("sampled_prompts").read()
     assert sampled["source"].nunique() == 6
     assert sampled.groupby("prompt_id")["model"].nunique().eq(4).all()  # without replacement
     assert sampled["system_prompt"].str.len().gt(20).all()
@@ -51,8 +51,8 @@ def test_a_repeat_run_pays_for_nothing(run_kedro, fake_llm):
 
 def test_sampling_is_reproducible_across_runs(run_kedro, fake_llm):
     params = {"endpoints": endpoints_via(fake_llm)}
-    first = run_kedro("sample", params)["catalog"].load("sampled_prompts")
-    second = run_kedro("sample", params)["catalog"].load("sampled_prompts")
+    first = run_kedro("sample", params)["catalog"].load("sampled_prompts").read()
+    second = run_kedro("sample", params)["catalog"].load("sampled_prompts").read()
     assert first.equals(second)
 
 
@@ -72,7 +72,7 @@ def test_an_unknown_backend_is_named(run_kedro, fake_llm):
 def test_a_model_missing_from_the_pool_names_the_row(run_kedro, fake_llm):
     params = {"endpoints": endpoints_via(fake_llm)}
     catalog = run_kedro("sample", params)["catalog"]
-    sampled = catalog.load("sampled_prompts")
+    sampled = catalog.load("sampled_prompts").read()
     sampled.loc[3, "model"] = "gpt-7"
     catalog.save("sampled_prompts", sampled)
     with pytest.raises(InputError, match=r"row 3 .*'gpt-7' is not in model_pool"):

@@ -205,6 +205,7 @@ class LLMClient:
         batch = StreamState(
             deliver=on_result or ignore_result,
             drop_cached=not keep_results and self.cache is not None,
+            forget_answered=not keep_results and self.cache is not None and not self.refresh,
         )
         size = total if total is not None else length_of(requests)
         show = self.progress and desc is not None and size != 1
@@ -224,33 +225,27 @@ class LLMClient:
                 await self._run_concurrently(batch, requests)
         finally:
             batch.bar.close()
-        dropped = [
-            batch.keys[source] for _, source in batch.duplicates if batch.results[source] is None
-        ]
+        dropped = [key for _, source, key in batch.duplicates if source not in batch.results]
         from_cache = self.cache.get_many(dropped) if dropped else {}
-        for index, source in batch.duplicates:
-            result = batch.results[source] or from_cache[batch.keys[source]]
+        for index, source, key in batch.duplicates:
+            result = batch.results.get(source) or from_cache[key]
             batch.deliver(index, result)
             batch.keep(index, result)
-        sent = len(batch.first_index)
-        self.stats.requests += len(batch.results)
-        self.stats.cache_hits += len(batch.results) - sent - len(batch.duplicates)
+        sent = batch.sent
+        self.stats.requests += batch.admitted
+        self.stats.cache_hits += batch.admitted - sent - len(batch.duplicates)
         self.stats.deduplicated += len(batch.duplicates)
         if sent and desc is not None:
             logger.info(
                 "%s: %d requests, %d from cache, %d sent, %d failed, %d retries",
                 desc,
-                len(batch.results),
-                len(batch.results) - sent,
+                batch.admitted,
+                batch.admitted - sent,
                 sent,
-                sum(
-                    1
-                    for index in batch.first_index.values()
-                    if batch.results[index] is not None and not batch.results[index].ok
-                ),
+                batch.failed,
                 self.stats.retries,
             )
-        return batch.results
+        return batch.result_list()
 
     def admit(self, batch: StreamState, chunk: list[ChatRequest]) -> list[int]:
         """Register a chunk of requests; return the indices that must be sent."""
@@ -267,20 +262,21 @@ class LLMClient:
         cached = self.cache.get_many(keys) if use_cache else {}
         to_send = []
         for request, key in zip(chunk, keys, strict=True):
-            index = len(batch.results)
-            batch.requests.append(request)
-            batch.keys.append(key)
-            batch.results.append(cached.get(key))
+            index = batch.admitted
+            batch.admitted += 1
             if key in cached:
                 batch.deliver(index, cached[key])
                 batch.keep(index, cached[key])
                 batch.bar.update(1)
             elif key in batch.first_index:
                 # Identical requests share one answer: only the first is sent.
-                batch.duplicates.append((index, batch.first_index[key]))
+                batch.duplicates.append((index, batch.first_index[key], key))
                 batch.bar.update(1)
             else:
+                batch.requests[index] = request
+                batch.keys[index] = key
                 batch.first_index[key] = index
+                batch.sent += 1
                 to_send.append(index)
         return to_send
 
@@ -300,9 +296,9 @@ class LLMClient:
 
         async def work() -> None:
             while (index := await queue.get()) is not None:
-                misses = len(batch.first_index)
-                result = await self.fetch(batch.requests[index], batch.keys[index], misses)
+                result = await self.fetch(batch.requests[index], batch.keys[index], batch.sent)
                 self.deliver_answer(batch, index, result)
+                batch.forget(index, result)
 
         tasks = [asyncio.ensure_future(produce())]
         tasks += [asyncio.ensure_future(work()) for _ in range(workers)]
@@ -316,8 +312,8 @@ class LLMClient:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def deliver_answer(self, batch: StreamState, index: int, result: ChatResult) -> None:
-        batch.requests[index] = None  # answered: its prompt need not stay in memory
-        batch.results[index] = result
+        batch.requests.pop(index, None)  # answered: its prompt need not stay in memory
+        batch.failed += not result.ok
         batch.deliver(index, result)
         batch.keep(index, result)
         batch.bar.update(1)

@@ -36,6 +36,7 @@ async def run_in_process(
         for index, result in zip(indices, outputs, strict=True):
             client.record_answer(batch.keys[index], result)
             client.deliver_answer(batch, index, result)
+            batch.forget(index, result)
 
     for chunk in chunks(requests):
         todo += client.admit(batch, chunk)

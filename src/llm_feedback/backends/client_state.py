@@ -50,20 +50,38 @@ def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) 
 
 @dataclass
 class StreamState:
-    """The state of one `stream` call, filled in as requests are admitted."""
+    """The state of one `stream` call, filled in as requests are admitted and emptied as
+    they are answered: at a million calls a stream holds what is in flight (and, when it
+    keeps results, the results), not every request's key and answer."""
 
     deliver: ResultCallback
     bar: Any = None
-    requests: list[ChatRequest | None] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    results: list[ChatResult | None] = field(default_factory=list)
-    first_index: dict[str, int] = field(default_factory=dict)
-    duplicates: list[tuple[int, int]] = field(default_factory=list)
+    admitted: int = 0  # requests taken so far; each request's index is its rank
+    sent: int = 0  # distinct requests the cache did not answer
+    failed: int = 0  # of those, answered with a failure
+    requests: dict[int, ChatRequest] = field(default_factory=dict)  # until answered
+    keys: dict[int, str] = field(default_factory=dict)  # of the requests to send
+    results: dict[int, ChatResult] = field(default_factory=dict)  # see `keep`
+    first_index: dict[str, int] = field(default_factory=dict)  # key -> first index sent
+    duplicates: list[tuple[int, int, str]] = field(default_factory=list)  # (index, first, key)
     # Answers the cache holds are not kept once delivered (see `LLMClient.stream`).
     drop_cached: bool = False
+    # ... nor their keys, when every admitted request is looked up in the cache.
+    forget_answered: bool = False
 
     def keep(self, index: int, result: ChatResult) -> None:
-        self.results[index] = None if self.drop_cached and result.ok else result
+        if not (self.drop_cached and result.ok):
+            self.results[index] = result
+
+    def forget(self, index: int, result: ChatResult) -> None:
+        """An answered request that later duplicates need not share: the cache holds its
+        answer, and a lookup sees every answer already written (`RequestCache.get_many`
+        flushes first), so a later identical request is a cache hit."""
+        if self.forget_answered and result.ok:
+            del self.first_index[self.keys.pop(index)]
+
+    def result_list(self) -> list[ChatResult | None]:
+        return [self.results.get(index) for index in range(self.admitted)]
 
 
 RETRY_LOG_EVERY_S = 5.0

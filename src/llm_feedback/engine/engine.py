@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -239,7 +240,7 @@ class TaskEngine:
                 summary.unreadable += 1
             sink(index, outcome)
 
-        sent: list[int] = []  # the position in `running` of each request sent
+        sent = array("q")  # the position in `running` of each request sent (8 bytes each)
 
         def requests() -> Iterator[ChatRequest]:
             for task in tasks:

@@ -29,7 +29,7 @@ def _sampled_prompts(
     nodes: set[str], catalog: CatalogProtocol, parameters: Mapping[str, Any]
 ) -> pd.DataFrame:
     if "sample_prompts" not in nodes:
-        return catalog.load("sampled_prompts")
+        return as_frame(catalog.load("sampled_prompts"))
     blocks = [parameters.get(name) for name in ("sample", "model_pool", "prompt_templates")]
     if "combine_prompt_sources" in nodes:
         raw = combine_sources(catalog.load("raw_prompt_files"), *blocks)

@@ -3,18 +3,19 @@
 from collections.abc import Mapping
 from typing import Any
 
-import pandas as pd
-
-from llm_feedback.generation import generate_completions
+from llm_feedback.generation import Sampled, completions_table
 from llm_feedback.pipelines.parsed_params import generate_params
+from llm_feedback.spool import SpooledTable
 
 
 def generate(
-    sampled_prompts: pd.DataFrame,
+    sampled_prompts: Sampled,
     endpoints: Mapping[str, Any],
     model_pool: Mapping[str, Any],
     generation: Mapping[str, Any],
     request_cache: str | None,
-) -> pd.DataFrame:
+) -> SpooledTable:
+    """Streamed: `sampled_prompts` is read (a `ParquetSource`) and `completions` written
+    (a `SpooledTable`) a chunk at a time."""
     params = generate_params(endpoints, model_pool, generation)
-    return generate_completions(sampled_prompts, params.pool, request_cache, fail_loud=True)
+    return completions_table(sampled_prompts, params.pool, request_cache, fail_loud=True)
