@@ -98,7 +98,9 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp
     written = pq.read_schema(versions[0] / "ultrafeedback.parquet")
     assert written.remove_metadata().equals(ULTRAFEEDBACK_ARROW_SCHEMA)
     # and each prompt's reference answers, carried from sampled_prompts through generation.
-    sampled = catalog.load("sampled_prompts").read().drop_duplicates("prompt_id").set_index("prompt_id")
+    sampled = (
+        catalog.load("sampled_prompts").read().drop_duplicates("prompt_id").set_index("prompt_id")
+    )
     for row in export.itertuples():
         for column in ("correct_answers", "incorrect_answers"):
             assert list(getattr(row, column)) == list(sampled.at[row.prompt_id, column])
@@ -109,7 +111,9 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp
 def test_the_export_carries_the_reference_answers_of_truthful_qa(run_kedro, fake_llm):
     # seed 0 draws demo-truthful_qa-005 among three prompts
     catalog = _run_feedback(run_kedro, fake_llm, {"sample": {"max_prompts": 3, "seed": 0}})
-    sampled = catalog.load("sampled_prompts").read().drop_duplicates("prompt_id").set_index("prompt_id")
+    sampled = (
+        catalog.load("sampled_prompts").read().drop_duplicates("prompt_id").set_index("prompt_id")
+    )
     export = catalog.load("ultrafeedback").set_index("prompt_id")
 
     truthful = sampled.index[sampled["source"] == "truthful_qa"]
