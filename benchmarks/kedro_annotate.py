@@ -65,7 +65,7 @@ def prepare_completions(prompts: int, data_root: Path) -> int:
         tempfile.TemporaryDirectory() as tmp,
         serve_in_subprocess(latency_s=0.0, responder="echo", timeout_s=SERVER_START_S) as url,
     ):
-        completions = generated_completions(prompts, url, Path(tmp) / "cache.sqlite", {})
+        completions = generated_completions(prompts, url, Path(tmp) / "cache.sqlite")
     # The server echoes the prompt, so a prompt's completions would be one text and the
     # judge client would send each critique once; give each its own text, as 4 models would.
     completions["response"] = [

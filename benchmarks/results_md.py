@@ -28,7 +28,8 @@ CLIENT_LABELS = {
     "plain_async_openai": "bare `AsyncOpenAI`, same requests",
 }
 SCALE_LABELS = {  # in pipeline order
-    "generate": "generate (with sampling)",
+    "sample": "sample (whole tables)",
+    "generate": "generate",
     "aspects": "annotate: aspect ratings",
     "critique": "annotate: critiques",
     "score_fix": "annotate: score fix (re-scores)",
@@ -349,20 +350,33 @@ def scale(runs: Sequence[dict]) -> str:
             if len(points) < 2:
                 continue
             fit = statistics.linear_regression(list(points), list(points.values()))
+            last, before = sizes[-1], sizes[-2]
+            growth = (
+                f"{points[last] / points[before]:.2f}"
+                if last in points and before in points
+                else ""
+            )
             slope_rows.append(
                 [
                     SCALE_LABELS.get(stage, stage),
                     *(f"{points[size]:.0f}" if size in points else "" for size in sizes),
                     f"**{fit.slope * 1024:.2f}**",
+                    growth,
                 ]
             )
         lines += [
             "",
-            "Median peak RSS against the prompt count, and its least-squares slope: what each "
-            "further prompt costs in memory.",
+            "Median peak RSS against the prompt count, its least-squares slope (what each "
+            "further prompt costs in memory) and its growth from the second-largest size to "
+            "the largest (one: flat).",
             "",
             *_table(
-                ["stage", *(f"MiB at {size:,} prompts" for size in sizes), "KiB per prompt"],
+                [
+                    "stage",
+                    *(f"MiB at {size:,} prompts" for size in sizes),
+                    "KiB per prompt",
+                    f"MiB at {sizes[-1]:,} / at {sizes[-2]:,}",
+                ],
                 slope_rows,
             ),
         ]

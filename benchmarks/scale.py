@@ -6,14 +6,15 @@ model. Texts have UltraFeedback's sizes (`sized_responder`): memory grows with t
 stage runs in a fresh process, as a Kedro node does its work between loading its inputs
 and saving its output, so its peak RSS is its own.
 
-    python benchmarks/scale.py --stage generate --workdir /tmp/scale [--prompts 64000]
+    python benchmarks/scale.py --stage sample --workdir /tmp/scale [--prompts 64000]
+    python benchmarks/scale.py --stage generate --workdir /tmp/scale   # reads the sample
     python benchmarks/scale.py --stage aspects --workdir /tmp/scale   # reads its completions
     python benchmarks/scale.py --stage critique --workdir /tmp/scale
     python benchmarks/scale.py --stage score_fix --workdir /tmp/scale  # re-asks suspicious 10s
     python benchmarks/scale.py --stage export --workdir /tmp/scale     # UltraFeedback records
 
-The annotate stages read their inputs as the catalog loads them (`ParquetSource`s) and
-stream them a chunk of prompts at a time; generate (with sampling) holds its tables whole.
+Generate and the annotate stages read their inputs as the catalog loads them
+(`ParquetSource`s) and stream them a chunk at a time; sampling holds its tables whole.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from llm_feedback.annotation.stages import (  # noqa: E402
 )
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
-from llm_feedback.generation import generate_completions  # noqa: E402
+from llm_feedback.generation import completions_table  # noqa: E402
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource  # noqa: E402
 from llm_feedback.sampling import sample_prompts  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
@@ -59,7 +60,7 @@ RATIONALE_CHARS = 250
 FEEDBACK_CHARS = 600
 _WORDS = "the model answers question with some detail and example because it reads well".split()
 # In pipeline order; each stage reads the tables the earlier ones left in --workdir.
-STAGES = ("generate", "aspects", "critique", "score_fix", "export")
+STAGES = ("sample", "generate", "aspects", "critique", "score_fix", "export")
 
 
 def _prose(seed: str, chars: int) -> str:
@@ -102,12 +103,25 @@ def raw_prompts(n: int) -> pd.DataFrame:
     )
 
 
-def generated_completions(n: int, url: str, cache: Path, stages: dict) -> pd.DataFrame:
-    """`n` prompts sampled from all six sources, 4 completions each, answered by the server
-    at `url`; the wall time of sampling and of generation go into `stages`."""
+def run_sample(n: int, workdir: Path) -> dict:
+    """`n` prompts sampled from all six sources, 4 slots each, saved as the catalog does."""
     started = time.perf_counter()
     sampled = sample_prompts(raw_prompts(n), MODELS, n_completions=4, seed=1)
-    stages["sample"] = {"wall_s": time.perf_counter() - started, "rows": len(sampled)}
+    sampled.to_parquet(workdir / "sampled.parquet", row_group_size=ROW_GROUP_ROWS)
+    return {"sample": {"wall_s": time.perf_counter() - started, "rows": len(sampled)}}
+
+
+def generated_completions(n: int, url: str, cache: Path) -> pd.DataFrame:
+    """`n` prompts sampled and answered by the server at `url`, as a DataFrame (for the
+    benchmarks that judge them); the sample and the completions stay in `cache`'s folder."""
+    run_sample(n, cache.parent)
+    run_generate(url, cache)
+    return pd.read_parquet(cache.parent / "completions.parquet")
+
+
+def run_generate(url: str, cache: Path) -> dict:
+    """The generate node: the sample read as the catalog loads it (a `ParquetSource`),
+    every slot answered by the server at `url`, the completions saved a row group at a time."""
     endpoints = parse_endpoints(
         {"fake": {"backend": "openai", "model": "fake", "base_url": url, "max_concurrent": 64}}
     )
@@ -117,23 +131,17 @@ def generated_completions(n: int, url: str, cache: Path, stages: dict) -> pd.Dat
         {"temperature": 1.0, "top_p": 1.0, "max_tokens": 1024},
     )
     started = time.perf_counter()
-    completions = generate_completions(sampled, pool, cache, progress=False)
+    sampled = ParquetSource(str(cache.parent / "sampled.parquet"))
+    completions = completions_table(sampled, pool, cache, progress=False)
+    completions.to_parquet(cache.parent / "completions.parquet", row_group_size=ROW_GROUP_ROWS)
     wall = time.perf_counter() - started
-    stages["generate"] = {
-        "wall_s": wall,
-        "rows": len(completions),
-        "requests_per_s": len(completions) / wall,
+    return {
+        "generate": {
+            "wall_s": wall,
+            "rows": len(completions),
+            "requests_per_s": len(completions) / wall,
+        }
     }
-    return completions
-
-
-def run_generate(n: int, url: str, cache: Path) -> dict:
-    stages: dict = {}
-    # Row groups as the catalog's ParquetDataset writes them.
-    generated_completions(n, url, cache, stages).to_parquet(
-        cache.parent / "completions.parquet", row_group_size=ROW_GROUP_ROWS
-    )
-    return stages
 
 
 def _judge(url: str) -> EndpointConfig:
@@ -190,15 +198,22 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     cache = workdir / "request_cache.sqlite"
     cpu = cpu_seconds()
-    # The export asks no judge: it runs without a server.
+    # Sampling and the export ask no model: they run without a server.
     serving = (
         contextlib.nullcontext("")
-        if args.stage == "export"
+        if args.stage in ("sample", "export")
         else serve_in_subprocess(latency_s=0.0, responder="scale:sized_responder", timeout_s=120)
     )
     with serving as url:
-        if args.stage == "generate":
-            stages = run_generate(args.prompts, url, cache)
+        if args.stage == "sample":
+            stages = run_sample(args.prompts, workdir)
+        elif args.stage == "generate":
+            # Run alone (or by before_after.py, whose older commits sample in this stage),
+            # it samples first, in this process.
+            early = (
+                {} if (workdir / "sampled.parquet").exists() else run_sample(args.prompts, workdir)
+            )
+            stages = {**early, **run_generate(url, cache)}
         else:
             stages = run_judge_stage(args.stage, url, cache)
     save(

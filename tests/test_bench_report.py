@@ -173,8 +173,9 @@ def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
     # prompts, completions, rows out, wall s, runs, peak RSS min | median | max (first size)
     first_size = ["1,000", "4,000", "16,000", "1.0", "1", "100", "100", "100"]
     assert row(per_size, "annotate: aspect ratings") == first_size
-    # Peak RSS at each size, and 50 MiB per 1,000 prompts = 51.2 KiB per prompt.
-    assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**"]
+    # Peak RSS at each size, 50 MiB per 1,000 prompts = 51.2 KiB per prompt, and the
+    # growth from 2,000 prompts to 4,000: 250 / 150.
+    assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**", "1.67"]
 
 
 # --- no typed figure: three sittings whose every number differs render no common number ---
@@ -365,7 +366,7 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
             },
         }
         for size in sizes:
-            for stage in ("generate", "aspects", "critique", "score_fix", "export"):
+            for stage in ("sample", "generate", "aspects", "critique", "score_fix", "export"):
                 runs[f"scale_{size}_{stage}"] = scale(stage, size)
         return runs
 
@@ -567,6 +568,7 @@ def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
             for stage in bench.STAGES
         }
         assert rows == {
+            "sample": 4 * size,
             "generate": 4 * size,
             "aspects": 16 * size,  # 4 aspects x 4 completions
             "critique": 4 * size,
@@ -576,7 +578,8 @@ def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
     text = (results / "RESULTS.md").read_text()
     slope = text.split("least-squares slope", 1)[1]
     for stage in bench.STAGES:
-        assert row(slope, results_md.SCALE_LABELS[stage])[-1].startswith("**")
+        *_, per_prompt, growth = row(slope, results_md.SCALE_LABELS[stage])
+        assert per_prompt.startswith("**") and float(growth) > 0
 
 
 def test_a_partial_sitting_rewrites_only_its_own_sections(tmp_path):
