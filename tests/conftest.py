@@ -128,3 +128,17 @@ def run_kedro(tmp_path) -> Callable[..., dict[str, Any]]:
         return {"outputs": outputs, "catalog": catalog}
 
     return run
+
+
+def peak_bytes_in_fresh_process(script: str, folder: Path) -> int:
+    """Run `script` (which prints its peak memory in bytes last) in a new Python process
+    with `folder` as its argument: Arrow's pool reports its peak since the process began,
+    so each measurement needs a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return int(done.stdout.strip().splitlines()[-1])

@@ -5,8 +5,6 @@ with the number of prompts. Real calls to the project's server, real Parquet fil
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from llm_feedback.generation import completions_table, generate_completions
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.datasets import ParquetDataset
 from llm_feedback.testing.server import FakeLLMServer
+from tests.conftest import peak_bytes_in_fresh_process
 
 MODELS = ("m0", "m1", "m2", "m3")
 
@@ -126,14 +125,7 @@ _MEASURE = textwrap.dedent(
 def _peak_bytes(folder: Path, prompts: int) -> int:
     folder.mkdir()
     sampled_frame(prompts).to_parquet(folder / "sampled.parquet", row_group_size=1024)
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(folder)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return int(done.stdout.strip().splitlines()[-1])
+    return peak_bytes_in_fresh_process(_MEASURE, folder)
 
 
 def test_generation_memory_does_not_grow_with_the_number_of_prompts(tmp_path):

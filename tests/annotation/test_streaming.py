@@ -6,8 +6,6 @@ times the prompts. Real stages against the project's server, real Parquet files.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from llm_feedback.errors import InputError
 from llm_feedback.parquet_source import ParquetSource, table_chunks
 from llm_feedback.pipelines.datasets import ParquetDataset
 from llm_feedback.testing.server import FakeLLMServer, schema_responder
+from tests.conftest import peak_bytes_in_fresh_process
 
 PROMPTS = 40
 CHUNK = 8  # prompts per chunk: five chunks
@@ -211,14 +210,7 @@ def _peak_bytes(judged, folder: Path, copies: int) -> int:
     for name in ("completions", "aspects", "critiques"):
         table = files[name].read() if name in files else pd.read_parquet(source / f"{name}.parquet")
         _tiled(table, copies).to_parquet(folder / f"{name}.parquet", row_group_size=2048)
-    done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(folder)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-    return int(done.stdout.strip().splitlines()[-1])
+    return peak_bytes_in_fresh_process(_MEASURE, folder)
 
 
 def test_memory_does_not_grow_with_the_number_of_prompts(judged, tmp_path):
