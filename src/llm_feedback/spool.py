@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from llm_feedback.parquet_source import ROW_GROUP_ROWS
@@ -55,6 +57,10 @@ class TableBuilder:
     """
 
     CHUNK_ROWS = 8192
+    # A text is looked up among the last this many distinct texts of its column: the rows
+    # sharing a judge reply come together, and memory stays flat at millions of replies. A
+    # text seen again later is spooled again; each row group's dictionary is still distinct.
+    RECENT_TEXTS = 65_536
 
     def __init__(self, dtypes: Mapping[str, str], spool_dir: str | Path | None = None) -> None:
         unknown = {name: dtype for name, dtype in dtypes.items() if dtype not in _SPOOLED_TYPES}
@@ -66,11 +72,14 @@ class TableBuilder:
         self._keys = array("q")
         self._schema = pa.schema([(name, _SPOOLED_TYPES[dtype]) for name, dtype in dtypes.items()])
         self._rows = pa.ipc.new_file(str(self._path("rows")), self._schema)
-        # Per category column: the code of each distinct text (by digest: the texts
-        # themselves go to the spool), the texts not spooled yet, and the first code of
-        # each spooled batch of texts.
+        # Per category column: the code of each recent text (by digest: the texts
+        # themselves go to the spool), how many codes were given, the texts not spooled
+        # yet, and the first code of each spooled batch of texts.
         categories = [name for name, dtype in dtypes.items() if dtype == "category"]
-        self._codes: dict[str, dict[bytes, int]] = {name: {} for name in categories}
+        self._codes: dict[str, OrderedDict[bytes, int]] = {
+            name: OrderedDict() for name in categories
+        }
+        self._n_codes: dict[str, int] = dict.fromkeys(categories, 0)
         self._new_texts: dict[str, list[str]] = {name: [] for name in categories}
         self._text_starts: dict[str, array] = {name: array("q") for name in categories}
         self._texts = {
@@ -95,9 +104,14 @@ class TableBuilder:
         digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
         codes = self._codes[name]
         code = codes.get(digest)
-        if code is None:
-            code = codes[digest] = len(codes)
-            self._new_texts[name].append(text)
+        if code is not None:
+            codes.move_to_end(digest)
+            return code
+        code = codes[digest] = self._n_codes[name]
+        self._n_codes[name] += 1
+        if len(codes) > self.RECENT_TEXTS:
+            codes.popitem(last=False)
+        self._new_texts[name].append(text)
         return code
 
     def _spool(self) -> None:
@@ -111,7 +125,7 @@ class TableBuilder:
             values.clear()
         for name, texts in self._new_texts.items():
             if texts:
-                self._text_starts[name].append(len(self._codes[name]) - len(texts))
+                self._text_starts[name].append(self._n_codes[name] - len(texts))
                 batch = pa.record_batch([pa.array(texts, pa.large_string())], _TEXT_SCHEMA)
                 self._texts[name].write_batch(batch)
                 texts.clear()
@@ -191,9 +205,13 @@ class SpooledTable:
         with pa.OSFile(str(path)) as source:
             batches = np.searchsorted(starts, first_used, side="right") - 1
             texts = _gather(pa.ipc.open_file(source), batches, first_used - starts[batches])
-        return pa.DictionaryArray.from_arrays(
-            pa.array(local, pa.int32(), mask=~used), texts.column(0).combine_chunks()
-        )
+        texts = texts.column(0).combine_chunks()
+        # Codes given to one text twice (seen again beyond `RECENT_TEXTS`) become one entry.
+        distinct = pc.unique(texts)
+        if len(distinct) < len(texts):
+            local[used] = pc.index_in(texts, value_set=distinct).to_numpy()[local[used]]
+            texts = distinct
+        return pa.DictionaryArray.from_arrays(pa.array(local, pa.int32(), mask=~used), texts)
 
     def arrow_schema(self) -> pa.Schema:
         """The Parquet schema: column types, and the pandas metadata of `frame()`'s dtypes."""

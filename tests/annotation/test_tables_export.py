@@ -524,6 +524,32 @@ def test_a_table_built_from_rows_in_any_order_equals_the_one_built_in_order(monk
             assert written.field(field.name).type == field.type, field.name
 
 
+def test_a_reply_seen_again_beyond_the_recent_texts_is_still_one_category(monkeypatch, tmp_path):
+    """The builder remembers only its last RECENT_TEXTS texts (flat memory at millions of
+    replies); a text that comes back later is spooled twice, yet every row group and the
+    frame hold it once, and each row reads its own text back."""
+    from llm_feedback.spool import SpooledTable, TableBuilder
+
+    monkeypatch.setattr(TableBuilder, "RECENT_TEXTS", 2)
+    monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(SpooledTable, "GROUP_ROWS", 5)
+    replies = ["a", "b", "c", "a", "d", "b", "a", None, "c", "a", "e", "a"]
+    builder = TableBuilder({"n": "int64", "reply": "category"})
+    for n, reply in enumerate(replies):
+        builder.add(n, {"n": n, "reply": reply})
+    table = builder.finish()
+    frame = table.frame()
+    assert frame["reply"].tolist()[:7] == replies[:7] and pd.isna(frame["reply"][7])
+    assert frame["reply"].tolist()[8:] == replies[8:]
+    assert sorted(frame["reply"].cat.categories) == ["a", "b", "c", "d", "e"]
+    for group in table.arrow_groups():
+        dictionary = group["reply"].chunk(0).dictionary.to_pylist()
+        assert len(dictionary) == len(set(dictionary))
+    table.to_parquet(tmp_path / "t.parquet")
+    back = pd.read_parquet(tmp_path / "t.parquet")["reply"]
+    assert back.astype(object).where(back.notna(), None).tolist() == replies
+
+
 def test_an_empty_spooled_table_writes_a_typed_file(tmp_path):
     from llm_feedback.spool import TableBuilder
 

@@ -225,16 +225,10 @@ class LLMClient:
                 await self._run_concurrently(batch, requests)
         finally:
             batch.bar.close()
-        dropped = [key for _, source, key in batch.duplicates if source not in batch.results]
-        from_cache = self.cache.get_many(dropped) if dropped else {}
-        for index, source, key in batch.duplicates:
-            result = batch.results.get(source) or from_cache[key]
-            batch.deliver(index, result)
-            batch.keep(index, result)
         sent = batch.sent
         self.stats.requests += batch.admitted
-        self.stats.cache_hits += batch.admitted - sent - len(batch.duplicates)
-        self.stats.deduplicated += len(batch.duplicates)
+        self.stats.cache_hits += batch.admitted - sent - batch.deduplicated
+        self.stats.deduplicated += batch.deduplicated
         if sent and desc is not None:
             logger.info(
                 "%s: %d requests, %d from cache, %d sent, %d failed, %d retries",
@@ -270,8 +264,7 @@ class LLMClient:
                 batch.bar.update(1)
             elif key in batch.first_index:
                 # Identical requests share one answer: only the first is sent.
-                batch.duplicates.append((index, batch.first_index[key], key))
-                batch.bar.update(1)
+                self._share(batch, index, batch.first_index[key], key)
             else:
                 batch.requests[index] = request
                 batch.keys[index] = key
@@ -279,6 +272,18 @@ class LLMClient:
                 batch.sent += 1
                 to_send.append(index)
         return to_send
+
+    def _share(self, batch: StreamState, index: int, first: int, key: str) -> None:
+        """Request `index` is `first` again: it gets that answer when it comes, or now if
+        it came already (kept, or in the cache when the stream keeps no answer)."""
+        batch.deduplicated += 1
+        batch.bar.update(1)
+        if first in batch.requests:  # still to be answered
+            batch.waiting.setdefault(first, []).append(index)
+            return
+        result = batch.results.get(first) or self.cache.get_many([key])[key]
+        batch.deliver(index, result)
+        batch.keep(index, result)
 
     async def _run_concurrently(self, batch: StreamState, requests: Iterable[ChatRequest]) -> None:
         workers = self.config.concurrency
@@ -314,8 +319,9 @@ class LLMClient:
     def deliver_answer(self, batch: StreamState, index: int, result: ChatResult) -> None:
         batch.requests.pop(index, None)  # answered: its prompt need not stay in memory
         batch.failed += not result.ok
-        batch.deliver(index, result)
-        batch.keep(index, result)
+        for shared in (index, *batch.waiting.pop(index, ())):
+            batch.deliver(shared, result)
+            batch.keep(shared, result)
         batch.bar.update(1)
 
     async def fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:

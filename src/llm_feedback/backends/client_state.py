@@ -63,7 +63,9 @@ class StreamState:
     keys: dict[int, str] = field(default_factory=dict)  # of the requests to send
     results: dict[int, ChatResult] = field(default_factory=dict)  # see `keep`
     first_index: dict[str, int] = field(default_factory=dict)  # key -> first index sent
-    duplicates: list[tuple[int, int, str]] = field(default_factory=list)  # (index, first, key)
+    # First index sent -> the later identical requests that share its answer, until it comes.
+    waiting: dict[int, list[int]] = field(default_factory=dict)
+    deduplicated: int = 0
     # Answers the cache holds are not kept once delivered (see `LLMClient.stream`).
     drop_cached: bool = False
     # ... nor their keys, when every admitted request is looked up in the cache.
