@@ -27,10 +27,14 @@ Sampled = pd.DataFrame | ParquetSource
 
 
 def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
-    missing = [column for column in SAMPLED_COLUMNS if column not in sampled.columns]
+    _require_sampled_columns(sampled.columns)
+    _check_rows(sampled, pool)
+
+
+def _require_sampled_columns(columns: Iterable[str]) -> None:
+    missing = [column for column in SAMPLED_COLUMNS if column not in set(columns)]
     if missing:
         raise InputError(f"sampled_prompts: missing column(s) {', '.join(missing)}")
-    _check_rows(sampled, pool)
 
 
 def _check_rows(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
@@ -89,20 +93,21 @@ def _sampled_batches(sampled: Sampled, columns: Sequence[str]) -> Iterable[pd.Da
     return sampled.row_batches(columns)
 
 
+def _endpoint_names(models: Iterable[str], pool: Mapping[str, ModelSpec]) -> list[str]:
+    return [pool[model].endpoint.name for model in models]
+
+
 def _rows_per_endpoint(sampled: Sampled, pool: Mapping[str, ModelSpec]) -> Counter[str]:
     """Every row checked before any call (a file a record batch at a time), and how many
     rows each endpoint answers."""
     if isinstance(sampled, pd.DataFrame):
-        validate_sampled_prompts(sampled, pool)
-    else:
-        missing = [column for column in SAMPLED_COLUMNS if column not in sampled.columns]
-        if missing:
-            raise InputError(f"sampled_prompts: missing column(s) {', '.join(missing)}")
+        validate_sampled_prompts(sampled, pool)  # rows named by the frame's own index
+        return Counter(_endpoint_names(sampled["model"], pool))
+    _require_sampled_columns(sampled.columns)
     counts: Counter[str] = Counter()
-    for batch in _sampled_batches(sampled, ("prompt_id", "model", "instruction")):
-        if not isinstance(sampled, pd.DataFrame):
-            _check_rows(batch, pool)
-        counts.update(pool[model].endpoint.name for model in batch["model"])
+    for batch in sampled.row_batches(("prompt_id", "model", "instruction")):
+        _check_rows(batch, pool)
+        counts.update(_endpoint_names(batch["model"], pool))
     return counts
 
 
@@ -145,8 +150,7 @@ def _answer_endpoint(
     def tasks() -> Iterator[Task]:
         indices = itertools.count()  # the engine numbers tasks in the order given
         for batch in _sampled_batches(sampled, SAMPLED_READ):
-            mine = batch["model"].map(lambda model: pool[model].endpoint.name) == endpoint.name
-            rows = batch[mine.to_numpy()]
+            rows = batch[[name == endpoint.name for name in _endpoint_names(batch["model"], pool)]]
             for position, fields, request in zip(
                 rows.index, _prompt_fields(rows, pool), build_requests(rows, pool), strict=True
             ):
