@@ -78,6 +78,11 @@ def test_streamed_generation_writes_the_in_memory_table_row_for_row(tmp_path):
     assert set(got["endpoint"]) == {"first", "second"}
     assert got["response"].str.len().gt(0).all() and got["error"].isna().all()
     assert got.loc[0, "correct_answers"].tolist() == ["yes"]
+    # `datasets` reads the file as written, every column and row.
+    datasets = pytest.importorskip("datasets")
+    loaded = datasets.Dataset.from_parquet(str(out))
+    assert loaded.num_rows == len(got) and loaded.column_names == list(got.columns)
+    assert loaded[0]["correct_answers"] == ["yes"]
 
 
 def test_a_bad_row_late_in_the_sampled_file_fails_before_any_call(tmp_path):
