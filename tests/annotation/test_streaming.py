@@ -6,10 +6,12 @@ times the prompts. Real stages against the project's server, real Parquet files.
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -123,6 +125,36 @@ def test_completions_on_disk_come_in_chunks_of_whole_prompts(tmp_path):
     assert all(chunk.groupby("prompt_id").size().eq(4).all() for chunk in chunks)
     # Indexed by row in the file, so that an input error names the file's row.
     pd.testing.assert_frame_equal(pd.concat(chunks), completions)
+
+
+def test_streaming_a_file_holds_arrow_memory_flat_across_its_row_groups(tmp_path):
+    """60 row groups of prose-like texts (a few words, so Parquet dictionary-encodes
+    them), some of their columns read a chunk and a merge-join step at a time: the Arrow
+    memory held at the last groups is within 1.5x of that at the first five (one
+    `iter_batches` of some columns over the whole file kept memory for every group it
+    passed: 4x here; reading by groups took the export's peak at 256k prompts from 1.7
+    to 0.77 GiB)."""
+    rows = 60 * 512
+    words = "the answer gives some detail and an example because it reads well".split()
+    table = pa.table(
+        {
+            "prompt_id": [f"p{row // 4:07d}" for row in range(rows)],
+            "text": [" ".join(random.Random(row).choices(words, k=200)) for row in range(rows)],
+            "unread": [" ".join(random.Random(-row).choices(words, k=30)) for row in range(rows)],
+        }
+    )
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=512)
+    pq.write_table(table, tmp_path / "u.parquet", row_group_size=512)
+    del table  # what stays allocated is the reading's
+    reader = ParquetSource(str(tmp_path / "u.parquet"), batch_rows=512).key_reader(["text"])
+    held = []
+    streamed = ParquetSource(str(tmp_path / "t.parquet"), batch_rows=512)
+    for chunk in streamed.key_chunks(128, ["prompt_id", "text"]):
+        assert len(reader.through(chunk["prompt_id"].max())) == len(chunk)
+        held.append(pa.total_allocated_bytes())
+    assert len(held) == 60
+    # The last chunk comes after the file's last group was read and let go.
+    assert max(held[-10:-1]) < 1.5 * max(held[:5]), (held[:5], held[-10:-1])
 
 
 def test_a_bad_row_late_in_the_file_fails_before_any_call(tmp_path):

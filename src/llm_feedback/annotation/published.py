@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from llm_feedback.annotation.aspects import get_aspect
 from llm_feedback.annotation.export import UltraFeedbackExport
 from llm_feedback.errors import InputError
+from llm_feedback.parquet_source import file_batches
 from llm_feedback.raw_prompts import derive_prompt_id, world_knowledge
 from llm_feedback.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
@@ -55,7 +56,7 @@ def _records_in(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         raise InputError(f"UltraFeedback records: {path} does not exist")
     if path.suffix == ".parquet":
         number = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=_BATCH_RECORDS):
+        for batch in file_batches(pq.ParquetFile(path), _BATCH_RECORDS):
             for record in batch.to_pylist():
                 number += 1
                 yield f"{path}, record {number}", record
