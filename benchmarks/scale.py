@@ -13,8 +13,8 @@ and saving its output, so its peak RSS is its own.
     python benchmarks/scale.py --stage score_fix --workdir /tmp/scale  # re-asks suspicious 10s
     python benchmarks/scale.py --stage export --workdir /tmp/scale     # UltraFeedback records
 
-Generate and the annotate stages read their inputs as the catalog loads them
-(`ParquetSource`s) and stream them a chunk at a time; sampling holds its tables whole.
+Every stage reads its inputs as the catalog loads them (`ParquetSource`s) and streams them
+a chunk at a time.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
@@ -43,7 +45,7 @@ from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
 from llm_feedback.generation import completions_table  # noqa: E402
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource  # noqa: E402
-from llm_feedback.sampling import sample_prompts  # noqa: E402
+from llm_feedback.sampling import sample_prompt_file  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
     RequestContext,
     schema_responder,
@@ -86,27 +88,44 @@ def sized_responder(body: dict, ctx: RequestContext) -> str:
     return json.dumps(_padded(json.loads(schema_responder(body, ctx))))
 
 
-def raw_prompts(n: int) -> pd.DataFrame:
+def raw_prompts(start: int, stop: int) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "prompt_id": [f"p{i:06d}" for i in range(n)],
-            "source": [SOURCES[i % 6] for i in range(n)],
+            "prompt_id": [f"p{i:07d}" for i in range(start, stop)],
+            "source": [SOURCES[i % 6] for i in range(start, stop)],
             "instruction": [
                 f"Question {i}: explain, with one example, how topic {i % 997} works "
                 "and why it matters to a newcomer in two short paragraphs."
-                for i in range(n)
+                for i in range(start, stop)
             ],
-            "correct_answers": [["yes"] if i % 6 == 4 else [] for i in range(n)],
-            "incorrect_answers": [["no"] if i % 6 == 4 else [] for i in range(n)],
-            "reference_answer": ["ref" if i % 6 == 2 else None for i in range(n)],
+            "correct_answers": [["yes"] if i % 6 == 4 else [] for i in range(start, stop)],
+            "incorrect_answers": [["no"] if i % 6 == 4 else [] for i in range(start, stop)],
+            "reference_answer": ["ref" if i % 6 == 2 else None for i in range(start, stop)],
         }
     )
 
 
+def write_raw_prompts(n: int, path: Path) -> None:
+    """`n` raw prompts as the catalog's `raw_prompts`, written a row group at a time."""
+    writer = None
+    for start in range(0, n, ROW_GROUP_ROWS):
+        table = pa.Table.from_pandas(
+            raw_prompts(start, min(n, start + ROW_GROUP_ROWS)), preserve_index=False
+        )
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+    if writer is not None:
+        writer.close()
+
+
 def run_sample(n: int, workdir: Path) -> dict:
-    """`n` prompts sampled from all six sources, 4 slots each, saved as the catalog does."""
+    """`n` prompts from all six sources (the raw prompt file the combine node saves), 4
+    slots each, drawn as the sample node does (a record batch at a time) and saved as the
+    catalog does."""
+    write_raw_prompts(n, workdir / "raw_prompts.parquet")
     started = time.perf_counter()
-    sampled = sample_prompts(raw_prompts(n), MODELS, n_completions=4, seed=1)
+    raw = ParquetSource(str(workdir / "raw_prompts.parquet"))
+    sampled = sample_prompt_file(raw, MODELS, n_completions=4, seed=1)
     sampled.to_parquet(workdir / "sampled.parquet", row_group_size=ROW_GROUP_ROWS)
     return {"sample": {"wall_s": time.perf_counter() - started, "rows": len(sampled)}}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from numbers import Integral
 from typing import Any
 
@@ -75,7 +75,7 @@ def _answer_list(value: Any) -> list[str] | str:
     return [str(item) for item in items]
 
 
-def _validate(df: Any, name: str) -> pd.DataFrame:
+def _validate(df: Any, name: str, first_row: int = 0) -> pd.DataFrame:
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
     for column in RAW_PROMPTS_REQUIRED_COLUMNS:
@@ -87,6 +87,9 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
     n_rows = len(df)
     problems: list[str] = []
 
+    def _at(position: int, prompt_id: Any, column: str) -> str:
+        return _location(name, first_row + position, prompt_id, column)
+
     given_ids: list[str | None] = [None] * n_rows
     if "prompt_id" in df.columns:
         for position, value in enumerate(df["prompt_id"].tolist()):
@@ -97,8 +100,7 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
             prompt_id = str(int(value)) if is_integer else value
             if not isinstance(prompt_id, str) or not prompt_id.strip():
                 problems.append(
-                    f"{_location(name, position, None, 'prompt_id')}: must be a non-empty "
-                    f"string, got {value!r}"
+                    f"{_at(position, None, 'prompt_id')}: must be a non-empty string, got {value!r}"
                 )
                 continue
             given_ids[position] = prompt_id
@@ -109,20 +111,18 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
         prompt_id = given_ids[position]
         if not isinstance(source, str) or not source.strip():
             problems.append(
-                f"{_location(name, position, prompt_id, 'source')}: must be a non-empty "
-                f"string, got {source!r}"
+                f"{_at(position, prompt_id, 'source')}: must be a non-empty string, got {source!r}"
             )
         if _is_missing(instruction):
-            problems.append(f"{_location(name, position, prompt_id, 'instruction')}: is missing")
+            problems.append(f"{_at(position, prompt_id, 'instruction')}: is missing")
         elif not isinstance(instruction, str):
             problems.append(
-                f"{_location(name, position, prompt_id, 'instruction')}: must be a string, "
+                f"{_at(position, prompt_id, 'instruction')}: must be a string, "
                 f"got {type(instruction).__name__}"
             )
         elif not instruction.strip():
             problems.append(
-                f"{_location(name, position, prompt_id, 'instruction')}: is empty or "
-                "whitespace only"
+                f"{_at(position, prompt_id, 'instruction')}: is empty or whitespace only"
             )
 
     answer_lists: dict[str, list[list[str]]] = {}
@@ -134,9 +134,7 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
         for position, value in enumerate(df[column].tolist()):
             result = _answer_list(value)
             if isinstance(result, str):
-                problems.append(
-                    f"{_location(name, position, given_ids[position], column)}: {result}"
-                )
+                problems.append(f"{_at(position, given_ids[position], column)}: {result}")
                 result = []
             checked.append(result)
         answer_lists[column] = checked
@@ -148,7 +146,7 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
                 continue
             if not isinstance(value, str):
                 problems.append(
-                    f"{_location(name, position, given_ids[position], 'reference_answer')}: "
+                    f"{_at(position, given_ids[position], 'reference_answer')}: "
                     f"must be a string, got {type(value).__name__}"
                 )
             elif value.strip():
@@ -165,8 +163,8 @@ def _validate(df: Any, name: str) -> pd.DataFrame:
         if prompt_id in first_seen:
             how = "" if given_ids[position] is not None else " (derived from source and text)"
             problems.append(
-                f"{_location(name, position, prompt_id, 'prompt_id')}: duplicate prompt_id"
-                f"{how}, first used at row {first_seen[prompt_id]}"
+                f"{_at(position, prompt_id, 'prompt_id')}: duplicate prompt_id"
+                f"{how}, first used at row {first_row + first_seen[prompt_id]}"
             )
         else:
             first_seen[prompt_id] = position
@@ -192,7 +190,9 @@ def _object_series(values: list[Any]) -> pd.Series:
     return pd.Series(array, dtype=object)
 
 
-def validate_raw_prompts(df: pd.DataFrame, name: str = "raw_prompts") -> pd.DataFrame:
+def validate_raw_prompts(
+    df: pd.DataFrame, name: str = "raw_prompts", first_row: int = 0
+) -> pd.DataFrame:
     """Check raw prompts and return them as a clean frame with `RAW_PROMPTS_COLUMNS`.
 
     Raises `InputError` naming `name`, the row (0-based position), the prompt_id where
@@ -202,12 +202,37 @@ def validate_raw_prompts(df: pd.DataFrame, name: str = "raw_prompts") -> pd.Data
     duplicate prompt_id; `correct_answers`/`incorrect_answers` cells that are not
     lists of strings. A missing prompt_id is derived from source and instruction
     (`derive_prompt_id`); missing answer lists become `[]`, a missing or blank reference
-    answer becomes null. Extra columns are dropped.
+    answer becomes null. Extra columns are dropped. `df` may be a part of a larger table
+    whose row `first_row` is its first: problems name the rows of the table.
 
     Dtypes: prompt_id, source, instruction, reference_answer `str` (reference nullable);
     correct_answers, incorrect_answers `object` holding `list[str]`.
     """
-    return _validate(df, name)
+    return _validate(df, name, first_row)
+
+
+def check_unique_prompt_ids(
+    batches: Iterable[tuple[int, Sequence[str]]], rows: Collection[int], name: str
+) -> None:
+    """Raise `InputError` naming each of `rows` whose prompt_id an earlier one of them has:
+    `batches` gives a table's prompt ids a part at a time, with each part's first row."""
+    if not rows:
+        return
+    first_seen: dict[str, int] = {}
+    problems: list[str] = []
+    for first_row, prompt_ids in batches:
+        for offset, prompt_id in enumerate(prompt_ids):
+            position = first_row + offset
+            if position not in rows:
+                continue
+            if prompt_id in first_seen:
+                problems.append(
+                    f"{_location(name, position, prompt_id, 'prompt_id')}: duplicate "
+                    f"prompt_id, first used at row {first_seen[prompt_id]}"
+                )
+            else:
+                first_seen[prompt_id] = position
+    _raise_if_problems(name, problems)
 
 
 def combine_prompt_sources(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

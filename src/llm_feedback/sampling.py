@@ -14,13 +14,17 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from numbers import Integral
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.principles import (
     DEFAULT_VERBALIZED_CALIBRATION_RATE,
     HELPFULNESS,
@@ -31,10 +35,18 @@ from llm_feedback.principles import (
     validate_calibration_rate,
     validate_principle_weights,
 )
-from llm_feedback.raw_prompts import validate_raw_prompts, world_knowledge_text
-from llm_feedback.schema import (
-    SAMPLED_PROMPTS_COLUMNS,
+from llm_feedback.raw_prompts import (
+    check_unique_prompt_ids,
+    validate_raw_prompts,
+    world_knowledge_text,
 )
+from llm_feedback.schema import (
+    ANSWER_LIST_COLUMNS,
+    RAW_PROMPTS_COLUMNS,
+    SAMPLED_PROMPTS_COLUMNS,
+    pandas_metadata,
+)
+from llm_feedback.spool import write_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +138,7 @@ def principle_weight_table(
     return {**defaults, **validate_principle_weights(configured)}
 
 
-def _log_unweighted_sources(sources: np.ndarray, weights: Mapping[str, object]) -> None:
-    unweighted = Counter(source for source in sources.tolist() if source not in weights)
+def _log_unweighted_sources(unweighted: Counter[str]) -> None:
     if unweighted:
         logger.warning(
             "sample: %d prompt(s) from source(s) without principle weights use helpfulness "
@@ -167,17 +178,74 @@ def sample_prompts(
     incorrect_answers `object` (`list[str]`), reference_answer nullable `str`, all other
     columns `str`; rows ordered by input prompt order, then completion_idx.
     """
-    pool = _check_sampling_config(model_pool, n_completions, seed, max_prompts)
-    weights = principle_weight_table(principle_weights)
-    calibration_rate = validate_calibration_rate(verbalized_calibration_rate)
+    plan = _plan(
+        model_pool,
+        n_completions,
+        seed,
+        max_prompts=max_prompts,
+        principle_weights=principle_weights,
+        verbalized_calibration_rate=verbalized_calibration_rate,
+        system_prompts=system_prompts,
+    )
     prompts = validate_raw_prompts(raw, "raw_prompts")
-
-    keys = _prompt_keys(int(seed), prompts["prompt_id"].tolist())
+    keys = _prompt_keys(plan.seed, prompts["prompt_id"].tolist())
     if max_prompts is not None and max_prompts < len(prompts):
-        selection_order = np.argsort(_random_bits(keys, _STREAM_SELECTION, 1)[:, 0], kind="stable")
-        kept = np.sort(selection_order[:max_prompts])
+        kept = np.flatnonzero(_kept_rows(keys, max_prompts))
         prompts = prompts.take(kept).reset_index(drop=True)
         keys = keys[kept]
+    _log_unweighted_sources(Counter(_unweighted(prompts["source"], plan.weights)))
+    return _assign(prompts, keys, plan)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The checked sampling parameters."""
+
+    pool: list[str]
+    n_completions: int
+    seed: int
+    weights: dict[str, dict[str, float]]
+    calibration_rate: float
+    system_prompts: Mapping[str, Sequence[str]]
+
+
+def _plan(
+    model_pool: Sequence[str],
+    n_completions: int,
+    seed: int,
+    *,
+    max_prompts: int | None,
+    principle_weights: Mapping[str, Mapping[str, float]] | None,
+    verbalized_calibration_rate: float,
+    system_prompts: Mapping[str, Sequence[str]] | None,
+) -> _Plan:
+    pool = _check_sampling_config(model_pool, n_completions, seed, max_prompts)
+    return _Plan(
+        pool=pool,
+        n_completions=n_completions,
+        seed=int(seed),
+        weights=principle_weight_table(principle_weights),
+        calibration_rate=validate_calibration_rate(verbalized_calibration_rate),
+        system_prompts=SYSTEM_PROMPTS if system_prompts is None else system_prompts,
+    )
+
+
+def _kept_rows(keys: np.ndarray, max_prompts: int) -> np.ndarray:
+    """Which prompts a `max_prompts` subset keeps (a mask in input order): those whose
+    selection draw is among the `max_prompts` smallest, ties by input order."""
+    selection_order = np.argsort(_random_bits(keys, _STREAM_SELECTION, 1)[:, 0], kind="stable")
+    kept = np.zeros(len(keys), dtype=bool)
+    kept[selection_order[:max_prompts]] = True
+    return kept
+
+
+def _unweighted(sources: pd.Series, weights: Mapping[str, object]) -> list[str]:
+    return [source for source in sources.tolist() if source not in weights]
+
+
+def _assign(prompts: pd.DataFrame, keys: np.ndarray, plan: _Plan) -> pd.DataFrame:
+    """The sampled rows of validated `prompts` (their keys `keys`)."""
+    pool, n_completions, weights = plan.pool, plan.n_completions, plan.weights
     n_prompts = len(prompts)
 
     model_bits = _random_bits(keys, _STREAM_MODELS, len(pool))
@@ -187,7 +255,6 @@ def sample_prompts(
     principle_codes = np.full((n_prompts, n_completions), PRINCIPLES.index(HELPFULNESS))
     principle_draws = _uniform(keys, _STREAM_PRINCIPLES, n_completions)
     source_values = prompts["source"].to_numpy(dtype=object)
-    _log_unweighted_sources(source_values, weights)
     for source, source_weights in weights.items():
         in_source = source_values == source
         if not in_source.any():
@@ -201,11 +268,11 @@ def sample_prompts(
 
     is_honesty = principle_codes == PRINCIPLES.index(HONESTY)
     calibration_draws = _uniform(keys, _STREAM_CALIBRATION, n_completions)
-    calibrated = is_honesty & (calibration_draws < calibration_rate)
+    calibrated = is_honesty & (calibration_draws < plan.calibration_rate)
     principle_codes[calibrated] = PRINCIPLES.index(VERBALIZED_CALIBRATION)
 
     # All system prompts in one flat table; a principle's variants are a contiguous block.
-    system_prompts = SYSTEM_PROMPTS if system_prompts is None else system_prompts
+    system_prompts = plan.system_prompts
     variant_counts = np.array([len(system_prompts[p]) for p in PRINCIPLES], dtype=np.int64)
     block_starts = np.concatenate([[0], np.cumsum(variant_counts)[:-1]])
     flat_prompts = np.array(
@@ -239,3 +306,138 @@ def sample_prompts(
     sampled["principle"] = pd.array(principle_names[principle_codes.ravel()], dtype="str")
     sampled["system_prompt"] = pd.array(flat_prompts[system_prompt_codes.ravel()], dtype="str")
     return sampled[list(SAMPLED_PROMPTS_COLUMNS)]
+
+
+# ------------------------------------------------------------------- from a file on disk
+
+SAMPLED_PROMPTS_ARROW_SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.large_string()),
+        ("completion_idx", pa.int64()),
+        ("source", pa.large_string()),
+        ("instruction", pa.large_string()),
+        *((column, pa.list_(pa.string())) for column in ANSWER_LIST_COLUMNS),
+        ("reference_answer", pa.large_string()),
+        ("world_knowledge", pa.large_string()),
+        ("model", pa.large_string()),
+        ("principle", pa.large_string()),
+        ("system_prompt", pa.large_string()),
+    ]
+)
+
+
+class SampledPrompts:
+    """`sample_prompts` of a raw prompt file, drawn a record batch of prompts at a time
+    when written: `to_parquet` writes the table `sample_prompts(raw.read(), ...)` would
+    (read back, the same DataFrame), a row group per batch, so a catalog `ParquetDataset`
+    saves it as it saves a DataFrame, holding one batch of prompts whatever the file's size;
+    `frame()` is the whole table."""
+
+    def __init__(self, raw: ParquetSource, plan: _Plan, kept: np.ndarray | None, rows: int):
+        self._raw, self._plan, self._kept, self._rows = raw, plan, kept, rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def frames(self) -> Iterator[pd.DataFrame]:
+        unweighted: Counter[str] = Counter()
+        for first_row, chunk in _raw_batches(self._raw):
+            prompts = validate_raw_prompts(chunk, "raw_prompts", first_row)
+            keys = _prompt_keys(self._plan.seed, prompts["prompt_id"].tolist())
+            if self._kept is not None:
+                kept = np.flatnonzero(self._kept[first_row : first_row + len(prompts)])
+                prompts, keys = prompts.take(kept).reset_index(drop=True), keys[kept]
+            unweighted.update(_unweighted(prompts["source"], self._plan.weights))
+            yield _assign(prompts, keys, self._plan)
+        _log_unweighted_sources(unweighted)
+
+    def to_parquet(
+        self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
+    ) -> None:
+        """pandas' arguments; `kwargs` go to `pyarrow.parquet.ParquetWriter`."""
+        schema = SAMPLED_PROMPTS_ARROW_SCHEMA
+        tables = (
+            pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+            for frame in self.frames()
+        )
+        write_parquet(
+            path,
+            schema.with_metadata(pandas_metadata(schema)),
+            tables,
+            index,
+            row_group_size,
+            **kwargs,
+        )
+
+    def frame(self) -> pd.DataFrame:
+        return pd.concat(list(self.frames()), ignore_index=True)
+
+
+def sample_prompt_file(
+    raw: ParquetSource,
+    model_pool: Sequence[str],
+    n_completions: int = 4,
+    seed: int = 42,
+    *,
+    principle_weights: Mapping[str, Mapping[str, float]] | None = None,
+    verbalized_calibration_rate: float = DEFAULT_VERBALIZED_CALIBRATION_RATE,
+    max_prompts: int | None = None,
+    system_prompts: Mapping[str, Sequence[str]] | None = None,
+) -> SampledPrompts:
+    """`sample_prompts` of raw prompts on disk (the same arguments, the same draws, the
+    same table), checked now and drawn when written (`SampledPrompts`): memory holds a
+    record batch of prompts and 9 bytes per prompt (its key and whether it is kept),
+    whatever the number of prompts.
+
+    The whole file is checked here, a batch at a time, before anything is drawn: the
+    problems `sample_prompts` would report (those of the first batch that has any), a
+    prompt_id repeated in two batches included.
+    """
+    plan = _plan(
+        model_pool,
+        n_completions,
+        seed,
+        max_prompts=max_prompts,
+        principle_weights=principle_weights,
+        verbalized_calibration_rate=verbalized_calibration_rate,
+        system_prompts=system_prompts,
+    )
+    keys = [
+        _prompt_keys(plan.seed, validate_raw_prompts(chunk, "raw_prompts", first)["prompt_id"])
+        for first, chunk in _raw_batches(raw)
+    ]
+    all_keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+    del keys
+    check_unique_prompt_ids(_validated_ids(raw), _sharing_a_key(all_keys), "raw_prompts")
+    kept = None
+    if max_prompts is not None and max_prompts < len(all_keys):
+        kept = _kept_rows(all_keys, max_prompts)
+    prompts = len(all_keys) if kept is None else int(kept.sum())
+    return SampledPrompts(raw, plan, kept, prompts * plan.n_completions)
+
+
+def _raw_batches(raw: ParquetSource) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(first row, rows) of the raw prompt file, a record batch at a time; an empty file
+    as one empty frame, so that its missing columns are reported."""
+    empty = True
+    for chunk in raw.row_batches(RAW_PROMPTS_COLUMNS):
+        empty = False
+        yield int(chunk.index[0]) if len(chunk) else 0, chunk.reset_index(drop=True)
+    if empty:
+        yield 0, raw.read(RAW_PROMPTS_COLUMNS)
+
+
+def _validated_ids(raw: ParquetSource) -> Iterator[tuple[int, list[str]]]:
+    for first_row, chunk in _raw_batches(raw):
+        yield first_row, validate_raw_prompts(chunk, "raw_prompts", first_row)["prompt_id"].tolist()
+
+
+def _sharing_a_key(keys: np.ndarray) -> set[int]:
+    """The rows whose key another row has too: the only rows that can repeat a prompt_id
+    (the key is a hash of the id; rows of different ids may share one, rarely)."""
+    if len(keys) < 2:
+        return set()
+    order = np.argsort(keys, kind="stable")
+    same = keys[order][1:] == keys[order][:-1]
+    shared = np.concatenate([[False], same]) | np.concatenate([same, [False]])
+    return set(order[shared].tolist())

@@ -34,7 +34,7 @@ def _sampled_prompts(
     if "combine_prompt_sources" in nodes:
         raw = combine_sources(catalog.load("raw_prompt_files"), *blocks)
     else:
-        raw = catalog.load("raw_prompts")
+        raw = as_frame(catalog.load("raw_prompts"))
     # Sampling is free and seeded: the plan draws exactly what the run will draw.
     return sample(raw, *blocks)
 

@@ -5,9 +5,10 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import sample_params
 from llm_feedback.raw_prompts import combine_prompt_sources
-from llm_feedback.sampling import sample_prompts
+from llm_feedback.sampling import SampledPrompts, sample_prompt_file, sample_prompts
 from llm_feedback.sources import read_source, sample_per_source
 
 
@@ -33,13 +34,16 @@ def combine_sources(
 
 
 def sample(
-    raw_prompts: pd.DataFrame,
+    raw_prompts: pd.DataFrame | ParquetSource,
     sample: Mapping[str, Any],
     model_pool: Mapping[str, Any],
     prompt_templates: str | None,
-) -> pd.DataFrame:
+) -> pd.DataFrame | SampledPrompts:
+    """Raw prompts on disk (as the catalog loads them) are drawn a batch at a time as
+    `sampled_prompts` is written."""
     params = sample_params(sample, model_pool, prompt_templates)
-    return sample_prompts(
+    draw = sample_prompt_file if isinstance(raw_prompts, ParquetSource) else sample_prompts
+    return draw(
         raw_prompts,
         model_pool=list(params.models),
         n_completions=params.n_completions,
