@@ -380,3 +380,18 @@ def test_the_report_says_why_there_is_no_shuffle_agreement(run_report: RunReport
     report = report_path(data_root).read_text()
     section = report.split("## Agreement between shuffles", 1)[1].split("\n## ", 1)[0]
     assert "more than one shuffled order" in section
+
+
+def test_kedro_reads_every_node_signature_without_a_warning(caplog: pytest.LogCaptureFixture):
+    """Kedro validates `params:` inputs against node annotations on every `kedro run`; a
+    node it cannot read logs a warning per node per run (the report's wrapped nodes did)."""
+    from kedro.validation.type_extractor import TypeExtractor
+
+    from llm_feedback.pipeline_registry import register_pipelines
+
+    bootstrap_project(PROJECT_ROOT)
+    pipelines = register_pipelines()
+    assert len(pipelines["report"].nodes) > 10
+    with caplog.at_level("WARNING", logger="kedro.validation"):
+        TypeExtractor(pipelines).extract_types_from_pipelines()
+    assert [record.getMessage() for record in caplog.records] == []

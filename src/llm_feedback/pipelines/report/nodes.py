@@ -73,6 +73,9 @@ class WithBootstrap:
         self.function = function
         self.__name__ = self.__qualname__ = function.__name__
         self.__doc__ = function.__doc__
+        # Kedro's parameter validation reads the node function's annotations: none here
+        # (`report_params` checks the block), rather than a warning on every `kedro run`.
+        self.__annotations__: dict[str, Any] = {}
 
     def __call__(self, *args: Any) -> Any:
         *tables, report = args
