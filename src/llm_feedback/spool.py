@@ -4,9 +4,10 @@ At UltraFeedback scale (64k prompts x 4 completions) a stage's output is about a
 of text: a million aspect rows with their rationales, a quarter of a million judge
 replies. `TableBuilder` takes rows in any order (judge calls finish out of order; re-asks
 come last), converts them to Arrow every `CHUNK_ROWS` and appends them to an Arrow IPC
-file in a temporary folder, keeping only each row's key in memory. `SpooledTable` writes
-Parquet from it one row group at a time in key order, or builds a DataFrame for callers
-that want one, so peak memory follows a row group, not the table.
+file in a temporary folder, the rows' keys beside them. `SpooledTable` writes Parquet from
+it one row group at a time in key order (`key_order`: the spooled batches' keys merged), or
+builds a DataFrame for callers that want one, so peak memory follows a row group, not the
+table.
 
 Column dtypes are pandas': "string", "int64", "Float64" (nullable), "float64", "bool",
 "object" (lists of strings, Parquet list<string>) and "category" (each distinct text stored
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from llm_feedback.key_order import positions_in_key_order
 from llm_feedback.parquet_source import ROW_GROUP_ROWS
 
 # How each dtype is spooled; a "category" column is spooled as codes into its texts.
@@ -44,14 +46,16 @@ _SPOOLED_TYPES: Mapping[str, pa.DataType] = {
 # A category column as written: per row group, the texts its rows use.
 _DICTIONARY = pa.dictionary(pa.int32(), pa.large_string())
 _TEXT_SCHEMA = pa.schema([("text", pa.large_string())])
+_KEY_SCHEMA = pa.schema([("key", pa.int64())])
 
 
 class TableBuilder:
     """Rows added in any order with an integer key each; `finish()` gives a `SpooledTable`
     in key order (`frame()` its DataFrame).
 
-    Rows are spooled every `CHUNK_ROWS`: memory holds one chunk of Python values, each row's
-    key, and for a category column a 16-byte digest per distinct text. The spool folder is
+    Rows are spooled every `CHUNK_ROWS`, their keys beside them: memory holds one chunk of
+    Python values, each spooled chunk's least key, and for a category column a 16-byte
+    digest per recent distinct text. The spool folder is
     created under `spool_dir` (default: the system's temporary folder, `TMPDIR`) and
     removed when the table is no longer referenced.
     """
@@ -69,9 +73,12 @@ class TableBuilder:
         self._dtypes = dict(dtypes)
         self._folder = tempfile.TemporaryDirectory(prefix="llmfb-spool-", dir=spool_dir)
         self._pending: dict[str, list[Any]] = {name: [] for name in dtypes}
-        self._keys = array("q")
+        self._keys: list[int] = []  # of the rows not spooled yet
+        self._n_rows = 0
+        self._least_keys = array("q")  # per spooled chunk
         self._schema = pa.schema([(name, _SPOOLED_TYPES[dtype]) for name, dtype in dtypes.items()])
         self._rows = pa.ipc.new_file(str(self._path("rows")), self._schema)
+        self._key_file = pa.ipc.new_file(str(self._path("keys")), _KEY_SCHEMA)
         # Per category column: the code of each recent text (by digest: the texts
         # themselves go to the spool), how many codes were given, the texts not spooled
         # yet, and the first code of each spooled batch of texts.
@@ -95,7 +102,7 @@ class TableBuilder:
         for name, values in self._pending.items():
             value = row[name]
             values.append(value if name not in self._codes else self._code(name, value))
-        if len(self._keys) % self.CHUNK_ROWS == 0:
+        if len(self._keys) == self.CHUNK_ROWS:
             self._spool()
 
     def _code(self, name: str, text: str | None) -> int:
@@ -121,6 +128,11 @@ class TableBuilder:
         ]
         if len(columns[0]):
             self._rows.write_batch(pa.record_batch(columns, schema=self._schema))
+            keys = pa.array(self._keys, pa.int64())
+            self._key_file.write_batch(pa.record_batch([keys], schema=_KEY_SCHEMA))
+            self._least_keys.append(min(self._keys))
+            self._n_rows += len(self._keys)
+        self._keys.clear()
         for values in self._pending.values():
             values.clear()
         for name, texts in self._new_texts.items():
@@ -134,13 +146,14 @@ class TableBuilder:
         """The rows added so far, in key order; the builder takes no more rows."""
         self._spool()
         self._rows.close()
+        self._key_file.close()
         for writer in self._texts.values():
             writer.close()
         return SpooledTable(
             self._folder,
             self._dtypes,
-            np.frombuffer(self._keys, dtype=np.int64),
-            self.CHUNK_ROWS,
+            self._n_rows,
+            np.frombuffer(self._least_keys, dtype=np.int64),
             {
                 name: (self._path(f"texts-{index}"), np.frombuffer(starts, dtype=np.int64))
                 for index, (name, starts) in enumerate(self._text_starts.items())
@@ -165,19 +178,18 @@ class SpooledTable:
         self,
         folder: tempfile.TemporaryDirectory,
         dtypes: Mapping[str, str],
-        keys: np.ndarray,
-        chunk_rows: int,
+        n_rows: int,
+        least_keys: np.ndarray,
         texts: Mapping[str, tuple[Path, np.ndarray]],
     ) -> None:
         self._folder = folder  # removed with the table
         self._dtypes = dict(dtypes)
-        self._chunk_rows = chunk_rows
+        self._n_rows = n_rows
+        self._least_keys = least_keys  # of each spooled batch
         self._texts = dict(texts)
-        # The arrival position of each row, in key order.
-        self._order = np.argsort(keys, kind="stable")
 
     def __len__(self) -> int:
-        return len(self._order)
+        return self._n_rows
 
     @property
     def columns(self) -> list[str]:
@@ -186,11 +198,19 @@ class SpooledTable:
     def arrow_groups(self) -> Iterator[pa.Table]:
         """The rows in key order, `GROUP_ROWS` at a time; a category column is a dictionary
         array of the texts its group uses, in order of first use."""
-        with pa.OSFile(str(Path(self._folder.name) / "rows.arrow")) as source:
-            rows = pa.ipc.open_file(source)
-            for start in range(0, len(self), self.GROUP_ROWS):
-                positions = self._order[start : start + self.GROUP_ROWS]
-                group = _gather(rows, positions // self._chunk_rows, positions % self._chunk_rows)
+        folder = Path(self._folder.name)
+        with (
+            pa.OSFile(str(folder / "rows.arrow")) as source,
+            pa.OSFile(str(folder / "keys.arrow")) as key_source,
+        ):
+            rows, keys = pa.ipc.open_file(source), pa.ipc.open_file(key_source)
+            in_key_order = positions_in_key_order(
+                lambda batch: keys.get_batch(batch).column(0).to_numpy(),
+                self._least_keys,
+                self.GROUP_ROWS,
+            )
+            for batches, within in in_key_order:
+                group = _gather(rows, batches, within)
                 for name in self._texts:
                     index = group.schema.get_field_index(name)
                     group = group.set_column(index, name, self._texts_of(name, group[name]))
@@ -374,7 +394,9 @@ class FrameSpool:
         self.finish()
         if self._schema is None:
             return
-        with pa.memory_map(str(self._path)) as source:
+        # Read, not memory-mapped: a mapped file's pages stay resident once touched, so the
+        # process would grow by the whole spool as it is written out.
+        with pa.OSFile(str(self._path)) as source:
             reader = pa.ipc.open_file(source)
             for index in range(reader.num_record_batches):
                 yield pa.Table.from_batches([reader.get_batch(index)])

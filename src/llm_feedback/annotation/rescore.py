@@ -9,6 +9,8 @@ table, not the tables, and its output is spooled (`overall_scores_table`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -126,8 +128,9 @@ class _ChunkFixer:
     reannotate_threshold: float
     aspects: Sequence[str] | None
     sampling: Mapping[str, Any]
-    # Identical requests are sent once: only the first copy carries the call's usage.
-    sent: set[tuple[Any, ...]] = field(default_factory=set)
+    # Identical requests are sent once: only the first copy carries the call's usage. A
+    # digest per request sent, not its texts: a million prompts' re-scores are gigabytes.
+    sent: set[bytes] = field(default_factory=set)
 
     def fix(
         self, completions: pd.DataFrame, aspect_rows: pd.DataFrame, critiques: pd.DataFrame
@@ -159,7 +162,7 @@ class _ChunkFixer:
             outcomes = self.engine.run(tasks, desc="re-annotate overall scores")
             new_scores = {key: out.value for key, out in zip(pending, outcomes, strict=True)}
             for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
-                request = tuple(message["content"] for message in task.request.messages)
+                request = _digest(task.request.messages)
                 if request not in self.sent:
                     self.sent.add(request)
                     rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
@@ -171,6 +174,13 @@ class _ChunkFixer:
                 [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
             )
         return overall_scores
+
+
+def _digest(messages: Sequence[Mapping[str, Any]]) -> bytes:
+    contents = hashlib.blake2b(digest_size=16)
+    for message in messages:
+        contents.update(json.dumps(message["content"]).encode())
+    return contents.digest()
 
 
 def fix_overall_scores(

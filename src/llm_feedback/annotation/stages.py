@@ -9,6 +9,7 @@ raw text and a parse status: nothing is lost and nothing crashes the run.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -304,7 +305,9 @@ def aspect_annotations_table(
     chunks, total = usable_chunks(completions, prompts_per_chunk, count)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
-    calls: list[_AspectCall] = []
+    # Task index -> its call, while the call is out: only the table grows.
+    calls: dict[int, _AspectCall] = {}
+    indices = itertools.count()  # the engine numbers tasks in the order given
     # One reader per (aspect, number of texts): shared by every task of that shape.
     readers: dict[tuple[str, int], Any] = {}
 
@@ -327,15 +330,14 @@ def aspect_annotations_table(
                 sampling=sampling,
                 flagged=usable.get(_FLAGS),
             ):
-                calls.append(call)
+                calls[next(indices)] = call
                 yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
     tally = _ParseTally()
 
     def take(index: int, outcome: Outcome) -> None:
-        # Rows as each call's outcome is final: only the table grows, not the outcomes.
-        call, calls[index] = calls[index], None
+        call = calls.pop(index)  # rows as each call's outcome is final
         ratings = outcome.value if outcome.reply.ok else []
         judgement = AspectJudgement(
             prompt_id=call.prompt_id,
@@ -448,7 +450,9 @@ def critiques_table(
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    completions_judged: list[tuple[str, int, bool] | None] = []
+    # Task index -> the completion it judges, while its call is out.
+    completions_judged: dict[int, tuple[str, int, bool]] = {}
+    indices = itertools.count()
 
     def tasks() -> Iterator[Task]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
@@ -456,15 +460,14 @@ def critiques_table(
             for row, request in critique_calls(usable, structured=structured, sampling=sampling):
                 injection = suspected_injection(str(row.response))
                 judged = (str(row.prompt_id), int(row.completion_idx), injection)
-                completions_judged.append(judged)
+                completions_judged[next(indices)] = judged
                 yield Task(request, read)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
     tally = _ParseTally()
 
     def take(index: int, outcome: Outcome) -> None:
-        prompt_id, completion_idx, injection = completions_judged[index]
-        completions_judged[index] = None  # only the table grows
+        prompt_id, completion_idx, injection = completions_judged.pop(index)
         row = critique_row(
             CritiqueJudgement(
                 prompt_id=prompt_id,
