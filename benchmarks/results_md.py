@@ -28,7 +28,7 @@ CLIENT_LABELS = {
     "plain_async_openai": "bare `AsyncOpenAI`, same requests",
 }
 SCALE_LABELS = {  # in pipeline order
-    "sample": "sample (whole tables)",
+    "sample": "sample (read a record batch at a time)",
     "generate": "generate",
     "aspects": "annotate: aspect ratings",
     "critique": "annotate: critiques",
