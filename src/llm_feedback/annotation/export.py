@@ -42,6 +42,7 @@ the empty ones).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -92,7 +93,7 @@ _ASPECT_COLUMNS = [
 
 def _scalar(value: Any) -> Any:
     """pandas/numpy missing markers and numpy scalars as plain Python values."""
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if isinstance(value, np.generic) else value
 
@@ -149,7 +150,7 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
     """Per (prompt_id, completion_idx, aspect), the rating string of each shuffle in order."""
     ordered = aspect_df[_ASPECT_COLUMNS].sort_values("shuffle_idx", kind="stable")
     ratings: dict[tuple[str, int, str], list[str | None]] = {}
-    for row in ordered.to_dict("records"):
+    for row in _row_dicts(ordered):
         key = (row["prompt_id"], int(row["completion_idx"]), row["aspect"])
         ratings.setdefault(key, []).append(_rating_string(row))
     return ratings
@@ -157,6 +158,19 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
 
 # Prompts whose records are Python dicts at once while the export is built.
 _PROMPTS_PER_CHUNK = 2_000  # records built at once when written
+
+
+def _row_dicts(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`frame.to_dict("records")`, a column at a time: pandas boxes each value on its own,
+    which was half the export's time. A missing text is None there too."""
+    columns = [
+        [None if value is pd.NA else value for value in frame[name].tolist()]
+        if isinstance(frame[name].dtype, pd.StringDtype)
+        else frame[name].tolist()
+        for name in frame.columns
+    ]
+    names = list(frame.columns)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def _status(row: dict[str, Any] | None) -> str | None:
@@ -267,16 +281,16 @@ def _record_chunks(
             shown = _shown_aspect_rows(chunk_aspects)
             aspect_rows = {
                 (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-                for row in shown.to_dict("records")
+                for row in _row_dicts(shown)
             }
             critique_rows = chunk_rows(critique_rows_in(prompts), prompts)
             critiques = {
                 (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
-                for row in critique_rows.to_dict("records")
+                for row in _row_dicts(critique_rows)
             }
             overall_scores = {
                 (row["prompt_id"], int(row["completion_idx"])): row
-                for row in chunk_rows(score_rows_in(prompts), prompts).to_dict("records")
+                for row in _row_dicts(chunk_rows(score_rows_in(prompts), prompts))
             }
             rows = (
                 completion_rows_of.rows_of("prompt_id", list(prompts), completion_columns)
@@ -324,7 +338,7 @@ def _records(
     """The records of `prompts`, from their rows of each table."""
     all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
     records: dict[Any, dict[str, Any]] = {prompt_id: {} for prompt_id in prompts}
-    for row in completions.to_dict("records"):
+    for row in _row_dicts(completions):
         key = (row["prompt_id"], int(row["completion_idx"]))
         record = records[row["prompt_id"]]
         if not record:
