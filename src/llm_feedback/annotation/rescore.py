@@ -145,19 +145,22 @@ class _ChunkFixer:
                 raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
             structured = self.client.supports_json_schema
             # Indexing only the pending rows: indexing whole tables would copy their texts.
-            rows = _pending_rows(completions, pending)
-            critique_of = _pending_rows(critiques, pending)["critique"]
+            # Rows in `pending`'s order, read as tuples: a `.loc` per row cost 0.4 ms.
+            rows = _pending_rows(completions, pending).reindex(pending)
+            critique_texts = _pending_rows(critiques, pending)["critique"].reindex(pending)
             tasks = [
                 Task(
                     build_rescore_request(
-                        critique_request(rows.loc[key], structured, self.sampling),
-                        str(critique_of.get(key) or ""),
+                        critique_request(row, structured, self.sampling),
+                        "" if pd.isna(critique) else str(critique),
                         structured=structured,
                         sampling=self.sampling,
                     ),
                     _rescore_reading,
                 )
-                for key in pending
+                for row, critique in zip(
+                    rows.itertuples(index=False), critique_texts.tolist(), strict=True
+                )
             ]
             outcomes = self.engine.run(tasks, desc="re-annotate overall scores")
             new_scores = {key: out.value for key, out in zip(pending, outcomes, strict=True)}
