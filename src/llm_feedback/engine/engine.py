@@ -13,8 +13,8 @@ runner, notebooks with a running loop) and the asynchronous `arun` are one imple
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -221,16 +221,16 @@ class TaskEngine:
         desc: str | None,
         total: int | None,
     ) -> RunSummary:
-        running: list[_Running | None] = []
+        # Task index -> its state, until its outcome is final: a stage of millions of tasks
+        # holds the ones in flight or waiting for a re-ask, not one slot per task.
+        running: dict[int, _Running] = {}
         may_reask = self.max_reasks > 0
         retries_before = self.client.stats.retries
         summary = RunSummary()
         failures: Counter[str] = Counter()
 
         def deliver(index: int) -> None:
-            item = running[index]
-            running[index] = None  # the sink keeps what it needs
-            outcome = item.outcome
+            outcome = running.pop(index).outcome  # the sink keeps what it needs
             if outcome.reading.status == SKIPPED_TOO_LONG:
                 summary.skipped += 1
             elif outcome.error is not None:
@@ -240,32 +240,32 @@ class TaskEngine:
                 summary.unreadable += 1
             sink(index, outcome)
 
-        sent = array("q")  # the position in `running` of each request sent (8 bytes each)
+        sent: dict[int, int] = {}  # the stream's index of each request in flight -> its task
+        stream_indices = itertools.count()  # the client numbers requests in the order given
 
         def requests() -> Iterator[ChatRequest]:
-            for task in tasks:
-                item = _Running.of(task)
-                running.append(item)
+            for position, task in enumerate(tasks):
+                summary.tasks += 1
+                item = running[position] = _Running.of(task)
                 reason = too_long(self.client.config, task.request)
                 if reason is not None:
                     item.skip(reason)
-                    deliver(len(running) - 1)
+                    deliver(position)
                     continue
-                sent.append(len(running) - 1)
+                sent[next(stream_indices)] = position
                 yield task.request
 
         def receive(index: int, reply: ChatResult) -> None:
             # Runs as each reply arrives, so reading overlaps the calls still in flight.
-            position = sent[index]
+            position = sent.pop(index)
             if running[position].take_first(reply, may_reask):
                 deliver(position)
 
         await self.client.stream(
             requests(), desc=desc, on_result=receive, total=total, keep_results=False
         )
-        summary.tasks = len(running)
         for round_number in range(1, self.max_reasks + 1):
-            pending = [i for i, item in enumerate(running) if item is not None]
+            pending = list(running)  # in task order: the dict keeps insertion order
             if not pending:
                 break
             reasks = [
