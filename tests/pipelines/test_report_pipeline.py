@@ -395,3 +395,41 @@ def test_kedro_reads_every_node_signature_without_a_warning(caplog: pytest.LogCa
     with caplog.at_level("WARNING", logger="kedro.validation"):
         TypeExtractor(pipelines).extract_types_from_pipelines()
     assert [record.getMessage() for record in caplog.records] == []
+
+
+def test_report_nodes_read_no_judge_rationale_and_metrics_no_completion_text(tmp_path):
+    """At a million prompts the rationales, critiques and completion texts are most of the
+    judge tables' bytes: a report node reads none of what it does not use."""
+    from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.pipelines.report.nodes import COMPLETION_TEXTS, JUDGE_TEXTS, ReadingTables
+
+    aspects = pd.DataFrame(
+        {
+            "prompt_id": ["p"],
+            "rating": [4.0],
+            "rationale": ["long"],
+            "type_rationale": ["x"],
+            "raw_reply": pd.Categorical(["{}"]),
+        }
+    )
+    completions = pd.DataFrame(
+        {"prompt_id": ["p"], "model": ["m"], "instruction": ["q"], "response": ["a"]}
+    )
+    aspects.to_parquet(tmp_path / "aspects.parquet")
+    completions.to_parquet(tmp_path / "completions.parquet")
+    sources = [
+        ParquetSource(str(tmp_path / name)) for name in ("aspects.parquet", "completions.parquet")
+    ]
+
+    def columns_read(*args: Any) -> list[Any]:
+        return [list(arg.columns) if isinstance(arg, pd.DataFrame) else arg for arg in args]
+
+    assert ReadingTables(columns_read)(*sources, "params") == [
+        ["prompt_id", "rating"],
+        ["prompt_id", "model", "instruction", "response"],
+        "params",  # what is not a table is passed on as it is
+    ]
+    assert ReadingTables(columns_read, (*JUDGE_TEXTS, *COMPLETION_TEXTS))(*sources) == [
+        ["prompt_id", "rating"],
+        ["prompt_id", "model"],
+    ]

@@ -42,20 +42,34 @@ FIGURE_LINKS = {
 }
 
 
-class ReadingTables:
-    """`function` as a node: the judge tables it is given (`ParquetSource`s, see
-    catalog.yml) are read whole into DataFrames first. A class, not a closure, so that
-    the node pickles (`--runner ParallelRunner` sends nodes to worker processes)."""
+# What the report's tables do not read of the judge tables (the viewer reads its own
+# columns): at UltraFeedback's sizes these texts are most of their bytes, and a judge reply
+# column read whole costs several times its size (its dictionaries are unified).
+RATIONALES = ("rationale", "type_rationale", "critique")
+JUDGE_TEXTS = (*RATIONALES, "raw_reply")
+# ... and of the completions, for the tables that need only their keys, models and sources.
+COMPLETION_TEXTS = ("instruction", "response", "system_prompt", "world_knowledge")
 
-    def __init__(self, function: Callable[..., Any]) -> None:
+
+class ReadingTables:
+    """`function` as a node: the tables it is given (`ParquetSource`s, see catalog.yml)
+    are read into DataFrames first, every column but those in `without`. A class, not a
+    closure, so that the node pickles (`--runner ParallelRunner` sends nodes to worker
+    processes)."""
+
+    def __init__(self, function: Callable[..., Any], without: tuple[str, ...] = JUDGE_TEXTS):
         self.function = function
+        self.without = without
         # updated=(): a wrapped WithBootstrap's own `function` must not replace ours.
         functools.update_wrapper(self, function, updated=())
 
     def __call__(self, *args: Any) -> Any:
-        return self.function(
-            *(arg.read() if isinstance(arg, ParquetSource) else arg for arg in args)
-        )
+        return self.function(*(self._read(arg) for arg in args))
+
+    def _read(self, arg: Any) -> Any:
+        if not isinstance(arg, ParquetSource):
+            return arg
+        return arg.read([name for name in arg.columns if name not in self.without])
 
 
 def bootstrap_of(params: ReportParams) -> Bootstrap:

@@ -2,6 +2,9 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.hooks import INPUT_VERSIONS
 from llm_feedback.pipelines.report.nodes import (
+    COMPLETION_TEXTS,
+    JUDGE_TEXTS,
+    RATIONALES,
     ReadingTables,
     WithBootstrap,
     estimate_costs,
@@ -31,6 +34,9 @@ from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 # declares it empty so that the pipeline still runs (saying "no versions recorded") where the
 # hook is not registered.
 
+# What a node that needs the completions' keys, models and sources only leaves unread.
+KEYS_ONLY = (*JUDGE_TEXTS, *COMPLETION_TEXTS)
+
 # Tables the report renders; each is also a versioned Parquet dataset of the same name.
 REPORT_TABLES = (
     "model_aspect_metrics",
@@ -54,13 +60,13 @@ def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                ReadingTables(WithBootstrap(model_aspect_metrics)),
+                ReadingTables(WithBootstrap(model_aspect_metrics), KEYS_ONLY),
                 ["aspect_annotations", "completions", "params:report"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                ReadingTables(WithBootstrap(source_aspect_metrics)),
+                ReadingTables(WithBootstrap(source_aspect_metrics), KEYS_ONLY),
                 ["aspect_annotations", "completions", "params:report"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
@@ -72,31 +78,31 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_model_score_metrics",
             ),
             node(
-                ReadingTables(judge_health),
+                ReadingTables(judge_health, KEYS_ONLY),
                 ["aspect_annotations", "critiques", "overall_scores"],
                 "judge_health",
                 name="compute_judge_health",
             ),
             node(
-                ReadingTables(WithBootstrap(position_consistency)),
+                ReadingTables(WithBootstrap(position_consistency), KEYS_ONLY),
                 ["aspect_annotations", "params:report"],
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                ReadingTables(WithBootstrap(shuffle_agreement)),
+                ReadingTables(WithBootstrap(shuffle_agreement), KEYS_ONLY),
                 ["aspect_annotations", "params:report"],
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
             ),
             node(
-                ReadingTables(WithBootstrap(rating_by_position)),
+                ReadingTables(WithBootstrap(rating_by_position), KEYS_ONLY),
                 ["aspect_annotations", "params:report"],
                 "rating_by_position",
                 name="compute_rating_by_position",
             ),
             node(
-                ReadingTables(estimate_costs),
+                ReadingTables(estimate_costs, RATIONALES),  # estimates need the replies
                 [
                     "completions",
                     "aspect_annotations",
@@ -150,7 +156,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_rating_by_length",
             ),
             node(
-                ReadingTables(rating_distribution_figure),
+                ReadingTables(rating_distribution_figure, KEYS_ONLY),
                 ["aspect_annotations", "completions"],
                 "rating_distribution_figure",
                 name="plot_rating_distribution",
@@ -168,7 +174,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_score_scatter",
             ),
             node(
-                ReadingTables(position_bias_figure),
+                ReadingTables(position_bias_figure, KEYS_ONLY),
                 "aspect_annotations",
                 "position_bias_figure",
                 name="plot_position_bias",
