@@ -42,7 +42,6 @@ the empty ones).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -51,6 +50,7 @@ import pandas as pd
 import pyarrow as pa
 
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
+from llm_feedback.annotation.plain_values import float_or_none, plain, row_dicts, string_list
 from llm_feedback.annotation.score_fix import require_columns
 from llm_feedback.errors import ConfigError
 from llm_feedback.parquet_source import ParquetSource
@@ -91,45 +91,26 @@ _ASPECT_COLUMNS = [
 ]
 
 
-def _scalar(value: Any) -> Any:
-    """pandas/numpy missing markers and numpy scalars as plain Python values."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _float(value: Any) -> float | None:
-    value = _scalar(value)
-    return None if value is None else float(value)
-
-
-def _string_list(value: Any) -> list[str]:
-    # Lists come back from Parquet as numpy arrays; a missing list is an empty one.
-    if value is None or value is pd.NA or isinstance(value, float):
-        return []
-    return [str(item) for item in value]
-
-
 def _rating_string(row: dict[str, Any] | None) -> str | None:
     """ "4" as in the public data (ratings are whole numbers 1-5), or "N/A"."""
     if row is None or row["parse_status"] not in READ:
         return None
     if bool(row["is_na"]):
         return NOT_APPLICABLE
-    rating = _float(row["rating"])
+    rating = float_or_none(row["rating"])
     return None if rating is None else str(round(rating))
 
 
 def _annotation(aspect: str, row: dict[str, Any] | None) -> dict[str, Any]:
     """One aspect's annotation; all fields null when the aspect has no usable rating row."""
-    rationale = _scalar(row["rationale"]) if row else None
+    rationale = plain(row["rationale"]) if row else None
     if not get_aspect(aspect).has_types:
         return {"Rating": _rating_string(row), "Rationale": rationale}
     return {
         "Rating": _rating_string(row),
-        "Rationale": _scalar(row["type_rationale"]) if row else None,
+        "Rationale": plain(row["type_rationale"]) if row else None,
         "Rationale For Rating": rationale,
-        "Type": _string_list(row["types"]) if row else [],
+        "Type": string_list(row["types"]) if row else [],
     }
 
 
@@ -150,7 +131,7 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
     """Per (prompt_id, completion_idx, aspect), the rating string of each shuffle in order."""
     ordered = aspect_df[_ASPECT_COLUMNS].sort_values("shuffle_idx", kind="stable")
     ratings: dict[tuple[str, int, str], list[str | None]] = {}
-    for row in _row_dicts(ordered):
+    for row in row_dicts(ordered):
         key = (row["prompt_id"], int(row["completion_idx"]), row["aspect"])
         ratings.setdefault(key, []).append(_rating_string(row))
     return ratings
@@ -160,21 +141,8 @@ def _shuffle_ratings(aspect_df: pd.DataFrame) -> dict[tuple[str, int, str], list
 _PROMPTS_PER_CHUNK = 2_000  # records built at once when written
 
 
-def _row_dicts(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """`frame.to_dict("records")`, a column at a time: pandas boxes each value on its own,
-    which was half the export's time. A missing text is None there too."""
-    columns = [
-        [None if value is pd.NA else value for value in frame[name].tolist()]
-        if isinstance(frame[name].dtype, pd.StringDtype)
-        else frame[name].tolist()
-        for name in frame.columns
-    ]
-    names = list(frame.columns)
-    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
-
-
 def _status(row: dict[str, Any] | None) -> str | None:
-    return None if row is None else _scalar(row["parse_status"])
+    return None if row is None else plain(row["parse_status"])
 
 
 class _FrameRows:
@@ -281,16 +249,16 @@ def _record_chunks(
             shown = _shown_aspect_rows(chunk_aspects)
             aspect_rows = {
                 (row["prompt_id"], int(row["completion_idx"]), row["aspect"]): row
-                for row in _row_dicts(shown)
+                for row in row_dicts(shown)
             }
             critique_rows = chunk_rows(critique_rows_in(prompts), prompts)
             critiques = {
-                (row["prompt_id"], int(row["completion_idx"])): _scalar(row["critique"])
-                for row in _row_dicts(critique_rows)
+                (row["prompt_id"], int(row["completion_idx"])): plain(row["critique"])
+                for row in row_dicts(critique_rows)
             }
             overall_scores = {
                 (row["prompt_id"], int(row["completion_idx"])): row
-                for row in _row_dicts(chunk_rows(score_rows_in(prompts), prompts))
+                for row in row_dicts(chunk_rows(score_rows_in(prompts), prompts))
             }
             rows = (
                 completion_rows_of.rows_of("prompt_id", list(prompts), completion_columns)
@@ -338,17 +306,17 @@ def _records(
     """The records of `prompts`, from their rows of each table."""
     all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
     records: dict[Any, dict[str, Any]] = {prompt_id: {} for prompt_id in prompts}
-    for row in _row_dicts(completions):
+    for row in row_dicts(completions):
         key = (row["prompt_id"], int(row["completion_idx"]))
         record = records[row["prompt_id"]]
         if not record:
             record.update(
                 prompt_id=row["prompt_id"],
-                source=_scalar(row["source"]),
-                instruction=_scalar(row["instruction"]),
+                source=plain(row["source"]),
+                instruction=plain(row["instruction"]),
                 models=[],
                 completions=[],
-                **{column: _string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
+                **{column: string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
                 extra_annotations=[],
                 annotation_status=[],
                 shuffle_ratings=[],
@@ -360,20 +328,20 @@ def _records(
         status = {aspect: _status(used[aspect]) for aspect in all_aspects}
         scores = overall_scores.get(key, {})
         failed = any(status[aspect] not in READ for aspect in averaged)
-        record["models"].append(_scalar(row["model"]))
+        record["models"].append(plain(row["model"]))
         record["completions"].append(
             {
-                "model": _scalar(row["model"]),
-                "principle": _scalar(row["principle"]),
-                "custom_system_prompt": _scalar(row["system_prompt"]),
-                "response": _scalar(row["response"]),
+                "model": plain(row["model"]),
+                "principle": plain(row["principle"]),
+                "custom_system_prompt": plain(row["system_prompt"]),
+                "response": plain(row["response"]),
                 "annotations": {
                     aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_ASPECTS
                 },
                 "critique": critiques.get(key),
-                "overall_score": _float(scores.get("overall_score_fixed")),
+                "overall_score": float_or_none(scores.get("overall_score_fixed")),
                 "fine-grained_score": (
-                    None if failed else _float(scores.get("fine_grained_score"))
+                    None if failed else float_or_none(scores.get("fine_grained_score"))
                 ),
             }
         )
