@@ -9,8 +9,6 @@ table, not the tables, and its output is spooled (`overall_scores_table`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +31,7 @@ from llm_feedback.annotation.score_fix import (
 )
 from llm_feedback.annotation.stages import critique_request
 from llm_feedback.backends import LLMClient
+from llm_feedback.backends.client_state import request_key, sent_form
 from llm_feedback.engine import Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError
 from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
@@ -165,7 +164,7 @@ class _ChunkFixer:
             outcomes = self.engine.run(tasks, desc="re-annotate overall scores")
             new_scores = {key: out.value for key, out in zip(pending, outcomes, strict=True)}
             for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
-                request = _digest(task.request.messages)
+                request = self._identity(task)
                 if request not in self.sent:
                     self.sent.add(request)
                     rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
@@ -178,12 +177,11 @@ class _ChunkFixer:
             )
         return overall_scores
 
-
-def _digest(messages: Sequence[Mapping[str, Any]]) -> bytes:
-    contents = hashlib.blake2b(digest_size=16)
-    for message in messages:
-        contents.update(json.dumps(message["content"]).encode())
-    return contents.digest()
+    def _identity(self, task: Task) -> bytes:
+        """The client's own identity of a request (its cache key), as bytes to keep small."""
+        config = self.client.config
+        key = request_key(config, self.client.backend, sent_form(config, task.request))
+        return bytes.fromhex(key)
 
 
 def fix_overall_scores(
