@@ -13,7 +13,7 @@ with them (a merge-join), so a stage holds one chunk of each table whatever thei
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,10 @@ class ParquetSource:
     @property
     def columns(self) -> list[str]:
         return self._file().schema_arrow.names
+
+    @property
+    def num_rows(self) -> int:
+        return self._file().metadata.num_rows
 
     def read(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The whole table, or those of `columns` it has (the caller checks for the ones
@@ -261,6 +265,39 @@ def table_chunks(
         yield chunk
     if not chunks:  # every table gives a chunk, if only an empty one
         yield table.read(columns)
+
+
+def rows_by_prompt(
+    table: pd.DataFrame | ParquetSource, columns: Sequence[str]
+) -> Callable[[Any, Any], pd.DataFrame]:
+    """`rows(prompts, last)`: `table`'s rows of `prompts` (a chunk's, the greatest `last`),
+    for chunks asked in prompt order: read in step when the file is in prompt order (a
+    `KeyOrderedReader`: a row with no prompt among the chunks comes with the chunk after
+    it), picked out of the row groups holding them otherwise."""
+    if isinstance(table, pd.DataFrame):
+        return _frame_rows_by_prompt(table[[name for name in columns if name in table.columns]])
+    if table.in_key_order("prompt_id"):
+        reader = table.key_reader(columns)
+        return lambda prompts, last: reader.through(last)
+    return lambda prompts, last: table.rows_of("prompt_id", list(prompts), columns)
+
+
+def _frame_rows_by_prompt(frame: pd.DataFrame) -> Callable[[Any, Any], pd.DataFrame]:
+    """`rows_by_prompt` of a DataFrame: its keys sorted once, so that each chunk looks up
+    its range of prompts instead of testing every row of the frame."""
+    keys = frame["prompt_id"].to_numpy(dtype=object)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+
+    def rows(prompts: Any, last: Any) -> pd.DataFrame:
+        if not len(prompts):
+            return frame.iloc[:0]
+        start = np.searchsorted(ordered, min(prompts), side="left")
+        stop = np.searchsorted(ordered, last, side="right")
+        part = frame.iloc[np.sort(order[start:stop])]
+        return part[part["prompt_id"].isin(prompts).to_numpy()]
+
+    return rows
 
 
 def as_frame(table: pd.DataFrame | ParquetSource, columns=None) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,12 @@ from llm_feedback.backends import LLMClient
 from llm_feedback.backends.client_state import request_key, sent_form
 from llm_feedback.engine import Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
+from llm_feedback.parquet_source import (
+    CHUNK_PROMPTS,
+    ParquetSource,
+    rows_by_prompt,
+    table_chunks,
+)
 from llm_feedback.replies.status import NO_MATCH, OK
 from llm_feedback.spool import FrameSpool
 
@@ -67,18 +72,6 @@ def _pending_rows(df: pd.DataFrame, pending: list[tuple[str, int]]) -> pd.DataFr
     return df[keys.isin(pending)].set_index(["prompt_id", "completion_idx"])
 
 
-def _rows_by_prompt(table: Table, columns: Sequence[str]) -> Callable[[Any, Any], pd.DataFrame]:
-    """`rows(prompts, last)`: `table`'s rows of `prompts` (the chunk's, the greatest
-    `last`), for chunks asked in prompt order."""
-    if isinstance(table, pd.DataFrame):
-        narrow = table[[name for name in columns if name in table.columns]]
-        return lambda prompts, last: narrow[narrow["prompt_id"].isin(prompts)]
-    if table.in_key_order("prompt_id"):
-        reader = table.key_reader(columns)
-        return lambda prompts, last: reader.through(last)
-    return lambda prompts, last: table.rows_of("prompt_id", list(prompts), columns)
-
-
 def overall_score_chunks(
     completions: Table,
     aspect_annotations: Table,
@@ -97,8 +90,8 @@ def overall_score_chunks(
     chunk); see `fix_overall_scores`."""
     validate_thresholds(flip_threshold, reannotate_threshold)
     sampling = dict(sampling or {})
-    aspect_rows = _rows_by_prompt(aspect_annotations, ASPECT_COLUMNS_READ)
-    critique_rows = _rows_by_prompt(critiques, CRITIQUE_COLUMNS_READ)
+    aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS_READ)
+    critique_rows = rows_by_prompt(critiques, CRITIQUE_COLUMNS_READ)
     fixer = _ChunkFixer(
         client,
         TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud) if client else None,
