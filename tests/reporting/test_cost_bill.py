@@ -8,11 +8,15 @@ import json
 import logging
 
 import pandas as pd
+import pytest
 
 from llm_feedback.annotation.rescore import fix_overall_scores
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import EndpointConfig, LLMClient
+from llm_feedback.errors import InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting import cost_table
+from llm_feedback.reporting.cost_tally import usage_totals
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 
 PRICES = {"judge-x": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}}
@@ -84,8 +88,8 @@ class Bill:
         return reply
 
 
-def _judged(bill: Bill):
-    completions = _completions()
+def _judged(bill: Bill, completions: pd.DataFrame | None = None):
+    completions = _completions() if completions is None else completions
     with FakeLLMServer(bill, count_tokens=len) as server:
         config = EndpointConfig.from_dict(
             {"backend": "openai", "model": "judge-x", "base_url": server.base_url},
@@ -143,3 +147,57 @@ def test_a_reply_without_usage_is_estimated_and_flagged(caplog):
     assert critique["estimated_cost"] > 0
     assert not table.loc["annotate", "usage_estimated"]
     assert "usage_estimated" in caplog.text and "8 row(s)" in caplog.text
+
+
+def _on_disk(tmp_path, **tables: pd.DataFrame) -> dict[str, ParquetSource]:
+    sources = {}
+    for name, table in tables.items():
+        table.to_parquet(tmp_path / f"{name}.parquet", row_group_size=5)
+        sources[name] = ParquetSource(str(tmp_path / f"{name}.parquet"), batch_rows=5)
+    return sources
+
+
+def test_the_cost_table_read_a_prompt_at_a_time_equals_the_servers_bill(tmp_path):
+    # p3 repeats p0 word for word: its critiques, and its aspect calls that show p0's
+    # order, are p0's requests, sent once, and they come in another chunk.
+    base = _completions()
+    completions = pd.concat([base, base[base["prompt_id"] == "p0"].assign(prompt_id="p3")])
+    bill = Bill()
+    completions, aspects, critiques, overall, _ = _judged(bill, completions)
+    assert bill.calls["annotate"] < 4 * 2
+    sources = _on_disk(
+        tmp_path, completions=completions, aspects=aspects, critiques=critiques, overall=overall
+    )
+    streamed = usage_totals(
+        sources["completions"],
+        sources["aspects"],
+        sources["critiques"],
+        sources["overall"],
+        prompts_per_chunk=1,
+    )
+    judged = streamed[streamed["stage"] != "generate"].groupby("stage")[
+        ["prompt_tokens", "completion_tokens"]
+    ]
+    for stage, sums in judged.sum().round().iterrows():
+        assert sums["prompt_tokens"] == bill.prompt[stage], stage
+        assert sums["completion_tokens"] == bill.completion[stage], stage
+    assert streamed.loc[streamed["stage"] == "generate", "prompt_tokens"].sum() == 10 * 12
+    # The node's call (sources, default chunks) and the in-memory call agree.
+    on_disk = cost_table(
+        sources["completions"], sources["aspects"], sources["critiques"], PRICES, sources["overall"]
+    )
+    in_memory = cost_table(completions, aspects, critiques, PRICES, overall_scores=overall)
+    pd.testing.assert_frame_equal(on_disk, in_memory)
+
+
+def test_judge_rows_of_no_completion_stop_the_cost_table(tmp_path):
+    completions, aspects, critiques, _, _ = _judged(Bill())
+    stray = aspects[aspects["prompt_id"] == "p2"].assign(prompt_id="p9")
+    sources = _on_disk(
+        tmp_path,
+        completions=completions,
+        aspects=pd.concat([aspects, stray]),
+        critiques=critiques,
+    )
+    with pytest.raises(InputError, match=r"aspect_annotations: 6 row\(s\) have no completion"):
+        cost_table(sources["completions"], sources["aspects"], sources["critiques"], PRICES)

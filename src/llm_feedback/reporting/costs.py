@@ -2,8 +2,9 @@
 estimate where the server sent none.
 
 - Identical requests are sent once (the client answers the copies from the first), but each
-  copy's row records the call's tokens. `drop_unsent_copies` keeps the first row of each
-  identical critique and the rows of the first of identical aspect calls.
+  copy's row records the call's tokens: `cost_tally.usage_totals` counts the first of each
+  identical critique and of each identical aspect call (`critique_identities`,
+  `aspect_call_identities`).
 - The score fix's re-score calls are recorded in `overall_scores` (`rescore_usage`).
 - A reply without `usage` records 0 tokens; `estimate_missing_usage` fills in the
   project's token estimate (`ChatRequest.estimated_input_tokens`, ~3 characters a token)
@@ -41,52 +42,21 @@ def _with_texts(frame: pd.DataFrame, texts: pd.DataFrame) -> pd.DataFrame:
     return frame.join(found.fillna(""))
 
 
-def _aspect_calls(frame: pd.DataFrame) -> pd.Series:
-    """A call id per aspect row: a prompt's completions suspected of injection are rated
-    alone (`annotation.stages.judged_together`), each in a call of its own."""
+def _aspect_calls(frame: pd.DataFrame) -> np.ndarray:
+    """A call code per aspect row (0, 1, ... in order of first row): a call is a prompt,
+    aspect and shuffle, and a prompt's completions suspected of injection are rated alone
+    (`annotation.stages.judged_together`), each in a call of its own."""
     flags = frame["suspected_injection"] if "suspected_injection" in frame else False
-    alone = pd.Series(flags, index=frame.index).fillna(False).astype(bool)
-    keys = frame[["prompt_id", "aspect", "shuffle_idx"]].astype(str).agg("\x1f".join, axis=1)
-    return (
-        keys
-        + alone.map({True: "\x1falone", False: ""})
-        + ("\x1f" + frame["completion_idx"].astype(str)).where(alone, "")
+    alone = pd.Series(flags, index=frame.index).fillna(False).astype(bool).to_numpy()
+    calls = pd.DataFrame(
+        {
+            "prompt_id": frame["prompt_id"].to_numpy(),
+            "aspect": frame["aspect"].to_numpy(),
+            "shuffle_idx": frame["shuffle_idx"].to_numpy(),
+            "alone": np.where(alone, frame["completion_idx"].to_numpy(dtype="int64"), -1),
+        }
     )
-
-
-def drop_unsent_copies(
-    completions: pd.DataFrame, aspect_annotations: pd.DataFrame, critiques: pd.DataFrame
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(aspect rows, critique rows) without the copies of a request sent once."""
-    texts = _texts(completions)
-    judge = ["judge_endpoint", "judge_model"]
-    if len(critiques) and "prompt_id" in critiques:
-        shown = _with_texts(critiques, texts)
-        identity = pd.util.hash_pandas_object(
-            shown[[*judge, "instruction", "response", "principle", "system_prompt"]],
-            index=False,
-        )
-        critiques = critiques[~identity.duplicated().to_numpy()]
-    if len(aspect_annotations) and "prompt_id" in aspect_annotations:
-        rows = _with_texts(aspect_annotations, texts)
-        rows = rows.assign(
-            call=_aspect_calls(rows).to_numpy(),
-            response_hash=pd.util.hash_pandas_object(rows["response"], index=False).to_numpy(),
-        ).sort_values(["call", "position"], kind="stable")
-        per_call = rows.groupby("call", sort=False).agg(
-            judge_endpoint=("judge_endpoint", "first"),
-            judge_model=("judge_model", "first"),
-            aspect=("aspect", "first"),
-            instruction=("instruction", "first"),
-            world_knowledge=("world_knowledge", "first"),
-            shown=("response_hash", lambda hashes: ",".join(map(str, hashes))),
-        )
-        copies = per_call.index[
-            pd.util.hash_pandas_object(per_call, index=False).duplicated().to_numpy()
-        ]
-        calls = _aspect_calls(aspect_annotations)
-        aspect_annotations = aspect_annotations[~calls.isin(copies).to_numpy()]
-    return aspect_annotations, critiques
+    return pd.factorize(pd.util.hash_pandas_object(calls, index=False))[0]
 
 
 def _reply_tokens(reply: object) -> int:
@@ -126,7 +96,7 @@ def estimate_missing_usage(
                 _reply_tokens(row["raw_reply"]),
             ]
     elif stage == "annotate":
-        rows = rows.assign(call=_aspect_calls(rows).to_numpy())
+        rows = rows.assign(call=_aspect_calls(rows))
         for _, call in rows.sort_values("position").groupby("call", sort=False):
             request = build_aspect_request(
                 str(call["aspect"].iloc[0]),
@@ -201,3 +171,50 @@ def rescore_usage(
             ),
         }
     )
+
+
+# What identifies a critique request (the request is built from these alone).
+_CRITIQUE_IDENTITY = [
+    "judge_endpoint",
+    "judge_model",
+    "instruction",
+    "response",
+    "principle",
+    "system_prompt",
+]
+_ASPECT_CALL_IDENTITY = [
+    "judge_endpoint",
+    "judge_model",
+    "aspect",
+    "instruction",
+    "world_knowledge",
+]
+# Mixes a shown response's hash with its position before the call's are added up.
+_POSITION_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def critique_identities(critiques: pd.DataFrame, completions: pd.DataFrame) -> np.ndarray:
+    """A 64-bit hash per critique row of what its request shows the judge (equal hashes:
+    identical requests, sent once)."""
+    shown = _with_texts(critiques, _texts(completions))
+    return pd.util.hash_pandas_object(shown[_CRITIQUE_IDENTITY], index=False).to_numpy()
+
+
+def aspect_call_identities(
+    aspects: pd.DataFrame, completions: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(call code per row, first row of each call, a 64-bit hash per call of what its
+    request shows: the judge, aspect, instruction, world knowledge and each position's
+    response)."""
+    rows = _with_texts(aspects, _texts(completions))
+    codes = _aspect_calls(rows)
+    _, first = np.unique(codes, return_index=True)
+    shown = np.zeros(len(first), dtype="uint64")
+    responses = pd.util.hash_pandas_object(rows["response"], index=False).to_numpy()
+    positions = rows["position"].to_numpy(dtype="uint64") + np.uint64(1)
+    with np.errstate(over="ignore"):  # the hashes wrap around by design
+        np.add.at(shown, codes, responses ^ (positions * _POSITION_MIX))
+    head = rows[_ASPECT_CALL_IDENTITY].iloc[first]
+    call = pd.util.hash_pandas_object(head, index=False).to_numpy()
+    both = pd.DataFrame({"call": call, "shown": shown})
+    return codes, first, pd.util.hash_pandas_object(both, index=False).to_numpy()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,12 +25,8 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
-from llm_feedback.reporting.costs import (
-    CHARS_PER_TOKEN,
-    drop_unsent_copies,
-    estimate_missing_usage,
-    rescore_usage,
-)
+from llm_feedback.reporting.cost_tally import Table, usage_totals
+from llm_feedback.reporting.costs import CHARS_PER_TOKEN
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
     COMPLETION_KEY,
@@ -292,11 +287,11 @@ IN_PROCESS_BACKENDS = ("local", "vllm")
 
 
 def cost_table(
-    completions: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
-    critiques: pd.DataFrame,
+    completions: Table,
+    aspect_annotations: Table,
+    critiques: Table,
     prices: Mapping[str, Mapping[str, float]],
-    overall_scores: pd.DataFrame | None = None,
+    overall_scores: Table | None = None,
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
 
@@ -326,45 +321,15 @@ def cost_table(
     judge_columns = ["judge_model", "judge_endpoint", "judge_backend", *token_columns]
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
     require_columns(critiques, judge_columns, "critiques")
+    _check_prices(prices)  # before the tables are read
 
-    # Only requests actually sent count; a reply without usage is estimated (and flagged).
-    aspect_annotations, critiques = drop_unsent_copies(completions, aspect_annotations, critiques)
-    generated = completions.loc[:, ["endpoint", "backend", "model", *token_columns]]
-    usage = [
-        estimate_missing_usage("generate", generated, completions).assign(
-            stage="generate", mode=_modes(completions, "via_batch")
-        )
-    ]
-    for stage, frame in (("annotate", aspect_annotations), ("critique", critiques)):
-        usage.append(
-            estimate_missing_usage(stage, frame, completions)
-            .loc[:, [*judge_columns, "usage_estimated"]]
-            .rename(
-                columns={
-                    "judge_model": "model",
-                    "judge_endpoint": "endpoint",
-                    "judge_backend": "backend",
-                }
-            )
-            .assign(stage=stage, mode=_modes(frame, "judge_via_batch"))
-        )
-    rescores = rescore_usage(overall_scores, critiques)
-    if rescores is not None:
-        usage.append(rescores)
-    tokens = pd.concat(usage, ignore_index=True)
-    # dropna=False: tokens of a row without an endpoint or model still count.
-    table = tokens.groupby(
-        ["stage", "endpoint", "backend", "model", "mode"], as_index=False, dropna=False
-    ).agg(
-        prompt_tokens=("prompt_tokens", "sum"),
-        completion_tokens=("completion_tokens", "sum"),
-        usage_estimated=("usage_estimated", "any"),
-    )
+    table = usage_totals(completions, aspect_annotations, critiques, overall_scores)
+    table["usage_estimated"] = table["estimated_rows"] > 0
     # Rows carry float shares of their call's tokens: summed first, then rounded, so that a
     # call's shares add up to its usage exactly (a truncated share each would not).
     for column in token_columns:
         table[column] = table[column].round().astype("int64")
-    estimated = int(tokens["usage_estimated"].sum())
+    estimated = int(table["estimated_rows"].sum())
     if estimated:
         logger.warning(
             "cost table: %d row(s) had no usage from the server; their tokens are estimated "
@@ -416,13 +381,6 @@ def price_per_1k(entry: Mapping[str, float] | None, key: str, batch: bool) -> fl
     if not batch:
         return entry[key]
     return entry.get(f"batch_{key}", entry[key] * BATCH_PRICE_SHARE)
-
-
-def _modes(frame: pd.DataFrame, column: str) -> Any:
-    """online | batch per row; data written before batch mode existed is online."""
-    if column not in frame.columns:
-        return "online"
-    return np.where(frame[column].fillna(False).astype(bool), "batch", "online")
 
 
 def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:

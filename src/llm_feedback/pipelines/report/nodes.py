@@ -112,9 +112,9 @@ def rank_models(
 
 
 def estimate_costs(
-    completions: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
-    critiques: pd.DataFrame,
+    completions: ParquetSource,
+    aspect_annotations: ParquetSource,
+    critiques: ParquetSource,
     overall_scores: pd.DataFrame,
     report: Mapping[str, Any],
 ) -> pd.DataFrame:

@@ -4,7 +4,6 @@ from llm_feedback.hooks import INPUT_VERSIONS
 from llm_feedback.pipelines.report.nodes import (
     COMPLETION_TEXTS,
     JUDGE_TEXTS,
-    RATIONALES,
     ReadingTables,
     WithBootstrap,
     estimate_costs,
@@ -102,7 +101,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_rating_by_position",
             ),
             node(
-                ReadingTables(estimate_costs, RATIONALES),  # estimates need the replies
+                estimate_costs,  # reads its tables a chunk of prompts at a time
                 [
                     "completions",
                     "aspect_annotations",
