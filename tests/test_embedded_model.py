@@ -45,7 +45,7 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
     ].to_string()
     assert aspects.loc[aspects["parse_status"] == "ok", "rating"].between(1, 5).all()
 
-    overall_scores = catalog.load("overall_scores")
+    overall_scores = catalog.load("overall_scores").read()
     assert len(overall_scores) == 8
     assert catalog.load("ultrafeedback")["completions"].map(len).eq(4).all()
     assert "Built from" in catalog.load("report")

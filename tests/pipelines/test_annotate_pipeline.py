@@ -50,7 +50,7 @@ def test_annotate_writes_every_dataset_with_stable_keys(run_kedro, fake_llm, tmp
     completions = catalog.load("completions").read()
     aspects = catalog.load("aspect_annotations").read()
     critiques = catalog.load("critiques").read()
-    overall_scores = catalog.load("overall_scores")
+    overall_scores = catalog.load("overall_scores").read()
     export = catalog.load("ultrafeedback")
 
     assert len(completions) == 5 * 4
@@ -213,7 +213,7 @@ def test_a_reply_that_never_parses_is_kept_as_a_null_rating(run_kedro):
     assert truth["rating"].isna().all()
     assert (truth["raw_reply"] == "I refuse to use your format.").all()
     # The fine-grained score is the mean of the other aspects, never a silent 0.
-    overall_scores = catalog.load("overall_scores")
+    overall_scores = catalog.load("overall_scores").read()
     assert overall_scores["fine_grained_score"].notna().all()
 
 
@@ -257,7 +257,7 @@ def _scripted_scores(aspect_rating, overall, rescore="7"):
 def test_the_overall_score_fix_at_its_boundaries(run_kedro, aspect_rating, overall, action, fixed):
     with FakeLLMServer(_scripted_scores(aspect_rating, overall)) as server:
         catalog = _run_feedback(run_kedro, server, {"sample": {"max_prompts": 2}})
-    overall_scores = catalog.load("overall_scores")
+    overall_scores = catalog.load("overall_scores").read()
     assert (overall_scores["fix_action"] == action).all()
     assert (overall_scores["overall_score_fixed"] == fixed).all()
     assert (overall_scores["overall_score_original"] == overall).all()

@@ -112,7 +112,7 @@ def test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands(ru
             assert list(row.types) == ["1", "3"]
 
     # Every critique said 10: the fix acts on the fine-grained score of the ratings above.
-    scores = catalog.load("overall_scores").set_index(["prompt_id", "completion_idx"])
+    scores = catalog.load("overall_scores").read().set_index(["prompt_id", "completion_idx"])
     assert len(rescores) == (scores["fix_action"] == "reannotated").sum()
     for key, answer in answer_of.items():
         rated = [expected_rating(answer, a) for a in OFFSET]

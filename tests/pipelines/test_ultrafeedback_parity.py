@@ -258,7 +258,7 @@ def test_the_re_score_continues_the_critique_with_the_judge_settings(run_kedro):
         assert body["messages"][3]["content"].startswith("Grade the answer 1-10 by your review.")
         assert (body["temperature"], body["top_p"], body["seed"]) == (0.0, 0.6, 11)
         assert body["max_tokens"] <= 16
-    overall_scores = catalog.load("overall_scores")
+    overall_scores = catalog.load("overall_scores").read()
     assert (overall_scores["fix_action"] == "reannotated").all()
     assert (overall_scores["overall_score_fixed"] == 6.0).all()
     export = catalog.load("ultrafeedback")

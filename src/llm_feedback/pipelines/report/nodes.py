@@ -46,7 +46,7 @@ FIGURE_LINKS = {
 # columns): at UltraFeedback's sizes these texts are most of their bytes, and a judge reply
 # column read whole costs several times its size (its dictionaries are unified).
 RATIONALES = ("rationale", "type_rationale", "critique")
-JUDGE_TEXTS = (*RATIONALES, "raw_reply")
+JUDGE_TEXTS = (*RATIONALES, "raw_reply", "types", "parse_error")
 # ... and of the completions, for the tables that need only their keys, models and sources.
 COMPLETION_TEXTS = ("instruction", "response", "system_prompt", "world_knowledge")
 
@@ -115,7 +115,7 @@ def estimate_costs(
     completions: ParquetSource,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    overall_scores: pd.DataFrame,
+    overall_scores: ParquetSource,
     report: Mapping[str, Any],
 ) -> pd.DataFrame:
     return cost_table(
@@ -170,14 +170,14 @@ def judgment_viewer(
     completions: ParquetSource,
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
-    overall_scores: pd.DataFrame,
+    overall_scores: ParquetSource,
 ) -> StaticSite:
     # Only the columns the pages show: the judge's raw replies stay on disk.
     return feedback_site(
         as_frame(completions),
         aspect_annotations.read(ASPECT_COLUMNS),
         critiques.read(CRITIQUE_COLUMNS),
-        overall_scores,
+        as_frame(overall_scores),
     )
 
 

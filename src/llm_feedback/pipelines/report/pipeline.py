@@ -71,7 +71,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_source_aspect_metrics",
             ),
             node(
-                WithBootstrap(model_score_metrics),
+                ReadingTables(WithBootstrap(model_score_metrics)),
                 ["overall_scores", "params:report"],
                 "model_score_metrics",
                 name="compute_model_score_metrics",
@@ -167,7 +167,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_aspect_heatmap",
             ),
             node(
-                score_scatter_figure,
+                ReadingTables(score_scatter_figure),
                 "overall_scores",
                 "score_scatter_figure",
                 name="plot_score_scatter",
