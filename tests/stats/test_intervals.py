@@ -8,6 +8,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.stats import intervals
 from llm_feedback.stats.intervals import (
     bootstrap_replicates,
     correlation_interval,
@@ -27,6 +28,19 @@ def test_resamples_are_multinomial_draws_of_all_clusters_and_repeat_with_the_see
     assert np.allclose(counts.mean(), 1.0, atol=0.1)  # each cluster drawn once on average
     assert np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=3))))
     assert not np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=4))))
+
+
+def test_resamples_too_many_to_keep_are_drawn_again_the_same(monkeypatch):
+    kept = np.vstack(list(resample_counts(n_clusters=300, n_resamples=40, seed=5)))
+    # Past the bound nothing is kept: each use draws the seed's resamples again, a few at
+    # a time, and gets the very resamples that would have been kept.
+    monkeypatch.setattr(intervals, "KEPT_COUNTS", 0)
+    monkeypatch.setattr(intervals, "CHUNK_ELEMENTS", 300 * 7)
+    intervals._kept_counts.cache_clear()
+    chunks = list(resample_counts(n_clusters=300, n_resamples=40, seed=5))
+    assert [len(chunk) for chunk in chunks] == [7, 7, 7, 7, 7, 5]
+    assert np.array_equal(np.vstack(chunks), kept)
+    assert intervals._kept_counts.cache_info().currsize == 0
 
 
 def test_wilson_matches_statsmodels_and_the_formula_by_hand():

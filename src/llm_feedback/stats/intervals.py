@@ -48,13 +48,21 @@ def resample_counts(
     faster than `Generator.multinomial` over many categories). The same seed gives the
     same resamples, so statistics bootstrapped with one seed share their resamples; for
     an integer seed the draws are made once and kept (as uint8, 64 MB for 1,000 x 64k)
-    for the next statistic over the same number of clusters."""
+    for the next statistic over the same number of clusters, up to `KEPT_COUNTS`: beyond,
+    they are drawn again from the seed, a chunk at a time, rather than held whole."""
     if isinstance(seed, np.random.Generator):
-        chunks = _draw_counts(n_clusters, n_resamples, seed)
+        chunks = list(_draw_counts(n_clusters, n_resamples, seed))  # drawn now, as before
+    elif n_clusters * n_resamples <= KEPT_COUNTS:
+        chunks = iter(_kept_counts(n_clusters, n_resamples, int(seed)))
     else:
-        chunks = _kept_counts(n_clusters, n_resamples, int(seed))
+        chunks = _draw_counts(n_clusters, n_resamples, np.random.default_rng(int(seed)))
     for chunk in chunks:
         yield chunk.astype("float64")
+
+
+# Counts kept between statistics, at most (two such sets are kept): 1,000 resamples of
+# 128k clusters. At a million prompts the set would be a gigabyte.
+KEPT_COUNTS = 128_000_000
 
 
 @functools.lru_cache(maxsize=2)
@@ -62,9 +70,10 @@ def _kept_counts(n_clusters: int, n_resamples: int, seed: int) -> tuple[np.ndarr
     return tuple(_draw_counts(n_clusters, n_resamples, np.random.default_rng(seed)))
 
 
-def _draw_counts(n_clusters: int, n_resamples: int, rng: np.random.Generator) -> list[np.ndarray]:
+def _draw_counts(
+    n_clusters: int, n_resamples: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
     chunk = max(1, min(n_resamples, CHUNK_ELEMENTS // max(n_clusters, 1)))
-    chunks = []
     for start in range(0, n_resamples, chunk):
         size = min(chunk, n_resamples - start)
         draws = rng.integers(0, n_clusters, size=(size, n_clusters))
@@ -72,8 +81,7 @@ def _draw_counts(n_clusters: int, n_resamples: int, rng: np.random.Generator) ->
         counts = np.bincount(draws.ravel(), minlength=size * n_clusters)
         # A cluster drawn more than 255 times in n draws needs n in the thousands and
         # odds below 1e-300: uint8 holds every count.
-        chunks.append(counts.reshape(size, n_clusters).astype("uint8"))
-    return chunks
+        yield counts.reshape(size, n_clusters).astype("uint8")
 
 
 def cluster_sums(
