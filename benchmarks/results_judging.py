@@ -157,3 +157,46 @@ def embedded_judge_card(runs: Sequence[dict]) -> str:
             last["card_markdown"].strip(),
         ]
     )
+
+
+def report_scale(runs: Sequence[dict]) -> str:
+    """`report_scale.py`: each report node's peak memory and time at scale."""
+    last = runs[-1]
+    results = last["results"]
+    sizes = sorted({result["prompts"] for result in results})
+    by_node: dict[str, dict[int, dict]] = {}
+    for result in results:
+        by_node.setdefault(result["node"], {})[result["prompts"]] = result
+    rows = []
+    for node, measured in by_node.items():
+        cells = [node]
+        for size in sizes:
+            result = measured.get(size)
+            cells.append(
+                "not run"
+                if result is None
+                else f"{result['peak_rss_mib']:,.0f} ({result['wall_s']:.1f} s)"
+            )
+        largest = sorted(measured)[-2:]
+        cells.append(
+            f"{measured[largest[1]]['peak_rss_mib'] / measured[largest[0]]['peak_rss_mib']:.2f}"
+            if len(largest) == 2
+            else ""
+        )
+        rows.append(cells)
+    base = last["base_prompts"]
+    return "\n".join(
+        [
+            "## The report at scale: peak memory per node (`benchmarks/report_scale.py`)",
+            "",
+            f"Annotate tables of {base:,} prompts x 4 completions made by `scale.py`'s stages "
+            "(texts of UltraFeedback's sizes), then written over as many times as the sizes "
+            "say (the copies' prompt ids made distinct): each report node that reads them runs "
+            "in a fresh process on its inputs as the catalog loads them. Peak RSS in MiB "
+            "(wall time); growth: the largest size's peak over the one before it. Above "
+            f"{base * last['all_nodes_up_to']:,} prompts only the nodes that read a chunk of "
+            "prompts at a time run; the others still hold their columns whole.",
+            "",
+            _table(["node", *(f"{size:,} prompts" for size in sizes), "growth"], rows),
+        ]
+    )

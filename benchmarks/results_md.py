@@ -399,6 +399,7 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("injection", results_judging.injection),
     ("stats_scale", results_judging.stats_scale),
     ("viewer_scale", results_judging.viewer_scale),
+    ("report_scale", results_judging.report_scale),
     ("judge_cost", results_judging.judge_cost),
     ("embedded_judge_card", results_judging.embedded_judge_card),
 )
