@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting import (
     cost_table,
     judge_health,
@@ -256,6 +257,16 @@ def test_judge_health_on_empty_inputs_lists_every_fix_action():
     ]
     assert (fix_counts["value"] == 0).all()
     assert np.isnan(health_value(table, "parse_error_rate", "critique"))
+
+
+def test_judge_health_of_tables_on_disk_counted_in_batches_is_the_same(tmp_path):
+    frames = build_frames(typical_specs())
+    sources = []
+    for name in ("aspect_annotations", "critiques", "overall_scores"):
+        getattr(frames, name).to_parquet(tmp_path / f"{name}.parquet", row_group_size=3)
+        sources.append(ParquetSource(str(tmp_path / f"{name}.parquet"), batch_rows=3))
+    in_memory = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
+    pd.testing.assert_frame_equal(judge_health(*sources), in_memory)
 
 
 def test_judge_health_rejects_an_unknown_fix_action():

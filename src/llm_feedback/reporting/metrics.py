@@ -8,7 +8,7 @@ correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWa
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -199,7 +199,7 @@ MEAN_SCORES = {
 
 
 def judge_health(
-    aspect_annotations: pd.DataFrame, critiques: pd.DataFrame, overall_scores: pd.DataFrame
+    aspect_annotations: Table, critiques: Table, overall_scores: Table
 ) -> pd.DataFrame:
     """How well the judge behaved, as a long (metric, scope, value) table.
 
@@ -211,6 +211,7 @@ def judge_health(
       fix_count and fix_share (share of the overall_scores rows); every action is listed,
       0 when absent.
     Rates carry a Wilson interval (ci_low, ci_high, ci_method "wilson"); counts none.
+    Tables on disk are counted a record batch at a time.
     """
     require_columns(
         aspect_annotations, ["aspect", "parse_status", "reasks", "is_na"], "aspect_annotations"
@@ -219,28 +220,31 @@ def judge_health(
     require_columns(overall_scores, ["fix_action"], "overall_scores")
 
     rows: list[dict[str, object]] = []
-    for aspect in ordered_aspects(aspect_annotations["aspect"]):
-        of_aspect = aspect_annotations[aspect_annotations["aspect"] == aspect]
-        rows += _call_health(of_aspect, scope=aspect)
-        na_share = of_aspect["is_na"].fillna(False).astype(bool).mean()
+    aspect_counts = _health_counts(aspect_annotations, by_aspect=True)
+    for aspect in ordered_aspects(aspect_counts.index):
+        counts = aspect_counts.loc[aspect]
+        rows += _call_health(counts, scope=aspect)
+        na_share = _share(int(counts["na"]), int(counts["rows"]))
         rows.append(
-            {"metric": "na_rate", "scope": aspect, "value": na_share, "trials": len(of_aspect)}
+            {"metric": "na_rate", "scope": aspect, "value": na_share, "trials": counts["rows"]}
         )
-    rows += _call_health(critiques, scope="critique")
+    critique_counts = _health_counts(critiques, by_aspect=False)
+    rows += _call_health(critique_counts.iloc[0], scope="critique")
 
-    unknown = set(overall_scores["fix_action"].dropna()) - set(FIX_ACTIONS)
+    fix_counts, total = pd.Series(dtype="int64"), 0
+    for batch in _batches(overall_scores, ["fix_action"]):
+        fix_counts = fix_counts.add(batch["fix_action"].value_counts(), fill_value=0)
+        total += len(batch)
+    unknown = set(fix_counts.index) - set(FIX_ACTIONS)
     if unknown:
         raise InputError(
             f"overall_scores: column 'fix_action' has unknown value(s) {sorted(unknown)}"
         )
-    fix_counts = overall_scores["fix_action"].value_counts()
     for action in FIX_ACTIONS:
         count = int(fix_counts.get(action, 0))
         rows.append({"metric": "fix_count", "scope": action, "value": count})
-        share = _share(count, len(overall_scores))
-        rows.append(
-            {"metric": "fix_share", "scope": action, "value": share, "trials": len(overall_scores)}
-        )
+        share = _share(count, total)
+        rows.append({"metric": "fix_share", "scope": action, "value": share, "trials": total})
     table = pd.DataFrame(rows)
     # Wilson intervals for the rates: judgments fail or parse one by one.
     rates = table["metric"].isin(RATE_METRICS) & table["value"].notna() & (table["trials"] > 0)
@@ -255,23 +259,65 @@ def judge_health(
 
 
 RATE_METRICS = ("parse_error_rate", "call_error_rate", "na_rate", "fix_share")
+HEALTH_COUNTS = ("rows", "parse_errors", "call_errors", "skipped_too_long", "reasks", "na")
 
 
-def _call_health(frame: pd.DataFrame, scope: str) -> list[dict[str, object]]:
-    n_rows = len(frame)
-    parse_errors = int(frame["parse_status"].isin(UNREADABLE).sum())
-    call_errors = int((frame["parse_status"] == CALL_FAILED).sum())
+def _batches(table: Table, columns: list[str]) -> Iterator[pd.DataFrame]:
+    if isinstance(table, pd.DataFrame):
+        yield table
+        return
+    yield from table.row_batches(columns)
+
+
+def _health_counts(table: Table, by_aspect: bool) -> pd.DataFrame:
+    """Per aspect (or one row), the counts `_call_health` reports, summed over batches;
+    `suspected` only where the table records it (tables written before it lack it)."""
+    columns = ["parse_status", "reasks", "is_na", "suspected_injection", "aspect"]
+    present = [name for name in columns if name in table.columns]
+    parts = []
+    for batch in _batches(table, present):
+        status = batch["parse_status"]
+        counts = pd.DataFrame(
+            {
+                "rows": 1,
+                "parse_errors": status.isin(UNREADABLE).to_numpy(dtype="int64"),
+                "call_errors": (status == CALL_FAILED).to_numpy(dtype="int64"),
+                "skipped_too_long": (status == SKIPPED_TOO_LONG).to_numpy(dtype="int64"),
+                "reasks": batch["reasks"].fillna(0).to_numpy(dtype="int64"),
+                "na": _flags(batch, "is_na"),
+                "suspected": _flags(batch, "suspected_injection"),
+                "scope": batch["aspect"].to_numpy() if by_aspect else "critique",
+            }
+        )
+        parts.append(counts.groupby("scope", sort=False).sum())
+    if not parts or not any(len(part) for part in parts):
+        empty = pd.DataFrame(0, index=pd.Index([], name="scope"), columns=[*HEALTH_COUNTS])
+        return empty if by_aspect else pd.DataFrame(0, index=["critique"], columns=HEALTH_COUNTS)
+    summed = pd.concat(parts).groupby(level=0, sort=False).sum()
+    if "suspected_injection" not in present:
+        summed = summed.drop(columns="suspected")
+    return summed
+
+
+def _flags(batch: pd.DataFrame, column: str) -> np.ndarray | int:
+    if column not in batch.columns:
+        return 0
+    return batch[column].fillna(False).astype(bool).to_numpy(dtype="int64")
+
+
+def _call_health(counts: pd.Series, scope: str) -> list[dict[str, object]]:
+    n_rows = int(counts["rows"])
     values = {
         "rows": n_rows,
-        "parse_errors": parse_errors,
-        "parse_error_rate": _share(parse_errors, n_rows),
-        "call_errors": call_errors,
-        "call_error_rate": _share(call_errors, n_rows),
-        "reasks": int(frame["reasks"].fillna(0).sum()),
+        "parse_errors": int(counts["parse_errors"]),
+        "parse_error_rate": _share(int(counts["parse_errors"]), n_rows),
+        "call_errors": int(counts["call_errors"]),
+        "call_error_rate": _share(int(counts["call_errors"]), n_rows),
+        "reasks": int(counts["reasks"]),
+        "skipped_too_long": int(counts["skipped_too_long"]),
     }
-    values["skipped_too_long"] = int((frame["parse_status"] == SKIPPED_TOO_LONG).sum())
-    if "suspected_injection" in frame.columns:  # tables written before it was recorded lack it
-        values["suspected_injections"] = int(frame["suspected_injection"].fillna(False).sum())
+    if "suspected" in counts.index:
+        values["suspected_injections"] = int(counts["suspected"])
     return [
         {"metric": metric, "scope": scope, "value": value, "trials": n_rows}
         for metric, value in values.items()

@@ -77,7 +77,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_model_score_metrics",
             ),
             node(
-                ReadingTables(judge_health, KEYS_ONLY),
+                judge_health,  # counts the tables a record batch at a time
                 ["aspect_annotations", "critiques", "overall_scores"],
                 "judge_health",
                 name="compute_judge_health",
