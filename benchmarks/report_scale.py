@@ -44,7 +44,7 @@ SCALE_FILES = {
 }
 ANNOTATE_STAGES = ("sample", "generate", "aspects", "critique", "score_fix")
 # Nodes whose memory does not grow with the prompts: run at every size.
-STREAMED = ("estimate_costs",)
+STREAMED = ("estimate_costs", "compute_judge_health")
 
 
 def table_nodes() -> list:
