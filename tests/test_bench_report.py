@@ -22,6 +22,7 @@ from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 import bench  # noqa: E402
 import results_cells  # noqa: E402
+import results_judging  # noqa: E402
 import results_md  # noqa: E402
 import results_runs  # noqa: E402
 
@@ -176,6 +177,27 @@ def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
     # Peak RSS at each size, 50 MiB per 1,000 prompts = 51.2 KiB per prompt, and the
     # growth from 2,000 prompts to 4,000: 250 / 150.
     assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**", "1.67"]
+
+
+def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
+    def result(node: str, prompts: int, rss: float) -> dict:
+        return {"node": node, "prompts": prompts, "peak_rss_mib": rss, "wall_s": rss / 100}
+
+    run = {
+        "base_prompts": 1000,
+        "all_nodes_up_to": 2,
+        "results": [
+            result("rank_models", 1000, 400.0),
+            result("rank_models", 2000, 700.0),
+            result("estimate_costs", 1000, 300.0),
+            result("estimate_costs", 2000, 310.0),
+            result("estimate_costs", 4000, 341.0),
+        ],
+    }
+    text = results_judging.report_scale([run])
+    assert row(text, "rank_models") == ["400 (4.0 s)", "700 (7.0 s)", "not run", "1.75"]
+    assert row(text, "estimate_costs") == ["300 (3.0 s)", "310 (3.1 s)", "341 (3.4 s)", "1.10"]
+    assert "Above 2,000 prompts only the nodes" in text
 
 
 # --- no typed figure: three sittings whose every number differs render no common number ---
