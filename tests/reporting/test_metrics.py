@@ -11,6 +11,7 @@ from llm_feedback.reporting import (
     model_score_metrics,
     position_consistency,
     rating_by_position,
+    shuffle_agreement,
     source_aspect_metrics,
     to_0_100,
 )
@@ -290,6 +291,17 @@ def test_with_a_single_shuffle_only_the_comparisons_between_shuffles_are_empty()
     assert_schema(by_position, RATING_BY_POSITION_COLUMN_TYPES)
     assert (by_position["ci_low"] <= by_position["mean_rating"]).all()
     assert (by_position["mean_rating"] <= by_position["ci_high"]).all()
+
+
+@pytest.mark.parametrize("shuffles", [1, 2])
+def test_the_shuffle_tables_of_a_table_on_disk_are_those_of_the_frame(tmp_path, shuffles):
+    annotations = build_frames(typical_specs(), shuffles=shuffles).aspect_annotations
+    annotations.to_parquet(tmp_path / "aspects.parquet")
+    on_disk = ParquetSource(str(tmp_path / "aspects.parquet"))
+    for table in (position_consistency, shuffle_agreement):
+        expected = table(annotations)
+        assert expected.empty == (shuffles == 1)
+        pd.testing.assert_frame_equal(table(on_disk), expected)
 
 
 def test_position_consistency_counts_changed_ratings():

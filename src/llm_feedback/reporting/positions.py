@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.agreement import RATERS_SEPARATOR, SPEARMAN, agreement_rows
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting._frames import (
     as_float,
     ordered_aspects,
@@ -37,7 +38,7 @@ ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rat
 
 
 def position_consistency(
-    aspect_annotations: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+    aspect_annotations: pd.DataFrame | ParquetSource, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
 ) -> pd.DataFrame:
     """Per aspect, how often re-shuffling the completions changed the judge's rating.
 
@@ -50,8 +51,8 @@ def position_consistency(
 
     Columns: aspect, n_compared, share_changed, mean_abs_change, their intervals, ci_method.
     """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    if aspect_annotations["shuffle_idx"].nunique() < 2:
+    aspect_annotations = _shuffled(aspect_annotations)
+    if aspect_annotations is None:
         return typed_frame(None, POSITION_CONSISTENCY_COLUMN_TYPES)
 
     item = [*COMPLETION_KEY, "aspect"]
@@ -94,7 +95,7 @@ def position_consistency(
 
 
 def shuffle_agreement(
-    aspect_annotations: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+    aspect_annotations: pd.DataFrame | ParquetSource, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
 ) -> pd.DataFrame:
     """Per aspect, how well one judge agrees with itself when the completions are shown in
     another order: for each two shuffles (raters `shuffle_i~shuffle_j`), Spearman's rho and
@@ -104,8 +105,8 @@ def shuffle_agreement(
 
     Columns: aspect, raters, statistic, value, n, ci_low, ci_high, ci_method.
     """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    if aspect_annotations["shuffle_idx"].nunique() < 2:
+    aspect_annotations = _shuffled(aspect_annotations)
+    if aspect_annotations is None:
         return typed_frame(None, SHUFFLE_AGREEMENT_COLUMN_TYPES)
     ratings = aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "shuffle_idx"]].copy()
     ratings["rating"] = as_float(aspect_annotations["rating"])
@@ -123,6 +124,18 @@ def shuffle_agreement(
             for row in found
         ]
     return typed_frame(pd.DataFrame(rows), SHUFFLE_AGREEMENT_COLUMN_TYPES)
+
+
+def _shuffled(aspect_annotations: pd.DataFrame | ParquetSource) -> pd.DataFrame | None:
+    """The columns the shuffle comparisons read, or None with fewer than two shuffles. A
+    table on disk is read only when it has two: one shuffle (the default) is known from
+    its `shuffle_idx` column, read a record batch at a time."""
+    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
+    if isinstance(aspect_annotations, ParquetSource):
+        if len(aspect_annotations.distinct("shuffle_idx")) < 2:
+            return None
+        return aspect_annotations.read(list(ANNOTATION_COLUMNS))
+    return aspect_annotations if aspect_annotations["shuffle_idx"].nunique() >= 2 else None
 
 
 def _agreement_interval(

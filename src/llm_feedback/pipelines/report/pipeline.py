@@ -83,13 +83,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_judge_health",
             ),
             node(
-                ReadingTables(WithBootstrap(position_consistency), KEYS_ONLY),
+                WithBootstrap(position_consistency),  # reads the table only with two shuffles
                 ["aspect_annotations", "params:report"],
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                ReadingTables(WithBootstrap(shuffle_agreement), KEYS_ONLY),
+                WithBootstrap(shuffle_agreement),  # reads the table only with two shuffles
                 ["aspect_annotations", "params:report"],
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
