@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +14,7 @@ from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.endpoints import ModelSpec
 from llm_feedback.engine import Outcome, Task, TaskEngine
 from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.parquet_source import ParquetSource, table_batches
 from llm_feedback.schema import ANSWER_LIST_COLUMNS, COMPLETIONS_COLUMN_TYPES
 from llm_feedback.spool import SpooledTable, TableBuilder
 
@@ -87,12 +87,6 @@ def _answer_lists(sampled: pd.DataFrame, column: str) -> list[list[str]]:
     ]
 
 
-def _sampled_batches(sampled: Sampled, columns: Sequence[str]) -> Iterable[pd.DataFrame]:
-    if isinstance(sampled, pd.DataFrame):
-        return [sampled.reset_index(drop=True)]
-    return sampled.row_batches(columns)
-
-
 def _endpoint_names(models: Iterable[str], pool: Mapping[str, ModelSpec]) -> list[str]:
     return [pool[model].endpoint.name for model in models]
 
@@ -149,7 +143,7 @@ def _answer_endpoint(
 
     def tasks() -> Iterator[Task]:
         indices = itertools.count()  # the engine numbers tasks in the order given
-        for batch in _sampled_batches(sampled, SAMPLED_READ):
+        for batch in table_batches(sampled, SAMPLED_READ):
             rows = batch[[name == endpoint.name for name in _endpoint_names(batch["model"], pool)]]
             for position, fields, request in zip(
                 rows.index, _prompt_fields(rows, pool), build_requests(rows, pool), strict=True

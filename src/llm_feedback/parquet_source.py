@@ -267,6 +267,17 @@ def table_chunks(
         yield table.read(columns)
 
 
+def table_batches(
+    table: pd.DataFrame | ParquetSource, columns: Sequence[str] | None = None
+) -> Iterator[pd.DataFrame]:
+    """A table as DataFrames indexed by row position, for steps whose rows are independent
+    of each other: a DataFrame whole, a file `ParquetSource.row_batches`."""
+    if isinstance(table, pd.DataFrame):
+        yield table.reset_index(drop=True)
+        return
+    yield from table.row_batches(columns)
+
+
 def rows_by_prompt(
     table: pd.DataFrame | ParquetSource, columns: Sequence[str]
 ) -> Callable[[Any, Any], pd.DataFrame]:
