@@ -260,6 +260,14 @@ def test_judge_health_on_empty_inputs_lists_every_fix_action():
     assert np.isnan(health_value(table, "parse_error_rate", "critique"))
 
 
+def test_judge_health_of_empty_tables_still_counts_the_injections_they_record():
+    frames = empty_frames()
+    critiques = frames.critiques.assign(suspected_injection=pd.Series(dtype="bool"))
+    table = judge_health(frames.aspect_annotations, critiques, frames.overall_scores)
+    assert health_value(table, "suspected_injections", "critique") == 0
+    assert health_value(table, "rows", "critique") == 0
+
+
 def test_judge_health_of_tables_on_disk_counted_in_batches_is_the_same(tmp_path):
     frames = build_frames(typical_specs())
     sources = []

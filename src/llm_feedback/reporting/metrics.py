@@ -8,7 +8,7 @@ correlation of fewer than three pairs) are NaN, computed without numpy RuntimeWa
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ import pandas as pd
 from llm_feedback.agreement import pearson, spearman
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.parquet_source import table_batches
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
 from llm_feedback.reporting._frames import (
     as_float,
@@ -232,7 +233,7 @@ def judge_health(
     rows += _call_health(critique_counts.iloc[0], scope="critique")
 
     fix_counts, total = pd.Series(dtype="int64"), 0
-    for batch in _batches(overall_scores, ["fix_action"]):
+    for batch in table_batches(overall_scores, ["fix_action"]):
         fix_counts = fix_counts.add(batch["fix_action"].value_counts(), fill_value=0)
         total += len(batch)
     unknown = set(fix_counts.index) - set(FIX_ACTIONS)
@@ -262,20 +263,13 @@ RATE_METRICS = ("parse_error_rate", "call_error_rate", "na_rate", "fix_share")
 HEALTH_COUNTS = ("rows", "parse_errors", "call_errors", "skipped_too_long", "reasks", "na")
 
 
-def _batches(table: Table, columns: list[str]) -> Iterator[pd.DataFrame]:
-    if isinstance(table, pd.DataFrame):
-        yield table
-        return
-    yield from table.row_batches(columns)
-
-
 def _health_counts(table: Table, by_aspect: bool) -> pd.DataFrame:
     """Per aspect (or one row), the counts `_call_health` reports, summed over batches;
     `suspected` only where the table records it (tables written before it lack it)."""
     columns = ["parse_status", "reasks", "is_na", "suspected_injection", "aspect"]
     present = [name for name in columns if name in table.columns]
     parts = []
-    for batch in _batches(table, present):
+    for batch in table_batches(table, present):
         status = batch["parse_status"]
         counts = pd.DataFrame(
             {
@@ -290,10 +284,13 @@ def _health_counts(table: Table, by_aspect: bool) -> pd.DataFrame:
             }
         )
         parts.append(counts.groupby("scope", sort=False).sum())
-    if not parts or not any(len(part) for part in parts):
-        empty = pd.DataFrame(0, index=pd.Index([], name="scope"), columns=[*HEALTH_COUNTS])
-        return empty if by_aspect else pd.DataFrame(0, index=["critique"], columns=HEALTH_COUNTS)
-    summed = pd.concat(parts).groupby(level=0, sort=False).sum()
+    summed = (
+        pd.concat(parts).groupby(level=0, sort=False).sum()
+        if parts
+        else pd.DataFrame(columns=[*HEALTH_COUNTS, "suspected"], dtype="int64")
+    )
+    if not by_aspect:  # one row, even of an empty table
+        summed = summed.reindex(["critique"], fill_value=0)
     if "suspected_injection" not in present:
         summed = summed.drop(columns="suspected")
     return summed
