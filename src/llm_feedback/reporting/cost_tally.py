@@ -23,6 +23,7 @@ from llm_feedback.reporting.costs import (
     aspect_call_identities,
     critique_identities,
     estimate_missing_usage,
+    request_texts,
     rescore_usage,
 )
 
@@ -152,18 +153,17 @@ def usage_totals(
     for chunk in table_chunks(completions, prompts_per_chunk, COMPLETION_COLUMNS):
         prompts = chunk["prompt_id"].unique()
         last = chunk["prompt_id"].max() if len(chunk) else ""
-        generated = estimate_missing_usage("generate", chunk, chunk)
-        keys = generated.loc[:, ["endpoint", "backend", "model"]].assign(
-            mode=_modes(chunk, "via_batch")
-        )
-        tally.add("generate", keys, _tokens(generated))
+        keys = chunk.loc[:, ["endpoint", "backend", "model"]]
+        generated = estimate_missing_usage("generate", chunk.loc[:, TOKEN_COLUMNS], chunk)
+        tally.add("generate", keys.assign(mode=_modes(chunk, "via_batch")), _tokens(generated))
+        texts = request_texts(chunk)  # what the judge requests showed, for their identities
 
         aspects = estimate_missing_usage(
             "annotate", _of(aspect_rows(prompts, last), prompts), chunk
         )
         seen["aspect_annotations"] += len(aspects)
         if len(aspects):
-            codes, first, identities = aspect_call_identities(aspects, chunk)
+            codes, first, identities = aspect_call_identities(aspects, texts)
             per_call = np.column_stack(
                 [np.bincount(codes, weights=column) for column in _tokens(aspects).T]
             )
@@ -174,7 +174,7 @@ def usage_totals(
         )
         seen["critiques"] += len(judged)
         if len(judged):
-            identities = critique_identities(judged, chunk)
+            identities = critique_identities(judged, texts)
             tally.add_calls("critique", identities, _judge_keys(judged), _tokens(judged))
         if score_rows is not None:
             rescores = rescore_usage(score_rows(prompts, last), judged)

@@ -26,7 +26,7 @@ CHARS_PER_TOKEN = 3  # ChatRequest.estimated_input_tokens' rule, for replies too
 _REQUEST_TEXT = ["instruction", "response", "principle", "system_prompt", "world_knowledge"]
 
 
-def _texts(completions: pd.DataFrame) -> pd.DataFrame:
+def request_texts(completions: pd.DataFrame) -> pd.DataFrame:
     """The request texts of each completion, indexed by (prompt_id, completion_idx)."""
     columns = [c for c in _REQUEST_TEXT if c in completions.columns]
     texts = completions.loc[:, ["prompt_id", "completion_idx", *columns]].copy()
@@ -82,7 +82,9 @@ def estimate_missing_usage(
     frame["usage_estimated"] = missing.to_numpy()
     if not missing.any():
         return frame
-    rows = _with_texts(frame.loc[missing], _texts(completions)) if stage != "generate" else None
+    rows = None
+    if stage != "generate":
+        rows = _with_texts(frame.loc[missing], request_texts(completions))
     if stage == "critique":
         for index, row in rows.iterrows():
             request = build_critique_request(
@@ -193,20 +195,20 @@ _ASPECT_CALL_IDENTITY = [
 _POSITION_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
-def critique_identities(critiques: pd.DataFrame, completions: pd.DataFrame) -> np.ndarray:
+def critique_identities(critiques: pd.DataFrame, texts: pd.DataFrame) -> np.ndarray:
     """A 64-bit hash per critique row of what its request shows the judge (equal hashes:
-    identical requests, sent once)."""
-    shown = _with_texts(critiques, _texts(completions))
+    identical requests, sent once); `texts`: `request_texts` of their completions."""
+    shown = _with_texts(critiques, texts)
     return pd.util.hash_pandas_object(shown[_CRITIQUE_IDENTITY], index=False).to_numpy()
 
 
 def aspect_call_identities(
-    aspects: pd.DataFrame, completions: pd.DataFrame
+    aspects: pd.DataFrame, texts: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(call code per row, first row of each call, a 64-bit hash per call of what its
     request shows: the judge, aspect, instruction, world knowledge and each position's
-    response)."""
-    rows = _with_texts(aspects, _texts(completions))
+    response); `texts`: `request_texts` of their completions."""
+    rows = _with_texts(aspects, texts)
     codes = _aspect_calls(rows)
     _, first = np.unique(codes, return_index=True)
     shown = np.zeros(len(first), dtype="uint64")
