@@ -53,7 +53,7 @@ def resample_counts(
     if isinstance(seed, np.random.Generator):
         chunks = list(_draw_counts(n_clusters, n_resamples, seed))  # drawn now, as before
     elif n_clusters * n_resamples <= KEPT_COUNTS:
-        chunks = iter(_kept_counts(n_clusters, n_resamples, int(seed)))
+        chunks = _kept_counts(n_clusters, n_resamples, int(seed))
     else:
         chunks = _draw_counts(n_clusters, n_resamples, np.random.default_rng(int(seed)))
     for chunk in chunks:
