@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from kedro.io import Version
 
+from llm_feedback.errors import InputError
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.site_dataset import StaticSiteDataset
 from llm_feedback.viewer import feedback_site
 from llm_feedback.viewer.site import INDEX_CHUNK_ROWS
@@ -17,8 +22,7 @@ from tests.viewer.frames import HOSTILE, feedback_frames
 
 def _payload(path: Path) -> list:
     """The JSON arguments of a data file's one call, `LLMF.<name>(a, b);`."""
-    text = path.read_text(encoding="utf-8")
-    return json.loads("[" + text[text.index("(") + 1 : text.rindex(")")] + "]")
+    return _payload_text(path.read_text(encoding="utf-8"))
 
 
 def test_the_dataset_writes_a_versioned_site_and_loads_its_index(tmp_path):
@@ -59,8 +63,8 @@ def test_a_failed_write_leaves_no_site_and_no_partial_folder(tmp_path):
 
 def test_a_large_index_is_chunked():
     site = feedback_site(*feedback_frames(3), shard_size=2)
-    rows = site.index_rows * (INDEX_CHUNK_ROWS // 3 + 1)
-    big = type(site)(**{**vars(site), "index_rows": rows})
+    entries = list(site.entries()) * (INDEX_CHUNK_ROWS // 3 + 1)
+    big = type(site)(**{**vars(site), "entries": lambda: iter(entries)})
     names = [name for name, _ in big.files() if name.startswith("data/index-")]
     assert names == ["data/index-0000.js", "data/index-0001.js"]
 
@@ -83,3 +87,42 @@ def test_on_a_remote_filesystem_the_site_is_uploaded_whole():
         "shard-00002.js",
     ]
     assert dataset.exists()
+
+
+def test_a_site_read_from_files_a_few_prompts_at_a_time_is_the_site_of_the_whole_tables(
+    tmp_path,
+):
+    """The node's path: tables on disk in prompt order, as the annotate stages write them,
+    read in chunks of 7 prompts (not a multiple of the 16-record shards) and with row groups
+    of 10 rows, give the same files as the tables whole; a judge row of a prompt without
+    completions is left out either way."""
+    completions, aspects, critiques, scores = feedback_frames(40)
+    orphan = aspects.iloc[:1].assign(prompt_id="p-zz-orphan")
+    frames = [
+        frame.sort_values(["prompt_id", "completion_idx"], kind="stable").reset_index(drop=True)
+        for frame in (completions, pd.concat([aspects, orphan]), critiques, scores)
+    ]
+    sources = []
+    for name, frame in zip(("completions", "aspects", "critiques", "scores"), frames, strict=True):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=10)
+        sources.append(ParquetSource(str(path), batch_rows=10))
+
+    whole = dict(feedback_site(*frames, shard_size=16).files())
+    streamed = dict(feedback_site(*sources, shard_size=16, prompts_per_chunk=7).files())
+    assert streamed == whole
+    manifest = _payload_text(whole["data/manifest.js"])[0]
+    assert manifest["summary"] == "40 prompts" and manifest["n_shards"] == 3
+    assert "p-zz-orphan" not in "".join(whole.values())
+
+
+def test_a_table_without_a_required_column_fails_before_the_site_is_written(tmp_path):
+    completions, aspects, critiques, scores = feedback_frames(3)
+    path = tmp_path / "aspects.parquet"
+    aspects.drop(columns="rating").to_parquet(path)
+    with pytest.raises(InputError, match="aspect_annotations: missing column.*'rating'"):
+        feedback_site(completions, ParquetSource(str(path)), critiques, scores)
+
+
+def _payload_text(text: str) -> list:
+    return json.loads("[" + text[text.index("(") + 1 : text.rindex(")")] + "]")

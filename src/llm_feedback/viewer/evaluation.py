@@ -6,6 +6,7 @@ whether the two orders agree); an index row per instance for the filters."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pandas as pd
@@ -23,7 +24,6 @@ INDEX_COLUMNS = (
     "statuses",
     "disagreement",
     "flagged",
-    "shard",
 )
 FILTERS = (
     Filter("modes", "mode"),
@@ -111,7 +111,7 @@ def evaluation_site(
             else:
                 records[instance]["rows"].append(item)
     ordered = [records[instance] for instance in ids]
-    rows = [_index_row(record, i // shard_size) for i, record in enumerate(ordered)]
+    rows = [_index_row(record) for record in ordered]
     return StaticSite(
         kind="evaluation",
         title=title,
@@ -119,8 +119,7 @@ def evaluation_site(
         columns=INDEX_COLUMNS,
         display=("id", "category", "text", "models", "modes", "statuses", "disagreement"),
         filters=FILTERS,
-        index_rows=rows,
-        records=ordered,
+        entries=functools.partial(zip, rows, ordered),
         shard_size=shard_size,
     )
 
@@ -142,7 +141,7 @@ def _responses(samples: pd.DataFrame) -> dict[tuple[Any, ...], Any]:
     return found
 
 
-def _index_row(record: dict[str, Any], shard: int) -> list[Any]:
+def _index_row(record: dict[str, Any]) -> list[Any]:
     rows, pairs = record["rows"], record["pairs"]
     models = {row["model"] for row in rows} | {
         pair[f"model_{side}"] for pair in pairs for side in ("a", "b")
@@ -168,5 +167,4 @@ def _index_row(record: dict[str, Any], shard: int) -> list[Any]:
         sorted({str(item["status"]) for item in [*rows, *pairs]}),
         disagreement,
         off_gold,
-        shard,
     ]

@@ -11,12 +11,17 @@ page maps a rationale's "Text N" back to the completion shown there in the same 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.errors import require_columns
+from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, rows_by_prompt, table_chunks
 from llm_feedback.viewer.site import SHARD_SIZE, Filter, StaticSite, column, snippet
+
+Table = pd.DataFrame | ParquetSource
 
 COMPLETION_KEY = ["prompt_id", "completion_idx"]
 COMPLETION_COLUMNS = (*COMPLETION_KEY, "source", "instruction", "model", "principle", "response")
@@ -62,7 +67,6 @@ INDEX_COLUMNS = (
     "statuses",
     "disagreement",
     "flagged",
-    "shard",
 )
 FILTERS = (
     Filter("fix_actions", "fix action"),
@@ -75,31 +79,80 @@ FILTERS = (
 
 
 def feedback_site(
+    completions: Table,
+    aspect_annotations: Table,
+    critiques: Table,
+    overall_scores: Table,
+    *,
+    title: str = "Annotations",
+    shard_size: int = SHARD_SIZE,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+) -> StaticSite:
+    """The site of one annotate run's tables (the columns above; the judge tables may be
+    empty), DataFrames or `ParquetSource`s. Prompts keep the order of `completions`. The
+    tables are read when the site is written, a chunk of `prompts_per_chunk` prompts at a
+    time (files in prompt order, as the annotate stages write them), so a site of a million
+    prompts costs the memory of one chunk; their columns are checked now."""
+    for table, columns, name in (
+        (completions, COMPLETION_COLUMNS, "completions"),
+        (aspect_annotations, ASPECT_COLUMNS, "aspect_annotations"),
+        (critiques, CRITIQUE_COLUMNS, "critiques"),
+        (overall_scores, SCORE_COLUMNS, "overall_scores"),
+    ):
+        require_columns(table, [c for c in columns if c not in OPTIONAL], name)
+    return StaticSite(
+        kind="feedback",
+        title=title,
+        unit="prompts",
+        columns=INDEX_COLUMNS,
+        display=("id", "source", "text", "models", "fix_actions", "statuses", "disagreement"),
+        filters=FILTERS,
+        entries=_Entries(
+            completions, aspect_annotations, critiques, overall_scores, prompts_per_chunk
+        ),
+        shard_size=shard_size,
+    )
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """The site's (index row, record) pairs, made a chunk of prompts at a time: each chunk of
+    completions meets its prompts' rows of the judge tables (`rows_by_prompt`)."""
+
+    completions: Table
+    aspect_annotations: Table
+    critiques: Table
+    overall_scores: Table
+    prompts_per_chunk: int
+
+    def __call__(self) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+        aspect_rows = rows_by_prompt(self.aspect_annotations, ASPECT_COLUMNS)
+        critique_rows = rows_by_prompt(self.critiques, CRITIQUE_COLUMNS)
+        score_rows = rows_by_prompt(self.overall_scores, SCORE_COLUMNS)
+        for chunk in table_chunks(self.completions, self.prompts_per_chunk, COMPLETION_COLUMNS):
+            prompts = chunk["prompt_id"].unique()
+            last = chunk["prompt_id"].max() if len(chunk) else ""
+            yield from _chunk_entries(
+                _complete(chunk, COMPLETION_COLUMNS),
+                _complete(aspect_rows(prompts, last), ASPECT_COLUMNS),
+                _complete(critique_rows(prompts, last), CRITIQUE_COLUMNS),
+                _complete(score_rows(prompts, last), SCORE_COLUMNS),
+            )
+
+
+def _chunk_entries(
     completions: pd.DataFrame,
     aspect_annotations: pd.DataFrame,
     critiques: pd.DataFrame,
     overall_scores: pd.DataFrame,
-    *,
-    title: str = "Annotations",
-    shard_size: int = SHARD_SIZE,
-) -> StaticSite:
-    """The site of one annotate run's tables (the columns above; the judge tables may be
-    empty). Prompts keep the order of `completions`."""
-    completions = _complete(completions, COMPLETION_COLUMNS, "completions")
-    aspect_annotations = _complete(aspect_annotations, ASPECT_COLUMNS, "aspect_annotations")
-    critiques = _complete(critiques, CRITIQUE_COLUMNS, "critiques")
-    overall_scores = _complete(overall_scores, SCORE_COLUMNS, "overall_scores")
-    per_completion = (
-        completions[list(COMPLETION_COLUMNS)]
-        .merge(
-            critiques[list(CRITIQUE_COLUMNS)].rename(
-                columns={"parse_status": "critique_status", "suspected_injection": "injection"}
-            ),
-            on=COMPLETION_KEY,
-            how="left",
-        )
-        .merge(overall_scores[list(SCORE_COLUMNS)], on=COMPLETION_KEY, how="left")
-    )
+) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    per_completion = completions.merge(
+        critiques.rename(
+            columns={"parse_status": "critique_status", "suspected_injection": "injection"}
+        ),
+        on=COMPLETION_KEY,
+        how="left",
+    ).merge(overall_scores, on=COMPLETION_KEY, how="left")
     prompt_ids = list(dict.fromkeys(per_completion["prompt_id"].tolist()))
     number = {prompt_id: i for i, prompt_id in enumerate(prompt_ids)}
     per_completion = per_completion.assign(
@@ -112,8 +165,8 @@ def feedback_site(
     facts = [_Facts() for _ in prompt_ids]
     _add_completions(records, facts, per_completion)
     _add_aspects(records, facts, aspect_annotations, number)
-    rows = [
-        [
+    for record, fact in zip(records, facts, strict=True):
+        row = [
             record["id"],
             record["source"],
             snippet(record["instruction"]),
@@ -122,26 +175,12 @@ def feedback_site(
             sorted(fact.statuses),
             fact.disagreement(),
             fact.flagged,
-            i // shard_size,
         ]
-        for i, (record, fact) in enumerate(zip(records, facts, strict=True))
-    ]
-    return StaticSite(
-        kind="feedback",
-        title=title,
-        unit="prompts",
-        columns=INDEX_COLUMNS,
-        display=("id", "source", "text", "models", "fix_actions", "statuses", "disagreement"),
-        filters=FILTERS,
-        index_rows=rows,
-        records=records,
-        shard_size=shard_size,
-    )
+        yield row, record
 
 
-def _complete(frame: pd.DataFrame, columns: tuple[str, ...], name: str) -> pd.DataFrame:
+def _complete(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """`frame`'s `columns`, the optional ones filled with their defaults where absent."""
-    require_columns(frame, [c for c in columns if c not in OPTIONAL], name)
     missing = {c: OPTIONAL[c] for c in columns if c not in frame.columns}
     return frame.assign(**missing)[list(columns)] if missing else frame[list(columns)]
 
@@ -208,7 +247,7 @@ def _add_completions(records: list[dict], facts: list[_Facts], frame: pd.DataFra
 def _add_aspects(
     records: list[dict], facts: list[_Facts], frame: pd.DataFrame, number: dict[str, int]
 ) -> None:
-    frame = frame.loc[frame["prompt_id"].isin(number.keys()), list(ASPECT_COLUMNS)]
+    frame = frame.loc[frame["prompt_id"].isin(number.keys())]
     frame = frame.assign(_prompt=frame["prompt_id"].map(number)).sort_values(
         ["_prompt", "aspect", "shuffle_idx", "position"], kind="stable"
     )

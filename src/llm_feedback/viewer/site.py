@@ -6,6 +6,7 @@ Layout of a written site:
     index.html, page.html, viewer.js, viewer.css   the package's assets, copied as they are
     data/manifest.js                               `LLMF.manifest({...})`: kind, columns,
                                                    filters and their values, counts
+                                                   (written last: it counts the rest)
     data/index-0000.js ...                         `LLMF.index(n, [row, ...])`, chunks of
                                                    `INDEX_CHUNK_ROWS` rows (one a record)
     data/shard-00000.js ...                        `LLMF.shard(n, {id: record})`, the full
@@ -22,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -47,10 +48,18 @@ class Filter:
     type: str = "values"
 
 
+# The index column the writer adds to every row: the shard file holding the row's record.
+SHARD_COLUMN = "shard"
+# Index rows whose text names the site (`site_id`): enough to tell two runs' sites apart.
+DIGEST_ROWS = 64
+
+
 @dataclass(frozen=True)
 class StaticSite:
-    """A site ready to write. `index_rows[i]` holds the values of `columns` for record i,
-    which `records[i]` holds in full; every row has the columns `id`, `text` and `shard`."""
+    """A site ready to write. `entries()` gives, record by record in the index's order,
+    (index row, record): the row holds the values of `columns` (every site has `id` and
+    `text`), the record the page's whole content. A callable, not a list, so that a site
+    of a million records is written as its entries are made (`files`), never held whole."""
 
     kind: str  # "feedback" (annotate tables) or "evaluation" (eval_judgments)
     title: str
@@ -58,52 +67,66 @@ class StaticSite:
     columns: tuple[str, ...]
     display: tuple[str, ...]
     filters: tuple[Filter, ...]
-    index_rows: list[list[Any]]
-    records: list[dict[str, Any]] = field(repr=False)
+    entries: Callable[[], Iterable[tuple[list[Any], dict[str, Any]]]] = field(repr=False)
     shard_size: int = SHARD_SIZE
 
-    @property
-    def n_shards(self) -> int:
-        return -(-len(self.records) // self.shard_size)
+    def files(self) -> Iterator[tuple[str, str]]:
+        """(relative path, text) of every data file: a shard once its records are in, an
+        index chunk once its rows are, and the manifest, which counts them, last. Writing
+        thus holds one shard and one index chunk, however many records the site has."""
+        position = {name: i for i, name in enumerate(self.columns)}
+        values: dict[str, set[str]] = {
+            flt.column: set() for flt in self.filters if flt.type == "values"
+        }
+        first_rows: list[list[Any]] = []
+        rows: list[list[Any]] = []
+        shard: list[dict[str, Any]] = []
+        count = 0
+        for cells, record in self.entries():
+            number = count // self.shard_size
+            row = [*cells, number]
+            count += 1
+            for name, seen in values.items():
+                cell = row[position[name]]
+                seen.update(
+                    str(v) for v in (cell if isinstance(cell, list) else [cell]) if v is not None
+                )
+            if len(first_rows) < DIGEST_ROWS:
+                first_rows.append(row)
+            rows.append(row)
+            if len(rows) == INDEX_CHUNK_ROWS:
+                yield _index_file(count - 1, rows)
+                rows = []
+            shard.append(record)
+            if len(shard) == self.shard_size:
+                yield _shard_file(number, shard)
+                shard = []
+        if rows:
+            yield _index_file(count - 1, rows)
+        if shard:
+            yield _shard_file((count - 1) // self.shard_size, shard)
+        manifest = self._manifest(count, values, first_rows)
+        yield "data/manifest.js", _call("LLMF.manifest", manifest)
 
-    def manifest(self) -> dict[str, Any]:
-        column = {name: i for i, name in enumerate(self.columns)}
-        values: dict[str, list[str]] = {}
-        for flt in self.filters:
-            if flt.type == "values":
-                seen: set[str] = set()
-                for row in self.index_rows:
-                    cell = row[column[flt.column]]
-                    seen.update(cell if isinstance(cell, list) else [cell])
-                values[flt.column] = sorted(str(v) for v in seen if v is not None)
+    def _manifest(
+        self, count: int, values: dict[str, set[str]], first_rows: list[list[Any]]
+    ) -> dict[str, Any]:
         digest = hashlib.sha256(
-            json.dumps([self.title, self.index_rows[:64]], default=str).encode()
+            json.dumps([self.title, first_rows], default=str).encode()
         ).hexdigest()
         return {
             "kind": self.kind,
             "title": self.title,
             "unit": self.unit,
-            "summary": f"{len(self.records):,} {self.unit}",
+            "summary": f"{count:,} {self.unit}",
             "site_id": digest[:16],  # labels in the browser are kept per site
-            "columns": list(self.columns),
+            "columns": [*self.columns, SHARD_COLUMN],
             "display": list(self.display),
             "filters": [vars(flt) for flt in self.filters],
-            "values": values,
-            "n_chunks": -(-len(self.index_rows) // INDEX_CHUNK_ROWS),
-            "n_shards": self.n_shards,
+            "values": {name: sorted(seen) for name, seen in values.items()},
+            "n_chunks": -(-count // INDEX_CHUNK_ROWS),
+            "n_shards": -(-count // self.shard_size),
         }
-
-    def files(self) -> Iterator[tuple[str, str]]:
-        """(relative path, text) of every data file."""
-        yield "data/manifest.js", _call("LLMF.manifest", self.manifest())
-        for start in range(0, len(self.index_rows), INDEX_CHUNK_ROWS):
-            chunk = start // INDEX_CHUNK_ROWS
-            rows = self.index_rows[start : start + INDEX_CHUNK_ROWS]
-            yield f"data/index-{chunk:04d}.js", _call("LLMF.index", chunk, rows)
-        for shard in range(self.n_shards):
-            records = self.records[shard * self.shard_size : (shard + 1) * self.shard_size]
-            by_id = {record["id"]: record for record in records}
-            yield f"data/shard-{shard:05d}.js", _call("LLMF.shard", shard, by_id)
 
     def write(self, directory: Path) -> None:
         """Write the whole site into `directory` (created; must not hold another site)."""
@@ -115,8 +138,15 @@ class StaticSite:
         for relative, text in self.files():
             (directory / relative).write_text(text, encoding="utf-8")
 
-    def describe(self) -> str:
-        return f"{self.kind} viewer: {len(self.records):,} {self.unit}, {self.n_shards:,} pages"
+
+def _shard_file(number: int, records: list[dict[str, Any]]) -> tuple[str, str]:
+    by_id = {record["id"]: record for record in records}
+    return f"data/shard-{number:05d}.js", _call("LLMF.shard", number, by_id)
+
+
+def _index_file(last_position: int, rows: list[list[Any]]) -> tuple[str, str]:
+    chunk = last_position // INDEX_CHUNK_ROWS
+    return f"data/index-{chunk:04d}.js", _call("LLMF.index", chunk, rows)
 
 
 def _call(function: str, *arguments: Any) -> str:
@@ -125,10 +155,6 @@ def _call(function: str, *arguments: Any) -> str:
         for a in arguments
     )
     return f"{function}({body});\n"
-
-
-def shard_of(position: int, shard_size: int = SHARD_SIZE) -> int:
-    return position // shard_size
 
 
 def snippet(text: Any) -> str:

@@ -24,7 +24,6 @@ from llm_feedback.reporting.pairs import completion_scores
 from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
 from llm_feedback.templates import use_template_folder
 from llm_feedback.viewer import StaticSite, feedback_site
-from llm_feedback.viewer.feedback import ASPECT_COLUMNS, CRITIQUE_COLUMNS
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
 # 08_reporting/figures/<name>.png, next to 08_reporting/report.md, so the links are relative
@@ -172,13 +171,9 @@ def judgment_viewer(
     critiques: ParquetSource,
     overall_scores: ParquetSource,
 ) -> StaticSite:
-    # Only the columns the pages show: the judge's raw replies stay on disk.
-    return feedback_site(
-        as_frame(completions),
-        aspect_annotations.read(ASPECT_COLUMNS),
-        critiques.read(CRITIQUE_COLUMNS),
-        as_frame(overall_scores),
-    )
+    # Read as the site is saved, a chunk of prompts at a time, and only the columns the
+    # pages show: the judge's raw replies stay on disk.
+    return feedback_site(completions, aspect_annotations, critiques, overall_scores)
 
 
 def render_report(
