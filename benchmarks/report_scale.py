@@ -11,7 +11,8 @@ K times the prompts, without running the annotate stages again (their texts and 
 replies repeat, which only the cost table's copy detection sees: it counts one copy's
 calls). Each node of the report pipeline that reads those tables then runs in a fresh
 process, given its inputs as the catalog loads them (`ParquetSource`s, the project's
-`report` parameters), so its peak RSS is its own. Above `--all-nodes-up-to` copies only
+`report` parameters), its outputs saved by the catalog's datasets, so its peak RSS and
+time are its own. Above `--all-nodes-up-to` copies only
 the nodes in `STREAMED` run: the others hold their tables whole and would need more
 memory than the machine has.
 """
@@ -78,13 +79,35 @@ def run_node(name: str, workdir: Path) -> dict:
     node = next(node for node in table_nodes() if node.name == name)
     cpu = cpu_seconds()
     started = time.perf_counter()
-    node.func(*(node_input(input_name, workdir, params) for input_name in node.inputs))
+    outputs = node.func(*(node_input(input_name, workdir, params) for input_name in node.inputs))
+    # Saved as the catalog saves them: a lazy output (the viewer's site) does its work here.
+    with tempfile.TemporaryDirectory(prefix="report-outputs-", dir=workdir) as folder:
+        values = outputs if len(node.outputs) > 1 else (outputs,)
+        for output, value in zip(node.outputs, values, strict=True):
+            output_dataset(output, Path(folder)).save(value)
     return {
         "node": name,
         "wall_s": time.perf_counter() - started,
         "cpu_s": cpu_seconds() - cpu,
         "peak_rss_mib": peak_rss_mib(),
     }
+
+
+def output_dataset(name: str, folder: Path):
+    """`name`'s dataset as conf/base/catalog_report.yml declares it, its data root `folder`."""
+    import yaml
+    from kedro.io import AbstractDataset
+
+    entries = yaml.safe_load((ROOT / "conf/base/catalog_report.yml").read_text())
+    pattern = name.removesuffix("_figure")
+    entry = dict(entries[name] if name in entries else entries["{figure}_figure"])
+    entry["filepath"] = (
+        entry["filepath"]
+        .replace("${runtime_params:data_root,data}", str(folder))
+        .replace("{figure}", pattern)
+    )
+    entry.pop("metadata", None)
+    return AbstractDataset.from_config(name, entry, load_version=None, save_version=None)
 
 
 def tile(source: Path, workdir: Path, copies: int) -> None:
