@@ -193,7 +193,7 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
     for model in (NORMAL, GRIFFIN):
         low, estimate, high = means.loc[model, ["ci_low", "value", "ci_high"]]
         assert low < estimate < high and high - low < 1.5
-        assert means.at[model, "ci_method"] == "bootstrap-1000-cluster"
+        assert means.at[model, "ci_method"] == "poisson-bootstrap-1000-cluster"
     assert means.at[NORMAL, "ci_low"] > means.at[GRIFFIN, "ci_high"]
     difference = metrics[
         (metrics["metric"] == f"mean_difference_vs_{GRIFFIN}")
@@ -205,7 +205,7 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
     assert row["n"] == 80
     assert 4.5 < row["value"] < 5.7  # per-question means: close to 7.843 - 2.700
     assert 0 < row["ci_low"] < row["value"] < row["ci_high"]
-    assert row["ci_method"] == "bootstrap-1000-cluster-paired"
+    assert row["ci_method"] == "poisson-bootstrap-1000-cluster-paired"
 
     # Math questions were judged against GPT-4's reference answers, second turns in
     # the context of the first.

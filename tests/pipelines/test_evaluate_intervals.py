@@ -82,7 +82,7 @@ def test_every_estimate_has_an_interval_around_it_and_counts_have_none():
         metrics["metric"].isin(ESTIMATES) | metrics["metric"].str.startswith("mean_d")
     ]
     assert set(estimates["metric"]) >= {"mean", "normalised_mean", "mean_difference_vs_strong"}
-    assert estimates["ci_method"].str.startswith("bootstrap-1000-cluster").all()
+    assert estimates["ci_method"].str.startswith("poisson-bootstrap-1000-cluster").all()
     assert (estimates["ci_low"] <= estimates["value"]).all()
     assert (estimates["value"] <= estimates["ci_high"]).all()
     assert (estimates["ci_high"] > estimates["ci_low"]).all()
@@ -196,9 +196,9 @@ def test_the_evaluate_pipeline_ranks_pairwise_models(run_kedro, tmp_path):
     assert (ranking["style_controlled_score_ci_low"] < styled).all()
     assert (styled < ranking["style_controlled_score_ci_high"]).all()
     assert set(ranking["style_method"]) == {
-        "bradley-terry-style-control, bootstrap-1000-cluster-one-step"
+        "bradley-terry-style-control, poisson-bootstrap-1000-cluster-one-step"
     }
-    assert set(ranking.loc[["m2", "m3"], "lc_method"]) == {"bootstrap-1000-cluster-one-step"}
+    assert set(ranking.loc[["m2", "m3"], "lc_method"]) == {"poisson-bootstrap-1000-cluster-one-step"}
     coefficients = catalog.load("eval_style_coefficients").set_index("feature")
     assert list(coefficients.index) == ["length", "headers", "bold", "list_items"]
     length = coefficients.loc["length"]
@@ -237,7 +237,7 @@ def test_agreement_with_a_recording_carries_clustered_intervals():
     assert share["ci_low"] < share["value"] < share["ci_high"]
     rho = agreement.loc["spearman"]
     assert rho["ci_low"] < rho["value"] < rho["ci_high"]
-    assert set(agreement["ci_method"]) == {"bootstrap-1000-cluster"}
+    assert set(agreement["ci_method"]) == {"poisson-bootstrap-1000-cluster"}
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_binary_on_the_demo_set_writes_versioned_parquet(run_kedro, fake_llm, tm
         "mean_difference_vs_assistant-a",  # two models: b's difference to a (first by name)
     }
     estimates = metrics[~metrics["metric"].str.startswith("n_")]
-    assert estimates["ci_method"].str.startswith("bootstrap-1000-cluster").all()
+    assert estimates["ci_method"].str.startswith("poisson-bootstrap-1000-cluster").all()
     assert (estimates["ci_low"] <= estimates["value"]).all()
     assert (estimates["value"] <= estimates["ci_high"]).all()
     assert run["catalog"].load("eval_model_ranking").empty  # pointwise: no ranking

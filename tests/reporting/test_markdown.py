@@ -161,7 +161,7 @@ def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():
             "coefficient": [0.8, np.nan],
             "ci_low": [0.6, np.nan],
             "ci_high": [1.0, np.nan],
-            "ci_method": "bootstrap-1000-cluster-one-step",
+            "ci_method": "poisson-bootstrap-1000-cluster-one-step",
         }
     )
     report = unpadded(
@@ -173,5 +173,5 @@ def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():
     assert "Top model with style controlled: good, score 1,060 [1,035, 1,085]." in report
     assert "| padded | 1,050 [1,030, 1,070] | 1 | 940 [915, 965] |" in report
     assert "## Style control" in report
-    assert "| length | 0.8 [0.6, 1] | bootstrap-1000-cluster-one-step |" in report
-    assert "| headers | – | bootstrap-1000-cluster-one-step |" in report  # never differed
+    assert "| length | 0.8 [0.6, 1] | poisson-bootstrap-1000-cluster-one-step |" in report
+    assert "| headers | – | poisson-bootstrap-1000-cluster-one-step |" in report  # never differed

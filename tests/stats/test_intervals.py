@@ -5,35 +5,66 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.stats import intervals
 from llm_feedback.stats.intervals import (
+    ResampledTotals,
     bootstrap_replicates,
+    cluster_ids,
     correlation_interval,
     grouped_mean_intervals,
     percentile_interval,
+    poisson_weights,
     ratio_bootstrap,
     resample_counts,
     wilson_interval,
 )
 
 
-def test_resamples_are_multinomial_draws_of_all_clusters_and_repeat_with_the_seed():
-    chunks = list(resample_counts(n_clusters=7, n_resamples=250, seed=3))
-    counts = np.vstack(chunks)
-    assert counts.shape == (250, 7)
-    assert (counts.sum(axis=1) == 7).all()  # each resample draws n_clusters clusters
-    assert np.allclose(counts.mean(), 1.0, atol=0.1)  # each cluster drawn once on average
-    assert np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=3))))
-    assert not np.array_equal(counts, np.vstack(list(resample_counts(7, 250, seed=4))))
+def test_weights_are_poisson_draws_that_repeat_with_the_seed():
+    counts = np.vstack(list(resample_counts(n_clusters=400, n_resamples=500, seed=3)))
+    assert counts.shape == (500, 400)
+    # Poisson(1): each weight's share of 0, 1, 2, 3 against scipy's probabilities.
+    shares = np.bincount(counts.astype(int).ravel(), minlength=4)[:4] / counts.size
+    assert shares == pytest.approx(stats.poisson.pmf(np.arange(4), 1.0), abs=0.004)
+    assert counts.mean() == pytest.approx(1.0, abs=0.01)
+    assert counts.var() == pytest.approx(1.0, abs=0.02)
+    # Weights of different clusters and resamples are uncorrelated.
+    assert abs(np.corrcoef(counts[:, 0], counts[:, 1])[0, 1]) < 0.15
+    assert abs(np.corrcoef(counts[0], counts[1])[0, 1]) < 0.15
+    assert np.array_equal(counts, np.vstack(list(resample_counts(400, 500, seed=3))))
+    assert not np.array_equal(counts, np.vstack(list(resample_counts(400, 500, seed=4))))
 
 
-def test_resamples_too_many_to_keep_are_drawn_again_the_same(monkeypatch):
+def test_a_clusters_weight_depends_on_its_id_alone_so_chunks_add_up_to_the_whole():
+    """The streaming property: totals added a chunk of clusters at a time, in any order and
+    with a cluster's rows split between chunks, are the totals of all clusters at once."""
+    rng = np.random.default_rng(0)
+    ids = cluster_ids(pd.Series([f"p{i}" for i in range(300)]))
+    sums = rng.normal(size=(300, 3))
+    whole = ResampledTotals(200, seed=7).add(ids, sums).totals
+    streamed = ResampledTotals(200, seed=7)
+    order = rng.permutation(300)
+    halves = [order[:170], order[170:], order[:40]]  # the last chunk repeats 40 clusters...
+    parts = [sums[order[:170]], sums[order[170:]], np.zeros((40, 3))]
+    parts[0][:40] -= 1.0  # ...whose rows were split: -1 in one chunk, +1 in the other
+    parts[2][:] = 1.0
+    for chunk, part in zip(halves, parts, strict=True):
+        streamed.add(ids[chunk], part)
+    assert streamed.totals == pytest.approx(whole)
+    # Ids, not positions: the same prompt weighs the same in a table that lacks others.
+    assert np.array_equal(
+        poisson_weights(ids[5:6], 0, 50, 7)[:, 0], poisson_weights(ids, 0, 50, 7)[:, 5]
+    )
+
+
+def test_resamples_too_many_to_keep_are_made_again_the_same(monkeypatch):
     kept = np.vstack(list(resample_counts(n_clusters=300, n_resamples=40, seed=5)))
-    # Past the bound nothing is kept: each use draws the seed's resamples again, a few at
-    # a time, and gets the very resamples that would have been kept.
+    # Past the bound nothing is kept: each use makes the seed's weights again, a few
+    # resamples at a time, and gets the very weights that would have been kept.
     monkeypatch.setattr(intervals, "KEPT_COUNTS", 0)
     monkeypatch.setattr(intervals, "CHUNK_ELEMENTS", 300 * 7)
     intervals._kept_counts.cache_clear()
@@ -86,7 +117,7 @@ def test_bootstrap_interval_of_a_mean_is_close_to_the_normal_one():
     assert row["estimate"] == pytest.approx(values.mean())
     assert row["ci_low"] == pytest.approx(values.mean() - half, abs=0.02)
     assert row["ci_high"] == pytest.approx(values.mean() + half, abs=0.02)
-    assert row["method"] == "bootstrap-2000-cluster" and row["n"] == 400
+    assert row["method"] == "poisson-bootstrap-2000-cluster" and row["n"] == 400
 
 
 def test_clustering_keeps_both_orders_of_a_pair_together():
@@ -153,3 +184,31 @@ def test_correlation_interval_matches_scipy_and_covers_the_fisher_interval():
     rho, _, _ = correlation_interval(x, np.round(y), clusters, "spearman", n_resamples=50)
     assert rho == pytest.approx(spearmanr(x, np.round(y)).statistic)
     assert np.isnan(correlation_interval([1, 1, 1], [1, 2, 3], [0, 1, 2])[0])
+
+
+def test_grouped_means_added_a_chunk_at_a_time_are_the_means_of_the_rows_at_once():
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame(
+        {
+            "prompt_id": rng.integers(0, 150, size=900).astype(str),
+            "model": rng.choice(["a", "b", "c"], size=900),
+            "aspect": rng.choice(["honesty", "helpfulness"], size=900),
+            "rating": np.where(rng.random(900) < 0.1, np.nan, rng.integers(1, 6, size=900)),
+        }
+    )
+    whole = grouped_mean_intervals(frame, "rating", "prompt_id", ["model", "aspect"], seed=9)
+    # Chunks of rows in a shuffled order: a prompt's rows and a group's first row land in
+    # any chunk; a chunk may hold no used row at all.
+    means = intervals.GroupedMeans("rating", "prompt_id", ["model", "aspect"], seed=9)
+    shuffled = frame.sample(frac=1.0, random_state=0)
+    for start in range(0, len(shuffled), 97):
+        means.add(shuffled.iloc[start : start + 97])
+    means.add(frame.iloc[:0])
+    streamed = means.result()
+    assert streamed[["model", "aspect", "n", "method"]].equals(
+        whole[["model", "aspect", "n", "method"]]
+    )
+    for column in ("estimate", "ci_low", "ci_high"):
+        assert streamed[column].to_numpy() == pytest.approx(whole[column].to_numpy())
+    empty = intervals.GroupedMeans("rating", "prompt_id", ["model"]).result()
+    assert list(empty.columns) == ["model", "n", *intervals.INTERVAL_COLUMNS] and empty.empty

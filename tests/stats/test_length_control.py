@@ -55,8 +55,8 @@ def test_length_control_undoes_an_injected_length_bias():
     )  # controlled: covers it
     assert row["lc_win_rate_ci_high"] - row["lc_win_rate_ci_low"] < 0.1
     assert row["length_coefficient_ci_low"] <= LENGTH_BIAS <= row["length_coefficient_ci_high"]
-    assert row["lc_method"] == "bootstrap-200-cluster-one-step"
-    assert row["win_rate_method"] == "bootstrap-200-cluster"
+    assert row["lc_method"] == "poisson-bootstrap-200-cluster-one-step"
+    assert row["win_rate_method"] == "poisson-bootstrap-200-cluster"
 
 
 def test_one_step_replicates_agree_with_full_refits_of_the_same_resamples():
@@ -151,7 +151,7 @@ def test_style_control_ranks_by_quality_when_the_judge_likes_long_answers():
     assert (styled.scores["score"] < styled.scores["ci_high"]).all()
     assert (
         styled.scores["method"]
-        .eq("bradley-terry-style-control, bootstrap-1000-cluster-one-step")
+        .eq("bradley-terry-style-control, poisson-bootstrap-1000-cluster-one-step")
         .all()
     )
 

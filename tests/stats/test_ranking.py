@@ -49,7 +49,7 @@ def test_bradley_terry_recovers_the_generating_order():
     assert spearmanr(ranking["score"], true_elo()[ranking["model"]]).statistic == 1.0
     assert ranking["score"].mean() == pytest.approx(1000.0)
     assert (ranking["n_battles"] == 0).sum() == 0 and ranking["n_battles"].sum() == 2 * 6000
-    assert set(ranking["method"]) == {"bradley-terry-mle, bootstrap-100-cluster"}
+    assert set(ranking["method"]) == {"bradley-terry-mle, poisson-bootstrap-100-cluster"}
 
 
 def test_bradley_terry_intervals_cover_the_truth_at_about_the_nominal_rate():

@@ -19,6 +19,7 @@ from llm_feedback.stats.intervals import (
     check_bootstrap,
     grouped_mean_intervals,
     percentile_interval,
+    ratio,
     resampled_totals,
 )
 
@@ -84,10 +85,11 @@ def paired_differences(
         shared = per_instance[[model, baseline]].dropna()
         if shared.empty:
             continue
-        # A mean difference is a ratio of sums: resample the instances' (difference, 1).
+        # A mean difference is a ratio of sums: resample the instances' (difference, 1); a
+        # resample that weighs no instance (all weights 0) is undefined.
         sums = np.column_stack([shared[model] - shared[baseline], np.ones(len(shared))])
         totals = resampled_totals(sums, intervals.n_resamples, intervals.seed)
-        low, high = percentile_interval(totals[:, 0] / totals[:, 1], intervals.confidence)
+        low, high = percentile_interval(ratio(totals[:, 0], totals[:, 1]), intervals.confidence)
         rows.append(
             {
                 "model": model,

@@ -1,11 +1,16 @@
-"""Confidence intervals: a clustered bootstrap over instances and Wilson's interval.
+"""Confidence intervals: a clustered Poisson bootstrap over instances and Wilson's interval.
 
 The bootstrap resamples *clusters* (instances: a prompt, a pair, a question), never rows:
 every row of a cluster (its replicates, both pairwise orders, every completion of a
-prompt) enters a resample together, with the cluster's weight. A resample is stored as
-per-cluster counts (how often each cluster was drawn), so a statistic that is a ratio of
-sums (a mean, a rate) is one matrix product per chunk of resamples instead of a re-indexed
-frame per resample. Intervals are percentile intervals of the resampled statistic.
+prompt) enters a resample together, with the cluster's weight. The weights are Poisson(1)
+draws, one per cluster and resample (the Poisson bootstrap, which approximates the
+multinomial one closely from a few dozen clusters up, and is the usual way to bootstrap
+data too large to hold): a cluster's weight in resample r depends only on the seed, r and
+the cluster's id (its key's hash, or its index), never on the other clusters. So a table
+read a chunk at a time gets the weights it would get whole, statistics over the same
+clusters share their resamples, and a statistic that is a ratio of sums (a mean, a rate)
+is one matrix product per chunk of clusters, its totals summed over chunks
+(`ResampledTotals`). Intervals are percentile intervals of the resampled statistic.
 """
 
 from __future__ import annotations
@@ -15,21 +20,22 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import poisson
 from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.errors import ConfigError, require_columns
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
-# Resamples drawn at once: 100 x 64k clusters of float64 counts is ~50 MB.
+# Weights made at once: 100 resamples x 64k clusters (6.4 MB of uint8 counts).
 CHUNK_ELEMENTS = 6_400_000
 
 INTERVAL_COLUMNS = ("estimate", "ci_low", "ci_high", "method")
 
 
 def bootstrap_method(n_resamples: int) -> str:
-    """The `method` label of a clustered percentile bootstrap."""
-    return f"bootstrap-{n_resamples}-cluster"
+    """The `method` label of a clustered percentile Poisson bootstrap."""
+    return f"poisson-bootstrap-{n_resamples}-cluster"
 
 
 def check_bootstrap(n_resamples: int, confidence: float) -> None:
@@ -39,49 +45,124 @@ def check_bootstrap(n_resamples: int, confidence: float) -> None:
         raise ConfigError(f"confidence: expected a number in (0, 1), got {confidence!r}")
 
 
+# -- the weights -----------------------------------------------------------------------
+# Poisson(1) counts by the top `_TABLE_BITS` bits of a 64-bit hash: the table's bucket
+# edges move each probability by at most 2^-20. numpy's generators draw from one stream,
+# so no library gives a weight addressed by (seed, resample, cluster): hashed by hand.
+_TABLE_BITS = 20
+_POISSON_TABLE = np.searchsorted(
+    poisson.cdf(np.arange(24), 1.0), (np.arange(2**_TABLE_BITS) + 0.5) / 2**_TABLE_BITS, "right"
+).astype("uint8")
+_GOLDEN, _MIX1, _MIX2 = (
+    np.uint64(0x9E3779B97F4A7C15),
+    np.uint64(0xBF58476D1CE4E5B9),
+    np.uint64(0x94D049BB133111EB),
+)
+
+
+def _mix(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser, in place on a fresh uint64 array: every output bit depends
+    on every input bit (uint64 arithmetic wraps, as the finaliser means it to)."""
+    with np.errstate(over="ignore"):
+        values += _GOLDEN
+        values ^= values >> np.uint64(30)
+        values *= _MIX1
+        values ^= values >> np.uint64(27)
+        values *= _MIX2
+        values ^= values >> np.uint64(31)
+    return values
+
+
+def cluster_ids(keys: pd.Series | pd.DataFrame | np.ndarray) -> np.ndarray:
+    """The uint64 id of each cluster key (a column, or a frame of key columns): pandas'
+    stable hash of the values, so that a prompt has one id in every table and chunk."""
+    if not isinstance(keys, pd.DataFrame):  # one key column hashes as a frame of one
+        keys = pd.DataFrame({"key": np.asarray(keys)})
+    return pd.util.hash_pandas_object(keys, index=False).to_numpy(dtype="uint64")
+
+
+def _seed_key(seed: int | np.random.Generator) -> np.uint64:
+    if isinstance(seed, np.random.Generator):
+        return np.uint64(seed.integers(0, 2**63))
+    return _mix(np.array([seed], dtype="uint64"))[0]
+
+
+def poisson_weights(
+    ids: np.ndarray, first: int, last: int, seed: int | np.random.Generator = 0
+) -> np.ndarray:
+    """(last - first, len(ids)) uint8: the Poisson(1) weight of each cluster `ids` in the
+    resamples numbered first..last - 1 (a Generator seed draws a key from it once)."""
+    rows = _mix(np.arange(first, last, dtype="uint64") + _seed_key(seed))
+    mixed = _mix(np.asarray(ids, dtype="uint64")[None, :] ^ rows[:, None])
+    return _POISSON_TABLE[mixed >> np.uint64(64 - _TABLE_BITS)]
+
+
 def resample_counts(
     n_clusters: int, n_resamples: int, seed: int | np.random.Generator
 ) -> Iterator[np.ndarray]:
-    """Chunks of bootstrap resamples as (chunk, n_clusters) float64 counts: row r says how
-    many times each cluster was drawn in resample r (a multinomial(n_clusters, uniform)
-    draw, made as n_clusters uniform indices counted by bincount, which numpy does far
-    faster than `Generator.multinomial` over many categories). The same seed gives the
-    same resamples, so statistics bootstrapped with one seed share their resamples; for
-    an integer seed the draws are made once and kept (as uint8, 64 MB for 1,000 x 64k)
-    for the next statistic over the same number of clusters, up to `KEPT_COUNTS`: beyond,
-    they are drawn again from the seed, a chunk at a time, rather than held whole."""
+    """Chunks of bootstrap resamples as (chunk, n_clusters) float64 weights of the clusters
+    numbered 0..n_clusters - 1 (row r: each cluster's weight in resample r), for statistics
+    that need each resample's row weights (a model fit); the same seed gives the same
+    resamples. For an integer seed they are made once and kept, up to `KEPT_COUNTS`, for
+    the next statistic over as many clusters."""
     if isinstance(seed, np.random.Generator):
-        chunks = list(_draw_counts(n_clusters, n_resamples, seed))  # drawn now, as before
-    elif n_clusters * n_resamples <= KEPT_COUNTS:
+        seed = int(seed.integers(0, 2**63))
+    if n_clusters * n_resamples <= KEPT_COUNTS:
         chunks = _kept_counts(n_clusters, n_resamples, int(seed))
     else:
-        chunks = _draw_counts(n_clusters, n_resamples, np.random.default_rng(int(seed)))
+        chunks = _index_counts(n_clusters, n_resamples, int(seed))
     for chunk in chunks:
         yield chunk.astype("float64")
 
 
-# Counts kept between statistics, at most (two such sets are kept): 1,000 resamples of
+# Weights kept between statistics, at most (two such sets are kept): 1,000 resamples of
 # 128k clusters. At a million prompts the set would be a gigabyte.
 KEPT_COUNTS = 128_000_000
 
 
 @functools.lru_cache(maxsize=2)
 def _kept_counts(n_clusters: int, n_resamples: int, seed: int) -> tuple[np.ndarray, ...]:
-    return tuple(_draw_counts(n_clusters, n_resamples, np.random.default_rng(seed)))
+    return tuple(_index_counts(n_clusters, n_resamples, seed))
 
 
-def _draw_counts(
-    n_clusters: int, n_resamples: int, rng: np.random.Generator
-) -> Iterator[np.ndarray]:
+def _index_counts(n_clusters: int, n_resamples: int, seed: int) -> Iterator[np.ndarray]:
+    ids = np.arange(n_clusters, dtype="uint64")
     chunk = max(1, min(n_resamples, CHUNK_ELEMENTS // max(n_clusters, 1)))
     for start in range(0, n_resamples, chunk):
-        size = min(chunk, n_resamples - start)
-        draws = rng.integers(0, n_clusters, size=(size, n_clusters))
-        draws += (np.arange(size) * n_clusters)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=size * n_clusters)
-        # A cluster drawn more than 255 times in n draws needs n in the thousands and
-        # odds below 1e-300: uint8 holds every count.
-        yield counts.reshape(size, n_clusters).astype("uint8")
+        yield poisson_weights(ids, start, min(start + chunk, n_resamples), seed)
+
+
+class ResampledTotals:
+    """Each resample's totals of per-cluster sums, added a chunk of clusters at a time
+    (`add(ids, sums)`: the chunk's cluster ids and their (m, K) sums). A cluster's weight
+    depends on its id alone, so chunks may come in any order and a cluster's rows may be
+    split between chunks (their sums add up): `totals` is what all clusters at once give."""
+
+    def __init__(
+        self, n_resamples: int, seed: int | np.random.Generator = 0, width: int = 0
+    ) -> None:
+        self.n_resamples = n_resamples
+        # A Generator is drawn from once here, so that every chunk gets the same resamples.
+        self.seed = int(_seed_key(seed)) if isinstance(seed, np.random.Generator) else seed
+        self.totals = np.zeros((n_resamples, width))
+
+    def add(self, ids: np.ndarray, sums: np.ndarray) -> ResampledTotals:
+        sums = np.asarray(sums, dtype="float64").reshape(len(ids), -1)
+        if sums.shape[1] > self.totals.shape[1]:  # statistics met for the first time
+            grown = np.zeros((self.n_resamples, sums.shape[1]))
+            grown[:, : self.totals.shape[1]] = self.totals
+            self.totals = grown
+        width = sums.shape[1]
+        # Blocks of clusters x resamples of CHUNK_ELEMENTS weights at most.
+        clusters = max(1, min(len(ids), CHUNK_ELEMENTS // max(self.n_resamples, 1)))
+        for start in range(0, len(ids), clusters):
+            block_ids, block = ids[start : start + clusters], sums[start : start + clusters]
+            resamples = max(1, CHUNK_ELEMENTS // len(block_ids))
+            for first in range(0, self.n_resamples, resamples):
+                last = min(first + resamples, self.n_resamples)
+                weights = poisson_weights(block_ids, first, last, self.seed)
+                self.totals[first:last, :width] += weights.astype("float64") @ block
+        return self
 
 
 def cluster_sums(
@@ -150,12 +231,12 @@ def resampled_totals(
     cluster_sums: np.ndarray, n_resamples: int, seed: int | np.random.Generator = 0
 ) -> np.ndarray:
     """(n_resamples, K) totals of (n_clusters, K) per-cluster sums in each clustered
-    bootstrap resample: the building block of any statistic that is a function of sums
-    (a mean, a difference of means, a correlation from its moment sums)."""
+    bootstrap resample (cluster i's id is i): the building block of any statistic that is a
+    function of sums (a mean, a difference of means, a correlation from its moment sums)."""
     cluster_sums = np.asarray(cluster_sums, dtype="float64")
-    return np.vstack(
-        [counts @ cluster_sums for counts in resample_counts(len(cluster_sums), n_resamples, seed)]
-    )
+    ids = np.arange(len(cluster_sums), dtype="uint64")
+    sums = cluster_sums.reshape(len(ids), -1)
+    return ResampledTotals(n_resamples, seed, sums.shape[1]).add(ids, sums).totals
 
 
 def bootstrap_replicates(
@@ -211,13 +292,13 @@ def correlation_interval(
     # Centred first: the moment sums of large ranks lose digits otherwise.
     a, b = a - a.mean(), b - b.mean()
     moments = np.column_stack([np.ones_like(a), a, b, a * a, b * b, a * b])
-    sums = cluster_sums(pd.factorize(frame["cluster"])[0], moments)
+    codes, uniques = pd.factorize(frame["cluster"])
+    sums = cluster_sums(codes, moments, len(uniques))
     estimate = _pearson_from_sums(sums.sum(axis=0, keepdims=True))[0]
     if np.isnan(estimate):
         return np.nan, np.nan, np.nan
-    low, high = percentile_interval(
-        _pearson_from_sums(resampled_totals(sums, n_resamples, seed)), confidence
-    )
+    totals = ResampledTotals(n_resamples, seed).add(cluster_ids(uniques), sums).totals
+    low, high = percentile_interval(_pearson_from_sums(totals), confidence)
     return float(estimate), float(low[0]), float(high[0])
 
 
@@ -261,45 +342,110 @@ def grouped_mean_intervals(
     (e.g. 0.5 for each of a pair's two orders). All groups share the same resamples of
     clusters, so intervals of different groups come from the same bootstrap draws.
 
-    Returns one row per group: the `by` columns, n (rows used), estimate, ci_low,
-    ci_high, method.
+    Returns one row per group (sorted): the `by` columns, n (rows used), estimate, ci_low,
+    ci_high, method. `GroupedMeans` gives the same table from the rows a chunk at a time.
     """
-    by = list(by)
-    clusters = [cluster] if isinstance(cluster, str) else list(cluster)
-    require_columns(frame, [value, *clusters, *by, *([weight] if weight else [])], "frame")
-    values = pd.to_numeric(frame[value]).to_numpy(dtype="float64", na_value=np.nan)
-    used = ~np.isnan(values)
-    weights = (
-        frame[weight].to_numpy(dtype="float64") if weight else np.ones(len(frame), dtype="float64")
+    means = GroupedMeans(
+        value, cluster, by, n_resamples=n_resamples, seed=seed, confidence=confidence
     )
-    data = frame.loc[used, [*clusters, *by]]
-    values, weights = values[used], weights[used]
-
-    if data.empty:
-        return pd.DataFrame(columns=[*by, "n", *INTERVAL_COLUMNS])
-    cluster_codes = _codes(data, clusters)
-    if by:
-        group_codes, groups = pd.MultiIndex.from_frame(data[by]).factorize(sort=True)
-        groups = pd.MultiIndex.from_tuples(list(groups), names=by).to_frame(index=False)
-    else:
-        group_codes, groups = np.zeros(len(data), dtype="int64"), pd.DataFrame(index=[0])
-    n_clusters, n_groups = int(cluster_codes.max()) + 1, len(groups)
-    cell = cluster_codes * n_groups + group_codes
-    size = n_clusters * n_groups
-    sums = np.bincount(cell, weights=values * weights, minlength=size).reshape(-1, n_groups)
-    counts = np.bincount(cell, weights=weights, minlength=size).reshape(-1, n_groups)
-    estimate, low, high = ratio_bootstrap(sums, counts, n_resamples, seed, confidence)
-    result = groups.reset_index(drop=True)
-    result["n"] = np.bincount(group_codes, minlength=n_groups).astype("int64")
-    result["estimate"], result["ci_low"], result["ci_high"] = estimate, low, high
-    result["method"] = bootstrap_method(n_resamples)
-    return result
+    return means.add(frame, weight=weight).result()
 
 
-def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+class GroupedMeans:
+    """`grouped_mean_intervals` of rows met a chunk at a time (`add`, then `result`): it
+    holds per group a sum, a count and each resample's totals, never the rows, and gives
+    what the rows at once give (up to float rounding) however they are chunked."""
+
+    def __init__(
+        self,
+        value: str,
+        cluster: str | Sequence[str],
+        by: Sequence[str] = (),
+        *,
+        n_resamples: int = DEFAULT_RESAMPLES,
+        seed: int | np.random.Generator = 0,
+        confidence: float = DEFAULT_CONFIDENCE,
+    ) -> None:
+        check_bootstrap(n_resamples, confidence)
+        self.value, self.by = value, list(by)
+        self.clusters = [cluster] if isinstance(cluster, str) else list(cluster)
+        self.n_resamples, self.confidence = n_resamples, confidence
+        self._groups: dict[tuple, int] = {}
+        # Per group: value sum, weight sum and rows; per resample: (sum, weight) of each
+        # group side by side, so a group met later adds columns at the end.
+        self._sums, self._weights, self._rows = (np.zeros(0) for _ in range(3))
+        self._resampled = ResampledTotals(n_resamples, seed)
+
+    def add(self, frame: pd.DataFrame, weight: str | None = None) -> GroupedMeans:
+        required = [self.value, *self.clusters, *self.by, *([weight] if weight else [])]
+        require_columns(frame, required, "frame")
+        values = pd.to_numeric(frame[self.value]).to_numpy(dtype="float64", na_value=np.nan)
+        used = ~np.isnan(values)
+        weights = frame[weight].to_numpy(dtype="float64") if weight else np.ones(len(frame))
+        data = frame.loc[used, [*self.clusters, *self.by]]
+        values, weights = values[used], weights[used]
+        if data.empty:
+            return self
+        group_codes = self._group_codes(data)
+        cluster_codes, uniques = _factorized(data, self.clusters)
+        n_groups = len(self._groups)
+        cell = cluster_codes * n_groups + group_codes
+        size = len(uniques) * n_groups
+        sums = np.bincount(cell, weights=values * weights, minlength=size)
+        counts = np.bincount(cell, weights=weights, minlength=size)
+        paired = np.stack([sums.reshape(-1, n_groups), counts.reshape(-1, n_groups)], axis=2)
+        self._resampled.add(cluster_ids(uniques), paired.reshape(len(uniques), -1))
+        self._sums += np.bincount(group_codes, weights=values * weights, minlength=n_groups)
+        self._weights += np.bincount(group_codes, weights=weights, minlength=n_groups)
+        self._rows += np.bincount(group_codes, minlength=n_groups)
+        return self
+
+    def _group_codes(self, data: pd.DataFrame) -> np.ndarray:
+        if not self.by:
+            local, keys = np.zeros(len(data), dtype="int64"), [()]
+        else:
+            local, found = pd.MultiIndex.from_frame(data[self.by]).factorize()
+            keys = list(found)
+        for key in keys:
+            self._groups.setdefault(key, len(self._groups))
+        grown = len(self._groups) - len(self._sums)
+        if grown:
+            self._sums, self._weights, self._rows = (
+                np.concatenate([a, np.zeros(grown)])
+                for a in (self._sums, self._weights, self._rows)
+            )
+        return np.array([self._groups[key] for key in keys], dtype="int64")[local]
+
+    def result(self) -> pd.DataFrame:
+        if not self._groups:
+            return pd.DataFrame(columns=[*self.by, "n", *INTERVAL_COLUMNS])
+        keys = list(self._groups)
+        totals = self._resampled.totals
+        estimate = ratio(self._sums, self._weights)
+        low, high = percentile_interval(ratio(totals[:, 0::2], totals[:, 1::2]), self.confidence)
+        if self.by:
+            index = pd.MultiIndex.from_tuples(keys, names=self.by)
+            order = index.argsort()
+            result = index[order].to_frame(index=False)
+        else:
+            order, result = np.array([0]), pd.DataFrame(index=[0])
+        result["n"] = self._rows[order].astype("int64")
+        result["estimate"], result["ci_low"], result["ci_high"] = (
+            estimate[order],
+            low[order],
+            high[order],
+        )
+        result["method"] = bootstrap_method(self.n_resamples)
+        return result
+
+
+def _factorized(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Codes of `frame`'s rows by `columns` and the distinct keys, as a frame."""
     if len(columns) == 1:
-        return pd.factorize(frame[columns[0]])[0].astype("int64")
-    return pd.MultiIndex.from_frame(frame[columns]).factorize()[0].astype("int64")
+        codes, uniques = pd.factorize(frame[columns[0]])
+        return codes.astype("int64"), pd.DataFrame({columns[0]: uniques})
+    codes, uniques = pd.MultiIndex.from_frame(frame[columns]).factorize()
+    return codes.astype("int64"), uniques.to_frame(index=False)
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
