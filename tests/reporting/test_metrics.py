@@ -100,6 +100,29 @@ def test_source_aspect_metrics_break_the_ratings_down_per_prompt_source():
     )
 
 
+def on_disk(tmp_path, name: str, frame: pd.DataFrame, rows: int = 3) -> ParquetSource:
+    """`frame` as the annotate stages write it: in prompt order, row groups of `rows`."""
+    path = tmp_path / f"{name}.parquet"
+    ordered = frame.sort_values(["prompt_id", "completion_idx"], kind="stable")
+    ordered.reset_index(drop=True).to_parquet(path, row_group_size=rows)
+    return ParquetSource(str(path), batch_rows=rows)
+
+
+@pytest.mark.parametrize("table", [model_aspect_metrics, source_aspect_metrics])
+def test_aspect_tables_of_files_read_a_prompt_at_a_time_are_those_of_the_frames(tmp_path, table):
+    frames = build_frames(typical_specs(), shuffles=2)
+    completions = frames.completions.copy()
+    completions.loc[completions["prompt_id"] == "p1", "source"] = "flan"
+    expected = table(frames.aspect_annotations, completions)
+    streamed = table(
+        on_disk(tmp_path, "aspects", frames.aspect_annotations),
+        on_disk(tmp_path, "completions", completions),
+        prompts_per_chunk=1,
+    )
+    pd.testing.assert_frame_equal(streamed, expected, check_exact=False, rtol=1e-9)
+    assert streamed["n_rated"].sum() > 0 and streamed["ci_low"].notna().any()
+
+
 def test_model_aspect_metrics_folds_shuffles_into_one_rating_per_completion():
     frames = build_frames(typical_specs(), shuffles=2)
     annotations = frames.aspect_annotations

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import InputError, require_columns  # noqa: F401 - re-exported
+from llm_feedback.parquet_source import (
+    CHUNK_PROMPTS,
+    ParquetSource,
+    as_frame,
+    rows_by_prompt,
+    table_batches,
+    table_chunks,
+)
 from llm_feedback.schema import COMPLETION_KEY
+
+# A report input: a DataFrame, or a table on disk that the report reads in parts.
+Table = pd.DataFrame | ParquetSource
 
 # The four UltraFeedback aspects in the order the paper presents them; any other aspect
 # found in the data is listed after these, alphabetically.
@@ -68,10 +79,16 @@ def ratings_per_completion_aspect(aspect_annotations: pd.DataFrame) -> pd.DataFr
     return folded.drop(columns="any_na")
 
 
-def attach_model(frame: pd.DataFrame, completions: pd.DataFrame, dataset: str) -> pd.DataFrame:
-    """Add each row's completion model. A row whose completion is unknown means the inputs
-    come from different runs, which would silently skew every per-model number: fail."""
-    models = completions.loc[:, [*COMPLETION_KEY, "model"]]
+def attach_model(
+    frame: pd.DataFrame,
+    completions: pd.DataFrame,
+    dataset: str,
+    columns: Sequence[str] = ("model",),
+) -> pd.DataFrame:
+    """Add each row's completion model (and the completion's other `columns`). A row whose
+    completion is unknown means the inputs come from different runs, which would silently
+    skew every per-model number: fail."""
+    models = completions.loc[:, [*COMPLETION_KEY, *columns]]
     require_unique_key(models, COMPLETION_KEY, "completions")
     merged = frame.merge(models, on=list(COMPLETION_KEY), how="left", indicator=True)
     orphans = merged[merged["_merge"] == "left_only"]
@@ -82,3 +99,47 @@ def attach_model(frame: pd.DataFrame, completions: pd.DataFrame, dataset: str) -
             f"{row['completion_idx']}) has no row in completions ({len(orphans)} such rows)"
         )
     return merged.drop(columns="_merge")
+
+
+def completion_chunks(
+    completions: Table,
+    columns: Sequence[str],
+    others: Mapping[str, tuple[Table, Sequence[str]]],
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+) -> Iterator[tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
+    """`completions` (its `columns`) a chunk of whole prompts at a time, each chunk with its
+    prompts' rows of every table in `others` (name -> (table, columns)): a table on disk in
+    prompt order is read in step, so the walk holds one chunk of each table. Once the walk
+    is over, a table with rows of prompts that no completion has fails by name (the inputs
+    come from different runs: those rows would silently count nowhere)."""
+    readers = {name: rows_by_prompt(table, wanted) for name, (table, wanted) in others.items()}
+    seen = dict.fromkeys(others, 0)
+    for chunk in table_chunks(completions, prompts_per_chunk, list(columns)):
+        prompts = chunk["prompt_id"].unique()
+        last = chunk["prompt_id"].max() if len(chunk) else ""
+        rows = {}
+        for name, reader in readers.items():
+            found = reader(prompts, last)
+            rows[name] = found[found["prompt_id"].isin(prompts).to_numpy()]
+            seen[name] += len(rows[name])
+        yield chunk, rows
+    for name, (table, _) in others.items():
+        unmatched = (len(table) if isinstance(table, pd.DataFrame) else table.num_rows) - seen[name]
+        if unmatched:
+            row = _first_orphan(table, completions)
+            raise InputError(
+                f"{name}: (prompt_id, completion_idx) = ({row['prompt_id']!r}, "
+                f"{row['completion_idx']}) has no row in completions ({unmatched} such rows: "
+                "the inputs come from different runs)"
+            )
+
+
+def _first_orphan(table: Table, completions: Table) -> pd.Series:
+    """The first row of `table` whose prompt no completion has (on the error path only:
+    it holds every prompt id)."""
+    prompts = set(as_frame(completions, ["prompt_id"])["prompt_id"])
+    for batch in table_batches(table, list(COMPLETION_KEY)):
+        orphans = batch[~batch["prompt_id"].isin(prompts)]
+        if len(orphans):
+            return orphans.iloc[0]
+    raise AssertionError("unreachable: a row count without its row")

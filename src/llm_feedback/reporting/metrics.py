@@ -20,9 +20,7 @@ from llm_feedback.parquet_source import table_batches
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
 from llm_feedback.reporting._frames import (
     as_float,
-    attach_model,
     ordered_aspects,
-    ratings_per_completion_aspect,
     require_columns,
     typed_frame,
 )
@@ -30,12 +28,9 @@ from llm_feedback.reporting.cost_tally import Table, usage_totals
 from llm_feedback.reporting.costs import CHARS_PER_TOKEN
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
-    COMPLETION_KEY,
     COST_TABLE_COLUMN_TYPES,
     JUDGE_HEALTH_COLUMN_TYPES,
-    MODEL_ASPECT_METRICS_COLUMN_TYPES,
     MODEL_SCORE_METRICS_COLUMN_TYPES,
-    SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 from llm_feedback.stats.intervals import (
     bootstrap_method,
@@ -47,10 +42,16 @@ logger = logging.getLogger(__name__)
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
-RATING_MIN, RATING_MAX = 1.0, 5.0
 STAGES = ("generate", "annotate", "critique")
 
-# Re-exported: the position tables live in their own module.
+# Re-exported: the aspect and position tables live in their own modules.
+from llm_feedback.reporting.aspect_metrics import (  # noqa: E402
+    RATING_MAX,
+    RATING_MIN,
+    model_aspect_metrics,
+    source_aspect_metrics,
+    to_0_100,
+)
 from llm_feedback.reporting.positions import (  # noqa: E402
     ANNOTATION_COLUMNS,
     position_consistency,
@@ -60,6 +61,8 @@ from llm_feedback.reporting.positions import (  # noqa: E402
 
 __all__ = [
     "ANNOTATION_COLUMNS",
+    "RATING_MAX",
+    "RATING_MIN",
     "cost_table",
     "judge_health",
     "model_aspect_metrics",
@@ -71,81 +74,6 @@ __all__ = [
     "source_aspect_metrics",
     "to_0_100",
 ]
-
-
-def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
-    """Map the judge's 1-5 scale onto 0-100 so that the worst rating is 0 and the best 100.
-
-    (mean - 1) / 4 * 100 rather than the seeds' x20 (which suits a 0-5 scale): with x20 a
-    uniformly worst-rated model would still score 20.
-    """
-    return (mean_rating - RATING_MIN) / (RATING_MAX - RATING_MIN) * 100.0
-
-
-def model_aspect_metrics(
-    aspect_annotations: pd.DataFrame,
-    completions: pd.DataFrame,
-    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-) -> pd.DataFrame:
-    """Per model x aspect: how many completions were rated, N/A or failed, and their mean.
-
-    Each completion counts once per aspect: shuffles are folded first (mean of the
-    shuffles' ratings). Every model in `completions` gets a row for every aspect seen in
-    the annotations, so a model whose generations all failed shows up with zero counts.
-    std_error is the standard error of the mean (sample std / sqrt(n)), NaN below n = 2;
-    ci_low / ci_high the mean's interval, bootstrapped over prompts (`ci_method`).
-
-    Columns: model, aspect, n_rated, n_na, n_failed, mean_rating, mean_rating_0_100,
-    std_error, ci_low, ci_high, ci_method.
-    """
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    require_columns(completions, [*COMPLETION_KEY, "model"], "completions")
-    folded = ratings_per_completion_aspect(aspect_annotations)
-    folded = attach_model(folded, completions, "aspect_annotations")
-
-    counts = (
-        pd.crosstab([folded["model"], folded["aspect"]], folded["status"])
-        .reindex(columns=["rated", "na", "failed"], fill_value=0)
-        .rename(columns={"rated": "n_rated", "na": "n_na", "failed": "n_failed"})
-    )
-    rated = folded[folded["status"] == "rated"]
-    moments = rated.groupby(["model", "aspect"])["rating"].agg(mean_rating="mean", std_rating="std")
-
-    grid = pd.MultiIndex.from_product(
-        [sorted(completions["model"].unique()), ordered_aspects(folded["aspect"])],
-        names=["model", "aspect"],
-    )
-    table = counts.reindex(grid, fill_value=0).join(moments, how="left")
-    table["mean_rating_0_100"] = to_0_100(table["mean_rating"])
-    table["std_error"] = table["std_rating"] / np.sqrt(table["n_rated"].where(table["n_rated"] > 0))
-    intervals = mean_intervals(rated, "rating", ["model", "aspect"], bootstrap)
-    table = table.reset_index().merge(intervals, on=["model", "aspect"], how="left")
-    table["ci_method"] = table["ci_method"].fillna(bootstrap_method(bootstrap.n_resamples))
-    return typed_frame(table, MODEL_ASPECT_METRICS_COLUMN_TYPES)
-
-
-def source_aspect_metrics(
-    aspect_annotations: pd.DataFrame,
-    completions: pd.DataFrame,
-    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-) -> pd.DataFrame:
-    """`model_aspect_metrics` per prompt source (`completions.source`), with the same
-    counts; completions without a source are left out.
-
-    Columns: source, then those of `model_aspect_metrics`.
-    """
-    require_columns(completions, [*COMPLETION_KEY, "model", "source"], "completions")
-    require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    tables = [
-        model_aspect_metrics(
-            aspect_annotations[aspect_annotations["prompt_id"].isin(part["prompt_id"])],
-            part,
-            bootstrap,
-        ).assign(source=source)
-        for source, part in completions.groupby("source", sort=True)
-    ]
-    table = pd.concat(tables) if tables else pd.DataFrame(columns=["source"])
-    return typed_frame(table, SOURCE_ASPECT_METRICS_COLUMN_TYPES)
 
 
 def model_score_metrics(

@@ -59,13 +59,15 @@ def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
             node(
-                ReadingTables(WithBootstrap(model_aspect_metrics), KEYS_ONLY),
+                WithBootstrap(
+                    model_aspect_metrics
+                ),  # reads its tables a chunk of prompts at a time
                 ["aspect_annotations", "completions", "params:report"],
                 "model_aspect_metrics",
                 name="compute_model_aspect_metrics",
             ),
             node(
-                ReadingTables(WithBootstrap(source_aspect_metrics), KEYS_ONLY),
+                WithBootstrap(source_aspect_metrics),  # as model_aspect_metrics
                 ["aspect_annotations", "completions", "params:report"],
                 "source_aspect_metrics",
                 name="compute_source_aspect_metrics",
