@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from llm_feedback.parquet_source import ParquetSource
+
 ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 NA = "N/A"  # a rating spec meaning the judge answered N/A
 PARSE_ERROR = "no_match"
@@ -277,3 +279,11 @@ def four_rated() -> list[Completion]:
         Completion("p1", model, {"helpfulness": rating})
         for model, rating in (("alpha", 1), ("beta", 2), ("gamma", 3), ("delta", 4))
     ]
+
+
+def on_disk(tmp_path, name: str, frame: pd.DataFrame, rows: int = 3) -> ParquetSource:
+    """`frame` as the annotate stages write it: in prompt order, row groups of `rows`."""
+    path = tmp_path / f"{name}.parquet"
+    ordered = frame.sort_values(["prompt_id", "completion_idx"], kind="stable")
+    ordered.reset_index(drop=True).to_parquet(path, row_group_size=rows)
+    return ParquetSource(str(path), batch_rows=rows)

@@ -17,7 +17,15 @@ from llm_feedback.reporting import (
     score_scatter_figure,
 )
 
-from .builders import CALL_ERROR, NA, Completion, build_frames, empty_frames, typical_specs
+from .builders import (
+    CALL_ERROR,
+    NA,
+    Completion,
+    build_frames,
+    empty_frames,
+    on_disk,
+    typical_specs,
+)
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -42,6 +50,20 @@ def all_figures(frames) -> dict[str, Figure]:
         "score_scatter": score_scatter_figure(frames.overall_scores),
         "position_bias": position_bias_figure(frames.aspect_annotations),
     }
+
+
+def test_figures_of_files_read_in_parts_are_those_of_the_frames(tmp_path):
+    """The nodes' path: the tables on disk in prompt order, read a batch or a chunk of
+    prompts at a time, draw the very pixels of the tables whole."""
+    frames = build_frames(typical_specs(), shuffles=2)
+    aspects = on_disk(tmp_path, "aspects", frames.aspect_annotations)
+    completions = on_disk(tmp_path, "completions", frames.completions)
+    assert png_bytes(rating_distribution_figure(aspects, completions)) == png_bytes(
+        rating_distribution_figure(frames.aspect_annotations, frames.completions)
+    )
+    assert png_bytes(position_bias_figure(aspects)) == png_bytes(
+        position_bias_figure(frames.aspect_annotations)
+    )
 
 
 def test_figures_render_real_data_without_touching_pyplot():

@@ -25,7 +25,7 @@ from llm_feedback.schema import (
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
 
-from .builders import NA, Completion, build_frames, empty_frames, typical_specs
+from .builders import NA, Completion, build_frames, empty_frames, on_disk, typical_specs
 
 # Any RuntimeWarning (mean of empty slice, division by zero) fails the test.
 pytestmark = pytest.mark.filterwarnings("error")
@@ -98,14 +98,6 @@ def test_source_aspect_metrics_break_the_ratings_down_per_prompt_source():
         summed.sort_index(),
         whole.set_index(["model", "aspect"])[["n_rated", "n_na", "n_failed"]].sort_index(),
     )
-
-
-def on_disk(tmp_path, name: str, frame: pd.DataFrame, rows: int = 3) -> ParquetSource:
-    """`frame` as the annotate stages write it: in prompt order, row groups of `rows`."""
-    path = tmp_path / f"{name}.parquet"
-    ordered = frame.sort_values(["prompt_id", "completion_idx"], kind="stable")
-    ordered.reset_index(drop=True).to_parquet(path, row_group_size=rows)
-    return ParquetSource(str(path), batch_rows=rows)
 
 
 @pytest.mark.parametrize("table", [model_aspect_metrics, source_aspect_metrics])
@@ -322,6 +314,13 @@ def test_with_a_single_shuffle_only_the_comparisons_between_shuffles_are_empty()
     assert_schema(by_position, RATING_BY_POSITION_COLUMN_TYPES)
     assert (by_position["ci_low"] <= by_position["mean_rating"]).all()
     assert (by_position["mean_rating"] <= by_position["ci_high"]).all()
+
+
+def test_rating_by_position_of_a_file_read_in_batches_is_that_of_the_frame(tmp_path):
+    annotations = build_frames(typical_specs(), shuffles=2).aspect_annotations
+    expected = rating_by_position(annotations)
+    streamed = rating_by_position(on_disk(tmp_path, "aspects", annotations, rows=5))
+    pd.testing.assert_frame_equal(streamed, expected, check_exact=False, rtol=1e-9)
 
 
 @pytest.mark.parametrize("shuffles", [1, 2])

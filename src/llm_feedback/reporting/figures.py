@@ -15,9 +15,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from llm_feedback.parquet_source import table_batches
 from llm_feedback.reporting._frames import (
+    Table,
     as_float,
     attach_model,
+    completion_chunks,
     ordered_aspects,
     require_columns,
 )
@@ -52,48 +55,31 @@ def message_figure(title: str, message: str) -> Figure:
     return figure
 
 
-def rating_distribution_figure(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame
-) -> Figure:
+def rating_distribution_figure(aspect_annotations: Table, completions: Table) -> Figure:
     """One panel per aspect; per model a horizontal bar split into the shares of ratings
-    1-5, N/A and failed judgments (every shuffle's judgment counts)."""
+    1-5, N/A and failed judgments (every shuffle's judgment counts). Tables on disk are
+    counted a chunk of prompts at a time."""
     title = "Rating distribution per aspect and model"
-    if aspect_annotations.empty:
-        return message_figure(title, NO_DATA)
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    judgments = attach_model(
-        aspect_annotations.loc[:, [*COMPLETION_KEY, "aspect", "is_na"]].assign(
-            rating=as_float(aspect_annotations["rating"])
-        ),
-        completions,
-        "aspect_annotations",
-    )
-    # Ratings are integers from the judge; rounding only matters for hand-made inputs.
-    rounded = judgments["rating"].round().clip(RATING_MIN, RATING_MAX)
+    counts = _judgment_counts(aspect_annotations, completions)
+    if counts.empty:
+        return message_figure(title, NO_DATA)
     labels = [str(level) for level in RATING_LEVELS]
-    judgments["category"] = np.where(
-        judgments["rating"].notna(),
-        rounded.map(lambda value: "" if pd.isna(value) else str(int(value))),
-        np.where(judgments["is_na"].fillna(False).astype(bool), "N/A", "failed"),
-    )
     categories = [*labels, "N/A", "failed"]
     rating_colors = colormaps["RdYlGn"](np.linspace(0.1, 0.9, len(labels)))
     colors = [*rating_colors, "0.75", "0.25"]
 
-    aspects = ordered_aspects(judgments["aspect"])
-    models = sorted(judgments["model"].unique(), reverse=True)  # top-down alphabetical
+    aspects = ordered_aspects(counts.index.get_level_values("aspect"))
+    models = sorted(counts.index.get_level_values("model").unique(), reverse=True)  # top-down
     n_columns = min(2, len(aspects))
     n_rows = -(-len(aspects) // n_columns)
     figure = new_figure(6 * n_columns, 0.6 + n_rows * (0.9 + 0.3 * len(models)))
     figure.suptitle(title)
     panels = figure.subplots(n_rows, n_columns, squeeze=False, sharex=True)
     for axes, aspect in zip(panels.flat, aspects, strict=False):
+        found = counts.xs(aspect, level="aspect").unstack("category", fill_value=0)
         shares = (
-            pd.crosstab(
-                judgments.loc[judgments["aspect"] == aspect, "model"],
-                judgments.loc[judgments["aspect"] == aspect, "category"],
-                normalize="index",
-            )
+            found.div(found.sum(axis=1), axis=0)
             .reindex(index=models, columns=categories)
             .fillna(0.0)
         )
@@ -231,13 +217,11 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
     return figure
 
 
-def position_bias_figure(aspect_annotations: pd.DataFrame) -> Figure:
+def position_bias_figure(aspect_annotations: Table) -> Figure:
     """Mean rating by the position a completion was shown at, one line per aspect, with
     the intervals of `rating_by_position` as error bars. Measured from one shuffle too:
     shown positions are random, so a sloping line is position bias."""
     title = "Mean rating by position shown to the judge"
-    if aspect_annotations.empty:
-        return message_figure(title, NO_DATA)
     by_position = rating_by_position(aspect_annotations)
     if by_position.empty:
         return message_figure(title, NO_DATA)
@@ -259,10 +243,32 @@ def position_bias_figure(aspect_annotations: pd.DataFrame) -> Figure:
     axes.set_xticks(sorted(by_position["position"].unique()))
     axes.set_xlabel("position shown to the judge (0 = first)")
     axes.set_ylabel("mean rating (1-5), 95% interval")
-    shuffles = aspect_annotations["shuffle_idx"].nunique()
+    shuffles = len(_distinct(aspect_annotations, "shuffle_idx"))
     axes.set_title(f"{title}\n{shuffles} shuffle{'s' if shuffles > 1 else ''}")
     axes.legend(fontsize=8)
     return figure
+
+
+def _judgment_counts(aspect_annotations: Table, completions: Table) -> pd.Series:
+    """Judgments per (aspect, model, category): the rating 1-5, "N/A" or "failed"."""
+    counts = []
+    others = {"aspect_annotations": (aspect_annotations, ANNOTATION_COLUMNS)}
+    for chunk, rows in completion_chunks(completions, [*COMPLETION_KEY, "model"], others):
+        judgments = attach_model(rows["aspect_annotations"], chunk, "aspect_annotations")
+        rating = as_float(judgments["rating"])
+        # Ratings are integers from the judge; rounding only matters for hand-made inputs.
+        rounded = rating.round().clip(RATING_MIN, RATING_MAX)
+        category = np.where(
+            rating.notna(),
+            rounded.fillna(0).astype("int64").astype(str),
+            np.where(judgments["is_na"].fillna(False).astype(bool), "N/A", "failed"),
+        )
+        found = judgments.assign(category=category)
+        counts.append(found.groupby(["aspect", "model", "category"], sort=False).size())
+    found = [part for part in counts if len(part)]
+    if not found:
+        return pd.Series(dtype="int64")
+    return pd.concat(found).groupby(level=[0, 1, 2], sort=False).sum()
 
 
 RANKING_TITLE = "Model ranking (Bradley-Terry, from per-prompt scores)"
@@ -332,3 +338,8 @@ def rating_by_length_figure(rating_by_length: pd.DataFrame) -> Figure:
     axes.set_title(title)
     axes.legend(fontsize=8)
     return figure
+
+
+def _distinct(table: Table, column: str) -> set:
+    """The distinct values of `column`, read a record batch at a time."""
+    return {value for batch in table_batches(table, [column]) for value in batch[column].unique()}

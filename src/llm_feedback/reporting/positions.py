@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.agreement import RATERS_SEPARATOR, SPEARMAN, agreement_rows
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.parquet_source import ParquetSource, table_batches
 from llm_feedback.reporting._frames import (
     as_float,
     ordered_aspects,
@@ -29,6 +29,7 @@ from llm_feedback.schema import (
     SHUFFLE_AGREEMENT_COLUMN_TYPES,
 )
 from llm_feedback.stats.intervals import (
+    GroupedMeans,
     bootstrap_method,
     correlation_interval,
     grouped_mean_intervals,
@@ -164,20 +165,23 @@ def _agreement_interval(
 
 
 def rating_by_position(
-    aspect_annotations: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
+    aspect_annotations: pd.DataFrame | ParquetSource, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
 ) -> pd.DataFrame:
     """Mean rating per aspect by the 0-based position the completion was shown at, with
     intervals bootstrapped over prompts: a judge without position bias gives flat lines.
-    Measured from one shuffle too: shown positions are random.
+    Measured from one shuffle too: shown positions are random. A table on disk is read a
+    record batch at a time (a prompt's weight in a resample is its own, whichever batch
+    holds its rows).
 
     Columns: aspect, position, n_rated, mean_rating, ci_low, ci_high, ci_method.
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
-    ratings = aspect_annotations.loc[:, ["prompt_id", "aspect", "position"]].copy()
-    ratings["rating"] = as_float(aspect_annotations["rating"])
-    table = grouped_mean_intervals(
-        ratings, "rating", "prompt_id", ["aspect", "position"], **bootstrap.kwargs
-    ).rename(columns={"n": "n_rated", "estimate": "mean_rating", "method": "ci_method"})
+    means = GroupedMeans("rating", "prompt_id", ["aspect", "position"], **bootstrap.kwargs)
+    for batch in table_batches(aspect_annotations, ["prompt_id", "aspect", "position", "rating"]):
+        means.add(batch.assign(rating=as_float(batch["rating"])))
+    table = means.result().rename(
+        columns={"n": "n_rated", "estimate": "mean_rating", "method": "ci_method"}
+    )
     aspect_rank = {aspect: rank for rank, aspect in enumerate(ordered_aspects(table["aspect"]))}
     table["aspect_rank"] = table["aspect"].map(aspect_rank)
     table = table.sort_values(["aspect_rank", "position"])

@@ -97,7 +97,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_shuffle_agreement",
             ),
             node(
-                ReadingTables(WithBootstrap(rating_by_position), KEYS_ONLY),
+                WithBootstrap(rating_by_position),  # reads the table a record batch at a time
                 ["aspect_annotations", "params:report"],
                 "rating_by_position",
                 name="compute_rating_by_position",
@@ -157,7 +157,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_rating_by_length",
             ),
             node(
-                ReadingTables(rating_distribution_figure, KEYS_ONLY),
+                rating_distribution_figure,  # counts its tables a chunk of prompts at a time
                 ["aspect_annotations", "completions"],
                 "rating_distribution_figure",
                 name="plot_rating_distribution",
@@ -175,7 +175,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_score_scatter",
             ),
             node(
-                ReadingTables(position_bias_figure, KEYS_ONLY),
+                position_bias_figure,  # as rating_by_position
                 "aspect_annotations",
                 "position_bias_figure",
                 name="plot_position_bias",
