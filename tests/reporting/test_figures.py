@@ -64,6 +64,37 @@ def test_figures_of_files_read_in_parts_are_those_of_the_frames(tmp_path):
     assert png_bytes(position_bias_figure(aspects)) == png_bytes(
         position_bias_figure(frames.aspect_annotations)
     )
+    scores = on_disk(tmp_path, "scores", frames.overall_scores, rows=2)
+    assert png_bytes(score_scatter_figure(scores)) == png_bytes(
+        score_scatter_figure(frames.overall_scores)
+    )
+
+
+def test_a_large_scatter_draws_a_sample_but_counts_every_point(tmp_path, monkeypatch):
+    from llm_feedback.reporting import figures
+
+    n = 3000
+    rng = np.random.default_rng(1)
+    fine = rng.integers(1, 6, size=n).astype("float64")
+    scores = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i // 4:04d}" for i in range(n)],
+            "completion_idx": np.arange(n) % 4,
+            "fine_grained_score": fine,
+            "overall_score_fixed": 2 * fine,
+            "fix_action": np.where(np.arange(n) % 10 == 0, "flipped", "kept"),
+        }
+    )
+    monkeypatch.setattr(figures, "SCATTER_POINTS", 500)
+    figure = score_scatter_figure(on_disk(tmp_path, "scores", scores, rows=256))
+    drawn = sum(len(c.get_offsets()) for c in figure.axes[0].collections)
+    assert 400 < drawn < 600
+    title = texts(figure)
+    assert f"Pearson r = 1.00, n = {n}, {drawn:,} drawn" in title
+    assert "kept (2700)" in title and "flipped (300)" in title
+    # The same sample whichever way the table is read.
+    again = score_scatter_figure(scores)
+    assert png_bytes(again) == png_bytes(figure)
 
 
 def test_figures_render_real_data_without_touching_pyplot():

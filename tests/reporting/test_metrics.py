@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.parquet_source import ParquetSource
@@ -218,6 +219,33 @@ def test_model_score_metrics_means_and_correlations():
     assert gamma["n"] == 3
     assert gamma["n_paired"] == 2
     assert np.isnan(gamma["pearson_overall_vs_fine_grained"])
+
+
+def test_model_score_metrics_of_a_file_read_in_batches_are_those_of_the_frame(tmp_path):
+    """Two passes over batches of 4 rows (a prompt's rows split between batches) give the
+    table of the frame whole, correlations and their intervals included; the scores are
+    spread over many prompts so that every correlation is defined."""
+    rng = np.random.default_rng(4)
+    n = 240
+    fine = rng.integers(1, 6, size=n).astype("float64")
+    scores = pd.DataFrame(
+        {
+            "prompt_id": [f"p{i // 4:03d}" for i in range(n)],
+            "completion_idx": np.arange(n) % 4,
+            "model": rng.choice(["alpha", "beta", "gamma"], size=n),
+            "fine_grained_score": np.where(rng.random(n) < 0.1, np.nan, fine),
+            "overall_score_original": rng.integers(1, 11, size=n).astype("float64"),
+            "overall_score_fixed": np.clip(2 * fine + rng.integers(-2, 3, size=n), 1, 10),
+        }
+    )
+    expected = model_score_metrics(scores)
+    streamed = model_score_metrics(on_disk(tmp_path, "scores", scores, rows=4))
+    pd.testing.assert_frame_equal(streamed, expected, check_exact=False, rtol=1e-9)
+    assert streamed["spearman_overall_vs_fine_grained_ci_low"].notna().all()
+    # The Spearman estimate is scipy's, ties and all.
+    alpha = scores[scores["model"] == "alpha"].dropna()
+    rho = stats.spearmanr(alpha["overall_score_fixed"], alpha["fine_grained_score"]).statistic
+    assert streamed.loc[0, "spearman_overall_vs_fine_grained"] == pytest.approx(rho)
 
 
 def test_correlation_of_a_constant_score_is_nan():

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from llm_feedback.agreement import MIN_CORRELATION_PAIRS
 from llm_feedback.parquet_source import table_batches
 from llm_feedback.reporting._frames import (
     Table,
@@ -29,10 +30,10 @@ from llm_feedback.reporting.metrics import (
     FIX_ACTIONS,
     RATING_MAX,
     RATING_MIN,
-    pearson,
     rating_by_position,
 )
 from llm_feedback.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPES
+from llm_feedback.stats.intervals import cluster_ids, pearson_from_sums
 
 RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))
 NO_DATA = "no data"
@@ -164,26 +165,24 @@ def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     return figure
 
 
-def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
+def score_scatter_figure(overall_scores: Table) -> Figure:
     """Overall score (after the fix) against the fine-grained score, coloured by fix action,
-    with Pearson's r in the title. Takes the overall_scores table."""
+    with Pearson's r in the title. Takes the overall_scores table; r, n and the legend's
+    counts are of every point, but above `SCATTER_POINTS` only a seeded sample of them is
+    drawn (chosen by each completion's hash, so whichever way the table is read)."""
     title = "Overall vs fine-grained score"
-    if overall_scores.empty:
-        return message_figure(title, NO_DATA)
     require_columns(
         overall_scores,
         ["fine_grained_score", "overall_score_fixed", "fix_action"],
         "overall_scores",
     )
-    points = pd.DataFrame(
-        {
-            "fine_grained": as_float(overall_scores["fine_grained_score"]),
-            "overall": as_float(overall_scores["overall_score_fixed"]),
-            "fix_action": overall_scores["fix_action"],
-        }
-    ).dropna(subset=["fine_grained", "overall"])
-    if points.empty:
+    total, actions, moments = _scatter_counts(overall_scores)
+    if not total:
         return message_figure(title, NO_DATA)
+    share = min(1.0, SCATTER_POINTS / total)
+    points = pd.concat(
+        [part[_hash_share(part) < share] for part in _scatter_points(overall_scores)]
+    ).reset_index(drop=True)
     # Scores take few values: a small seeded jitter keeps coinciding points visible.
     rng = np.random.default_rng(0)
     jittered = points.assign(
@@ -194,7 +193,7 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
     figure = new_figure(6, 4.5)
     axes = figure.add_subplot()
     palette = dict(zip(FIX_ACTIONS, colormaps["tab10"].colors, strict=False))
-    present = list(points["fix_action"].dropna().unique())
+    present = list(actions.index)
     legend_order = [a for a in FIX_ACTIONS if a in present] + sorted(
         set(present) - set(FIX_ACTIONS)
     )
@@ -206,11 +205,12 @@ def score_scatter_figure(overall_scores: pd.DataFrame) -> Figure:
             s=14,
             alpha=0.5,
             color=palette.get(action, "black"),
-            label=f"{action} ({len(group)})",
+            label=f"{action} ({actions[action]})",
         )
-    r = pearson(points["overall"], points["fine_grained"])
+    r = pearson_from_sums(moments[None, :])[0] if total >= MIN_CORRELATION_PAIRS else np.nan
     r_text = "n/a" if np.isnan(r) else f"{r:.2f}"
-    axes.set_title(f"{title}\nPearson r = {r_text}, n = {len(points)}")
+    drawn = "" if share == 1.0 else f", {len(points):,} drawn"
+    axes.set_title(f"{title}\nPearson r = {r_text}, n = {total}{drawn}")
     axes.set_xlabel(f"fine-grained score (mean aspect rating, 1-5; jitter ±{JITTER})")
     axes.set_ylabel(f"overall score after fix (1-10; jitter ±{JITTER})")
     axes.legend(title="fix action", fontsize=8)
@@ -269,6 +269,54 @@ def _judgment_counts(aspect_annotations: Table, completions: Table) -> pd.Series
     if not found:
         return pd.Series(dtype="int64")
     return pd.concat(found).groupby(level=[0, 1, 2], sort=False).sum()
+
+
+# Points the scatter draws at most: more would hide each other and slow the figure down.
+SCATTER_POINTS = 20_000
+SCORE_PAIR = ("fine_grained_score", "overall_score_fixed")
+
+
+def _scatter_points(overall_scores: Table):
+    """The scores that have both values, a record batch at a time."""
+    columns = ["prompt_id", "completion_idx", *SCORE_PAIR, "fix_action"]
+    for batch in table_batches(overall_scores, columns):
+        points = pd.DataFrame(
+            {
+                "fine_grained": as_float(batch["fine_grained_score"]),
+                "overall": as_float(batch["overall_score_fixed"]),
+                "fix_action": batch["fix_action"].to_numpy(),
+            }
+        )
+        keys = batch.loc[:, [c for c in ("prompt_id", "completion_idx") if c in batch]]
+        yield points.assign(_key=_row_keys(keys)).dropna(subset=["fine_grained", "overall"])
+
+
+def _row_keys(keys: pd.DataFrame) -> np.ndarray:
+    if keys.shape[1] == 0:  # hand-made tables without keys: the row's position
+        return np.arange(len(keys), dtype="uint64")
+    return cluster_ids(keys)
+
+
+def _hash_share(points: pd.DataFrame) -> np.ndarray:
+    """Each point's key as a number in [0, 1): a point is drawn when below the share."""
+    return (points["_key"].to_numpy(dtype="uint64") >> np.uint64(11)) * 2.0**-53
+
+
+def _scatter_counts(overall_scores: Table) -> tuple[int, pd.Series, np.ndarray]:
+    """Points, points per fix action, and the moment sums of Pearson's r (scores centred
+    on the first batch's means, which keeps the sums' digits)."""
+    total, actions, moments, centre = 0, pd.Series(dtype="int64"), np.zeros(6), None
+    for points in _scatter_points(overall_scores):
+        if points.empty:
+            continue
+        x, y = points["overall"].to_numpy(), points["fine_grained"].to_numpy()
+        if centre is None:
+            centre = (x.mean(), y.mean())
+        a, b = x - centre[0], y - centre[1]
+        moments += [len(a), a.sum(), b.sum(), (a * a).sum(), (b * b).sum(), (a * b).sum()]
+        total += len(points)
+        actions = actions.add(points["fix_action"].value_counts(), fill_value=0)
+    return total, actions.astype("int64"), moments
 
 
 RANKING_TITLE = "Model ranking (Bradley-Terry, from per-prompt scores)"

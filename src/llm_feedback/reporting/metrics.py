@@ -13,28 +13,23 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from llm_feedback.agreement import pearson, spearman
+from llm_feedback.agreement import pearson
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.parquet_source import table_batches
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
 from llm_feedback.reporting._frames import (
-    as_float,
     ordered_aspects,
     require_columns,
     typed_frame,
 )
 from llm_feedback.reporting.cost_tally import Table, usage_totals
 from llm_feedback.reporting.costs import CHARS_PER_TOKEN
-from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap, mean_intervals
 from llm_feedback.schema import (
     COST_TABLE_COLUMN_TYPES,
     JUDGE_HEALTH_COLUMN_TYPES,
-    MODEL_SCORE_METRICS_COLUMN_TYPES,
 )
 from llm_feedback.stats.intervals import (
-    bootstrap_method,
-    correlation_interval,
     wilson_interval,
 )
 
@@ -58,6 +53,7 @@ from llm_feedback.reporting.positions import (  # noqa: E402
     rating_by_position,
     shuffle_agreement,
 )
+from llm_feedback.reporting.score_metrics import model_score_metrics  # noqa: E402
 
 __all__ = [
     "ANNOTATION_COLUMNS",
@@ -74,57 +70,6 @@ __all__ = [
     "source_aspect_metrics",
     "to_0_100",
 ]
-
-
-def model_score_metrics(
-    overall_scores: pd.DataFrame, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP
-) -> pd.DataFrame:
-    """Per model: the overall score before and after the score fix, the fine-grained score,
-    and how well the (fixed) overall score agrees with the fine-grained one.
-
-    Correlations use the completions that have both scores (`n_paired`); they are NaN with
-    fewer than 3 pairs or when either score is constant. Every mean and correlation has
-    its interval in `<column>_ci_low` / `<column>_ci_high`, bootstrapped over prompts
-    (`ci_method`).
-
-    Columns: model, n, mean_overall_original, mean_overall_fixed, mean_fine_grained,
-    n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained, their
-    intervals, ci_method.
-    """
-    score_columns = ["fine_grained_score", "overall_score_original", "overall_score_fixed"]
-    require_columns(overall_scores, ["prompt_id", "model", *score_columns], "overall_scores")
-    scores = pd.DataFrame({column: as_float(overall_scores[column]) for column in score_columns})
-    scores["model"] = overall_scores["model"].to_numpy()
-    scores["prompt_id"] = overall_scores["prompt_id"].to_numpy()
-
-    rows = []
-    for model, group in scores.groupby("model", sort=True):
-        paired = group.dropna(subset=["overall_score_fixed", "fine_grained_score"])
-        overall, fine = paired["overall_score_fixed"], paired["fine_grained_score"]
-        row = {"model": model, "n": len(group), "n_paired": len(paired)}
-        for mean, column in MEAN_SCORES.items():
-            row[mean] = group[column].mean()
-        for name, kind in (("pearson", pearson), ("spearman", spearman)):
-            column = f"{name}_overall_vs_fine_grained"
-            row[column] = kind(overall, fine)
-            _, row[f"{column}_ci_low"], row[f"{column}_ci_high"] = correlation_interval(
-                overall, fine, paired["prompt_id"], name, **bootstrap.kwargs
-            )
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    if not table.empty:
-        for mean, column in MEAN_SCORES.items():
-            intervals = mean_intervals(scores, column, ["model"], bootstrap, f"{mean}_")
-            table = table.merge(intervals.drop(columns="ci_method"), on="model", how="left")
-        table["ci_method"] = bootstrap_method(bootstrap.n_resamples)
-    return typed_frame(table, MODEL_SCORE_METRICS_COLUMN_TYPES)
-
-
-MEAN_SCORES = {
-    "mean_overall_original": "overall_score_original",
-    "mean_overall_fixed": "overall_score_fixed",
-    "mean_fine_grained": "fine_grained_score",
-}
 
 
 def judge_health(

@@ -294,15 +294,15 @@ def correlation_interval(
     moments = np.column_stack([np.ones_like(a), a, b, a * a, b * b, a * b])
     codes, uniques = pd.factorize(frame["cluster"])
     sums = cluster_sums(codes, moments, len(uniques))
-    estimate = _pearson_from_sums(sums.sum(axis=0, keepdims=True))[0]
+    estimate = pearson_from_sums(sums.sum(axis=0, keepdims=True))[0]
     if np.isnan(estimate):
         return np.nan, np.nan, np.nan
     totals = ResampledTotals(n_resamples, seed).add(cluster_ids(uniques), sums).totals
-    low, high = percentile_interval(_pearson_from_sums(totals), confidence)
+    low, high = percentile_interval(pearson_from_sums(totals), confidence)
     return float(estimate), float(low[0]), float(high[0])
 
 
-def _pearson_from_sums(totals: np.ndarray) -> np.ndarray:
+def pearson_from_sums(totals: np.ndarray) -> np.ndarray:
     """Pearson's r per row of (n, sum x, sum y, sum x^2, sum y^2, sum xy); NaN if constant."""
     n, sx, sy, sxx, syy, sxy = totals.T
     covariance = n * sxy - sx * sy

@@ -73,7 +73,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_source_aspect_metrics",
             ),
             node(
-                ReadingTables(WithBootstrap(model_score_metrics)),
+                WithBootstrap(model_score_metrics),  # reads the table a record batch at a time
                 ["overall_scores", "params:report"],
                 "model_score_metrics",
                 name="compute_model_score_metrics",
@@ -169,7 +169,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_aspect_heatmap",
             ),
             node(
-                ReadingTables(score_scatter_figure),
+                score_scatter_figure,  # as model_score_metrics
                 "overall_scores",
                 "score_scatter_figure",
                 name="plot_score_scatter",
