@@ -15,7 +15,15 @@ from llm_feedback.schema import (
     pandas_dtypes,
 )
 
-from .builders import NA, PARSE_ERROR, Completion, build_frames, empty_frames, typical_specs
+from .builders import (
+    NA,
+    PARSE_ERROR,
+    Completion,
+    build_frames,
+    empty_frames,
+    on_disk,
+    typical_specs,
+)
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -314,3 +322,32 @@ def test_a_completion_suspected_of_injection_enters_no_pair_unless_asked():
 
     included, _ = run(frames, include_suspected=True)
     assert list(included["model_chosen"]) == ["injector"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "strategy", "score"),
+    [("trl", "random_lower", "overall"), ("h4", "all_pairs", "mean_aspects")],
+)
+def test_pairs_written_from_files_a_prompt_at_a_time_are_the_file_of_the_frame(
+    tmp_path, layout, strategy, score
+):
+    """The node's path: the tables on disk read a chunk of one prompt at a time, the pairs
+    built as they are written, give the very file (schema, pandas metadata, rows) that the
+    frame of the whole tables writes, and the same drops."""
+    from llm_feedback.reporting.pairs import binarize_export
+
+    frames = build_frames(typical_specs(), shuffles=2)
+    options = {"layout": layout, "strategy": strategy, "score": score, "decontaminate": []}
+    whole = run(frames, **options)
+    whole.pairs.to_parquet(tmp_path / "whole.parquet")
+    sources = [
+        on_disk(tmp_path, name, getattr(frames, name))
+        for name in ("completions", "overall_scores", "aspect_annotations")
+    ]
+    export = binarize_export(*sources, **options, prompts_per_chunk=1)
+    assert len(export.pairs) == len(whole.pairs) > 0
+    pd.testing.assert_frame_equal(export.dropped, whole.dropped)
+    export.pairs.to_parquet(tmp_path / "streamed.parquet")
+    written, expected = (pq.read_table(tmp_path / f"{n}.parquet") for n in ("streamed", "whole"))
+    assert written.equals(expected, check_metadata=True)
+    assert pq.ParquetFile(tmp_path / "streamed.parquet").num_row_groups == 3  # one a prompt

@@ -38,15 +38,19 @@ import logging
 import random
 import re
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import pandas as pd
+import pyarrow as pa
 
 from llm_feedback.errors import ConfigError
+from llm_feedback.parquet_source import CHUNK_PROMPTS
 from llm_feedback.reporting._frames import (
+    Table,
     as_float,
+    completion_chunks,
     ratings_per_completion_aspect,
     require_columns,
     require_unique_key,
@@ -56,8 +60,11 @@ from llm_feedback.schema import (
     COMPLETION_KEY,
     PAIR_DROPS_COLUMN_TYPES,
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
+    SchemaFrame,
+    pandas_metadata,
     schema_frame,
 )
+from llm_feedback.spool import write_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +80,12 @@ DROP_REASONS = ("decontaminated", "fewer_than_two_scored", "all_scores_tied")
 
 
 class PreferencePairs(NamedTuple):
-    """`pairs`: one row per pair (a `schema.SchemaFrame`: `to_parquet` writes the layout's
-    Arrow schema); `dropped`: prompts without a pair, counted by reason (every reason
-    listed, 0 when none). A tuple, so a Kedro node can return it as two outputs."""
+    """`pairs`: one row per pair (a `schema.SchemaFrame` from `binarize`, a `PairsExport`
+    from `binarize_export`: `to_parquet` writes the layout's Arrow schema); `dropped`:
+    prompts without a pair, counted by reason (every reason listed, 0 when none). A tuple,
+    so a Kedro node can return it as two outputs."""
 
-    pairs: pd.DataFrame
+    pairs: Any
     dropped: pd.DataFrame
 
 
@@ -96,9 +104,9 @@ def normalise_instruction(text: str) -> str:
 
 
 def binarize(
-    completions: pd.DataFrame,
-    overall_scores: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
+    completions: Table,
+    overall_scores: Table,
+    aspect_annotations: Table,
     *,
     score: ScoreKind = "overall",
     strategy: Strategy = "random_lower",
@@ -116,8 +124,40 @@ def binarize(
     dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
     A completion suspected of injection (its aspect rows' `suspected_injection`: it imitates
     the judge's answer format, so a judge may have obeyed it) enters no pair unless
-    `include_suspected`.
+    `include_suspected`. The tables may stay on disk: `binarize_export` writes the pairs a
+    chunk of prompts at a time; this gives them as one frame.
     """
+    export = binarize_export(
+        completions,
+        overall_scores,
+        aspect_annotations,
+        score=score,
+        strategy=strategy,
+        seed=seed,
+        decontaminate=decontaminate,
+        layout=layout,
+        include_suspected=include_suspected,
+    )
+    return PreferencePairs(export.pairs.frame(), export.dropped)
+
+
+def binarize_export(
+    completions: Table,
+    overall_scores: Table,
+    aspect_annotations: Table,
+    *,
+    score: ScoreKind = "overall",
+    strategy: Strategy = "random_lower",
+    seed: int = 42,
+    decontaminate: Collection[str] = (),
+    layout: Layout = "trl",
+    include_suspected: bool = False,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+) -> PreferencePairs:
+    """`binarize`'s pairs as a `PairsExport` (built a chunk of prompts at a time when
+    written, as a Kedro `ParquetDataset` saves a frame) and its drops, counted now by a
+    first walk over the tables (the pairs' draws are seeded per prompt, so the second walk
+    draws the same pairs)."""
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
     if strategy not in STRATEGIES:
@@ -129,9 +169,95 @@ def binarize(
         [*COMPLETION_KEY, "instruction", "model", "response", "error"],
         "completions",
     )
-    require_unique_key(completions, COMPLETION_KEY, "completions")
-    scores = _scores(overall_scores, aspect_annotations, score)
+    _check_score_columns(overall_scores, aspect_annotations, score)
+    walk = _PairWalk(
+        completions,
+        overall_scores,
+        aspect_annotations,
+        _PairRules(
+            score,
+            strategy,
+            seed,
+            frozenset(map(normalise_instruction, decontaminate)),
+            layout,
+            include_suspected,
+        ),
+        prompts_per_chunk,
+    )
+    drops, n_pairs, suspected = walk.count()
+    if suspected:
+        logger.warning(
+            "preference pairs: %d completion(s) suspected of injection left out "
+            "(report.pairs.include_suspected: true keeps them)",
+            suspected,
+        )
+    logger.info(
+        "binarize(%s, %s): %d pairs; prompts dropped: %s",
+        score,
+        strategy,
+        n_pairs,
+        ", ".join(f"{reason}={count}" for reason, count in drops.items()),
+    )
+    dropped = pd.DataFrame({"reason": list(drops), "n_prompts": list(drops.values())})
+    return PreferencePairs(
+        PairsExport(walk, PREFERENCE_PAIRS_ARROW_SCHEMAS[layout], n_pairs),
+        typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
+    )
 
+
+class _PairRules(NamedTuple):
+    score: ScoreKind
+    strategy: Strategy
+    seed: int
+    blocked: frozenset[str]
+    layout: Layout
+    include_suspected: bool
+
+
+class _PairWalk:
+    """The pairs of the tables' prompts, a chunk of prompts at a time (`chunks`), with the
+    drops and left-out suspected completions of each chunk."""
+
+    def __init__(
+        self,
+        completions: Table,
+        overall_scores: Table,
+        aspect_annotations: Table,
+        rules: _PairRules,
+        prompts_per_chunk: int,
+    ) -> None:
+        self.tables = (completions, overall_scores, aspect_annotations)
+        self.rules = rules
+        self.prompts_per_chunk = prompts_per_chunk
+
+    def count(self) -> tuple[dict[str, int], int, int]:
+        drops, pairs, suspected = dict.fromkeys(DROP_REASONS, 0), 0, 0
+        for rows, chunk_drops, chunk_suspected in self.chunks():
+            pairs += len(rows)
+            suspected += chunk_suspected
+            for reason, count in chunk_drops.items():
+                drops[reason] += count
+        return drops, pairs, suspected
+
+    def chunks(self) -> Iterator[tuple[list[dict[str, object]], dict[str, int], int]]:
+        completions, overall_scores, aspect_annotations = self.tables
+        rules = self.rules
+        aspect_columns = [*COMPLETION_KEY, "aspect", "rating", "is_na", "suspected_injection"]
+        others = {"aspect_annotations": (aspect_annotations, aspect_columns)}
+        if rules.score == "overall":
+            others["overall_scores"] = (overall_scores, [*COMPLETION_KEY, "overall_score_fixed"])
+        columns = [*COMPLETION_KEY, "instruction", "model", "response", "error", "source"]
+        walk = completion_chunks(completions, columns, others, self.prompts_per_chunk)
+        for chunk, rows in walk:
+            require_unique_key(chunk, COMPLETION_KEY, "completions")
+            aspects = rows["aspect_annotations"]
+            scores = _scores(rows.get("overall_scores"), aspects, rules.score)
+            yield _chunk_pairs(chunk, scores, aspects, rules)
+
+
+def _chunk_pairs(
+    completions: pd.DataFrame, scores: pd.DataFrame, aspects: pd.DataFrame, rules: _PairRules
+) -> tuple[list[dict[str, object]], dict[str, int], int]:
     completion_key = list(COMPLETION_KEY)
     scored = completions.merge(scores, on=completion_key, how="left").sort_values(completion_key)
     response = scored["response"]
@@ -141,21 +267,16 @@ def binarize(
         & response.fillna("").astype(str).str.strip().ne("")
         & scored["score"].notna()
     )
-    if not include_suspected and "suspected_injection" in aspect_annotations.columns:
-        flagged = aspect_annotations.loc[
-            aspect_annotations["suspected_injection"].fillna(False).astype(bool), completion_key
+    suspected_count = 0
+    if not rules.include_suspected and "suspected_injection" in aspects.columns:
+        flagged = aspects.loc[
+            aspects["suspected_injection"].fillna(False).astype(bool), completion_key
         ].drop_duplicates()
         suspected = pd.MultiIndex.from_frame(scored[completion_key]).isin(
             pd.MultiIndex.from_frame(flagged)
         )
-        if suspected.any():
-            logger.warning(
-                "preference pairs: %d completion(s) suspected of injection left out "
-                "(report.pairs.include_suspected: true keeps them)",
-                int(suspected.sum()),
-            )
+        suspected_count = int(suspected.sum())
         scored["usable"] &= ~suspected
-    blocked = {normalise_instruction(text) for text in decontaminate}
 
     pair_rows: list[dict[str, object]] = []
     drops = dict.fromkeys(DROP_REASONS, 0)
@@ -167,7 +288,7 @@ def binarize(
     for prompt_id, prompt_records in itertools.groupby(records, key=lambda r: r.prompt_id):
         rows = list(prompt_records)
         instruction = str(rows[0].instruction)
-        if normalise_instruction(instruction) in blocked:
+        if normalise_instruction(instruction) in rules.blocked:
             drops["decontaminated"] += 1
             continue
         candidates = [
@@ -178,27 +299,52 @@ def binarize(
         if len(candidates) < 2:
             drops["fewer_than_two_scored"] += 1
             continue
-        pairs = _pick_pairs(candidates, strategy, _prompt_rng(seed, str(prompt_id)))
+        pairs = _pick_pairs(candidates, rules.strategy, _prompt_rng(rules.seed, str(prompt_id)))
         if not pairs:
             drops["all_scores_tied"] += 1
             continue
         prompt = _Prompt(str(prompt_id), instruction, _text_or_none(rows[0].source))
-        pair_rows += [
-            _PAIR_ROWS[layout](prompt, chosen, rejected, score) for chosen, rejected in pairs
-        ]
+        make_row = _PAIR_ROWS[rules.layout]
+        pair_rows += [make_row(prompt, chosen, rejected, rules.score) for chosen, rejected in pairs]
+    return pair_rows, drops, suspected_count
 
-    dropped = pd.DataFrame({"reason": list(drops), "n_prompts": list(drops.values())})
-    logger.info(
-        "binarize(%s, %s): %d pairs; prompts dropped: %s",
-        score,
-        strategy,
-        len(pair_rows),
-        ", ".join(f"{reason}={count}" for reason, count in drops.items()),
-    )
-    return PreferencePairs(
-        schema_frame(pair_rows, PREFERENCE_PAIRS_ARROW_SCHEMAS[layout]),
-        typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
-    )
+
+class PairsExport:
+    """The preference pairs, built a chunk of prompts at a time straight into Arrow when
+    written: `to_parquet` writes the file `frame().to_parquet` writes, holding one chunk,
+    so a Kedro `ParquetDataset` saves it as it saves a DataFrame."""
+
+    def __init__(self, walk: _PairWalk, schema: pa.Schema, n_pairs: int) -> None:
+        self._walk, self.arrow_schema, self._pairs = walk, schema, n_pairs
+
+    def __len__(self) -> int:
+        return self._pairs
+
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        for rows, _, _ in self._walk.chunks():
+            yield pa.Table.from_pandas(
+                schema_frame(rows, self.arrow_schema),
+                schema=self.arrow_schema,
+                preserve_index=False,
+            )
+
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A row group per chunk of prompts (or per `row_group_size` pairs, if fewer);
+        `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+        schema = self.arrow_schema.with_metadata(pandas_metadata(self.arrow_schema))
+        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
+
+    def frame(self) -> SchemaFrame:
+        """All the pairs as one frame."""
+        rows = [row for chunk, _, _ in self._walk.chunks() for row in chunk]
+        return schema_frame(rows, self.arrow_schema)
 
 
 def completion_scores(
@@ -209,19 +355,29 @@ def completion_scores(
     return _scores(overall_scores, aspect_annotations, score)
 
 
-def _scores(
-    overall_scores: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
-) -> pd.DataFrame:
-    """(prompt_id, completion_idx, score) for the requested score kind."""
+def _check_score_columns(
+    overall_scores: Table, aspect_annotations: Table, score: ScoreKind
+) -> None:
     if score == "overall":
         require_columns(overall_scores, [*COMPLETION_KEY, "overall_score_fixed"], "overall_scores")
+    else:
+        require_columns(
+            aspect_annotations,
+            [*COMPLETION_KEY, "aspect", "rating", "is_na"],
+            "aspect_annotations",
+        )
+
+
+def _scores(
+    overall_scores: pd.DataFrame | None, aspect_annotations: pd.DataFrame, score: ScoreKind
+) -> pd.DataFrame:
+    """(prompt_id, completion_idx, score) for the requested score kind."""
+    _check_score_columns(overall_scores, aspect_annotations, score)
+    if score == "overall":
         require_unique_key(overall_scores, COMPLETION_KEY, "overall_scores")
         return overall_scores.loc[:, list(COMPLETION_KEY)].assign(
             score=as_float(overall_scores["overall_score_fixed"])
         )
-    require_columns(
-        aspect_annotations, [*COMPLETION_KEY, "aspect", "rating", "is_na"], "aspect_annotations"
-    )
     folded = ratings_per_completion_aspect(aspect_annotations)
     return folded.groupby(list(COMPLETION_KEY), as_index=False).agg(score=("rating", "mean"))
 

@@ -13,14 +13,13 @@ from llm_feedback.parquet_source import ParquetSource, as_frame
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
 from llm_feedback.reporting import (
     PreferencePairs,
-    binarize,
     cost_table,
     describe_run,
     render_markdown_report,
 )
 from llm_feedback.reporting.judge_card import annotate_judge_key
 from llm_feedback.reporting.markdown import judge_card_section
-from llm_feedback.reporting.pairs import completion_scores
+from llm_feedback.reporting.pairs import binarize_export, completion_scores
 from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
 from llm_feedback.templates import use_template_folder
 from llm_feedback.viewer import StaticSite, feedback_site
@@ -127,14 +126,16 @@ def estimate_costs(
 
 
 def preference_pairs(
-    completions: pd.DataFrame,
-    overall_scores: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
+    completions: ParquetSource,
+    overall_scores: ParquetSource,
+    aspect_annotations: ParquetSource,
     decontamination_questions: str | pd.DataFrame,
     report: Mapping[str, Any],
 ) -> PreferencePairs:
+    # The drops are counted now; the pairs are built as they are saved, a chunk of prompts
+    # at a time from the tables on disk.
     params = report_params(report)
-    return binarize(
+    return binarize_export(
         completions,
         overall_scores,
         aspect_annotations,

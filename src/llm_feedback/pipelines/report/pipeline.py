@@ -115,7 +115,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="estimate_costs",
             ),
             node(
-                ReadingTables(preference_pairs),
+                preference_pairs,  # the pairs are built a chunk of prompts at a time when saved
                 [
                     "completions",
                     "overall_scores",
