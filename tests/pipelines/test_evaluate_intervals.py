@@ -198,7 +198,9 @@ def test_the_evaluate_pipeline_ranks_pairwise_models(run_kedro, tmp_path):
     assert set(ranking["style_method"]) == {
         "bradley-terry-style-control, poisson-bootstrap-1000-cluster-one-step"
     }
-    assert set(ranking.loc[["m2", "m3"], "lc_method"]) == {"poisson-bootstrap-1000-cluster-one-step"}
+    assert set(ranking.loc[["m2", "m3"], "lc_method"]) == {
+        "poisson-bootstrap-1000-cluster-one-step"
+    }
     coefficients = catalog.load("eval_style_coefficients").set_index("feature")
     assert list(coefficients.index) == ["length", "headers", "bold", "list_items"]
     length = coefficients.loc["length"]

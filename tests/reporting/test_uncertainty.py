@@ -11,6 +11,7 @@ from llm_feedback.reporting.uncertainty import (
     annotate_battles,
     judge_bias,
     model_ranking,
+    rating_by_length,
 )
 from llm_feedback.schema import (
     JUDGE_BIAS_COLUMN_TYPES,
@@ -117,3 +118,27 @@ def test_judge_bias_reports_self_preference_when_the_judge_generated_completions
     low, high = own.loc["judge-1 / helpfulness", ["ci_low", "ci_high"]]
     assert 1.0 <= low <= 1.5 <= high <= 2.0
     assert {"position_slope", "length_spearman"} <= set(table["diagnostic"])
+
+
+@pytest.mark.parametrize("table", [judge_bias, rating_by_length])
+def test_bias_tables_of_files_walked_a_prompt_at_a_time_are_those_of_the_frames(tmp_path, table):
+    from llm_feedback.parquet_source import ParquetSource
+
+    frames = build_frames(
+        [
+            Completion(f"p{i}", model, {"helpfulness": 1 + (i * 3 + j) % 5, "honesty": 2 + j})
+            for i in range(12)
+            for j, model in enumerate(("judge-1", "other", "third"))
+        ],
+        shuffles=2,
+    )
+    expected = table(frames.aspect_annotations, frames.completions, FAST)
+    sources = []
+    for name in ("aspect_annotations", "completions"):
+        ordered = getattr(frames, name).sort_values(["prompt_id", "completion_idx"])
+        ordered.reset_index(drop=True).to_parquet(tmp_path / f"{name}.parquet", row_group_size=5)
+        sources.append(ParquetSource(str(tmp_path / f"{name}.parquet"), batch_rows=5))
+    # One prompt a chunk: every prompt's rows meet in the walk, not in one frame.
+    streamed = table(*sources, FAST, prompts_per_chunk=1)
+    pd.testing.assert_frame_equal(streamed, expected, check_exact=False, rtol=1e-9)
+    assert streamed["ci_low"].notna().any()

@@ -83,3 +83,39 @@ def test_self_preference_is_own_minus_others_mean_with_a_clustered_interval():
     # Per-prompt differences are 2, 0, 3: a resample of prompts ranges from 0 to 3.
     assert 0 <= row["ci_low"] <= row["difference"] <= row["ci_high"] <= 3
     assert self_preference(ratings.assign(judge_model="gpt-4"), n_resamples=20).empty
+
+
+def test_the_slope_and_its_interval_are_statsmodels_cluster_robust_ols_in_any_chunks():
+    import statsmodels.api as sm
+
+    from llm_feedback.stats.bias import SlopeTally
+
+    ratings = one_shuffle_ratings(4, position_bias=-0.1, n_prompts=300)
+    fit = sm.OLS(ratings["rating"], sm.add_constant(ratings["position"].astype(float))).fit(
+        cov_type="cluster", cov_kwds={"groups": pd.factorize(ratings["prompt_id"])[0]}
+    )
+    half = 1.959963984540054 * np.sqrt(fit.cov_params().iloc[1, 1])
+    tally = SlopeTally(confidence=0.95)
+    chunks = [ratings.iloc[start : start + 4 * 37] for start in range(0, len(ratings), 4 * 37)]
+    for walk in (tally.count, tally.add):
+        for chunk in chunks:  # whole prompts per chunk, as the report walks them
+            walk(chunk)
+    row = tally.result().iloc[0]
+    assert row["slope"] == pytest.approx(fit.params.iloc[1])
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+        (fit.params.iloc[1] - half, fit.params.iloc[1] + half)
+    )
+
+
+@pytest.mark.parametrize("lengths", ["continuous", "repeating"])
+def test_length_bins_from_counted_lengths_are_pandas_qcut_deciles(lengths):
+    from llm_feedback.stats.bias import _quantile_edges
+
+    rng = np.random.default_rng(6)
+    values = rng.lognormal(6, 0.5, 999)
+    if lengths == "repeating":  # few distinct lengths: qcut drops the repeated edges
+        values = rng.choice([10.0, 20.0, 20.0, 35.0, 400.0], size=999)
+    series = pd.Series(values)
+    _, expected = pd.qcut(series, 10, labels=False, retbins=True, duplicates="drop")
+    edges = np.unique(_quantile_edges(series.value_counts().to_dict(), 10))
+    assert edges == pytest.approx(expected)

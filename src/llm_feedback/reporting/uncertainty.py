@@ -6,14 +6,18 @@ enter a bootstrap resample together.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from llm_feedback.parquet_source import CHUNK_PROMPTS
 from llm_feedback.reporting._frames import (
+    Table,
     as_float,
     attach_model,
+    completion_chunks,
     ordered_aspects,
     ratings_per_completion_aspect,
     require_columns,
@@ -26,12 +30,7 @@ from llm_feedback.schema import (
     RATING_BY_LENGTH_COLUMN_TYPES,
     STYLE_COEFFICIENTS_COLUMN_TYPES,
 )
-from llm_feedback.stats.bias import (
-    length_correlation,
-    position_slope,
-    rating_by_length_bins,
-    self_preference,
-)
+from llm_feedback.stats.bias import LengthBins, LengthCorrelation, SelfPreference, SlopeTally
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.intervals import grouped_mean_intervals
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
@@ -136,8 +135,29 @@ def bias_ratings(aspect_annotations: pd.DataFrame, completions: pd.DataFrame) ->
     return ratings.merge(lengths, on=list(COMPLETION_KEY), how="left")
 
 
+BIAS_ASPECT_COLUMNS = (*COMPLETION_KEY, "aspect", "position", "rating", "is_na", "judge_model")
+
+
+def _bias_chunks(
+    aspect_annotations: Table, completions: Table, prompts_per_chunk: int
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """(every judgment, one rating per completion and aspect) of each chunk of prompts."""
+    require_columns(aspect_annotations, BIAS_ASPECT_COLUMNS, "aspect_annotations")
+    require_columns(completions, [*COMPLETION_KEY, "model", "response"], "completions")
+    others = {"aspect_annotations": (aspect_annotations, BIAS_ASPECT_COLUMNS)}
+    columns = [*COMPLETION_KEY, "model", "response"]
+    for chunk, rows in completion_chunks(completions, columns, others, prompts_per_chunk):
+        aspects = rows["aspect_annotations"]
+        ratings = bias_ratings(aspects, chunk)
+        yield ratings, _folded_with_lengths(aspects, ratings)
+
+
 def judge_bias(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame, bootstrap: Bootstrap
+    aspect_annotations: Table,
+    completions: Table,
+    bootstrap: Bootstrap,
+    *,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> pd.DataFrame:
     """The judge-bias diagnostics of one run, per aspect, as (diagnostic, scope, n,
     estimate, ci_low, ci_high, ci_method):
@@ -146,29 +166,43 @@ def judge_bias(
       length_spearman: Spearman's rho of rating vs completion length (shuffles averaged);
       self_preference: where the judge also generated completions, the mean rating of its
         own minus the others' (scope `judge_model / aspect`).
+    Tables on disk are walked twice, a chunk of prompts at a time (the fits' sums, then
+    the spreads around them).
     """
-    ratings = bias_ratings(aspect_annotations, completions)
+    slope = SlopeTally(confidence=bootstrap.confidence)
+    lengths = LengthCorrelation(**bootstrap.kwargs)
+    own = SelfPreference(["aspect"], **bootstrap.kwargs)
+    aspects: set[str] = set()
+    for ratings, folded in _bias_chunks(aspect_annotations, completions, prompts_per_chunk):
+        slope.count(ratings)
+        lengths.count(folded)
+        own.add(folded)
+        aspects.update(ratings["aspect"].unique())
+    for ratings, folded in _bias_chunks(aspect_annotations, completions, prompts_per_chunk):
+        slope.add(ratings)
+        lengths.add(folded)
     rows = []
-    slope = position_slope(ratings, confidence=bootstrap.confidence)
-    rows.append(slope.rename(columns={"slope": "estimate"}).assign(diagnostic="position_slope"))
-    folded = _folded_with_lengths(aspect_annotations, completions, ratings)
-    spearman = length_correlation(folded, **bootstrap.kwargs)
+    found = slope.result()
+    rows.append(found.rename(columns={"slope": "estimate"}).assign(diagnostic="position_slope"))
+    spearman = lengths.result()
     rows.append(
         spearman.rename(columns={"spearman": "estimate"}).assign(diagnostic="length_spearman")
     )
-    own = self_preference(folded, ["aspect"], **bootstrap.kwargs)
-    if not own.empty:
-        own["aspect"] = own["judge_model"] + " / " + own["aspect"]
-        own["n"] = own["n_own"] + own["n_others"]
+    preference = own.result()
+    if not preference.empty:
+        preference["aspect"] = preference["judge_model"] + " / " + preference["aspect"]
+        preference["n"] = preference["n_own"] + preference["n_others"]
         rows.append(
-            own.rename(columns={"difference": "estimate"}).assign(diagnostic="self_preference")
+            preference.rename(columns={"difference": "estimate"}).assign(
+                diagnostic="self_preference"
+            )
         )
     found = [frame for frame in rows if not frame.empty]
     if not found:
         return typed_frame(None, JUDGE_BIAS_COLUMN_TYPES)
     table = pd.concat(found).rename(columns={"aspect": "scope", "method": "ci_method"})
     # Aspects in the paper's order within each diagnostic, as in the other tables.
-    rank = {aspect: i for i, aspect in enumerate(ordered_aspects(ratings["aspect"].unique()))}
+    rank = {aspect: i for i, aspect in enumerate(ordered_aspects(aspects))}
     table["order"] = table["scope"].map(lambda scope: rank.get(scope.split(" / ")[-1], len(rank)))
     table = table.sort_values(["diagnostic", "order"], kind="stable", key=_diagnostic_order)
     return typed_frame(table, JUDGE_BIAS_COLUMN_TYPES)
@@ -184,19 +218,25 @@ DIAGNOSTICS = ["position_slope", "length_spearman", "self_preference"]
 
 
 def rating_by_length(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame, bootstrap: Bootstrap
+    aspect_annotations: Table,
+    completions: Table,
+    bootstrap: Bootstrap,
+    *,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> pd.DataFrame:
     """Mean rating per aspect and completion-length decile, with intervals (the figure's
-    data). Columns: `RATING_BY_LENGTH_COLUMN_TYPES`."""
-    ratings = bias_ratings(aspect_annotations, completions)
-    folded = _folded_with_lengths(aspect_annotations, completions, ratings)
-    table = rating_by_length_bins(folded, **bootstrap.kwargs)
+    data); tables on disk walked twice (the lengths' deciles, then the means). Columns:
+    `RATING_BY_LENGTH_COLUMN_TYPES`."""
+    bins = LengthBins(**bootstrap.kwargs)
+    for _, folded in _bias_chunks(aspect_annotations, completions, prompts_per_chunk):
+        bins.count(folded)
+    for _, folded in _bias_chunks(aspect_annotations, completions, prompts_per_chunk):
+        bins.add(folded)
+    table = bins.result()
     return typed_frame(table.rename(columns={"method": "ci_method"}), RATING_BY_LENGTH_COLUMN_TYPES)
 
 
-def _folded_with_lengths(
-    aspect_annotations: pd.DataFrame, completions: pd.DataFrame, ratings: pd.DataFrame
-) -> pd.DataFrame:
+def _folded_with_lengths(aspect_annotations: pd.DataFrame, ratings: pd.DataFrame) -> pd.DataFrame:
     """One rating per completion and aspect (shuffles averaged) with model, judge_model and
     length: each completion counts once in the length and self-preference diagnostics."""
     folded = ratings_per_completion_aspect(aspect_annotations)

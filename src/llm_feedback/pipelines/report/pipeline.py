@@ -133,13 +133,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="rank_models",
             ),
             node(
-                ReadingTables(WithBootstrap(judge_bias)),
+                WithBootstrap(judge_bias),  # walks its tables twice, a chunk of prompts at a time
                 ["aspect_annotations", "completions", "params:report"],
                 "judge_bias",
                 name="compute_judge_bias",
             ),
             node(
-                ReadingTables(WithBootstrap(rating_by_length)),
+                WithBootstrap(rating_by_length),  # as judge_bias
                 ["aspect_annotations", "completions", "params:report"],
                 "rating_by_length",
                 name="compute_rating_by_length",
