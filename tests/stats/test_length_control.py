@@ -161,3 +161,22 @@ def test_style_features_count_markdown_elements():
     row = style_features(pd.Series([text, None])).iloc[0]
     assert row.to_dict() == {"length": len(text), "headers": 2, "bold": 2, "list_items": 3}
     assert style_features(pd.Series([None])).iloc[0].sum() == 0
+
+
+def test_newton_totals_made_a_block_of_rows_at_a_time_are_those_of_the_whole_sums(monkeypatch):
+    from llm_feedback.stats import glm_bootstrap
+    from llm_feedback.stats.intervals import resampled_totals
+
+    rng = np.random.default_rng(8)
+    design = np.column_stack([np.ones(500), rng.normal(size=500)])
+    response = (rng.random(500) < 0.6).astype("float64")
+    clusters = rng.integers(0, 120, size=500)
+    params = np.array([0.3, -0.2])
+    whole = resampled_totals(
+        glm_bootstrap.newton_cluster_sums(response, design, params, clusters, 120), 50, 3
+    )
+    monkeypatch.setattr(glm_bootstrap, "NEWTON_BLOCK_ROWS", 37)  # a cluster's rows split
+    blocks = glm_bootstrap.resampled_newton_totals(
+        response, design, params, clusters, n_resamples=50, seed=3
+    )
+    assert blocks == pytest.approx(whole)

@@ -10,7 +10,7 @@ section 7.2): one Newton step from the full-sample estimate under the resample's
 
 with U_r and I_r the score vector and the information of the resample. Both are sums over
 rows, hence over clusters, so every resample's are a matrix product of the per-cluster
-sums with the resample counts (`stats.intervals.resampled_totals`): the same resamples,
+sums with the resample weights (`resampled_newton_totals`): the same resamples,
 with the instance as the unit, as every other interval. It differs from a full refit by
 O(1/n), against an interval width of O(1/sqrt(n)) (checked in tests/stats).
 """
@@ -20,11 +20,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import statsmodels.api as sm
 from scipy.special import expit
 from statsmodels.tools.sm_exceptions import PerfectSeparationWarning, SingularMatrixWarning
 
-from llm_feedback.stats.intervals import bootstrap_method
+from llm_feedback.stats.intervals import ResampledTotals, bootstrap_method
 
 
 def one_step_method(n_resamples: int) -> str:
@@ -71,6 +72,33 @@ def newton_cluster_sums(
     return np.column_stack(
         [np.bincount(cluster_codes, weights=v, minlength=n_clusters) for v in values]
     )
+
+
+# Rows whose Newton sums are made at once: the sums of a million clusters would otherwise
+# be held whole (a style-control fit has ~230 of them per cluster).
+NEWTON_BLOCK_ROWS = 65_536
+
+
+def resampled_newton_totals(
+    response: np.ndarray,
+    design: np.ndarray,
+    params: np.ndarray,
+    cluster_codes: np.ndarray,
+    *,
+    n_resamples: int,
+    seed: int | np.random.Generator = 0,
+) -> np.ndarray:
+    """Each resample's totals of `newton_cluster_sums` (cluster i weighed as
+    `intervals.resampled_totals` weighs its cluster i), made a block of rows at a time:
+    the per-cluster sums are never held for all clusters at once."""
+    k = design.shape[1]
+    totals = ResampledTotals(n_resamples, seed, k + k * (k + 1) // 2)
+    for start in range(0, len(response), NEWTON_BLOCK_ROWS):
+        block = slice(start, start + NEWTON_BLOCK_ROWS)
+        local, clusters = pd.factorize(cluster_codes[block])
+        sums = newton_cluster_sums(response[block], design[block], params, local, len(clusters))
+        totals.add(clusters.astype("uint64"), sums)
+    return totals.totals
 
 
 def one_step_estimates(params: np.ndarray, totals: np.ndarray) -> np.ndarray:

@@ -23,16 +23,15 @@ from scipy.special import expit
 from llm_feedback.errors import require_columns
 from llm_feedback.stats.glm_bootstrap import (
     binomial_fit,
-    newton_cluster_sums,
     one_step_estimates,
     one_step_method,
+    resampled_newton_totals,
 )
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     check_bootstrap,
     percentile_interval,
-    resampled_totals,
 )
 from llm_feedback.stats.ranking import (
     ELO_BASE,
@@ -105,15 +104,11 @@ def length_controlled_win_rates(
     oriented["length_difference"] = np.where(model_is_a, length_a - length_b, length_b - length_a)
     # The instances as `win_rates` numbers them, so that both draw the same resamples.
     oriented["cluster"] = pd.factorize(oriented["instance"])[0]
-    n_clusters = int(oriented["cluster"].max()) + 1
 
-    fits = [_length_fit(battles, n_clusters) for _, battles in oriented.groupby("model")]
-    totals = resampled_totals(np.hstack([sums for _, _, sums in fits]), n_resamples, seed)
-    rows, start = [], 0
-    for model, params, sums in fits:
-        width = sums.shape[1]
-        replicates = one_step_estimates(params, totals[:, start : start + width])
-        start += width
+    rows = []
+    for _, battles in oriented.groupby("model"):
+        model, params, totals = _length_fit(battles, n_resamples, seed)
+        replicates = one_step_estimates(params, totals)
         low, high = percentile_interval(replicates, confidence)
         has_length = len(params) == 2
         rows.append(
@@ -134,8 +129,10 @@ def length_controlled_win_rates(
     return table.merge(pd.DataFrame(rows), on="model").loc[:, list(LC_COLUMNS)].astype(LC_COLUMNS)
 
 
-def _length_fit(battles: pd.DataFrame, n_clusters: int) -> tuple[str, np.ndarray, np.ndarray]:
-    """One model's (name, coefficients, per-cluster Newton sums) against the baseline."""
+def _length_fit(
+    battles: pd.DataFrame, n_resamples: int, seed: int
+) -> tuple[str, np.ndarray, np.ndarray]:
+    """One model's (name, coefficients, resampled Newton totals) against the baseline."""
     difference = battles["length_difference"].to_numpy()
     spread = difference.std()
     design = np.ones((len(battles), 1))
@@ -145,8 +142,8 @@ def _length_fit(battles: pd.DataFrame, n_clusters: int) -> tuple[str, np.ndarray
     params = binomial_fit(score, design)
     codes = battles["cluster"].to_numpy()
     safe = np.nan_to_num(params)  # undefined fit: the sums are unused (NaN replicates)
-    sums = newton_cluster_sums(score, design, safe, codes, n_clusters)
-    return str(battles["model"].iloc[0]), params, sums
+    totals = resampled_newton_totals(score, design, safe, codes, n_resamples=n_resamples, seed=seed)
+    return str(battles["model"].iloc[0]), params, totals
 
 
 # Markdown elements counted for style control, as Arena-Hard counts them.
@@ -230,9 +227,10 @@ def style_controlled_ranking(
     outcome = pairs["outcome"].to_numpy()
     params = binomial_fit(outcome, design)
     clusters = pd.factorize(pairs["instance"])[0]
-    n_clusters = int(clusters.max()) + 1 if len(clusters) else 0
-    sums = newton_cluster_sums(outcome, design, np.nan_to_num(params), clusters, n_clusters)
-    replicates = one_step_estimates(params, resampled_totals(sums, n_resamples, seed))
+    totals = resampled_newton_totals(
+        outcome, design, np.nan_to_num(params), clusters, n_resamples=n_resamples, seed=seed
+    )
+    replicates = one_step_estimates(params, totals)
 
     # Centred log-strengths are a linear map of the fitted ones (reference fixed at 0).
     to_centred = np.eye(n_models)[:, 1:] - 1.0 / n_models

@@ -33,8 +33,8 @@ from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 # declares it empty so that the pipeline still runs (saying "no versions recorded") where the
 # hook is not registered.
 
-# What a node that needs the completions' keys, models and sources only leaves unread.
-KEYS_ONLY = (*JUDGE_TEXTS, *COMPLETION_TEXTS)
+# What the ranking leaves unread: every text but the responses (its style features).
+RESPONSES_ONLY = (*JUDGE_TEXTS, *(name for name in COMPLETION_TEXTS if name != "response"))
 
 # Tables the report renders; each is also a versioned Parquet dataset of the same name.
 REPORT_TABLES = (
@@ -127,7 +127,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="binarize_preference_pairs",
             ),
             node(
-                ReadingTables(rank_models),
+                ReadingTables(rank_models, RESPONSES_ONLY),
                 ["completions", "overall_scores", "aspect_annotations", "params:report"],
                 ["model_ranking", "style_coefficients"],
                 name="rank_models",
