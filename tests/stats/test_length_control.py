@@ -8,13 +8,14 @@ import pytest
 import statsmodels.api as sm
 from scipy.special import expit, logit
 
-from llm_feedback.stats.intervals import resample_matrix
+from llm_feedback.stats.battles import Battles
+from llm_feedback.stats.intervals import cluster_ids, poisson_weights
 from llm_feedback.stats.length_control import (
     length_controlled_win_rates,
-    style_controlled_ranking,
     style_features,
 )
 from llm_feedback.stats.ranking import bradley_terry
+from llm_feedback.stats.style_control import style_controlled_ranking
 
 TRUE_WIN_RATE = 0.40  # the model is worse than the baseline at equal length
 LENGTH_BIAS = 2.0  # log-odds per unit of tanh(length difference / its sd)
@@ -71,7 +72,9 @@ def test_one_step_replicates_agree_with_full_refits_of_the_same_resamples():
             battles["length_b"] - battles["length_a"],
         ),
     )
-    codes = pd.factorize(oriented["instance"])[0]
+    codes, instances = pd.factorize(oriented["instance"])
+    # The resamples' weights as the table draws them: by each instance's id.
+    weights = poisson_weights(cluster_ids(pd.Series(instances)), 0, 100, 4).astype("float64")
     squashed = np.tanh(oriented["difference"] / oriented["difference"].std())
     design = np.column_stack([np.ones(len(oriented)), squashed])
     refits = np.array(
@@ -79,7 +82,7 @@ def test_one_step_replicates_agree_with_full_refits_of_the_same_resamples():
             sm.GLM(oriented["score"], design, family=sm.families.Binomial(), freq_weights=w[codes])
             .fit()
             .params
-            for w in resample_matrix(codes.max() + 1, 100, 4)
+            for w in weights
         ]
     )
     low, high = np.quantile(expit(refits[:, 0]), [0.025, 0.975])
@@ -154,6 +157,32 @@ def test_style_control_ranks_by_quality_when_the_judge_likes_long_answers():
         .eq("bradley-terry-style-control, poisson-bootstrap-1000-cluster-one-step")
         .all()
     )
+    # Newton's method over batches finds statsmodels' maximum likelihood: the design is
+    # the strengths of "plain" and "padded" against "good" (the reference) and the length.
+    design = np.column_stack(
+        [
+            (names_a == "padded").astype(float) - (names_b == "padded"),
+            (names_a == "plain").astype(float) - (names_b == "plain"),
+            difference / difference.std(),
+        ]
+    )
+    glm = sm.GLM(outcome, design, family=sm.families.Binomial()).fit()
+    assert length["coefficient"] == pytest.approx(glm.params[2], rel=1e-6)
+    centred = np.array([0.0, glm.params[1], glm.params[0]])  # good, plain, padded
+    elo = 1000 + 400 / np.log(10) * (centred - centred.mean())
+    assert gap[["good", "plain", "padded"]].to_numpy() == pytest.approx(elo, rel=1e-6)
+    # Read a batch at a time (six batches, any instance's battles in any of them), the
+    # comparison is the one of the whole table.
+    batches = [battles.iloc[start : start + 1000] for start in range(0, n, 1000)]
+    streamed = style_controlled_ranking(
+        Battles(lambda: iter(batches), battles.columns), features=("length",)
+    )
+    pd.testing.assert_frame_equal(streamed.scores, styled.scores, check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(
+        streamed.coefficients, styled.coefficients, check_exact=False, rtol=1e-9
+    )
+    ranked = bradley_terry(Battles(lambda: iter(batches), battles.columns), n_resamples=20)
+    pd.testing.assert_frame_equal(ranked, raw, check_exact=False, rtol=1e-6)
 
 
 def test_style_features_count_markdown_elements():

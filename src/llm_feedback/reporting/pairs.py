@@ -348,7 +348,7 @@ class PairsExport:
 
 
 def completion_scores(
-    overall_scores: pd.DataFrame, aspect_annotations: pd.DataFrame, score: ScoreKind
+    overall_scores: pd.DataFrame | None, aspect_annotations: pd.DataFrame | None, score: ScoreKind
 ) -> pd.DataFrame:
     """(prompt_id, completion_idx, score) for the score kind the pairs use: "overall" the
     fixed overall score (1-10), "mean_aspects" the mean aspect rating (shuffles averaged)."""
@@ -369,7 +369,7 @@ def _check_score_columns(
 
 
 def _scores(
-    overall_scores: pd.DataFrame | None, aspect_annotations: pd.DataFrame, score: ScoreKind
+    overall_scores: pd.DataFrame | None, aspect_annotations: pd.DataFrame | None, score: ScoreKind
 ) -> pd.DataFrame:
     """(prompt_id, completion_idx, score) for the requested score kind."""
     _check_score_columns(overall_scores, aspect_annotations, score)

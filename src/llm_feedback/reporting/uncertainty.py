@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from llm_feedback.parquet_source import CHUNK_PROMPTS
+from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource
 from llm_feedback.reporting._frames import (
     Table,
     as_float,
@@ -23,6 +26,7 @@ from llm_feedback.reporting._frames import (
     require_columns,
     typed_frame,
 )
+from llm_feedback.reporting.pairs import completion_scores
 from llm_feedback.schema import (
     COMPLETION_KEY,
     JUDGE_BIAS_COLUMN_TYPES,
@@ -30,6 +34,7 @@ from llm_feedback.schema import (
     RATING_BY_LENGTH_COLUMN_TYPES,
     STYLE_COEFFICIENTS_COLUMN_TYPES,
 )
+from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.bias import LengthBins, LengthCorrelation, SelfPreference, SlopeTally
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.intervals import grouped_mean_intervals
@@ -95,8 +100,52 @@ def annotate_battles(completions: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     return battles.rename(columns={"prompt_id": "instance"}).reset_index(drop=True)
 
 
+def ranking_battles(
+    completions: Table,
+    overall_scores: Table,
+    aspect_annotations: Table,
+    score: str,
+    folder: Path,
+    *,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+) -> Battles:
+    """`annotate_battles` of each chunk of prompts (battles are prompt-local), spooled to a
+    Parquet file in `folder` (their covariates, no texts) and read back a row group at a
+    time: the ranking's fits pass over them several times without holding them."""
+    if score == "overall":
+        others = {"overall_scores": (overall_scores, [*COMPLETION_KEY, "overall_score_fixed"])}
+    else:
+        others = {
+            "aspect_annotations": (
+                aspect_annotations,
+                [*COMPLETION_KEY, "aspect", "rating", "is_na"],
+            )
+        }
+    columns = [*COMPLETION_KEY, "model", "response", "error"]
+    path, writer, empty = folder / "battles.parquet", None, None
+    try:
+        for chunk, rows in completion_chunks(completions, columns, others, prompts_per_chunk):
+            scores = completion_scores(
+                rows.get("overall_scores"), rows.get("aspect_annotations"), score
+            )
+            battles = annotate_battles(chunk, scores)
+            if battles.empty:
+                empty = battles
+                continue
+            table = pa.Table.from_pandas(battles, preserve_index=False)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table.cast(writer.schema))
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return Battles.of(empty)
+    source = ParquetSource(str(path))
+    return Battles(source.row_batches, source.columns)
+
+
 def model_ranking(
-    battles: pd.DataFrame, baseline: str | None, bootstrap: Bootstrap
+    battles: pd.DataFrame | Battles, baseline: str | None, bootstrap: Bootstrap
 ) -> ModelComparison:
     """Bradley-Terry scores (Elo-like scale, see `llm_feedback.stats.ranking`) of every
     model in `battles`, with the counts and the raw and length-controlled win rates against
@@ -105,7 +154,7 @@ def model_ranking(
 
     Columns: `MODEL_RANKING_COLUMN_TYPES` and `STYLE_COEFFICIENTS_COLUMN_TYPES` (schema.py).
     """
-    models = sorted(set(battles["model_a"]) | set(battles["model_b"]))
+    models = Battles.of(battles).models()
     if not models:
         return ModelComparison(
             typed_frame(None, MODEL_RANKING_COLUMN_TYPES),

@@ -13,13 +13,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
-from llm_feedback.stats.length_control import (
-    STYLE_FEATURES,
-    length_controlled_win_rates,
-    style_controlled_ranking,
-)
+from llm_feedback.stats.length_control import STYLE_FEATURES, length_controlled_win_rates
 from llm_feedback.stats.ranking import bradley_terry, win_rates
+from llm_feedback.stats.style_control import style_controlled_ranking
 
 STYLE_SCORE_COLUMNS = {
     "score": "style_controlled_score",
@@ -35,7 +33,7 @@ class ModelComparison(NamedTuple):
 
 
 def compare_models(
-    battles: pd.DataFrame,
+    battles: pd.DataFrame | Battles,
     baseline: str,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -52,8 +50,10 @@ def compare_models(
     lc_win_rate and length_coefficient with theirs and lc_method
     (`length_controlled_win_rates`; the baseline's own row has none of these);
     style_controlled_score with its bounds and style_method (`style_controlled_ranking`).
+    `battles` may be a `stats.battles.Battles`, read a batch at a time.
     """
     bootstrap = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
+    battles = Battles.of(battles)  # a table larger than memory is read a batch at a time
     features = tuple(
         feature
         for feature in STYLE_FEATURES

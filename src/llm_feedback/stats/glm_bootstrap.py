@@ -83,21 +83,23 @@ def resampled_newton_totals(
     response: np.ndarray,
     design: np.ndarray,
     params: np.ndarray,
-    cluster_codes: np.ndarray,
+    cluster: np.ndarray,
     *,
     n_resamples: int,
     seed: int | np.random.Generator = 0,
+    totals: ResampledTotals | None = None,
 ) -> np.ndarray:
-    """Each resample's totals of `newton_cluster_sums` (cluster i weighed as
-    `intervals.resampled_totals` weighs its cluster i), made a block of rows at a time:
-    the per-cluster sums are never held for all clusters at once."""
+    """Each resample's totals of `newton_cluster_sums` (`cluster`: each row's cluster id,
+    `intervals.cluster_ids`), made a block of rows at a time: the per-cluster sums are
+    never held for all clusters at once. `totals`: an accumulator to add these rows to
+    (a fit whose rows come a batch at a time), returned as it stands."""
     k = design.shape[1]
-    totals = ResampledTotals(n_resamples, seed, k + k * (k + 1) // 2)
+    totals = totals or ResampledTotals(n_resamples, seed, k + k * (k + 1) // 2)
     for start in range(0, len(response), NEWTON_BLOCK_ROWS):
         block = slice(start, start + NEWTON_BLOCK_ROWS)
-        local, clusters = pd.factorize(cluster_codes[block])
+        local, clusters = pd.factorize(cluster[block])
         sums = newton_cluster_sums(response[block], design[block], params, local, len(clusters))
-        totals.add(clusters.astype("uint64"), sums)
+        totals.add(np.asarray(clusters, dtype="uint64"), sums)
     return totals.totals
 
 

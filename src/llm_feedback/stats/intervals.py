@@ -147,6 +147,8 @@ class ResampledTotals:
         self.totals = np.zeros((n_resamples, width))
 
     def add(self, ids: np.ndarray, sums: np.ndarray) -> ResampledTotals:
+        if len(ids) == 0:  # no cluster: nothing to weigh
+            return self
         sums = np.asarray(sums, dtype="float64").reshape(len(ids), -1)
         if sums.shape[1] > self.totals.shape[1]:  # statistics met for the first time
             grown = np.zeros((self.n_resamples, sums.shape[1]))

@@ -1,5 +1,5 @@
-"""Length-controlled win rates (AlpacaEval 2) and style-controlled Bradley-Terry scores
-(Arena-Hard), both fitted with statsmodels' binomial GLM.
+"""Length-controlled win rates (AlpacaEval 2), fitted with statsmodels' binomial GLM, and
+the style features that `stats.style_control` controls for.
 
 The pairwise table is `llm_feedback.stats.ranking`'s (instance, model_a, model_b, outcome)
 with, per side, the covariates: `length_a`, `length_b` for length control; every
@@ -14,13 +14,13 @@ resamples with the raw ones (same instances, seed and number of resamples).
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 
 from llm_feedback.errors import require_columns
+from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.glm_bootstrap import (
     binomial_fit,
     one_step_estimates,
@@ -31,13 +31,10 @@ from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     check_bootstrap,
+    cluster_ids,
     percentile_interval,
 )
 from llm_feedback.stats.ranking import (
-    ELO_BASE,
-    ELO_CENTRE,
-    ELO_SCALE,
-    RANKING_COLUMNS,
     check_pairs,
     oriented_against,
     win_rates,
@@ -64,7 +61,7 @@ LC_COLUMNS = {
 
 
 def length_controlled_win_rates(
-    pairs: pd.DataFrame,
+    pairs: pd.DataFrame | Battles,
     baseline: str,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -92,8 +89,8 @@ def length_controlled_win_rates(
     length_coefficient_ci_low, length_coefficient_ci_high, lc_method.
     """
     check_bootstrap(n_resamples, confidence)
-    pairs = check_pairs(pairs)
-    require_columns(pairs, ["length_a", "length_b"], "pairs")
+    require_columns(Battles.of(pairs), ["length_a", "length_b"], "pairs")
+    pairs = check_pairs(Battles.of(pairs).involving(baseline))
     raw = win_rates(pairs, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence)
     if raw.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LC_COLUMNS.items()})
@@ -102,8 +99,8 @@ def length_controlled_win_rates(
     length_b = pairs["length_b"].to_numpy(dtype="float64")[oriented["row"]]
     model_is_a = pairs["model_a"].to_numpy()[oriented["row"]] == oriented["model"].to_numpy()
     oriented["length_difference"] = np.where(model_is_a, length_a - length_b, length_b - length_a)
-    # The instances as `win_rates` numbers them, so that both draw the same resamples.
-    oriented["cluster"] = pd.factorize(oriented["instance"])[0]
+    # The instances' ids, as `win_rates` weighs them: both draw the same resamples.
+    oriented["cluster"] = cluster_ids(oriented["instance"])
 
     rows = []
     for _, battles in oriented.groupby("model"):
@@ -166,105 +163,3 @@ def style_features(texts: pd.Series) -> pd.DataFrame:
         },
         index=texts.index,
     ).astype("float64")
-
-
-STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
-
-
-class StyleControl(NamedTuple):
-    scores: pd.DataFrame  # RANKING_COLUMNS: the style-controlled Bradley-Terry scores
-    coefficients: pd.DataFrame  # STYLE_COEFFICIENT_COLUMNS, one row per feature (NaN if
-    # the feature never differs between the two answers of a battle)
-
-
-def style_controlled_ranking(
-    pairs: pd.DataFrame,
-    features: tuple[str, ...] = STYLE_FEATURES,
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> StyleControl:
-    """Bradley-Terry scores with style covariates, as Arena-Hard's style control.
-
-    The Bradley-Terry design (+1 for A, -1 for B; the first model, alphabetically, as the
-    reference) gets one column per feature: the normalised difference (A - B) / (A + B)
-    (0 when both are 0), divided by its standard deviation so coefficients are per standard
-    deviation. Not centred, so that swapping A and B negates every column and the model
-    stays symmetric. Scores are on `bradley_terry`'s Elo-like scale (centred log-
-    strengths); a feature's coefficient is the log-odds gained per standard deviation of
-    its normalised difference. Intervals: clustered bootstrap by instance (`n_resamples`,
-    `seed`; one-step estimates, `stats.glm_bootstrap`), the same resamples as
-    `bradley_terry`'s.
-    """
-    check_bootstrap(n_resamples, confidence)
-    pairs = check_pairs(pairs)
-    columns = [f"{feature}_{side}" for feature in features for side in ("a", "b")]
-    require_columns(pairs, columns, "pairs")
-    models = sorted(set(pairs["model_a"]) | set(pairs["model_b"]))
-    if not models:
-        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
-        return StyleControl(empty, pd.DataFrame(columns=list(STYLE_COEFFICIENT_COLUMNS)))
-    n_models, rows = len(models), np.arange(len(pairs))
-    codes = [
-        pd.Categorical(pairs[side], categories=models).codes for side in ("model_a", "model_b")
-    ]
-    strengths = np.zeros((len(pairs), n_models))
-    strengths[rows, codes[0]] = 1.0
-    strengths[rows, codes[1]] = -1.0
-    style, varied = [], []
-    for feature in features:
-        a = pairs[f"{feature}_a"].to_numpy(dtype="float64")
-        b = pairs[f"{feature}_b"].to_numpy(dtype="float64")
-        total = a + b
-        difference = np.divide(a - b, total, out=np.zeros_like(total), where=total != 0)
-        spread = difference.std()
-        # A feature that never differs (no Markdown in any answer) is not identified.
-        varied.append(bool(spread > 0))
-        if spread > 0:
-            style.append(difference / spread)
-    design = np.column_stack([strengths[:, 1:], *style])
-    outcome = pairs["outcome"].to_numpy()
-    params = binomial_fit(outcome, design)
-    clusters = pd.factorize(pairs["instance"])[0]
-    totals = resampled_newton_totals(
-        outcome, design, np.nan_to_num(params), clusters, n_resamples=n_resamples, seed=seed
-    )
-    replicates = one_step_estimates(params, totals)
-
-    # Centred log-strengths are a linear map of the fitted ones (reference fixed at 0).
-    to_centred = np.eye(n_models)[:, 1:] - 1.0 / n_models
-    to_elo = ELO_SCALE / np.log(ELO_BASE)
-    score = ELO_CENTRE + to_elo * (to_centred @ params[: n_models - 1])
-    low, high = percentile_interval(
-        ELO_CENTRE + to_elo * replicates[:, : n_models - 1] @ to_centred.T, confidence
-    )
-    method = one_step_method(n_resamples)
-    scores = pd.DataFrame(
-        {
-            "model": models,
-            "score": score,
-            "ci_low": low,
-            "ci_high": high,
-            "rank": pd.Series(score)
-            .rank(ascending=False, method="min", na_option="bottom")
-            .to_numpy(),
-            "n_battles": sum(np.bincount(c, minlength=n_models) for c in codes),
-            "method": f"bradley-terry-style-control, {method}",
-            "resamples": n_resamples,
-        }
-    )
-    scores = scores.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
-    coefficients = pd.DataFrame(
-        {"feature": list(features), "coefficient": np.nan, "ci_low": np.nan, "ci_high": np.nan}
-    )
-    if style:
-        fitted = coefficients.index[varied]
-        style_low, style_high = percentile_interval(replicates[:, n_models - 1 :], confidence)
-        coefficients.loc[fitted, "coefficient"] = params[n_models - 1 :]
-        coefficients.loc[fitted, "ci_low"], coefficients.loc[fitted, "ci_high"] = (
-            style_low,
-            style_high,
-        )
-    coefficients["method"] = method
-    return StyleControl(scores, coefficients)

@@ -17,20 +17,21 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from llm_feedback.errors import InputError, require_columns
+from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
+    ResampledTotals,
     bootstrap_method,
     check_bootstrap,
+    cluster_ids,
+    grouped_mean_intervals,
     percentile_interval,
-    ratio_bootstrap,
-    resample_counts,
 )
 
 PAIRWISE_COLUMNS = ("instance", "model_a", "model_b", "outcome")
@@ -72,7 +73,7 @@ def check_pairs(pairs: pd.DataFrame, dataset: str = "pairs") -> pd.DataFrame:
 
 
 def win_rates(
-    pairs: pd.DataFrame,
+    pairs: pd.DataFrame | Battles,
     baseline: str,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
@@ -85,35 +86,25 @@ def win_rates(
     Columns: model, baseline, n_battles, wins, ties, losses, win_rate, ci_low, ci_high,
     method. One row per model that met the baseline, sorted by model.
     """
-    pairs = check_pairs(pairs)
-    oriented = oriented_against(pairs, baseline)
+    check_bootstrap(n_resamples, confidence)
+    oriented = oriented_against(check_pairs(Battles.of(pairs).involving(baseline)), baseline)
     if oriented.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIN_RATE_COLUMNS.items()})
-    models = sorted(oriented["model"].unique())
-    model_codes = pd.Categorical(oriented["model"], categories=models).codes
-    cluster_codes = pd.factorize(oriented["instance"])[0]
-    n_clusters, n_models = int(cluster_codes.max()) + 1, len(models)
-    cell = cluster_codes * n_models + model_codes
-    size = n_clusters * n_models
-    scores = np.bincount(cell, oriented["score"], size).reshape(-1, n_models)
-    battles = np.bincount(cell, minlength=size).reshape(-1, n_models).astype("float64")
-    estimate, low, high = ratio_bootstrap(scores, battles, n_resamples, seed, confidence)
+    rates = grouped_mean_intervals(
+        oriented, "score", "instance", ["model"], n_resamples=n_resamples, seed=seed,
+        confidence=confidence,
+    )  # fmt: skip
     score = oriented["score"]
-    table = pd.DataFrame(
-        {
-            "model": models,
-            "baseline": baseline,
-            "n_battles": np.bincount(model_codes, minlength=n_models),
-            "wins": np.bincount(model_codes, score == 1, n_models),
-            "ties": np.bincount(model_codes, (score > 0) & (score < 1), n_models),
-            "losses": np.bincount(model_codes, score == 0, n_models),
-            "win_rate": estimate,
-            "ci_low": low,
-            "ci_high": high,
-            "method": bootstrap_method(n_resamples),
-        }
+    counts = (
+        oriented.assign(wins=score == 1, ties=(score > 0) & (score < 1), losses=score == 0)
+        .groupby("model")[["wins", "ties", "losses"]]
+        .sum()
     )
-    return table.astype(WIN_RATE_COLUMNS)
+    table = rates.rename(columns={"n": "n_battles", "estimate": "win_rate"}).merge(
+        counts, left_on="model", right_index=True
+    )
+    table["baseline"] = baseline
+    return table.loc[:, list(WIN_RATE_COLUMNS)].astype(WIN_RATE_COLUMNS).reset_index(drop=True)
 
 
 def oriented_against(pairs: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -146,7 +137,7 @@ RANKING_COLUMNS = {
 
 
 def bradley_terry(
-    pairs: pd.DataFrame,
+    pairs: pd.DataFrame | Battles,
     *,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
@@ -160,8 +151,9 @@ def bradley_terry(
     so 1000 is the average model and a 400-point gap is 10:1 odds). Fitted as a logistic
     regression without penalty on the +1 (A) / -1 (B) design, a battle contributing
     weight `outcome` to "A won" and 1 - outcome to "B won" (ties half each way). Battles
-    are aggregated per ordered model pair, so each bootstrap fit has at most
-    n_models * (n_models - 1) * 2 rows whatever the number of battles. A model that wins
+    are aggregated per ordered model pair (a batch at a time, `stats.battles`), so each
+    bootstrap fit has at most n_models * (n_models - 1) * 2 rows whatever the number of
+    battles. A model that wins
     (or loses) every battle of a resample has no finite MLE: its fit stops at lbfgs'
     iteration limit and its interval reaches far out, which says as much.
 
@@ -169,39 +161,47 @@ def bradley_terry(
     resamples.
     """
     check_bootstrap(n_resamples, confidence)
-    pairs = check_pairs(pairs)
-    if pairs.empty:
+    matchups: dict[tuple[str, str], int] = {}  # (model_a, model_b) -> its column pair
+    won_lost, battles_of = np.zeros(0), pd.Series(dtype="int64")
+    totals = ResampledTotals(n_resamples, seed)
+    for rows in Battles.of(pairs).batches():
+        batch = check_pairs(rows)
+        if batch.empty:
+            continue
+        keys = list(zip(batch["model_a"], batch["model_b"], strict=True))
+        for key in dict.fromkeys(keys):
+            matchups.setdefault(key, len(matchups))
+        column = np.array([matchups[key] for key in keys])
+        codes, instances = pd.factorize(batch["instance"])
+        width = 2 * len(matchups)
+        outcome = batch["outcome"].to_numpy()
+        # Per instance and model pair: the weight of "A won" and of "B won".
+        cell = codes * width + 2 * column
+        size = len(instances) * width
+        sums = (
+            np.bincount(cell, outcome, size) + np.bincount(cell + 1, 1 - outcome, size)
+        ).reshape(len(instances), width)
+        totals.add(cluster_ids(instances), sums)
+        grown = np.zeros(width)
+        grown[: len(won_lost)] = won_lost
+        won_lost = grown + sums.sum(axis=0)
+        sides = pd.concat([batch["model_a"], batch["model_b"]]).value_counts()
+        battles_of = battles_of.add(sides, fill_value=0)
+    if not matchups:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
-    models = sorted(set(pairs["model_a"]) | set(pairs["model_b"]))
-    codes_a = pd.Categorical(pairs["model_a"], categories=models).codes
-    codes_b = pd.Categorical(pairs["model_b"], categories=models).codes
-    n_models = len(models)
-    matchup = codes_a * n_models + codes_b
-    present, matchup_codes = np.unique(matchup, return_inverse=True)
-    design = np.zeros((len(present), n_models))
-    design[np.arange(len(present)), present // n_models] = 1.0
-    design[np.arange(len(present)), present % n_models] = -1.0
+    models = sorted(battles_of.index)
+    code = {model: i for i, model in enumerate(models)}
+    design = np.zeros((len(matchups), len(models)))
+    for (model_a, model_b), j in matchups.items():
+        design[j, code[model_a]], design[j, code[model_b]] = 1.0, -1.0
 
-    cluster_codes = pd.factorize(pairs["instance"])[0]
-    n_clusters = int(cluster_codes.max()) + 1
-    outcome = pairs["outcome"].to_numpy()
-    shape = (n_clusters, len(present))
-    # Per instance and model pair: the weight of "A won" and of "B won".
-    won = sparse.csr_matrix((outcome, (cluster_codes, matchup_codes)), shape=shape)
-    lost = sparse.csr_matrix((1 - outcome, (cluster_codes, matchup_codes)), shape=shape)
-
-    beta = _fit_strengths(design, np.asarray(won.sum(axis=0))[0], np.asarray(lost.sum(axis=0))[0])
-    replicates = []
+    beta = _fit_strengths(design, won_lost[0::2], won_lost[1::2])
+    resampled = totals.totals
     # One BLAS thread: a fit of a few dozen rows is ~10x slower when BLAS spins up threads.
     with threadpool_limits(limits=1):
-        for counts in resample_counts(n_clusters, n_resamples, seed):
-            won_w, lost_w = (won.T @ counts.T).T, (lost.T @ counts.T).T
-            replicates += [
-                _fit_strengths(design, w, lo) for w, lo in zip(won_w, lost_w, strict=True)
-            ]
+        replicates = [_fit_strengths(design, row[0::2], row[1::2]) for row in resampled]
     low, high = percentile_interval(_to_elo(np.vstack(replicates)), confidence)
     score = _to_elo(beta)
-    n_battles = np.bincount(codes_a, minlength=n_models) + np.bincount(codes_b, minlength=n_models)
     table = pd.DataFrame(
         {
             "model": models,
@@ -211,7 +211,7 @@ def bradley_terry(
             "rank": pd.Series(score)
             .rank(ascending=False, method="min", na_option="bottom")
             .to_numpy(),
-            "n_battles": n_battles,
+            "n_battles": battles_of.reindex(models).to_numpy(dtype="int64"),
             "method": f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
             "resamples": n_resamples,
         }

@@ -1,8 +1,9 @@
 """Thin nodes: adapt parameters and catalog data to `llm_feedback.reporting`."""
 
-import functools
+import tempfile
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -19,8 +20,8 @@ from llm_feedback.reporting import (
 )
 from llm_feedback.reporting.judge_card import annotate_judge_key
 from llm_feedback.reporting.markdown import judge_card_section
-from llm_feedback.reporting.pairs import binarize_export, completion_scores
-from llm_feedback.reporting.uncertainty import Bootstrap, annotate_battles, model_ranking
+from llm_feedback.reporting.pairs import binarize_export
+from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.templates import use_template_folder
 from llm_feedback.viewer import StaticSite, feedback_site
 
@@ -38,36 +39,6 @@ FIGURE_LINKS = {
         "rating_by_length",
     )
 }
-
-
-# What the report's tables do not read of the judge tables (the viewer reads its own
-# columns): at UltraFeedback's sizes these texts are most of their bytes, and a judge reply
-# column read whole costs several times its size (its dictionaries are unified).
-RATIONALES = ("rationale", "type_rationale", "critique")
-JUDGE_TEXTS = (*RATIONALES, "raw_reply", "types", "parse_error")
-# ... and of the completions, for the tables that need only their keys, models and sources.
-COMPLETION_TEXTS = ("instruction", "response", "system_prompt", "world_knowledge")
-
-
-class ReadingTables:
-    """`function` as a node: the tables it is given (`ParquetSource`s, see catalog.yml)
-    are read into DataFrames first, every column but those in `without`. A class, not a
-    closure, so that the node pickles (`--runner ParallelRunner` sends nodes to worker
-    processes)."""
-
-    def __init__(self, function: Callable[..., Any], without: tuple[str, ...] = JUDGE_TEXTS):
-        self.function = function
-        self.without = without
-        # updated=(): a wrapped WithBootstrap's own `function` must not replace ours.
-        functools.update_wrapper(self, function, updated=())
-
-    def __call__(self, *args: Any) -> Any:
-        return self.function(*(self._read(arg) for arg in args))
-
-    def _read(self, arg: Any) -> Any:
-        if not isinstance(arg, ParquetSource):
-            return arg
-        return arg.read([name for name in arg.columns if name not in self.without])
 
 
 def bootstrap_of(params: ReportParams) -> Bootstrap:
@@ -95,17 +66,20 @@ class WithBootstrap:
 
 
 def rank_models(
-    completions: pd.DataFrame,
-    overall_scores: pd.DataFrame,
-    aspect_annotations: pd.DataFrame,
+    completions: ParquetSource,
+    overall_scores: ParquetSource,
+    aspect_annotations: ParquetSource,
     report: Mapping[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     params = report_params(report)
-    scores = completion_scores(overall_scores, aspect_annotations, params.pairs.score)
-    battles = annotate_battles(completions, scores)
-    ranking, style_coefficients = model_ranking(
-        battles, params.ranking.baseline, bootstrap_of(params)
-    )
+    # The battles are spooled to a temporary file that the fits pass over a batch at a time.
+    with tempfile.TemporaryDirectory(prefix="llmfb-battles-") as folder:
+        battles = ranking_battles(
+            completions, overall_scores, aspect_annotations, params.pairs.score, Path(folder)
+        )
+        ranking, style_coefficients = model_ranking(
+            battles, params.ranking.baseline, bootstrap_of(params)
+        )
     return ranking, style_coefficients
 
 

@@ -2,9 +2,6 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.hooks import INPUT_VERSIONS
 from llm_feedback.pipelines.report.nodes import (
-    COMPLETION_TEXTS,
-    JUDGE_TEXTS,
-    ReadingTables,
     WithBootstrap,
     estimate_costs,
     judgment_viewer,
@@ -33,8 +30,6 @@ from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 # declares it empty so that the pipeline still runs (saying "no versions recorded") where the
 # hook is not registered.
 
-# What the ranking leaves unread: every text but the responses (its style features).
-RESPONSES_ONLY = (*JUDGE_TEXTS, *(name for name in COMPLETION_TEXTS if name != "response"))
 
 # Tables the report renders; each is also a versioned Parquet dataset of the same name.
 REPORT_TABLES = (
@@ -127,7 +122,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="binarize_preference_pairs",
             ),
             node(
-                ReadingTables(rank_models, RESPONSES_ONLY),
+                rank_models,  # spools the battles a chunk of prompts at a time
                 ["completions", "overall_scores", "aspect_annotations", "params:report"],
                 ["model_ranking", "style_coefficients"],
                 name="rank_models",
