@@ -138,13 +138,13 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         Run("stats_scale", "stats_scale.py", (), ("--prompts", "500", "--battles", "2000")),
     ),
     "viewer_scale": (Run("viewer_scale", "viewer_scale.py", (), ("--prompts", "300")),),
-    # Annotate tables of 64k prompts, copied to 256k and 1M (only the streamed nodes there).
+    # Annotate tables of 64k prompts, copied to 256k and 1M: every report node at each size.
     "report_scale": (
         Run(
             "report_scale",
             "report_scale.py",
             (),
-            ("--prompts", "300", "--tiles", "1,2,4", "--all-nodes-up-to", "2"),
+            ("--prompts", "300", "--tiles", "1,2,4"),
         ),
     ),
     # UltraFeedback's templates and distilabel's task from BENCH_ULTRAFEEDBACK_REPO and

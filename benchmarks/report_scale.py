@@ -1,6 +1,6 @@
 """Peak memory and time of each report node at UltraFeedback scale.
 
-    python benchmarks/report_scale.py [--prompts 64000] [--tiles 1,4,16] [--all-nodes-up-to 4]
+    python benchmarks/report_scale.py [--prompts 64000] [--tiles 1,4,16]
     python benchmarks/report_scale.py --workdir DIR --node NAME   # one node, JSON on stdout
 
 The annotate tables of `--prompts` prompts x 4 completions are made by `scale.py`'s stages
@@ -12,9 +12,7 @@ replies repeat, which only the cost table's copy detection sees: it counts one c
 calls). Each node of the report pipeline that reads those tables then runs in a fresh
 process, given its inputs as the catalog loads them (`ParquetSource`s, the project's
 `report` parameters), its outputs saved by the catalog's datasets, so its peak RSS and
-time are its own. Above `--all-nodes-up-to` copies only
-the nodes in `STREAMED` run: the others hold their tables whole and would need more
-memory than the machine has.
+time are its own. Every node runs once at every size.
 """
 
 from __future__ import annotations
@@ -44,8 +42,6 @@ SCALE_FILES = {
     "overall_scores": "score_fix.parquet",
 }
 ANNOTATE_STAGES = ("sample", "generate", "aspects", "critique", "score_fix")
-# Nodes whose memory does not grow with the prompts: run at every size.
-STREAMED = ("estimate_costs", "compute_judge_health")
 
 
 def table_nodes() -> list:
@@ -144,7 +140,7 @@ def _python(*args: str, results: Path | None = None) -> subprocess.CompletedProc
     return done
 
 
-def sitting(prompts: int, copies: list[int], all_nodes_up_to: int) -> dict:
+def sitting(prompts: int, copies: list[int]) -> dict:
     results = []
     with tempfile.TemporaryDirectory(prefix="llmfb-report-scale-") as folder:
         base = Path(folder) / "base"
@@ -160,8 +156,6 @@ def sitting(prompts: int, copies: list[int], all_nodes_up_to: int) -> dict:
                 _python(__file__, "--workdir", str(workdir), "--tile-from", str(base),
                         "--copies", str(count))  # fmt: skip
             for node in nodes:
-                if count > all_nodes_up_to and node not in STREAMED:
-                    continue
                 done = _python(__file__, "--workdir", str(workdir), "--node", node)
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 results.append({**result, "prompts": prompts * count, "copies": count})
@@ -169,14 +163,13 @@ def sitting(prompts: int, copies: list[int], all_nodes_up_to: int) -> dict:
             if count != 1:
                 for path in workdir.iterdir():
                     path.unlink()
-    return {"base_prompts": prompts, "all_nodes_up_to": all_nodes_up_to, "results": results}
+    return {"base_prompts": prompts, "results": results}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompts", type=int, default=64_000)
     parser.add_argument("--tiles", default="1,4,16", help="copies of the tables, e.g. 1,4,16")
-    parser.add_argument("--all-nodes-up-to", type=int, default=4)
     parser.add_argument("--workdir", default=None, help="with --node: the tables' folder")
     parser.add_argument("--node", default=None, help="run one report node, print its JSON")
     parser.add_argument("--list-nodes", action="store_true")
@@ -193,7 +186,7 @@ def main() -> None:
         print(json.dumps(run_node(args.node, Path(args.workdir))))
         return
     copies = [int(part) for part in args.tiles.split(",") if part.strip()]
-    save("report_scale", sitting(args.prompts, copies, args.all_nodes_up_to))
+    save("report_scale", sitting(args.prompts, copies))
 
 
 if __name__ == "__main__":

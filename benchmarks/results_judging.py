@@ -193,9 +193,8 @@ def report_scale(runs: Sequence[dict]) -> str:
             "(texts of UltraFeedback's sizes), then written over as many times as the sizes "
             "say (the copies' prompt ids made distinct): each report node that reads them runs "
             "in a fresh process on its inputs as the catalog loads them. Peak RSS in MiB "
-            "(wall time); growth: the largest size's peak over the one before it. Above "
-            f"{base * last['all_nodes_up_to']:,} prompts only the nodes that read a chunk of "
-            "prompts at a time run; the others still hold their columns whole.",
+            "(wall time), each node run once at each size; growth: the largest size's peak "
+            "over the one before it.",
             "",
             _table(["node", *(f"{size:,} prompts" for size in sizes), "growth"], rows),
         ]

@@ -185,7 +185,6 @@ def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
 
     run = {
         "base_prompts": 1000,
-        "all_nodes_up_to": 2,
         "results": [
             result("rank_models", 1000, 400.0),
             result("rank_models", 2000, 700.0),
@@ -197,7 +196,7 @@ def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
     text = results_judging.report_scale([run])
     assert row(text, "rank_models") == ["400 (4.0 s)", "700 (7.0 s)", "not run", "1.75"]
     assert row(text, "estimate_costs") == ["300 (3.0 s)", "310 (3.1 s)", "341 (3.4 s)", "1.10"]
-    assert "Above 2,000 prompts only the nodes" in text
+    assert "each node run once at each size" in text
 
 
 # --- no typed figure: three sittings whose every number differs render no common number ---
