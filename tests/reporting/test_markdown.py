@@ -175,3 +175,21 @@ def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():
     assert "## Style control" in report
     assert "| length | 0.8 [0.6, 1] | poisson-bootstrap-1000-cluster-one-step |" in report
     assert "| headers | – | poisson-bootstrap-1000-cluster-one-step |" in report  # never differed
+
+
+def test_the_run_section_counts_a_completions_file_in_batches_as_the_frame(tmp_path):
+    from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.reporting import describe_run
+
+    from .builders import on_disk
+
+    frames = build_frames(typical_specs())
+    costs = pd.DataFrame(columns=["stage", "model", "endpoint"])
+    expected = describe_run(frames.completions, costs, "today")
+    assert expected["prompts"] == "3" and expected["completions"] == "12 (1 without a response)"
+    assert describe_run(on_disk(tmp_path, "completions", frames.completions), costs, "today") == (
+        expected
+    )
+    unordered = tmp_path / "unordered.parquet"
+    frames.completions.iloc[::-1].to_parquet(unordered, row_group_size=2)
+    assert describe_run(ParquetSource(str(unordered), batch_rows=2), costs, "today") == expected

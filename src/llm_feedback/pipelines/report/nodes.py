@@ -10,7 +10,7 @@ import pandas as pd
 
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams
-from llm_feedback.parquet_source import ParquetSource, as_frame
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
 from llm_feedback.reporting import (
     PreferencePairs,
@@ -164,7 +164,7 @@ def render_report(
     params = report_params(report)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
-        **describe_run(as_frame(completions), tables["cost_table"], when),
+        **describe_run(completions, tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
