@@ -272,7 +272,7 @@ ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
 # --- evaluate: in schema_evaluate.py (imported above) -------------------------------------
 
 
-# --- report: preference_pairs, pair_drops (the metric tables: schema_report.py) -----------
+# --- report: preference_pairs, pair_drops, pair_counts (the rest: schema_report.py) -------
 
 # Chat messages as the Hugging Face datasets store them.
 CHAT_MESSAGES = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
@@ -315,6 +315,8 @@ PREFERENCE_PAIRS_ARROW_SCHEMAS: Mapping[str, pa.Schema] = {
     "h4": PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
 }
 PAIR_DROPS_COLUMN_TYPES = {"reason": "str", "n_prompts": "int64"}
+# One row: how many pairs, from how many prompts (the report's line, without reading them).
+PAIR_COUNTS_COLUMN_TYPES = {"pairs": "int64", "prompts": "int64"}
 
 
 # --- Arrow-typed outputs --------------------------------------------------------------------

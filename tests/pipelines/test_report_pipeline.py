@@ -135,6 +135,9 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
 
     pairs = catalog.load("preference_pairs")
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
+    # What the report says of the pairs, counted without reading them back.
+    assert catalog.load("pair_counts").iloc[0].tolist() == [3, 3]
+    assert "Preference pairs: 3 from 3 prompts" in report_path(data_root).read_text()
     first = pairs.iloc[0]
     # TRL's layout: chat message lists survive Parquet (they load as arrays of dicts).
     assert [dict(message) for message in first["prompt"]] == [
@@ -195,7 +198,7 @@ def test_report_says_which_dataset_versions_it_was_built_from(
     assert versions["completions"] == versions["critiques"] == newer  # latest on disk
     assert versions["decontamination_questions"] == "unversioned"
     run_version = next((data_root / "08_reporting" / "judge_health.parquet").iterdir()).name
-    assert versions["judge_health"] == versions["preference_pairs"] == run_version
+    assert versions["judge_health"] == versions["pair_counts"] == run_version
     assert older < newer < run_version
 
 

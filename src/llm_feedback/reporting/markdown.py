@@ -143,7 +143,8 @@ def render_markdown_report(
     """The report as Markdown text.
 
     tables: named DataFrames; the keys in `TABLE_SECTIONS` get titles and explanations,
-    "preference_pairs" (the `binarize` pairs) is summarised rather than listed, and any
+    "preference_pairs" (the `binarize` pairs) or "pair_counts" (their counts) is summarised
+    rather than listed, and any
     other key is rendered as a plain table. figure_paths: figure name -> path or URL,
     used as given in image links. dataset_versions: dataset name -> version (e.g. the Kedro
     save timestamp) of the inputs the report was built from. run_info: free key/values
@@ -161,7 +162,8 @@ def render_markdown_report(
         sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
 
     known = [name for name in TABLE_SECTIONS if name in tables]
-    others = [name for name in tables if name not in TABLE_SECTIONS and name != "preference_pairs"]
+    summarised = ("preference_pairs", "pair_counts")
+    others = [name for name in tables if name not in TABLE_SECTIONS and name not in summarised]
     for name in known:
         title, explanation = TABLE_SECTIONS[name]
         sections.append(f"## {title}\n\n{explanation}\n\n{_render_known(name, tables[name])}")
@@ -406,9 +408,15 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 "`usage_estimated` in the cost table)"
             )
         lines.append(line + ".")
-    pairs = tables.get("preference_pairs")
-    if pairs is not None:
-        line = f"Preference pairs: {len(pairs):,} from {pairs['prompt_id'].nunique():,} prompts"
+    pairs, counts = tables.get("preference_pairs"), tables.get("pair_counts")
+    found = None
+    if counts is not None and len(counts):
+        found = int(counts["pairs"].iloc[0]), int(counts["prompts"].iloc[0])
+    elif pairs is not None:
+        found = len(pairs), pairs["prompt_id"].nunique()
+    if found is not None:
+        n_pairs, prompts = found
+        line = f"Preference pairs: {n_pairs:,} from {prompts:,} prompts"
         drops = tables.get("pair_drops")
         if drops is not None and drops["n_prompts"].sum() > 0:
             line += "; prompts dropped: " + ", ".join(

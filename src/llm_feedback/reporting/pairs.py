@@ -58,6 +58,7 @@ from llm_feedback.reporting._frames import (
 )
 from llm_feedback.schema import (
     COMPLETION_KEY,
+    PAIR_COUNTS_COLUMN_TYPES,
     PAIR_DROPS_COLUMN_TYPES,
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     SchemaFrame,
@@ -77,6 +78,15 @@ LAYOUTS: tuple[str, ...] = tuple(PREFERENCE_PAIRS_ARROW_SCHEMAS)
 
 # Why a prompt yields no pair, in the order they are checked.
 DROP_REASONS = ("decontaminated", "fewer_than_two_scored", "all_scores_tied")
+
+
+class PairsResult(NamedTuple):
+    """`binarize_export`'s outputs: the `PairsExport`, the drops by reason, and the
+    counts (one row: pairs, prompts with a pair), each a Kedro output of its own."""
+
+    pairs: PairsExport
+    dropped: pd.DataFrame
+    counts: pd.DataFrame
 
 
 class PreferencePairs(NamedTuple):
@@ -153,11 +163,11 @@ def binarize_export(
     layout: Layout = "trl",
     include_suspected: bool = False,
     prompts_per_chunk: int = CHUNK_PROMPTS,
-) -> PreferencePairs:
+) -> PairsResult:
     """`binarize`'s pairs as a `PairsExport` (built a chunk of prompts at a time when
-    written, as a Kedro `ParquetDataset` saves a frame) and its drops, counted now by a
-    first walk over the tables (the pairs' draws are seeded per prompt, so the second walk
-    draws the same pairs)."""
+    written, as a Kedro `ParquetDataset` saves a frame), its drops and its counts, counted
+    now by a first walk over the tables (the pairs' draws are seeded per prompt, so the
+    second walk draws the same pairs)."""
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
     if strategy not in STRATEGIES:
@@ -184,7 +194,7 @@ def binarize_export(
         ),
         prompts_per_chunk,
     )
-    drops, n_pairs, suspected = walk.count()
+    drops, n_pairs, paired, suspected = walk.count()
     if suspected:
         logger.warning(
             "preference pairs: %d completion(s) suspected of injection left out "
@@ -199,9 +209,11 @@ def binarize_export(
         ", ".join(f"{reason}={count}" for reason, count in drops.items()),
     )
     dropped = pd.DataFrame({"reason": list(drops), "n_prompts": list(drops.values())})
-    return PreferencePairs(
+    counts = pd.DataFrame({"pairs": [n_pairs], "prompts": [paired]})
+    return PairsResult(
         PairsExport(walk, PREFERENCE_PAIRS_ARROW_SCHEMAS[layout], n_pairs),
         typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
+        typed_frame(counts, PAIR_COUNTS_COLUMN_TYPES),
     )
 
 
@@ -230,14 +242,16 @@ class _PairWalk:
         self.rules = rules
         self.prompts_per_chunk = prompts_per_chunk
 
-    def count(self) -> tuple[dict[str, int], int, int]:
-        drops, pairs, suspected = dict.fromkeys(DROP_REASONS, 0), 0, 0
+    def count(self) -> tuple[dict[str, int], int, int, int]:
+        """Drops by reason, pairs, prompts with a pair, suspected completions left out."""
+        drops, pairs, paired, suspected = dict.fromkeys(DROP_REASONS, 0), 0, 0, 0
         for rows, chunk_drops, chunk_suspected in self.chunks():
             pairs += len(rows)
+            paired += len({row["prompt_id"] for row in rows})
             suspected += chunk_suspected
             for reason, count in chunk_drops.items():
                 drops[reason] += count
-        return drops, pairs, suspected
+        return drops, pairs, paired, suspected
 
     def chunks(self) -> Iterator[tuple[list[dict[str, object]], dict[str, int], int]]:
         completions, overall_scores, aspect_annotations = self.tables

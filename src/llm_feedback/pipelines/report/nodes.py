@@ -13,14 +13,13 @@ from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
 from llm_feedback.reporting import (
-    PreferencePairs,
     cost_table,
     describe_run,
     render_markdown_report,
 )
 from llm_feedback.reporting.judge_card import annotate_judge_key
 from llm_feedback.reporting.markdown import judge_card_section
-from llm_feedback.reporting.pairs import binarize_export
+from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.templates import use_template_folder
 from llm_feedback.viewer import StaticSite, feedback_site
@@ -105,9 +104,9 @@ def preference_pairs(
     aspect_annotations: ParquetSource,
     decontamination_questions: str | pd.DataFrame,
     report: Mapping[str, Any],
-) -> PreferencePairs:
-    # The drops are counted now; the pairs are built as they are saved, a chunk of prompts
-    # at a time from the tables on disk.
+) -> PairsResult:
+    # The drops and counts are counted now; the pairs are built as they are saved, a chunk
+    # of prompts at a time from the tables on disk.
     params = report_params(report)
     return binarize_export(
         completions,

@@ -45,7 +45,7 @@ REPORT_TABLES = (
     "judge_bias",
     "rating_by_length",
     "cost_table",
-    "preference_pairs",
+    "pair_counts",  # the pairs' line: the report never reads the pairs themselves
     "pair_drops",
 )
 
@@ -118,7 +118,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "decontamination_questions",
                     "params:report",
                 ],
-                ["preference_pairs", "pair_drops"],
+                ["preference_pairs", "pair_drops", "pair_counts"],
                 name="binarize_preference_pairs",
             ),
             node(
