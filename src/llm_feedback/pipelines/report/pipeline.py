@@ -80,13 +80,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="compute_judge_health",
             ),
             node(
-                WithBootstrap(position_consistency),  # reads the table only with two shuffles
+                WithBootstrap(position_consistency),  # a chunk of prompts at a time
                 ["aspect_annotations", "params:report"],
                 "position_consistency",
                 name="compute_position_consistency",
             ),
             node(
-                WithBootstrap(shuffle_agreement),  # reads the table only with two shuffles
+                WithBootstrap(shuffle_agreement),  # twice, a chunk of prompts at a time
                 ["aspect_annotations", "params:report"],
                 "shuffle_agreement",
                 name="compute_shuffle_agreement",
