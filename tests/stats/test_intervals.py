@@ -18,7 +18,6 @@ from llm_feedback.stats.intervals import (
     grouped_mean_intervals,
     percentile_interval,
     poisson_weights,
-    ratio_bootstrap,
     resample_counts,
     wilson_interval,
 )
@@ -95,18 +94,16 @@ def test_percentile_interval_is_numpy_quantiles_and_skips_undefined_resamples():
     assert low[0] == pytest.approx(25.0) and np.isnan(low[1]) and np.isnan(high[1])
 
 
-def test_ratio_bootstrap_of_a_mean_matches_a_per_resample_loop_by_hand():
+def test_a_grouped_mean_matches_a_per_resample_loop_by_hand():
     rng = np.random.default_rng(0)
     values = rng.normal(size=30)
-    estimate, low, high = ratio_bootstrap(values, np.ones(30), n_resamples=200, seed=11)
-    by_hand = [
-        np.repeat(values, counts.astype(int)).mean()
-        for chunk in resample_counts(30, 200, seed=11)
-        for counts in chunk
-    ]
-    assert estimate[0] == pytest.approx(values.mean())
-    assert low[0] == pytest.approx(np.quantile(by_hand, 0.025))
-    assert high[0] == pytest.approx(np.quantile(by_hand, 0.975))
+    frame = pd.DataFrame({"prompt_id": [f"p{i}" for i in range(30)], "rating": values})
+    row = grouped_mean_intervals(frame, "rating", "prompt_id", n_resamples=200, seed=11).iloc[0]
+    weights = poisson_weights(cluster_ids(frame["prompt_id"]), 0, 200, 11)
+    by_hand = [np.repeat(values, w.astype(int)).mean() for w in weights if w.sum()]
+    assert row["estimate"] == pytest.approx(values.mean())
+    assert row["ci_low"] == pytest.approx(np.quantile(by_hand, 0.025))
+    assert row["ci_high"] == pytest.approx(np.quantile(by_hand, 0.975))
 
 
 def test_bootstrap_interval_of_a_mean_is_close_to_the_normal_one():
@@ -167,7 +164,7 @@ def test_bootstrap_replicates_give_a_clusters_rows_one_weight():
 
 def test_bad_resample_counts_are_refused_by_name():
     with pytest.raises(ConfigError, match="n_resamples"):
-        ratio_bootstrap(np.ones(3), np.ones(3), n_resamples=0)
+        grouped_mean_intervals(pd.DataFrame({"p": [1], "v": [1.0]}), "v", "p", n_resamples=0)
 
 
 def test_correlation_interval_matches_scipy_and_covers_the_fisher_interval():

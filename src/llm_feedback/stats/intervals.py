@@ -201,28 +201,6 @@ def percentile_interval(
     return low, high
 
 
-def ratio_bootstrap(
-    numerators: np.ndarray,
-    denominators: np.ndarray,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int | np.random.Generator = 0,
-    confidence: float = DEFAULT_CONFIDENCE,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Estimate and clustered percentile interval of sum(numerator) / sum(denominator) for
-    each of G statistics, from (n_clusters, G) per-cluster sums: a mean is (sum of values,
-    count), a rate (successes, trials), a win rate (wins + ties / 2, battles). A statistic
-    with a zero denominator (in the data or a resample) is NaN there."""
-    check_bootstrap(n_resamples, confidence)
-    numerators = np.atleast_2d(np.asarray(numerators, dtype="float64").T).T
-    denominators = np.atleast_2d(np.asarray(denominators, dtype="float64").T).T
-    estimate = ratio(numerators.sum(axis=0), denominators.sum(axis=0))
-    n_statistics = numerators.shape[1]
-    totals = resampled_totals(np.hstack([numerators, denominators]), n_resamples, seed)
-    replicates = ratio(totals[:, :n_statistics], totals[:, n_statistics:])
-    low, high = percentile_interval(replicates, confidence)
-    return estimate, low, high
-
-
 def resample_matrix(n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
     """All (n_resamples, n_clusters) counts of `resample_counts` at once, for statistics
     that need each resample's row weights rather than its totals."""
