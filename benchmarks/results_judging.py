@@ -199,3 +199,37 @@ def report_scale(runs: Sequence[dict]) -> str:
             _table(["node", *(f"{size:,} prompts" for size in sizes), "growth"], rows),
         ]
     )
+
+
+def cache_scale(runs: Sequence[dict]) -> str:
+    """`cache_scale.py`: a request-cache lookup's cost at 4k entries and at 4M."""
+    last = runs[-1]
+    results = sorted(last["results"], key=lambda result: result["entries"])
+    rows = [
+        [
+            f"{result['entries']:,}",
+            f"{result['file_mib']:,.0f}",
+            f"{result['write_us_per_entry']:.1f}",
+            f"{result['lookup_us_per_key']:.1f}",
+            f"{result['lookup_cpu_us_per_key']:.1f}",
+        ]
+        for result in results
+    ]
+    smallest, largest = results[0], results[-1]
+    ratio = largest["lookup_cpu_us_per_key"] / smallest["lookup_cpu_us_per_key"]
+    return "\n".join(
+        [
+            "## The request cache at 4M entries (`benchmarks/cache_scale.py`)",
+            "",
+            f"`RequestCache` filled through its own `put`, then {smallest['lookups']:,} keys "
+            f"(half cached, half not, shuffled) looked up through `get_many` in batches of "
+            f"{last['batch']:,}, as the client looks up a batch of requests. A lookup at "
+            f"{largest['entries']:,} entries costs {ratio:.2f}x the CPU of one at "
+            f"{smallest['entries']:,}.",
+            "",
+            _table(
+                ["entries", "file MiB", "write us / entry", "lookup us / key", "CPU us / key"],
+                rows,
+            ),
+        ]
+    )

@@ -400,6 +400,7 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("stats_scale", results_judging.stats_scale),
     ("viewer_scale", results_judging.viewer_scale),
     ("report_scale", results_judging.report_scale),
+    ("cache_scale", results_judging.cache_scale),
     ("judge_cost", results_judging.judge_cost),
     ("embedded_judge_card", results_judging.embedded_judge_card),
 )

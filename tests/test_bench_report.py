@@ -199,6 +199,26 @@ def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
     assert "each node run once at each size" in text
 
 
+def test_the_cache_table_gives_the_lookup_cost_ratio_of_the_largest_cache():
+    def result(entries: int, cpu: float) -> dict:
+        return {
+            "entries": entries,
+            "file_mib": entries / 1000,
+            "write_us_per_entry": 14.0,
+            "lookups": 1000,
+            "found": 500,
+            "lookup_us_per_key": cpu + 0.5,
+            "lookup_cpu_us_per_key": cpu,
+        }
+
+    text = results_judging.cache_scale(
+        [{"batch": 4096, "results": [result(4_000_000, 9.0), result(4096, 6.0)]}]
+    )
+    assert "costs 1.50x the CPU of one at 4,096" in text
+    assert row(text, "4,096") == ["4", "14.0", "6.5", "6.0"]
+    assert row(text, "4,000,000") == ["4,000", "14.0", "9.5", "9.0"]
+
+
 # --- no typed figure: three sittings whose every number differs render no common number ---
 
 
