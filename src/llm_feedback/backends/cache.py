@@ -29,6 +29,7 @@ from llm_feedback.errors import CacheError
 from llm_feedback.remote_root import require_local
 
 _LOOKUP_CHUNK = 500  # stays below SQLite's host-parameter limit
+PAGE_CACHE_KIB = 65_536
 _STOP = object()
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _COLUMNS = ["key", "result"]
@@ -58,6 +59,10 @@ class RequestCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             # NORMAL loses nothing on a process crash under WAL; only an OS crash could.
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # A page cache of 64 MiB (SQLite's default is 2): the key index of a cache of
+            # millions of answers stays in memory, so a lookup costs about what it costs in
+            # a small one (benchmarks/cache_scale.py), for memory that is bounded.
+            self._db.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
             )
