@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from llm_feedback.key_order import positions_in_key_order
 from llm_feedback.parquet_source import ROW_GROUP_ROWS
+from llm_feedback.schema import pandas_metadata
 
 # How each dtype is spooled; a "category" column is spooled as codes into its texts.
 _SPOOLED_TYPES: Mapping[str, pa.DataType] = {
@@ -265,6 +266,31 @@ class SpooledTable:
             for name in self._dtypes:
                 chunks[name].extend(group[name].chunks)
         return _frame_of(chunks, self._dtypes)
+
+
+class ChunkedParquet:
+    """A table built a chunk at a time as it is written (a subclass gives `arrow_schema` and
+    `arrow_chunks()`): `to_parquet` writes the chunks as one file with the pandas metadata
+    of the schema's dtypes, as a frame of them would be written, holding one chunk; so a
+    Kedro `ParquetDataset` saves it as it saves a DataFrame."""
+
+    arrow_schema: pa.Schema
+
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        raise NotImplementedError
+
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A row group per chunk (or per `row_group_size` rows, if fewer); `kwargs` go to
+        `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+        schema = self.arrow_schema.with_metadata(pandas_metadata(self.arrow_schema))
+        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
 
 
 def write_parquet(

@@ -64,10 +64,9 @@ from llm_feedback.schema import (
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     SchemaFrame,
     pandas_dtypes,
-    pandas_metadata,
     schema_frame,
 )
-from llm_feedback.spool import write_parquet
+from llm_feedback.spool import ChunkedParquet
 
 _COMPLETION_COLUMNS = [
     *COMPLETION_KEY,
@@ -384,12 +383,13 @@ def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
     return schema_frame(records, ULTRAFEEDBACK_ARROW_SCHEMA)
 
 
-class UltraFeedbackExport:
+class UltraFeedbackExport(ChunkedParquet):
     """The records of `to_ultrafeedback_records`, built a chunk of prompts at a time
-    straight into Arrow when written: `to_parquet` writes the same file as
-    `ultrafeedback_frame(records).to_parquet` (pandas metadata included) holding one chunk,
-    so a Kedro `ParquetDataset` saves it as it saves a DataFrame; `frame()` is the whole
-    table as a `SchemaFrame`."""
+    straight into Arrow when written (`ChunkedParquet`): `to_parquet` writes the same file
+    as `ultrafeedback_frame(records).to_parquet` (pandas metadata included) holding one
+    chunk; `frame()` is the whole table as a `SchemaFrame`."""
+
+    arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
 
     def __init__(self, chunks: Callable[[], Iterator[list[dict[str, Any]]]], prompts: int):
         self._chunks = chunks
@@ -401,20 +401,6 @@ class UltraFeedbackExport:
     def arrow_chunks(self) -> Iterator[pa.Table]:
         for records in self._chunks():
             yield pa.Table.from_pylist(records, schema=ULTRAFEEDBACK_ARROW_SCHEMA)
-
-    def to_parquet(
-        self,
-        path: Any,
-        *,
-        index: bool | None = None,
-        row_group_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """A row group per chunk of prompts (or per `row_group_size` records, if fewer);
-        `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        schema = ULTRAFEEDBACK_ARROW_SCHEMA
-        schema = schema.with_metadata(pandas_metadata(schema))
-        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
 
     def frame(self) -> SchemaFrame:
         """The whole export: nested columns Arrow-backed (`pd.ArrowDtype`), not Python

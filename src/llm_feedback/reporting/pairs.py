@@ -62,10 +62,9 @@ from llm_feedback.schema import (
     PAIR_DROPS_COLUMN_TYPES,
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     SchemaFrame,
-    pandas_metadata,
     schema_frame,
 )
-from llm_feedback.spool import write_parquet
+from llm_feedback.spool import ChunkedParquet
 
 logger = logging.getLogger(__name__)
 
@@ -114,40 +113,11 @@ def normalise_instruction(text: str) -> str:
 
 
 def binarize(
-    completions: Table,
-    overall_scores: Table,
-    aspect_annotations: Table,
-    *,
-    score: ScoreKind = "overall",
-    strategy: Strategy = "random_lower",
-    seed: int = 42,
-    decontaminate: Collection[str] = (),
-    layout: Layout = "trl",
-    include_suspected: bool = False,
+    completions: Table, overall_scores: Table, aspect_annotations: Table, **options: Any
 ) -> PreferencePairs:
-    """Turn scored completions into chosen/rejected pairs.
-
-    score: "overall" uses overall_scores.overall_score_fixed (1-10); "mean_aspects" the mean over
-    aspects of the aspect ratings (each aspect's shuffles averaged first; N/A and failures
-    left out). A completion with a generation error, a null or blank response, or no score
-    never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
-    dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
-    A completion suspected of injection (its aspect rows' `suspected_injection`: it imitates
-    the judge's answer format, so a judge may have obeyed it) enters no pair unless
-    `include_suspected`. The tables may stay on disk: `binarize_export` writes the pairs a
-    chunk of prompts at a time; this gives them as one frame.
-    """
-    export = binarize_export(
-        completions,
-        overall_scores,
-        aspect_annotations,
-        score=score,
-        strategy=strategy,
-        seed=seed,
-        decontaminate=decontaminate,
-        layout=layout,
-        include_suspected=include_suspected,
-    )
+    """`binarize_export`'s pairs as one frame (a `schema.SchemaFrame`) with its drops, for
+    tables that fit in memory; `options` as `binarize_export` takes them."""
+    export = binarize_export(completions, overall_scores, aspect_annotations, **options)
     return PreferencePairs(export.pairs.frame(), export.dropped)
 
 
@@ -164,10 +134,22 @@ def binarize_export(
     include_suspected: bool = False,
     prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> PairsResult:
-    """`binarize`'s pairs as a `PairsExport` (built a chunk of prompts at a time when
-    written, as a Kedro `ParquetDataset` saves a frame), its drops and its counts, counted
-    now by a first walk over the tables (the pairs' draws are seeded per prompt, so the
-    second walk draws the same pairs)."""
+    """Turn scored completions into chosen/rejected pairs.
+
+    score: "overall" uses overall_scores.overall_score_fixed (1-10); "mean_aspects" the mean over
+    aspects of the aspect ratings (each aspect's shuffles averaged first; N/A and failures
+    left out). A completion with a generation error, a null or blank response, or no score
+    never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
+    dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
+    A completion suspected of injection (its aspect rows' `suspected_injection`: it imitates
+    the judge's answer format, so a judge may have obeyed it) enters no pair unless
+    `include_suspected`.
+
+    The pairs come as a `PairsExport` (built a chunk of prompts at a time when written, as a
+    Kedro `ParquetDataset` saves a frame), with the drops and the counts, counted now by a
+    first walk over the tables (the pairs' draws are seeded per prompt, so the second walk
+    draws the same pairs). The tables may stay on disk (`ParquetSource`s).
+    """
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
     if strategy not in STRATEGIES:
@@ -323,10 +305,9 @@ def _chunk_pairs(
     return pair_rows, drops, suspected_count
 
 
-class PairsExport:
+class PairsExport(ChunkedParquet):
     """The preference pairs, built a chunk of prompts at a time straight into Arrow when
-    written: `to_parquet` writes the file `frame().to_parquet` writes, holding one chunk,
-    so a Kedro `ParquetDataset` saves it as it saves a DataFrame."""
+    written (`ChunkedParquet`): the file `frame().to_parquet` writes, holding one chunk."""
 
     def __init__(self, walk: _PairWalk, schema: pa.Schema, n_pairs: int) -> None:
         self._walk, self.arrow_schema, self._pairs = walk, schema, n_pairs
@@ -336,24 +317,7 @@ class PairsExport:
 
     def arrow_chunks(self) -> Iterator[pa.Table]:
         for rows, _, _ in self._walk.chunks():
-            yield pa.Table.from_pandas(
-                schema_frame(rows, self.arrow_schema),
-                schema=self.arrow_schema,
-                preserve_index=False,
-            )
-
-    def to_parquet(
-        self,
-        path: Any,
-        *,
-        index: bool | None = None,
-        row_group_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """A row group per chunk of prompts (or per `row_group_size` pairs, if fewer);
-        `kwargs` go to `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        schema = self.arrow_schema.with_metadata(pandas_metadata(self.arrow_schema))
-        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
+            yield pa.Table.from_pylist(rows, schema=self.arrow_schema)
 
     def frame(self) -> SchemaFrame:
         """All the pairs as one frame."""

@@ -202,17 +202,38 @@ def bradley_terry(
         replicates = [_fit_strengths(design, row[0::2], row[1::2]) for row in resampled]
     low, high = percentile_interval(_to_elo(np.vstack(replicates)), confidence)
     score = _to_elo(beta)
+    return ranking_table(
+        models,
+        score,
+        (low, high),
+        battles_of.reindex(models).to_numpy(dtype="int64"),
+        method=f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
+        n_resamples=n_resamples,
+    )
+
+
+def ranking_table(
+    models: list[str],
+    score: np.ndarray,
+    interval: tuple[np.ndarray, np.ndarray],
+    n_battles: np.ndarray,
+    *,
+    method: str,
+    n_resamples: int,
+) -> pd.DataFrame:
+    """`RANKING_COLUMNS` of scored models, best first (rank 1 = the highest score, ties
+    sharing the better rank; an undefined score ranks last)."""
     table = pd.DataFrame(
         {
             "model": models,
             "score": score,
-            "ci_low": low,
-            "ci_high": high,
+            "ci_low": interval[0],
+            "ci_high": interval[1],
             "rank": pd.Series(score)
             .rank(ascending=False, method="min", na_option="bottom")
             .to_numpy(),
-            "n_battles": battles_of.reindex(models).to_numpy(dtype="int64"),
-            "method": f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
+            "n_battles": n_battles,
+            "method": method,
             "resamples": n_resamples,
         }
     )

@@ -39,6 +39,7 @@ from llm_feedback.stats.ranking import (
     ELO_SCALE,
     RANKING_COLUMNS,
     check_pairs,
+    ranking_table,
 )
 
 STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
@@ -101,21 +102,14 @@ def style_controlled_ranking(
         ELO_CENTRE + to_elo * replicates[:, : n_models - 1] @ to_centred.T, confidence
     )
     method = one_step_method(n_resamples)
-    scores = pd.DataFrame(
-        {
-            "model": models,
-            "score": score,
-            "ci_low": low,
-            "ci_high": high,
-            "rank": pd.Series(score)
-            .rank(ascending=False, method="min", na_option="bottom")
-            .to_numpy(),
-            "n_battles": [design.battles_of[model] for model in models],
-            "method": f"bradley-terry-style-control, {method}",
-            "resamples": n_resamples,
-        }
+    scores = ranking_table(
+        models,
+        score,
+        (low, high),
+        np.array([design.battles_of[model] for model in models]),
+        method=f"bradley-terry-style-control, {method}",
+        n_resamples=n_resamples,
     )
-    scores = scores.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
     coefficients = pd.DataFrame(
         {"feature": list(features), "coefficient": np.nan, "ci_low": np.nan, "ci_high": np.nan}
     )
