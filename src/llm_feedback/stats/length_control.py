@@ -35,6 +35,7 @@ from llm_feedback.stats.intervals import (
     percentile_interval,
 )
 from llm_feedback.stats.ranking import (
+    PAIRWISE_COLUMNS,
     check_pairs,
     oriented_against,
     win_rates,
@@ -90,7 +91,9 @@ def length_controlled_win_rates(
     """
     check_bootstrap(n_resamples, confidence)
     require_columns(Battles.of(pairs), ["length_a", "length_b"], "pairs")
-    pairs = check_pairs(Battles.of(pairs).involving(baseline))
+    pairs = check_pairs(
+        Battles.of(pairs).involving(baseline, [*PAIRWISE_COLUMNS, "length_a", "length_b"])
+    )
     raw = win_rates(pairs, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence)
     if raw.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LC_COLUMNS.items()})

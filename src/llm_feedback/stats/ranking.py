@@ -87,7 +87,8 @@ def win_rates(
     method. One row per model that met the baseline, sorted by model.
     """
     check_bootstrap(n_resamples, confidence)
-    oriented = oriented_against(check_pairs(Battles.of(pairs).involving(baseline)), baseline)
+    battles = Battles.of(pairs).involving(baseline, PAIRWISE_COLUMNS)
+    oriented = oriented_against(check_pairs(battles), baseline)
     if oriented.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIN_RATE_COLUMNS.items()})
     rates = grouped_mean_intervals(
