@@ -132,11 +132,9 @@ def run_annotate(n_prompts: int, n_resamples: int) -> dict:
 
 
 def run_pairwise(n_battles: int, n_resamples: int) -> dict:
-    from llm_feedback.stats.length_control import (
-        length_controlled_win_rates,
-        style_controlled_ranking,
-    )
+    from llm_feedback.stats.length_control import length_controlled_win_rates
     from llm_feedback.stats.ranking import bradley_terry, win_rates
+    from llm_feedback.stats.style_control import style_controlled_ranking
 
     start = time.perf_counter()
     rng = np.random.default_rng(1)
