@@ -106,12 +106,16 @@ def completion_chunks(
     columns: Sequence[str],
     others: Mapping[str, tuple[Table, Sequence[str]]],
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    *,
+    unmatched_ok: Sequence[str] = (),
 ) -> Iterator[tuple[pd.DataFrame, dict[str, pd.DataFrame]]]:
     """`completions` (its `columns`) a chunk of whole prompts at a time, each chunk with its
     prompts' rows of every table in `others` (name -> (table, columns)): a table on disk in
     prompt order is read in step, so the walk holds one chunk of each table. Once the walk
     is over, a table with rows of prompts that no completion has fails by name (the inputs
-    come from different runs: those rows would silently count nowhere)."""
+    come from different runs: those rows would silently count nowhere), unless it is named
+    in `unmatched_ok` (scores looked up per completion: a version chosen with
+    `--load-versions` is taken as asked for)."""
     readers = {name: rows_by_prompt(table, wanted) for name, (table, wanted) in others.items()}
     seen = dict.fromkeys(others, 0)
     for chunk in table_chunks(completions, prompts_per_chunk, list(columns)):
@@ -124,6 +128,8 @@ def completion_chunks(
             seen[name] += len(rows[name])
         yield chunk, rows
     for name, (table, _) in others.items():
+        if name in unmatched_ok:
+            continue
         unmatched = (len(table) if isinstance(table, pd.DataFrame) else table.num_rows) - seen[name]
         if unmatched:
             row = _first_orphan(table, completions)

@@ -243,7 +243,9 @@ class _PairWalk:
         if rules.score == "overall":
             others["overall_scores"] = (overall_scores, [*COMPLETION_KEY, "overall_score_fixed"])
         columns = [*COMPLETION_KEY, "instruction", "model", "response", "error", "source"]
-        walk = completion_chunks(completions, columns, others, self.prompts_per_chunk)
+        walk = completion_chunks(
+            completions, columns, others, self.prompts_per_chunk, unmatched_ok=["overall_scores"]
+        )
         for chunk, rows in walk:
             require_unique_key(chunk, COMPLETION_KEY, "completions")
             aspects = rows["aspect_annotations"]

@@ -124,7 +124,10 @@ def ranking_battles(
     columns = [*COMPLETION_KEY, "model", "response", "error"]
     path, writer, empty = folder / "battles.parquet", None, None
     try:
-        for chunk, rows in completion_chunks(completions, columns, others, prompts_per_chunk):
+        walk = completion_chunks(
+            completions, columns, others, prompts_per_chunk, unmatched_ok=["overall_scores"]
+        )
+        for chunk, rows in walk:
             scores = completion_scores(
                 rows.get("overall_scores"), rows.get("aspect_annotations"), score
             )

@@ -227,15 +227,18 @@ def bootstrap_replicates(
 ) -> np.ndarray:
     """(n_resamples, k) replicates of a statistic that is not a ratio of sums (a model
     fit): `statistic(row_weights)` gets each row's weight in the resample (its cluster's
-    count, so a cluster's rows move together) and returns k numbers."""
+    count, so a cluster's rows move together) and returns k numbers. A resample that
+    weighs no row (every weight 0, as a Poisson draw of a few clusters can be) is NaN."""
     cluster_codes = np.asarray(cluster_codes)
     n_clusters = int(cluster_codes.max()) + 1 if len(cluster_codes) else 0
-    rows = [
-        statistic(counts[cluster_codes])
+    weights = [
+        counts[cluster_codes]
         for chunk in resample_counts(n_clusters, n_resamples, seed)
         for counts in chunk
     ]
-    return np.vstack(rows)
+    rows = [statistic(w) if w.any() else None for w in weights]
+    width = next((len(np.atleast_1d(row)) for row in rows if row is not None), 1)
+    return np.vstack([np.full(width, np.nan) if row is None else row for row in rows])
 
 
 def correlation_interval(

@@ -246,6 +246,8 @@ def _fit_strengths(design: np.ndarray, won: np.ndarray, lost: np.ndarray) -> np.
     +1/-1 design, each model pair once as a win row (weight `won`) and once as a loss row."""
     weights = np.concatenate([won, lost])
     keep = weights > 0
+    if not keep.any():  # a resample that weighs no battle: nothing to fit
+        return np.full(design.shape[1], np.nan)
     features = np.vstack([design, design])[keep]
     labels = np.concatenate([np.ones(len(won)), np.zeros(len(lost))])[keep]
     if len(np.unique(labels)) < 2:  # one class only: no fit, every strength undefined
