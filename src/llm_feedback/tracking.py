@@ -114,7 +114,11 @@ def table_metrics(name: str, frame: pd.DataFrame) -> dict[str, float]:
         column
         for column in frame.columns
         if column in LABEL_COLUMNS
-        or not (pd.api.types.is_numeric_dtype(frame[column]) or frame[column].dtype == bool)
+        or not (
+            _describes_method(column)
+            or pd.api.types.is_numeric_dtype(frame[column])
+            or frame[column].dtype == bool
+        )
     ]
     values = [
         column
@@ -129,10 +133,26 @@ def table_metrics(name: str, frame: pd.DataFrame) -> dict[str, float]:
             if _missing(value) or not math.isfinite(float(value)):
                 continue
             key = metric_key("/".join(part for part in (name, path, column) if part))
-            while key in metrics:  # rows with the same labels stay apart
-                key = metric_key(f"{key}_")
-            metrics[key] = float(value)
+            metrics[_unique_key(key, metrics)] = float(value)
     return metrics
+
+
+def _describes_method(column: str) -> bool:
+    """A column saying how a figure was made ("poisson-bootstrap-1000-cluster"), the
+    same on every row: a label of it would only lengthen each key."""
+    return column == "method" or column.endswith("_method")
+
+
+def _unique_key(key: str, taken: Mapping[str, float]) -> str:
+    """`key`, or with a numbered suffix inside the length limit when rows share labels
+    (a key cut at the limit cannot be told apart by appending to it)."""
+    count = 1
+    unique = key
+    while unique in taken:
+        count += 1
+        suffix = f"_{count}"
+        unique = key[: MAX_KEY - len(suffix)] + suffix
+    return unique
 
 
 def cost_metrics(cost_table: pd.DataFrame) -> dict[str, float]:

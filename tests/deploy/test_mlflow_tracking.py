@@ -76,6 +76,30 @@ def test_eval_metrics_rows_become_metrics_named_by_their_labels():
     }
 
 
+def test_rows_sharing_labels_cut_at_the_key_limit_stay_apart_and_within_it():
+    long_label = "x" * 400  # the key is cut at MLflow's limit before the rows are told apart
+    frame = pd.DataFrame({"note": [long_label] * 3, "value": [1.0, 2.0, 3.0]})
+    metrics = table_metrics("t", frame)
+    assert sorted(metrics.values()) == [1.0, 2.0, 3.0]
+    assert all(len(key) <= 250 for key in metrics)
+    assert len(set(metrics)) == 3
+
+
+def test_a_column_saying_how_a_figure_was_made_is_no_part_of_its_key():
+    frame = pd.DataFrame(
+        {
+            "model": ["a", "b"],
+            "score": [1010.0, 990.0],
+            "method": ["bradley-terry-mle"] * 2,
+            "ci_method": ["poisson-bootstrap-1000-cluster"] * 2,
+        }
+    )
+    assert table_metrics("model_ranking", frame) == {
+        "model_ranking/a/score": 1010.0,
+        "model_ranking/b/score": 990.0,
+    }
+
+
 def test_secret_looking_parameters_are_redacted_and_bad_settings_named():
     flat = flatten_params({"hub": {"token": "hf_x", "token_env": "HF_TOKEN"}, "a": [1, 2]})
     assert flat == {"hub.token": "<redacted>", "hub.token_env": "HF_TOKEN", "a": "[1, 2]"}
