@@ -60,6 +60,45 @@ def test_length_control_undoes_an_injected_length_bias():
     assert row["win_rate_method"] == "poisson-bootstrap-200-cluster"
 
 
+def test_length_control_read_a_batch_at_a_time_is_statsmodels_fit_of_the_whole_table():
+    verbose = length_biased_battles(6, n=700)
+    terse = length_biased_battles(7, n=500).replace({"verbose": "terse"})
+    terse["instance"] += 10_000
+    rivals = verbose.assign(model_b="terse").iloc[:300]  # no baseline: left out
+    battles = pd.concat([verbose, terse, rivals], ignore_index=True)
+    whole = length_controlled_win_rates(battles, "base", n_resamples=100, seed=2)
+    shuffled = battles.sample(frac=1.0, random_state=0)
+    batches = [shuffled.iloc[start : start + 450] for start in range(0, len(shuffled), 450)]
+    streamed = length_controlled_win_rates(
+        Battles(lambda: iter(batches), battles.columns), "base", n_resamples=100, seed=2
+    )
+    pd.testing.assert_frame_equal(streamed, whole, check_exact=False, rtol=1e-9)
+    for model, own in (("verbose", verbose), ("terse", terse)):
+        is_a = own["model_a"] == model
+        score = np.where(is_a, own["outcome"], 1 - own["outcome"])
+        difference = np.where(
+            is_a, own["length_a"] - own["length_b"], own["length_b"] - own["length_a"]
+        )
+        design = np.column_stack([np.ones(len(own)), np.tanh(difference / difference.std())])
+        glm = sm.GLM(score, design, family=sm.families.Binomial()).fit()
+        row = whole.set_index("model").loc[model]
+        assert row["lc_win_rate"] == pytest.approx(expit(glm.params[0]), rel=1e-8)
+        assert row["length_coefficient"] == pytest.approx(glm.params[1], rel=1e-8)
+        assert row["n_battles"] == len(own)
+
+
+def test_a_model_winning_every_battle_has_no_length_controlled_rate_and_the_others_do():
+    battles = length_biased_battles(8, n=300)
+    sweeper = length_biased_battles(9, n=300).replace({"verbose": "sweeper"})
+    sweeper["outcome"] = np.where(sweeper["model_a"] == "sweeper", 1.0, 0.0)
+    table = length_controlled_win_rates(
+        pd.concat([battles, sweeper], ignore_index=True), "base", n_resamples=50
+    ).set_index("model")
+    assert np.isnan(table.loc["sweeper", "lc_win_rate"])
+    assert table.loc["sweeper", "win_rate"] == 1.0
+    assert 0 < table.loc["verbose", "lc_win_rate"] < 1
+
+
 def test_one_step_replicates_agree_with_full_refits_of_the_same_resamples():
     battles = length_biased_battles(1, n=600)
     table = length_controlled_win_rates(battles, "base", n_resamples=100, seed=4).iloc[0]

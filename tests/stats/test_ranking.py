@@ -8,6 +8,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from llm_feedback.errors import InputError
+from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.ranking import ELO_SCALE, bradley_terry, win_rates
 
 MODELS = [f"m{i}" for i in range(6)]
@@ -97,6 +98,11 @@ def test_win_rates_count_ties_half_and_orient_each_battle_from_the_model():
     # Two instances for x: resamples give q1 twice (0.5), q2 twice (0.75) or both (0.625).
     assert table.loc["x", "ci_low"] == pytest.approx(0.5)
     assert table.loc["x", "ci_high"] == pytest.approx(0.75)
+    # Read two battles at a time (q1's two orders apart from q2's, the last batch without
+    # the baseline), the table is the one of all the battles at once.
+    batches = [battles.iloc[start:stop] for start, stop in ((0, 2), (2, 4), (4, 5), (5, 6))]
+    streamed = win_rates(Battles(lambda: iter(batches), battles.columns), "base", n_resamples=200)
+    pd.testing.assert_frame_equal(streamed.set_index("model"), table)
 
 
 def test_bad_outcomes_and_self_battles_are_refused_by_row():

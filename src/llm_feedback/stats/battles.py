@@ -36,16 +36,3 @@ class Battles:
             found.update(batch["model_a"].unique())
             found.update(batch["model_b"].unique())
         return sorted(found)
-
-    def involving(self, model: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-        """The battles `model` fought (their `columns`, or all), as one frame: a baseline's
-        battles, a model's share of all of them."""
-        wanted = self.columns if columns is None else [c for c in self.columns if c in columns]
-        parts = [
-            batch.loc[
-                (batch["model_a"] == model).to_numpy() | (batch["model_b"] == model).to_numpy(),
-                wanted,
-            ]
-            for batch in self.batches()
-        ]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=wanted)

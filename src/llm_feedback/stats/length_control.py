@@ -22,24 +22,23 @@ from scipy.special import expit
 from llm_feedback.errors import require_columns
 from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.glm_bootstrap import (
-    binomial_fit,
+    DIVERGED,
+    MAX_STEPS,
+    SINGULAR,
+    STEP_TOLERANCE,
+    newton_cluster_sums,
     one_step_estimates,
     one_step_method,
-    resampled_newton_totals,
 )
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
+    ResampledTotals,
     check_bootstrap,
     cluster_ids,
     percentile_interval,
 )
-from llm_feedback.stats.ranking import (
-    PAIRWISE_COLUMNS,
-    check_pairs,
-    oriented_against,
-    win_rates,
-)
+from llm_feedback.stats.ranking import oriented_batches, win_rates
 
 STYLE_FEATURES = ("length", "headers", "bold", "list_items")
 
@@ -81,43 +80,37 @@ def length_controlled_win_rates(
     term is left out: it comes from a fit over its leaderboard's many models, which a run
     comparing a few models does not have.
 
-    Every interval is a clustered bootstrap (`n_resamples`, `seed`) over the instances
-    that met the baseline, the raw and the controlled figures from the same resamples;
-    the fits' replicates are one-step estimates (`stats.glm_bootstrap`).
+    The battles are read a batch at a time (`stats.battles`): the fits are Newton's method
+    with each step's sums added over the batches (`_LengthFits`). Every interval is a
+    clustered bootstrap (`n_resamples`, `seed`) over the instances that met the baseline,
+    the raw and the controlled figures from the same resamples; the fits' replicates are
+    one-step estimates (`stats.glm_bootstrap`).
 
     Columns: model, baseline, n_battles, win_rate, win_rate_ci_low, win_rate_ci_high,
     win_rate_method, lc_win_rate, lc_win_rate_ci_low, lc_win_rate_ci_high, length_coefficient,
     length_coefficient_ci_low, length_coefficient_ci_high, lc_method.
     """
     check_bootstrap(n_resamples, confidence)
-    require_columns(Battles.of(pairs), ["length_a", "length_b"], "pairs")
-    pairs = check_pairs(
-        Battles.of(pairs).involving(baseline, [*PAIRWISE_COLUMNS, "length_a", "length_b"])
-    )
-    raw = win_rates(pairs, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    battles = Battles.of(pairs)
+    require_columns(battles, ["length_a", "length_b"], "pairs")
+    raw = win_rates(battles, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence)
     if raw.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LC_COLUMNS.items()})
-    oriented = oriented_against(pairs, baseline)
-    length_a = pairs["length_a"].to_numpy(dtype="float64")[oriented["row"]]
-    length_b = pairs["length_b"].to_numpy(dtype="float64")[oriented["row"]]
-    model_is_a = pairs["model_a"].to_numpy()[oriented["row"]] == oriented["model"].to_numpy()
-    oriented["length_difference"] = np.where(model_is_a, length_a - length_b, length_b - length_a)
-    # The instances' ids, as `win_rates` weighs them: both draw the same resamples.
-    oriented["cluster"] = cluster_ids(oriented["instance"])
-
+    fits = _LengthFits(battles, baseline, list(raw["model"]))
+    params = fits.fit()
+    replicates = fits.one_step_replicates(params, n_resamples, seed)
     rows = []
-    for _, battles in oriented.groupby("model"):
-        model, params, totals = _length_fit(battles, n_resamples, seed)
-        replicates = one_step_estimates(params, totals)
-        low, high = percentile_interval(replicates, confidence)
-        has_length = len(params) == 2
+    for i, model in enumerate(fits.models):
+        width = fits.widths[i]
+        low, high = percentile_interval(replicates[i], confidence)
+        has_length = width == 2
         rows.append(
             {
                 "model": model,
-                "lc_win_rate": expit(params[0]),
+                "lc_win_rate": expit(params[i][0]),
                 "lc_win_rate_ci_low": expit(low[0]),
                 "lc_win_rate_ci_high": expit(high[0]),
-                "length_coefficient": params[1] if has_length else np.nan,
+                "length_coefficient": params[i][1] if has_length else np.nan,
                 "length_coefficient_ci_low": low[1] if has_length else np.nan,
                 "length_coefficient_ci_high": high[1] if has_length else np.nan,
                 "lc_method": one_step_method(n_resamples),
@@ -129,21 +122,129 @@ def length_controlled_win_rates(
     return table.merge(pd.DataFrame(rows), on="model").loc[:, list(LC_COLUMNS)].astype(LC_COLUMNS)
 
 
-def _length_fit(
-    battles: pd.DataFrame, n_resamples: int, seed: int
-) -> tuple[str, np.ndarray, np.ndarray]:
-    """One model's (name, coefficients, resampled Newton totals) against the baseline."""
-    difference = battles["length_difference"].to_numpy()
-    spread = difference.std()
-    design = np.ones((len(battles), 1))
-    if spread > 0:  # without length variation the length term is not identified
-        design = np.column_stack([design[:, 0], np.tanh(difference / spread)])
-    score = battles["score"].to_numpy()
-    params = binomial_fit(score, design)
-    codes = battles["cluster"].to_numpy()
-    safe = np.nan_to_num(params)  # undefined fit: the sums are unused (NaN replicates)
-    totals = resampled_newton_totals(score, design, safe, codes, n_resamples=n_resamples, seed=seed)
-    return str(battles["model"].iloc[0]), params, totals
+class _LengthFits:
+    """Every model's length-control fit against the baseline, over the battles a batch at a
+    time. A first pass takes each model's spread of length differences (about its first
+    difference, so that equal differences give exactly 0: without length variation the
+    length term is not identified and left out)."""
+
+    def __init__(self, battles: Battles, baseline: str, models: list[str]) -> None:
+        self.battles, self.baseline, self.models = battles, baseline, models
+        self.code = {model: i for i, model in enumerate(models)}
+        count, shift, total, squares = (np.zeros(len(models)) for _ in range(4))
+        shifted = np.zeros(len(models), dtype=bool)
+        for codes, _, difference, _ in self._rows(np.ones(len(models))):
+            first = pd.Series(difference).groupby(codes).first()
+            fresh = first.index[~shifted[first.index]]
+            shift[fresh], shifted[fresh] = first.loc[fresh].to_numpy(), True
+            centred = difference - shift[codes]
+            count += np.bincount(codes, minlength=len(models))
+            total += np.bincount(codes, centred, len(models))
+            squares += np.bincount(codes, centred**2, len(models))
+        mean = np.divide(total, count, out=np.zeros_like(total), where=count > 0)
+        variance = np.divide(squares, count, out=np.zeros_like(total), where=count > 0) - mean**2
+        self.spread = np.sqrt(np.maximum(variance, 0.0))
+        self.widths = np.where(self.spread > 0, 2, 1)
+        self.count = count
+
+    def _rows(self, spread: np.ndarray):
+        """(model codes, score, length difference, squashed difference) of each batch's
+        battles against the baseline; the squashed difference is 0 for a model without
+        spread."""
+        safe = np.where(spread > 0, spread, 1.0)
+        for oriented in oriented_batches(self.battles, self.baseline, ["length"]):
+            codes = oriented["model"].map(self.code).to_numpy()
+            difference = oriented["length_difference"].to_numpy()
+            squashed = np.where(spread[codes] > 0, np.tanh(difference / safe[codes]), 0.0)
+            yield codes, oriented["score"].to_numpy(), difference, squashed
+
+    def _sums(self, params: np.ndarray):
+        """Per batch: its rows and, per model, the score vector and information at
+        `params` (their second entries 0 for a model without the length term)."""
+        for codes, score, _, squashed in self._rows(self.spread):
+            p = expit(params[codes, 0] + params[codes, 1] * squashed)
+            residual, curvature = score - p, p * (1 - p)
+            n = len(self.models)
+            gradient = np.stack(
+                [np.bincount(codes, residual, n), np.bincount(codes, residual * squashed, n)], 1
+            )
+            cross = np.bincount(codes, curvature * squashed, n)
+            information = np.stack(
+                [
+                    np.stack([np.bincount(codes, curvature, n), cross], 1),
+                    np.stack([cross, np.bincount(codes, curvature * squashed**2, n)], 1),
+                ],
+                1,
+            )
+            yield gradient, information
+
+    def fit(self) -> np.ndarray:
+        """(models, 2) maximum-likelihood coefficients by Newton's method, every model's
+        step taken in the same pass; a model's row is NaN where it has no more battles
+        than coefficients, its information is singular or its fit diverges (a model
+        winning every battle has no finite MLE). Written by hand: statsmodels' GLM needs
+        every row at once."""
+        n = len(self.models)
+        params = np.zeros((n, 2))
+        failed = self.count <= self.widths
+        done = failed.copy()
+        for _ in range(MAX_STEPS):
+            gradient, information = np.zeros((n, 2)), np.zeros((n, 2, 2))
+            for batch_gradient, batch_information in self._sums(np.nan_to_num(params)):
+                gradient += batch_gradient
+                information += batch_information
+            for i in np.flatnonzero(~done):
+                k = self.widths[i]
+                if np.linalg.cond(information[i, :k, :k]) > SINGULAR:
+                    failed[i] = done[i] = True
+                    continue
+                step = np.linalg.solve(information[i, :k, :k], gradient[i, :k])
+                params[i, :k] += step
+                if np.abs(params[i]).max() > DIVERGED:
+                    failed[i] = done[i] = True
+                elif np.abs(step).max() < STEP_TOLERANCE:
+                    done[i] = True
+            if done.all():
+                break
+        failed |= ~done
+        params[failed] = np.nan
+        return params
+
+    def one_step_replicates(
+        self, params: np.ndarray, n_resamples: int, seed: int
+    ) -> list[np.ndarray]:
+        """Per model, its (n_resamples, width) one-step bootstrap estimates, every model's
+        Newton sums weighed by the same resamples of instances in one accumulator."""
+        sizes = [k + k * (k + 1) // 2 for k in self.widths]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        totals = ResampledTotals(n_resamples, seed, int(offsets[-1]))
+        safe = np.nan_to_num(params)  # an undefined fit: its sums are unused (NaN estimates)
+        for oriented in oriented_batches(self.battles, self.baseline, ["length"]):
+            local, instances = pd.factorize(oriented["instance"])
+            codes = oriented["model"].map(self.code).to_numpy()
+            difference = oriented["length_difference"].to_numpy()
+            score = oriented["score"].to_numpy()
+            sums = np.zeros((len(instances), offsets[-1]))
+            for i in np.unique(codes):
+                mine = codes == i
+                design = self._design(i, difference[mine])
+                block = slice(offsets[i], offsets[i + 1])
+                sums[:, block] = newton_cluster_sums(
+                    score[mine], design, safe[i, : self.widths[i]], local[mine], len(instances)
+                )
+            totals.add(cluster_ids(pd.Series(instances)), sums)
+        return [
+            one_step_estimates(
+                params[i, : self.widths[i]], totals.totals[:, offsets[i] : offsets[i + 1]]
+            )
+            for i in range(len(self.models))
+        ]
+
+    def _design(self, i: int, difference: np.ndarray) -> np.ndarray:
+        ones = np.ones((len(difference), 1))
+        if self.widths[i] == 1:
+            return ones
+        return np.column_stack([ones, np.tanh(difference / self.spread[i])])
 
 
 # Markdown elements counted for style control, as Arena-Hard counts them.

@@ -14,6 +14,7 @@ battles) and in the Bradley-Terry fit (half an observation A-beats-B, half B-bea
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,11 +27,11 @@ from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
+    GroupedMeans,
     ResampledTotals,
     bootstrap_method,
     check_bootstrap,
     cluster_ids,
-    grouped_mean_intervals,
     percentile_interval,
 )
 
@@ -81,31 +82,54 @@ def win_rates(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> pd.DataFrame:
     """Each model's wins, ties and losses against `baseline` (battles with other opponents
-    are left out) and its win rate (ties half) with a clustered bootstrap interval.
+    are left out) and its win rate (ties half) with a clustered bootstrap interval, the
+    battles read a batch at a time.
 
     Columns: model, baseline, n_battles, wins, ties, losses, win_rate, ci_low, ci_high,
     method. One row per model that met the baseline, sorted by model.
     """
-    check_bootstrap(n_resamples, confidence)
-    battles = Battles.of(pairs).involving(baseline, PAIRWISE_COLUMNS)
-    oriented = oriented_against(check_pairs(battles), baseline)
-    if oriented.empty:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIN_RATE_COLUMNS.items()})
-    rates = grouped_mean_intervals(
-        oriented, "score", "instance", ["model"], n_resamples=n_resamples, seed=seed,
-        confidence=confidence,
-    )  # fmt: skip
-    score = oriented["score"]
-    counts = (
-        oriented.assign(wins=score == 1, ties=(score > 0) & (score < 1), losses=score == 0)
-        .groupby("model")[["wins", "ties", "losses"]]
-        .sum()
+    means = GroupedMeans(
+        "score", "instance", ["model"], n_resamples=n_resamples, seed=seed, confidence=confidence
     )
-    table = rates.rename(columns={"n": "n_battles", "estimate": "win_rate"}).merge(
-        counts, left_on="model", right_index=True
+    counts = None
+    for oriented in oriented_batches(pairs, baseline):
+        means.add(oriented)
+        score = oriented["score"]
+        tally = (
+            oriented.assign(wins=score == 1, ties=(score > 0) & (score < 1), losses=score == 0)
+            .groupby("model")[["wins", "ties", "losses"]]
+            .sum()
+        )
+        counts = tally if counts is None else counts.add(tally, fill_value=0)
+    if counts is None:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in WIN_RATE_COLUMNS.items()})
+    table = (
+        means.result()
+        .rename(columns={"n": "n_battles", "estimate": "win_rate"})
+        .merge(counts, left_on="model", right_index=True)
     )
     table["baseline"] = baseline
     return table.loc[:, list(WIN_RATE_COLUMNS)].astype(WIN_RATE_COLUMNS).reset_index(drop=True)
+
+
+def oriented_batches(
+    pairs: pd.DataFrame | Battles, baseline: str, differences: Sequence[str] = ()
+) -> Iterator[pd.DataFrame]:
+    """The battles against `baseline` a batch at a time, each as `oriented_against` sees
+    them, with per name c of `differences` a column `c_difference`: the model's `c_a` or
+    `c_b` less the baseline's."""
+    for rows in Battles.of(pairs).batches():
+        batch = check_pairs(rows)
+        oriented = oriented_against(batch, baseline)
+        if oriented.empty:
+            continue
+        row = oriented["row"].to_numpy()
+        model_is_a = batch["model_a"].to_numpy()[row] == oriented["model"].to_numpy()
+        for name in differences:
+            side_a = batch[f"{name}_a"].to_numpy(dtype="float64")[row]
+            side_b = batch[f"{name}_b"].to_numpy(dtype="float64")[row]
+            oriented[f"{name}_difference"] = np.where(model_is_a, side_a - side_b, side_b - side_a)
+        yield oriented
 
 
 def oriented_against(pairs: pd.DataFrame, baseline: str) -> pd.DataFrame:

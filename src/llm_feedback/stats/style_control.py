@@ -20,6 +20,10 @@ from scipy.special import expit
 from llm_feedback.errors import require_columns
 from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.glm_bootstrap import (
+    DIVERGED,
+    MAX_STEPS,
+    SINGULAR,
+    STEP_TOLERANCE,
     one_step_estimates,
     one_step_method,
     resampled_newton_totals,
@@ -43,10 +47,6 @@ from llm_feedback.stats.ranking import (
 )
 
 STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
-# Newton's method: steps until the largest is below STEP_TOLERANCE; a fit that has not
-# converged by MAX_STEPS, or whose log-odds pass DIVERGED (odds of e^30), is separated
-# (a model winning every battle) and has no finite MLE.
-STEP_TOLERANCE, MAX_STEPS, DIVERGED = 1e-10, 100, 30.0
 
 
 class StyleControl(NamedTuple):
@@ -180,7 +180,7 @@ class _Design:
                 p = expit(design @ params)
                 score += design.T @ (outcome - p)
                 information += (design * (p * (1 - p))[:, None]).T @ design
-            if np.linalg.cond(information) > 1e12:
+            if np.linalg.cond(information) > SINGULAR:
                 return np.full(self.width, np.nan)
             step = np.linalg.solve(information, score)
             params = params + step
