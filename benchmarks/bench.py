@@ -147,9 +147,14 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             ("--prompts", "300", "--tiles", "1,2,4"),
         ),
     ),
-    # A lookup's cost in a request cache of 4k entries and of 4M.
+    # A lookup's cost, and a call's, with a request cache of 4k entries and of 4M.
     "cache_scale": (
-        Run("cache_scale", "cache_scale.py", (), ("--sizes", "512,4096", "--lookups", "2048")),
+        Run(
+            "cache_scale",
+            "cache_scale.py",
+            (),
+            ("--sizes", "512,4096", "--lookups", "2048", "--calls", "512"),
+        ),
     ),
     # UltraFeedback's templates and distilabel's task from BENCH_ULTRAFEEDBACK_REPO and
     # BENCH_DISTILABEL_WHEEL (fetched copies, never shipped); ours alone without them.

@@ -199,8 +199,8 @@ def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
     assert "each node run once at each size" in text
 
 
-def test_the_cache_table_gives_the_lookup_cost_ratio_of_the_largest_cache():
-    def result(entries: int, cpu: float) -> dict:
+def test_the_cache_table_gives_the_lookup_and_call_cost_ratios_of_the_largest_cache():
+    def result(entries: int, cpu: float, call: float) -> dict:
         return {
             "entries": entries,
             "file_mib": entries / 1000,
@@ -209,14 +209,17 @@ def test_the_cache_table_gives_the_lookup_cost_ratio_of_the_largest_cache():
             "found": 500,
             "lookup_us_per_key": cpu + 0.5,
             "lookup_cpu_us_per_key": cpu,
+            "calls": 2048,
+            "client_cpu_us_per_call": call,
         }
 
     text = results_judging.cache_scale(
-        [{"batch": 4096, "results": [result(4_000_000, 9.0), result(4096, 6.0)]}]
+        [{"batch": 4096, "results": [result(4_000_000, 9.0, 84.0), result(4096, 6.0, 80.0)]}]
     )
     assert "costs 1.50x the CPU of one at 4,096" in text
-    assert row(text, "4,096") == ["4", "14.0", "6.5", "6.0"]
-    assert row(text, "4,000,000") == ["4,000", "14.0", "9.5", "9.0"]
+    assert "a call, lookup included, **1.05x**" in text
+    assert row(text, "4,096") == ["4", "14.0", "6.5", "6.0", "80.0"]
+    assert row(text, "4,000,000") == ["4,000", "14.0", "9.5", "9.0", "84.0"]
 
 
 # --- no typed figure: three sittings whose every number differs render no common number ---
