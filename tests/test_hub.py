@@ -87,6 +87,31 @@ def test_ultrafeedback_is_pushed_with_the_public_columns_by_default():
 
 
 @pytest.mark.parametrize(
+    ("name", "frame"), [("ultrafeedback", ultrafeedback), ("preference_pairs", preference_pairs)]
+)
+@pytest.mark.parametrize("through_filesystem", [False, True])
+def test_a_push_read_a_batch_at_a_time_from_parquet_is_the_push_of_the_whole_frame(
+    name, frame, through_filesystem, tmp_path
+):
+    import fsspec
+
+    from llm_feedback.parquet_source import ParquetSource
+
+    data = frame()
+    path = tmp_path / "table.parquet"
+    data.to_parquet(path, row_group_size=2)  # several row groups, as a large table has
+    filesystem = fsspec.filesystem("file") if through_filesystem else None  # as object storage
+    workdir = tmp_path / "push"
+    workdir.mkdir()
+    streamed = push(ParquetSource(str(path), filesystem, batch_rows=3), name, workdir=workdir)
+    whole = push(data, name)
+    assert streamed.data["train"].features == whole.data["train"].features
+    assert streamed.data["train"].to_list() == whole.data["train"].to_list()
+    assert streamed.card == whole.card  # the same counts of models, sources, principles
+    assert streamed.describe() == whole.describe()
+
+
+@pytest.mark.parametrize(
     "repo_id", ["feedback", "someone/feed--back", "a/b/c", "someone/bad name", "-x/feedback"]
 )
 def test_a_bad_repo_id_is_refused_naming_it(repo_id):

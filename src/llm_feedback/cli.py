@@ -20,6 +20,7 @@ import logging
 import os
 import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -28,6 +29,7 @@ from kedro.framework.cli.project import run as kedro_run
 from kedro.framework.cli.utils import _split_params
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import ProjectMetadata
+from kedro.io.core import Version
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.errors import (
@@ -205,9 +207,15 @@ def push_to_hub(
     """Push `ultrafeedback` or `preference_pairs` to the Hugging Face Hub (`pip install -e
     ".[hub]"`). The token comes from conf/local/credentials.yml (huggingface.token) or
     HF_TOKEN and is never printed."""
-    with KedroSession.create(
-        project_path=metadata.project_path, env=env, runtime_params=params
-    ) as session:
+    from llm_feedback.pipelines.datasets import ParquetDataset
+
+    # The table is read a batch at a time into an Arrow file here, which the upload reads.
+    with (
+        tempfile.TemporaryDirectory(prefix="llmfb-push-") as workdir,
+        KedroSession.create(
+            project_path=metadata.project_path, env=env, runtime_params=params
+        ) as session,
+    ):
         context = session.load_context()
         try:
             credentials = context.config_loader["credentials"]
@@ -220,10 +228,11 @@ def push_to_hub(
                     (context.params.get("report") or {}).get("allow_mixed_runs")
                 )
                 refuse_a_stale_push(context.catalog, name, allow)
-            frame = context.catalog.load(name, version=version)
+            dataset = context.catalog.get(name, version=Version(version, None) if version else None)
+            table = dataset.source() if isinstance(dataset, ParquetDataset) else dataset.load()
             judge, settings = run_settings(context.params)
             push = build_push(
-                frame,
+                table,
                 name=name,
                 repo_id=repo_id,
                 token=token,
@@ -235,13 +244,14 @@ def push_to_hub(
                 judge=judge,
                 settings=settings,
                 judge_card=judge_card.read_text(encoding="utf-8") if judge_card else None,
+                workdir=Path(workdir),
             )
         except (ConfigError, InputError) as error:
             raise click.ClickException(str(error)) from None
-    click.echo(push.describe())
-    if dry_run:
-        click.echo("dataset card (README.md):")
-        click.echo(push.card)
-        click.echo("dry run: nothing was sent")
-        return
-    click.echo(f"pushed: {send_push(push)}")
+        click.echo(push.describe())
+        if dry_run:
+            click.echo("dataset card (README.md):")
+            click.echo(push.card)
+            click.echo("dry run: nothing was sent")
+            return
+        click.echo(f"pushed: {send_push(push)}")

@@ -16,13 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.hub_card import DEFAULT_LICENSE, CardFacts, counts_of, dataset_card
+from llm_feedback.hub_card import (
+    COUNTED_COLUMNS,
+    DEFAULT_LICENSE,
+    CardFacts,
+    counts_of,
+    dataset_card,
+)
+from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     ULTRAFEEDBACK_ARROW_SCHEMA,
@@ -78,18 +86,40 @@ def hub_token(credentials: Mapping[str, Any], environ: Mapping[str, str]) -> tup
     )
 
 
-def _schema_of(name: str, frame: pd.DataFrame) -> pa.Schema:
+def _schema_of(name: str, columns: list[str]) -> pa.Schema:
     if name not in HUB_DATASETS:
         raise ConfigError(f"dataset must be one of {', '.join(HUB_DATASETS)}, got {name!r}")
     for schema in HUB_DATASETS[name]:
-        if list(frame.columns) == schema.names:
+        if columns == schema.names:
             return schema
     expected = " or ".join(str(schema.names) for schema in HUB_DATASETS[name])
-    raise InputError(f"{name}: columns {list(frame.columns)} are not those expected ({expected})")
+    raise InputError(f"{name}: columns {columns} are not those expected ({expected})")
+
+
+def _from_source(source: ParquetSource, features: Any, workdir: Path) -> Any:
+    """The `datasets.Dataset` of `source`'s columns in `features`, memory-mapped from an
+    Arrow file in `workdir` rather than held: a file on object storage is first copied
+    there a row group at a time (`datasets` reads local files)."""
+    import datasets
+    import pyarrow.parquet as pq
+
+    columns = list(features)
+    path = source.path
+    if source.filesystem is not None:
+        path = str(workdir / "table.parquet")
+        with source.filesystem.open(source.path, "rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            schema = pa.schema([parquet.schema_arrow.field(column) for column in columns])
+            with pq.ParquetWriter(path, schema) as writer:
+                for group in range(parquet.num_row_groups):
+                    writer.write_table(parquet.read_row_group(group, columns=columns))
+    return datasets.Dataset.from_parquet(
+        path, features=features, columns=columns, cache_dir=str(workdir / "datasets")
+    )
 
 
 def build_push(
-    frame: pd.DataFrame,
+    table: pd.DataFrame | ParquetSource,
     *,
     name: str,
     repo_id: str,
@@ -102,11 +132,14 @@ def build_push(
     judge: str | None = None,
     settings: Mapping[str, Any] | None = None,
     judge_card: str | None = None,
+    workdir: Path | None = None,
 ) -> HubPush:
-    """Check and build a push of `frame` (the dataset `name`) to `repo_id`, with its card;
+    """Check and build a push of `table` (the dataset `name`) to `repo_id`, with its card;
     sends nothing. `public_only` (default: True for `ultrafeedback`) drops our own columns;
     `judge`, `settings` (see `hub_card.run_settings`) and `judge_card` (the judge's
-    validation, markdown) go into the card."""
+    validation, markdown) go into the card. A `ParquetSource` is read a batch at a time
+    and pushed from an Arrow file in `workdir` (which must outlive the push), so a table
+    of a million prompts is never held."""
     try:
         import datasets
         from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -125,27 +158,36 @@ def build_push(
         raise ConfigError(f"split {split!r}: {error}") from None
     if not token:
         raise ConfigError(f"the Hugging Face token from {token_source} is empty")
-    schema = _schema_of(name, frame)
+    columns = list(table.columns)
+    schema = _schema_of(name, columns)
     excluded: tuple[str, ...] = ()
     if name == "ultrafeedback" and public_only is not False:
         schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-        excluded = tuple(c for c in frame.columns if c not in schema.names)
-        frame = frame[schema.names]
+        excluded = tuple(c for c in columns if c not in schema.names)
     features = datasets.Features.from_arrow_schema(schema)
-    dataset = datasets.Dataset.from_pandas(frame, features=features, preserve_index=False)
+    if isinstance(table, pd.DataFrame):
+        frame = table[schema.names]
+        dataset = datasets.Dataset.from_pandas(frame, features=features, preserve_index=False)
+        counts = counts_of(name, [frame])
+    else:
+        if workdir is None:
+            raise ValueError("a push from a ParquetSource needs a workdir")
+        dataset = _from_source(table, features, workdir)
+        counted = [c for c in COUNTED_COLUMNS if c in schema.names]
+        counts = counts_of(name, table.row_batches(counted) if counted else [])
     data = datasets.DatasetDict({split: dataset})
     facts = CardFacts(
         dataset=name,
         config_name=name,
         split=split,
-        n_rows=len(frame),
+        n_rows=dataset.num_rows,
         columns=tuple(schema.names),
         excluded_columns=excluded,
         judge=judge,
         settings=dict(settings or {}),
         license=license,
         features=features._to_yaml_list(),
-        **counts_of(name, frame),
+        **counts,
     )
     card = dataset_card(facts, judge_card)
     return HubPush(repo_id, name, data, private, token_source, token, card)

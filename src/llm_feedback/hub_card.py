@@ -14,7 +14,7 @@ that this judge has not been validated.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,24 +75,32 @@ def size_category(n_rows: int) -> str:
     return next((label for bound, label in SIZE_CATEGORIES if n_rows < bound), "n>100M")
 
 
-def counts_of(name: str, frame: pd.DataFrame) -> dict[str, Mapping[str, int]]:
-    """Generator models, prompt sources and principles counted in the pushed frame."""
+def counts_of(name: str, frames: Iterable[pd.DataFrame]) -> dict[str, Mapping[str, int]]:
+    """Generator models, prompt sources and principles counted in the pushed table, given
+    as frames (one, or a batch of rows each)."""
     models: Counter[str] = Counter()
     principles: Counter[str] = Counter()
-    if name == "ultrafeedback" and "completions" in frame:
-        for completions in frame["completions"]:
-            for completion in completions if completions is not None else []:
-                models[str(completion["model"])] += 1
-                principles[str(completion["principle"])] += 1
-    for column in ("model_chosen", "model_rejected"):
-        if column in frame:
-            models.update(frame[column].astype(str))
-    sources = Counter(frame["source"].astype(str)) if "source" in frame else Counter()
+    sources: Counter[str] = Counter()
+    for frame in frames:
+        if name == "ultrafeedback" and "completions" in frame:
+            for completions in frame["completions"]:
+                for completion in completions if completions is not None else []:
+                    models[str(completion["model"])] += 1
+                    principles[str(completion["principle"])] += 1
+        for column in ("model_chosen", "model_rejected"):
+            if column in frame:
+                models.update(frame[column].astype(str))
+        if "source" in frame:
+            sources.update(frame["source"].astype(str))
     return {
         "models": dict(models.most_common()),
         "sources": dict(sources.most_common()),
         "principles": dict(principles.most_common()),
     }
+
+
+# The columns `counts_of` reads.
+COUNTED_COLUMNS = ("completions", "model_chosen", "model_rejected", "source")
 
 
 def run_settings(parameters: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:

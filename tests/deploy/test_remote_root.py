@@ -111,3 +111,34 @@ def test_a_remote_path_where_a_local_file_is_needed_is_refused_by_name(tmp_path,
     assert require_local("file:///tmp/x", "x") == Path("/tmp/x")
     assert local_root("data") == "data"
     assert named_s3(tmp_path) == []
+
+
+def test_a_dry_run_push_reads_the_table_from_the_bucket_a_row_group_at_a_time(
+    bucket, s3_env, tmp_path
+):
+    from tests.test_hub import SECRET, VERSION, preference_pairs
+
+    pairs = preference_pairs()
+    root = f"s3://{bucket}/root"
+    s3 = fsspec.filesystem("s3", skip_instance_cache=True)
+    target = f"{root}/07_model_output/preference_pairs.parquet/{VERSION}/preference_pairs.parquet"
+    with s3.open(target, "wb") as handle:
+        pairs.to_parquet(handle, row_group_size=2)
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "kedro", "push-to-hub", "--dataset", "preference_pairs",
+            "--repo-id", "someone/feedback", "--dry-run", "--allow-mixed-runs",
+            "--params", f"data_root={root}",
+        ],
+        cwd=PROJECT_ROOT,
+        env={**s3_env, "HF_TOKEN": SECRET, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"split train: {len(pairs):,} rows" in output
+    assert "dry run: nothing was sent" in output and SECRET not in output
+    assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)

@@ -192,6 +192,11 @@ class ParquetDataset(_KedroParquetDataset):
         )
         self._invalidate_cache()
 
+    def source(self) -> ParquetSource:
+        """The version the catalog would load, as a `ParquetSource` (read as needed)."""
+        load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        return ParquetSource(load_path, None if self._protocol == "file" else self._fs)
+
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
         """The first `nrows` rows of the version the catalog would load; reads only the
         row groups it needs."""
@@ -213,8 +218,7 @@ class ParquetSourceDataset(ParquetDataset):
     `.read()` is the DataFrame `ParquetDataset` would load."""
 
     def load(self) -> ParquetSource:
-        load_path = get_filepath_str(self._get_load_path(), self._protocol)
-        return ParquetSource(load_path, None if self._protocol == "file" else self._fs)
+        return self.source()
 
 
 class TextDataset(_KedroTextDataset):
