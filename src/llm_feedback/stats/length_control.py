@@ -14,6 +14,7 @@ resamples with the raw ones (same instances, seed and number of resamples).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -133,7 +134,7 @@ class _LengthFits:
         self.code = {model: i for i, model in enumerate(models)}
         count, shift, total, squares = (np.zeros(len(models)) for _ in range(4))
         shifted = np.zeros(len(models), dtype=bool)
-        for codes, _, difference, _ in self._rows(np.ones(len(models))):
+        for codes, _, difference, _ in self._batches():
             first = pd.Series(difference).groupby(codes).first()
             fresh = first.index[~shifted[first.index]]
             shift[fresh], shifted[fresh] = first.loc[fresh].to_numpy(), True
@@ -147,36 +148,19 @@ class _LengthFits:
         self.widths = np.where(self.spread > 0, 2, 1)
         self.count = count
 
-    def _rows(self, spread: np.ndarray):
-        """(model codes, score, length difference, squashed difference) of each batch's
-        battles against the baseline; the squashed difference is 0 for a model without
-        spread."""
-        safe = np.where(spread > 0, spread, 1.0)
+    def _batches(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, pd.Series]]:
+        """(model codes, score, length difference, instance) of each batch's battles
+        against the baseline."""
         for oriented in oriented_batches(self.battles, self.baseline, ["length"]):
             codes = oriented["model"].map(self.code).to_numpy()
-            difference = oriented["length_difference"].to_numpy()
-            squashed = np.where(spread[codes] > 0, np.tanh(difference / safe[codes]), 0.0)
-            yield codes, oriented["score"].to_numpy(), difference, squashed
+            score = oriented["score"].to_numpy()
+            yield codes, score, oriented["length_difference"].to_numpy(), oriented["instance"]
 
-    def _sums(self, params: np.ndarray):
-        """Per batch: its rows and, per model, the score vector and information at
-        `params` (their second entries 0 for a model without the length term)."""
-        for codes, score, _, squashed in self._rows(self.spread):
-            p = expit(params[codes, 0] + params[codes, 1] * squashed)
-            residual, curvature = score - p, p * (1 - p)
-            n = len(self.models)
-            gradient = np.stack(
-                [np.bincount(codes, residual, n), np.bincount(codes, residual * squashed, n)], 1
-            )
-            cross = np.bincount(codes, curvature * squashed, n)
-            information = np.stack(
-                [
-                    np.stack([np.bincount(codes, curvature, n), cross], 1),
-                    np.stack([cross, np.bincount(codes, curvature * squashed**2, n)], 1),
-                ],
-                1,
-            )
-            yield gradient, information
+    def _squashed(self, codes: np.ndarray, difference: np.ndarray) -> np.ndarray:
+        """tanh(difference / the model's spread); 0 for a model without spread."""
+        spread = self.spread[codes]
+        safe = np.where(spread > 0, spread, 1.0)
+        return np.where(spread > 0, np.tanh(difference / safe), 0.0)
 
     def fit(self) -> np.ndarray:
         """(models, 2) maximum-likelihood coefficients by Newton's method, every model's
@@ -189,10 +173,7 @@ class _LengthFits:
         failed = self.count <= self.widths
         done = failed.copy()
         for _ in range(MAX_STEPS):
-            gradient, information = np.zeros((n, 2)), np.zeros((n, 2, 2))
-            for batch_gradient, batch_information in self._sums(np.nan_to_num(params)):
-                gradient += batch_gradient
-                information += batch_information
+            gradient, information = self._newton_sums(np.nan_to_num(params))
             for i in np.flatnonzero(~done):
                 k = self.widths[i]
                 if np.linalg.cond(information[i, :k, :k]) > SINGULAR:
@@ -210,6 +191,25 @@ class _LengthFits:
         params[failed] = np.nan
         return params
 
+    def _newton_sums(self, params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per model, the score vector (models, 2) and the information (models, 2, 2) at
+        `params`, summed over the batches (the second entries 0 for a model without the
+        length term)."""
+        n = len(self.models)
+        gradient, information = np.zeros((n, 2)), np.zeros((n, 2, 2))
+        for codes, score, difference, _ in self._batches():
+            squashed = self._squashed(codes, difference)
+            p = expit(params[codes, 0] + params[codes, 1] * squashed)
+            residual, curvature = score - p, p * (1 - p)
+            gradient[:, 0] += np.bincount(codes, residual, n)
+            gradient[:, 1] += np.bincount(codes, residual * squashed, n)
+            cross = np.bincount(codes, curvature * squashed, n)
+            information[:, 0, 0] += np.bincount(codes, curvature, n)
+            information[:, 0, 1] += cross
+            information[:, 1, 0] += cross
+            information[:, 1, 1] += np.bincount(codes, curvature * squashed**2, n)
+        return gradient, information
+
     def one_step_replicates(
         self, params: np.ndarray, n_resamples: int, seed: int
     ) -> list[np.ndarray]:
@@ -219,18 +219,16 @@ class _LengthFits:
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         totals = ResampledTotals(n_resamples, seed, int(offsets[-1]))
         safe = np.nan_to_num(params)  # an undefined fit: its sums are unused (NaN estimates)
-        for oriented in oriented_batches(self.battles, self.baseline, ["length"]):
-            local, instances = pd.factorize(oriented["instance"])
-            codes = oriented["model"].map(self.code).to_numpy()
-            difference = oriented["length_difference"].to_numpy()
-            score = oriented["score"].to_numpy()
+        for codes, score, difference, instance in self._batches():
+            local, instances = pd.factorize(instance)
+            squashed = self._squashed(codes, difference)
             sums = np.zeros((len(instances), offsets[-1]))
             for i in np.unique(codes):
                 mine = codes == i
-                design = self._design(i, difference[mine])
-                block = slice(offsets[i], offsets[i + 1])
-                sums[:, block] = newton_cluster_sums(
-                    score[mine], design, safe[i, : self.widths[i]], local[mine], len(instances)
+                k = self.widths[i]
+                design = np.column_stack([np.ones(mine.sum()), squashed[mine]])[:, :k]
+                sums[:, offsets[i] : offsets[i + 1]] = newton_cluster_sums(
+                    score[mine], design, safe[i, :k], local[mine], len(instances)
                 )
             totals.add(cluster_ids(pd.Series(instances)), sums)
         return [
@@ -239,12 +237,6 @@ class _LengthFits:
             )
             for i in range(len(self.models))
         ]
-
-    def _design(self, i: int, difference: np.ndarray) -> np.ndarray:
-        ones = np.ones((len(difference), 1))
-        if self.widths[i] == 1:
-            return ones
-        return np.column_stack([ones, np.tanh(difference / self.spread[i])])
 
 
 # Markdown elements counted for style control, as Arena-Hard counts them.
