@@ -208,6 +208,16 @@ def test_without_a_token_the_cli_says_where_to_put_one(tmp_path):
     assert "no Hugging Face token: set HF_TOKEN" in result.stderr
 
 
+def test_a_push_of_a_dataset_never_written_says_which_pipeline_writes_it(tmp_path):
+    result = push_to_hub_cli(
+        tmp_path, "--dataset", "preference_pairs", "--repo-id", "someone/feedback", "--dry-run"
+    )
+    assert result.returncode == 1
+    assert "preference_pairs has no version under data root" in result.stderr
+    assert "kedro run --pipelines report" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
 def test_a_push_whose_sources_have_a_newer_run_is_refused_naming_the_versions(tmp_path):
     data_root = tmp_path / "data"
     write_version(data_root, "07_model_output", "ultrafeedback", ultrafeedback())

@@ -155,6 +155,10 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
         gc.freeze()
 
 
+# The pipeline that writes each dataset push-to-hub can send.
+WRITTEN_BY = {"ultrafeedback": "annotate", "preference_pairs": "report"}
+
+
 @cli.command(name="push-to-hub")
 @click.option("--dataset", "name", type=click.Choice(list(HUB_DATASETS)), required=True)
 @click.option("--repo-id", required=True, help="The Hub dataset repository, owner/name.")
@@ -229,6 +233,13 @@ def push_to_hub(
                 )
                 refuse_a_stale_push(context.catalog, name, allow)
             dataset = context.catalog.get(name, version=Version(version, None) if version else None)
+            if not dataset.exists():
+                which = f"version {version}" if version else "version"
+                root = context.params.get("data_root", "data")
+                raise InputError(
+                    f"{name} has no {which} under data root {root}: write it first "
+                    f"(kedro run --pipelines {WRITTEN_BY[name]})"
+                )
             table = dataset.source() if isinstance(dataset, ParquetDataset) else dataset.load()
             judge, settings = run_settings(context.params)
             push = build_push(
