@@ -14,7 +14,7 @@ from llm_feedback.stats.length_control import (
     length_controlled_win_rates,
     style_features,
 )
-from llm_feedback.stats.ranking import bradley_terry
+from llm_feedback.stats.ranking import bradley_terry, win_rates
 from llm_feedback.stats.style_control import style_controlled_ranking
 
 TRUE_WIN_RATE = 0.40  # the model is worse than the baseline at equal length
@@ -73,6 +73,10 @@ def test_length_control_read_a_batch_at_a_time_is_statsmodels_fit_of_the_whole_t
         Battles(lambda: iter(batches), battles.columns), "base", n_resamples=100, seed=2
     )
     pd.testing.assert_frame_equal(streamed, whole, check_exact=False, rtol=1e-9)
+    # Given the raw win rates a caller already has, the table is the same.
+    raw = win_rates(battles, "base", n_resamples=100, seed=2)
+    given = length_controlled_win_rates(battles, "base", n_resamples=100, seed=2, raw=raw)
+    pd.testing.assert_frame_equal(given, whole)
     for model, own in (("verbose", verbose), ("terse", terse)):
         is_a = own["model_a"] == model
         score = np.where(is_a, own["outcome"], 1 - own["outcome"])

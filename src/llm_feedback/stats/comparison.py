@@ -60,8 +60,9 @@ def compare_models(
         if {f"{feature}_a", f"{feature}_b"} <= set(battles.columns)
     )
     ranking = bradley_terry(battles, **bootstrap)
-    counts = win_rates(battles, baseline, **bootstrap)[["model", "wins", "ties", "losses"]]
-    rates = length_controlled_win_rates(battles, baseline, **bootstrap)
+    raw = win_rates(battles, baseline, **bootstrap)  # one walk for the counts and the rates
+    counts = raw[["model", "wins", "ties", "losses"]]
+    rates = length_controlled_win_rates(battles, baseline, **bootstrap, raw=raw)
     styled = style_controlled_ranking(battles, features, **bootstrap)
     style_scores = styled.scores[["model", *STYLE_SCORE_COLUMNS]].rename(
         columns=STYLE_SCORE_COLUMNS

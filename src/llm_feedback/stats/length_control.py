@@ -68,8 +68,11 @@ def length_controlled_win_rates(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = DEFAULT_CONFIDENCE,
+    raw: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Raw and length-controlled win rate of each model against `baseline`.
+    """Raw and length-controlled win rate of each model against `baseline`; `raw`: the
+    `ranking.win_rates` of the same battles and bootstrap, when the caller has them (they
+    are not made again).
 
     AlpacaEval 2's method: per model, a logistic regression (binomial GLM, the outcome
     0 / 0.5 / 1 as a fractional response, i.e. ties half) of the model's preference over
@@ -94,7 +97,10 @@ def length_controlled_win_rates(
     check_bootstrap(n_resamples, confidence)
     battles = Battles.of(pairs)
     require_columns(battles, ["length_a", "length_b"], "pairs")
-    raw = win_rates(battles, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    if raw is None:
+        raw = win_rates(
+            battles, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence
+        )
     if raw.empty:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LC_COLUMNS.items()})
     fits = _LengthFits(battles, baseline, list(raw["model"]))
