@@ -1,4 +1,5 @@
-"""A Parquet table that a step reads in the parts it needs, not whole.
+"""A Parquet table (one file, or a folder of parts) that a step reads in the parts it
+needs, not whole.
 
 At UltraFeedback scale `aspect_annotations` holds about a gigabyte of text (rationales,
 judge replies); the score fix needs four of its columns and the export needs a few
@@ -22,39 +23,77 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from llm_feedback.parquet_parts import part_paths
+
 # Rows per Parquet row group in the files the pipelines write: a load decodes one group at a
 # time, and `rows_of` reads only the groups it needs.
 ROW_GROUP_ROWS = 32_768
 
 
 class ParquetSource:
-    """`batch_rows`: rows per record batch when the file is streamed (`key_chunks`,
-    `key_reader`, ...): what one read holds besides a chunk, whatever the file's size."""
+    """A table at `path`: one Parquet file, or a folder of parts (`parquet_parts`) read as
+    the one table in part order.
+
+    `batch_rows`: rows per record batch when the table is streamed (`key_chunks`,
+    `key_reader`, ...): what one read holds besides a chunk, whatever the table's size."""
 
     def __init__(self, path: str, filesystem: Any = None, batch_rows: int = ROW_GROUP_ROWS):
         self.path = path
         self.filesystem = filesystem
         self.batch_rows = batch_rows
         self._keys: dict[str, pa.ChunkedArray] = {}
+        self._paths: list[str] | None = None
 
     def __repr__(self) -> str:
         return f"ParquetSource({self.path!r})"
 
-    def _file(self) -> pq.ParquetFile:
+    def part_paths(self) -> list[str]:
+        """The table's files: `[path]`, or its parts in order."""
+        if self._paths is None:
+            self._paths = part_paths(self.path, self.filesystem)
+        return self._paths
+
+    def _open(self, path: str) -> pq.ParquetFile:
         if self.filesystem is None:
-            return pq.ParquetFile(self.path)
-        return pq.ParquetFile(self.filesystem.open(self.path, "rb"))
+            return pq.ParquetFile(path)
+        return pq.ParquetFile(self.filesystem.open(path, "rb"))
+
+    def _files(self) -> Iterator[pq.ParquetFile]:
+        """Each part opened as it is reached, so a stream holds one open part at a time."""
+        return (self._open(path) for path in self.part_paths())
 
     def _batches(self, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
-        return file_batches(self._file(), self.batch_rows, columns)
+        for parquet in self._files():
+            yield from file_batches(parquet, self.batch_rows, columns)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Every part's schema (they are written with one)."""
+        return self._open(self.part_paths()[0]).schema_arrow
 
     @property
     def columns(self) -> list[str]:
-        return self._file().schema_arrow.names
+        return self.schema.names
 
     @property
     def num_rows(self) -> int:
-        return self._file().metadata.num_rows
+        return sum(parquet.metadata.num_rows for parquet in self._files())
+
+    def head(self, rows: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """The first `rows` rows (of `columns`, those it has), reading no further than it
+        needs: a few pages of the first row groups, not whole groups of text."""
+        wanted = self._present(columns)
+        pieces, held = [], 0
+        for parquet in self._files():
+            for batch in parquet.iter_batches(batch_size=max(rows, 1), columns=wanted):
+                pieces.append(batch.slice(0, rows - held))
+                held += pieces[-1].num_rows
+                if held >= rows:
+                    return pa.Table.from_batches(pieces)
+        schema = (
+            self.schema if wanted is None else pa.schema([self.schema.field(c) for c in wanted])
+        )
+        return pa.Table.from_batches(pieces, schema)
 
     def read(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The whole table, or those of `columns` it has (the caller checks for the ones
@@ -66,25 +105,40 @@ class ParquetSource:
     def rows_of(
         self, column: str, values: Sequence[Any], columns: Sequence[str] | None = None
     ) -> pd.DataFrame:
-        """The rows whose `column` is one of `values`, in file order; `columns` as in
+        """The rows whose `column` is one of `values`, in table order; `columns` as in
         `read`. The key column is read once and kept; of the rest, only the row groups
         holding those rows."""
-        parquet = self._file()
+        files = list(self._files())
         if column not in self._keys:
-            self._keys[column] = parquet.read(columns=[column]).column(column)
+            keys = [parquet.read(columns=[column]).column(column) for parquet in files]
+            self._keys[column] = pa.chunked_array(
+                [chunk for part in keys for chunk in part.chunks], keys[0].type
+            )
         matches = pc.is_in(self._keys[column], value_set=pa.array(values))
         positions = np.flatnonzero(matches.to_numpy(zero_copy_only=False))
         if not len(positions):
-            empty = parquet.schema_arrow.empty_table()
+            empty = files[0].schema_arrow.empty_table()
             return (empty if columns is None else empty.select(self._present(columns))).to_pandas()
-        sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+        # Every row group of every part, in table order: (part, group within the part).
+        groups_of = [
+            (part, group)
+            for part, parquet in enumerate(files)
+            for group in range(parquet.num_row_groups)
+        ]
+        sizes = [files[part].metadata.row_group(group).num_rows for part, group in groups_of]
         group_starts = np.cumsum([0, *sizes])
         groups = np.searchsorted(group_starts, positions, side="right") - 1
         touched = np.unique(groups)
         # Each touched group's first row in the table of the touched groups.
         read_start = np.zeros(len(sizes), dtype=np.int64)
         read_start[touched] = np.cumsum([0, *(sizes[g] for g in touched[:-1])])
-        table = parquet.read_row_groups(touched.tolist(), columns=self._present(columns))
+        wanted = self._present(columns)
+        pieces = []
+        for part, parquet in enumerate(files):
+            in_part = [groups_of[g][1] for g in touched if groups_of[g][0] == part]
+            if in_part:
+                pieces.append(parquet.read_row_groups(in_part, columns=wanted))
+        table = pa.concat_tables(pieces)
         within = positions - group_starts[groups] + read_start[groups]
         return table.take(pa.array(within, pa.int64())).to_pandas()
 
@@ -186,9 +240,8 @@ class KeyOrderedReader:
         self._wanted = source._present(
             None if columns is None else [key, *(c for c in columns if c != key)]
         )
-        parquet = source._file()
-        self._empty = parquet.schema_arrow.empty_table()
-        self._batches = file_batches(parquet, source.batch_rows, self._wanted)
+        self._empty = source.schema.empty_table()
+        self._batches = source._batches(self._wanted)
         self._held: pa.Table | None = None
 
     def through(self, last: Any) -> pd.DataFrame:

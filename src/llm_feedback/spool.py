@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from llm_feedback.key_order import positions_in_key_order
+from llm_feedback.parquet_parts import PartedTarget
 from llm_feedback.parquet_source import ROW_GROUP_ROWS
 from llm_feedback.schema import pandas_metadata
 
@@ -302,10 +303,13 @@ def write_parquet(
     **kwargs: Any,
 ) -> None:
     """`tables` written as one Parquet file with `schema` (its metadata too) as they come,
-    for a `to_parquet` that takes pandas' arguments: pyarrow, no index; `kwargs` go to
-    `pyarrow.parquet.ParquetWriter` (compression, ...)."""
+    or as parts when `path` is a `PartedTarget`, for a `to_parquet` that takes pandas'
+    arguments: pyarrow, no index; `kwargs` go to `pyarrow.parquet.ParquetWriter`."""
     if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
         raise ValueError("this table is written by pyarrow, without index")
+    if isinstance(path, PartedTarget):
+        path.write(schema, tables, row_group_size, **kwargs)
+        return
     with pq.ParquetWriter(path, schema, **kwargs) as writer:
         for table in tables:
             writer.write_table(table.cast(schema), row_group_size=row_group_size)

@@ -13,8 +13,9 @@
   `figure_dataset.py`, so that only runs that draw figures import matplotlib):
   kedro-datasets' own (same arguments, same files, same load), with a kedro-viz preview
   that always serialises, and saves that never leave a partial file: each writes a
-  temporary file in the target's folder and moves it over the target (`os.replace`), so a
-  kill or a failure mid-write leaves the old file, or none.
+  temporary file (Parquet: a staging folder of parts, `parquet_parts`) in the target's
+  folder and moves it over the target (`os.replace`), so a kill or a failure mid-write
+  leaves the old file, or none.
 
 kedro-viz puts whatever a dataset's `preview()` returns into JSON. kedro-datasets' Parquet
 preview hands it numpy arrays and dicts for list and struct columns, which fails `kedro viz
@@ -45,9 +46,10 @@ from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
-from llm_feedback.errors import InputError
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
+from llm_feedback.parquet_parts import PART_BYTES, PART_BYTES_ENV, save_parquet
 from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
 from llm_feedback.remote_root import require_local
 
@@ -174,21 +176,28 @@ class ParquetDataset(_KedroParquetDataset):
     of a quarter of a million completions decodes one group at a time (a single group
     doubles the memory a load needs), and a preview or a `ParquetSource` reads only the
     groups it needs.
+
+    A table past `save_args.part_bytes` (default `PART_BYTES`, 512 MiB, or the environment's
+    `LLM_FEEDBACK_PART_BYTES`) is written as a folder of parts at the same path
+    (`parquet_parts`): still one version, one catalog entry, one `pandas.read_parquet`.
     """
 
     DEFAULT_SAVE_ARGS: ClassVar[dict[str, Any]] = {"row_group_size": ROW_GROUP_ROWS}
 
+    def __init__(self, *, save_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(save_args=save_args, **kwargs)
+        # Ours, not pandas': a table that would be a larger file is written as parts.
+        configured = self._save_args.pop("part_bytes", os.environ.get(PART_BYTES_ENV))
+        self._part_bytes = _positive_bytes(configured, self._filepath)
+
     def save(self, data: pd.DataFrame) -> None:
-        """Write a temporary file, then move it over the target (`replace_atomically`): a
-        run killed or failing while writing leaves no file that a later run or notebook
-        would load as the latest version."""
+        """Write the table in a staging folder, then move it over the target
+        (`parquet_parts.save_parquet`): one file, or a folder of parts once it would pass
+        `part_bytes`. A run killed or failing while writing leaves nothing that a later run
+        or notebook would load as the latest version."""
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
-        replace_atomically(
-            self._fs,
-            self._protocol,
-            save_path,
-            lambda handle: data.to_parquet(handle, **self._save_args),
-            self._fs_open_args_save.get("mode", "wb"),
+        save_parquet(
+            self._fs, self._protocol, save_path, data, self._save_args, part_bytes=self._part_bytes
         )
         self._invalidate_cache()
 
@@ -199,17 +208,27 @@ class ParquetDataset(_KedroParquetDataset):
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
         """The first `nrows` rows of the version the catalog would load; reads only the
-        row groups it needs."""
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
-        load_path = get_filepath_str(self._get_load_path(), self._protocol)
+        first row group it needs."""
         columns = self._load_args.get("columns")
-        with self._fs.open(load_path, mode="rb") as handle:
-            parquet = pq.ParquetFile(handle)
-            first = next(parquet.iter_batches(batch_size=max(nrows, 1), columns=columns), None)
-            names = columns or parquet.schema_arrow.names
-        rows = first.to_pylist()[:nrows] if first is not None else []
-        return TablePreview(_rows_preview(list(names), rows))
+        source = self.source()
+        rows = source.head(nrows, columns).to_pylist()
+        return TablePreview(_rows_preview(list(columns or source.columns), rows))
+
+
+def _positive_bytes(configured: Any, filepath: Any) -> int:
+    """`part_bytes` of a dataset's save_args, else of `PART_BYTES_ENV`, else `PART_BYTES`."""
+    if configured is None:
+        return PART_BYTES
+    try:
+        value = int(configured)
+    except (TypeError, ValueError):
+        value = 0
+    if value <= 0 or isinstance(configured, bool):
+        raise ConfigError(
+            f"{filepath}: part_bytes (save_args, or {PART_BYTES_ENV}) must be a positive "
+            f"whole number of bytes, got {configured!r}"
+        )
+    return value
 
 
 class ParquetSourceDataset(ParquetDataset):
@@ -345,7 +364,7 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
         versions = sorted(
             f"{version}/{name}"
             for version in self._fs.ls(self._path, detail=False)
-            if self._fs.isfile(f"{version}/{name}")
+            if self._fs.exists(f"{version}/{name}")  # a file, or a folder of parts
         )
         return versions[-1] if versions else None
 
@@ -353,8 +372,7 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
         latest = self._latest()
         if latest is None:
             return pd.DataFrame(columns=list(self._types)).astype(self._types)
-        with self._fs.open(latest, "rb") as handle:
-            return pd.read_parquet(handle)
+        return ParquetSource(latest, self._fs).read()
 
     def save(self, data: pd.DataFrame) -> None:
         raise DatasetError(f"{self._filepath}: this dataset reads the latest version only")
