@@ -90,16 +90,21 @@ def test_ultrafeedback_is_pushed_with_the_public_columns_by_default():
     ("name", "frame"), [("ultrafeedback", ultrafeedback), ("preference_pairs", preference_pairs)]
 )
 @pytest.mark.parametrize("through_filesystem", [False, True])
+@pytest.mark.parametrize("in_parts", [False, True])
 def test_a_push_read_a_batch_at_a_time_from_parquet_is_the_push_of_the_whole_frame(
-    name, frame, through_filesystem, tmp_path
+    name, frame, through_filesystem, in_parts, tmp_path
 ):
     import fsspec
 
     from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.pipelines.datasets import ParquetDataset
 
     data = frame()
     path = tmp_path / "table.parquet"
-    data.to_parquet(path, row_group_size=2)  # several row groups, as a large table has
+    # Several row groups, as a large table has; in parts, a part per group.
+    save_args = {"row_group_size": 2, "part_bytes": 1 if in_parts else 2**30}
+    ParquetDataset(filepath=str(path), save_args=save_args).save(data)
+    assert path.is_dir() == in_parts
     filesystem = fsspec.filesystem("file") if through_filesystem else None  # as object storage
     workdir = tmp_path / "push"
     workdir.mkdir()

@@ -98,23 +98,24 @@ def _schema_of(name: str, columns: list[str]) -> pa.Schema:
 
 def _from_source(source: ParquetSource, features: Any, workdir: Path) -> Any:
     """The `datasets.Dataset` of `source`'s columns in `features`, memory-mapped from an
-    Arrow file in `workdir` rather than held: a file on object storage is first copied
-    there a row group at a time (`datasets` reads local files)."""
+    Arrow file in `workdir` rather than held: a table on object storage (a file or its
+    parts) is first copied there a row group at a time (`datasets` reads local files)."""
     import datasets
     import pyarrow.parquet as pq
 
     columns = list(features)
-    path = source.path
+    paths = source.part_paths()  # one file, or the parts of a large table
     if source.filesystem is not None:
-        path = str(workdir / "table.parquet")
-        with source.filesystem.open(source.path, "rb") as handle:
-            parquet = pq.ParquetFile(handle)
-            schema = pa.schema([parquet.schema_arrow.field(column) for column in columns])
-            with pq.ParquetWriter(path, schema) as writer:
-                for group in range(parquet.num_row_groups):
-                    writer.write_table(parquet.read_row_group(group, columns=columns))
+        paths = [str(workdir / "table.parquet")]
+        schema = pa.schema([source.schema.field(column) for column in columns])
+        with pq.ParquetWriter(paths[0], schema) as writer:
+            for part in source.part_paths():
+                with source.filesystem.open(part, "rb") as handle:
+                    parquet = pq.ParquetFile(handle)
+                    for group in range(parquet.num_row_groups):
+                        writer.write_table(parquet.read_row_group(group, columns=columns))
     return datasets.Dataset.from_parquet(
-        path, features=features, columns=columns, cache_dir=str(workdir / "datasets")
+        paths, features=features, columns=columns, cache_dir=str(workdir / "datasets")
     )
 
 

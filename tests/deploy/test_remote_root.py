@@ -3,12 +3,14 @@ machine with an empty disk pays for nothing twice, and nothing named `s3:` appea
 
 from __future__ import annotations
 
+import posixpath
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import fsspec
+import pandas as pd
 import pytest
 
 from llm_feedback.errors import ConfigError
@@ -141,4 +143,55 @@ def test_a_dry_run_push_reads_the_table_from_the_bucket_a_row_group_at_a_time(
     assert result.returncode == 0, output[-4000:]
     assert f"split train: {len(pairs):,} rows" in output
     assert "dry run: nothing was sent" in output and SECRET not in output
+    assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)
+
+
+def test_a_table_in_parts_on_the_bucket_is_written_read_and_pushed_as_one(bucket, s3_env, tmp_path):
+    from kedro.io import Version
+
+    from llm_feedback.pipelines.datasets import LatestParquetDataset, ParquetSourceDataset
+    from tests.test_hub import SECRET, VERSION, preference_pairs
+
+    pairs = preference_pairs()
+    root = f"s3://{bucket}/root"
+    path = f"{root}/07_model_output/preference_pairs.parquet"
+    dataset = ParquetSourceDataset(
+        filepath=path,
+        version=Version(None, VERSION),
+        save_args={"row_group_size": 2, "part_bytes": 1},  # a part per row group
+    )
+    dataset.save(pairs)
+    s3 = fsspec.filesystem("s3", skip_instance_cache=True)
+    table = f"{path}/{VERSION}/preference_pairs.parquet"
+    parts = sorted(posixpath.basename(p) for p in s3.ls(table))
+    assert parts == [f"part-{n:05d}.parquet" for n in range((len(pairs) + 1) // 2)]
+    assert not [p for p in s3.find(f"{root}/") if ".partial" in p]  # no staging left
+
+    pairs.to_parquet(tmp_path / "pairs.parquet")
+    expected = pd.read_parquet(tmp_path / "pairs.parquet")  # the frame as Parquet gives it back
+    source = dataset.load()
+    assert source.part_paths() == [f"{table.removeprefix('s3://')}/{name}" for name in parts]
+    pd.testing.assert_frame_equal(source.read(), expected)
+    last = source.rows_of("prompt_id", [pairs["prompt_id"].iloc[-1]])  # from the last part
+    pd.testing.assert_frame_equal(last, expected.tail(1).reset_index(drop=True))
+    assert len(dataset.preview(2)["data"]) == 2
+    latest = LatestParquetDataset(filepath=path, columns="JUDGE_VALIDATION_COLUMN_TYPES")
+    pd.testing.assert_frame_equal(latest.load(), expected)
+
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "kedro", "push-to-hub", "--dataset", "preference_pairs",
+            "--repo-id", "someone/feedback", "--dry-run", "--allow-mixed-runs",
+            "--params", f"data_root={root}",
+        ],
+        cwd=PROJECT_ROOT,
+        env={**s3_env, "HF_TOKEN": SECRET, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"split train: {len(pairs):,} rows" in output
     assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)
