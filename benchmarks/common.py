@@ -86,3 +86,25 @@ def write_section(name: str, markdown: str) -> None:
     else:
         text = text.rstrip() + "\n\n" + section + "\n"
     RESULTS_MD.write_text(text)
+
+
+def save_table(table: Any, path: Path) -> dict:
+    """`table` (a DataFrame or a streamed table) written as the catalog's `ParquetDataset`
+    writes it: row groups of `ROW_GROUP_ROWS`, a folder of parts past `PART_BYTES`.
+    Returns what landed on disk (`on_disk`)."""
+    import fsspec
+
+    from llm_feedback.parquet_parts import save_parquet
+    from llm_feedback.parquet_source import ROW_GROUP_ROWS
+
+    local = fsspec.filesystem("file")
+    save_parquet(local, "file", str(path), table, {"row_group_size": ROW_GROUP_ROWS})
+    return on_disk(path)
+
+
+def on_disk(path: Path) -> dict:
+    """The table at `path`: how many files hold it (one, or its parts) and their MiB."""
+    from llm_feedback.parquet_parts import part_paths
+
+    parts = part_paths(str(path))
+    return {"files": len(parts), "mib": sum(Path(part).stat().st_size for part in parts) / 2**20}

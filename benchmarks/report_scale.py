@@ -6,8 +6,9 @@
 The annotate tables of `--prompts` prompts x 4 completions are made by `scale.py`'s stages
 (against the project's server, texts of UltraFeedback's sizes) in a temporary workdir. For
 each `--tiles` factor K, the workdir's tables are then written K times over, each copy's
-prompt ids prefixed so that they stay distinct and in prompt order: the report's inputs at
-K times the prompts, without running the annotate stages again (their texts and judge
+prompt ids prefixed so that they stay distinct and in prompt order, saved as the catalog
+saves them (a table past 512 MiB as a folder of parts): the report's inputs at K times the
+prompts, without running the annotate stages again (their texts and judge
 replies repeat, which only the cost table's copy detection sees: it counts one copy's
 calls). Each node of the report pipeline that reads those tables then runs in a fresh
 process, given its inputs as the catalog loads them (`ParquetSource`s, the project's
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,19 +108,25 @@ def output_dataset(name: str, folder: Path):
     return AbstractDataset.from_config(name, entry, load_version=None, save_version=None)
 
 
-def tile(source: Path, workdir: Path, copies: int) -> None:
-    """`source`'s tables written `copies` times into `workdir`, a row group at a time."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+class _Tiled:
+    """A table of `source` written `copies` times over, a row group at a time, each copy's
+    prompt ids prefixed: `to_parquet` as the catalog's `ParquetDataset` calls it, so a copy
+    past `PART_BYTES` is written as parts, as the catalog writes it."""
 
-    from llm_feedback.parquet_source import ROW_GROUP_ROWS
+    def __init__(self, source: str, copies: int) -> None:
+        from llm_feedback.parquet_source import ParquetSource
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    for name in SCALE_FILES.values():
-        parquet = pq.ParquetFile(source / name)
-        with pq.ParquetWriter(workdir / name, parquet.schema_arrow) as writer:
-            for copy in range(copies):
+        self._source = ParquetSource(source)
+        self._copies = copies
+
+    def _groups(self):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for copy in range(self._copies):
+            for part in self._source.part_paths():
+                parquet = pq.ParquetFile(part)
                 for group in range(parquet.num_row_groups):
                     table = parquet.read_row_group(group)
                     where = table.schema.get_field_index("prompt_id")
@@ -126,7 +134,29 @@ def tile(source: Path, workdir: Path, copies: int) -> None:
                     ids = pc.binary_join_element_wise(
                         pa.scalar(f"t{copy:03d}", kind), table.column(where), pa.scalar("-", kind)
                     )
-                    writer.write_table(table.set_column(where, "prompt_id", ids), ROW_GROUP_ROWS)
+                    yield table.set_column(where, "prompt_id", ids)
+
+    def to_parquet(self, path, *, index=None, row_group_size=None, **kwargs) -> None:
+        from llm_feedback.spool import write_parquet
+
+        schema = self._source.schema
+        write_parquet(path, schema, self._groups(), index, row_group_size, **kwargs)
+
+
+def tile(source: Path, workdir: Path, copies: int) -> None:
+    """`source`'s tables written `copies` times into `workdir`, as the catalog saves them."""
+    from common import save_table
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in SCALE_FILES.values():
+        save_table(_Tiled(str(source / name), copies), workdir / name)
+
+
+def table_files(workdir: Path) -> list[dict]:
+    """Each input table's size on disk and how many files hold it."""
+    from common import on_disk
+
+    return [{"dataset": name, **on_disk(workdir / file)} for name, file in SCALE_FILES.items()]
 
 
 def _python(*args: str, results: Path | None = None) -> subprocess.CompletedProcess:
@@ -141,7 +171,7 @@ def _python(*args: str, results: Path | None = None) -> subprocess.CompletedProc
 
 
 def sitting(prompts: int, copies: list[int]) -> dict:
-    results = []
+    results, tables = [], []
     with tempfile.TemporaryDirectory(prefix="llmfb-report-scale-") as folder:
         base = Path(folder) / "base"
         for stage in ANNOTATE_STAGES:
@@ -155,15 +185,20 @@ def sitting(prompts: int, copies: list[int]) -> dict:
             if count != 1:
                 _python(__file__, "--workdir", str(workdir), "--tile-from", str(base),
                         "--copies", str(count))  # fmt: skip
+            listed = json.loads(
+                _python(__file__, "--workdir", str(workdir), "--list-tables")
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+            tables.extend({**table, "prompts": prompts * count} for table in listed)
             for node in nodes:
                 done = _python(__file__, "--workdir", str(workdir), "--node", node)
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 results.append({**result, "prompts": prompts * count, "copies": count})
                 print(f"  {node} at {prompts * count:,}: {result['peak_rss_mib']:,.0f} MiB")
             if count != 1:
-                for path in workdir.iterdir():
-                    path.unlink()
-    return {"base_prompts": prompts, "results": results}
+                shutil.rmtree(workdir)
+    return {"base_prompts": prompts, "results": results, "tables": tables}
 
 
 def main() -> None:
@@ -173,11 +208,15 @@ def main() -> None:
     parser.add_argument("--workdir", default=None, help="with --node: the tables' folder")
     parser.add_argument("--node", default=None, help="run one report node, print its JSON")
     parser.add_argument("--list-nodes", action="store_true")
+    parser.add_argument("--list-tables", action="store_true", help="with --workdir")
     parser.add_argument("--tile-from", default=None, help="write --copies of these tables")
     parser.add_argument("--copies", type=int, default=1)
     args = parser.parse_args()
     if args.list_nodes:
         print(json.dumps([node.name for node in table_nodes()]))  # the last line: Kedro logs
+        return
+    if args.list_tables:
+        print(json.dumps(table_files(Path(args.workdir))))
         return
     if args.tile_from:
         tile(Path(args.tile_from), Path(args.workdir), args.copies)

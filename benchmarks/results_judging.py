@@ -197,8 +197,39 @@ def report_scale(runs: Sequence[dict]) -> str:
             "over the one before it.",
             "",
             _table(["node", *(f"{size:,} prompts" for size in sizes), "growth"], rows),
+            *_input_tables(last.get("tables", []), sizes),
         ]
     )
+
+
+def _input_tables(tables: Sequence[dict], sizes: Sequence[int]) -> list[str]:
+    """The inputs' size on disk at each size, and the files holding them (one, or the parts
+    of a table past `part_bytes`)."""
+    if not tables:
+        return []
+    by_dataset: dict[str, dict[int, dict]] = {}
+    for table in tables:
+        by_dataset.setdefault(table["dataset"], {})[table["prompts"]] = table
+    rows = [
+        [
+            dataset,
+            *(
+                f"{measured[size]['mib']:,.0f} MiB in {measured[size]['files']} "
+                f"file{'s' if measured[size]['files'] > 1 else ''}"
+                if size in measured
+                else ""
+                for size in sizes
+            ),
+        ]
+        for dataset, measured in by_dataset.items()
+    ]
+    return [
+        "",
+        "The inputs as the nodes read them, saved as the catalog saves them: a table past "
+        "`PART_BYTES` is a folder of Parquet parts, read as the one table.",
+        "",
+        _table(["dataset", *(f"{size:,} prompts" for size in sizes)], rows),
+    ]
 
 
 def cache_scale(runs: Sequence[dict]) -> str:

@@ -293,6 +293,15 @@ def judge(runs: Sequence[dict]) -> str:
     )
 
 
+def _on_disk(output: dict | None) -> str:
+    """A stage's saved table: its MiB and files (a table past 512 MiB is saved in parts);
+    blank for a sitting that did not record it."""
+    if not output:
+        return ""
+    files = output["files"]
+    return f"{output['mib']:,.0f} MiB, {files} file{'s' if files > 1 else ''}"
+
+
 def scale(runs: Sequence[dict]) -> str:
     """Peak RSS and wall time of each stage at each size; the slope of peak RSS per prompt."""
     by_stage: dict[str, dict[int, list[dict]]] = {}
@@ -311,6 +320,7 @@ def scale(runs: Sequence[dict]) -> str:
                     f"{prompts:,}",
                     f"{reps[0]['completions']:,}",
                     f"{reps[0]['stages'][stage]['rows']:,}",
+                    _on_disk(reps[0]["stages"][stage].get("output")),
                     f"{median(rep['stages'][stage]['wall_s'] for rep in reps):.1f}",
                     f"{len(reps)}",
                     *cells((rep["peak_rss_mib"] for rep in reps), ".0f"),
@@ -323,7 +333,8 @@ def scale(runs: Sequence[dict]) -> str:
         "and saving its output, against the project's server at zero latency: what is "
         "measured is our code (sampling, requests, cache, parsing, tables), not a model, on "
         "texts of UltraFeedback's sizes (`scale.py`: completions, rationales and critiques "
-        "of its mean lengths). Peak RSS is that process's maximum resident set.",
+        "of its mean lengths). Peak RSS is that process's maximum resident set; written: "
+        "the stage's table as the catalog saves it (past `PART_BYTES`, a folder of parts).",
         "",
         *_table(
             [
@@ -331,6 +342,7 @@ def scale(runs: Sequence[dict]) -> str:
                 "prompts",
                 "completions",
                 "rows out",
+                "written",
                 "wall s (median)",
                 "runs",
                 "peak RSS MiB min",

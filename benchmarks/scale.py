@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import cpu_seconds, peak_rss_mib, save  # noqa: E402
+from common import cpu_seconds, peak_rss_mib, save, save_table  # noqa: E402
 
 from llm_feedback.annotation import ultrafeedback_export  # noqa: E402
 from llm_feedback.annotation.rescore import overall_scores_table  # noqa: E402
@@ -126,8 +126,9 @@ def run_sample(n: int, workdir: Path) -> dict:
     started = time.perf_counter()
     raw = ParquetSource(str(workdir / "raw_prompts.parquet"))
     sampled = sample_prompt_file(raw, MODELS, n_completions=4, seed=1)
-    sampled.to_parquet(workdir / "sampled.parquet", row_group_size=ROW_GROUP_ROWS)
-    return {"sample": {"wall_s": time.perf_counter() - started, "rows": len(sampled)}}
+    output = save_table(sampled, workdir / "sampled.parquet")
+    wall = time.perf_counter() - started
+    return {"sample": {"wall_s": wall, "rows": len(sampled), "output": output}}
 
 
 def generated_completions(n: int, url: str, cache: Path) -> pd.DataFrame:
@@ -152,13 +153,14 @@ def run_generate(url: str, cache: Path) -> dict:
     started = time.perf_counter()
     sampled = ParquetSource(str(cache.parent / "sampled.parquet"))
     completions = completions_table(sampled, pool, cache, progress=False)
-    completions.to_parquet(cache.parent / "completions.parquet", row_group_size=ROW_GROUP_ROWS)
+    output = save_table(completions, cache.parent / "completions.parquet")
     wall = time.perf_counter() - started
     return {
         "generate": {
             "wall_s": wall,
             "rows": len(completions),
             "requests_per_s": len(completions) / wall,
+            "output": output,
         }
     }
 
@@ -199,11 +201,17 @@ def run_judge_stage(stage: str, url: str, cache: Path) -> dict:
                     completions, aspect_source, critique_source, judge, max_reasks=1
                 )
             calls = judge.stats.calls
-    # Row groups as the catalog writes them.
-    table.to_parquet(workdir / f"{stage}.parquet", row_group_size=ROW_GROUP_ROWS)
+    # Row groups, and parts past 512 MiB, as the catalog writes them.
+    output = save_table(table, workdir / f"{stage}.parquet")
     wall = time.perf_counter() - started
     return {
-        stage: {"wall_s": wall, "rows": len(table), "calls": calls, "calls_per_s": calls / wall}
+        stage: {
+            "wall_s": wall,
+            "rows": len(table),
+            "calls": calls,
+            "calls_per_s": calls / wall,
+            "output": output,
+        }
     }
 
 

@@ -165,15 +165,23 @@ def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
             "benchmark": "scale_aspects",
             "prompts": prompts,
             "completions": 4 * prompts,
-            "stages": {"aspects": {"wall_s": 1.0, "rows": 16 * prompts}},
+            "stages": {
+                "aspects": {
+                    "wall_s": 1.0,
+                    "rows": 16 * prompts,
+                    "output": {"files": prompts // 1000, "mib": prompts / 2},
+                }
+            },
             "peak_rss_mib": rss,
         }
         for prompts, rss in ((1000, 100.0), (2000, 150.0), (4000, 250.0))
     ]
     per_size, slope = results_md.scale(runs).split("least-squares slope", 1)
-    # prompts, completions, rows out, wall s, runs, peak RSS min | median | max (first size)
-    first_size = ["1,000", "4,000", "16,000", "1.0", "1", "100", "100", "100"]
+    # prompts, completions, rows out, written, wall s, runs, peak RSS min | median | max
+    first_size = ["1,000", "4,000", "16,000", "500 MiB, 1 file", "1.0", "1", "100", "100", "100"]
     assert row(per_size, "annotate: aspect ratings") == first_size
+    written = [line.split("|")[5].strip() for line in per_size.splitlines() if "aspect" in line]
+    assert written == ["500 MiB, 1 file", "1,000 MiB, 2 files", "2,000 MiB, 4 files"]
     # Peak RSS at each size, 50 MiB per 1,000 prompts = 51.2 KiB per prompt, and the
     # growth from 2,000 prompts to 4,000: 250 / 150.
     assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**", "1.67"]
@@ -192,8 +200,17 @@ def test_the_report_nodes_table_marks_sizes_a_node_did_not_run_at():
             result("estimate_costs", 2000, 310.0),
             result("estimate_costs", 4000, 341.0),
         ],
+        "tables": [
+            {"dataset": "aspect_annotations", "prompts": prompts, "files": files, "mib": mib}
+            for prompts, files, mib in ((1000, 1, 258.2), (2000, 2, 516.7), (4000, 3, 1033.1))
+        ],
     }
     text = results_judging.report_scale([run])
+    assert row(text, "aspect_annotations") == [
+        "258 MiB in 1 file",
+        "517 MiB in 2 files",
+        "1,033 MiB in 3 files",
+    ]
     assert row(text, "rank_models") == ["400 (4.0 s)", "700 (7.0 s)", "not run", "1.75"]
     assert row(text, "estimate_costs") == ["300 (3.0 s)", "310 (3.1 s)", "341 (3.4 s)", "1.10"]
     assert "each node run once at each size" in text
@@ -276,7 +293,13 @@ def fake_sitting(rng: random.Random, repetitions: int) -> tuple[dict, list[dict[
             "benchmark": f"scale_{stage}",
             "prompts": size,
             "completions": size + 3,
-            "stages": {stage: {"wall_s": x(), "rows": size + 7}},
+            "stages": {
+                stage: {
+                    "wall_s": x(),
+                    "rows": size + 7,
+                    "output": {"files": size + 11, "mib": x()},
+                }
+            },
             "peak_rss_mib": x(),
         }
 
