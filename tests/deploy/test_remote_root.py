@@ -115,6 +115,26 @@ def test_a_remote_path_where_a_local_file_is_needed_is_refused_by_name(tmp_path,
     assert named_s3(tmp_path) == []
 
 
+def dry_run_push(root: str, s3_env: dict, token: str) -> str:
+    """`kedro push-to-hub --dry-run` of the preference pairs under `root`; its output."""
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "kedro", "push-to-hub", "--dataset", "preference_pairs",
+            "--repo-id", "someone/feedback", "--dry-run", "--allow-mixed-runs",
+            "--params", f"data_root={root}",
+        ],
+        cwd=PROJECT_ROOT,
+        env={**s3_env, "HF_TOKEN": token, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    return output
+
+
 def test_a_dry_run_push_reads_the_table_from_the_bucket_a_row_group_at_a_time(
     bucket, s3_env, tmp_path
 ):
@@ -126,21 +146,7 @@ def test_a_dry_run_push_reads_the_table_from_the_bucket_a_row_group_at_a_time(
     target = f"{root}/07_model_output/preference_pairs.parquet/{VERSION}/preference_pairs.parquet"
     with s3.open(target, "wb") as handle:
         pairs.to_parquet(handle, row_group_size=2)
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "kedro", "push-to-hub", "--dataset", "preference_pairs",
-            "--repo-id", "someone/feedback", "--dry-run", "--allow-mixed-runs",
-            "--params", f"data_root={root}",
-        ],
-        cwd=PROJECT_ROOT,
-        env={**s3_env, "HF_TOKEN": SECRET, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    output = dry_run_push(root, s3_env, SECRET)
     assert f"split train: {len(pairs):,} rows" in output
     assert "dry run: nothing was sent" in output and SECRET not in output
     assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)
@@ -178,20 +184,6 @@ def test_a_table_in_parts_on_the_bucket_is_written_read_and_pushed_as_one(bucket
     latest = LatestParquetDataset(filepath=path, columns="JUDGE_VALIDATION_COLUMN_TYPES")
     pd.testing.assert_frame_equal(latest.load(), expected)
 
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "kedro", "push-to-hub", "--dataset", "preference_pairs",
-            "--repo-id", "someone/feedback", "--dry-run", "--allow-mixed-runs",
-            "--params", f"data_root={root}",
-        ],
-        cwd=PROJECT_ROOT,
-        env={**s3_env, "HF_TOKEN": SECRET, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
+    output = dry_run_push(root, s3_env, SECRET)
     assert f"split train: {len(pairs):,} rows" in output
     assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)
