@@ -42,3 +42,12 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     """A Markdown table of cells already formatted (tabulate must not re-read them)."""
     table = pd.DataFrame(list(rows), columns=list(header))
     return table.to_markdown(index=False, disable_numparse=True).splitlines()
+
+
+def on_disk(written: dict | None) -> str:
+    """A saved table's cell: its MiB and how many files hold it (a table past `PART_BYTES`
+    is a folder of parts); blank for a sitting that did not record it."""
+    if not written:
+        return ""
+    files = written["files"]
+    return f"{written['mib']:,.0f} MiB in {files} file{'s' if files > 1 else ''}"

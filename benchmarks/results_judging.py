@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from results_cells import on_disk
 from tabulate import tabulate
 
 
@@ -213,13 +214,7 @@ def _input_tables(tables: Sequence[dict], sizes: Sequence[int]) -> list[str]:
     rows = [
         [
             dataset,
-            *(
-                f"{measured[size]['mib']:,.0f} MiB in {measured[size]['files']} "
-                f"file{'s' if measured[size]['files'] > 1 else ''}"
-                if size in measured
-                else ""
-                for size in sizes
-            ),
+            *(on_disk(measured.get(size)) for size in sizes),
         ]
         for dataset, measured in by_dataset.items()
     ]

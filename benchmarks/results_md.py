@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import results_judging
 import results_runs
-from results_cells import cells, inline, median, paired
+from results_cells import cells, inline, median, on_disk, paired
 from results_cells import table as _table
 
 # Row labels of the contenders the throughput scripts write; an unknown key (a contender
@@ -293,15 +293,6 @@ def judge(runs: Sequence[dict]) -> str:
     )
 
 
-def _on_disk(output: dict | None) -> str:
-    """A stage's saved table: its MiB and files (a table past 512 MiB is saved in parts);
-    blank for a sitting that did not record it."""
-    if not output:
-        return ""
-    files = output["files"]
-    return f"{output['mib']:,.0f} MiB, {files} file{'s' if files > 1 else ''}"
-
-
 def scale(runs: Sequence[dict]) -> str:
     """Peak RSS and wall time of each stage at each size; the slope of peak RSS per prompt."""
     by_stage: dict[str, dict[int, list[dict]]] = {}
@@ -320,7 +311,7 @@ def scale(runs: Sequence[dict]) -> str:
                     f"{prompts:,}",
                     f"{reps[0]['completions']:,}",
                     f"{reps[0]['stages'][stage]['rows']:,}",
-                    _on_disk(reps[0]["stages"][stage].get("output")),
+                    on_disk(reps[0]["stages"][stage].get("output")),
                     f"{median(rep['stages'][stage]['wall_s'] for rep in reps):.1f}",
                     f"{len(reps)}",
                     *cells((rep["peak_rss_mib"] for rep in reps), ".0f"),

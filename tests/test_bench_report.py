@@ -178,10 +178,10 @@ def test_the_slope_of_peak_rss_is_fitted_over_the_sizes():
     ]
     per_size, slope = results_md.scale(runs).split("least-squares slope", 1)
     # prompts, completions, rows out, written, wall s, runs, peak RSS min | median | max
-    first_size = ["1,000", "4,000", "16,000", "500 MiB, 1 file", "1.0", "1", "100", "100", "100"]
+    first_size = ["1,000", "4,000", "16,000", "500 MiB in 1 file", "1.0", "1", "100", "100", "100"]
     assert row(per_size, "annotate: aspect ratings") == first_size
     written = [line.split("|")[5].strip() for line in per_size.splitlines() if "aspect" in line]
-    assert written == ["500 MiB, 1 file", "1,000 MiB, 2 files", "2,000 MiB, 4 files"]
+    assert written == ["500 MiB in 1 file", "1,000 MiB in 2 files", "2,000 MiB in 4 files"]
     # Peak RSS at each size, 50 MiB per 1,000 prompts = 51.2 KiB per prompt, and the
     # growth from 2,000 prompts to 4,000: 250 / 150.
     assert row(slope, "annotate: aspect ratings") == ["100", "150", "250", "**51.20**", "1.67"]
