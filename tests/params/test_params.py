@@ -191,3 +191,20 @@ def test_one_endpoint_resolver(monkeypatch):
     assert resolve_endpoint("env", named_env).model == "named"
     with pytest.raises(ConfigError, match=r"where: 'x' is not defined in 'endpoints' \(local\)"):
         resolve_endpoint("x", ENDPOINTS, "where")
+
+
+def test_the_published_records_are_a_file_or_a_folder_that_exists(tmp_path):
+    from llm_feedback.params.ultrafeedback_fix import parse_ultrafeedback_fix
+
+    def parse(path):
+        block = {"records_path": str(path)}
+        return parse_ultrafeedback_fix(block, {"judge": {"endpoint": "local"}}, ENDPOINTS, None)
+
+    with pytest.raises(ConfigError, match=r"records_path: .*missing\.parquet does not exist"):
+        parse(tmp_path / "missing.parquet")
+    with pytest.raises(ConfigError, match="records_path is required"):
+        parse_ultrafeedback_fix({}, {"judge": {"endpoint": "local"}}, ENDPOINTS, None)
+    (tmp_path / "shards").mkdir()
+    assert parse(tmp_path / "shards").records_path == str(tmp_path / "shards")
+    (tmp_path / "records.jsonl").write_text("")
+    assert parse(tmp_path / "records.jsonl").records_path == str(tmp_path / "records.jsonl")

@@ -236,6 +236,27 @@ def test_bad_records_name_the_file_record_and_field(tmp_path):
         PublishedTables(csv)
     with pytest.raises(InputError, match="missing.parquet does not exist"):
         PublishedTables(tmp_path / "missing.parquet")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="empty holds no .parquet file"):
+        PublishedTables(tmp_path / "empty")
+
+
+def test_a_folder_of_parquet_shards_is_read_as_the_records_in_name_order(tmp_path):
+    """The Hub's Parquet conversion comes as shards (and our export past 512 MiB as
+    parts): a folder of them is the records, shard after shard."""
+    dataset = Dataset.from_list(copy.deepcopy(RECORDS), features=ULTRAFEEDBACK_FEATURES)
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    # Written out of order, so that only sorting by name gives the published order.
+    for shard in (2, 0, 1):
+        dataset.select([shard]).to_parquet(str(folder / f"train-{shard:05d}-of-00003.parquet"))
+    (folder / "README.md").write_text("not a shard")
+    whole = PublishedTables(write_records(tmp_path))
+    sharded = PublishedTables(folder)
+    pd.testing.assert_frame_equal(sharded.completions, whole.completions)
+    pd.testing.assert_frame_equal(
+        sharded.aspect_annotations.frame(), whole.aspect_annotations.frame()
+    )
 
 
 def test_recritique_replaces_the_published_critiques_before_the_fix(tmp_path, run_kedro):

@@ -51,15 +51,19 @@ _RATINGS = {str(n): float(n) for n in range(1, 6)}
 
 
 def _records_in(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(where, record) for each record of a Parquet or JSON Lines file."""
+    """(where, record) for each record of a Parquet or JSON Lines file, or of a folder of
+    Parquet files (the Hub's shards, or a table saved in parts) in name order."""
+    if path.is_dir():
+        files = sorted(path.glob("*.parquet"))
+        if not files:
+            raise InputError(f"UltraFeedback records: the folder {path} holds no .parquet file")
+        for file in files:
+            yield from _parquet_records(file)
+        return
     if not path.is_file():
         raise InputError(f"UltraFeedback records: {path} does not exist")
     if path.suffix == ".parquet":
-        number = 0
-        for batch in file_batches(pq.ParquetFile(path), _BATCH_RECORDS):
-            for record in batch.to_pylist():
-                number += 1
-                yield f"{path}, record {number}", record
+        yield from _parquet_records(path)
         return
     if path.suffix not in (".jsonl", ".json"):
         raise InputError(f"UltraFeedback records: {path} is neither .parquet nor .jsonl")
@@ -74,6 +78,14 @@ def _records_in(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             if not isinstance(record, dict):
                 raise InputError(f"{path}, line {number}: not a JSON object")
             yield f"{path}, line {number}", record
+
+
+def _parquet_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    number = 0
+    for batch in file_batches(pq.ParquetFile(path), _BATCH_RECORDS):
+        for record in batch.to_pylist():
+            number += 1
+            yield f"{path}, record {number}", record
 
 
 def _text(value: Any, where: str, field: str, required: bool = False) -> str | None:

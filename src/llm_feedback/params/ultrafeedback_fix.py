@@ -36,9 +36,10 @@ def parse_ultrafeedback_fix(
     if path is None:
         raise ConfigError(
             "ultrafeedback_fix.records_path is required: a Parquet or JSON Lines file of "
-            "openbmb/UltraFeedback records (--params ultrafeedback_fix.records_path=<file>)"
+            "openbmb/UltraFeedback records, or a folder of Parquet files "
+            "(--params ultrafeedback_fix.records_path=<file or folder>)"
         )
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise ConfigError(f"ultrafeedback_fix.records_path: {path} does not exist")
     rejudge = block.raw("rejudge_aspects")
     if isinstance(rejudge, str) or not isinstance(rejudge, list | tuple):
