@@ -5,6 +5,9 @@ catalog entry, read as the one table by pandas, pyarrow, `datasets`, Kedro and
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -240,6 +243,54 @@ def test_a_table_failing_after_some_parts_leaves_the_last_version_and_no_staging
     )
     left = [p.relative_to(folder) for p in folder.rglob("*") if p.is_file()]
     assert len(left) == 1 and left[0].name == "t.parquet"  # the first version, no part
+
+
+def _staging(folder: Path, name: str, owner: str) -> Path:
+    """A staging folder as `save_parquet` names it, holding a part already written."""
+    staging = folder / f".{name}.0123456789ab.{owner}.partial"
+    staging.mkdir(parents=True)
+    (staging / "part-00000.parquet").write_bytes(b"PAR1 half a part")
+    return staging
+
+
+@pytest.fixture(scope="module")
+def dead_pid() -> int:
+    """The pid of a process of this host that has exited (what a SIGKILL leaves)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_save_killed_mid_write_leaves_staging_that_the_next_save_removes(
+    tmp_path, frame, dead_pid
+):
+    host = socket.gethostname()
+    killed = _staging(tmp_path, "u.parquet", f"{host}-{dead_pid}")
+    running = _staging(tmp_path, "u.parquet", f"{host}-{os.getpid()}")  # a save under way
+    elsewhere = _staging(tmp_path, "u.parquet", f"other-host-{dead_pid}")  # cannot be told
+    other_table = _staging(tmp_path, "v.parquet", f"{host}-{dead_pid}")
+    ParquetDataset(filepath=str(tmp_path / "u.parquet")).save(frame.head(10))
+    assert not killed.exists()
+    assert running.exists() and elsewhere.exists() and other_table.exists()
+    assert (tmp_path / "u.parquet").is_file()
+
+
+def test_a_versioned_save_removes_a_killed_version_s_staging_and_its_empty_folder(
+    tmp_path, frame, dead_pid
+):
+    root = tmp_path / "t.parquet"
+    killed_version = root / "2026-12-01T10.00.00.000Z"
+    _staging(killed_version, "t.parquet", f"{socket.gethostname()}-{dead_pid}")
+    dataset = ParquetDataset(
+        filepath=str(root),
+        version=Version(None, None),
+        save_args={"row_group_size": GROUP_ROWS, "part_bytes": PART_BYTES},
+    )
+    dataset.save(frame)
+    (saved_version,) = root.iterdir()
+    assert saved_version.name != killed_version.name
+    assert [p.name for p in saved_version.iterdir()] == ["t.parquet"]
+    pd.testing.assert_frame_equal(dataset.load(), frame)
 
 
 @pytest.mark.parametrize("part_bytes", [0, -5, "half", True])

@@ -11,13 +11,16 @@ of 512 MiB each one can be copied, uploaded or opened by a notebook on its own.
 
 `save_parquet` writes the parts in a staging folder beside the target and moves them over it
 when all are written, so a run killed mid-write leaves the old version, or none: one part
-becomes the plain file it always was, several the folder.
+becomes the plain file it always was, several the folder. A staging folder is named after
+its host and process; the next save of the same table removes those that a process of this
+host left behind when it was killed (a gigabyte each at scale, and hidden).
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +36,7 @@ PART_BYTES = 512 * 2**20
 PART_BYTES_ENV = "LLM_FEEDBACK_PART_BYTES"
 PART_PREFIX = "part-"
 PART_SUFFIX = ".parquet"
+STAGING_SUFFIX = ".partial"
 
 
 def part_name(number: int) -> str:
@@ -145,13 +149,17 @@ def save_parquet(
     save_args: dict[str, Any],
     *,
     part_bytes: int = PART_BYTES,
+    versioned: bool = False,
 ) -> None:
     """`data` (a DataFrame, or a table whose `to_parquet` takes a `PartedTarget`) written
     to `path` as one file or a folder of parts, through a staging folder beside it; a
     failure or a kill (Ctrl-C included) removes the staging folder and leaves `path` as it
-    was."""
+    was. `versioned`: `path` is Kedro's `<table>/<version>/<name>`, and a killed save's
+    staging is looked for in every version's folder."""
+    remove_abandoned_staging(filesystem, path, versioned)
     folder, name = posixpath.split(path)
-    staging = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
+    owner = f"{socket.gethostname()}-{os.getpid()}"
+    staging = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.{owner}{STAGING_SUFFIX}")
     filesystem.makedirs(staging, exist_ok=True)
     target = PartedTarget(filesystem, staging, part_bytes)
     try:
@@ -163,6 +171,47 @@ def save_parquet(
     finally:
         if filesystem.exists(staging):
             filesystem.rm(staging, recursive=True)
+
+
+def remove_abandoned_staging(filesystem: Any, path: str, versioned: bool = False) -> list[str]:
+    """Remove the staging folders of `path` (in its version folders, if `versioned`) whose
+    process, on this host, is gone: a save killed without its cleanup (SIGKILL, out of
+    memory). A version folder left holding nothing else goes too. Returns what was removed."""
+    folder, name = posixpath.split(path)
+    parent = posixpath.dirname(folder) if versioned else folder
+    pattern = posixpath.join(parent, "*" if versioned else "", f".{name}.*{STAGING_SUFFIX}")
+    removed = []
+    for staging in filesystem.glob(pattern):
+        if not _abandoned(posixpath.basename(staging.rstrip("/")), name):
+            continue
+        filesystem.rm(staging, recursive=True)
+        removed.append(staging)
+        version = posixpath.dirname(staging.rstrip("/"))
+        if not versioned or version == folder:
+            continue
+        try:
+            left = filesystem.ls(version, detail=False)
+        except FileNotFoundError:  # object storage: a prefix with nothing left is gone
+            continue
+        if not left:
+            filesystem.rm(version, recursive=True)
+    return removed
+
+
+def _abandoned(staging: str, name: str) -> bool:
+    """Whether `.<name>.<id>.<host>-<pid>.partial` was made by a process of this host that
+    no longer runs (another host's, or an unnamed one, cannot be told: kept)."""
+    owner = staging[len(name) + 2 : -len(STAGING_SUFFIX)].partition(".")[2]
+    host, _, pid = owner.rpartition("-")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False
 
 
 def _publish(filesystem: Any, protocol: str, parts: list[str], staging: str, path: str) -> None:

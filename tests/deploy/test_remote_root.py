@@ -4,6 +4,7 @@ machine with an empty disk pays for nothing twice, and nothing named `s3:` appea
 from __future__ import annotations
 
 import posixpath
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -166,12 +167,18 @@ def test_a_table_in_parts_on_the_bucket_is_written_read_and_pushed_as_one(bucket
         version=Version(None, VERSION),
         save_args={"row_group_size": 2, "part_bytes": 1},  # a part per row group
     )
-    dataset.save(pairs)
     s3 = fsspec.filesystem("s3", skip_instance_cache=True)
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    owner = f"{socket.gethostname()}-{exited.stdout.strip()}"  # a save killed mid-write
+    s3.pipe(f"{path}/2026-11-30T00.00.00.000Z/.preference_pairs.parquet.0123456789ab."
+            f"{owner}.partial/part-00000.parquet", b"PAR1 half a part")  # fmt: skip
+    dataset.save(pairs)
     table = f"{path}/{VERSION}/preference_pairs.parquet"
     parts = sorted(posixpath.basename(p) for p in s3.ls(table))
     assert parts == [f"part-{n:05d}.parquet" for n in range((len(pairs) + 1) // 2)]
-    assert not [p for p in s3.find(f"{root}/") if ".partial" in p]  # no staging left
+    assert not [p for p in s3.find(f"{root}/") if ".partial" in p]  # the killed one removed too
+    assert s3.ls(path, detail=False) == [f"{path.removeprefix('s3://')}/{VERSION}"]
 
     pairs.to_parquet(tmp_path / "pairs.parquet")
     expected = pd.read_parquet(tmp_path / "pairs.parquet")  # the frame as Parquet gives it back

@@ -197,7 +197,13 @@ class ParquetDataset(_KedroParquetDataset):
         or notebook would load as the latest version."""
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
         save_parquet(
-            self._fs, self._protocol, save_path, data, self._save_args, part_bytes=self._part_bytes
+            self._fs,
+            self._protocol,
+            save_path,
+            data,
+            self._save_args,
+            part_bytes=self._part_bytes,
+            versioned=self._version is not None,
         )
         self._invalidate_cache()
 
