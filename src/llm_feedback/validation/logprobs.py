@@ -266,11 +266,11 @@ def calibrated_verdicts(calls: pd.DataFrame, bias: float, *, tie_band: float = 0
 
 
 def _original_label(shown: str | None, order: str) -> str | None:
-    """A shown verdict ("first", "second", "tie") in original labels."""
+    """A shown verdict ("first", "second", "tie") in original labels; None when unreadable."""
+    if not isinstance(shown, str) or shown not in ("first", "second", "tie"):
+        return None
     if shown == "tie":
         return "tie"
-    if shown not in ("first", "second"):
-        return None
     return "A" if (shown == "first") == (order == ORIGINAL) else "B"
 
 
@@ -288,11 +288,12 @@ def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd
 
 
 def _shown_argmax(verdict: Any, row_a_first: bool) -> str | None:
-    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie")."""
+    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie");
+    None for an unreadable one (None, NaN or pd.NA alike)."""
+    if not isinstance(verdict, str) or verdict not in ("A", "B", "tie"):
+        return None
     if verdict == "tie":
         return "tie"
-    if verdict not in ("A", "B"):
-        return None
     return "first" if (verdict == "A") == row_a_first else "second"
 
 
