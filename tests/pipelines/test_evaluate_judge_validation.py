@@ -411,7 +411,10 @@ def llmbar_figures(labels: list[int], winners: list[tuple[int | None, ...]]) -> 
     """LLMBar's statistics of recorded winners, by its definitions: over ALL items, a
     verdict-less order wrong and its item not position-consistent; and the same figures
     over the readable verdicts only (suffix `_readable`)."""
-    right = [[w[swapped] == label for w, label in zip(winners, labels, strict=True)] for swapped in (0, 1)]
+    right = [
+        [w[swapped] == label for w, label in zip(winners, labels, strict=True)]
+        for swapped in (0, 1)
+    ]
     readable = [[w[swapped] is not None for w in winners] for swapped in (0, 1)]
     both = [r0 and r1 for r0, r1 in zip(*right, strict=True)]
     equal = [w[0] is not None and w[0] == w[1] for w in winners]
@@ -427,7 +430,10 @@ def llmbar_figures(labels: list[int], winners: list[tuple[int | None, ...]]) -> 
         "positional_agreement_readable": sum(equal) / sum(both_readable),
     }
     for suffix in ("", "_readable"):
-        orders = (figures[f"accuracy_original_order{suffix}"], figures[f"accuracy_swapped_order{suffix}"])
+        orders = (
+            figures[f"accuracy_original_order{suffix}"],
+            figures[f"accuracy_swapped_order{suffix}"],
+        )
         figures[f"accuracy{suffix}"] = sum(orders) / 2
     return figures
 
@@ -443,9 +449,7 @@ def test_llmbar_replayed_without_logprobs_gives_both_conventions(run_kedro, remo
     if removed is not None:
         winners[removed] = (None, winners[removed][1])
     with FakeLLMServer(responder=RecordedPairwiseJudge(items, winners)) as server:
-        params = llmbar_params(
-            server, LLMBAR / "dataset.json", judge_logprobs=False, max_reasks=0
-        )
+        params = llmbar_params(server, LLMBAR / "dataset.json", judge_logprobs=False, max_reasks=0)
         run = run_kedro("evaluate", params)
         assert server.request_count == 200
     measured = metric_values(run["catalog"].load("eval_metrics"), "fake-model~gold")
