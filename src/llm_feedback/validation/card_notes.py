@@ -56,8 +56,12 @@ def data_notes(rows: pd.DataFrame) -> list[str]:
         if count == calls:
             lines.append(
                 f"**No readable verdict**: all {calls} calls of this judge gave no verdict "
-                "that could be read; the figures above count each as wrong, so this card "
-                "measures nothing about the judge's judgement."
+                "that could be read, so this card measures nothing about its judgement."
+            )
+        elif _value(judge, "accuracy_readable") is None:  # scores: read ones only
+            lines.append(
+                f"{count} of {calls} calls gave no readable score: the figures above are "
+                "over the others."
             )
         else:
             readable = [
@@ -82,4 +86,5 @@ def data_notes(rows: pd.DataFrame) -> list[str]:
             "little (a bootstrap over a handful of items can be zero-width); validate on "
             f"{SMALL_VALIDATION_SET} or more before trusting these figures."
         )
-    return lines
+    # Each note its own Markdown paragraph.
+    return [part for line in lines for part in (line, "")]
