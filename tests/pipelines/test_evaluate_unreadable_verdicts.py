@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
-from tests.conftest import kedro_cli, run_kedro_cli
+from tests.conftest import endpoints_via, kedro_cli, run_kedro_cli
 from tests.pipelines.test_evaluate_judge_validation import (
     labelled_pairs,
     metric_values,
@@ -84,3 +84,31 @@ def test_no_readable_verdict_at_all_still_writes_metrics_and_a_card_that_says_so
     assert judge["accuracy"] == 0.0
     assert pd.isna(judge["accuracy_readable"]) and pd.isna(judge["cohen_kappa"])
     assert "**No readable verdict**: all 10 calls" in card
+
+
+def test_a_baseline_whose_every_verdict_is_unreadable_leaves_the_ranking_empty(run_kedro, tmp_path):
+    rows = [
+        {"instance_id": f"q{n}", "question": f"Q{n}?", "response": f"{model} on {n}", "model": model}
+        for n in range(3)
+        for model in ("m1", "m2", "m3")
+    ]
+    samples = write_jsonl(tmp_path / "native.jsonl", rows)
+
+    def judge(body: dict[str, Any], ctx: RequestContext) -> str:
+        if "m3 on" in body["messages"][-1]["content"]:
+            return "I cannot decide."
+        return "The first one.\nVerdict: [[A]]"
+
+    with FakeLLMServer(responder=judge) as server:
+        params = {
+            "endpoints": endpoints_via(server, structured_output=False),
+            "eval_samples_path": str(samples),
+            "evaluate": {"mode": "pairwise", "max_reasks": 0, "ranking": {"baseline": "m3"}},
+        }
+        run = run_kedro("evaluate", params)
+    assert run["catalog"].load("eval_model_ranking").empty
+    judgments = run["catalog"].load("eval_judgments")
+    assert judgments["outcome"].isna().sum() == 6  # m3's pairs: 2 per instance
+    metrics = run["catalog"].load("eval_metrics")
+    m3 = metrics[(metrics["model"] == "m3") & (metrics["metric"] == "win_rate")]
+    assert (m3["n_missing"] == 6).all()
