@@ -88,9 +88,9 @@ def test_no_readable_verdict_at_all_still_writes_metrics_and_a_card_that_says_so
 
 def test_a_baseline_whose_every_verdict_is_unreadable_leaves_the_ranking_empty(run_kedro, tmp_path):
     rows = [
-        {"instance_id": f"q{n}", "question": f"Q{n}?", "response": f"{model} on {n}", "model": model}
+        {"instance_id": f"q{n}", "question": f"Q{n}?", "response": f"{name} on {n}", "model": name}
         for n in range(3)
-        for model in ("m1", "m2", "m3")
+        for name in ("m1", "m2", "m3")
     ]
     samples = write_jsonl(tmp_path / "native.jsonl", rows)
 
