@@ -14,6 +14,8 @@ import math
 
 import pandas as pd
 
+from llm_feedback.validation.metrics import READABLE
+
 # Under this many items a bootstrap interval is rough at best: with a handful it is often
 # zero-width, the same few items resampled.
 SMALL_VALIDATION_SET = 30
@@ -58,7 +60,7 @@ def data_notes(rows: pd.DataFrame) -> list[str]:
                 f"**No readable verdict**: all {calls} calls of this judge gave no verdict "
                 "that could be read, so this card measures nothing about its judgement."
             )
-        elif _value(judge, "accuracy_readable") is None:  # scores: read ones only
+        elif _value(judge, f"accuracy{READABLE}") is None:  # scores: read ones only
             lines.append(
                 f"{count} of {calls} calls gave no readable score: the figures above are "
                 "over the others."
@@ -67,7 +69,7 @@ def data_notes(rows: pd.DataFrame) -> list[str]:
             readable = [
                 f"{metric} {_figure(found[0])}"
                 for metric in ("accuracy", "accuracy_both_orders", "positional_agreement")
-                if (found := _value(judge, f"{metric}_readable")) is not None
+                if (found := _value(judge, f"{metric}{READABLE}")) is not None
             ]
             lines.append(
                 f"{count} of {calls} calls gave no readable verdict: the figures above count "
