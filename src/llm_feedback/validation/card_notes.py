@@ -88,5 +88,5 @@ def data_notes(rows: pd.DataFrame) -> list[str]:
             "little (a bootstrap over a handful of items can be zero-width); validate on "
             f"{SMALL_VALIDATION_SET} or more before trusting these figures."
         )
-    # Each note its own Markdown paragraph.
-    return [part for line in lines for part in (line, "")]
+    # Each note its own Markdown paragraph, apart from the card's lines around it.
+    return [*(part for line in lines for part in ("", line)), *([""] if lines else [])]
