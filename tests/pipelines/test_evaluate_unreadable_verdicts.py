@@ -70,7 +70,9 @@ def test_one_call_of_ten_without_a_verdict_is_counted_and_both_conventions_repor
     assert judge["accuracy_readable"] == pytest.approx(0.45)
     assert judge["positional_agreement"] == 0.0 == judge["positional_agreement_readable"]
     rows = metrics[(metrics["raters"] == "fake~gold") & metrics["category"].isna()]
-    assert rows.set_index("metric").loc["accuracy_original_order_readable", "n"] == 4
+    readable = rows.set_index("metric").loc["accuracy_original_order_readable"]
+    assert (readable["n"], readable["n_missing"]) == (4, 1)  # the unread call left out
+    assert (rows.loc[~rows["metric"].str.endswith("_readable"), "n_missing"] == 0).all()
     assert "1 of 10 calls gave no readable verdict" in card
     assert "LLMBar's all-items convention" in card
     assert "Small validation set: 5 items" in card
