@@ -30,9 +30,9 @@ minus second as shown) over every call of the items that have usable probabiliti
 both orders. On the validation set itself b is cross-fitted, so that no item calibrates
 itself: a call's b is measured on every OTHER instance (leave one instance out,
 `cross_fitted_bias`; 0 where no other instance has both orders). The calibrated margin of
-a call is `margin - b`; in original labels it is
-that margin for the original order and its negative for the swapped one; its verdict is A
-above `tie_band`, B below -`tie_band`, a tie between. `b` over all items is stored with
+a call is `margin - b`; in original labels it is that margin for the original order and
+its negative for the swapped one; its verdict is A above `tie_band`, B below -`tie_band`,
+a tie between. `b` over all items is stored with
 the judge's card and applied to later runs of the same judge. Averaging the two orders'
 original-label margins removes b per item without measuring it (both orders then share
 one verdict).
