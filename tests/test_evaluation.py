@@ -400,6 +400,31 @@ def test_pairwise_position_bias_counts_as_a_tie():
         assert metric(metrics, model, "n_inconsistent")["value"] == 4
 
 
+def test_identical_responses_are_a_tie_without_a_call():
+    rows = [r for r in pair_rows() if (r["instance_id"], r["model"]) != ("a", "m3")]
+    rows[1]["response"] = rows[0]["response"]  # instance a: m2 wrote what m1 wrote
+    asked: list[str] = []
+
+    def first_one(body: dict[str, Any], ctx: RequestContext) -> str:
+        asked.append(body["messages"][-1]["content"])
+        return "The first one. [[A]]"
+
+    with FakeLLMServer(first_one) as server:
+        judgments, _ = evaluate(server, rows, mode="pairwise")
+        assert server.request_count == 2 * 3  # instance b's three pairs; a's is not asked
+    same = judgments[(judgments["instance_id"] == "a") & (judgments["model_b"] == "m2")].iloc[0]
+    assert same["parse_status"] == "identical" and same["outcome"] == "tie"
+    assert same["consistent"] and (same["verdict_a_first"], same["verdict_b_first"]) == (
+        "tie",
+        "tie",
+    )
+    assert pd.isna(same["raw_reply_a_first"]) and not any(
+        "m2 says a" in text and "m1 says a" in text for text in asked
+    )
+    others = judgments[judgments["parse_status"] != "identical"]
+    assert len(others) == 3 and (others["parse_status"] == "ok").all()
+
+
 # --- re-asks ------------------------------------------------------------------------------
 
 

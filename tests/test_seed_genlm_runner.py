@@ -12,12 +12,14 @@ import asyncio
 import json
 from typing import Any
 
+import pandas as pd
 import pytest
 from openai import AsyncOpenAI
 
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation import ModelOutput, ModelResponse, run_evaluation
 from llm_feedback.evaluation.evaluators import NumericMatch, exact_match
+from llm_feedback.evaluation.metrics import ensemble_weighted_accuracy
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 
 SEED_USAGE = '''
@@ -121,10 +123,12 @@ def test_the_seed_usage_runs_as_written_and_its_cache_answers_a_rerun(tmp_path):
     assert again == first
     assert sorted(path.name for path in tmp_path.iterdir())[:2] == [
         "0-0-output.json",
-        "0-0-result.json",
+        "0-0-results.json",  # genlm.eval's names
     ]
     assert len(list(tmp_path.iterdir())) == 12
-    cached = json.loads((tmp_path / "2-1-result.json").read_text())
+    cached = json.loads((tmp_path / "2-1-results.json").read_text())
+    assert cached["runtime_seconds"] == first["all_instance_outputs"][2][1]["runtime_seconds"]
+    assert cached["runtime_seconds"] >= 0  # the adaptor did not time itself: its call was timed
     assert cached["results"][0]["metadata"]["difficulty"] == "hard"
 
 
@@ -186,6 +190,24 @@ def test_a_weighted_ensemble_is_scored_by_its_weighted_mean():
     results = asyncio.run(run_evaluation(DATASET, ensemble, CountingEvaluator()))
     assert results["average_weighted_accuracy"] == pytest.approx(0.75 * 7.5)
     assert results["all_instance_results"][0][0]["results"][1]["score"] == 0.0
+
+
+def test_weights_are_used_as_given_as_genlm_does_and_as_the_pipeline_metric_does():
+    """Weights 0.5 and 0.3 (not summing to 1), scores 7.5 and 0: genlm.eval's sum of score
+    x weight is 3.75, not the weighted mean 4.6875; the evaluate pipeline's own
+    weighted_accuracy agrees; an adaptor's own runtime_seconds is kept in the result."""
+
+    async def ensemble(instance: dict[str, Any]) -> ModelOutput:
+        return ModelOutput([ModelResponse("4", 0.5), ModelResponse("5", 0.3)], 1.25)
+
+    results = asyncio.run(run_evaluation(DATASET, ensemble, CountingEvaluator()))
+    assert results["average_weighted_accuracy"] == pytest.approx(0.5 * 7.5)
+    (result,) = results["all_instance_results"][0]
+    assert result["runtime_seconds"] == 1.25
+    pipeline, _ = ensemble_weighted_accuracy(
+        pd.Series([7.5, 0.0]), pd.Series([0.5, 0.3]), pd.Series(["a", "a"]), pd.Series([0, 0])
+    )
+    assert pipeline == result["weighted_accuracy"]
 
 
 def test_unusable_instances_and_scores_are_named():

@@ -405,3 +405,64 @@ def test_records_given_in_memory_are_read_in_any_format():
     assert samples["gold"].tolist() == ["A"] * 4
     with pytest.raises(InputError, match=r"eval_samples, row 0, field 'label'"):
         samples_from_file(frame.assign(label=3), "llmbar")
+
+
+def llmbar_figures(labels: list[int], winners: list[tuple[int | None, ...]]) -> dict[str, float]:
+    """LLMBar's statistics of recorded winners, by its definitions: over ALL items, a
+    verdict-less order wrong and its item not position-consistent; and the same figures
+    over the readable verdicts only (suffix `_readable`)."""
+    right = [
+        [w[swapped] == label for w, label in zip(winners, labels, strict=True)]
+        for swapped in (0, 1)
+    ]
+    readable = [[w[swapped] is not None for w in winners] for swapped in (0, 1)]
+    both = [r0 and r1 for r0, r1 in zip(*right, strict=True)]
+    equal = [w[0] is not None and w[0] == w[1] for w in winners]
+    both_readable = [r0 and r1 for r0, r1 in zip(*readable, strict=True)]
+    figures = {
+        "accuracy_original_order": sum(right[0]) / len(labels),
+        "accuracy_swapped_order": sum(right[1]) / len(labels),
+        "accuracy_both_orders": sum(both) / len(labels),
+        "positional_agreement": sum(equal) / len(labels),
+        "accuracy_original_order_readable": sum(right[0]) / sum(readable[0]),
+        "accuracy_swapped_order_readable": sum(right[1]) / sum(readable[1]),
+        "accuracy_both_orders_readable": sum(both) / sum(both_readable),
+        "positional_agreement_readable": sum(equal) / sum(both_readable),
+    }
+    for suffix in ("", "_readable"):
+        orders = (
+            figures[f"accuracy_original_order{suffix}"],
+            figures[f"accuracy_swapped_order{suffix}"],
+        )
+        figures[f"accuracy{suffix}"] = sum(orders) / 2
+    return figures
+
+
+@pytest.mark.skipif(not LLMBAR.is_dir(), reason="../shared/data/llmbar is not here")
+@pytest.mark.parametrize("removed", [None, 3])
+def test_llmbar_replayed_without_logprobs_gives_both_conventions(run_kedro, removed):
+    """GPT-4's recorded verdicts served without token probabilities: LLMBar's published
+    figures exactly; with one item's verdict removed (its judge cannot decide), LLMBar's
+    all-items figures beside the readable-only ones, and the run still writes its card."""
+    items = json.loads((LLMBAR / "dataset.json").read_text("utf-8"))
+    winners = gpt4_vanilla_winners()
+    if removed is not None:
+        winners[removed] = (None, winners[removed][1])
+    with FakeLLMServer(responder=RecordedPairwiseJudge(items, winners)) as server:
+        params = llmbar_params(server, LLMBAR / "dataset.json", judge_logprobs=False, max_reasks=0)
+        run = run_kedro("evaluate", params)
+        assert server.request_count == 200
+    measured = metric_values(run["catalog"].load("eval_metrics"), "fake-model~gold")
+    assert measured["unreadable_count"] == (0 if removed is None else 1)
+    expected = llmbar_figures([item["label"] for item in items], winners)
+    for metric, value in expected.items():
+        assert measured[metric] == pytest.approx(value, abs=1e-12), metric
+    if removed is None:
+        for metric, published in _PUBLISHED_VANILLA.items():
+            assert measured[metric] == pytest.approx(published, abs=1e-12), metric
+            assert measured[f"{metric}_readable"] == measured[metric]
+    else:
+        assert measured["accuracy_original_order"] < measured["accuracy_original_order_readable"]
+        assert measured["positional_agreement"] == pytest.approx(94 / 100)
+        card = run["catalog"].load("eval_judge_card")
+        assert "1 of 200 calls" in card

@@ -9,6 +9,7 @@ import pytest
 
 from llm_feedback.validation.logprobs import (
     calibrated_verdicts,
+    cross_fitted_bias,
     logprob_content,
     order_averaged_verdicts,
     pairwise_verdict,
@@ -158,3 +159,24 @@ def test_calls_without_probabilities_keep_the_argmax_verdict() -> None:
     calibrated = calibrated_verdicts(calls, bias)
     assert calibrated.loc[0, "verdict"] == "A"  # its argmax: first shown in the original order
     assert math.isnan(calibrated.loc[0, "calibrated_margin"])
+
+
+def test_the_calibration_an_item_gets_is_measured_on_the_other_items_only() -> None:
+    calls = biased_calls()
+    # Item i1 alone leans much harder to the first position (+0.9 instead of +0.3): the
+    # bias it is calibrated with is the others' 0.3 all the same, while the others' moves.
+    leaning = calls.assign(margin=calls["margin"] + (calls["instance_id"] == "i1") * 0.6)
+    applied = cross_fitted_bias(leaning)
+    by_item = dict(zip(leaning["instance_id"], applied, strict=True))
+    assert by_item["i1"] == pytest.approx(0.3)
+    assert by_item["i0"] == pytest.approx((0.3 * 4 + 0.9 * 2) / 6)
+    assert position_bias(leaning)[0] == pytest.approx((0.3 * 6 + 0.9 * 2) / 8)  # in-sample
+    # i1's own rows (2 and 3) get the same bias with or without its lean, whatever its gold.
+    unchanged = cross_fitted_bias(calls)[2:4].tolist()
+    assert cross_fitted_bias(leaning.assign(gold="tie"))[2:4].tolist() == pytest.approx(unchanged)
+    calibrated = calibrated_verdicts(leaning, applied)
+    i1 = calibrated[calibrated["instance_id"] == "i1"]
+    assert i1["calibrated_margin"].tolist() == pytest.approx([-0.2 + 0.6, -0.2 - 0.6])
+    # With one instance only there is nothing to measure on: no calibration.
+    single = calls[calls["instance_id"] == "i0"]
+    assert cross_fitted_bias(single).tolist() == [0.0, 0.0]

@@ -201,6 +201,13 @@ def test_per_category_rates_and_unreadable_calls_apart() -> None:
     assert metric_value(table, "unreadable_share") == 1 / 20
     assert metric_value(table, "unreadable_count") == 1
     assert metric_value(table, "accuracy_swapped_order") == 0.4  # i0's gold is A: still 4/10
+    # Over the readable calls only (named apart): 4 of 9; i0 is in neither both-order rate.
+    assert metric_value(table, "accuracy_swapped_order_readable") == pytest.approx(4 / 9)
+    both = metric_value(table, "accuracy_both_orders")
+    assert metric_value(table, "accuracy_both_orders_readable") == pytest.approx(both * 10 / 9)
+    assert metric_value(table, "accuracy_original_order_readable") == metric_value(
+        table, "accuracy_original_order"
+    )
     assert metric_value(table, "first_shown_share") == 1.0  # over the 19 readable verdicts
     assert table.set_index(["metric", "category"]).loc[("first_shown_share", pd.NA), "n"] == 19
     # Category x holds i0-i4 (gold A): always-first is right in the original order only.

@@ -12,10 +12,13 @@ signature takes); it returns a `ModelOutput` (a weighted ensemble of responses),
 given mapping instances) returns an `EvaluationResult` (any finite float score, a
 description and metadata, kept in the results), a bare number or a bool.
 
-Each (instance, replicate) is scored by the weighted mean of its responses' scores. With an
+Each (instance, replicate) is scored as genlm.eval scores an ensemble: the sum of score x
+weight over its responses, the weights as given (genlm's adaptors give probabilities that
+sum to 1; weights that do not are not rescaled). Its result is {"weighted_accuracy",
+"runtime_seconds" (the output's, else the adaptor call's wall time), "results"}. With an
 `output_dir`, its output and its result are cached as `<instance_id>-<replicate>-output.json`
-and `-result.json` (JSON: a response that JSON cannot hold is kept as its str); a later run
-reads them back instead of asking again. `overwrite_results` scores again,
+and `-results.json`, genlm.eval's names (JSON: a response that JSON cannot hold is kept as
+its str); a later run reads them back instead of asking again. `overwrite_results` scores again,
 `overwrite_outputs` (only together with `overwrite_results`) also asks again. `verbosity`
 1 logs each instance's scores.
 """
@@ -28,6 +31,7 @@ import json
 import logging
 import math
 import numbers
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -177,13 +181,16 @@ class _Run:
             responses = [ModelResponse(**response) for response in cached["responses"]]
             return ModelOutput(responses, cached.get("runtime_seconds")), True
         arguments = (instance, self.output_dir, replicate)[: self.arity]
+        started = time.perf_counter()
         output = _model_output(await _maybe_await(self.call(*arguments)), f"instance {key}")
+        if output.runtime_seconds is None:  # an adaptor that does not time itself
+            output = ModelOutput(output.responses, time.perf_counter() - started)
         _write_json(path, asdict(output))
         return output, False
 
     async def result(self, instance: Any, replicate: int) -> tuple[dict, dict]:
         key = f"{instance_id(instance)}-{replicate}"
-        path = self._path(key, "result")
+        path = self._path(key, "results")
         cached = None if self.overwrite_results else _read_json(path)
         output, output_cached = await self.output(instance, key, replicate)
         if cached is not None and output_cached:  # a result of the output it came with
@@ -193,12 +200,10 @@ class _Run:
             _evaluation(await _maybe_await(self.evaluate(instance, r.response)), where)
             for r in output.responses
         ]
-        weights = [r.weight for r in output.responses]
-        scores = [e.score for e in evaluations]
+        weighted = [e.score * r.weight for e, r in zip(evaluations, output.responses, strict=True)]
         result = {
-            "weighted_accuracy": float(np.average(scores, weights=weights))
-            if sum(weights) > 0
-            else math.nan,
+            "weighted_accuracy": math.fsum(weighted),
+            "runtime_seconds": output.runtime_seconds,
             "results": [asdict(e) for e in evaluations],
         }
         _write_json(path, result)
@@ -231,8 +236,9 @@ async def evaluate_instances(
     """The genlm.eval results of the first `max_instances` instances of `dataset`:
     "average_weighted_accuracy" (mean over instances of the mean over replicates) with its
     "weighted_accuracy_interval" (95%), "n_instances", and per instance (a list per
-    replicate) "all_instance_results" ({"weighted_accuracy", "results": [{"score",
-    "desc", "metadata"}]}) and "all_instance_outputs" ({"responses", "runtime_seconds"})."""
+    replicate) "all_instance_results" ({"weighted_accuracy", "runtime_seconds", "results":
+    [{"score", "desc", "metadata"}]}) and "all_instance_outputs" ({"responses",
+    "runtime_seconds"})."""
     check_options(n_replicates, overwrite_results, overwrite_outputs)
     run = _Run(model, evaluator, output_dir, overwrite_results, overwrite_outputs)
     instances, seen = [], set()

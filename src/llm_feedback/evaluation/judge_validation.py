@@ -7,7 +7,8 @@ earlier runs (this judge's rows on this validation set replaced, every other jud
 kept), the annotators' agreement, and the validation metrics as `eval_metrics` rows (the
 same metric names and values, with their intervals; `raters` is "<judge>~gold" for the
 judge's verdicts, "<baseline>~gold" for a baseline, "<judge>~<annotator>" against one
-annotator).
+annotator; `n_missing`: what a readable-only figure, `*_readable`, leaves out of its
+all-items twin's `n`, the unreadable calls or items).
 
 The judge is its endpoint (the endpoint's name, else its URL), model, prompt template
 (the kind's template file, or the custom prompt and per-category prompts) and sampling:
@@ -34,6 +35,7 @@ from llm_feedback.schema import (
 from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
 from llm_feedback.validation.card import BASELINE, judge_identity
 from llm_feedback.validation.logprobs import ARGMAX, LOGPROBS, calls_from_judgments
+from llm_feedback.validation.metrics import READABLE
 from llm_feedback.validation.validate import Validation, validate_pairwise, validate_pointwise
 from llm_feedback.validation.verdicts import pairs_table
 
@@ -132,6 +134,12 @@ def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame
             others.assign(raters=judge + RATERS_SEPARATOR + others["gold_source"].astype(str))
         )
     rows = pd.concat(frames, ignore_index=True)
+    # A readable-only figure leaves out what its all-items twin counts as wrong.
+    key = ["raters", "category", "metric"]
+    counted = rows.groupby(key, dropna=False)["n"].max()
+    twin = rows.assign(metric=rows["metric"].str.removesuffix(READABLE)).set_index(key).index
+    readable_only = rows["metric"].str.endswith(READABLE).to_numpy()
+    left_out = counted.reindex(twin).to_numpy() - rows["n"].to_numpy()
     metrics = pd.DataFrame(
         {
             "mode": config.mode,
@@ -144,7 +152,7 @@ def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame
             "k": pd.NA,
             "value": rows["value"],
             "n": rows["n"],
-            "n_missing": 0,
+            "n_missing": pd.Series(left_out, index=rows.index).where(readable_only, 0),
             "ci_low": rows["ci_low"],
             "ci_high": rows["ci_high"],
             "ci_method": rows["ci_method"],

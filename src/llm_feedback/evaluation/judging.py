@@ -43,7 +43,7 @@ from llm_feedback.judges import (
     is_unknown_reference,
 )
 from llm_feedback.judges.config import JudgeParams
-from llm_feedback.replies.status import EXACT_MATCH, INVALID, NO_RESPONSE
+from llm_feedback.replies.status import EXACT_MATCH, IDENTICAL, INVALID, NO_RESPONSE
 from llm_feedback.schema import (
     EVAL_GOLD_COLUMN_TYPES,
     EVAL_JUDGMENTS_COLUMN_TYPES,
@@ -353,14 +353,28 @@ def judge_tasks(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> 
     return _pair_judge_tasks(_pairs(samples, config.mode), config, judge)
 
 
+def _pair_step(first: Any, second: Any) -> str | None:
+    """The status that stands in for a pair's two calls, None when they are needed: no
+    response on a side, or the same text on both (a tie, as AlpacaEval records it)."""
+    texts = text_or_none(first.response), text_or_none(second.response)
+    if None in texts:
+        return NO_RESPONSE
+    return IDENTICAL if texts[0] == texts[1] else None
+
+
+def _identical() -> PairJudgment:
+    """The tie of two identical responses, in both orders, without a call."""
+    tie = Judgment.without_call(IDENTICAL, {"verdict": "tie", "scores": [None, None]})
+    return combine_orders(tie, tie)
+
+
 def _pair_judge_tasks(
     pairs: list[tuple[Any, Any]], config: EvaluateParams, judge: Judge
 ) -> list[JudgeTask]:
     tasks: list[JudgeTask] = []
     for first, second in pairs:
-        if text_or_none(first.response) is None or text_or_none(second.response) is None:
-            continue
-        tasks += _pair_tasks(first, second, config, judge)
+        if _pair_step(first, second) is None:
+            tasks += _pair_tasks(first, second, config, judge)
     return tasks
 
 
@@ -370,18 +384,22 @@ def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) ->
     judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records = []
     for first, second in pairs:
-        both = (
-            text_or_none(first.response) is not None and text_or_none(second.response) is not None
-        )
-        combined = combine_orders(next(judged), next(judged)) if both else None
+        step = _pair_step(first, second)
+        combined = None
+        if step is None:
+            combined = combine_orders(next(judged), next(judged))
+        elif step == IDENTICAL:
+            combined = _identical()
         records.append(_pair_record(first, second, combined, config, judge.model))
     judgments = judgment_table(records, config.kind)
     inconsistent = int((judgments["consistent"] == False).sum())  # noqa: E712 - nullable
     logger.info(
-        "evaluate (%s): %d pairs, %d with an outcome, %d position-inconsistent (ties)",
+        "evaluate (%s): %d pairs, %d with an outcome, %d position-inconsistent (ties), "
+        "%d identical (a tie without a call)",
         config.mode,
         len(judgments),
         int(judgments["outcome"].notna().sum()),
         inconsistent,
+        int((judgments["parse_status"] == IDENTICAL).sum()),
     )
     return judgments

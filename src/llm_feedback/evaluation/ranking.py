@@ -11,10 +11,14 @@ replicate and model pair of an instance is resampled together):
     (`stats.length_control`), beside the raw one;
   - Arena-Hard's style-controlled score, with the style covariates' coefficients.
 The table is built by `llm_feedback.stats.comparison`, as the annotate report's
-`model_ranking` is.
+`model_ranking` is. A comparison without an outcome (an unreadable verdict, a missing
+response) is no battle: it is left out with a warning that counts it (eval_metrics counts
+it per model as `n_missing`); a baseline with no battle at all leaves the table empty.
 """
 
 from __future__ import annotations
+
+import logging
 
 import pandas as pd
 
@@ -24,6 +28,8 @@ from llm_feedback.evaluation.metric_intervals import baseline_model
 from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
+
+logger = logging.getLogger(__name__)
 
 OUTCOME_SCORES = {"A": 1.0, "tie": 0.5, "B": 0.0}
 SAMPLE_KEY = ["instance_id", "turn", "replicate", "model"]
@@ -68,11 +74,25 @@ def model_ranking(
     if not config.kind.compares:
         return _empty()
     battles = pairwise_battles(judgments, samples)
+    if len(battles) < len(judgments):
+        logger.warning(
+            "evaluate ranking: %d of %d comparisons have no outcome (unreadable verdicts or a "
+            "missing response) and are left out",
+            len(judgments) - len(battles),
+            len(judgments),
+        )
     models = pd.concat([battles["model_a"], battles["model_b"]])
     if models.nunique() < 2:
         return _empty()
     baseline = baseline_model(models, config.ranking.baseline)
     if baseline not in set(models):
+        if baseline in set(judgments["model_a"]) | set(judgments["model_b"]):
+            logger.warning(
+                "evaluate ranking: the baseline %r has no comparison with an outcome; "
+                "eval_model_ranking is empty",
+                baseline,
+            )
+            return _empty()
         raise ConfigError(
             f"evaluate.ranking.baseline: {baseline!r} is not among the judged models "
             f"({', '.join(sorted(set(models)))})"

@@ -17,6 +17,7 @@ No call needed (evaluate only):
 - `exact_match`: the response equals the reference after normalisation.
 - `invalid`: the reference is unknown, so there is nothing to judge against.
 - `no_response`: there is no response to judge.
+- `identical`: the two responses of a comparison are the same text: a tie, not asked.
 Panel of judges (evaluate only):
 - `split`: the judges answered but no verdict has a majority of them (`aggregate: majority`).
 """
@@ -35,11 +36,12 @@ SKIPPED_TOO_LONG = "skipped_too_long"
 EXACT_MATCH = "exact_match"
 INVALID = "invalid"
 NO_RESPONSE = "no_response"
+IDENTICAL = "identical"
 SPLIT = "split"
 
 READ = (OK, NOT_APPLICABLE)
 UNREADABLE = (EMPTY, NO_MATCH, OUT_OF_RANGE, AMBIGUOUS, PARTIAL)
-WITHOUT_CALL = (EXACT_MATCH, INVALID, NO_RESPONSE)
+WITHOUT_CALL = (EXACT_MATCH, INVALID, NO_RESPONSE, IDENTICAL)
 PARSE_STATUSES = (*READ, *UNREADABLE, CALL_FAILED, SKIPPED_TOO_LONG, *WITHOUT_CALL, SPLIT)
 
 # What a re-ask tells the judge was wrong with its reply, when the parser gave no detail.

@@ -31,6 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from llm_feedback.schema_evaluate import JUDGE_VALIDATION_COLUMN_TYPES
+from llm_feedback.validation.card_notes import data_notes
 
 JUDGE = "judge"
 BASELINE = "baseline"
@@ -167,6 +168,7 @@ def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
                     f"({judge['verdict_source']} verdicts): accuracy {_interval(judge)} against "
                     f"{_interval(baseline)}."
                 )
+    lines += data_notes(rows)
     usable = float(first["usable_probability_share"])
     if usable == 0:
         lines.append(

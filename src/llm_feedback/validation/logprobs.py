@@ -27,11 +27,15 @@ Calibration of the first-position bias (pairwise). On a validation set judged in
 orders, an unbiased judge's margins cancel over the two orders of an item (the same item
 shown A-first gives d, B-first gives -d), so the bias is b = the mean of `margin` (first
 minus second as shown) over every call of the items that have usable probabilities in
-both orders. The calibrated margin of a call is `margin - b`; in original labels it is
-that margin for the original order and its negative for the swapped one; its verdict is A
-above `tie_band`, B below -`tie_band`, a tie between. `b` is stored with the judge's card
-and applied to later runs of the same judge. Averaging the two orders' original-label
-margins removes b per item without measuring it (both orders then share one verdict).
+both orders. On the validation set itself b is cross-fitted, so that no item calibrates
+itself: a call's b is measured on every OTHER instance (leave one instance out,
+`cross_fitted_bias`; 0 where no other instance has both orders). The calibrated margin of
+a call is `margin - b`; in original labels it is that margin for the original order and
+its negative for the swapped one; its verdict is A above `tie_band`, B below -`tie_band`,
+a tie between. `b` over all items is stored with
+the judge's card and applied to later runs of the same judge. Averaging the two orders'
+original-label margins removes b per item without measuring it (both orders then share
+one verdict).
 """
 
 from __future__ import annotations
@@ -237,20 +241,48 @@ def probability_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
 def position_bias(calls: pd.DataFrame) -> tuple[float, int]:
     """(b, the number of items it is measured on): the mean first-minus-second margin over
     both orders of every item whose two calls have usable probabilities."""
-    usable = calls[(calls["source"] == LOGPROBS) & calls["margin"].notna()]
-    keys = ["instance_id", *(["replicate"] if "replicate" in calls.columns else [])]
-    orders = usable.groupby(keys)["order"].nunique()
-    complete = orders[orders == 2].index
-    paired = usable.set_index(keys).loc[complete]
+    paired, keys = _paired(calls)
     if paired.empty:
         return float("nan"), 0
-    return float(paired["margin"].mean()), len(complete)
+    return float(paired["margin"].mean()), len(paired.drop_duplicates(keys))
 
 
-def calibrated_verdicts(calls: pd.DataFrame, bias: float, *, tie_band: float = 0.0):
+def _paired(calls: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The calls with usable probabilities of the units that have both orders usable."""
+    usable = calls[(calls["source"] == LOGPROBS) & calls["margin"].notna()]
+    keys = ["instance_id", *(["replicate"] if "replicate" in calls.columns else [])]
+    orders = usable.groupby(keys)["order"].transform("nunique")
+    return usable[orders == 2], keys
+
+
+def cross_fitted_bias(calls: pd.DataFrame) -> np.ndarray:
+    """Per call, the position bias (`position_bias`) measured on every other instance: an
+    item never calibrates itself. 0 where no other instance has both orders usable.
+
+    Args:
+        calls: the per-call probability frame (`instance_id`, `order`, `margin`, `source`,
+            optional `replicate`).
+
+    Returns:
+        One bias per row of `calls`, in row order.
+    """
+    paired, _ = _paired(calls)
+    margins = paired["margin"].astype("float64")
+    own_sum = margins.groupby(paired["instance_id"]).sum()
+    own_count = margins.groupby(paired["instance_id"]).size()
+    others_sum = margins.sum() - calls["instance_id"].map(own_sum).fillna(0.0)
+    others = len(margins) - calls["instance_id"].map(own_count).fillna(0)
+    others_sum, others = others_sum.to_numpy(dtype="float64"), others.to_numpy(dtype="float64")
+    return np.where(others > 0, others_sum / np.maximum(others, 1), 0.0)
+
+
+def calibrated_verdicts(
+    calls: pd.DataFrame, bias: float | np.ndarray, *, tie_band: float = 0.0
+) -> pd.DataFrame:
     """`calls` with `calibrated_margin` (original labels: > 0 favours A) and `verdict` from
-    it; calls without usable probabilities keep their argmax verdict (`source` says so)."""
-    shown = calls["margin"].to_numpy(dtype="float64") - bias
+    it; calls without usable probabilities keep their argmax verdict (`source` says so).
+    `bias` is one value for every call, or one per call (`cross_fitted_bias`)."""
+    shown = calls["margin"].to_numpy(dtype="float64") - np.asarray(bias, dtype="float64")
     sign = np.where((calls["order"] == SWAPPED).to_numpy(), -1.0, 1.0)
     margin = sign * shown
     from_margin = np.where(margin > tie_band, "A", np.where(margin < -tie_band, "B", "tie"))
@@ -266,11 +298,11 @@ def calibrated_verdicts(calls: pd.DataFrame, bias: float, *, tie_band: float = 0
 
 
 def _original_label(shown: str | None, order: str) -> str | None:
-    """A shown verdict ("first", "second", "tie") in original labels."""
+    """A shown verdict ("first", "second", "tie") in original labels; None when unreadable."""
+    if not isinstance(shown, str) or shown not in ("first", "second", "tie"):
+        return None
     if shown == "tie":
         return "tie"
-    if shown not in ("first", "second"):
-        return None
     return "A" if (shown == "first") == (order == ORIGINAL) else "B"
 
 
@@ -288,11 +320,12 @@ def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd
 
 
 def _shown_argmax(verdict: Any, row_a_first: bool) -> str | None:
-    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie")."""
+    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie");
+    None for an unreadable one (None, NaN or pd.NA alike)."""
+    if not isinstance(verdict, str) or verdict not in ("A", "B", "tie"):
+        return None
     if verdict == "tie":
         return "tie"
-    if verdict not in ("A", "B"):
-        return None
     return "first" if (verdict == "A") == row_a_first else "second"
 
 

@@ -25,6 +25,16 @@ Metrics (`metric` column; shares in [0, 1]):
 - `unreadable_share` (and `unreadable_count`, no interval): calls without a verdict;
 - `cohen_kappa`: Cohen's kappa of the readable verdicts (both orders) against the gold.
 
+Two conventions for unreadable verdicts, named apart. The five accuracy and agreement
+metrics above are LLMBar's own figures, over ALL items: a call without a verdict counts as
+wrong, a unit with an unreadable order as not position-consistent (LLaMA2 on GPTInst: 67
+of 92 with one verdict-less item). Each also comes over the readable verdicts only, with
+the suffix `_readable`: `accuracy_original_order_readable`,
+`accuracy_swapped_order_readable` (right over readable calls of the order), `accuracy_readable`
+(their average), `accuracy_both_orders_readable` and `positional_agreement_readable` (over
+the units readable in both orders). With no unreadable verdict the two are equal; with no
+readable one the readable-only figures are NaN (n 0).
+
 With probabilities, each count is its expectation (orders independent). `n` is the number
 of calls (or units, for the both-order metrics) a rate is over. Intervals: the clustered
 bootstrap of `llm_feedback.stats.intervals`.
@@ -49,6 +59,16 @@ from llm_feedback.validation.metric_table import (
 )
 from llm_feedback.validation.verdicts import ORIGINAL, SWAPPED, VERDICTS
 
+READABLE = "_readable"
+# LLMBar's all-items figures that also come over the readable verdicts only.
+ALL_ITEMS_METRICS = (
+    "accuracy_original_order",
+    "accuracy_swapped_order",
+    "accuracy",
+    "accuracy_both_orders",
+    "positional_agreement",
+)
+READABLE_METRICS = tuple(f"{metric}{READABLE}" for metric in ALL_ITEMS_METRICS)
 PAIRWISE_METRICS = (
     "accuracy_original_order",
     "accuracy_swapped_order",
@@ -63,6 +83,7 @@ PAIRWISE_METRICS = (
     "unreadable_share",
     "unreadable_count",
     "cohen_kappa",
+    *READABLE_METRICS,
 )
 _A, _B, _TIE = range(3)
 _K = len(VERDICTS)
@@ -156,6 +177,9 @@ def _sums(units: _Units) -> tuple[list[str], np.ndarray]:
         "gold_longer": (gold * longer).sum(axis=1) * (readable[o] + readable[s]),
         "ties": p[o][:, _TIE] + p[s][:, _TIE],
         "unreadable": present[o] - readable[o] + present[s] - readable[s],
+        "readable_o": readable[o],
+        "readable_s": readable[s],
+        "readable_both": readable[o] * readable[s],
     }
     # Expected confusion counts (gold x verdict) of the readable calls, for kappa.
     confusion = gold[:, :, None] * (p[o] + p[s])[:, None, :]
@@ -179,14 +203,13 @@ def _values(names: list[str], sums: np.ndarray) -> dict[str, np.ndarray]:
     get = dict(zip(names, np.moveaxis(sums, -1, 0), strict=True))
     original = ratio(get["right_o"], get["calls_o"])
     swapped = ratio(get["right_s"], get["calls_s"])
-    average = np.where(
-        np.isnan(original), swapped, np.where(np.isnan(swapped), original, (original + swapped) / 2)
-    )
+    original_readable = ratio(get["right_o"], get["readable_o"])
+    swapped_readable = ratio(get["right_s"], get["readable_s"])
     confusion = np.stack([get[f"confusion_{g}{k}"] for g in range(_K) for k in range(_K)], -1)
     return {
         "accuracy_original_order": original,
         "accuracy_swapped_order": swapped,
-        "accuracy": average,
+        "accuracy": _average(original, swapped),
         "accuracy_both_orders": ratio(get["right_both"], get["both"]),
         "positional_agreement": ratio(get["agree"], get["both"]),
         "first_shown_share": ratio(get["first"], get["readable"]),
@@ -196,7 +219,19 @@ def _values(names: list[str], sums: np.ndarray) -> dict[str, np.ndarray]:
         "tie_rate": ratio(get["ties"], get["readable"]),
         "unreadable_share": ratio(get["unreadable"], get["calls"]),
         "cohen_kappa": kappa_from_confusion(confusion.reshape(*confusion.shape[:-1], _K, _K)),
+        "accuracy_original_order_readable": original_readable,
+        "accuracy_swapped_order_readable": swapped_readable,
+        "accuracy_readable": _average(original_readable, swapped_readable),
+        "accuracy_both_orders_readable": ratio(get["right_both"], get["readable_both"]),
+        "positional_agreement_readable": ratio(get["agree"], get["readable_both"]),
     }
+
+
+def _average(original: np.ndarray, swapped: np.ndarray) -> np.ndarray:
+    """The mean of the two orders' rates, the one present where the other is NaN."""
+    return np.where(
+        np.isnan(original), swapped, np.where(np.isnan(swapped), original, (original + swapped) / 2)
+    )
 
 
 _DENOMINATORS = {
@@ -212,6 +247,11 @@ _DENOMINATORS = {
     "tie_rate": "readable",
     "unreadable_share": "calls",
     "cohen_kappa": "readable",
+    "accuracy_original_order_readable": "readable_o",
+    "accuracy_swapped_order_readable": "readable_s",
+    "accuracy_readable": "readable",
+    "accuracy_both_orders_readable": "readable_both",
+    "positional_agreement_readable": "readable_both",
 }
 
 

@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import InputError, require_columns
@@ -29,6 +28,7 @@ from llm_feedback.validation.card import card_frame
 from llm_feedback.validation.logprobs import (
     LOGPROBS,
     calibrated_verdicts,
+    cross_fitted_bias,
     position_bias,
     probability_verdicts,
 )
@@ -82,7 +82,9 @@ def validate_pairwise(
             tables["logprobs"] = pairwise_metrics(
                 probability_verdicts(calls), judge=model, **options
             )
-            calibrated = calibrated_verdicts(calls, 0.0 if np.isnan(bias) else bias)
+            # Scored on the items it measures, the bias is cross-fitted (no item calibrates
+            # itself); the card keeps the bias over all items for later runs.
+            calibrated = calibrated_verdicts(calls, cross_fitted_bias(calls))
             tables["logprobs_calibrated"] = pairwise_metrics(
                 calibrated.drop(columns=["p_first", "p_second", "p_tie"]), judge=model, **options
             )
