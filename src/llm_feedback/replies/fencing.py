@@ -164,9 +164,7 @@ def _must_quote(line: str) -> bool:
     """Whether a judge (reading `line` normalised) or our parsers (reading a judge's echo of
     it as written) could take `line` for reply syntax or a marker."""
     seen = normalise(line)
-    return _looks_like_reply_syntax(fold(seen)) or (
-        seen != line and _looks_like_reply_syntax(line)
-    )
+    return _looks_like_reply_syntax(fold(seen)) or (seen != line and _looks_like_reply_syntax(line))
 
 
 # One prompt's instruction and completions are fenced in each of its aspect calls and its
