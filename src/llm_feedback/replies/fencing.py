@@ -163,8 +163,11 @@ def suspected_injection(text: str) -> bool:
 def _must_quote(line: str) -> bool:
     """Whether a judge (reading `line` normalised) or our parsers (reading a judge's echo of
     it as written) could take `line` for reply syntax or a marker."""
-    seen = normalise(line)
-    return _looks_like_reply_syntax(fold(seen)) or (seen != line and _looks_like_reply_syntax(line))
+    if line.isascii():  # its own normalised form; `fold` of ASCII is lower case
+        return _looks_like_reply_syntax(line.lower())
+    # Case-insensitive matching is not case folding: the parsers read "Ratİng: 5" as a
+    # rating, its folded form "rati̇ng: 5" is none.
+    return _looks_like_reply_syntax(fold(normalise(line))) or _looks_like_reply_syntax(line)
 
 
 # One prompt's instruction and completions are fenced in each of its aspect calls and its
