@@ -160,14 +160,14 @@ def suspected_injection(text: str) -> bool:
     return any(_looks_like_reply_syntax(line) for line in skeleton(text).split("\n"))
 
 
-def _must_quote(line: str) -> bool:
-    """Whether a judge (reading `line` normalised) or our parsers (reading a judge's echo of
-    it as written) could take `line` for reply syntax or a marker."""
+def _must_quote(line: str, seen: str) -> bool:
+    """Whether a judge (reading `seen`, the line normalised) or our parsers (reading a
+    judge's echo of `line` as written) could take `line` for reply syntax or a marker."""
     if line.isascii():  # its own normalised form; `fold` of ASCII is lower case
         return _looks_like_reply_syntax(line.lower())
     # Case-insensitive matching is not case folding: the parsers read "Ratİng: 5" as a
     # rating, its folded form "rati̇ng: 5" is none.
-    return _looks_like_reply_syntax(fold(normalise(line))) or _looks_like_reply_syntax(line)
+    return _looks_like_reply_syntax(fold(seen)) or _looks_like_reply_syntax(line)
 
 
 # One prompt's instruction and completions are fenced in each of its aspect calls and its
@@ -180,7 +180,15 @@ def neutralise(text: str) -> str:
     Lines are cut where the judge would break them (every Unicode line break) and tested
     in their normalised form; each is shown as written, with the break that ended it."""
     parts = lines_and_breaks(text)
-    parts[::2] = [f"> {line}" if _must_quote(line) else line for line in parts[::2]]
+    written = parts[::2]
+    # An ASCII line is its own normalised form (and `_must_quote` does not read it).
+    seen = written if text.isascii() else normalise(text).split("\n")
+    if len(seen) != len(written):  # an invisible character alone between CR and LF
+        seen = [normalise(line) for line in written]
+    parts[::2] = [
+        f"> {line}" if _must_quote(line, normalised) else line
+        for line, normalised in zip(written, seen, strict=True)
+    ]
     return "".join(parts)
 
 
