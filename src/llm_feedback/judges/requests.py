@@ -16,8 +16,8 @@ the judge (the shared templates/fencing_notice.txt). A `custom_prompt` gets the 
 defence: each content field is filled in with its fenced block, never with the raw text
 (so "{question}" renders as `<<<QUESTION BEGIN nonce>>>`, the question, `<<<QUESTION END
 nonce>>>`), and the optional field {fencing_notice} renders the explanation of the marker
-lines. Configuration values
-(rubric {criteria}, the {low}/{high} bounds) are shown as they are.
+lines. Configuration values (rubric {criteria}, the {low}/{high} bounds) are shown as they
+are.
 
 Images for the judge (`attach_images`) follow the user message as content parts, which
 starts with a short section (templates/attached_images.txt) saying that they are there.

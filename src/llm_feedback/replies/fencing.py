@@ -181,7 +181,7 @@ def neutralise(text: str) -> str:
     in their normalised form; each is shown as written, with the break that ended it."""
     parts = lines_and_breaks(text)
     written = parts[::2]
-    # An ASCII line is its own normalised form (and `_must_quote` does not read it).
+    # ASCII text is its own normalised form (and `_must_quote` does not read it).
     seen = written if text.isascii() else normalise(text).split("\n")
     if len(seen) != len(written):  # an invisible character alone between CR and LF
         seen = [normalise(line) for line in written]
