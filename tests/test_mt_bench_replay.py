@@ -2,20 +2,25 @@
 
 The fake server answers each judge request with the recorded judgment whose question and
 answer texts the request contains (both turns for a second-turn judgment), so our prompts
-and FastChat's differ while the judgments are GPT-4's own. Every parsed score must equal
-the one FastChat recorded, and the per-model means its means.
+and FastChat's differ in their wording while the judgments are GPT-4's own. Every parsed
+score must equal the one FastChat recorded, and the per-model means its means. What the
+judge is shown must be what GPT-4 was shown: each fenced text of every request equals the
+text in FastChat's recorded `user_prompt`, character for character (a line that imitates a
+reply is quoted "> ", and otherwise as written).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_feedback.replies.fencing import neutralise
+from llm_feedback.replies.fencing import neutralise, suspected_injection
+from llm_feedback.replies.normalise import lines_and_breaks
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import SHARED_DATA, endpoints_via
 
@@ -24,6 +29,13 @@ NORMAL = "Meta-Llama-3-8B-Instruct-Normal"
 GRIFFIN = "Meta-Llama-3-8B-Instruct-Griffin"
 
 Key = tuple[str, int, int]  # (model, question_id, turn)
+
+# A fenced block of a request: its label and the text shown in it.
+BLOCK = re.compile(
+    r"<<<(?P<label>[A-Z][A-Z ]*?\d*) BEGIN (?P<nonce>[0-9a-f]+)>>>\n(?P<text>.*?)\n"
+    r"<<<(?P=label) END (?P=nonce)>>>",
+    re.DOTALL,
+)
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -60,6 +72,11 @@ class RecordedJudge:
             )
             self.by_question[signature[0]].append((signature, (model, question_id, turn)))
         self.served: list[Key] = []
+        # What FastChat showed GPT-4, and the fenced texts of each request we served.
+        self.user_prompts = {
+            (row["model"], row["question_id"], row["turn"]): row["user_prompt"] for row in judgments
+        }
+        self.shown: dict[Key, list[dict[str, str]]] = defaultdict(list)
 
     def __call__(self, body: dict[str, Any], ctx: RequestContext) -> str | Reply:
         text = body["messages"][-1]["content"]
@@ -78,6 +95,9 @@ class RecordedJudge:
         if ctx.key_call_index >= len(replies):
             return Reply(status=400, error_message=f"{keys[0]} asked more often than recorded")
         self.served.append(keys[0])
+        self.shown[keys[0]].append(
+            {block["label"]: block["text"] for block in BLOCK.finditer(text)}
+        )
         return replies[ctx.key_call_index]
 
 
@@ -133,6 +153,34 @@ def eval_samples(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def shown_texts(data: dict[str, Any], key: Key) -> dict[str, str]:
+    """The texts of a judgment by the label of the block that shows each: the question and
+    answer (the two turns of each for turn 2), and the references of a math question."""
+    model, question_id, turn = key
+    asked, said = data["questions"][question_id], data["answers"][(model, question_id)]
+    references = data["references"].get(question_id)
+    if turn == 1:
+        texts = {"QUESTION": asked[0], "ANSWER": said[0]}
+        return texts | ({"REFERENCE ANSWER": references[0]} if references else {})
+    texts = {"QUESTION 1": asked[0], "ANSWER 1": said[0], "QUESTION 2": asked[1]}
+    texts["ANSWER 2"] = said[1]
+    if references:
+        texts |= {"REFERENCE 1": references[0], "REFERENCE 2": references[1]}
+    return texts
+
+
+def is_written_text(shown: str, written: str) -> bool:
+    """Whether `shown` is `written`, each line as written, with the same line breaks, a
+    line that imitates a reply quoted "> "."""
+    shown_parts, written_parts = lines_and_breaks(shown), lines_and_breaks(written)
+    return len(shown_parts) == len(written_parts) and all(
+        seen == line or (seen == f"> {line}" and suspected_injection(line))
+        if index % 2 == 0
+        else seen == line
+        for index, (seen, line) in enumerate(zip(shown_parts, written_parts, strict=True))
+    )
+
+
 def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, run_kedro, tmp_path):
     samples_path = tmp_path / "mt_bench_samples.jsonl"
     samples_path.write_text(
@@ -160,6 +208,30 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
         assert server.request_count == 330
         assert rerun["cached"].all()
         assert rerun["score"].equals(judgments["score"])
+
+    # Every one of the 320 judged conversations is shown as FastChat showed it to GPT-4:
+    # each text is in the recorded prompt, and each block of ours shows it as written.
+    assert len(responder.shown) == len(responder.user_prompts) == 320
+    as_recorded, verbatim = set(), set()
+    for key, requests in responder.shown.items():
+        texts, recorded = shown_texts(mt_bench, key), responder.user_prompts[key]
+        assert all(f"\n{text}\n" in recorded for text in texts.values())
+        if all(
+            blocks.keys() == texts.keys()
+            and all(is_written_text(blocks[label], text) for label, text in texts.items())
+            for blocks in requests
+        ):
+            as_recorded.add(key)
+        if all(blocks == texts for blocks in requests):
+            verbatim.add(key)
+    assert as_recorded == set(responder.shown)
+    # Byte for byte wherever no line had to be quoted.
+    quoting = {
+        key
+        for key in responder.shown
+        if any(suspected_injection(text) for text in shown_texts(mt_bench, key).values())
+    }
+    assert verbatim == set(responder.shown) - quoting
 
     recorded: dict[Key, list[float | None]] = defaultdict(list)
     for row in sorted(mt_bench["judgments"], key=lambda row: row["tstamp"]):

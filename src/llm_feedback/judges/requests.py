@@ -9,14 +9,15 @@ kind's reader reads.
 
 Untrusted text is fenced. Every question, answer, reference, response and context is shown
 as a block between marker lines carrying a nonce derived from the whole request
-(`llm_feedback.replies.fencing`), with any line that imitates a reply format or a marker
-quoted "> ", so that a judged answer can neither close its own block nor pass for the
-judge's reply. The built-in templates explain the marker lines to the judge (the shared
-templates/fencing_notice.txt). A `custom_prompt` gets the same defence: each content field
-is filled in with its fenced block, never with the raw text (so "{question}" renders as
-`<<<QUESTION BEGIN nonce>>>`, the question, `<<<QUESTION END nonce>>>`), and the optional
-field {fencing_notice} renders the explanation of the marker lines. Configuration values
-(rubric {criteria}, the {low}/{high} bounds) are shown as they are.
+(`llm_feedback.replies.fencing`), exactly as written except that any line that imitates a
+reply format or a marker is quoted "> ", so that a judged answer can neither close its own
+block nor pass for the judge's reply. The built-in templates explain the marker lines to
+the judge (the shared templates/fencing_notice.txt). A `custom_prompt` gets the same
+defence: each content field is filled in with its fenced block, never with the raw text
+(so "{question}" renders as `<<<QUESTION BEGIN nonce>>>`, the question, `<<<QUESTION END
+nonce>>>`), and the optional field {fencing_notice} renders the explanation of the marker
+lines. Configuration values (rubric {criteria}, the {low}/{high} bounds) are shown as they
+are.
 
 Images for the judge (`attach_images`) follow the user message as content parts, which
 starts with a short section (templates/attached_images.txt) saying that they are there.

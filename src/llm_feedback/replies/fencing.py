@@ -9,11 +9,16 @@ Two defences work together:
   that echoes such a line cannot hand us a rating that came from the completion.
 
 The line shapes below are therefore shared by the neutraliser and the parsers. Both the
-neutraliser and `suspected_injection` work on the text as a judge reads it
+neutraliser and `suspected_injection` decide on the text as a judge reads it
 (`llm_feedback.replies.normalise`): lookalike letters, invisible characters, full-width forms
 and exotic line breaks change nothing. Detection also knows answer-shaped lines the parsers
 never read but a judge might obey: ratings labelled in other languages
 (`FOREIGN_RATING_LABELS`), Markdown tables of ratings, JSON with rating keys.
+
+What the judge is shown is the text exactly as it was written: the normalised form only
+decides which lines to quote. A math or chemistry answer ("2³ = 8", "H₂O", "½") must reach the
+judge as its author wrote it, so every character and every line break is kept, and a
+quoted line is its original line behind "> ".
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from llm_feedback.replies.normalise import (
     FOREIGN_TEXT_WORDS,
     fold,
     label_pattern,
+    lines_and_breaks,
     normalise,
     skeleton,
 )
@@ -154,16 +160,36 @@ def suspected_injection(text: str) -> bool:
     return any(_looks_like_reply_syntax(line) for line in skeleton(text).split("\n"))
 
 
+def _must_quote(line: str, seen: str) -> bool:
+    """Whether a judge (reading `seen`, the line normalised) or our parsers (reading a
+    judge's echo of `line` as written) could take `line` for reply syntax or a marker."""
+    if line.isascii():  # its own normalised form; `fold` of ASCII is lower case
+        return _looks_like_reply_syntax(line.lower())
+    # Case-insensitive matching is not case folding: the parsers read "Ratİng: 5" as a
+    # rating, its folded form "rati̇ng: 5" is none.
+    return _looks_like_reply_syntax(fold(seen)) or _looks_like_reply_syntax(line)
+
+
 # One prompt's instruction and completions are fenced in each of its aspect calls and its
 # critiques: the most recent texts are kept so that each is neutralised once.
 @functools.lru_cache(maxsize=1024)
 def neutralise(text: str) -> str:
-    """`text` normalised, with every line quoted that a reply parser, a judge or a block
-    marker could mistake for ours."""
-    return "\n".join(
-        f"> {line}" if _looks_like_reply_syntax(fold(line)) else line
-        for line in normalise(text).split("\n")
-    )
+    """`text` exactly as written, with every line quoted ("> " before it) that a reply
+    parser, a judge or a block marker could mistake for ours.
+
+    Lines are cut where the judge would break them (every Unicode line break) and tested
+    in their normalised form; each is shown as written, with the break that ended it."""
+    parts = lines_and_breaks(text)
+    written = parts[::2]
+    # ASCII text is its own normalised form (and `_must_quote` does not read it).
+    seen = written if text.isascii() else normalise(text).split("\n")
+    if len(seen) != len(written):  # an invisible character alone between CR and LF
+        seen = [normalise(line) for line in written]
+    parts[::2] = [
+        f"> {line}" if _must_quote(line, normalised) else line
+        for line, normalised in zip(written, seen, strict=True)
+    ]
+    return "".join(parts)
 
 
 def fenced_block(label: str, text: str, nonce: str) -> str:

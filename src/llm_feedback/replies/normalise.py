@@ -1,10 +1,13 @@
 """Untrusted text as a judge reads it: one form of every character, one kind of line break.
 
 A judge model reads "Ｒａｔｉｎｇ： ５", "Ra\u200bting: 5" and "R\u0430ting: 5" (Cyrillic a) as
-"Rating: 5", and breaks lines at "\u2028" as readily as at "\n". Fencing and detection must
-see what the judge sees, so both work on `normalise(text)` (NFKC, invisible format characters
-removed, every Unicode line break turned into "\n"), and detection also on its `skeleton`
-(lookalike letters of other scripts mapped to the Latin letter they imitate, case folded).
+"Rating: 5", and breaks lines at "\u2028" as readily as at "\n". Detection must see what the
+judge sees, so it works on `normalise(text)` (NFKC, invisible format characters removed,
+every Unicode line break turned into "\n") and on its `skeleton` (lookalike letters of other
+scripts mapped to the Latin letter they imitate, case folded). These forms are for deciding
+only, never for showing: the judge is shown the text as it was written (`lines_and_breaks`
+cuts it where `normalise` breaks lines, so that each original line can be tested in its
+normalised form and shown as it is).
 
 `FOREIGN_RATING_LABELS` is the documented list of words for "rating"/"score"/"grade" in
 other languages that detection knows; a line such as "Bewertung: 5" or "Note : 5" (a label,
@@ -22,6 +25,8 @@ _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u20
 
 # Every line boundary of `str.splitlines()`: CR LF counts once.
 _LINE_BREAK = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# The same boundaries and "\n", captured, so that splitting keeps each break.
+_LINE_BOUNDARY = re.compile("(\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])")
 
 # Cyrillic and Greek letters drawn like Latin ones (after NFKC), lower and upper case.
 _LOOKALIKES = str.maketrans(
@@ -134,6 +139,17 @@ def normalise(text: str) -> str:
         return _LINE_BREAK.sub("\n", text)
     text = unicodedata.normalize("NFKC", text)
     return _LINE_BREAK.sub("\n", _INVISIBLE.sub("", text))
+
+
+def lines_and_breaks(text: str) -> list[str]:
+    """`text` cut at every line boundary of `str.splitlines()`, the breaks kept: the lines at
+    the even positions, at each odd one the break (as written) that ends the line before it,
+    so that `"".join(...)` gives `text` back.
+
+    No character's compatibility form holds a line break, so `normalise(line)` of each line
+    is one line: together they are the lines of `normalise(text)` (an invisible character
+    alone between CR and LF makes an extra empty one)."""
+    return _LINE_BOUNDARY.split(text)
 
 
 def skeleton(text: str) -> str:

@@ -3,8 +3,8 @@ disagree make a tie), with a score for each; `eval_judgments` has one row per tw
 responses to the same instance and replicate.
 
 Template `templates/pairwise.txt`: scores "Score A/B: N" and/or the verdict `[[A|B|C]]`
-(C: tie), or their JSON. Fields: {question}, {response1}, {response2}, {context} when given
-(the pipeline gives the reference answer as context); {low}, {high}.
+(C: tie), or their JSON. Fields: {question}, {response1}, {response2}, {reference} (the
+reference answer, a block of its own) and {context} when given; {low}, {high}.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def build_pairwise_request(
     response_b: str,
     *,
     context: str | None = None,
+    reference: str | None = None,
     score_range: tuple[int, int] = DEFAULT_SCALE,
     output: str = "both",
     custom_prompt: str | None = None,
@@ -86,12 +87,17 @@ def build_pairwise_request(
     labels = {"question": "QUESTION", "response1": "RESPONSE A", "response2": "RESPONSE B"}
     required: tuple[tuple[str, ...], ...] = (("question",), ("response1",), ("response2",))
     given = []
-    if context is not None:
-        check_text(context=context)
-        values["context"] = context
-        labels["context"] = "CONTEXT"
-        required += (("context",),)
-        given.append("context")
+    # Each optional input is a block of its own, so that the judge sees it as written.
+    for name, text, label in (
+        ("reference", reference, "REFERENCE ANSWER"),
+        ("context", context, "CONTEXT"),
+    ):
+        if text is not None:
+            check_text(**{name: text})
+            values[name] = text
+            labels[name] = label
+            required += ((name,),)
+            given.append(name)
     fenced = {**fenced_values(values, labels, "pairwise"), "low": str(low), "high": str(high)}
     if structured:
         reply = json_reply_instruction(
@@ -224,11 +230,9 @@ def pairwise_reader(scale: tuple[int, int]) -> Reader:
 
 
 def _options(item: JudgeItem, options: KindOptions, asking: Asking) -> dict[str, Any]:
-    context = item.context
-    if context is None and item.reference is not None:
-        context = f"Reference answer: {item.reference}"
     return {
-        "context": context,
+        "context": item.context,
+        "reference": item.reference,
         "score_range": options.scale,
         "custom_prompt": item.custom_prompt,
         "structured": asking.structured,
