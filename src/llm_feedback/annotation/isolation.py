@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from llm_feedback.replies.fencing import suspected_injection
+from llm_feedback.replies.injection import suspected_injection
 
 
 def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
