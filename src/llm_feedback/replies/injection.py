@@ -281,11 +281,12 @@ def without_suspicious_spans(text: str) -> str:
         The remaining text, blank lines left by removed spans dropped and ends stripped.
     """
     normal = normalise(text)
-    kept, position = [], 0
+    kept, position = "", 0
     for begin, end in suspicious_spans(text):
-        kept.append(normal[position:begin])
+        kept += normal[position:begin]
         position = end
-    kept.append(normal[position:])
-    lines = "".join(kept).split("\n")
-    removed_lines = [line.rstrip() for line in lines]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(removed_lines)).strip()
+        if normal[end : end + 1] in (" ", "\t"):
+            kept = kept.rstrip(" \t")  # one space where a span was, not two
+    kept += normal[position:]
+    lines = [line.rstrip() for line in kept.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
