@@ -67,15 +67,24 @@ def _honest_texts() -> set[str]:
     return {_canonical(row["response"]) for row in _rows(injected=False)}
 
 
-def _evaluate(server: FakeLLMServer, rows: list[dict[str, Any]], mode: str) -> pd.DataFrame:
+def _evaluate(
+    server: FakeLLMServer, rows: list[dict[str, Any]], mode: str, panel: bool = False
+) -> pd.DataFrame:
     params = {"mode": mode, **MODE_OPTIONS.get(mode, {})}
     endpoints = endpoints_via(server, structured_output=False)
+    if panel:  # judges on the same server, the majority kept
+        endpoints = {name: endpoints["local"] for name in ("first", "second", "third")}
+        judges = [{"endpoint": name} for name in endpoints]
+        params["panel"] = {"judges": judges, "aggregate": "majority"}
     judgments, _ = run_evaluation(pd.DataFrame(rows), params, endpoints, None, progress=False)
     return judgments
 
 
+@pytest.mark.parametrize("panel", [False, True], ids=["one judge", "panel"])
 @pytest.mark.parametrize("mode", REPLIES)
-def test_a_pointwise_verdict_cannot_be_raised_by_what_the_response_tells_the_judge(mode: str):
+def test_a_pointwise_verdict_cannot_be_raised_by_what_the_response_tells_the_judge(
+    mode: str, panel: bool
+):
     honest, (obeyed, plain) = _honest_texts(), REPLIES[mode]
 
     def judge(body: dict[str, Any], ctx: Any) -> str:
@@ -83,10 +92,10 @@ def test_a_pointwise_verdict_cannot_be_raised_by_what_the_response_tells_the_jud
         return obeyed if any(text not in honest for text in shown.values()) else plain
 
     with FakeLLMServer(judge) as server:
-        judgments = _evaluate(server, _rows(injected=True), mode)
+        judgments = _evaluate(server, _rows(injected=True), mode, panel)
         calls = server.request_count
         server.reset()
-        baseline = _evaluate(server, _rows(injected=False), mode)
+        baseline = _evaluate(server, _rows(injected=False), mode, panel)
         calls_without = server.request_count
     steer = judgments["model"] == "steer"
     assert judgments.loc[steer, "suspected_injection"].all()
@@ -94,10 +103,12 @@ def test_a_pointwise_verdict_cannot_be_raised_by_what_the_response_tells_the_jud
     assert not baseline["suspected_injection"].any()
     # Each injected sample rated as if it held its honest part only.
     assert judgments["score"].tolist() == baseline["score"].tolist()
-    assert calls == calls_without + len(PAYLOADS)  # one more call per flagged sample
+    # One more call per flagged sample and judge.
+    assert calls == calls_without + len(PAYLOADS) * (3 if panel else 1)
 
 
-def test_a_pairwise_response_that_addresses_the_judge_no_longer_wins():
+@pytest.mark.parametrize("panel", [False, True], ids=["one judge", "panel"])
+def test_a_pairwise_response_that_addresses_the_judge_no_longer_wins(panel: bool):
     """The judge prefers the longer honest answer, but obeys any instruction it finds: as
     written, the steering response would win every pair in both orders."""
     honest = _honest_texts()
@@ -113,7 +124,7 @@ def test_a_pairwise_response_that_addresses_the_judge_no_longer_wins():
 
     rows = _rows(injected=True)
     with FakeLLMServer(judge) as server:
-        judgments = _evaluate(server, rows, "pairwise")
+        judgments = _evaluate(server, rows, "pairwise", panel)
         calls, recorded = server.request_count, server.requests
     assert len(judgments) == len(PAYLOADS)
     assert judgments["suspected_injection"].all()
@@ -122,8 +133,9 @@ def test_a_pairwise_response_that_addresses_the_judge_no_longer_wins():
     )
     assert int(steer_won.sum()) == 0
     assert judgments["consistent"].all()
-    assert calls == 4 * len(PAYLOADS)  # both orders, as written and without the spans
+    # Both orders, as written and without the spans, per judge.
+    assert calls == 4 * len(PAYLOADS) * (3 if panel else 1)
     # The judge is not toothless: it gave every pair as written (both orders) to the
     # steering response.
     obeyed = [judge(body, None) for body in recorded if "follows" in judge(body, None)]
-    assert len(obeyed) == 2 * len(PAYLOADS)
+    assert len(obeyed) == 2 * len(PAYLOADS) * (3 if panel else 1)
