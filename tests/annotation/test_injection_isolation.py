@@ -87,5 +87,6 @@ def test_the_differential_check_keeps_the_lower_rating_and_both_calls_tokens():
     assert kept["suspected_injection"]
     # The text as written rated lower: its spans only hurt it, its rating stands.
     assert kept_row({**written, "rating": 2}, without, "rating")["rating"] == 2
-    # Unread without the spans: nothing is read, whatever the text as written got.
-    assert kept_row(written, {**without, "rating": None}, "rating")["rating"] is None
+    # Only one variant read: its rating.
+    assert kept_row(written, {**without, "rating": None}, "rating")["rating"] == 5
+    assert kept_row({**written, "rating": None}, without, "rating")["rating"] == 3

@@ -8,10 +8,10 @@ A completion that addresses the evaluator or carries a verdict in any form
   another completion;
 - *its own rating* (the differential check): it is rated as written and, in a call of its
   own, with its suspicious spans left out (`replies.injection.without_suspicious_spans`);
-  its row keeps the rating without the spans unless the text as written was rated lower. So
-  what the spans say can lower its rating but never raise it above what the judge gives the
-  rest of the text; a clean text flagged by mistake loses nothing unless the spans taken out
-  made it better.
+  its row keeps the lower of the two ratings (the one read, when the judge gave only one).
+  So what the spans say can lower its rating but never raise it above what the judge gives
+  the rest of the text; a clean text flagged by mistake loses nothing unless the spans taken
+  out made it better.
 
 The price: per aspect and shuffle, one more call for each prompt with a suspected completion
 (the clean ones no longer share its call) and one more for each suspected completion (its
@@ -62,11 +62,26 @@ def variants(text: str, flagged: bool) -> list[tuple[str, str]]:
     return [(AS_WRITTEN, text), (WITHOUT_SPANS, without_suspicious_spans(text))]
 
 
+def written_kept(written: Any, without: Any) -> bool:
+    """Whether the differential check keeps the rating of the text as written: it is lower
+    than the one without the spans, or the only one read.
+
+    Args:
+        written: the rating of the text as written (None or NaN: not read).
+        without: the rating of the text without its suspicious spans.
+
+    Returns:
+        True to keep the rating as written, False for the one without the spans.
+    """
+    if pd.isna(written):
+        return False
+    return pd.isna(without) or float(written) < float(without)
+
+
 def kept_row(
     written: Mapping[str, Any], without: Mapping[str, Any], value_column: str
 ) -> dict[str, Any]:
-    """The row the differential check keeps: the rating without the spans unless both were
-    read and the text as written was rated lower; the tokens of both calls.
+    """The row the differential check keeps (`written_kept`), with the tokens of both calls.
 
     Args:
         written: the row of the text as written.
@@ -76,9 +91,7 @@ def kept_row(
     Returns:
         The kept row, `suspected_injection` set.
     """
-    ours, theirs = written.get(value_column), without.get(value_column)
-    lower = not pd.isna(ours) and not pd.isna(theirs) and float(ours) < float(theirs)
-    row = dict(written if lower else without)
+    row = dict(written if written_kept(written.get(value_column), without.get(value_column)) else without)
     for column in ("prompt_tokens", "completion_tokens"):
         if column in row:
             row[column] = (written.get(column) or 0) + (without.get(column) or 0)

@@ -5,8 +5,8 @@ evaluator or carries a verdict (`replies.injection.suspected_injection`) makes i
 `suspected_injection` true. Every pointwise judgment (binary, score_0_5, single 1-10,
 rubric) already rates one response per call, so nothing of it reaches another sample's
 call; what protects its own rating is the differential check: the sample is judged as
-written and again with its suspicious spans left out, and its rows keep the judgment without
-the spans unless the text as written was rated lower (per criterion in rubric mode). In
+written and again with its suspicious spans left out, and its rows keep the lower judgment
+(per criterion in rubric mode; the one read when the judge gave only one). In
 pairwise mode the pair is judged again (both orders) with the spans left out of each flagged
 response; when one response is flagged the outcome kept is the worse of the two for it, when
 both are, the outcome without the spans. So an instruction to the judge can lower its own
@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.annotation.isolation import written_kept
 from llm_feedback.judges import PairJudgment
 from llm_feedback.replies.injection import suspected_injection, without_suspicious_spans
 
@@ -69,8 +70,8 @@ def without_spans(sample: Any) -> Any:
 def kept_rows(
     written: Sequence[Mapping[str, Any]], without: Sequence[Mapping[str, Any]], value_column: str
 ) -> list[dict[str, Any]]:
-    """Per row (per criterion in rubric mode), the judgment without the spans unless both
-    were read and the text as written was rated lower.
+    """Per row (per criterion in rubric mode), the lower of the two judgments, or the one
+    read (`annotation.isolation.written_kept`).
 
     Args:
         written: the rows of the sample as written.
@@ -82,8 +83,7 @@ def kept_rows(
     """
     kept = []
     for ours, theirs in zip(written, without, strict=True):
-        mine, other = ours.get(value_column), theirs.get(value_column)
-        lower = not pd.isna(mine) and not pd.isna(other) and float(mine) < float(other)
+        lower = written_kept(ours.get(value_column), theirs.get(value_column))
         kept.append({**(ours if lower else theirs), "suspected_injection": True})
     return kept
 
@@ -92,7 +92,8 @@ def kept_pair(
     written: PairJudgment, without: PairJudgment, flagged_a: bool, flagged_b: bool
 ) -> PairJudgment:
     """The comparison kept for a pair with a flagged response: the one without the spans,
-    unless only one response is flagged and the pair as written stood worse for it.
+    unless only one response is flagged and the pair as written stood worse for it (or
+    only the pair as written has an outcome).
 
     Args:
         written: the comparison of the responses as written (both orders).
@@ -103,7 +104,9 @@ def kept_pair(
     Returns:
         One of the two comparisons.
     """
-    if flagged_a == flagged_b or written.winner is None or without.winner is None:
+    if without.winner is None:
+        return written  # the only outcome read, if any
+    if flagged_a == flagged_b or written.winner is None:
         return without
     standing = _STANDING_OF_A if flagged_a else {k: 2 - v for k, v in _STANDING_OF_A.items()}
     return written if standing[written.winner] < standing[without.winner] else without
