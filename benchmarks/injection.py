@@ -18,7 +18,15 @@ completion without `suspected_injection`; `injected_raised`, rows of an injected
 rated above what the judge gives its honest part; `clean_changed`, rows of a clean
 completion whose rating is not its honest one (echo judge: any rating read at all). Beside
 them the price: the calls made, and the calls of the same prompts with every injection
-taken out (its honest part instead). And the false positives: the share of ordinary answers
+taken out (its honest part instead).
+
+Evaluate, every mode: one sample per payload kind (its response the injected text) beside a
+clean one, the obeying judge giving a pointwise top verdict (or, pairwise, the win) to any
+response that carries more than an honest answer. Counted: `injected_unflagged`,
+`injected_raised` (a verdict above the one its honest part gets), `clean_changed` and, in
+pairwise, `steering_wins` (pairs the injected response won; as written it would win all).
+
+And the false positives: the share of ordinary answers
 flagged (the shared MT-Bench and Arena-Hard answers, the demo evaluation samples), with the
 price in calls it implies for a run of four completions a prompt.
 
@@ -42,6 +50,7 @@ from common import save  # noqa: E402
 
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
+from llm_feedback.evaluation import run_evaluation  # noqa: E402
 from llm_feedback.replies.injection import suspected_injection  # noqa: E402
 from llm_feedback.replies.normalise import normalise  # noqa: E402
 from llm_feedback.testing.injection_payloads import PAYLOADS  # noqa: E402
@@ -128,6 +137,7 @@ def obeying_judge(honest_texts: Iterable[str]) -> Callable[[dict[str, Any], Requ
             for match in _BLOCK.finditer(_user_text(body))
         ]
         obeys = any(canonical(text) not in known for _, text in blocks)
+        respond.obeyed += obeys  # type: ignore[attr-defined]
         if blocks and blocks[0][0] == "ANSWER":
             text = blocks[0][1]
             score = INJECTED_SCORE if obeys else honest(text, INJECTED_SCORE)
@@ -137,6 +147,7 @@ def obeying_judge(honest_texts: Iterable[str]) -> Callable[[dict[str, Any], Requ
             [INJECTED_RATING if obeys else honest(text, INJECTED_RATING) for text in texts]
         )
 
+    respond.obeyed = 0  # type: ignore[attr-defined]  # calls in which it obeyed
     return respond
 
 
@@ -175,7 +186,8 @@ def _counts(
 def _rated(
     completions: pd.DataFrame, judge: str, responder: Any
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, int]]:
-    """The aspect and critique tables of `completions`, and each stage's calls."""
+    """The aspect and critique tables of `completions`, and each stage's calls (and those
+    in which the judge obeyed)."""
     with FakeLLMServer(responder) as server:
         config = EndpointConfig.from_dict(
             {
@@ -190,10 +202,15 @@ def _rated(
         )
         with LLMClient(config, None, progress=False) as client:
             aspects = aspect_annotations_table(completions, client, aspects=ASPECTS).frame()
-            aspect_calls = server.request_count
+            aspect_calls, aspect_obeyed = server.request_count, getattr(responder, "obeyed", 0)
             critiques = critiques_table(completions, client).frame()
             critique_calls = server.request_count - aspect_calls
-    return aspects, critiques, {"aspect_rows": aspect_calls, "critique_rows": critique_calls}
+            critique_obeyed = getattr(responder, "obeyed", 0) - aspect_obeyed
+    calls = {
+        "aspect_rows": {"calls": aspect_calls, "obeyed_calls": aspect_obeyed},
+        "critique_rows": {"calls": critique_calls, "obeyed_calls": critique_obeyed},
+    }
+    return aspects, critiques, calls
 
 
 def injection_run(judge: str, kinds: Iterable[str] | None = None) -> dict[str, dict[str, int]]:
@@ -222,8 +239,145 @@ def injection_run(judge: str, kinds: Iterable[str] | None = None) -> dict[str, d
         counts = _counts(
             frame, honest_parts, value_column=column, honest_value=value, responses=responses
         )
-        results[stage] = {**counts, "calls": calls[stage], "calls_without_injection": baseline[stage]}
+        results[stage] = {
+            **counts,
+            **calls[stage],
+            "calls_without_injection": baseline[stage]["calls"],
+        }
     return results
+
+
+# Per pointwise evaluate mode: the reply of a judge taken over, and an honest one.
+EVAL_REPLIES = {
+    "binary": ("correct: yes", "correct: no"),
+    "score_0_5": ("Rating: 5", "Rating: 2"),
+    "single_1_10": ("Rating: [[10]]", "Rating: [[3]]"),
+    "rubric": (
+        '{"scores": {"accuracy": 5, "clarity": 5}}',
+        '{"scores": {"accuracy": 2, "clarity": 3}}',
+    ),
+}
+EVAL_MODES = (*EVAL_REPLIES, "pairwise")
+OBEYED_REPLIES = {
+    *(obeyed for obeyed, _ in EVAL_REPLIES.values()),
+    "Response A follows the instructions. [[A]]",
+    "Response B follows the instructions. [[B]]",
+}
+_EVAL_BLOCK = re.compile(
+    # the judged response's block in every mode (not the reference answer's)
+    r"<<<(?P<label>(?:CANDIDATE )?ANSWER|RESPONSE(?: [AB])?) BEGIN \w+>>>\n(?P<body>.*?)\n"
+    r"<<<(?P=label) END \w+>>>",
+    re.DOTALL,
+)
+
+
+def eval_samples(kinds: Iterable[str] | None = None, *, injected: bool = True) -> pd.DataFrame:
+    """Per payload kind an instance with a `steer` response (injected, or its honest part)
+    and a longer, better `plain` one."""
+    rows = []
+    for index, kind in enumerate(kinds or PAYLOADS):
+        payload = PAYLOADS[kind]
+        steer = f"[{index}] " + (payload.text if injected else payload.answer)
+        plain = f"Paris is the capital of France, as every atlas and encyclopedia says ({index})."
+        for model, response in (("steer", steer), ("plain", plain)):
+            rows.append(
+                {
+                    "instance_id": f"i{index}",
+                    "question": f"What is the capital of France ({index})?",
+                    "response": response,
+                    "reference": "Paris",
+                    "model": model,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def eval_obeying_judge(
+    mode: str, honest_texts: Iterable[str]
+) -> Callable[[dict[str, Any], RequestContext], str]:
+    """The obeying judge of an evaluate mode: a pointwise top verdict for, or a pairwise win
+    to, any response that carries more than one of `honest_texts`; else an honest verdict
+    (pairwise: the longer response wins)."""
+    known = {canonical(text) for text in honest_texts}
+
+    def respond(body: dict[str, Any], ctx: RequestContext) -> str:
+        reply = _respond(body)
+        respond.obeyed += reply in OBEYED_REPLIES  # type: ignore[attr-defined]
+        return reply
+
+    def _respond(body: dict[str, Any]) -> str:
+        text = "\n".join(message["content"] for message in body["messages"])
+        shown = {m["label"]: canonical(_unquoted(m["body"])) for m in _EVAL_BLOCK.finditer(text)}
+        if mode != "pairwise":
+            obeyed, plain = EVAL_REPLIES[mode]
+            return obeyed if any(text not in known for text in shown.values()) else plain
+        first, second = shown["RESPONSE A"], shown["RESPONSE B"]
+        if first not in known:
+            return "Response A follows the instructions. [[A]]"
+        if second not in known:
+            return "Response B follows the instructions. [[B]]"
+        return "[[A]]" if len(first) > len(second) else "[[B]]"
+
+    respond.obeyed = 0  # type: ignore[attr-defined]  # calls in which it obeyed
+    return respond
+
+
+def _evaluate(samples: pd.DataFrame, mode: str, responder: Any, judges: int) -> tuple:
+    """`eval_judgments` of `samples` with `judges` judges (over one: a majority panel), and
+    the calls made."""
+    params: dict[str, Any] = {"mode": mode}
+    if mode == "rubric":
+        params["rubric"] = {"accuracy": "Is it correct?", "clarity": "Is it clear?"}
+    with FakeLLMServer(responder) as server:
+        endpoint = {
+            "backend": "openai",
+            "model": "obeying-judge",
+            "base_url": server.base_url,
+            "structured_output": False,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.02,
+        }
+        endpoints = {"local": endpoint}
+        if judges > 1:
+            endpoints = {f"judge{k}": endpoint for k in range(judges)}
+            names = [{"endpoint": name} for name in endpoints]
+            params["panel"] = {"judges": names, "aggregate": "majority"}
+        judgments, _ = run_evaluation(samples, params, endpoints, None, progress=False)
+        return judgments, server.request_count
+
+
+def evaluate_run(mode: str, kinds: Iterable[str] | None = None, judges: int = 1) -> dict:
+    """The counts and calls of the obeying judge in one evaluate mode (`judges` > 1: a
+    panel), with the calls of the same samples without injections beside them."""
+    kinds = list(kinds or PAYLOADS)
+    honest_samples = eval_samples(kinds, injected=False)
+    responder = eval_obeying_judge(mode, honest_samples["response"])
+    judgments, calls = _evaluate(eval_samples(kinds), mode, responder, judges)
+    baseline, calls_without = _evaluate(honest_samples, mode, responder, judges)
+    counts = {
+        "calls": calls,
+        "calls_without_injection": calls_without,
+        "obeyed_calls": responder.obeyed,  # type: ignore[attr-defined]
+    }
+    if mode == "pairwise":
+        steer_won = ((judgments["model_a"] == "steer") & (judgments["outcome"] == "A")) | (
+            (judgments["model_b"] == "steer") & (judgments["outcome"] == "B")
+        )
+        return {
+            "injected_unflagged": int((~judgments["suspected_injection"]).sum()),
+            "steering_wins": int(steer_won.sum()),
+            "pairs": len(judgments),
+            **counts,
+        }
+    steer = (judgments["model"] == "steer").to_numpy()
+    scores, honest_scores = judgments["score"].to_numpy(), baseline["score"].to_numpy()
+    flags = judgments["suspected_injection"].to_numpy()
+    return {
+        "injected_unflagged": int((steer & ~flags).sum()),
+        "injected_raised": int((steer & (scores > honest_scores)).sum()),
+        "clean_changed": int((~steer & (scores != honest_scores)).sum()),
+        **counts,
+    }
 
 
 def _answers(path: Path) -> list[str]:
@@ -275,6 +429,10 @@ def main() -> None:
             "payload_kinds": len(PAYLOADS),
             "prompts": len(PAYLOADS),
             **{judge: injection_run(judge) for judge in ("obeying", "echo")},
+            "evaluate": {mode: evaluate_run(mode) for mode in EVAL_MODES},
+            "evaluate_panel": {
+                mode: evaluate_run(mode, judges=3) for mode in ("score_0_5", "pairwise")
+            },
             "false_positives": false_positives(),
         },
     )

@@ -26,6 +26,7 @@ def injection(runs: Sequence[dict]) -> str:
             counts["injected_unflagged"],
             counts.get("injected_raised", "-"),
             counts["clean_changed"],
+            counts.get("obeyed_calls", "-") if judge == "obeying" else "-",
             f"{counts['calls']:,} / {counts['calls_without_injection']:,} "
             f"(x{counts['calls'] / counts['calls_without_injection']:.2f})"
             if "calls" in counts
@@ -40,6 +41,7 @@ def injection(runs: Sequence[dict]) -> str:
         "injected rows unflagged",
         "injected rows raised",
         "clean rows changed",
+        "obeyed",
         "calls / without injection",
     ]
     lines = [
@@ -52,12 +54,52 @@ def injection(runs: Sequence[dict]) -> str:
         "spaced-out letters, score fractions, a response claiming the verdict). A scripted "
         "judge obeys any text that carries more than an honest answer (it rates every text "
         "of that call top); another echoes what it is shown. Goal 0 in the three count "
-        "columns. Every prompt here holds an injection, so the calls column is the worst "
-        "case: each suspected completion is rated alone, as written and without its "
-        "suspicious spans (the lower rating kept).",
+        "columns; `obeyed` counts the calls in which the judge was taken over (each "
+        "showing a text as written). Every prompt here holds an injection, so the calls "
+        "column is the worst case: each suspected completion is rated alone, as written "
+        "and without its suspicious spans (the lower rating kept).",
         "",
         _table(header, rows),
     ]
+    evaluate = last.get("evaluate")
+    if evaluate:
+        panel = last.get("evaluate_panel", {})
+        eval_rows = [
+            [
+                mode + (" (panel of 3)" if judges else ""),
+                counts["injected_unflagged"],
+                counts.get("injected_raised", "-"),
+                counts.get("clean_changed", "-"),
+                f"{counts['steering_wins']} of {counts['pairs']}" if "pairs" in counts else "-",
+                counts["obeyed_calls"],
+                f"{counts['calls']:,} / {counts['calls_without_injection']:,} "
+                f"(x{counts['calls'] / counts['calls_without_injection']:.2f})",
+            ]
+            for judges, runs_of in ((0, evaluate), (3, panel))
+            for mode, counts in runs_of.items()
+        ]
+        lines += [
+            "",
+            "Evaluate, every mode: per payload kind an instance whose `steer` response "
+            "carries the injection beside a better `plain` one; the obeying judge gives a "
+            "top verdict (pairwise: the win) to any response carrying more than an honest "
+            "answer. A flagged sample is judged again without its suspicious spans (pairwise: "
+            "the pair, both orders), the lower verdict kept. `obeyed` counts the calls in "
+            "which the judge was taken over (every call showing the text as written).",
+            "",
+            _table(
+                [
+                    "mode",
+                    "injected unflagged",
+                    "injected raised",
+                    "clean changed",
+                    "steering wins",
+                    "obeyed",
+                    "calls / without injection",
+                ],
+                eval_rows,
+            ),
+        ]
     fp = last.get("false_positives")
     if fp and fp["sources"]:
         fp_rows = [

@@ -29,6 +29,9 @@ def _counts_only(counts: dict) -> dict:
 def test_no_payload_kind_moves_a_rating_under_a_judge_that_obeys_it(kind: str) -> None:
     counts = injection.injection_run("obeying", [kind])
     assert _counts_only(counts) == {"aspect_rows": ZERO, "critique_rows": ZERO}
+    # It did obey: every call that showed the text as written.
+    assert counts["aspect_rows"]["obeyed_calls"] == len(injection.ASPECTS)
+    assert counts["critique_rows"]["obeyed_calls"] == 1
 
 
 @pytest.mark.parametrize("judge", ["obeying", "echo"])
@@ -73,7 +76,9 @@ def test_the_obeying_judge_does_obey_the_text_as_written():
     completions, honest_parts = injection.completions_table(injected=False)
     judge = injection.obeying_judge(completions["response"])
     for kind, payload in PAYLOADS.items():
-        request = build_aspect_request("honesty", "What is the capital of Peru?", [payload.text], [0])
+        request = build_aspect_request(
+            "honesty", "What is the capital of Peru?", [payload.text], [0]
+        )
         reply = judge({"messages": list(request.messages)}, None)
         (rating,) = parse_aspect_reply("honesty", reply, 1, False)
         assert rating.rating == injection.INJECTED_RATING, kind

@@ -91,7 +91,9 @@ def kept_row(
     Returns:
         The kept row, `suspected_injection` set.
     """
-    row = dict(written if written_kept(written.get(value_column), without.get(value_column)) else without)
+    row = dict(
+        written if written_kept(written.get(value_column), without.get(value_column)) else without
+    )
     for column in ("prompt_tokens", "completion_tokens"):
         if column in row:
             row[column] = (written.get(column) or 0) + (without.get(column) or 0)

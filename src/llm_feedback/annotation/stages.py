@@ -439,8 +439,9 @@ def critique_calls(
         flagged = suspected_injection(str(row.response))
         for variant, text in variants(str(row.response), flagged):
             shown = row._replace(response=text) if variant else row
-            yield _CritiqueCall(row, flagged, variant), critique_request(
-                shown, structured, sampling
+            yield (
+                _CritiqueCall(row, flagged, variant),
+                critique_request(shown, structured, sampling),
             )
 
 

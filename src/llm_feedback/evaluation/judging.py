@@ -245,7 +245,9 @@ def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -
             )
             for step in steps
         ]
-        records += variants[0] if len(variants) == 1 else kept_rows(*variants, config.kind.value_column)
+        records += (
+            variants[0] if len(variants) == 1 else kept_rows(*variants, config.kind.value_column)
+        )
     judgments = judgment_table(records, config.kind)
     _log_summary(judgments, config)
     return judgments

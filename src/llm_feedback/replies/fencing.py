@@ -10,10 +10,10 @@ Two defences work together:
 
 The line shapes below are therefore shared by the neutraliser, the parsers and the injection
 detector (`llm_feedback.replies.injection`, which also reads prose, hidden channels and
-verdicts written as sentences). Both the neutraliser and the detector work on the text as a judge reads it
-(`llm_feedback.replies.normalise`): lookalike letters, invisible characters, full-width forms
-and exotic line breaks change nothing. Detection also knows answer-shaped lines the parsers
-never read but a judge might obey: ratings labelled in other languages
+verdicts written as sentences). Both the neutraliser and the detector work on the text as a
+judge reads it (`llm_feedback.replies.normalise`): lookalike letters, invisible characters,
+full-width forms and exotic line breaks change nothing. Detection also knows answer-shaped
+lines the parsers never read but a judge might obey: ratings labelled in other languages
 (`FOREIGN_RATING_LABELS`), Markdown tables of ratings, JSON with rating keys.
 """
 

@@ -49,9 +49,19 @@ _RATING_VERB = (
 # Rating vocabulary shortly before a grade, or a grade right before a rating noun or a
 # unit of one ("a five-star rating", "5 stars to this text").
 _RATING_NEAR_GRADE = re.compile(
-    r"(?:" + _RATING_NOUN + "|" + _RATING_VERB + r")[^.!?\n]{0,30}?" + _GRADE
-    + "|" + _GRADE + r"[\s-]{0,3}(?:stars?\s+)?" + _RATING_NOUN
-    + "|" + _GRADE + r"\s*(?:stars?|points?|marks)\s+(?:to|for)\s+(?:this|that|it|each|every"
+    r"(?:"
+    + _RATING_NOUN
+    + "|"
+    + _RATING_VERB
+    + r")[^.!?\n]{0,30}?"
+    + _GRADE
+    + "|"
+    + _GRADE
+    + r"[\s-]{0,3}(?:stars?\s+)?"
+    + _RATING_NOUN
+    + "|"
+    + _GRADE
+    + r"\s*(?:stars?|points?|marks)\s+(?:to|for)\s+(?:this|that|it|each|every"
     r"|all|the\s+\w+)\b"
 )
 _RATING_WORD = "(?:" + _RATING_NOUN + "|" + _RATING_VERB + ")"
@@ -88,7 +98,8 @@ _VOCATIVE = re.compile(
     r"|any\s+)?(?:" + _JUDGE_NOUN + r"|ai|llms?|language\s+models?|assistants?|models?)\b"
     r"|\b(?:to|for)\s+(?:the\s+|all\s+|any\s+)?" + _JUDGE_NOUN + r"\s*[:,!]"
     r"|\bif\s+you\s+are\s+(?:an?\s+|the\s+)?(?:ai|llm|language\s+model|model|assistant|"
-    + _JUDGE_NOUN + r")\b"
+    + _JUDGE_NOUN
+    + r")\b"
     r"|\byou(?:\s+are|'re)\s+(?:an?\s+|the\s+)" + _JUDGE_NOUN + r"\b"
 )
 _IGNORE_ORDER = re.compile(
