@@ -14,12 +14,15 @@ for what such text must contain rather than for known phrasings:
 - an evaluator addressed (judge, evaluator, grader, reviewer, rater, an AI or model that
   reads, reviews or grades) together with an instruction or rating word, an order to ignore
   the instructions, a claim on the verdict of a compared response ("choose this response");
-- the same checks on every hidden channel, decoded, and on spaced-out letters collapsed.
+- the same checks on every hidden channel, decoded, and on spaced-out letters collapsed; a
+  run of zero-width characters (bits a reader cannot see) is flagged as it stands.
 
 Everything works on `normalise(text)` sentence by sentence, so `suspicious_spans` can say
 which sentences (lines for answer-shaped ones, whole blobs and comments for hidden ones) to
 leave out: `without_suspicious_spans` is what the differential checks show the judge. The
 rules favour recall: a clean text flagged costs calls only (it is rated alone, and twice).
+Prose is read in English; in other languages only labelled ratings ("Bewertung: 5", from
+`replies.normalise.FOREIGN_RATING_LABELS`) are known.
 """
 
 from __future__ import annotations
@@ -148,6 +151,9 @@ _SENTENCE_CHECKS = (
 # Hidden channels: read by a judge, invisible (or unreadable) to a person.
 _COMMENT = re.compile(r"<!--.*?(?:-->|$)|/\*.*?(?:\*/|$)", re.DOTALL)
 _TAG_RUN = re.compile("[\U000e0000-\U000e007f]+")
+# A run of zero-width characters can carry bits; normalising removes it (so it has no span,
+# and the text without spans is without it), but the text as written still holds it.
+_ZERO_WIDTH_RUN = re.compile("[\u180e\u200b-\u200f\u2060-\u2064\ufeff]{8,}")
 _BASE64_BLOB = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEX_BLOB = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}(?:\s|\\x|%)?){8,}(?![0-9A-Fa-f])")
 # Single letters joined by spaces or punctuation: "R a t i n g", "r-a-t-e", "s.c.o.r.e".
@@ -278,7 +284,7 @@ def suspected_injection(text: str) -> bool:
     Returns:
         True when a judge reading it could find an instruction or a verdict in it.
     """
-    return bool(suspicious_spans(text))
+    return bool(suspicious_spans(text)) or bool(_ZERO_WIDTH_RUN.search(text))
 
 
 def without_suspicious_spans(text: str) -> str:
