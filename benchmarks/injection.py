@@ -39,6 +39,7 @@ import hashlib
 import json
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -342,7 +343,10 @@ def _evaluate(samples: pd.DataFrame, mode: str, responder: Any, judges: int) -> 
             endpoints = {f"judge{k}": endpoint for k in range(judges)}
             names = [{"endpoint": name} for name in endpoints]
             params["panel"] = {"judges": names, "aggregate": "majority"}
-        judgments, _ = run_evaluation(samples, params, endpoints, None, progress=False)
+        with warnings.catch_warnings():
+            # Judges that always agree make single-label confusion matrices (agreement).
+            warnings.simplefilter("ignore", UserWarning)
+            judgments, _ = run_evaluation(samples, params, endpoints, None, progress=False)
         return judgments, server.request_count
 
 

@@ -5,7 +5,6 @@ evaluate runs of `benchmarks/injection.py` over every payload kind, one judge or
 from __future__ import annotations
 
 import sys
-import warnings
 
 import pytest
 
@@ -16,14 +15,6 @@ sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 import injection  # noqa: E402
 
 ZERO = {"injected_unflagged": 0, "injected_raised": 0, "clean_changed": 0}
-
-
-@pytest.fixture(autouse=True)
-def _quiet_agreement():
-    # A judge that always agrees with itself makes single-label confusion matrices.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        yield
 
 
 @pytest.mark.parametrize("judges", [1, 3], ids=["one judge", "panel"])
