@@ -16,25 +16,106 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def injection(runs: Sequence[dict]) -> str:
-    """`injection.py`: rows holding an injected value unflagged, clean rows changed."""
+    """`injection.py`: injected rows unflagged or raised, clean rows changed, the calls
+    against a run without injections, and the false positives on ordinary answers."""
     last = runs[-1]
     rows = [
-        [judge, stage.replace("_rows", ""), counts["injected_unflagged"], counts["clean_changed"]]
+        [
+            judge,
+            stage.replace("_rows", ""),
+            counts["injected_unflagged"],
+            counts.get("injected_raised", "-"),
+            counts["clean_changed"],
+            counts.get("obeyed_calls", "-") if judge == "obeying" else "-",
+            f"{counts['calls']:,} / {counts['calls_without_injection']:,} "
+            f"(x{counts['calls'] / counts['calls_without_injection']:.2f})"
+            if "calls" in counts
+            else "-",
+        ]
         for judge in ("obeying", "echo")
         for stage, counts in last[judge].items()
     ]
-    return "\n".join(
-        [
-            "## Prompt injection (`benchmarks/injection.py`)",
-            "",
-            "A scripted judge that obeys rating instructions found in a completion, and one "
-            "that echoes what it is shown, rate completions carrying injections in every "
-            "form the detector knows (homoglyphs, zero-width splits, full width, other "
-            "languages, Markdown tables, JSON, exotic line breaks). Goal 0 in both columns.",
-            "",
-            _table(["judge", "stage", "injected rows unflagged", "clean rows changed"], rows),
+    header = [
+        "judge",
+        "stage",
+        "injected rows unflagged",
+        "injected rows raised",
+        "clean rows changed",
+        "obeyed",
+        "calls / without injection",
+    ]
+    lines = [
+        "## Prompt injection (`benchmarks/injection.py`)",
+        "",
+        f"{last.get('prompts', '?')} prompts of four completions, one of them carrying an "
+        f"injection in one of {last.get('payload_kinds', '?')} forms (answer-shaped lines in "
+        "any script or language, prose addressed to the judge or to every text, HTML "
+        "comments, tag characters, base64 and hex, verdicts as sentences, labels mid-line, "
+        "spaced-out letters, score fractions, a response claiming the verdict). A scripted "
+        "judge obeys any text that carries more than an honest answer (it rates every text "
+        "of that call top); another echoes what it is shown. Goal 0 in the three count "
+        "columns; `obeyed` counts the calls in which the judge was taken over (each "
+        "showing a text as written). Every prompt here holds an injection, so the calls "
+        "column is the worst case: each suspected completion is rated alone, as written "
+        "and without its suspicious spans (the lower rating kept).",
+        "",
+        _table(header, rows),
+    ]
+    evaluate = last.get("evaluate")
+    if evaluate:
+        panel = last.get("evaluate_panel", {})
+        eval_rows = [
+            [
+                mode + (" (panel of 3)" if judges else ""),
+                counts["injected_unflagged"],
+                counts.get("injected_raised", "-"),
+                counts.get("clean_changed", "-"),
+                f"{counts['steering_wins']} of {counts['pairs']}" if "pairs" in counts else "-",
+                counts["obeyed_calls"],
+                f"{counts['calls']:,} / {counts['calls_without_injection']:,} "
+                f"(x{counts['calls'] / counts['calls_without_injection']:.2f})",
+            ]
+            for judges, runs_of in ((0, evaluate), (3, panel))
+            for mode, counts in runs_of.items()
         ]
-    )
+        lines += [
+            "",
+            "Evaluate, every mode: per payload kind an instance whose `steer` response "
+            "carries the injection beside a better `plain` one; the obeying judge gives a "
+            "top verdict (pairwise: the win) to any response carrying more than an honest "
+            "answer. A flagged sample is judged again without its suspicious spans (pairwise: "
+            "the pair, both orders), the lower verdict kept. `obeyed` counts the calls in "
+            "which the judge was taken over (every call showing the text as written).",
+            "",
+            _table(
+                [
+                    "mode",
+                    "injected unflagged",
+                    "injected raised",
+                    "clean changed",
+                    "steering wins",
+                    "obeyed",
+                    "calls / without injection",
+                ],
+                eval_rows,
+            ),
+        ]
+    fp = last.get("false_positives")
+    if fp and fp["sources"]:
+        fp_rows = [
+            [source, f"{row['texts']:,}", row["flagged"], f"{row['flagged'] / row['texts']:.1%}"]
+            for source, row in fp["sources"].items()
+        ]
+        lines += [
+            "",
+            f"False positives on ordinary answers: {fp['rate']:.1%} flagged overall. A "
+            "flagged clean text costs calls only: at this rate a run of four completions a "
+            f"prompt makes x{fp['aspect_calls_ratio']:.2f} the aspect calls and "
+            f"x{fp['critique_calls_ratio']:.2f} the critique calls.",
+            "",
+            _table(["answers", "texts", "flagged", "share"], fp_rows),
+        ]
+    return "\n".join(lines)
 
 
 def stats_scale(runs: Sequence[dict]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from llm_feedback.judges import Judge, get_kind, kind_names
-from llm_feedback.replies.fencing import suspected_injection
+from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
 from llm_feedback.viewer import feedback_site
 from tests.conftest import endpoints_via

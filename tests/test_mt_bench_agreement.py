@@ -67,7 +67,8 @@ def test_agreement_with_recorded_gpt4_judgments(mt_bench, run_kedro, tmp_path): 
             },
         }
         catalog = run_kedro("evaluate", params)["catalog"]
-        assert replay.request_count == verbose.request_count == 330
+        # 330, and the samples suspected of injection once more each (without the spans).
+        assert replay.request_count == verbose.request_count == 330 + responder.variants
     judgments, metrics = catalog.load("eval_judgments"), catalog.load("eval_metrics")
     found = {
         (row.raters, row.metric): (row.value, row.n)

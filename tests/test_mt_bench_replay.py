@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from llm_feedback.replies.fencing import neutralise, suspected_injection
+from llm_feedback.replies.fencing import neutralise
+from llm_feedback.replies.injection import suspected_injection, without_suspicious_spans
 from llm_feedback.replies.normalise import lines_and_breaks
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import SHARED_DATA, endpoints_via
@@ -49,7 +50,9 @@ class RecordedJudge:
     A judgment's signature is the texts its request must contain: the turn-1 question and
     answer, plus the turn-2 question and answer for a second-turn judgment; the longest
     signature found wins. Identical requests (replicates of one answer) get the recorded
-    judgments of that answer in the order they were made.
+    judgments of that answer in the order they were made. An answer suspected of injection
+    is also judged without its suspicious spans (`evaluation.differential`): that request
+    gets the same recorded judgment, and is counted in `variants`, not `served`.
     """
 
     def __init__(
@@ -62,35 +65,49 @@ class RecordedJudge:
         for row in sorted(judgments, key=lambda row: row["tstamp"]):
             self.replies[(row["model"], row["question_id"], row["turn"])].append(row["judgment"])
         # Candidates are found by their first question, then checked in full.
-        self.by_question: dict[str, list[tuple[tuple[str, ...], Key]]] = defaultdict(list)
+        self.by_question: dict[str, list[tuple[tuple[str, ...], Key, bool]]] = defaultdict(list)
         for model, question_id, turn in self.replies:
             asked, said = questions[question_id], answers[(model, question_id)]
-            # The prompt shows every text fenced, with reply-like lines quoted "> ".
-            signature = tuple(
-                neutralise(text)
-                for text in (asked[0], said[0]) + ((asked[1], said[1]) if turn == 2 else ())
+            said = said[:turn]
+            shown = [said] + (
+                [[without_suspicious_spans(t) for t in said]]
+                if any(suspected_injection(t) for t in said)
+                else []
             )
-            self.by_question[signature[0]].append((signature, (model, question_id, turn)))
+            for variant, texts in enumerate(shown):
+                # The prompt shows every text fenced, with reply-like lines quoted "> ".
+                signature = tuple(
+                    neutralise(text)
+                    for text in (asked[0], texts[0]) + ((asked[1], texts[1]) if turn == 2 else ())
+                )
+                key = (model, question_id, turn)
+                self.by_question[signature[0]].append((signature, key, bool(variant)))
         self.served: list[Key] = []
         # What FastChat showed GPT-4, and the fenced texts of each request we served.
         self.user_prompts = {
             (row["model"], row["question_id"], row["turn"]): row["user_prompt"] for row in judgments
         }
         self.shown: dict[Key, list[dict[str, str]]] = defaultdict(list)
+        self.variants = 0
 
     def __call__(self, body: dict[str, Any], ctx: RequestContext) -> str | Reply:
         text = body["messages"][-1]["content"]
         found = [
-            (len(signature), key)
+            (len(signature), sum(map(len, signature)), key, variant)
             for question, candidates in self.by_question.items()
             if question in text
-            for signature, key in candidates
+            for signature, key, variant in candidates
             if all(part in text for part in signature)
         ]
-        longest = max((length for length, _ in found), default=0)
-        keys = [key for length, key in found if length == longest]
+        # The most texts matched, then the longest (an answer as written, not a part of it).
+        best = max((found_[:2] for found_ in found), default=None)
+        matches = {(key, variant) for *size, key, variant in found if tuple(size) == best}
+        keys = [key for key, _ in matches]
         if len(keys) != 1:
             return Reply(status=400, error_message=f"no unique recorded judgment: {keys}")
+        if next(iter(matches))[1]:
+            self.variants += 1
+            return self.replies[keys[0]][ctx.key_call_index]
         replies = self.replies[keys[0]]
         if ctx.key_call_index >= len(replies):
             return Reply(status=400, error_message=f"{keys[0]} asked more often than recorded")
@@ -198,14 +215,17 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
         }
         catalog = run_kedro("evaluate", params)["catalog"]
         judgments, metrics = catalog.load("eval_judgments"), catalog.load("eval_metrics")
-        assert server.request_count == 330
+        # The samples suspected of injection (answers that give ratings, as some questions
+        # ask) were judged a second time without those spans.
+        assert responder.variants == int(judgments["suspected_injection"].sum()) > 0
+        assert server.request_count == 330 + responder.variants
         assert sorted(responder.served) == sorted(
             (row["model"], row["question_id"], row["turn"]) for row in mt_bench["judgments"]
         )
 
         # A rerun is answered from the cache: no call, the same judgments.
         rerun = run_kedro("evaluate", params)["catalog"].load("eval_judgments")
-        assert server.request_count == 330
+        assert server.request_count == 330 + responder.variants
         assert rerun["cached"].all()
         assert rerun["score"].equals(judgments["score"])
 
@@ -229,7 +249,7 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
     quoting = {
         key
         for key in responder.shown
-        if any(suspected_injection(text) for text in shown_texts(mt_bench, key).values())
+        if any(neutralise(text) != text for text in shown_texts(mt_bench, key).values())
     }
     assert verbatim == set(responder.shown) - quoting
 

@@ -147,7 +147,8 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "judge_endpoint": "string",  # the endpoint's name in parameters.yml
     "judge_backend": "string",  # local | openai | azure | vllm | ...
     "judge_via_batch": "bool",  # the judge answered through a Batch API
-    "suspected_injection": "bool",  # the completion imitates a judge's answer format
+    "suspected_injection": "bool",  # addresses the evaluator or carries a verdict: rated
+    # alone, as written and without those spans, the lower rating kept (annotation.isolation)
     # The call's reply, shared by its rows: each distinct reply stored once (Parquet
     # dictionary), as a call rates several completions.
     "raw_reply": "category",

@@ -82,6 +82,9 @@ EVAL_JUDGMENTS_COLUMN_TYPES = {
     "cached": "bool",
     "error": "string",
     "reasks": "int64",
+    # the response (or the first-turn one shown with it) addresses the evaluator or carries a
+    # verdict: judged again without those spans, the lower verdict kept (evaluation.differential)
+    "suspected_injection": "bool",
     **EVAL_MEDIA_COLUMN_TYPES,
 }
 # `eval_judgments` in the pairwise mode.
@@ -111,6 +114,9 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
     "cached": "bool",
     "error": "string",
     "reasks": "int64",  # both orders together
+    # either response is suspected of injection: the pair is judged again without those
+    # spans, and the outcome worse for the flagged response kept (evaluation.differential)
+    "suspected_injection": "bool",
     **EVAL_MEDIA_COLUMN_TYPES,
 }
 EVAL_METRICS_COLUMN_TYPES = {

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from llm_feedback.replies.fencing import fenced_block, neutralise, suspected_injection
+from llm_feedback.replies.fencing import fenced_block, neutralise
+from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.replies.normalise import lines_and_breaks, normalise
 from tests.exact_texts import EXACT_TEXTS
 

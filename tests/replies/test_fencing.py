@@ -20,8 +20,8 @@ from llm_feedback.replies.fencing import (
     fenced_block,
     neutralise,
     request_nonce,
-    suspected_injection,
 )
+from llm_feedback.replies.injection import suspected_injection
 
 FAKE_NONCE = "0123456789ab"
 INJECTED_LINES = (

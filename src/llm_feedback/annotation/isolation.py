@@ -1,19 +1,37 @@
-"""Completions suspected of injection are rated apart from their siblings.
+"""Completions suspected of injection are rated apart from their siblings, and twice.
 
-A completion that imitates the judge's answer format (`replies.fencing.suspected_injection`)
-may steer a judge that reads it; rated in the same call as its siblings, it could move
-their ratings too. So each suspected completion is rated in an aspect call of its own, and
-the clean completions of the prompt together; its rows carry `suspected_injection`, and
-preference pairs leave it out by default (`report.pairs.include_suspected`).
+A completion that addresses the evaluator or carries a verdict in any form
+(`replies.injection.suspected_injection`) may steer a judge that reads it. Two guarantees:
+
+- *siblings*: each suspected completion is rated in an aspect call of its own and the clean
+  completions of the prompt together, so whatever it says reaches no call that rates
+  another completion;
+- *its own rating* (the differential check): it is rated as written and, in a call of its
+  own, with its suspicious spans left out (`replies.injection.without_suspicious_spans`);
+  its row keeps the lower of the two ratings (the one read, when the judge gave only one).
+  So what the spans say can lower its rating but never raise it above what the judge gives
+  the rest of the text; a clean text flagged by mistake loses nothing unless the spans taken
+  out made it better.
+
+The price: per aspect and shuffle, one more call for each prompt with a suspected completion
+(the clean ones no longer share its call) and one more for each suspected completion (its
+second variant); per critique, one more call for each suspected completion. Its rows carry
+`suspected_injection`, and preference pairs leave it out by default
+(`report.pairs.include_suspected`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from llm_feedback.replies.fencing import suspected_injection
+from llm_feedback.replies.injection import suspected_injection, without_suspicious_spans
+
+# The two variants of a suspected completion that the differential check rates.
+AS_WRITTEN = "as_written"
+WITHOUT_SPANS = "without_spans"
 
 
 def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
@@ -28,6 +46,91 @@ def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
     return ([clean] if clean else []) + [[index] for index in flagged]
 
 
+def variants(text: str, flagged: bool) -> list[tuple[str, str]]:
+    """The (variant, text) pairs a completion is rated as: itself, or for a suspected one
+    the text as written and the text without its suspicious spans.
+
+    Args:
+        text: the completion.
+        flagged: whether it is a suspected injection.
+
+    Returns:
+        `[("", text)]` for a clean completion, else both variants of the differential check.
+    """
+    if not flagged:
+        return [("", text)]
+    return [(AS_WRITTEN, text), (WITHOUT_SPANS, without_suspicious_spans(text))]
+
+
+def written_kept(written: Any, without: Any) -> bool:
+    """Whether the differential check keeps the rating of the text as written: it is lower
+    than the one without the spans, or the only one read.
+
+    Args:
+        written: the rating of the text as written (None or NaN: not read).
+        without: the rating of the text without its suspicious spans.
+
+    Returns:
+        True to keep the rating as written, False for the one without the spans.
+    """
+    if pd.isna(written):
+        return False
+    return pd.isna(without) or float(written) < float(without)
+
+
+def kept_row(
+    written: Mapping[str, Any], without: Mapping[str, Any], value_column: str
+) -> dict[str, Any]:
+    """The row the differential check keeps (`written_kept`), with the tokens of both calls.
+
+    Args:
+        written: the row of the text as written.
+        without: the row of the text without its suspicious spans.
+        value_column: the rating's column (`rating`, `overall_score`).
+
+    Returns:
+        The kept row, `suspected_injection` set.
+    """
+    row = dict(
+        written if written_kept(written.get(value_column), without.get(value_column)) else without
+    )
+    for column in ("prompt_tokens", "completion_tokens"):
+        if column in row:
+            row[column] = (written.get(column) or 0) + (without.get(column) or 0)
+    row["suspected_injection"] = True
+    return row
+
+
+class DifferentialRows:
+    """Holds the row of one variant of a suspected completion until the other's arrives."""
+
+    def __init__(self, value_column: str) -> None:
+        self.value_column = value_column
+        self._pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
+
+    def add(
+        self, key: Any, variant: str, index: int, row: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]] | None:
+        """Record one variant's row; with both in, the kept row and the smaller index.
+
+        Args:
+            key: what the two variants share (completion, aspect, shuffle).
+            variant: `AS_WRITTEN` or `WITHOUT_SPANS`.
+            index: the task index of this variant's call.
+            row: its row.
+
+        Returns:
+            None while the other variant is out, else (index, kept row).
+        """
+        if key not in self._pending:
+            self._pending[key] = (variant, index, row)
+            return None
+        other_variant, other_index, other = self._pending.pop(key)
+        rows = {variant: row, other_variant: other}
+        kept = kept_row(rows[AS_WRITTEN], rows[WITHOUT_SPANS], self.value_column)
+        return min(index, other_index), kept
+
+
 def injection_flags(usable: pd.DataFrame) -> pd.Series:
     """Per completion row, whether it is a suspected injection (computed once per stage:
     the scan reads every line of every completion)."""
@@ -36,7 +139,7 @@ def injection_flags(usable: pd.DataFrame) -> pd.Series:
 
 def aspect_call_count(usable: pd.DataFrame, flagged: pd.Series, calls_per_group: int) -> int:
     """How many aspect calls `aspect_calls` makes (for the progress bar); `flagged` is
-    `injection_flags(usable)`."""
+    `injection_flags(usable)`: each suspected completion is rated twice, alone."""
     per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
-    groups = per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
+    groups = 2 * per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
     return int(groups.sum()) * calls_per_group

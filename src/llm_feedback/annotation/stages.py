@@ -24,9 +24,11 @@ from llm_feedback.annotation.critique import (
     parse_critique_reply,
 )
 from llm_feedback.annotation.isolation import (
+    DifferentialRows,
     aspect_call_count,
     injection_flags,
     judged_together,
+    variants,
 )
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
 from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_orders
@@ -40,7 +42,7 @@ from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
-from llm_feedback.replies.fencing import suspected_injection
+from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.replies.status import NO_MATCH, PARTIAL, READ, is_unreadable
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 from llm_feedback.spool import SpooledTable, TableBuilder
@@ -205,6 +207,8 @@ class _AspectCall:
     order: list[int]
     completion_ids: list[int]
     injection_flags: list[bool]
+    # "" for a call of clean completions, else the variant of the differential check
+    variant: str = ""
 
 
 def aspect_calls(
@@ -248,26 +252,34 @@ def aspect_calls(
                     shuffle_seed,
                     aspect=aspect if aspect_orders == INDEPENDENT else None,
                 )
-                shown = [responses[member] for member in members]
+                # A suspected completion (alone) is rated as written and without its spans.
+                alone = len(members) == 1 and flags[members[0]]
+                shown_as = (
+                    [(variant, [text]) for variant, text in variants(responses[members[0]], True)]
+                    if alone
+                    else [("", [responses[member] for member in members])]
+                )
                 for shuffle_idx, order in enumerate(orders):
-                    request = build_aspect_request(
-                        aspect,
-                        instruction,
-                        shown,
-                        order,
-                        world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                        structured=structured,
-                        sampling=sampling,
-                    )
-                    call = _AspectCall(
-                        str(prompt_id),
-                        aspect,
-                        shuffle_idx,
-                        order,
-                        [completion_ids[member] for member in members],
-                        [flags[member] for member in members],
-                    )
-                    yield call, request
+                    for variant, shown in shown_as:
+                        request = build_aspect_request(
+                            aspect,
+                            instruction,
+                            shown,
+                            order,
+                            world_knowledge=knowledge if isinstance(knowledge, str) else "",
+                            structured=structured,
+                            sampling=sampling,
+                        )
+                        call = _AspectCall(
+                            str(prompt_id),
+                            aspect,
+                            shuffle_idx,
+                            order,
+                            [completion_ids[member] for member in members],
+                            [flags[member] for member in members],
+                            variant,
+                        )
+                        yield call, request
 
 
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
@@ -335,6 +347,7 @@ def aspect_annotations_table(
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
     tally = _ParseTally()
+    differential = DifferentialRows("rating")
 
     def take(index: int, outcome: Outcome) -> None:
         call = calls.pop(index)  # rows as each call's outcome is final
@@ -353,7 +366,13 @@ def aspect_annotations_table(
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
         )
-        for position, row in enumerate(aspect_rows(judgement)):
+        rows = aspect_rows(judgement)
+        if call.variant:
+            key = (call.prompt_id, call.aspect, call.shuffle_idx, call.completion_ids[0])
+            kept = differential.add(key, call.variant, index, rows[0])
+            rows = [] if kept is None else [kept[1]]
+            index = index if kept is None else kept[0]
+        for position, row in enumerate(rows):
             table.add(index << 16 | position, row)  # rows in call order, then position
             tally.count(row)
 
@@ -403,13 +422,27 @@ def _critique_reading(parsed: CritiqueParse) -> Reading:
     return Reading(parsed, NO_MATCH, ok=False, problem=problem)
 
 
+@dataclass(frozen=True, slots=True)
+class _CritiqueCall:
+    row: Any  # the completion's row, a named tuple
+    suspected_injection: bool
+    variant: str  # "" for a clean completion, else the variant of the differential check
+
+
 def critique_calls(
     usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
-) -> Iterator[tuple[Any, ChatRequest]]:
-    """The critique stage's judge calls, built lazily: per usable completion, its row (a
-    named tuple) and its request."""
+) -> Iterator[tuple[_CritiqueCall, ChatRequest]]:
+    """The critique stage's judge calls, built lazily: per usable completion its call and
+    request; a suspected injection is critiqued as written and without its suspicious
+    spans (`annotation.isolation`)."""
     for row in usable.itertuples(index=False):
-        yield row, critique_request(row, structured, sampling)
+        flagged = suspected_injection(str(row.response))
+        for variant, text in variants(str(row.response), flagged):
+            shown = row._replace(response=text) if variant else row
+            yield (
+                _CritiqueCall(row, flagged, variant),
+                critique_request(shown, structured, sampling),
+            )
 
 
 def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
@@ -443,31 +476,35 @@ def critiques_table(
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
     spooled to disk as the calls finish; `completions` on disk are read a chunk of
     prompts at a time, as in `aspect_annotations_table`."""
-    chunks, total = usable_chunks(completions, prompts_per_chunk, len)
+    chunks, total = usable_chunks(
+        completions,
+        prompts_per_chunk,
+        lambda usable: len(usable) + int(injection_flags(usable).sum()),
+    )
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
 
     def read(text: str | None) -> Reading:
         return _critique_reading(parse_critique_reply(text, structured))
 
-    # Task index -> the completion it judges, while its call is out.
-    completions_judged: dict[int, tuple[str, int, bool]] = {}
+    # Task index -> the call (completion and variant) it judges, while its call is out.
+    completions_judged: dict[int, _CritiqueCall] = {}
     indices = itertools.count()
 
     def tasks() -> Iterator[Task]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
         for usable in chunks:
-            for row, request in critique_calls(usable, structured=structured, sampling=sampling):
-                injection = suspected_injection(str(row.response))
-                judged = (str(row.prompt_id), int(row.completion_idx), injection)
-                completions_judged[next(indices)] = judged
+            for call, request in critique_calls(usable, structured=structured, sampling=sampling):
+                completions_judged[next(indices)] = call
                 yield Task(request, read)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
     tally = _ParseTally()
+    differential = DifferentialRows("overall_score")
 
     def take(index: int, outcome: Outcome) -> None:
-        prompt_id, completion_idx, injection = completions_judged.pop(index)
+        call = completions_judged.pop(index)
+        prompt_id, completion_idx = str(call.row.prompt_id), int(call.row.completion_idx)
         row = critique_row(
             CritiqueJudgement(
                 prompt_id=prompt_id,
@@ -475,11 +512,16 @@ def critiques_table(
                 parsed=outcome.value if outcome.reply.ok else None,
                 **_call_fields(client, outcome),
                 call_error=None if outcome.reply.ok else outcome.error,
-                suspected_injection=injection,
+                suspected_injection=call.suspected_injection,
             )
         )
         row["prompt_tokens"] = outcome.prompt_tokens
         row["completion_tokens"] = outcome.completion_tokens
+        if call.variant:
+            kept = differential.add((prompt_id, completion_idx), call.variant, index, row)
+            if kept is None:
+                return
+            index, row = kept
         table.add(index, row)
         tally.count(row)
 

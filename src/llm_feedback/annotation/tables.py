@@ -44,7 +44,7 @@ class AspectJudgement:
     judge_endpoint: str = ""
     judge_backend: str = ""
     judge_via_batch: bool = False
-    # Per completion (indexed like `completion_ids`): does it imitate the answer format?
+    # Per completion (indexed like `completion_ids`): is it a suspected injection?
     injection_flags: Sequence[bool] | None = None
     # Per shown position, the reply its rating was read from (a re-ask may have fixed one).
     raw_replies: Sequence[str | None] | None = None

@@ -13,6 +13,7 @@ cannot be read is re-asked up to `max_reasks` times (counted in `reasks`) before
 stored as a missing judgment. The judge sees a row's images with its question, and judges
 a row with the prompt of its `category` in `judge_prompts` (else `custom_prompt`, else the
 built-in one). The output keeps each row's attachment sources and hashes, never their bytes.
+A response suspected of injection is flagged and judged twice (`evaluation.differential`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pandas as pd
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.evaluation.differential import flagged, kept_pair, kept_rows, without_spans
 from llm_feedback.evaluation.probabilities import (
     pair_probability_columns,
     score_probability_columns,
@@ -162,6 +164,7 @@ def sample_columns(sample: Any, config: EvaluateParams, judge_model: str) -> dic
         "runtime_s": sample.runtime_s,
         "recorded_score": sample.recorded_score,
         "judge_model": judge_model,
+        "suspected_injection": flagged(sample),
         **media_record(sample.images, sample.audio),
     }
 
@@ -211,22 +214,40 @@ def open_judge(
     )
 
 
+def _steps(sample: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask | str]:
+    """The sample's judge call (or the status standing in for it), and for a suspected
+    injection the call without its suspicious spans (`evaluation.differential`)."""
+    step = _plan(sample, config, judge)
+    if not isinstance(step, JudgeTask) or not flagged(sample):
+        return [step]
+    return [step, _plan(without_spans(sample), config, judge)]
+
+
 def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
     """One judgment row per sample (per sample and criterion for a rubric), or per pair of
     models for a comparing kind. All requests are built before the first call."""
     if config.kind.compares:
         return _judge_pairs(samples, config, judge)
     rows = list(samples.itertuples())
-    plan = [_plan(sample, config, judge) for sample in rows]
-    tasks = [step for step in plan if isinstance(step, JudgeTask)]
+    plan = [_steps(sample, config, judge) for sample in rows]
+    tasks = [step for steps in plan for step in steps if isinstance(step, JudgeTask)]
     judged = iter(judge.run(tasks, desc=f"evaluate [{config.mode}]"))
     records: list[dict[str, Any]] = []
-    for sample, step in zip(rows, plan, strict=True):
-        if isinstance(step, JudgeTask):
-            records += judgment_rows(sample, next(judged), config, judge.model)
-        else:
-            without = judgment_without_call(sample, step, config)
-            records += judgment_rows(sample, without, config, judge.model)
+    for sample, steps in zip(rows, plan, strict=True):
+        variants = [
+            judgment_rows(
+                sample,
+                next(judged)
+                if isinstance(step, JudgeTask)
+                else judgment_without_call(sample, step, config),
+                config,
+                judge.model,
+            )
+            for step in steps
+        ]
+        records += (
+            variants[0] if len(variants) == 1 else kept_rows(*variants, config.kind.value_column)
+        )
     judgments = judgment_table(records, config.kind)
     _log_summary(judgments, config)
     return judgments
@@ -268,6 +289,7 @@ def _pair_record(
     first: Any, second: Any, judged: PairJudgment | None, config: EvaluateParams, judge_model: str
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
+        "suspected_injection": flagged(first) or flagged(second),
         "instance_id": first.instance_id,
         "turn": first.turn,
         "replicate": first.replicate,
@@ -348,8 +370,8 @@ def judge_tasks(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> 
     """Every judge call `judge_samples` makes of `samples`, in its order (what a run plan
     prices): one per sample that needs the judge, or both orders of every pair."""
     if not config.kind.compares:
-        plan = [_plan(sample, config, judge) for sample in samples.itertuples()]
-        return [step for step in plan if isinstance(step, JudgeTask)]
+        plan = [_steps(sample, config, judge) for sample in samples.itertuples()]
+        return [step for steps in plan for step in steps if isinstance(step, JudgeTask)]
     return _pair_judge_tasks(_pairs(samples, config.mode), config, judge)
 
 
@@ -375,7 +397,13 @@ def _pair_judge_tasks(
     for first, second in pairs:
         if _pair_step(first, second) is None:
             tasks += _pair_tasks(first, second, config, judge)
+            if flagged(first) or flagged(second):  # again, the flagged ones without their spans
+                tasks += _pair_tasks(*map(_shown_without_spans, (first, second)), config, judge)
     return tasks
+
+
+def _shown_without_spans(sample: Any) -> Any:
+    return without_spans(sample) if flagged(sample) else sample
 
 
 def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
@@ -388,6 +416,9 @@ def _judge_pairs(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) ->
         combined = None
         if step is None:
             combined = combine_orders(next(judged), next(judged))
+            if flagged(first) or flagged(second):
+                without = combine_orders(next(judged), next(judged))
+                combined = kept_pair(combined, without, flagged(first), flagged(second))
         elif step == IDENTICAL:
             combined = _identical()
         records.append(_pair_record(first, second, combined, config, judge.model))

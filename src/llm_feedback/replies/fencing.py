@@ -8,11 +8,12 @@ Two defences work together:
   field or a marker is shown quoted ("> " prefix). The parsers ignore quoted lines, so a judge
   that echoes such a line cannot hand us a rating that came from the completion.
 
-The line shapes below are therefore shared by the neutraliser and the parsers. Both the
-neutraliser and `suspected_injection` decide on the text as a judge reads it
-(`llm_feedback.replies.normalise`): lookalike letters, invisible characters, full-width forms
-and exotic line breaks change nothing. Detection also knows answer-shaped lines the parsers
-never read but a judge might obey: ratings labelled in other languages
+The line shapes below are therefore shared by the neutraliser, the parsers and the injection
+detector (`llm_feedback.replies.injection`, which also reads prose, hidden channels and
+verdicts written as sentences). Both the neutraliser and the detector decide on the text as a
+judge reads it (`llm_feedback.replies.normalise`): lookalike letters, invisible characters,
+full-width forms and exotic line breaks change nothing. Detection also knows answer-shaped
+lines the parsers never read but a judge might obey: ratings labelled in other languages
 (`FOREIGN_RATING_LABELS`), Markdown tables of ratings, JSON with rating keys.
 
 What the judge is shown is the text exactly as it was written: the normalised form only
@@ -35,7 +36,6 @@ from llm_feedback.replies.normalise import (
     label_pattern,
     lines_and_breaks,
     normalise,
-    skeleton,
 )
 
 # Markdown decoration a judge may put before a header or label: bullets, numbering, headings,
@@ -152,12 +152,6 @@ def _looks_like_reply_syntax(line: str) -> bool:
         or _FOREIGN_SECTION.match(line)
         or _is_rating_table_row(line)
     )
-
-
-def suspected_injection(text: str) -> bool:
-    """Whether `text` (a completion) holds lines that imitate a judge's answer format, in any
-    script, layout or language the judge could read as one."""
-    return any(_looks_like_reply_syntax(line) for line in skeleton(text).split("\n"))
 
 
 def _must_quote(line: str, seen: str) -> bool:

@@ -79,8 +79,8 @@ def judge_health(
 
     Scope is an aspect name or "critique" for:
       rows, parse_errors, parse_error_rate, call_errors, call_error_rate, reasks
-      (total re-asks), suspected_injections (rows whose completion imitates the judge's
-      answer format), and for aspects na_rate. Rates are shares of all rows of the scope.
+      (total re-asks), suspected_injections (rows whose completion addresses the judge
+      or carries a verdict), and for aspects na_rate. Rates are shares of all rows of the scope.
     Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
       fix_count and fix_share (share of the overall_scores rows); every action is listed,
       0 when absent.

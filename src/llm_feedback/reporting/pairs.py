@@ -141,8 +141,8 @@ def binarize_export(
     left out). A completion with a generation error, a null or blank response, or no score
     never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
     dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
-    A completion suspected of injection (its aspect rows' `suspected_injection`: it imitates
-    the judge's answer format, so a judge may have obeyed it) enters no pair unless
+    A completion suspected of injection (its aspect rows' `suspected_injection`: it addresses
+    the judge or carries a verdict, so a judge may have obeyed it) enters no pair unless
     `include_suspected`.
 
     The pairs come as a `PairsExport` (built a chunk of prompts at a time when written, as a
