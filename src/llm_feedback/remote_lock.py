@@ -18,13 +18,13 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
 
 import fsspec
 
+from llm_feedback.backends.secrets import command_line, redact
 from llm_feedback.errors import ConfigError
 from llm_feedback.runlock import RunLocked
 
@@ -54,7 +54,7 @@ class RemoteLock:
             age = time.time() - float(holder.get("heartbeat", 0)) if holder else None
             if holder and age is not None and age < self.stale_after_s:
                 raise RunLocked(
-                    f"{self.url} is held by {holder.get('owner', 'another run')} (heartbeat "
+                    f"{self.url} is held by {redact(holder.get('owner', 'another run'))} (heartbeat "
                     f"{age:.0f} s ago): wait for that run to finish, or give this one its "
                     "own data root (--params data_root=...)"
                 )
@@ -84,7 +84,7 @@ class RemoteLock:
     def _record(self) -> bytes:
         return json.dumps(
             {
-                "owner": f"pid {os.getpid()} on {socket.gethostname()} ({' '.join(sys.argv[:4])})",
+                "owner": f"pid {os.getpid()} on {socket.gethostname()} ({command_line()})",
                 "token": self._token,
                 "started": self._started,
                 "heartbeat": time.time(),
