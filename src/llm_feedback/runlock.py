@@ -45,8 +45,7 @@ class RunLock:
         handle.seek(0)
         handle.truncate()
         handle.write(
-            f"pid {os.getpid()} ({command_line()}) since "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
+            f"pid {os.getpid()} ({command_line()}) since {time.strftime('%Y-%m-%d %H:%M:%S')}"
         )
         handle.flush()
         self._file = handle

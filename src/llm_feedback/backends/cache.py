@@ -119,7 +119,8 @@ class RequestCache:
         if not side.is_file():
             return
         rows = []
-        for line in side.read_text(encoding="utf-8").splitlines():
+        # "\n" alone ends a line: an answer may hold a raw U+2028 (ensure_ascii=False).
+        for line in side.read_text(encoding="utf-8").split("\n"):
             if line.strip():
                 record = json.loads(line)
                 rows.append((record["key"], record["result"]))

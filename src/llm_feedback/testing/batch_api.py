@@ -127,7 +127,10 @@ class BatchAPI:
         if endpoint not in CHAT_PATHS:
             return error_response(400, f"unsupported endpoint {endpoint!r}")
         lines, seen = [], set()
-        for number, text in enumerate(content.decode().splitlines(), start=1):
+        # JSON Lines end at "\n" only: a string may hold a raw U+2028 that splitlines() splits.
+        for number, text in enumerate(content.decode().split("\n"), start=1):
+            if not text.strip():
+                continue
             try:
                 line = json.loads(text)
                 custom_id, chat = line["custom_id"], line["body"]
