@@ -53,8 +53,9 @@ class RemoteLock:
             holder = self._read()
             age = time.time() - float(holder.get("heartbeat", 0)) if holder else None
             if holder and age is not None and age < self.stale_after_s:
+                owner = redact(holder.get("owner", "another run"))
                 raise RunLocked(
-                    f"{self.url} is held by {redact(holder.get('owner', 'another run'))} (heartbeat "
+                    f"{self.url} is held by {owner} (heartbeat "
                     f"{age:.0f} s ago): wait for that run to finish, or give this one its "
                     "own data root (--params data_root=...)"
                 )
