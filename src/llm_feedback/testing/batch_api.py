@@ -202,7 +202,12 @@ class BatchAPI:
         self.counts["batch_lines_answered"] += 1
         reply = self._answer_chat(body, call_index, endpoint)
         if reply.status != 200:
-            error = error_response(reply.status, reply.error_message or "simulated error")
+            error = error_response(
+                reply.status,
+                reply.error_message or "simulated error",
+                error_type=reply.error_type,
+                code=reply.error_code,
+            )
             return {"status_code": reply.status, "body": json.loads(error.body)}
         if reply.raw_body is not None:
             return {"status_code": 200, "body": reply.raw_body}
