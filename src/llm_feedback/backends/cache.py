@@ -11,15 +11,22 @@ is empty, not SQLite, another program's database, read-only or corrupt is refuse
 lock held by another process for more than `LOCK_TIMEOUT_S`) makes the next `put`, `flush`
 or lookup raise at once; the answers that could not be committed, and any that arrive
 while the run winds down, are appended to a file beside it (`<cache>.unsaved.jsonl`),
-from where the next run reads them back into the cache.
+from where the next run reads them back into the cache. When that file cannot be written
+either (the cache's disk is full), they go to a file named after the cache in the system's
+temporary folder, which the next run reads back too, and as a last resort to stderr as
+JSON lines; the error names where they are.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import queue
 import sqlite3
+import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +49,20 @@ _WAIT_SLICE_S = 0.1
 def unsaved_path(path: Path) -> Path:
     """Where answers that the cache refused are kept until the next run reads them back."""
     return path.with_name(path.name + ".unsaved.jsonl")
+
+
+def fallback_unsaved_path(path: Path) -> Path:
+    """Where they are kept when `unsaved_path` cannot be written (its disk is full): a file
+    in the system's temporary folder named after the cache's absolute path.
+
+    Args:
+        path: The request cache's file.
+
+    Returns:
+        The fallback file's path (the same for the same cache in every run).
+    """
+    digest = hashlib.sha256(str(Path(path).absolute()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"llm_feedback-{path.name}-{digest}.unsaved.jsonl"
 
 
 class RequestCache:
@@ -114,18 +135,18 @@ class RequestCache:
             )
 
     def _read_back_unsaved(self) -> None:
-        """Commit the answers an earlier run could not store, then forget the side file."""
-        side = unsaved_path(self.path)
-        if not side.is_file():
-            return
-        rows = []
-        # "\n" alone ends a line: an answer may hold a raw U+2028 (ensure_ascii=False).
-        for line in side.read_text(encoding="utf-8").split("\n"):
-            if line.strip():
-                record = json.loads(line)
-                rows.append((record["key"], record["result"]))
-        self._commit(rows)
-        side.unlink()
+        """Commit the answers an earlier run could not store, then forget the side files."""
+        for side in (unsaved_path(self.path), fallback_unsaved_path(self.path)):
+            if not side.is_file():
+                continue
+            rows = []
+            # "\n" alone ends a line: an answer may hold a raw U+2028 (ensure_ascii=False).
+            for line in side.read_text(encoding="utf-8").split("\n"):
+                if line.strip():
+                    record = json.loads(line)
+                    rows.append((record["key"], record["result"]))
+            self._commit(rows)
+            side.unlink()
 
     # -- reading and writing ---------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, ChatResult]:
@@ -182,12 +203,30 @@ class RequestCache:
         with self._lock:
             self._db.close()
 
-    def _keep_beside(self, rows: list[tuple[str, str]]) -> None:
-        with unsaved_path(self.path).open("a", encoding="utf-8") as file:
-            for key, payload in rows:
-                file.write(json.dumps({"key": key, "result": payload}, ensure_ascii=False) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
+    def _keep_beside(self, rows: list[tuple[str, str]]) -> str:
+        """Append `rows` to the first side file that takes them (beside the cache, then in
+        the temporary folder), or print them to stderr; return where they went."""
+        lines = "".join(
+            json.dumps({"key": key, "result": payload}, ensure_ascii=False) + "\n"
+            for key, payload in rows
+        )
+        problems = []
+        for side in (unsaved_path(self.path), fallback_unsaved_path(self.path)):
+            size = side.stat().st_size if side.is_file() else 0
+            try:
+                with side.open("a", encoding="utf-8") as file:
+                    file.write(lines)
+                    file.flush()
+                    os.fsync(file.fileno())
+                return str(side)
+            except OSError as error:
+                problems.append(f"{side}: {error.strerror or error}")
+                with contextlib.suppress(OSError):  # no torn line left for the next run
+                    os.truncate(side, size)
+        # Nowhere on disk: stderr still reaches the terminal (or whatever the caller kept).
+        sys.stderr.write("".join(f"unsaved answer: {line}" for line in lines.splitlines(True)))
+        sys.stderr.flush()
+        return f"stderr, as 'unsaved answer:' lines ({'; '.join(problems)})"
 
     def _commit(self, rows: list[tuple[str, str]]) -> None:
         with self._lock:
@@ -224,6 +263,7 @@ class RequestCache:
 
     def _store(self, rows: list[tuple[str, str]]) -> None:
         """Commit `rows`; after a failed commit, keep them (and all later ones) beside."""
+        cause = None
         if self._failure is None:
             try:
                 self._commit(rows)
@@ -232,19 +272,16 @@ class RequestCache:
                 cause = str(error)
                 if "locked" in cause or "busy" in cause:
                     cause += f" (another process held its lock for more than {LOCK_TIMEOUT_S:g} s)"
-                self._failure = CacheError(
-                    f"request cache {self.path} cannot be written: {cause}; the run stops "
-                    f"here, the answers received so far are kept (in the cache, and in "
-                    f"{unsaved_path(self.path)}, read back by the next run): fix the cause "
-                    "and run the same command to resume"
-                )
-        try:
-            self._keep_beside(rows)
-        except OSError as error:
+        kept = self._keep_beside(rows)
+        if cause is not None:
+            read_back = "" if kept.startswith("stderr") else ", read back by the next run"
             self._failure = CacheError(
-                f"{self._failure}; but {len(rows)} answer(s) could not be kept beside it "
-                f"either ({error}) and will be asked again"
+                f"request cache {self.path} cannot be written: {cause}; the run stops "
+                f"here, the answers received so far are kept (in the cache, and in "
+                f"{kept}{read_back}): fix the cause and run the same command to resume"
             )
+        elif kept not in str(self._failure):  # a later batch went elsewhere: say so
+            self._failure = CacheError(f"{self._failure}; later answers are kept in {kept}")
 
 
 def _encode(result: ChatResult) -> str:
