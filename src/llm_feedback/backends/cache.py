@@ -15,6 +15,13 @@ from where the next run reads them back into the cache. When that file cannot be
 either (the cache's disk is full), they go to a file named after the cache in the system's
 temporary folder, which the next run reads back too, and as a last resort to stderr as
 JSON lines; the error names where they are.
+
+Calls in flight are noted too (table `in_flight`: the endpoint, model, estimated prompt
+tokens and `max_tokens` of each call sent and not yet answered; a call answered before the
+writer's next commit is never written). A run killed with calls in flight leaves them
+there; the next process that opens the cache moves them to `unseen_calls`: calls that may
+have been billed, whose reply nobody received (`unseen_calls` reads them for the report's
+cost table).
 """
 
 from __future__ import annotations
@@ -28,12 +35,18 @@ import sqlite3
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llm_feedback.backends.contract import ChatResult
 from llm_feedback.errors import CacheError
 from llm_feedback.remote_root import require_local
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LOOKUP_CHUNK = 500  # stays below SQLite's host-parameter limit
 PAGE_CACHE_KIB = 65_536
@@ -44,6 +57,59 @@ _COLUMNS = ["key", "result"]
 LOCK_TIMEOUT_S = 5.0
 # How often a waiting flush() wakes up: to see a failure, and to let Ctrl-C through.
 _WAIT_SLICE_S = 0.1
+
+
+# Who wrote an `in_flight` row: this process's rows are calls still out; another's, calls
+# of a run that ended without their reply (a pid may be reused, a random token is not).
+_PROCESS = uuid.uuid4().hex
+UNSEEN_COLUMNS = ["endpoint", "backend", "model", "prompt_tokens", "max_tokens"]
+_CALL_TABLE = (
+    "(key TEXT, endpoint TEXT, backend TEXT, model TEXT, prompt_tokens INTEGER, "
+    "max_tokens INTEGER, process TEXT)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    key: str
+    fields: tuple[str, str, str, int, int]  # endpoint, backend, model, prompt est., max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class _Answered:
+    key: str
+
+
+def unseen_calls(path: str | Path | None) -> pd.DataFrame:
+    """The calls sent through the request cache at `path` whose reply was never received
+    (a run killed or interrupted while they were out), from every earlier run on it.
+
+    Args:
+        path: The request cache's file; None, or a file that does not exist, has none.
+
+    Returns:
+        One row per call: `UNSEEN_COLUMNS` (prompt_tokens estimated, max_tokens the
+        bound of the reply).
+    """
+    import pandas as pd  # the report's reader only: the client never needs pandas
+
+    empty = pd.DataFrame({column: pd.Series(dtype="object") for column in UNSEEN_COLUMNS})
+    if path is None or not Path(path).is_file():
+        return empty
+    columns = ", ".join(UNSEEN_COLUMNS)
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            rows = []
+            if "unseen_calls" in tables:
+                rows += db.execute(f"SELECT {columns} FROM unseen_calls").fetchall()
+            if "in_flight" in tables:  # a killed run's, not yet moved by a later open
+                rows += db.execute(
+                    f"SELECT {columns} FROM in_flight WHERE process != ?", (_PROCESS,)
+                ).fetchall()
+    except sqlite3.Error as error:
+        raise CacheError(f"request cache {path} cannot be read: {error}") from None
+    return pd.DataFrame(rows, columns=UNSEEN_COLUMNS) if rows else empty
 
 
 def unsaved_path(path: Path) -> Path:
@@ -87,6 +153,9 @@ class RequestCache:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
             )
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS in_flight {_CALL_TABLE}")
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS unseen_calls {_CALL_TABLE}")
+            self._retire_calls_in_flight()
             self._read_back_unsaved()
         except sqlite3.Error as error:
             raise self._error("cannot be opened", error) from None
@@ -134,6 +203,19 @@ class RequestCache:
                 "is not a request cache", f"its responses table has columns {columns}"
             )
 
+    def _retire_calls_in_flight(self) -> None:
+        """Calls another process left in flight were never answered: keep them as unseen."""
+        left = "SELECT 1 FROM in_flight WHERE process != ? LIMIT 1"
+        if self._db.execute(left, (_PROCESS,)).fetchone() is None:
+            return  # nothing to write: a cache another process holds still opens
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO unseen_calls SELECT * FROM in_flight WHERE process != ?", (_PROCESS,)
+            )
+            self._db.execute("DELETE FROM in_flight WHERE process != ?", (_PROCESS,))
+            self._db.execute("COMMIT")
+
     def _read_back_unsaved(self) -> None:
         """Commit the answers an earlier run could not store, then forget the side files."""
         for side in (unsaved_path(self.path), fallback_unsaved_path(self.path)):
@@ -175,6 +257,32 @@ class RequestCache:
         if result.ok:
             self._pending.put((key, result))
         self._raise_failure()
+
+    def mark_sent(
+        self,
+        key: str,
+        *,
+        endpoint: str,
+        backend: str,
+        model: str,
+        prompt_tokens: int,
+        max_tokens: int,
+    ) -> None:
+        """Note a call as sent (in flight) until `mark_answered(key)`.
+
+        Args:
+            key: The request's cache key.
+            endpoint: The endpoint's name.
+            backend: Its backend.
+            model: Its model.
+            prompt_tokens: The request's estimated input tokens.
+            max_tokens: The request's reply budget (the bound of what a reply may cost).
+        """
+        self._pending.put(_Sent(key, (endpoint, backend, model, prompt_tokens, max_tokens)))
+
+    def mark_answered(self, key: str) -> None:
+        """The call of `key` got its reply (an answer or an error): no longer in flight."""
+        self._pending.put(_Answered(key))
 
     def flush(self) -> None:
         """Return once everything put so far is committed; raise if it could not be."""
@@ -228,13 +336,20 @@ class RequestCache:
         sys.stderr.flush()
         return f"stderr, as 'unsaved answer:' lines ({'; '.join(problems)})"
 
-    def _commit(self, rows: list[tuple[str, str]]) -> None:
+    def _commit(
+        self,
+        rows: list[tuple[str, str]],
+        sent: Iterable[tuple] = (),
+        answered: Iterable[tuple[str]] = (),
+    ) -> None:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany(
                     "INSERT OR REPLACE INTO responses (key, result) VALUES (?, ?)", rows
                 )
+                self._db.executemany("INSERT INTO in_flight VALUES (?, ?, ?, ?, ?, ?, ?)", sent)
+                self._db.executemany("DELETE FROM in_flight WHERE key = ?", answered)
                 self._db.execute("COMMIT")
             except sqlite3.Error:
                 if self._db.in_transaction:
@@ -253,25 +368,30 @@ class RequestCache:
                 (key, _encode(result))
                 for key, result in (item for item in batch if isinstance(item, tuple))
             ]
-            if rows:
-                self._store(rows)
+            sent, answered = _calls_in_flight(batch)
+            if rows or sent or answered:
+                self._store(rows, sent, answered)
             for item in batch:
                 if isinstance(item, threading.Event):
                     item.set()
             if any(item is _STOP for item in batch):
                 return
 
-    def _store(self, rows: list[tuple[str, str]]) -> None:
+    def _store(
+        self, rows: list[tuple[str, str]], sent: list[tuple] = (), answered: list[tuple] = ()
+    ) -> None:
         """Commit `rows`; after a failed commit, keep them (and all later ones) beside."""
         cause = None
         if self._failure is None:
             try:
-                self._commit(rows)
+                self._commit(rows, sent, answered)
                 return
             except sqlite3.Error as error:
                 cause = str(error)
                 if "locked" in cause or "busy" in cause:
                     cause += f" (another process held its lock for more than {LOCK_TIMEOUT_S:g} s)"
+        if not rows:
+            return
         kept = self._keep_beside(rows)
         if cause is not None:
             read_back = "" if kept.startswith("stderr") else ", read back by the next run"
@@ -282,6 +402,19 @@ class RequestCache:
             )
         elif kept not in str(self._failure):  # a later batch went elsewhere: say so
             self._failure = CacheError(f"{self._failure}; later answers are kept in {kept}")
+
+
+def _calls_in_flight(batch: list) -> tuple[list[tuple], list[tuple[str]]]:
+    """The `in_flight` rows to insert and the keys to delete for one writer batch: a call
+    sent and answered within the batch is neither."""
+    sent: dict[str, tuple] = {}
+    answered: list[tuple[str]] = []
+    for item in batch:
+        if isinstance(item, _Sent):
+            sent[item.key] = (item.key, *item.fields, _PROCESS)
+        elif isinstance(item, _Answered) and sent.pop(item.key, None) is None:
+            answered.append((item.key,))
+    return list(sent.values()), answered
 
 
 def _encode(result: ChatResult) -> str:

@@ -327,6 +327,15 @@ class LLMClient:
 
     async def fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
         async with self._semaphore:
+            if self.cache is not None:  # until its answer: a kill leaves it as unseen
+                self.cache.mark_sent(
+                    key,
+                    endpoint=self.config.name,
+                    backend=self.config.backend,
+                    model=self.config.model,
+                    prompt_tokens=request.estimated_input_tokens(),
+                    max_tokens=request.max_tokens,
+                )
             pool = self.worker_pool
             if pool is not None and pool.takes(misses):
                 result = await pool.send(key, request)
@@ -336,6 +345,8 @@ class LLMClient:
         return result
 
     def record_answer(self, key: str, result: ChatResult) -> None:
+        if self.cache is not None:
+            self.cache.mark_answered(key)
         self.stats.calls += 1
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens

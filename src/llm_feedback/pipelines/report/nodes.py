@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.backends.cache import unseen_calls
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
@@ -88,6 +89,7 @@ def estimate_costs(
     critiques: ParquetSource,
     overall_scores: ParquetSource,
     report: Mapping[str, Any],
+    request_cache: str | None,
 ) -> pd.DataFrame:
     return cost_table(
         completions,
@@ -95,6 +97,7 @@ def estimate_costs(
         critiques,
         report_params(report).prices,
         overall_scores=overall_scores,
+        unseen=unseen_calls(request_cache),  # sent by a killed run, reply never received
     )
 
 

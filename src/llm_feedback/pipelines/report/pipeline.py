@@ -105,6 +105,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "critiques",
                     "overall_scores",
                     "params:report",
+                    "params:request_cache",
                 ],
                 "cost_table",
                 name="estimate_costs",
