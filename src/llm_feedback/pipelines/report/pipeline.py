@@ -105,7 +105,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "critiques",
                     "overall_scores",
                     "params:report",
-                    "params:request_cache",
+                    "parameters",
                 ],
                 "cost_table",
                 name="estimate_costs",
