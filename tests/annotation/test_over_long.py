@@ -17,6 +17,8 @@ from llm_feedback.annotation.stages import aspect_annotations_table
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import EndpointError
+from llm_feedback.params import parse_annotate
+from llm_feedback.planning import plan_run
 from llm_feedback.replies.status import READ, SKIPPED_TOO_LONG
 from llm_feedback.testing.server import (
     CONTEXT_REFUSALS,
@@ -194,3 +196,36 @@ def test_a_run_with_one_over_long_completion_per_prompt_exits_0(tmp_path):
     on_long = keys.isin(list(long_ones))
     assert (critiques.loc[on_long, "parse_status"] == SKIPPED_TOO_LONG).all()
     assert critiques.loc[~on_long, "parse_status"].isin(READ).all()
+
+
+def test_the_plan_counts_the_parts_a_call_over_max_input_tokens_is_sent_in():
+    completions, long_ones = completions_with_long_ones()
+    with FakeLLMServer(context_limited(schema_responder, BODY_LIMIT)) as server:
+        endpoints = {
+            "judge": {
+                "backend": "openai",
+                "model": "m",
+                "base_url": server.base_url,
+                "max_input_tokens": 8000,
+            }
+        }
+        annotate = parse_annotate(
+            {"judge": {"endpoint": "judge"}, "aspects": ASPECTS, "max_reasks": 0}, endpoints
+        )
+        planned = plan_run(
+            sampled=None,
+            completions=completions,
+            generate=None,
+            annotate=annotate,
+            prices={},
+            cache_path=None,
+            judge_stages=["annotate"],
+        ).iloc[0]
+        with LLMClient(annotate.endpoint, None, progress=False) as client:
+            aspect_annotations_table(completions, client, aspects=ASPECTS, max_reasks=0)
+        sent = server.request_count
+    # Per prompt and aspect: the four together (skipped), then the long one alone
+    # (skipped) and the other three together (sent).
+    assert planned["calls"] == 6 * len(ASPECTS) * 2
+    assert planned["skipped_too_long"] == len(long_ones) * len(ASPECTS)
+    assert planned["calls_to_send"] == sent == 6 * len(ASPECTS)

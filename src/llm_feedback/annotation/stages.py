@@ -323,6 +323,57 @@ def aspect_calls(
                 yield from _member_calls(prompt, aspect, members, shape)
 
 
+def aspect_calls_within(
+    calls: Iterable[tuple[_AspectCall, ChatRequest]],
+    too_long: Callable[[ChatRequest], object],
+    shape: _CallShape,
+) -> Iterator[tuple[_AspectCall, ChatRequest]]:
+    """`calls` as the stage sends them under an input budget: a call of several texts that
+    `too_long` refuses is replaced by its parts (`split_too_long`), in turn (the run plan
+    counts these calls; the stage finds them as the engine skips the whole call).
+
+    Args:
+        calls: `aspect_calls`' calls.
+        too_long: The endpoint's budget check (`engine.too_long` bound to the endpoint):
+            true-ish when a request would not be sent.
+        shape: How the calls were built (`aspect_call_shape`).
+
+    Returns:
+        The calls and requests that would be sent, or skipped alone.
+    """
+    for call, request in calls:
+        if len(call.members) < 2 or not too_long(request):
+            yield call, request
+            continue
+        for members in split_too_long(call):
+            parts = _member_calls(call.prompt, call.aspect, members, shape, [call.shuffle_idx])
+            yield from aspect_calls_within(parts, too_long, shape)
+
+
+def aspect_call_shape(
+    n_shuffles: int,
+    shuffle_seed: int,
+    *,
+    aspect_orders: str = INDEPENDENT,
+    structured: bool,
+    sampling: Mapping[str, Any],
+) -> _CallShape:
+    """How `aspect_calls` with these arguments builds its requests (for
+    `aspect_calls_within`).
+
+    Args:
+        n_shuffles: Orders per group.
+        shuffle_seed: The orders' seed.
+        aspect_orders: `independent` or `shared`.
+        structured: Whether the endpoint takes a JSON schema.
+        sampling: The judge's sampling settings.
+
+    Returns:
+        The shape.
+    """
+    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+
+
 def split_too_long(call: _AspectCall) -> list[list[int]]:
     """The parts a call refused as too long is sent again in: its longest text alone, and
     the others together (split again in turn if they are refused too), so that an over-long
