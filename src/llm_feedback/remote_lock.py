@@ -62,7 +62,7 @@ class RemoteLock:
             logger.warning(
                 "taking over the stale lock %s of %s (no heartbeat for %s s)",
                 self.url,
-                (holder or {}).get("owner", "an unknown run"),
+                redact((holder or {}).get("owner", "an unknown run")),
                 "?" if age is None else f"{age:.0f}",
             )
             self.fs.rm_file(self.path)
