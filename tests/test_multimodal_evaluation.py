@@ -17,6 +17,7 @@ from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation import prepare_samples
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.evaluation.run import run_evaluation
+from llm_feedback.evaluation.sample_files import read_samples_file
 from llm_feedback.judges import Judge
 from llm_feedback.params import parse_evaluate
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
@@ -364,3 +365,45 @@ def test_a_rerun_asks_again_for_an_edited_file_and_not_for_a_renamed_one(fake_ll
     renamed = run([{**ROWS[0], "images": ["media/moved.png"]}])
     assert fake_llm.request_count == 4 and renamed["cached"].all()
     assert list(renamed.loc[0, "images"]) == [str(tmp_path / "media" / "moved.png")]
+
+
+def _outside_references(tmp_path: Path) -> dict[str, str]:
+    """Three ways out of the samples folder `tmp_path / "set"` to `private/secret.png`."""
+    secret = write(tmp_path / "private" / "secret.png", PNG)
+    link = tmp_path / "set" / "media" / "link.png"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(secret)
+    return {"absolute": str(secret), "dotdot": "../private/secret.png", "symlink": "media/link.png"}
+
+
+@pytest.mark.parametrize("way", ["absolute", "dotdot", "symlink"])
+def test_a_media_file_outside_the_samples_folder_is_refused_before_any_call(
+    fake_llm, tmp_path, way
+):
+    reference = _outside_references(tmp_path)[way]
+    samples = _samples_file(tmp_path / "set", [{**ROWS[0], "images": [reference]}])
+    config = parse_evaluate(
+        {"mode": "single_1_10", "generate_with": "local"}, endpoints_via(fake_llm)
+    )
+    with pytest.raises(InputError) as refusal:
+        prepare_samples(read_samples_file(samples), config)
+    message = str(refusal.value)
+    assert "row 0 (instance_id 'chart-1'), column 'images'" in message
+    assert f"{reference}: resolves to {tmp_path / 'private' / 'secret.png'}" in message
+    assert f"outside {tmp_path / 'set'}" in message and "allow_media_outside" in message
+    assert fake_llm.request_count == 0
+
+
+@pytest.mark.parametrize(
+    "setting", [{"allow_media_outside": True}, {"media_root": "ROOT"}], ids=["allowed", "root"]
+)
+def test_media_outside_the_samples_folder_is_read_when_allowed(fake_llm, tmp_path, setting):
+    references = list(_outside_references(tmp_path).values())
+    samples = _samples_file(tmp_path / "set", [{**ROWS[0], "images": references}])
+    setting = {key: str(tmp_path) if value == "ROOT" else value for key, value in setting.items()}
+    config = parse_evaluate(
+        {"mode": "single_1_10", "generate_with": "local", **setting}, endpoints_via(fake_llm)
+    )
+    (images,) = prepare_samples(read_samples_file(samples), config)["images"]
+    secret = (tmp_path / "private" / "secret.png").resolve()
+    assert [item.source for item in images] == [str(secret)] * 3

@@ -1,6 +1,11 @@
 """Reading JSON Lines input (prompt files, evaluation samples) with errors that name the
 file and the line: a malformed line, bytes that are not UTF-8, a line that is no object.
-(Hand-written because `pandas.read_json(lines=True)` names a byte position, not the line.)"""
+(Hand-written because `pandas.read_json(lines=True)` names a byte position, not the line.)
+
+Lines are split on "\n" only, as JSON Lines defines them: a JSON string may hold a raw
+U+2028, U+2029 or U+0085, which `str.splitlines()` (and text files opened
+with universal newlines) would take for line ends. Every JSONL reader splits on
+"\n" (`json_lines`, bytes) or opens its file with `newline="\n"`."""
 
 from __future__ import annotations
 
@@ -11,6 +16,19 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.errors import InputError
+
+
+def json_lines(text: str) -> list[str]:
+    """The lines of JSON Lines `text`, split on "\n" alone (a trailing "\r" is JSON
+    whitespace, so CRLF files read the same).
+
+    Args:
+        text: The decoded content of a JSON Lines file.
+
+    Returns:
+        Its lines, without their "\n", numbered from 1 by their position + 1.
+    """
+    return text.split("\n")
 
 
 def read_jsonl(path: str | Path) -> pd.DataFrame:

@@ -27,7 +27,13 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.annotation.stages import aspect_calls, critique_calls, usable_completions
+from llm_feedback.annotation.stages import (
+    aspect_call_shape,
+    aspect_calls,
+    aspect_calls_within,
+    critique_calls,
+    usable_completions,
+)
 from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, make_backend
 from llm_feedback.backends.cache import RequestCache
 from llm_feedback.backends.client import request_key, sent_form
@@ -244,6 +250,15 @@ def plan_run(
                 structured=structured,
                 sampling=annotate.aspect_sampling,
             )
+            shape = aspect_call_shape(
+                annotate.n_shuffles,
+                annotate.shuffle_seed,
+                aspect_orders=annotate.aspect_orders,
+                structured=structured,
+                sampling=annotate.aspect_sampling,
+            )
+            # A call over the budget is sent in parts, its longest text alone (stages.py).
+            calls = aspect_calls_within(calls, lambda request: too_long(judge, request), shape)
             stage = Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("annotate", [judge.model] * len(stage.keys), basis)
         if "critique" in judge_stages:

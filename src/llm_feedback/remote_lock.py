@@ -18,13 +18,13 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
 
 import fsspec
 
+from llm_feedback.backends.secrets import command_line, redact
 from llm_feedback.errors import ConfigError
 from llm_feedback.runlock import RunLocked
 
@@ -53,15 +53,16 @@ class RemoteLock:
             holder = self._read()
             age = time.time() - float(holder.get("heartbeat", 0)) if holder else None
             if holder and age is not None and age < self.stale_after_s:
+                owner = redact(holder.get("owner", "another run"))
                 raise RunLocked(
-                    f"{self.url} is held by {holder.get('owner', 'another run')} (heartbeat "
+                    f"{self.url} is held by {owner} (heartbeat "
                     f"{age:.0f} s ago): wait for that run to finish, or give this one its "
                     "own data root (--params data_root=...)"
                 )
             logger.warning(
                 "taking over the stale lock %s of %s (no heartbeat for %s s)",
                 self.url,
-                (holder or {}).get("owner", "an unknown run"),
+                redact((holder or {}).get("owner", "an unknown run")),
                 "?" if age is None else f"{age:.0f}",
             )
             self.fs.rm_file(self.path)
@@ -84,7 +85,7 @@ class RemoteLock:
     def _record(self) -> bytes:
         return json.dumps(
             {
-                "owner": f"pid {os.getpid()} on {socket.gethostname()} ({' '.join(sys.argv[:4])})",
+                "owner": f"pid {os.getpid()} on {socket.gethostname()} ({command_line()})",
                 "token": self._token,
                 "started": self._started,
                 "heartbeat": time.time(),

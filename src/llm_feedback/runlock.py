@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 import time
 from pathlib import Path
 from typing import IO
 
+from llm_feedback.backends.secrets import command_line, redact
 from llm_feedback.errors import ConfigError
 from llm_feedback.remote_root import require_local
 
@@ -35,7 +35,8 @@ class RunLock:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            # Redacted again: a lock written by an older version may hold the raw argv.
+            holder = redact(handle.read().strip()) or "another process"
             handle.close()
             raise RunLocked(
                 f"{self.path.parent} is in use by {holder}: wait for that run to finish, or "
@@ -44,8 +45,7 @@ class RunLock:
         handle.seek(0)
         handle.truncate()
         handle.write(
-            f"pid {os.getpid()} ({' '.join(sys.argv[:4])}) since "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}"
+            f"pid {os.getpid()} ({command_line()}) since {time.strftime('%Y-%m-%d %H:%M:%S')}"
         )
         handle.flush()
         self._file = handle

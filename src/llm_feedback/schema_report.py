@@ -154,6 +154,8 @@ COST_TABLE_COLUMN_TYPES = {
     "estimated_cost": "float64",
     "priced": "bool",
     "usage_estimated": "bool",  # some replies had no usage: their tokens are estimated
+    # Stage `unseen`: calls sent whose reply never arrived (a killed run), at most this cost.
+    "unseen_calls": "int64",
 }
 
 # `run_plan`: one row per stage, endpoint and model (llm_feedback.planning).

@@ -63,7 +63,7 @@ def _records(path: Path) -> Iterator[tuple[str, Any]]:
         for number, record in enumerate(records):
             yield f"{path}, record {number}", record
         return
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8", newline="\n") as lines:  # JSON Lines' own line ends
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 try:

@@ -156,13 +156,21 @@ def _unique_key(key: str, taken: Mapping[str, float]) -> str:
 
 
 def cost_metrics(cost_table: pd.DataFrame) -> dict[str, float]:
-    """The run's totals from `cost_table`."""
+    """The run's totals from `cost_table`; the upper bound of calls whose reply was never
+    received (stage `unseen`) apart."""
+    stages = cost_table.get("stage")
+    unseen = stages == "unseen" if stages is not None else None
+    metrics = {}
+    if unseen is not None and unseen.any():
+        metrics["cost/unseen_upper_bound_usd"] = float(cost_table["estimated_cost"][unseen].sum())
+        cost_table = cost_table[~unseen]
     totals = {
         "cost/estimated_usd": cost_table.get("estimated_cost"),
         "cost/prompt_tokens": cost_table.get("prompt_tokens"),
         "cost/completion_tokens": cost_table.get("completion_tokens"),
     }
-    return {key: float(column.sum()) for key, column in totals.items() if column is not None}
+    metrics |= {key: float(column.sum()) for key, column in totals.items() if column is not None}
+    return metrics
 
 
 def _missing(value: Any) -> bool:

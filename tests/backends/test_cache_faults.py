@@ -6,12 +6,14 @@ read-only (immutable for root, who ignores file modes), empty, foreign and corru
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ import pytest
 
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.backends import cache as cache_module
-from llm_feedback.backends.cache import RequestCache, unsaved_path
+from llm_feedback.backends.cache import RequestCache, fallback_unsaved_path, unsaved_path
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.errors import CacheError
 from llm_feedback.testing.server import FakeLLMServer
@@ -237,3 +239,65 @@ def test_a_corrupt_cache_names_its_file(tmp_path):
         cache = RequestCache(path)
         cache.get_many([f"key-{i}" for i in range(3000)])
     assert str(path) in str(failure.value)
+
+
+@pytest.fixture
+def held_cache(
+    tmp_path, short_lock_timeout, monkeypatch
+) -> Iterator[tuple[Path, sqlite3.Connection]]:
+    """A cache whose write lock this test holds (released by the test), and a temporary
+    folder of the test's own."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = tmp_path / "cache.sqlite"
+    filled_cache(path, 1)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    yield path, holder
+    holder.close()
+
+
+def _fail_to_store(path: Path, holder: sqlite3.Connection) -> str:
+    cache = RequestCache(path)
+    cache.put("key-a", answer(1))
+    with pytest.raises(CacheError) as failure:
+        cache.flush()
+    with pytest.raises(CacheError):
+        cache.put("key-b", answer(2))
+    cache.close()
+    holder.execute("ROLLBACK")
+    return str(failure.value)
+
+
+def test_unsaved_answers_go_to_the_temporary_folder_when_beside_is_unwritable(held_cache):
+    path, holder = held_cache
+    unsaved_path(path).mkdir()  # the side file cannot be written (as a full disk; root too)
+    message = _fail_to_store(path, holder)
+    fallback = fallback_unsaved_path(path)
+    assert fallback.parent == Path(tempfile.gettempdir())
+    assert f"in {fallback}, read back by the next run" in message
+    assert fallback.read_text().count("\n") == 2
+    reopened = RequestCache(path)
+    found = reopened.get_many(["key-a", "key-b"])
+    assert {key: result.text for key, result in found.items()} == {
+        "key-a": "answer 1",
+        "key-b": "answer 2",
+    }
+    reopened.close()
+    assert not fallback.exists()
+
+
+def test_unsaved_answers_go_to_stderr_when_no_file_can_be_written(held_cache, capsys):
+    path, holder = held_cache
+    unsaved_path(path).mkdir()
+    fallback_unsaved_path(path).mkdir()
+    message = _fail_to_store(path, holder)
+    assert "in stderr, as 'unsaved answer:' lines" in message
+    assert str(unsaved_path(path)) in message and str(fallback_unsaved_path(path)) in message
+    printed = [
+        json.loads(line.removeprefix("unsaved answer: "))
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("unsaved answer: ")
+    ]
+    assert [record["key"] for record in printed] == ["key-a", "key-b"]
+    assert json.loads(printed[0]["result"])["text"] == "answer 1"

@@ -78,3 +78,19 @@ def test_a_bucket_that_does_not_exist_is_one_line_naming_the_data_root(s3_env, t
     guard = root_guard(parameters, str(tmp_path / "request_cache.sqlite"))
     with pytest.raises(ConfigError, match=r"data_root s3://no-such-bucket-here/data: cannot"):
         guard.acquire()
+
+
+def test_the_remote_lock_object_and_its_refusal_mask_a_url_password(bucket, s3_env, monkeypatch):
+    url = f"s3://{bucket}/data/02_intermediate/request_cache.sqlite.lock"
+    argv = ["kedro", "run", "--params", "endpoints.j.base_url=https://bob:pw-s3cret@host/v1"]
+    monkeypatch.setattr("sys.argv", argv)
+    first = RemoteLock(url)
+    first.acquire()
+    try:
+        stored = fsspec.filesystem("s3").cat_file(url).decode()
+        with pytest.raises(RunLocked) as refusal:
+            RemoteLock(url).acquire()
+    finally:
+        first.release()
+    for shown in (stored, str(refusal.value)):
+        assert "pw-s3cret" not in shown and "https://bob:***@host/v1" in shown

@@ -1,5 +1,6 @@
 """A run that cannot do its job stops before paying, and says so (issue: trust)."""
 
+import fcntl
 import json
 import logging
 import os
@@ -252,6 +253,46 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
     lock = RunLock(lock_path)
     lock.acquire()
     lock.release()
+
+
+def test_the_run_lock_and_its_refusal_mask_a_url_password_and_keys(tmp_path):
+    lock_path = tmp_path / "request_cache.sqlite.lock"
+    argv = [
+        "kedro",
+        "run",
+        "--params",
+        "endpoints.j.base_url=https://bob:pw-s3cret@host/v1,endpoints.j.api_key=plainkey99",
+    ]
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from llm_feedback.runlock import RunLock; "
+            f"sys.argv = {argv!r}; "
+            f"lock = RunLock({str(lock_path)!r}); lock.acquire(); print('held', flush=True); "
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        stored = lock_path.read_text()
+        with pytest.raises(RunLocked) as refusal:
+            RunLock(lock_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    for shown in (stored, str(refusal.value)):
+        assert "pw-s3cret" not in shown and "plainkey99" not in shown
+        assert "https://bob:***@host/v1" in shown and "api_key=***" in shown
+    # A lock an older version wrote with the raw command line is masked when quoted.
+    lock_path.write_text(f"pid 1 ({' '.join(argv)}) since 2026-01-01")
+    with open(lock_path) as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        with pytest.raises(RunLocked) as refusal:
+            RunLock(lock_path).acquire()
+    assert "pw-s3cret" not in str(refusal.value) and "bob:***@host" in str(refusal.value)
 
 
 @pytest.mark.parametrize(

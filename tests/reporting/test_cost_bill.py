@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import time
 
 import pandas as pd
 import pytest
@@ -13,11 +17,14 @@ import pytest
 from llm_feedback.annotation.rescore import fix_overall_scores
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import EndpointConfig, LLMClient
+from llm_feedback.backends.cache import RequestCache, unseen_calls
+from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.errors import InputError
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.reporting import cost_table
 from llm_feedback.reporting.cost_tally import usage_totals
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
+from llm_feedback.tracking import cost_metrics
 
 PRICES = {"judge-x": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}}
 
@@ -201,3 +208,67 @@ def test_judge_rows_of_no_completion_stop_the_cost_table(tmp_path):
     )
     with pytest.raises(InputError, match=r"aspect_annotations: 6 row\(s\) have no completion"):
         cost_table(sources["completions"], sources["aspects"], sources["critiques"], PRICES)
+
+
+KILLED_CLIENT = """
+import sys
+from llm_feedback.backends import EndpointConfig, LLMClient
+from llm_feedback.backends.contract import ChatRequest
+config = EndpointConfig.from_dict(
+    {"backend": "openai", "model": "judge-x", "base_url": sys.argv[1], "max_concurrent": 4},
+    name="judge",
+)
+with LLMClient(config, sys.argv[2], progress=False) as client:
+    client.complete_many(
+        [ChatRequest.from_prompt(f"question {n} " + "x" * 300, max_tokens=100) for n in range(10)]
+    )
+"""
+
+
+def test_calls_a_killed_run_sent_are_costed_as_unseen_at_their_upper_bound(tmp_path):
+    cache = tmp_path / "request_cache.sqlite"
+    # The first two calls are answered; the rest are still out when the client is killed.
+    slow = Reply(content="late", delay_s=60)
+    with FakeLLMServer(lambda body, ctx: "ok" if ctx.call_index < 2 else slow) as server:
+        client = subprocess.Popen(
+            [sys.executable, "-c", KILLED_CLIENT, server.base_url, str(cache)],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while server.request_count < 6:  # 2 answered, then 4 in flight at once
+                assert client.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)  # the cache's writer commits what it was handed at once
+        finally:
+            client.kill()
+            client.wait()
+    unseen = unseen_calls(cache)
+    assert len(unseen) == 4 and set(unseen["model"]) == {"judge-x"}
+    assert (unseen["max_tokens"] == 100).all() and (unseen["prompt_tokens"] > 100).all()
+    RequestCache(cache).close()  # the next run moves them aside: still counted, once
+    assert len(unseen_calls(cache)) == 4
+    completions, aspects, critiques, _, _ = _judged(Bill())
+    table = cost_table(completions, aspects, critiques, PRICES, unseen=unseen_calls(cache))
+    row = table.set_index("stage").loc["unseen"]
+    assert row["unseen_calls"] == 4 and row["usage_estimated"]
+    assert row["completion_tokens"] == 4 * 100
+    assert row["prompt_tokens"] == unseen["prompt_tokens"].sum()
+    bound = (row["prompt_tokens"] * 1.0 + 4 * 100 * 2.0) / 1000
+    assert row["estimated_cost"] == pytest.approx(bound)
+    assert (table.loc[table["stage"] != "unseen", "unseen_calls"] == 0).all()
+    metrics = cost_metrics(table)  # tracked apart: a bound is not a bill
+    assert metrics["cost/unseen_upper_bound_usd"] == pytest.approx(bound)
+    billed = table.loc[table["stage"] != "unseen", "estimated_cost"].sum()
+    assert metrics["cost/estimated_usd"] == pytest.approx(billed)
+
+
+def test_a_run_that_ends_normally_leaves_no_unseen_call(tmp_path):
+    cache = tmp_path / "request_cache.sqlite"
+    with FakeLLMServer(lambda body, ctx: "ok") as server:
+        config = EndpointConfig.from_dict(
+            {"backend": "openai", "model": "judge-x", "base_url": server.base_url}, name="judge"
+        )
+        with LLMClient(config, cache, progress=False) as client:
+            client.complete_many([ChatRequest.from_prompt(f"q {n}") for n in range(20)])
+    assert unseen_calls(cache).empty

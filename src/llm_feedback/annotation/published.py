@@ -67,7 +67,7 @@ def _records_in(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         return
     if path.suffix not in (".jsonl", ".json"):
         raise InputError(f"UltraFeedback records: {path} is neither .parquet nor .jsonl")
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8", newline="\n") as lines:  # JSON Lines' own line ends
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

@@ -43,7 +43,13 @@ from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
 from llm_feedback.errors import ConfigError, InputError, require_columns
 from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
 from llm_feedback.replies.injection import suspected_injection
-from llm_feedback.replies.status import NO_MATCH, PARTIAL, READ, is_unreadable
+from llm_feedback.replies.status import (
+    NO_MATCH,
+    PARTIAL,
+    READ,
+    SKIPPED_TOO_LONG,
+    is_unreadable,
+)
 from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 from llm_feedback.spool import SpooledTable, TableBuilder
 
@@ -200,6 +206,19 @@ _FLAGS = "_suspected_injection"
 
 
 @dataclass(frozen=True, slots=True)
+class _Prompt:
+    """What a prompt's aspect calls show the judge: kept (not copied) by each call while it
+    is out, so that a call refused as too long can be sent again in parts."""
+
+    prompt_id: str
+    instruction: str
+    knowledge: str
+    responses: list[str]
+    completion_ids: list[int]
+    flags: list[bool]
+
+
+@dataclass(frozen=True, slots=True)
 class _AspectCall:
     prompt_id: str
     aspect: str
@@ -207,8 +226,72 @@ class _AspectCall:
     order: list[int]
     completion_ids: list[int]
     injection_flags: list[bool]
+    prompt: _Prompt
+    members: tuple[int, ...]  # the prompt's completions shown, by their place in `prompt`
     # "" for a call of clean completions, else the variant of the differential check
     variant: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _CallShape:
+    """How a stage builds its aspect requests (shared by every call of the stage)."""
+
+    n_shuffles: int
+    shuffle_seed: int
+    aspect_orders: str
+    structured: bool
+    sampling: Mapping[str, Any]
+
+
+def _member_calls(
+    prompt: _Prompt,
+    aspect: str,
+    members: Sequence[int],
+    shape: _CallShape,
+    shuffles: Sequence[int] | None = None,
+) -> Iterator[tuple[_AspectCall, ChatRequest]]:
+    """The calls that rate `members` of `prompt` together on `aspect`: one per shuffle (or
+    per shuffle in `shuffles`)."""
+    orders = shuffle_orders(
+        prompt.prompt_id,
+        len(members),
+        shape.n_shuffles,
+        shape.shuffle_seed,
+        aspect=aspect if shape.aspect_orders == INDEPENDENT else None,
+    )
+    shown = [prompt.responses[member] for member in members]
+    # A suspected completion (alone) is rated as written and without its spans.
+    alone = len(members) == 1 and prompt.flags[members[0]]
+    shown_as = (
+        [(variant, [text]) for variant, text in variants(shown[0], True)]
+        if alone
+        else [("", shown)]
+    )
+    for shuffle_idx, order in enumerate(orders):
+        if shuffles is not None and shuffle_idx not in shuffles:
+            continue
+        for variant, texts in shown_as:
+            request = build_aspect_request(
+                aspect,
+                prompt.instruction,
+                texts,
+                order,
+                world_knowledge=prompt.knowledge,
+                structured=shape.structured,
+                sampling=shape.sampling,
+            )
+            call = _AspectCall(
+                prompt.prompt_id,
+                aspect,
+                shuffle_idx,
+                order,
+                [prompt.completion_ids[member] for member in members],
+                [prompt.flags[member] for member in members],
+                prompt,
+                tuple(members),
+                variant,
+            )
+            yield call, request
 
 
 def aspect_calls(
@@ -237,49 +320,87 @@ def aspect_calls(
     if flagged is None:
         flagged = injection_flags(usable)
     usable = usable.assign(suspected_injection=flagged)
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
     for prompt_id, group in usable.groupby("prompt_id", sort=True):
-        completion_ids = group["completion_idx"].astype(int).tolist()
-        responses = group["response"].astype(str).tolist()
-        instruction = str(group["instruction"].iloc[0])
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
-        flags = group["suspected_injection"].tolist()
+        prompt = _Prompt(
+            str(prompt_id),
+            str(group["instruction"].iloc[0]),
+            knowledge if isinstance(knowledge, str) else "",
+            group["response"].astype(str).tolist(),
+            group["completion_idx"].astype(int).tolist(),
+            group["suspected_injection"].tolist(),
+        )
         for aspect in aspects:
-            for members in judged_together(flags):
-                orders = shuffle_orders(
-                    str(prompt_id),
-                    len(members),
-                    n_shuffles,
-                    shuffle_seed,
-                    aspect=aspect if aspect_orders == INDEPENDENT else None,
-                )
-                # A suspected completion (alone) is rated as written and without its spans.
-                alone = len(members) == 1 and flags[members[0]]
-                shown_as = (
-                    [(variant, [text]) for variant, text in variants(responses[members[0]], True)]
-                    if alone
-                    else [("", [responses[member] for member in members])]
-                )
-                for shuffle_idx, order in enumerate(orders):
-                    for variant, shown in shown_as:
-                        request = build_aspect_request(
-                            aspect,
-                            instruction,
-                            shown,
-                            order,
-                            world_knowledge=knowledge if isinstance(knowledge, str) else "",
-                            structured=structured,
-                            sampling=sampling,
-                        )
-                        call = _AspectCall(
-                            str(prompt_id),
-                            aspect,
-                            shuffle_idx,
-                            order,
-                            [completion_ids[member] for member in members],
-                            [flags[member] for member in members],
-                            variant,
-                        )
-                        yield call, request
+            for members in judged_together(prompt.flags):
+                yield from _member_calls(prompt, aspect, members, shape)
+
+
+def aspect_calls_within(
+    calls: Iterable[tuple[_AspectCall, ChatRequest]],
+    too_long: Callable[[ChatRequest], object],
+    shape: _CallShape,
+) -> Iterator[tuple[_AspectCall, ChatRequest]]:
+    """`calls` as the stage sends them under an input budget: a call of several texts that
+    `too_long` refuses is replaced by its parts (`split_too_long`), in turn (the run plan
+    counts these calls; the stage finds them as the engine skips the whole call).
+
+    Args:
+        calls: `aspect_calls`' calls.
+        too_long: The endpoint's budget check (`engine.too_long` bound to the endpoint):
+            true-ish when a request would not be sent.
+        shape: How the calls were built (`aspect_call_shape`).
+
+    Returns:
+        The calls and requests that would be sent, or skipped alone.
+    """
+    for call, request in calls:
+        if len(call.members) < 2 or not too_long(request):
+            yield call, request
+            continue
+        for members in split_too_long(call):
+            parts = _member_calls(call.prompt, call.aspect, members, shape, [call.shuffle_idx])
+            yield from aspect_calls_within(parts, too_long, shape)
+
+
+def aspect_call_shape(
+    n_shuffles: int,
+    shuffle_seed: int,
+    *,
+    aspect_orders: str = INDEPENDENT,
+    structured: bool,
+    sampling: Mapping[str, Any],
+) -> _CallShape:
+    """How `aspect_calls` with these arguments builds its requests (for
+    `aspect_calls_within`).
+
+    Args:
+        n_shuffles: Orders per group.
+        shuffle_seed: The orders' seed.
+        aspect_orders: `independent` or `shared`.
+        structured: Whether the endpoint takes a JSON schema.
+        sampling: The judge's sampling settings.
+
+    Returns:
+        The shape.
+    """
+    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+
+
+def split_too_long(call: _AspectCall) -> list[list[int]]:
+    """The parts a call refused as too long is sent again in: its longest text alone, and
+    the others together (split again in turn if they are refused too), so that an over-long
+    text is judged on its own and its siblings keep their shared call.
+
+    Args:
+        call: An aspect call of two or more completions whose request did not fit.
+
+    Returns:
+        Two groups of the call's members (places in its prompt).
+    """
+    responses = call.prompt.responses
+    longest = max(call.members, key=lambda member: len(responses[member]))
+    return [[longest], [member for member in call.members if member != longest]]
 
 
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
@@ -330,6 +451,10 @@ def aspect_annotations_table(
             )
         return readers[aspect, n_texts]
 
+    def task(call: _AspectCall, request: ChatRequest) -> Task:
+        calls[next(indices)] = call
+        return Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
+
     def tasks() -> Iterator[Task]:
         for usable in chunks:
             for call, request in aspect_calls(
@@ -342,15 +467,28 @@ def aspect_annotations_table(
                 sampling=sampling,
                 flagged=usable.get(_FLAGS),
             ):
-                calls[next(indices)] = call
-                yield Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
+                yield task(call, request)
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
     tally = _ParseTally()
     differential = DifferentialRows("rating")
+    # Calls of several texts that did not fit the endpoint: sent again in parts.
+    too_long: list[_AspectCall] = []
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+
+    def parts(refused: list[_AspectCall]) -> Iterator[Task]:
+        for call in refused:
+            for members in split_too_long(call):
+                for part, request in _member_calls(
+                    call.prompt, call.aspect, members, shape, shuffles=[call.shuffle_idx]
+                ):
+                    yield task(part, request)
 
     def take(index: int, outcome: Outcome) -> None:
         call = calls.pop(index)  # rows as each call's outcome is final
+        if outcome.reading.status == SKIPPED_TOO_LONG and len(call.members) > 1:
+            too_long.append(call)  # no rows yet: its texts are rated in parts
+            return
         ratings = outcome.value if outcome.reply.ok else []
         judgement = AspectJudgement(
             prompt_id=call.prompt_id,
@@ -376,12 +514,30 @@ def aspect_annotations_table(
             table.add(index << 16 | position, row)  # rows in call order, then position
             tally.count(row)
 
-    TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
-        tasks(),
-        take,
-        desc="annotate aspects",
-        total=total,
-    )
+    # `fail_loud` is checked on every round together: a first round whose calls were all
+    # too long is answered by the next.
+    engine = TaskEngine(client, max_reasks=max_reasks)
+    summary = engine.run_into(tasks(), take, desc="annotate aspects", total=total)
+    while too_long:  # each round splits every refused call in two: at most one per text
+        refused, too_long[:] = list(too_long), []
+        logger.warning(
+            "annotate aspects: %d call(s) too long for %s are sent again, their longest "
+            "text alone and the others together",
+            len(refused),
+            client.config.describe(),
+        )
+        # The engine numbers this round's tasks from 0; the table's keys go on from here.
+        offset = next(indices)
+        indices = itertools.count(offset)
+        summary = summary.plus(
+            engine.run_into(
+                parts(refused),
+                lambda index, outcome, offset=offset: take(offset + index, outcome),
+                desc="annotate aspects (in parts)",
+            )
+        )
+    if fail_loud:
+        engine.raise_if_failing(summary, "annotate aspects")
     tally.log("aspect ratings")
     return table.finish()
 

@@ -39,6 +39,7 @@ from llm_feedback.backends.client_state import (
     sent_form,
 )
 from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.workers import WorkerPool
 from llm_feedback.errors import EndpointError, InputError
@@ -326,6 +327,15 @@ class LLMClient:
 
     async def fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
         async with self._semaphore:
+            if self.cache is not None:  # until its answer: a kill leaves it as unseen
+                self.cache.mark_sent(
+                    key,
+                    endpoint=self.config.name,
+                    backend=self.config.backend,
+                    model=self.config.model,
+                    prompt_tokens=request.estimated_input_tokens(),
+                    max_tokens=request.max_tokens,
+                )
             pool = self.worker_pool
             if pool is not None and pool.takes(misses):
                 result = await pool.send(key, request)
@@ -335,10 +345,16 @@ class LLMClient:
         return result
 
     def record_answer(self, key: str, result: ChatResult) -> None:
+        if self.cache is not None:
+            self.cache.mark_answered(key)
         self.stats.calls += 1
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens
         if not result.ok:
+            if is_context_length_error(result.error):
+                # This request's own error (too long for the model), not the endpoint's.
+                self.stats.too_long += 1
+                return
             self.stats.failures += 1
             self._last_failure = result.error
             self._trip_breaker_if_failing()
@@ -353,7 +369,8 @@ class LLMClient:
         BREAKER_SHARE)` of them failed: grinding through every row would only pay for
         more failures. What was answered is cached, so a rerun resumes.
         """
-        calls, failures = self.stats.calls, self.stats.failures
+        # Calls refused for context length tell nothing about the endpoint's health.
+        calls, failures = self.stats.calls - self.stats.too_long, self.stats.failures
         share_limit = max(2 * self.config.max_failure_share, BREAKER_SHARE)
         if (calls == failures and calls >= BREAKER_FIRST_CALLS) or (
             calls >= BREAKER_MIN_CALLS and failures > share_limit * calls

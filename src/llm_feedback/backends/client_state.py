@@ -130,5 +130,6 @@ class ClientStats:
     calls: int = 0
     retries: int = 0
     failures: int = 0
+    too_long: int = 0  # refused by the endpoint for context length (not failures)
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -27,6 +27,7 @@ import yarl
 
 from llm_feedback.backends.base import RetryableError
 from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.context_length import context_length_code
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError
 from llm_feedback.backends.openai_backend import (
@@ -180,6 +181,10 @@ def error_message(status: int, content: bytes | Any) -> str:
     if isinstance(payload, dict):
         error = payload.get("error")
         detail = error.get("message", error) if isinstance(error, dict) else payload
+        codes = (error.get("code"), error.get("type")) if isinstance(error, dict) else ()
+        code = context_length_code(*codes)
+        if code is not None:  # kept: the client tells this refusal by its code
+            detail = f"{code}: {detail}"
     if detail is None:
         detail = str(content, "utf-8", "replace")[:500]
     return f"Error code: {status} - {detail}"

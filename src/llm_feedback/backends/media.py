@@ -107,8 +107,14 @@ class Media:
         return {"type": "image_url", "image_url": {"url": url}}
 
 
-def load_media(reference: Any, kind: str, base_dir: Path, max_bytes: int) -> Media:
-    """Check one source of `kind` ("image" or "audio"); MediaError saying what is wrong."""
+def load_media(
+    reference: Any, kind: str, base_dir: Path, max_bytes: int, inside: Path | None = None
+) -> Media:
+    """Check one source of `kind` ("image" or "audio"); MediaError saying what is wrong.
+
+    `inside`: a file must resolve (symbolic links followed) into this folder, or it is
+    refused before it is read: a shared samples file cannot send the reader's other files.
+    None: any path (the caller's own code gave it)."""
     if kind not in KINDS:
         raise ValueError(f"media kind must be one of {KINDS}, got {kind!r}")
     if isinstance(reference, Media):
@@ -126,6 +132,12 @@ def load_media(reference: Any, kind: str, base_dir: Path, max_bytes: int) -> Med
     else:
         path = (base_dir / reference).resolve()
         source = str(path)
+        if inside is not None and not path.is_relative_to(inside.resolve()):
+            raise MediaError(
+                f"{reference}: resolves to {path}, outside {inside.resolve()}; media files "
+                "must be inside the samples file's folder (or evaluate.media_root), or set "
+                "evaluate.allow_media_outside: true"
+            )
         data = _read_file(path, max_bytes)
     if len(data) > max_bytes:
         raise MediaError(

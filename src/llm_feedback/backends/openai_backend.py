@@ -14,6 +14,7 @@ import orjson
 
 from llm_feedback.backends.base import BackendTraits, RetryableError
 from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.context_length import context_length_code
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import MediaError, openai_content
@@ -273,6 +274,9 @@ class OpenAICompatibleBackend(BackendTraits):
             )
         except openai.APIStatusError as error:
             message = redact(f"HTTP {error.status_code}: {error.message}")
+            code = context_length_code(getattr(error, "code", None), getattr(error, "type", None))
+            if code is not None:  # kept: the client tells this refusal by its code
+                message = f"{code}: {message}"
             if error.status_code in AUTH_STATUS:
                 raise auth_failure(self.config, error.status_code, message) from None
             if error.status_code in RETRYABLE_STATUS:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 from collections.abc import Iterable
 from urllib.parse import unquote
@@ -26,6 +27,11 @@ MASK = "***"
 # Shorter values would mask ordinary words; no provider issues keys this short.
 _MIN_SECRET_CHARS = 8
 _SHAPED = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-*]{6,}")
+# `api_key=...`, `--token=...`, `password: ...` inside a command line's words.
+_NAMED_SECRET = re.compile(
+    r"((?:api_?key|key|token|password|passwd|secret)[\"']?\s*[=:]\s*[\"']?)[^\s,\"'}]+",
+    re.IGNORECASE,
+)
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@")
 
 _lock = threading.Lock()
@@ -53,6 +59,22 @@ def redact(text: str) -> str:
             text = text.replace(secret, MASK)
     text = _URL_PASSWORD.sub(rf"\g<1>{MASK}@", text)
     return _SHAPED.sub(rf"\g<1>{MASK}", text)
+
+
+def command_line(argv: Iterable[str] | None = None, words: int = 4) -> str:
+    """The first `words` words of a command line (this process's by default) as it may be
+    shown or stored (a run lock, a refusal): every secret `redact` knows masked, and the
+    value of any `key=`, `token=`, `password=` or `secret=` word.
+
+    Args:
+        argv: The words of the command line; `sys.argv` when None.
+        words: How many of the first words to keep.
+
+    Returns:
+        The masked words joined by spaces.
+    """
+    kept = list(sys.argv if argv is None else argv)[:words]
+    return redact(_NAMED_SECRET.sub(rf"\g<1>{MASK}", " ".join(kept)))
 
 
 def mask_url(url: str | None) -> str | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from llm_feedback.backends.client import LLMClient
 from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.engine.tasks import Merger, Outcome, Reader, Task, failed_reading
 from llm_feedback.errors import ConfigError, EndpointError
@@ -79,6 +80,10 @@ class _Running:
         read = self.read
         if reply.ok:
             reading = read(reply.text)
+        elif is_context_length_error(reply.error):
+            # Refused as too long for the model: the status of a request that did not fit.
+            self.skip(f"{SKIPPED_TOO_LONG}: refused by the endpoint as too long ({reply.error})")
+            return True
         else:
             reading = failed_reading(read, reply.error)
         self.outcome = Outcome(
@@ -95,7 +100,8 @@ class _Running:
         return final
 
     def skip(self, reason: str) -> None:
-        """Not sent (too long for the endpoint): an outcome that says so, no call paid."""
+        """Too long for the endpoint (not sent, or refused for context length): an outcome
+        that says so."""
         reading = dataclasses.replace(failed_reading(self.read, reason), status=SKIPPED_TOO_LONG)
         self.outcome = Outcome(reading, ChatResult.failure(reason), cached=False, error=reason)
         self.request = None
@@ -127,6 +133,19 @@ class RunSummary:
     skipped: int = 0  # too long to send
     retries: int = 0
     failures_by_reason: dict[str, int] = field(default_factory=dict)
+
+    def plus(self, other: RunSummary) -> RunSummary:
+        """The counts of this run and `other` together (a stage run in rounds)."""
+        reasons = Counter(self.failures_by_reason) + Counter(other.failures_by_reason)
+        return RunSummary(
+            tasks=self.tasks + other.tasks,
+            reasked=self.reasked + other.reasked,
+            unreadable=self.unreadable + other.unreadable,
+            failed=self.failed + other.failed,
+            skipped=self.skipped + other.skipped,
+            retries=self.retries + other.retries,
+            failures_by_reason=dict(reasons),
+        )
 
     @property
     def answered(self) -> int:
@@ -292,16 +311,28 @@ class TaskEngine:
         if desc is not None and summary.tasks:
             quiet = not (summary.failed or summary.unreadable or summary.retries or summary.skipped)
             logger.log(logging.INFO if quiet else logging.WARNING, summary.line(desc))
+        if self.fail_loud:
+            self.raise_if_failing(summary, desc)
+        return summary
+
+    def raise_if_failing(self, summary: RunSummary, desc: str | None) -> None:
+        """Raise `EndpointError` when not one task of `summary` was answered, or a larger
+        share than the endpoint's `max_failure_share` failed (what `fail_loud` checks after
+        each run; a stage that runs the engine more than once checks their sum).
+
+        Args:
+            summary: One run's summary, or several runs' added (`RunSummary.plus`).
+            desc: What the tasks were, for the message.
+        """
         share = self.client.config.max_failure_share
-        if self.fail_loud and summary.tasks and not summary.answered:
+        if summary.tasks and not summary.answered:
             raise EndpointError(
                 f"{summary.line(desc or 'calls')}: not one call was answered by "
                 f"{self.client.config.describe()}"
             )
-        if self.fail_loud and summary.tasks and summary.failed > share * summary.tasks:
+        if summary.tasks and summary.failed > share * summary.tasks:
             raise EndpointError(
                 f"{summary.line(desc or 'calls')}: more than max_failure_share {share:.0%} "
                 f"failed on {self.client.config.describe()}; the {summary.answered} answered "
                 "calls are cached: fix the endpoint and run the same command to resume"
             )
-        return summary

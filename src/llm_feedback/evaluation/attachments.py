@@ -1,7 +1,10 @@
 """The `images` and `audio` columns of `eval_samples`, checked before any call.
 
 A cell is null, one source or a list of sources: a file path (relative to the samples
-file's folder), a `data:` URI or, for images, an http(s) URL (see `backends.media`).
+file's folder), a `data:` URI or, for images, an http(s) URL (see `backends.media`). A file
+must lie inside the samples file's folder, or `evaluate.media_root` when set (an absolute
+path, `..` or a symbolic link out of it is refused by name before any call), unless
+`evaluate.allow_media_outside: true`.
 Images go to the model under test and to the judge; audio to the model under test only
 (lmms-eval's audio tasks grade the text answer). Each file is checked against the size cap
 of every endpoint that will receive it, and a row whose attachments would reach a
@@ -32,6 +35,22 @@ Fail = Callable[[int, str, str], InputError]
 def samples_dir(frame: Any) -> Path:
     """The samples file's folder, or the working directory for a frame made in memory."""
     return Path(getattr(frame, "attrs", {}).get(SOURCE_DIR_ATTR) or Path.cwd())
+
+
+def media_root(config: EvaluateParams, base_dir: Path) -> Path | None:
+    """The folder every media file of the samples must be inside: `evaluate.media_root`,
+    else the samples file's folder; None when `evaluate.allow_media_outside` is true.
+
+    Args:
+        config: The evaluate parameters.
+        base_dir: The samples file's folder (`samples_dir`).
+
+    Returns:
+        The folder, or None for no confinement.
+    """
+    if config.allow_media_outside:
+        return None
+    return Path(config.media_root) if config.media_root else base_dir
 
 
 def _sources(value: Any) -> list[Any] | None:
@@ -65,6 +84,7 @@ def check_attachments(
     responses, models, turns = (samples[c].tolist() for c in ("response", "model", "turn"))
     checked: dict[str, list[tuple[Media, ...]]] = {}
     default_cap = EndpointConfig.max_media_bytes
+    inside = media_root(config, base_dir)
     # Rows often share a file (one image, several models): read and hash it once.
     loaded: dict[tuple[str, str, int], Media] = {}
     for column, kind in MEDIA_COLUMNS.items():
@@ -93,7 +113,7 @@ def check_attachments(
                 key = (str(source), kind, cap)
                 try:
                     if key not in loaded:
-                        loaded[key] = load_media(source, kind, base_dir, cap)
+                        loaded[key] = load_media(source, kind, base_dir, cap, inside)
                 except MediaError as error:
                     where = f"item {item}: " if len(sources) > 1 else ""
                     raise fail(row, column, f"{where}{error}") from None

@@ -156,6 +156,10 @@ class EvaluateParams:
     panel: PanelParams | None = None
     # The samples file's format (`sample_files.SAMPLES_FORMATS`); auto detects and logs it.
     samples_format: str = "auto"
+    # Media files of the samples must resolve inside this folder (null: the samples file's
+    # folder), unless allow_media_outside.
+    media_root: str | None = None
+    allow_media_outside: bool = False
     # The name judge cards give the gold-labelled samples; null: the file's folder and name.
     validation_set: str | None = None
     # The judge's token probabilities, for probability verdicts beside the argmax ones:
@@ -225,6 +229,17 @@ class EvaluateParams:
         ):
             raise ConfigError(
                 f"evaluate.validation_set must be null or a name, got {self.validation_set!r}"
+            )
+        if self.media_root is not None and not (
+            isinstance(self.media_root, str) and self.media_root.strip()
+        ):
+            raise ConfigError(
+                f"evaluate.media_root must be null or a folder, got {self.media_root!r}"
+            )
+        if not isinstance(self.allow_media_outside, bool):
+            raise ConfigError(
+                "evaluate.allow_media_outside must be true or false, got "
+                f"{self.allow_media_outside!r}"
             )
         _optional_count("n_replicates", self.n_replicates)
         _optional_count("max_instances", self.max_instances)

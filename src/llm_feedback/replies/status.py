@@ -12,7 +12,8 @@ Unreadable (the value is null; such replies are re-asked, bounded):
 - `partial`: a record answer with some of its fields missing.
 No reply:
 - `call_failed`: the call itself failed (HTTP error, timeout, retries exhausted).
-- `skipped_too_long`: not sent: the prompt would not fit the endpoint's input budget.
+- `skipped_too_long`: the prompt would not fit the endpoint's input budget: not sent
+  (`max_input_tokens`), or refused by the endpoint for its context length.
 No call needed (evaluate only):
 - `exact_match`: the response equals the reference after normalisation.
 - `invalid`: the reference is unknown, so there is nothing to judge against.

@@ -37,7 +37,9 @@ logger = logging.getLogger(__name__)
 
 # "reannotate" is a pending state of the fix; a finished overall_scores table never holds it.
 FIX_ACTIONS = tuple(a for a in score_fix.FIX_ACTIONS if a != "reannotate")
-STAGES = ("generate", "annotate", "critique")
+# `unseen`: calls sent whose reply nobody received (a killed or interrupted run).
+UNSEEN = "unseen"
+STAGES = ("generate", "annotate", "critique", UNSEEN)
 
 # Re-exported: the aspect and position tables live in their own modules.
 from llm_feedback.reporting.aspect_metrics import (  # noqa: E402
@@ -208,8 +210,15 @@ def cost_table(
     critiques: Table,
     prices: Mapping[str, Mapping[str, float]],
     overall_scores: Table | None = None,
+    *,
+    unseen: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
+
+    `unseen` (`backends.cache.unseen_calls`): calls sent whose reply was never received (a
+    run killed or interrupted while they were out), which may have been billed; they are
+    rows of stage `unseen`, `unseen_calls` of them each, priced at an upper bound: their
+    estimated prompt tokens and a reply of their whole `max_tokens`.
 
     The score fix's re-score calls (`overall_scores`' token columns, when recorded) count in
     the critique stage: each continues its critique's conversation with the same judge.
@@ -230,7 +239,7 @@ def cost_table(
     estimate, flagged `usage_estimated` (`llm_feedback.reporting.costs`).
 
     Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
-    priced, usage_estimated.
+    priced, usage_estimated, unseen_calls.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
     require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
@@ -241,6 +250,9 @@ def cost_table(
 
     table = usage_totals(completions, aspect_annotations, critiques, overall_scores)
     table["usage_estimated"] = table["estimated_rows"] > 0
+    table["unseen_calls"] = 0
+    if unseen is not None and len(unseen):
+        table = pd.concat([table, _unseen_rows(unseen)], ignore_index=True)
     # Rows carry float shares of their call's tokens: summed first, then rounded, so that a
     # call's shares add up to its usage exactly (a truncated share each would not).
     for column in token_columns:
@@ -257,7 +269,31 @@ def cost_table(
     table = price_usage(table, prices)
     table["stage_order"] = table["stage"].map(STAGES.index)
     table = table.sort_values(["stage_order", "endpoint", "model"])
+    _log_unseen(table)
     return typed_frame(table, COST_TABLE_COLUMN_TYPES)
+
+
+def _unseen_rows(unseen: pd.DataFrame) -> pd.DataFrame:
+    """Stage `unseen` per endpoint and model: the calls, their estimated prompt tokens and
+    their replies' bound (max_tokens each)."""
+    grouped = unseen.groupby(["endpoint", "backend", "model"], dropna=False, sort=True).agg(
+        prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("max_tokens", "sum"),
+        unseen_calls=("max_tokens", "size"),
+    )
+    return grouped.reset_index().assign(stage=UNSEEN, mode="online", usage_estimated=True)
+
+
+def _log_unseen(table: pd.DataFrame) -> None:
+    unseen = table[table["stage"] == UNSEEN]
+    if len(unseen):
+        logger.warning(
+            "cost table: %d call(s) were sent but their reply never received (a killed or "
+            "interrupted run); they may have been billed up to %.4f USD more (rows of stage "
+            "unseen: estimated prompt tokens, max_tokens for each reply)",
+            int(unseen["unseen_calls"].sum()),
+            float(unseen["estimated_cost"].sum()),
+        )
 
 
 def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) -> pd.DataFrame:

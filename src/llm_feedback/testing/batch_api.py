@@ -127,7 +127,10 @@ class BatchAPI:
         if endpoint not in CHAT_PATHS:
             return error_response(400, f"unsupported endpoint {endpoint!r}")
         lines, seen = [], set()
-        for number, text in enumerate(content.decode().splitlines(), start=1):
+        # JSON Lines end at "\n" only: a string may hold a raw U+2028 that splitlines() splits.
+        for number, text in enumerate(content.decode().split("\n"), start=1):
+            if not text.strip():
+                continue
             try:
                 line = json.loads(text)
                 custom_id, chat = line["custom_id"], line["body"]
@@ -199,7 +202,12 @@ class BatchAPI:
         self.counts["batch_lines_answered"] += 1
         reply = self._answer_chat(body, call_index, endpoint)
         if reply.status != 200:
-            error = error_response(reply.status, reply.error_message or "simulated error")
+            error = error_response(
+                reply.status,
+                reply.error_message or "simulated error",
+                error_type=reply.error_type,
+                code=reply.error_code,
+            )
             return {"status_code": reply.status, "body": json.loads(error.body)}
         if reply.raw_body is not None:
             return {"status_code": 200, "body": reply.raw_body}

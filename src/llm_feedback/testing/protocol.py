@@ -46,8 +46,16 @@ def json_response(status: int, payload: Any, extra_headers: str = "") -> Respons
     return Response(status, json.dumps(payload, separators=(",", ":")).encode(), extra_headers)
 
 
-def error_response(status: int, message: str, retry_after: float | None = None) -> Response:
-    error_type, code = _ERROR_TYPES.get(status, ("server_error", "server_error"))
+def error_response(
+    status: int,
+    message: str,
+    retry_after: float | None = None,
+    error_type: str | None = None,
+    code: str | None = None,
+) -> Response:
+    """An OpenAI-style error body; `error_type` and `code` default to the status's."""
+    default_type, default_code = _ERROR_TYPES.get(status, ("server_error", "server_error"))
+    error_type, code = error_type or default_type, code or default_code
     payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     headers = f"Retry-After: {retry_after:g}\r\n" if retry_after is not None else ""
     return json_response(status, payload, headers)

@@ -52,6 +52,9 @@ class Reply:
     finish_reason: str = "stop"
     raw_body: str | None = None
     error_message: str | None = None
+    # The error body's `type` and `code` (default: those of the status).
+    error_type: str | None = None
+    error_code: str | None = None
     probabilities: Mapping[str, float] | None = None
 
 

@@ -188,7 +188,9 @@ class FakeLLMApp:
             await asyncio.sleep(delay_s)
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
-            return error_response(reply.status, message, reply.retry_after)
+            return error_response(
+                reply.status, message, reply.retry_after, reply.error_type, reply.error_code
+            )
         if reply.raw_body is not None:
             return Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID

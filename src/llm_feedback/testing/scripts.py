@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -54,6 +55,45 @@ def flaky(
                 retry_after=retry_after,
                 error_message=f"simulated failure {ctx.key_call_index + 1} of {failures}",
             )
+        return inner(body, ctx)
+
+    return respond
+
+
+# How servers refuse a request longer than the model's context: OpenAI by its code alone
+# (the message here names no length, so only the code can tell it), vLLM and llama.cpp by
+# their own words.
+CONTEXT_REFUSALS: dict[str, Reply] = {
+    "openai": Reply(
+        status=400,
+        error_code="context_length_exceeded",
+        error_message="Please reduce the length of the messages.",
+    ),
+    "vllm": Reply(
+        status=400,
+        error_type="BadRequestError",
+        error_message=(
+            "This model's maximum context length is 4096 tokens. However, you requested "
+            "40960 tokens (40448 in the messages, 512 in the completion). Please reduce the "
+            "length of the messages or completion."
+        ),
+    ),
+    "llama.cpp": Reply(
+        status=400,
+        error_type="exceed_context_size_error",
+        error_message="the request exceeds the available context size, try increasing it",
+    ),
+}
+
+
+def context_limited(inner: Responder, max_body_chars: int, style: str = "openai") -> Responder:
+    """Refuses every request whose JSON body is longer than `max_body_chars` as a server
+    whose model context it exceeds (`CONTEXT_REFUSALS[style]`); asks `inner` otherwise."""
+    refusal = CONTEXT_REFUSALS[style]
+
+    def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
+        if len(json.dumps(body, ensure_ascii=False)) > max_body_chars:
+            return refusal
         return inner(body, ctx)
 
     return respond

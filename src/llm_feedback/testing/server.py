@@ -48,9 +48,11 @@ from llm_feedback.testing.replies import (
 from llm_feedback.testing.scripts import (
     CHAOS_FAULTS,
     CHAOS_STALL_S,
+    CONTEXT_REFUSALS,
     Answer,
     Matcher,
     chaos_responder,
+    context_limited,
     flaky,
     scripted,
     sequence,
@@ -59,6 +61,7 @@ from llm_feedback.testing.scripts import (
 __all__ = [
     "CHAOS_FAULTS",
     "CHAOS_STALL_S",
+    "CONTEXT_REFUSALS",
     "DEFAULT_MODEL_ID",
     "Answer",
     "BatchScript",
@@ -68,6 +71,7 @@ __all__ = [
     "RequestContext",
     "Responder",
     "chaos_responder",
+    "context_limited",
     "echo_responder",
     "fetch_stats",
     "flaky",

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.errors import InputError
+from llm_feedback.jsonl import json_lines
 from llm_feedback.validation.agreement import majority_label
 
 
@@ -29,7 +30,7 @@ class Record:
 
 def _jsonl_records(path: Path, text: str) -> list[Record]:
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(json_lines(text), start=1):
         if not line.strip():
             continue
         try:

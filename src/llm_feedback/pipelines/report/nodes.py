@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.backends.cache import unseen_calls
 from llm_feedback.errors import ConfigError
 from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
@@ -88,13 +89,18 @@ def estimate_costs(
     critiques: ParquetSource,
     overall_scores: ParquetSource,
     report: Mapping[str, Any],
+    parameters: Mapping[str, Any],
 ) -> pd.DataFrame:
+    # The cache path is read from all parameters: `params:request_cache` as an input would
+    # mark this node as one that calls models (hooks.py refuses ParallelRunner for those).
+    request_cache = parameters.get("request_cache")
     return cost_table(
         completions,
         aspect_annotations,
         critiques,
         report_params(report).prices,
         overall_scores=overall_scores,
+        unseen=unseen_calls(request_cache),  # sent by a killed run, reply never received
     )
 
 

@@ -105,6 +105,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "critiques",
                     "overall_scores",
                     "params:report",
+                    "parameters",
                 ],
                 "cost_table",
                 name="estimate_costs",
