@@ -18,7 +18,7 @@ from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs
 from llm_feedback.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
-from llm_feedback.params.run import check_run, parse_run_options
+from llm_feedback.params.run import check_run, describe_pool, parse_run_options
 from llm_feedback.pipeline_registry import FEEDBACK_ORDER
 from llm_feedback.remote_root import RootGuard, require_local, root_guard
 
@@ -98,6 +98,9 @@ class RunGuardHooks:
             if name.startswith("params:")
         }
         checked = check_run(parameters, blocks)
+        pool = describe_pool(checked)
+        if pool:
+            logger.info("%s", pool)  # what conf/local, --params and null entries left
         endpoints = checked.endpoints
         if REQUEST_CACHE_INPUT not in pipeline.inputs():
             endpoints = []  # e.g. `--from-nodes export_ultrafeedback`: no node calls a model
@@ -124,7 +127,8 @@ class RunGuardHooks:
             plan = plan_for_run(pipeline, catalog, parameters, checked)
             if options.plan_only:
                 catalog.save(RUN_PLAN, plan)
-                raise PlanOnly(describe_plan(plan, options.max_cost_usd))
+                text = describe_plan(plan, options.max_cost_usd)
+                raise PlanOnly(f"{text}\n{pool}" if pool else text)
             check_cost_limit(plan, options.max_cost_usd)
             logger.info(
                 "run plan: estimated cost $%.4f, within max_cost_usd $%.4f",

@@ -26,7 +26,8 @@ CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
     # conf/local adds to conf/base key by key: an `endpoints:` block there adds endpoints
-    # instead of replacing the whole map.
+    # instead of replacing the whole map (a `model_pool:` replaces the base pool:
+    # config_loader.REPLACED_BLOCKS).
     "merge_strategy": {"parameters": "soft"},
     # `${local_root:<data root>}`: the root itself when local, else its local mirror folder
     # (the request cache is SQLite: it needs a local file; llm_feedback/remote_root.py).
