@@ -15,6 +15,7 @@ with 1; its traceback goes to the log file (info.log), or to the terminal with `
 --verbose` or LLM_FEEDBACK_VERBOSE=1.
 """
 
+import difflib
 import gc
 import logging
 import os
@@ -44,6 +45,7 @@ from llm_feedback.errors import (
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
+from llm_feedback.pipeline_registry import pipeline_names
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
@@ -99,6 +101,23 @@ def _traceback_to_log_files(error: BaseException) -> list[str]:
     return files
 
 
+def check_pipeline_names(options: dict) -> None:
+    """Refuse `--pipelines`/`--pipeline` names the project does not have, listing those it
+    has (Kedro's own error is a traceback that names none)."""
+    asked = list(options.get("pipelines") or [])
+    if options.get("pipeline"):
+        asked.append(str(options["pipeline"]))
+    known = pipeline_names()
+    unknown = [name for name in asked if name not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        raise ConfigError(
+            f"--pipelines: no pipeline named {', '.join(map(repr, unknown))}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; the pipelines are {', '.join(known)}"
+        )
+
+
 def _report_expected_error(error: BaseException, expected: BaseException) -> None:
     stop_local_servers()
     logs = _traceback_to_log_files(error)
@@ -126,6 +145,7 @@ def _report_expected_error(error: BaseException, expected: BaseException) -> Non
 def run(ctx: click.Context, verbose: bool, **options: object) -> None:
     verbose = verbose or os.environ.get(VERBOSE_ENV, "") not in ("", "0")
     try:
+        check_pipeline_names(options)
         ctx.invoke(kedro_run, **options)
     except PlanOnly as plan:
         click.echo(str(plan))

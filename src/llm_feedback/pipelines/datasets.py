@@ -50,7 +50,12 @@ from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_parts import PART_BYTES, PART_BYTES_ENV, save_parquet
-from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
+from llm_feedback.parquet_source import (
+    ROW_GROUP_ROWS,
+    UNREADABLE_PARQUET,
+    ParquetSource,
+    unreadable_parquet,
+)
 from llm_feedback.remote_root import require_local
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
@@ -206,6 +211,20 @@ class ParquetDataset(_KedroParquetDataset):
             versioned=self._version is not None,
         )
         self._invalidate_cache()
+
+    def load(self) -> pd.DataFrame:
+        """kedro-datasets' load; a file that is not readable Parquet (cut short by a full
+        disk or a kill) is an `InputError` naming the dataset, its version and the file."""
+        try:
+            return super().load()
+        except DatasetError as error:
+            cause = error.__cause__
+            if isinstance(cause, UNREADABLE_PARQUET) and not isinstance(
+                cause, FileNotFoundError
+            ):
+                load_path = get_filepath_str(self._get_load_path(), self._protocol)
+                raise unreadable_parquet(load_path, cause) from error
+            raise
 
     def source(self) -> ParquetSource:
         """The version the catalog would load, as a `ParquetSource` (read as needed)."""
