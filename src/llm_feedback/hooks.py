@@ -6,11 +6,13 @@ how long each node took."""
 import importlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 from kedro.io import AbstractVersionedDataset, CatalogProtocol, MemoryDataset
+from kedro.io.core import VersionNotFoundError
 from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
@@ -19,7 +21,7 @@ from llm_feedback.backends.secrets import mask_secrets_in_logs
 from llm_feedback.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
 from llm_feedback.params.run import check_run, describe_pool, parse_run_options
-from llm_feedback.pipeline_registry import FEEDBACK_ORDER
+from llm_feedback.pipeline_registry import FEEDBACK_ORDER, pipeline_names
 from llm_feedback.remote_root import RootGuard, require_local, root_guard
 
 logger = logging.getLogger(__name__)
@@ -164,6 +166,63 @@ class RunGuardHooks:
     @hook_impl
     def on_pipeline_error(self) -> None:
         self._release()
+
+
+class RunInputsHooks:
+    """Before the first node: every table the run reads but does not write (a slice such as
+    `--from-nodes fix_ultrafeedback_scores`, or `--pipelines report` on a new data root)
+    has a version to read; one that has none stops the run with one line naming it and the
+    pipeline and node that write it, instead of Kedro's traceback at its first load."""
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+        missing = []
+        for name in sorted(pipeline.inputs()):
+            dataset = catalog.get(name) if not name.startswith("params:") else None
+            if not isinstance(dataset, AbstractVersionedDataset):
+                continue
+            try:
+                dataset.resolve_load_version()
+            except VersionNotFoundError:
+                missing.append(name)
+        if missing:
+            raise InputError(describe_missing_inputs(missing, catalog))
+
+
+# What a pipeline needs besides its inputs' tables, said when a run lacks its tables.
+PIPELINE_NEEDS = {"ultrafeedback_fix": "--params ultrafeedback_fix.records_path=<file or folder>"}
+
+
+def describe_missing_inputs(missing: list[str], catalog: CatalogProtocol) -> str:
+    """What to say of run inputs never written: their names and folders, grouped by the
+    pipeline that writes them, with the command that does."""
+    writers: dict[str, str] = {}
+    for pipeline_name in pipeline_names()[:-1]:  # each pipeline once, not __default__
+        module = importlib.import_module(f"llm_feedback.pipelines.{pipeline_name}.pipeline")
+        for output in module.create_pipeline().all_outputs():
+            writers.setdefault(output, pipeline_name)
+    by_writer: dict[str | None, list[str]] = {}
+    for name in missing:
+        by_writer.setdefault(writers.get(name), []).append(name)
+    folders = sorted(
+        {str(Path(str(getattr(catalog.get(name), "_filepath", name))).parent) for name in missing}
+    )
+    parts = []
+    for pipeline_name, names in by_writer.items():
+        text = ", ".join(names)
+        if pipeline_name is not None:
+            command = " ".join(
+                filter(
+                    None,
+                    ["kedro run --pipelines", pipeline_name, PIPELINE_NEEDS.get(pipeline_name)],
+                )
+            )
+            text += f" (written by `{command}`: run it first)"
+        parts.append(text)
+    return (
+        f"this run reads tables with no version in {', '.join(folders)}: {'; '.join(parts)}; "
+        "or pick existing versions with --load-versions"
+    )
 
 
 def project_lineage() -> dict[str, list[str]]:

@@ -5,6 +5,7 @@ from llm_feedback.hooks import (
     ModelEndpointHooks,
     ReportProvenanceHooks,
     RunGuardHooks,
+    RunInputsHooks,
     StageTimesHooks,
 )
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
@@ -16,6 +17,7 @@ HOOKS = (
     ModelEndpointHooks(),
     RunGuardHooks(),
     ReportProvenanceHooks(),
+    RunInputsHooks(),  # before ReportProvenanceHooks reads its inputs' versions
     StageTimesHooks(),
     MlflowTrackingHooks(),
 )
