@@ -175,6 +175,27 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
         gc.freeze()
 
 
+class OneLineError(click.ClickException):
+    """A command's expected error, shown as `kedro run` shows one: `error: <message>`."""
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def refuse_an_empty_table(dataset: object, table: object, name: str, version: str | None) -> None:
+    """`push-to-hub`: a version without rows is refused by name (the Hub's library fails on
+    it with a traceback that names neither the table nor the version)."""
+    rows = table.num_rows if hasattr(table, "num_rows") else len(table)
+    if rows:
+        return
+    version = version or dataset.resolve_load_version()
+    raise InputError(
+        f"{name} version {version} has no rows: nothing to push (the run that wrote it kept "
+        f"none; {'pair_drops of the same version says why; ' if name == 'preference_pairs' else ''}"
+        f"rerun it, or push another version with --version)"
+    )
+
+
 # The pipeline that writes each dataset push-to-hub can send.
 WRITTEN_BY = {"ultrafeedback": "annotate", "preference_pairs": "report"}
 
@@ -261,6 +282,7 @@ def push_to_hub(
                     f"(kedro run --pipelines {WRITTEN_BY[name]})"
                 )
             table = dataset.source() if isinstance(dataset, ParquetDataset) else dataset.load()
+            refuse_an_empty_table(dataset, table, name, version)
             judge, settings = run_settings(context.params)
             push = build_push(
                 table,
@@ -278,7 +300,7 @@ def push_to_hub(
                 workdir=Path(workdir),
             )
         except (ConfigError, InputError) as error:
-            raise click.ClickException(str(error)) from None
+            raise OneLineError(str(error)) from None
         click.echo(push.describe())
         if dry_run:
             click.echo("dataset card (README.md):")
