@@ -40,6 +40,7 @@ from llm_feedback.errors import (
     CostLimitExceeded,
     EndpointError,
     InputError,
+    OutputError,
     PlanOnly,
 )
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
@@ -50,7 +51,7 @@ from llm_feedback.pipeline_registry import pipeline_names
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
 EXPECTED_ERROR_EXIT_CODE = 1
-EXPECTED_ERRORS = (InputError, ConfigError, EndpointError, CacheError)
+EXPECTED_ERRORS = (InputError, ConfigError, EndpointError, CacheError, OutputError)
 VERBOSE_ENV = "LLM_FEEDBACK_VERBOSE"
 
 

@@ -189,6 +189,38 @@ class RunInputsHooks:
             raise InputError(describe_missing_inputs(missing, catalog))
 
 
+class FigureSetHooks:
+    """The report's figures are replaced as a set: each is staged as it is drawn
+    (`pipelines/figure_dataset.py`), and all are moved into place when the run succeeds, or
+    removed when it fails (a full disk mid-report leaves the previous figures, all of them).
+    Staged files are found on disk, so figures drawn in ParallelRunner's workers count."""
+
+    def __init__(self) -> None:
+        self._figures: list[Any] = []
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+        self._figures = [
+            dataset
+            for name in sorted(pipeline.all_outputs())
+            if hasattr(dataset := catalog.get(name), "promote_staged")
+        ]
+        for dataset in self._figures:
+            dataset.discard_staged()  # left by a run killed before its end
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        for dataset in self._figures:
+            dataset.promote_staged()
+        self._figures = []
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        for dataset in self._figures:
+            dataset.discard_staged()
+        self._figures = []
+
+
 # What a pipeline needs besides its inputs' tables, said when a run lacks its tables.
 PIPELINE_NEEDS = {"ultrafeedback_fix": "--params ultrafeedback_fix.records_path=<file or folder>"}
 

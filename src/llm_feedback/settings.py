@@ -2,6 +2,7 @@
 
 from llm_feedback.config_loader import BoundedOmegaConfigLoader
 from llm_feedback.hooks import (
+    FigureSetHooks,
     ModelEndpointHooks,
     ReportProvenanceHooks,
     RunGuardHooks,
@@ -15,6 +16,7 @@ from llm_feedback.remote_root import local_root
 # MLflow is installed) before RunGuardHooks pays for a preflight call.
 HOOKS = (
     ModelEndpointHooks(),
+    FigureSetHooks(),
     RunGuardHooks(),
     ReportProvenanceHooks(),
     RunInputsHooks(),  # before ReportProvenanceHooks reads its inputs' versions
