@@ -1,7 +1,8 @@
 """Project hooks: hand credentials to the endpoint layer, check a run before its first
-node (parameters, its priced plan, one run per data root, endpoints that answer), stop
-local model servers, tell the report which dataset versions it was built from, and print
-how long each node took."""
+node (parameters, its priced plan, one run per data root, endpoints that answer, input
+tables that exist), stop local model servers, tell the report which dataset versions it
+was built from, put the report's figures in place as a set, and print how long each node
+took."""
 
 import importlib
 import logging
@@ -172,7 +173,7 @@ class RunInputsHooks:
     """Before the first node: every table the run reads but does not write (a slice such as
     `--from-nodes fix_ultrafeedback_scores`, or `--pipelines report` on a new data root)
     has a version to read; one that has none stops the run with one line naming it and the
-    pipeline and node that write it, instead of Kedro's traceback at its first load."""
+    pipeline that writes it, instead of Kedro's traceback at its first load."""
 
     @hook_impl
     def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
