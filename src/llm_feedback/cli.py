@@ -15,6 +15,7 @@ with 1; its traceback goes to the log file (info.log), or to the terminal with `
 --verbose` or LLM_FEEDBACK_VERBOSE=1.
 """
 
+import difflib
 import gc
 import logging
 import os
@@ -39,16 +40,18 @@ from llm_feedback.errors import (
     CostLimitExceeded,
     EndpointError,
     InputError,
+    OutputError,
     PlanOnly,
 )
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
+from llm_feedback.pipeline_registry import pipeline_names
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
 EXPECTED_ERROR_EXIT_CODE = 1
-EXPECTED_ERRORS = (InputError, ConfigError, EndpointError, CacheError)
+EXPECTED_ERRORS = (InputError, ConfigError, EndpointError, CacheError, OutputError)
 VERBOSE_ENV = "LLM_FEEDBACK_VERBOSE"
 
 
@@ -99,6 +102,23 @@ def _traceback_to_log_files(error: BaseException) -> list[str]:
     return files
 
 
+def check_pipeline_names(options: dict) -> None:
+    """Refuse `--pipelines`/`--pipeline` names the project does not have, listing those it
+    has (Kedro's own error is a traceback that names none)."""
+    asked = list(options.get("pipelines") or [])
+    if options.get("pipeline"):
+        asked.append(str(options["pipeline"]))
+    known = pipeline_names()
+    unknown = [name for name in asked if name not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        raise ConfigError(
+            f"--pipelines: no pipeline named {', '.join(map(repr, unknown))}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; the pipelines are {', '.join(known)}"
+        )
+
+
 def _report_expected_error(error: BaseException, expected: BaseException) -> None:
     stop_local_servers()
     logs = _traceback_to_log_files(error)
@@ -126,6 +146,7 @@ def _report_expected_error(error: BaseException, expected: BaseException) -> Non
 def run(ctx: click.Context, verbose: bool, **options: object) -> None:
     verbose = verbose or os.environ.get(VERBOSE_ENV, "") not in ("", "0")
     try:
+        check_pipeline_names(options)
         ctx.invoke(kedro_run, **options)
     except PlanOnly as plan:
         click.echo(str(plan))
@@ -153,6 +174,27 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
         # Everything is saved and closed: the interpreter's exit need not walk every object
         # the run made (pandas, pyarrow, openai: 0.2 s of each run's exit, measured).
         gc.freeze()
+
+
+class OneLineError(click.ClickException):
+    """A command's expected error, shown as `kedro run` shows one: `error: <message>`."""
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def refuse_an_empty_table(dataset: object, table: object, name: str, version: str | None) -> None:
+    """`push-to-hub`: a version without rows is refused by name (the Hub's library fails on
+    it with a traceback that names neither the table nor the version)."""
+    rows = table.num_rows if hasattr(table, "num_rows") else len(table)
+    if rows:
+        return
+    version = version or dataset.resolve_load_version()
+    raise InputError(
+        f"{name} version {version} has no rows: nothing to push (the run that wrote it kept "
+        f"none; {'pair_drops of the same version says why; ' if name == 'preference_pairs' else ''}"
+        f"rerun it, or push another version with --version)"
+    )
 
 
 # The pipeline that writes each dataset push-to-hub can send.
@@ -241,6 +283,7 @@ def push_to_hub(
                     f"(kedro run --pipelines {WRITTEN_BY[name]})"
                 )
             table = dataset.source() if isinstance(dataset, ParquetDataset) else dataset.load()
+            refuse_an_empty_table(dataset, table, name, version)
             judge, settings = run_settings(context.params)
             push = build_push(
                 table,
@@ -258,7 +301,7 @@ def push_to_hub(
                 workdir=Path(workdir),
             )
         except (ConfigError, InputError) as error:
-            raise click.ClickException(str(error)) from None
+            raise OneLineError(str(error)) from None
         click.echo(push.describe())
         if dry_run:
             click.echo("dataset card (README.md):")

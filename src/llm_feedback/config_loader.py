@@ -7,6 +7,12 @@ pipeline reads. Each configuration file is composed first (cheap: one node per n
 the text) and the size it would expand to counted; beyond `MAX_CONFIG_VALUES` it is
 refused with a `ConfigError` naming the file.
 
+Parameters merge key by key (conf/local adds endpoints to conf/base's), except the blocks
+in `REPLACED_BLOCKS`: a `model_pool:` in conf/local (or the run's environment) is the whole
+pool, in place of conf/base's. `--params model_pool.<name>.<key>=...` edits the pool in use
+key by key, and an entry set to null (`--params model_pool.<name>=null`, or `<name>: null`
+in a file) removes that model.
+
 The parameters it returns hold no URL password: `base_url: https://user:pw@host` reads as
 `https://user:***@host` (what `kedro viz build`, logs and reports show) and the endpoint
 layer asks `reveal_url` for the real one (backends/secrets.py).
@@ -28,6 +34,9 @@ MAX_CONFIG_VALUES = 100_000
 # libyaml's composer where PyYAML has it: every `kedro run` composes each file twice or more,
 # and the pure-Python one takes ~25x longer.
 _COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Parameter blocks that a later configuration source replaces whole instead of merging: a
+# user's pool of models must not keep the embedded model's five settings beside it.
+REPLACED_BLOCKS = ("model_pool",)
 
 
 def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
@@ -63,13 +72,52 @@ def check_alias_expansion(text: str, source: str, limit: int = MAX_CONFIG_VALUES
         )
 
 
+def without_removed_entries(parameters: dict[str, Any]) -> dict[str, Any]:
+    """`parameters` without the entries of `REPLACED_BLOCKS` set to null (removed models).
+
+    Args:
+        parameters: the merged parameters.
+
+    Returns:
+        The same parameters, each replaced block without its null entries.
+    """
+    for block in REPLACED_BLOCKS:
+        entries = parameters.get(block)
+        if isinstance(entries, dict) and None in entries.values():
+            parameters[block] = {k: v for k, v in entries.items() if v is not None}
+    return parameters
+
+
 class BoundedOmegaConfigLoader(OmegaConfigLoader):
     """`OmegaConfigLoader` (the same arguments) that checks each file's alias expansion
-    before OmegaConf reads it, and hides URL passwords in the parameters."""
+    before OmegaConf reads it, replaces `REPLACED_BLOCKS` instead of merging them, and
+    hides URL passwords in the parameters."""
 
     def __getitem__(self, key: str) -> dict[str, Any]:
         config = super().__getitem__(key)
-        return hide_url_passwords(config) if key == "parameters" else config
+        if key != "parameters":
+            return config
+        return hide_url_passwords(without_removed_entries(config))
+
+    def _resolve_from_raw_config(
+        self, key: str, base_configs: dict, env_configs: dict, *args: Any
+    ) -> dict[str, Any]:
+        # Runtime params are merged into the environment's parameters too: only a block
+        # written in one of its files replaces the base one.
+        self._replaced = {
+            block
+            for block in REPLACED_BLOCKS
+            if key == "parameters" and any(block in conf for conf in env_configs.values())
+        }
+        return super()._resolve_from_raw_config(key, base_configs, env_configs, *args)
+
+    def _merge_configs(
+        self, config: dict[str, Any], env_config: dict[str, Any], key: str, env_path: str
+    ) -> Any:
+        merged = super()._merge_configs(config, env_config, key, env_path)
+        for block in getattr(self, "_replaced", ()):
+            merged[block] = env_config[block]  # with the runtime params' edits in it
+        return merged
 
     def _is_valid_config_path(self, path: Path) -> bool:
         valid = super()._is_valid_config_path(path)

@@ -1,7 +1,13 @@
 """Errors raised before any model is started or any paid call is made."""
 
+import errno
+import os
 from collections.abc import Iterable
 from typing import Any
+
+# A write that failed for want of room or of permission to write there: the disk, not the data.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+READ_ONLY = frozenset({errno.EROFS})
 
 
 class InputError(ValueError):
@@ -28,6 +34,49 @@ def require_columns(frame: Any, columns: Iterable[str], dataset: str) -> None:
 class BatchPending(EndpointError):
     """Batches were submitted (`batch_wait: false`) and are not finished yet: a later run of
     the same command collects their answers without submitting them again."""
+
+
+class OutputError(RuntimeError):
+    """An output cannot be written (a full disk, a read-only file system): names the file;
+    what was there before is kept."""
+
+
+def output_error(path: str, error: BaseException, kept: str = "") -> OutputError | None:
+    """The `OutputError` for a write of `path` that failed with `error`, or None when
+    `error` is not a full or read-only disk (pyarrow's own errors may carry no errno: their
+    text is matched too).
+
+    Args:
+        path: the file (or folder) being written.
+        error: the error the write raised.
+        kept: what is left as it was, for the message (default: "the previous one").
+
+    Returns:
+        The error to raise from `error`, or None.
+    """
+    if not isinstance(error, OSError):
+        return None
+    code = error.errno
+    if code is None:
+        text = str(error)
+        code = next(
+            (
+                c
+                for c in (*DISK_FULL, *READ_ONLY)
+                if os.strerror(c) in text or f"Errno {c}]" in text
+            ),
+            None,
+        )
+    if code in DISK_FULL:
+        what, hint = "the disk is full", "free space there or set data_root to another disk"
+    elif code in READ_ONLY:
+        what, hint = "the file system is read-only", "set data_root to a writable folder"
+    else:
+        return None
+    return OutputError(
+        f"{path}: cannot be written, {what} ({os.strerror(code)}); {kept or 'the previous one'} "
+        f"is kept as it was; {hint}"
+    )
 
 
 class CacheError(RuntimeError):

@@ -1,16 +1,19 @@
 """Project hooks: hand credentials to the endpoint layer, check a run before its first
-node (parameters, its priced plan, one run per data root, endpoints that answer), stop
-local model servers, tell the report which dataset versions it was built from, and print
-how long each node took."""
+node (parameters, its priced plan, one run per data root, endpoints that answer, input
+tables that exist), stop local model servers, tell the report which dataset versions it
+was built from, put the report's figures in place as a set, and print how long each node
+took."""
 
 import importlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 from kedro.io import AbstractVersionedDataset, CatalogProtocol, MemoryDataset
+from kedro.io.core import VersionNotFoundError
 from kedro.pipeline import Node, Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
@@ -18,8 +21,8 @@ from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs
 from llm_feedback.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
-from llm_feedback.params.run import check_run, parse_run_options
-from llm_feedback.pipeline_registry import FEEDBACK_ORDER
+from llm_feedback.params.run import check_run, describe_pool, parse_run_options
+from llm_feedback.pipeline_registry import FEEDBACK_ORDER, pipeline_names
 from llm_feedback.remote_root import RootGuard, require_local, root_guard
 
 logger = logging.getLogger(__name__)
@@ -98,6 +101,9 @@ class RunGuardHooks:
             if name.startswith("params:")
         }
         checked = check_run(parameters, blocks)
+        pool = describe_pool(checked)
+        if pool:
+            logger.info("%s", pool)  # what conf/local, --params and null entries left
         endpoints = checked.endpoints
         if REQUEST_CACHE_INPUT not in pipeline.inputs():
             endpoints = []  # e.g. `--from-nodes export_ultrafeedback`: no node calls a model
@@ -124,7 +130,8 @@ class RunGuardHooks:
             plan = plan_for_run(pipeline, catalog, parameters, checked)
             if options.plan_only:
                 catalog.save(RUN_PLAN, plan)
-                raise PlanOnly(describe_plan(plan, options.max_cost_usd))
+                text = describe_plan(plan, options.max_cost_usd)
+                raise PlanOnly(f"{text}\n{pool}" if pool else text)
             check_cost_limit(plan, options.max_cost_usd)
             logger.info(
                 "run plan: estimated cost $%.4f, within max_cost_usd $%.4f",
@@ -160,6 +167,95 @@ class RunGuardHooks:
     @hook_impl
     def on_pipeline_error(self) -> None:
         self._release()
+
+
+class RunInputsHooks:
+    """Before the first node: every table the run reads but does not write (a slice such as
+    `--from-nodes fix_ultrafeedback_scores`, or `--pipelines report` on a new data root)
+    has a version to read; one that has none stops the run with one line naming it and the
+    pipeline that writes it, instead of Kedro's traceback at its first load."""
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+        missing = []
+        for name in sorted(pipeline.inputs()):
+            dataset = catalog.get(name) if not name.startswith("params:") else None
+            if not isinstance(dataset, AbstractVersionedDataset):
+                continue
+            try:
+                dataset.resolve_load_version()
+            except VersionNotFoundError:
+                missing.append(name)
+        if missing:
+            raise InputError(describe_missing_inputs(missing, catalog))
+
+
+class FigureSetHooks:
+    """The report's figures are replaced as a set: each is staged as it is drawn
+    (`pipelines/figure_dataset.py`), and all are moved into place when the run succeeds, or
+    removed when it fails (a full disk mid-report leaves the previous figures, all of them).
+    Staged files are found on disk, so figures drawn in ParallelRunner's workers count."""
+
+    def __init__(self) -> None:
+        self._figures: list[Any] = []
+
+    @hook_impl
+    def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
+        self._figures = [
+            dataset
+            for name in sorted(pipeline.all_outputs())
+            if hasattr(dataset := catalog.get(name), "promote_staged")
+        ]
+        for dataset in self._figures:
+            dataset.discard_staged()  # left by a run killed before its end
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        for dataset in self._figures:
+            dataset.promote_staged()
+        self._figures = []
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        for dataset in self._figures:
+            dataset.discard_staged()
+        self._figures = []
+
+
+# What a pipeline needs besides its inputs' tables, said when a run lacks its tables.
+PIPELINE_NEEDS = {"ultrafeedback_fix": "--params ultrafeedback_fix.records_path=<file or folder>"}
+
+
+def describe_missing_inputs(missing: list[str], catalog: CatalogProtocol) -> str:
+    """What to say of run inputs never written: their names and folders, grouped by the
+    pipeline that writes them, with the command that does."""
+    writers: dict[str, str] = {}
+    for pipeline_name in pipeline_names()[:-1]:  # each pipeline once, not __default__
+        module = importlib.import_module(f"llm_feedback.pipelines.{pipeline_name}.pipeline")
+        for output in module.create_pipeline().all_outputs():
+            writers.setdefault(output, pipeline_name)
+    by_writer: dict[str | None, list[str]] = {}
+    for name in missing:
+        by_writer.setdefault(writers.get(name), []).append(name)
+    folders = sorted(
+        {str(Path(str(getattr(catalog.get(name), "_filepath", name))).parent) for name in missing}
+    )
+    parts = []
+    for pipeline_name, names in by_writer.items():
+        text = ", ".join(names)
+        if pipeline_name is not None:
+            command = " ".join(
+                filter(
+                    None,
+                    ["kedro run --pipelines", pipeline_name, PIPELINE_NEEDS.get(pipeline_name)],
+                )
+            )
+            text += f" (written by `{command}`: run it first)"
+        parts.append(text)
+    return (
+        f"this run reads tables with no version in {', '.join(folders)}: {'; '.join(parts)}; "
+        "or pick existing versions with --load-versions"
+    )
 
 
 def project_lineage() -> dict[str, list[str]]:

@@ -14,6 +14,7 @@ with them (a merge-join), so a stage holds one chunk of each table whatever thei
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -23,11 +24,46 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from llm_feedback.errors import InputError
 from llm_feedback.parquet_parts import part_paths
 
 # Rows per Parquet row group in the files the pipelines write: a load decodes one group at a
 # time, and `rows_of` reads only the groups it needs.
 ROW_GROUP_ROWS = 32_768
+# A versioned dataset's file: <name>.parquet/<Kedro version>/<name>.parquet[/part-N.parquet].
+_VERSIONED_FILE = re.compile(
+    r"(?P<table>[^/]+)/(?P<version>\d{4}-\d\d-\d\dT\d\d\.\d\d\.\d\d\.\d{3}Z)/(?P=table)"
+)
+# What pyarrow raises for a file that is not (or no longer) Parquet: cut short by a full disk
+# or a kill, overwritten, or another format.
+UNREADABLE_PARQUET = (pa.ArrowException, OSError)
+
+
+def unreadable_parquet(path: str, error: BaseException) -> InputError:
+    """The error for a Parquet file that cannot be read: names the dataset and the version
+    (when `path` is a versioned dataset's) and the file, and what to do.
+
+    Args:
+        path: the file (or folder of parts) that failed to read.
+        error: pyarrow's error.
+
+    Returns:
+        An `InputError` to raise from `error`.
+    """
+    cause = " ".join(str(error).split()) or type(error).__name__
+    found = _VERSIONED_FILE.search(path)
+    if found is None:
+        return InputError(
+            f"{path}: not a readable Parquet file ({cause}); it is cut short or not Parquet: "
+            "write it again"
+        )
+    dataset = found["table"].removesuffix(".parquet")
+    folder = path[: found.start("version") + len(found["version"])]
+    return InputError(
+        f"{dataset} version {found['version']}: {path} is not a readable Parquet file "
+        f"({cause}); a write cut short? Remove {folder} to read the previous version, or "
+        f"rerun the pipeline that writes {dataset}"
+    )
 
 
 class ParquetSource:
@@ -54,9 +90,14 @@ class ParquetSource:
         return self._paths
 
     def _open(self, path: str) -> pq.ParquetFile:
-        if self.filesystem is None:
-            return pq.ParquetFile(path)
-        return pq.ParquetFile(self.filesystem.open(path, "rb"))
+        try:
+            if self.filesystem is None:
+                return pq.ParquetFile(path)
+            return pq.ParquetFile(self.filesystem.open(path, "rb"))
+        except FileNotFoundError:
+            raise
+        except UNREADABLE_PARQUET as error:
+            raise unreadable_parquet(path, error) from error
 
     def _files(self) -> Iterator[pq.ParquetFile]:
         """Each part opened as it is reached, so a stream holds one open part at a time."""
@@ -98,9 +139,13 @@ class ParquetSource:
     def read(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The whole table, or those of `columns` it has (the caller checks for the ones
         it requires, and names the dataset when one is missing)."""
-        return pd.read_parquet(
-            self.path, columns=self._present(columns), filesystem=self.filesystem
-        )
+        wanted = self._present(columns)
+        try:
+            return pd.read_parquet(self.path, columns=wanted, filesystem=self.filesystem)
+        except FileNotFoundError:
+            raise
+        except UNREADABLE_PARQUET as error:
+            raise unreadable_parquet(self.path, error) from error
 
     def rows_of(
         self, column: str, values: Sequence[Any], columns: Sequence[str] | None = None

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import fsspec
 from fsspec.core import split_protocol
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import CacheError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -217,10 +217,21 @@ class RootGuard:
             raise
 
     def _unreachable(self, error: Exception) -> Exception:
-        """A remote root that cannot be used (no bucket, no credentials, no network) is a
-        clear one-line error naming it; a held lock or a bad setting passes as it is."""
-        if isinstance(error, ConfigError) or self.root is None:
+        """A remote root that cannot be used (no bucket, no credentials, no network), or a
+        local lock file that cannot be written (a read-only or full disk), is a clear
+        one-line error naming it; a held lock or a bad setting passes as it is."""
+        if isinstance(error, ConfigError):
             return error
+        if self.root is None:
+            if not isinstance(error, OSError):
+                return error
+            path = getattr(self.lock, "path", None) or error.filename
+            return CacheError(
+                f"request cache lock {path}: cannot be written ({error.strerror or error}); "
+                "the request cache's folder must be writable: point data_root (or "
+                "request_cache) at a writable folder, or set request_cache=null to run "
+                "without the cache"
+            )
         return ConfigError(
             f"data_root {self.root}: cannot lock and sync the request cache there "
             f"({type(error).__name__}: {error}); check the bucket, its credentials "

@@ -2,9 +2,11 @@
 
 from llm_feedback.config_loader import BoundedOmegaConfigLoader
 from llm_feedback.hooks import (
+    FigureSetHooks,
     ModelEndpointHooks,
     ReportProvenanceHooks,
     RunGuardHooks,
+    RunInputsHooks,
     StageTimesHooks,
 )
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
@@ -14,8 +16,10 @@ from llm_feedback.remote_root import local_root
 # MLflow is installed) before RunGuardHooks pays for a preflight call.
 HOOKS = (
     ModelEndpointHooks(),
+    FigureSetHooks(),
     RunGuardHooks(),
     ReportProvenanceHooks(),
+    RunInputsHooks(),  # before ReportProvenanceHooks reads its inputs' versions
     StageTimesHooks(),
     MlflowTrackingHooks(),
 )
@@ -26,7 +30,8 @@ CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
     # conf/local adds to conf/base key by key: an `endpoints:` block there adds endpoints
-    # instead of replacing the whole map.
+    # instead of replacing the whole map (a `model_pool:` replaces the base pool:
+    # config_loader.REPLACED_BLOCKS).
     "merge_strategy": {"parameters": "soft"},
     # `${local_root:<data root>}`: the root itself when local, else its local mirror folder
     # (the request cache is SQLite: it needs a local file; llm_feedback/remote_root.py).

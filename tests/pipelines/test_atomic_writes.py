@@ -1,7 +1,8 @@
 """A writer killed or failing mid-write leaves the old file or none, never a partial one.
 
 The report (TextDataset), the figures (MatplotlibDataset) and every Parquet table are
-written to a temporary file beside the target and moved over it.
+written to a temporary file beside the target and moved over it (the figures to a staging
+folder, moved into place together at the end of the run).
 """
 
 from __future__ import annotations
@@ -70,11 +71,14 @@ def test_a_failed_save_leaves_the_old_file_and_no_temporary(tmp_path):
     axes.plot([1, 2], [3, 4])
     figures.save(figure)
     plt.close(figure)
+    assert not figure_path.exists()  # staged until the run ends (FigureSetHooks)
+    figures.promote_staged()
     good = figure_path.read_bytes()
     assert good.startswith(b"\x89PNG")
 
     with pytest.raises(Exception, match="renderer crashed"):
         figures.save(_FailingFigure())
+    figures.discard_staged()  # what the run's hook does when it fails
     assert figure_path.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.png"]
 

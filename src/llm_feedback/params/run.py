@@ -73,6 +73,28 @@ class CheckedRun:
         return list(used.values())
 
 
+def describe_pool(checked: CheckedRun) -> str | None:
+    """The model pool a run draws from, as one line for the run log and the plan.
+
+    Args:
+        checked: the run's parsed blocks.
+
+    Returns:
+        "Model pool (N): name (endpoint: model), ..." (names only when the run samples but
+        does not generate), or None when the run reads no pool.
+    """
+    if checked.generate is not None:
+        models = [
+            f"{name} ({spec.endpoint.name}: {spec.endpoint.model})"
+            for name, spec in checked.generate.pool.items()
+        ]
+    elif checked.sample is not None:
+        models = list(checked.sample.models)
+    else:
+        return None
+    return f"Model pool ({len(models)}): {', '.join(models)}"
+
+
 def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> CheckedRun:
     """Parse each block the run reads (`blocks`: parameter names such as "annotate")."""
     blocks = set(blocks)

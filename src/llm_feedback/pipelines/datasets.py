@@ -46,11 +46,16 @@ from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.errors import ConfigError, InputError, output_error
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.jsonl import read_jsonl
 from llm_feedback.parquet_parts import PART_BYTES, PART_BYTES_ENV, save_parquet
-from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource
+from llm_feedback.parquet_source import (
+    ROW_GROUP_ROWS,
+    UNREADABLE_PARQUET,
+    ParquetSource,
+    unreadable_parquet,
+)
 from llm_feedback.remote_root import require_local
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
@@ -65,13 +70,20 @@ TEXT_CHARS = 4000  # a text file's preview
 
 
 def replace_atomically(
-    fs: Any, protocol: str, path: str, write: Callable[[Any], None], mode: str = "wb"
+    fs: Any,
+    protocol: str,
+    path: str,
+    write: Callable[[Any], None],
+    mode: str = "wb",
+    named: str | None = None,
+    kept: str = "",
 ) -> None:
     """Call `write(handle)` on a temporary file beside `path`, then move it over `path`.
 
     A local file is flushed to disk before `os.replace`; another file system gets its own
     move. On any failure (Ctrl-C included) the temporary file is removed and `path` is as
-    it was."""
+    it was; a full or read-only disk is an `OutputError` naming `named` (default: `path`)
+    and saying what is `kept`."""
     folder, name = posixpath.split(path)
     temporary = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
     try:
@@ -86,9 +98,12 @@ def replace_atomically(
             with fs.open(temporary, mode) as handle:
                 write(handle)
             fs.mv(temporary, path)
-    except BaseException:
+    except BaseException as error:
         if fs.exists(temporary):
             fs.rm(temporary)
+        failed = output_error(named or path, error, kept)
+        if failed is not None:
+            raise failed from error
         raise
 
 
@@ -196,16 +211,35 @@ class ParquetDataset(_KedroParquetDataset):
         `part_bytes`. A run killed or failing while writing leaves nothing that a later run
         or notebook would load as the latest version."""
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
-        save_parquet(
-            self._fs,
-            self._protocol,
-            save_path,
-            data,
-            self._save_args,
-            part_bytes=self._part_bytes,
-            versioned=self._version is not None,
-        )
+        try:
+            save_parquet(
+                self._fs,
+                self._protocol,
+                save_path,
+                data,
+                self._save_args,
+                part_bytes=self._part_bytes,
+                versioned=self._version is not None,
+            )
+        except OSError as error:
+            kept = "every earlier version" if self._version is not None else ""
+            failed = output_error(save_path, error, kept)
+            if failed is None:
+                raise
+            raise failed from error
         self._invalidate_cache()
+
+    def load(self) -> pd.DataFrame:
+        """kedro-datasets' load; a file that is not readable Parquet (cut short by a full
+        disk or a kill) is an `InputError` naming the dataset, its version and the file."""
+        try:
+            return super().load()
+        except DatasetError as error:
+            cause = error.__cause__
+            if isinstance(cause, UNREADABLE_PARQUET) and not isinstance(cause, FileNotFoundError):
+                load_path = get_filepath_str(self._get_load_path(), self._protocol)
+                raise unreadable_parquet(load_path, cause) from error
+            raise
 
     def source(self) -> ParquetSource:
         """The version the catalog would load, as a `ParquetSource` (read as needed)."""

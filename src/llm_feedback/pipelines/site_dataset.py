@@ -21,6 +21,7 @@ import fsspec
 from kedro.io import AbstractVersionedDataset, DatasetError, Version
 from kedro.io.core import get_filepath_str, get_protocol_and_path
 
+from llm_feedback.errors import output_error
 from llm_feedback.pipelines.datasets import TextPreview
 from llm_feedback.viewer import StaticSite
 
@@ -49,6 +50,16 @@ class StaticSiteDataset(AbstractVersionedDataset[StaticSite, str]):
         self.metadata = metadata
 
     def _save(self, data: StaticSite) -> None:
+        try:
+            self._write(data)
+        except OSError as error:
+            target = get_filepath_str(self._get_save_path(), self._protocol)
+            failed = output_error(target, error, "every earlier version")
+            if failed is None:
+                raise
+            raise failed from error
+
+    def _write(self, data: StaticSite) -> None:
         if self._protocol != "file":
             target = get_filepath_str(self._get_save_path(), self._protocol)
             with tempfile.TemporaryDirectory(prefix="site-") as local:
