@@ -3,19 +3,21 @@
 A model name is whatever a user (or a shared configuration) wrote: `<script>...`, an image
 `![x](http://...)` or a `|` that splits a table row must show as the text it is, in
 report.md and in a dataset card alike. `markdown_text` escapes HTML's three characters as
-entities and backslash-escapes Markdown's punctuation, so no tag, link, emphasis or table
-cell can start; `code_span` wraps text in a code span whose backtick fence no run of
-backticks in the text can close (a code span shows HTML as text); `code_fence` is the
-same for a fenced block.
+entities and backslash-escapes Markdown's inline punctuation, so no tag, link, emphasis or
+table cell can start; `table_cell_text` is the lighter form for table cells; `code_span`
+wraps text in a code span whose backtick fence no run of backticks in the text can close
+(a code span shows HTML as text); `code_fence` is the same for a fenced block.
 """
 
 from __future__ import annotations
 
 import re
 
-# Markdown's punctuation that can start a construct (CommonMark's backslash escapes); an
-# underscore inside a word (always_first) cannot open or close emphasis and stays as it is.
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*{}\[\]()#+!|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+# The punctuation that can open an inline construct mid-line (code, emphasis, link or
+# image, table cell, strikethrough), backslash-escaped; an underscore inside a word
+# (always_first) cannot open or close emphasis and stays as it is. Without `[`, `(` and `!`
+# start nothing.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*\[\]|~]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -31,6 +33,22 @@ def markdown_text(value: object) -> str:
     """
     text = "".join(_HTML.get(char, char) for char in str(value))
     text = _MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+    return " ".join(text.splitlines())
+
+
+def table_cell_text(text: str) -> str:
+    """`text` as a Markdown table cell: HTML's `&`, `<`, `>` as entities, `|` escaped, no
+    inline link or image (`](` broken), one line. Brackets stay: an interval reads
+    `3.42 [3.31, 3.55]`.
+
+    Args:
+        text: the cell's text.
+
+    Returns:
+        The escaped cell text.
+    """
+    text = "".join(_HTML.get(char, char) for char in text)
+    text = text.replace("|", "\\|").replace("](", "]\\(")
     return " ".join(text.splitlines())
 
 

@@ -34,7 +34,3 @@ def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
         model_file=model_file_identity(endpoint),
         task=task,
     )
-
-
-def annotate_judge_key(annotate: AnnotateParams) -> str:
-    return annotate_judge_identity(annotate)["judge_key"]

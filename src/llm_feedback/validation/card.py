@@ -22,9 +22,9 @@ validated" when no row has the key; otherwise the metrics with intervals, beside
 baselines, and, as plainly, "this judge cannot be told apart from <baseline>" (accuracy
 intervals overlap), "this judge is worse than <baseline>" (its interval entirely below) and
 "this judge's verdicts are inverted" (accuracy entirely below chance, or kappa / Spearman
-entirely below 0). `validation_standing(cards, identity)` is the short form a report puts
-beside its headline: every card of the same model (and file), endpoint and sampling on any
-task, and the caveat the ratings carry. Every name from configuration is escaped
+entirely below 0), all from `findings`. `validation_standing(cards, identity)` is the short
+form a report puts beside its headline: every card of the same model (and file), endpoint
+and sampling on any task, and the caveat the ratings carry. Every name from configuration is escaped
 (`markdown_escape`). `accuracy_figure` plots accuracy with its interval for each judge and
 baseline.
 """
@@ -239,19 +239,35 @@ CHANCE_ACCURACY = 0.5
 SIGNED_AGREEMENT = ("cohen_kappa", "spearman")
 
 
-def verdict_warnings(rows: pd.DataFrame) -> list[str]:
-    """The plain warnings of one validation run's rows, per verdict source: "cannot be told
-    apart from <baseline>" (accuracy intervals overlap), "worse than <baseline>" (the
-    judge's interval entirely below the baseline's), "inverted" (accuracy entirely below
-    chance, or kappa / Spearman entirely below 0).
+@dataclass(frozen=True)
+class Finding:
+    """One plain warning of a card: `kind` "inverted", "worse than" or "cannot be told
+    apart from", against `baseline` (None for an inversion), for one verdict source."""
+
+    source: str
+    kind: str
+    baseline: str | None
+    line: str  # the card's Markdown sentence
+
+
+INVERTED = "inverted"
+WORSE = "worse than"
+APART = "cannot be told apart from"
+
+
+def findings(rows: pd.DataFrame) -> list[Finding]:
+    """The plain warnings of one validation run's rows, per verdict source: "inverted"
+    (accuracy entirely below chance, or kappa / Spearman entirely below 0), "worse than
+    <baseline>" (the judge's accuracy interval entirely below the baseline's), "cannot be
+    told apart from <baseline>" (the intervals overlap).
 
     Args:
         rows: one run's card rows over all items.
 
     Returns:
-        Markdown lines, strongest first per verdict source.
+        The findings, strongest first per verdict source.
     """
-    lines = []
+    found = []
     accuracy = rows[rows["metric"] == "accuracy"]
     baselines = accuracy[accuracy["kind"] == BASELINE]
     random = baselines.loc[baselines["judge"] == "random", "value"]
@@ -270,21 +286,33 @@ def verdict_warnings(rows: pd.DataFrame) -> list[str]:
             if np.isfinite(judge["ci_high"]) and judge["ci_high"] < chance:
                 inverted.insert(0, f"accuracy {_interval(judge)}, below chance ({chance:.3f})")
         if inverted:
-            lines.append(
+            line = (
                 f"**This judge's verdicts are inverted** {verdicts}: it prefers the response "
                 f"the gold rejects more often than chance would; {'; '.join(inverted)}."
             )
+            found.append(Finding(str(source), INVERTED, None, line))
         for _, judge in own_accuracy.iterrows():
             for _, baseline in baselines.iterrows():
                 name = markdown_text(baseline["judge"])
                 against = f"accuracy {_interval(judge)} against {_interval(baseline)}."
-                if _below(judge, baseline):
-                    lines.append(f"**This judge is worse than {name}** {verdicts}: {against}")
-                elif _overlaps(judge, baseline):
-                    lines.append(
-                        f"**This judge cannot be told apart from {name}** {verdicts}: {against}"
-                    )
-    return lines
+                kind = WORSE if _below(judge, baseline) else APART
+                if kind == WORSE or _overlaps(judge, baseline):
+                    line = f"**This judge {'is ' if kind == WORSE else ''}{kind} {name}** "
+                    found.append(Finding(str(source), kind, name, line + f"{verdicts}: {against}"))
+    return found
+
+
+def _in_short(found: list[Finding]) -> str:
+    """The findings of one verdict source in one phrase: "verdicts inverted; worse than
+    always_longer; cannot be told apart from always_first, random"."""
+    phrases = []
+    if any(item.kind == INVERTED for item in found):
+        phrases.append("verdicts inverted")
+    for kind in (WORSE, APART):
+        names = [item.baseline for item in found if item.kind == kind and item.baseline]
+        if names:
+            phrases.append(f"{kind} {', '.join(dict.fromkeys(names))}")
+    return "; ".join(phrases)
 
 
 def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
@@ -307,7 +335,7 @@ def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
             f"| {metric} | " + " | ".join(cells.get((metric, c), "") for c in columns) + " |"
         )
     lines.append("")
-    lines += verdict_warnings(rows)
+    lines += [item.line for item in findings(rows)]
     usable = float(first["usable_probability_share"])
     if usable == 0:
         lines.append(
@@ -391,10 +419,10 @@ def _task_words(task: Any) -> str:
         parts = json.loads(task)
     except ValueError:
         return f"task {code_span(task)}"
-    return (
-        ", ".join(f"{name} {markdown_text(value)}" for name, value in parts.items())
-        or "task not recorded"
-    )
+    # The task first ("task evaluate, mode pairwise, ..."), then its settings.
+    ordered = sorted(parts.items(), key=lambda item: item[0] != "task")
+    words = ", ".join(f"{name} {markdown_text(value)}" for name, value in ordered)
+    return words or "task not recorded"
 
 
 def _accuracy_words(rows: pd.DataFrame) -> str:
@@ -444,8 +472,9 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
     for key in dict.fromkeys(rows["judge_key"]):
         latest = _latest(rows, key)
         for (validation_set, created), run in latest.groupby(["validation_set", "created_at"]):
-            warnings = [line.split(":", 1)[0].replace("**", "") for line in verdict_warnings(run)]
-            argmax = [w for w in warnings if "(argmax" in w] or warnings
+            found = findings(run)
+            # The ratings a report shows are the judge's replies: its argmax verdicts.
+            short = _in_short([item for item in found if item.source == ARGMAX] or found)
             size = int(run["n"].max())
             first = run.iloc[0]
             same = " (this prompt and task)" if key == identity.get("judge_key") else ""
@@ -453,13 +482,13 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
                 f"Validated on {code_span(validation_set)}{same}: {_task_words(first['task'])}; "
                 f"{size:,} judged calls; {created}; {_accuracy_words(run)}"
             )
-            if argmax:
-                line += "; **" + "; ".join(dict.fromkeys(argmax)) + "**"
-                warned.append(f"{code_span(validation_set)}: {argmax[0]}")
+            if short:
+                line += f"; **{short}**"
+                warned.append(f"{code_span(validation_set)}: {short}")
             lines.append(line + ".")
     if warned:
         caveat = (
-            f"**Caveat: on its validation this judge did no better than a baseline** "
+            "**Caveat: on its validation this judge did no better than a baseline** "
             f"({'; '.join(warned)}): treat these ratings as unverified."
         )
     else:
