@@ -7,6 +7,7 @@ from llm_feedback.hooks import (
     RunGuardHooks,
     StageTimesHooks,
 )
+from llm_feedback.pipelines.run_record_hooks import RunRecordHooks
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
 from llm_feedback.remote_root import local_root
 
@@ -18,6 +19,7 @@ HOOKS = (
     ReportProvenanceHooks(),
     StageTimesHooks(),
     MlflowTrackingHooks(),
+    RunRecordHooks(),
 )
 
 # OmegaConfigLoader, with YAML alias expansion limited (a "billion laughs" file is refused).

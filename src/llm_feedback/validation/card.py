@@ -465,7 +465,7 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
                 f"settings ({code_span(identity['sampling'])}) against gold labels, on any "
                 "task. Its ratings carry no measured accuracy.",
             ),
-            "**Caveat: the judge is not validated** (see Judge validation at the top): "
+            "**Caveat: the judge is not validated** (see Judge validation): "
             "these ratings carry no measured accuracy.",
         )
     lines, warned = [], []
@@ -493,8 +493,7 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
         )
     else:
         caveat = (
-            "Judge validated (see Judge validation at the top): read the ratings with its "
-            "measured accuracy."
+            "Judge validated (see Judge validation): read the ratings with its measured accuracy."
         )
     return ValidationStanding(True, tuple(lines), caveat)
 
