@@ -434,41 +434,19 @@ def _accuracy_words(rows: pd.DataFrame) -> str:
     return "no agreement measured"
 
 
-def _same_model(cards: pd.DataFrame, identity: Mapping[str, str]) -> pd.DataFrame:
+def _same_model(
+    cards: pd.DataFrame, identity: Mapping[str, str], columns: tuple[str, ...] = MODEL_COLUMNS
+) -> pd.DataFrame:
     rows = normalised(cards)
-    for column in MODEL_COLUMNS:
+    for column in columns:
         rows = rows[rows[column].fillna("") == identity.get(column, "")]
     return rows
 
 
-def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> ValidationStanding:
-    """The cards measured for the judge's model (and file), endpoint and sampling on any
-    task and validation set, each as one line (set, size, date, accuracy with its interval,
-    its warnings), and the caveat its ratings carry; "not validated" where there is none.
-
-    Args:
-        cards: judge_validation rows (every judge's).
-        identity: the judge's identity columns (`judge_identity`).
-
-    Returns:
-        The standing: validated or not, the lines, the caveat.
-    """
-    rows = _same_model(cards, identity) if len(cards) else normalised(cards)
-    name = (
-        f"{markdown_text(identity['judge_model'])} at {markdown_text(identity['judge_endpoint'])}"
-    )
-    if rows.empty:
-        return ValidationStanding(
-            False,
-            (
-                f"**Judge not validated**: no card measures {name} with these sampling "
-                f"settings ({code_span(identity['sampling'])}) against gold labels, on any "
-                "task. Its ratings carry no measured accuracy.",
-            ),
-            "**Caveat: the judge is not validated** (see Judge validation): "
-            "these ratings carry no measured accuracy.",
-        )
-    lines, warned = [], []
+def _card_summaries(rows: pd.DataFrame, identity: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(line, short warning or "") for each latest card of `rows`: set, task, size, date,
+    accuracy with its interval, and its warnings in short."""
+    summaries = []
     for key in dict.fromkeys(rows["judge_key"]):
         latest = _latest(rows, key)
         for (validation_set, created), run in latest.groupby(["validation_set", "created_at"]):
@@ -479,13 +457,54 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
             first = run.iloc[0]
             same = " (this prompt and task)" if key == identity.get("judge_key") else ""
             line = (
-                f"Validated on {code_span(validation_set)}{same}: {_task_words(first['task'])}; "
+                f"{code_span(validation_set)}{same}: {_task_words(first['task'])}; "
                 f"{size:,} judged calls; {created}; {_accuracy_words(run)}"
             )
             if short:
                 line += f"; **{short}**"
-                warned.append(f"{code_span(validation_set)}: {short}")
-            lines.append(line + ".")
+                short = f"{code_span(validation_set)}: {short}"
+            summaries.append((line + ".", short))
+    return summaries
+
+
+def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> ValidationStanding:
+    """The cards measured for the judge's model (and file), endpoint and sampling on any
+    task and validation set, each as one line (set, size, date, accuracy with its interval,
+    its warnings), and the caveat its ratings carry; "not validated" where there is none,
+    with the cards of the same model and file at the endpoint under other sampling settings
+    as context (they do not validate these settings).
+
+    Args:
+        cards: judge_validation rows (every judge's).
+        identity: the judge's identity columns (`judge_identity`).
+
+    Returns:
+        The standing: validated or not, the lines, the caveat.
+    """
+    rows = _same_model(cards, identity) if len(cards) else normalised(cards)
+    model, endpoint = identity["judge_model"], identity["judge_endpoint"]
+    name = f"{markdown_text(model)} at {markdown_text(endpoint)}"
+    if rows.empty:
+        others = _same_model(cards, identity, MODEL_COLUMNS[:-1]) if len(cards) else rows
+        context = [
+            f"Measured for the same model and file with other sampling "
+            f"({code_span(sampling)}), which does not validate these settings: {line}"
+            for sampling, group in others.groupby("sampling", sort=True)
+            for line, _ in _card_summaries(group, identity)
+        ]
+        return ValidationStanding(
+            False,
+            (
+                f"**Judge not validated**: no card measures {name} with these sampling "
+                f"settings ({code_span(identity['sampling'])}) against gold labels, on any "
+                "task. Its ratings carry no measured accuracy.",
+                *context,
+            ),
+            "**Caveat: the judge is not validated** (see Judge validation): "
+            "these ratings carry no measured accuracy.",
+        )
+    summaries = _card_summaries(rows, identity)
+    warned = [short for _, short in summaries if short]
     if warned:
         caveat = (
             "**Caveat: on its validation this judge did no better than a baseline** "
@@ -495,7 +514,7 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
         caveat = (
             "Judge validated (see Judge validation): read the ratings with its measured accuracy."
         )
-    return ValidationStanding(True, tuple(lines), caveat)
+    return ValidationStanding(True, tuple(f"Validated on {line}" for line, _ in summaries), caveat)
 
 
 def accuracy_figure(cards: pd.DataFrame, key: str | None = None) -> Figure:

@@ -22,7 +22,8 @@ from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.templates import use_template_folder
-from llm_feedback.validation.card import validation_standing
+from llm_feedback.validation.card import add_card, validation_standing
+from llm_feedback.validation.measured import measured_cards
 from llm_feedback.viewer import StaticSite, feedback_site
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
@@ -172,6 +173,8 @@ def render_report(
     judge_params = annotate_params(annotate, endpoints, prompt_templates)
     use_template_folder(judge_params.prompt_templates)
     identity = annotate_judge_identity(judge_params)
+    # The project's own measured cards (the embedded judge's) count beside the data root's.
+    judge_cards = add_card(measured_cards(), judge_cards)
     standing = validation_standing(judge_cards, identity)
     text = render_markdown_report(
         tables,
