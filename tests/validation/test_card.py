@@ -19,6 +19,7 @@ from llm_feedback.validation.card import (
     judge_key,
     validation_standing,
 )
+from llm_feedback.validation.measured import measured_cards, write_measured_cards
 from llm_feedback.validation.metrics import pairwise_metrics
 from llm_feedback.validation.model_file import model_file_identity
 
@@ -224,3 +225,20 @@ def test_names_from_configuration_are_inert_in_a_card() -> None:
     assert "Validation set ``set`<img src=x onerror=alert(1)>``" in text
     standing = validation_standing(cards, identity)
     assert "<script>" not in "\n".join(standing.lines)
+
+
+def test_the_shipped_measured_card_reads_back_as_it_was_written(tmp_path) -> None:
+    shipped = measured_cards()
+    assert list(shipped.columns) == list(JUDGE_VALIDATION_COLUMN_TYPES)
+    assert shipped["judge_model"].eq("SmolLM2-135M-Instruct").all()
+    # The embedded judge's identity under today's key: its GGUF and evaluate's template.
+    assert shipped["judge_model_file"].str.startswith("sha256:").all()
+    written = tmp_path / "cards.json"
+    identity = judge_identity("local", "good-judge", TEMPLATE, {"temperature": 0})
+    skeleton = both_orders(items())
+    cards = add_card(shipped, cards_of(skeleton.assign(verdict=skeleton["gold"]), identity))
+    write_measured_cards(cards, "a test", written)
+    again = json.loads(written.read_text())
+    assert again["source"] == "a test" and len(again["cards"]) == 2
+    rows = sum(len(card["rows"]) for card in again["cards"])
+    assert rows == len(cards[cards["category"].isna()])
