@@ -59,8 +59,12 @@ def first_screen(root: Path) -> str:
     return "\n".join(report_path(root).read_text().splitlines()[:40])
 
 
+# The judge the builders' frames record: the configuration names it too.
+JUDGE_1 = {"endpoints": {"local": {"model": "judge-1"}}}
+
+
 def annotate_identity(root: Path) -> dict[str, str]:
-    params = {"data_root": str(root)}
+    params = {"data_root": str(root), **JUDGE_1}
     with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
         context = session.load_context()
         annotate = parse_annotate(context.params["annotate"], context.params["endpoints"])
@@ -74,7 +78,7 @@ def save_cards(root: Path, cards: pd.DataFrame) -> None:
 
 
 def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_root: Path):  # noqa: F811 - fixtures
-    run_report(build_frames(four_rated()))
+    run_report(build_frames(four_rated()), JUDGE_1)
     text = report_path(data_root).read_text()
     assert "This judge has not been validated" in text.split("## Judge card", 1)[1]
     # The first screen says so too, and the ratings carry the caveat.
@@ -86,7 +90,7 @@ def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_r
     assert "Caveat: the judge is not validated" in ratings
 
     save_cards(data_root, always_first_card(annotate_identity(data_root)))
-    run_report()
+    run_report(runtime_params=JUDGE_1)
     text = report_path(data_root).read_text()
     section = text.split("## Judge card", 1)[1]
     assert "has not been validated" not in section
@@ -130,7 +134,7 @@ def test_the_first_screen_finds_the_same_models_card_on_another_task(
         ignore_index=True,
     )
     save_cards(data_root, cards)
-    run_report(build_frames(four_rated()))
+    run_report(build_frames(four_rated()), JUDGE_1)
     screen = first_screen(data_root)
     validated = (
         "Validated on `natural/dataset.json`: task evaluate, mode pairwise, scale \\[1, 10\\]"
@@ -138,3 +142,15 @@ def test_the_first_screen_finds_the_same_models_card_on_another_task(
     assert f"{validated}; 40 judged calls; 2026-12-01T22:00:00+00:00" in screen
     assert "gemma-set" not in report_path(data_root).read_text()
     assert "**cannot be told apart from always_first, always_longer, random**" in screen
+
+
+def test_a_card_of_the_configured_judge_is_not_shown_for_data_another_judge_rated(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+):
+    """The configuration now names the embedded SmolLM2 (whose card exists, measured with
+    other sampling); the data was rated by judge-1: the report says so, no SmolLM2 card."""
+    run_report(build_frames(four_rated()))
+    screen = first_screen(data_root)
+    assert "**Judge not validated**: this data was rated by judge-1, not by the" in screen
+    assert "natural/dataset.json" not in screen

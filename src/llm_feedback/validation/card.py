@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -467,7 +467,9 @@ def _card_summaries(rows: pd.DataFrame, identity: Mapping[str, str]) -> list[tup
     return summaries
 
 
-def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> ValidationStanding:
+def validation_standing(
+    cards: pd.DataFrame, identity: Mapping[str, str], rated_by: Collection[str] = ()
+) -> ValidationStanding:
     """The cards measured for the judge's model (and file), endpoint and sampling on any
     task and validation set, each as one line (set, size, date, accuracy with its interval,
     its warnings), and the caveat its ratings carry; "not validated" where there is none,
@@ -477,13 +479,27 @@ def validation_standing(cards: pd.DataFrame, identity: Mapping[str, str]) -> Val
     Args:
         cards: judge_validation rows (every judge's).
         identity: the judge's identity columns (`judge_identity`).
+        rated_by: the judge models the data records (empty: unknown); when the identity's
+            model is not among them, the data was rated by another judge and no card of
+            the identity's is shown for it.
 
     Returns:
         The standing: validated or not, the lines, the caveat.
     """
-    rows = _same_model(cards, identity) if len(cards) else normalised(cards)
     model, endpoint = identity["judge_model"], identity["judge_endpoint"]
     name = f"{markdown_text(model)} at {markdown_text(endpoint)}"
+    if rated_by and model not in rated_by:
+        others = ", ".join(markdown_text(other) for other in sorted(rated_by))
+        return ValidationStanding(
+            False,
+            (
+                f"**Judge not validated**: this data was rated by {others}, not by the "
+                f"configured judge {name}; no card is known for the judge that rated it.",
+            ),
+            "**Caveat: the judge is not validated** (see Judge validation): "
+            "these ratings carry no measured accuracy.",
+        )
+    rows = _same_model(cards, identity) if len(cards) else normalised(cards)
     if rows.empty:
         others = _same_model(cards, identity, MODEL_COLUMNS[:-1]) if len(cards) else rows
         context = [

@@ -175,7 +175,10 @@ def render_report(
     identity = annotate_judge_identity(judge_params)
     # The project's own measured cards (the embedded judge's) count beside the data root's.
     judge_cards = add_card(measured_cards(), judge_cards)
-    standing = validation_standing(judge_cards, identity)
+    # The judge the data records: a configuration changed since annotate ran names another.
+    costs = tables["cost_table"]
+    rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
+    standing = validation_standing(judge_cards, identity, rated_by)
     text = render_markdown_report(
         tables,
         dict(FIGURE_LINKS),
