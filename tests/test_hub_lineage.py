@@ -4,12 +4,13 @@ configuration current at push time."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from huggingface_hub import DatasetCard
 
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import kedro_cli, run_kedro_cli
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
 from tests.test_hub import push_to_hub_cli
 
 JUDGE_X = [
@@ -65,3 +66,22 @@ def test_data_without_a_run_record_is_carded_not_recorded_not_from_the_configura
     assert "- judge: not recorded" in card
     assert "lineage: 'not recorded: no run record at version" in card
     assert "SmolLM2" not in card and "n_shuffles" not in card
+
+
+def test_a_plan_only_run_writes_no_run_record(tmp_path: Path) -> None:
+    data_root = tmp_path / "data"
+    with FakeLLMServer() as server:
+        command = kedro_cli(data_root, server.base_url, "plan_only=true", "sample.max_prompts=2")
+        subprocess.run(
+            [*command, "--pipelines", "sample,generate"],
+            cwd=PROJECT_ROOT,
+            env=KEDRO_CLI_ENV,
+            capture_output=True,
+            check=False,
+        )
+        assert (data_root / "08_reporting" / "run_plan.parquet").exists()  # it did plan
+        assert not (data_root / "02_intermediate" / "run_record.json").exists()
+        run_kedro_cli(kedro_cli(data_root, server.base_url, "sample.max_prompts=2"), "sample")
+    (version,) = (data_root / "02_intermediate" / "run_record.json").iterdir()
+    (sampled,) = (data_root / "02_intermediate" / "sampled_prompts.parquet").iterdir()
+    assert version.name == sampled.name  # the record is saved under the run's version
