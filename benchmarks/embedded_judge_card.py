@@ -8,7 +8,9 @@ Each pair is judged in both orders through the evaluate pipeline's own path: its
 auto` does on the local backend), `judge_samples` (eval_judgments with the probability
 verdicts beside the argmax ones) and `validate_evaluation` (the judge card). Prints wall
 time, calls and the card (rows and Markdown). Pairs are judged CHUNK at a time; after
-`--budget-s` seconds the pairs judged so far are validated.
+`--budget-s` seconds the pairs judged so far are validated. `--ship` also writes the card
+as the package's measured card (`llm_feedback/validation/measured_cards.json`), which a
+report reads beside the data root's `judge_validation`.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from llm_feedback.params import parse_evaluate
 from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.card import card_lines
 from llm_feedback.validation.formats import read_samples
+from llm_feedback.validation.measured import MEASURED_FILE, write_measured_cards
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import save  # noqa: E402
 
+MEASURED_PATH = Path(__file__).resolve().parents[1] / "src/llm_feedback/validation" / MEASURED_FILE
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared/data/llmbar/natural/dataset.json"
 LOCAL = {
     "backend": "local",
@@ -53,6 +57,7 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--budget-s", type=float, default=480.0, help="then validate what is done")
+    parser.add_argument("--ship", action="store_true", help="write the package's measured card")
     args = parser.parse_args()
     if not args.dataset.is_file():
         sys.exit(f"{args.dataset}: not found (LLMBar's Natural dataset.json)")
@@ -104,6 +109,12 @@ def main() -> None:
         "card_markdown": card_lines(validation.cards, evaluation_identity(config)["judge_key"]),
     }
     save("embedded_judge_card", json.loads(json.dumps(payload, default=str)))
+    if args.ship:
+        source = (
+            f"benchmarks/embedded_judge_card.py, {payload['items']} pairs of "
+            f"{args.dataset.parent.name}/{args.dataset.name} in both orders, {calls} calls"
+        )
+        write_measured_cards(validation.cards, source, MEASURED_PATH)
     stop_local_servers()
 
 

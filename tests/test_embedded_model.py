@@ -48,7 +48,16 @@ def test_default_pipeline_on_the_embedded_model(run_kedro):
     overall_scores = catalog.load("overall_scores").read()
     assert len(overall_scores) == 8
     assert catalog.load("ultrafeedback")["completions"].map(len).eq(4).all()
-    assert "Built from" in catalog.load("report")
+    report = catalog.load("report")
+    assert "Built from" in report
+    # `make run`'s report states its judge's validation on the first screen: these sampling
+    # settings are not validated, and the embedded model's measured card is named.
+    screen = "\n".join(report.splitlines()[:40])
+    assert screen.index("## Judge validation") < screen.index("## Headline")
+    assert "**Judge not validated**: no card measures SmolLM2-135M-Instruct at local" in screen
+    assert "Measured for the same model and file with other sampling" in screen
+    assert "`natural/dataset.json`: task evaluate, mode pairwise" in screen
+    assert "cannot be told apart from always_first" in screen
 
     assert not local._servers  # the run's hook stopped the embedded server
 

@@ -84,7 +84,8 @@ def test_the_body_names_models_judge_principles_parameters_and_counts():
     principles = {c["principle"] for completions in data["completions"] for c in completions}
     for text in (*models, *principles, *set(data["source"])):
         assert f"| {text} |" in card.text
-    assert "judge: SmolLM2-135M-Instruct (local backend)" in card.text
+    # The embedded judge named by its GGUF file too: another file is another judge.
+    assert "judge: SmolLM2-135M-Instruct (local backend, model file sha256:" in card.text
     assert "n_shuffles: 1" in card.text and "shuffle_seed: 42" in card.text
     assert f"rows: {len(data):,}" in card.text
     assert "licence: not stated" in card.text and card.data.license == "other"

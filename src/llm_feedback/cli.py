@@ -45,8 +45,10 @@ from llm_feedback.errors import (
 )
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
-from llm_feedback.hub_card import DEFAULT_LICENSE, run_settings
+from llm_feedback.hub_card import DEFAULT_LICENSE, dataset_card_validation
 from llm_feedback.pipeline_registry import pipeline_names
+from llm_feedback.pipelines.run_record_hooks import load_run_record
+from llm_feedback.run_record import card_lineage, judge_identity_of
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
@@ -284,7 +286,16 @@ def push_to_hub(
                 )
             table = dataset.source() if isinstance(dataset, ParquetDataset) else dataset.load()
             refuse_an_empty_table(dataset, table, name, version)
-            judge, settings = run_settings(context.params)
+            # The card describes the run that wrote this version, not today's configuration.
+            pushed = version or dataset.resolve_load_version()
+            record = load_run_record(context.catalog, pushed)
+            judge, settings = card_lineage(record, pushed)
+            validation = judge_card.read_text(encoding="utf-8") if judge_card else None
+            identity = judge_identity_of(record)
+            if validation is None and identity is not None:
+                validation = dataset_card_validation(
+                    context.catalog.load("judge_validation_history"), identity
+                )
             push = build_push(
                 table,
                 name=name,
@@ -297,7 +308,7 @@ def push_to_hub(
                 license=license_id,
                 judge=judge,
                 settings=settings,
-                judge_card=judge_card.read_text(encoding="utf-8") if judge_card else None,
+                judge_card=validation,
                 workdir=Path(workdir),
             )
         except (ConfigError, InputError) as error:

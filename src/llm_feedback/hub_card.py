@@ -6,9 +6,12 @@ size_categories, configs, dataset_info features) and a body saying how the data 
 Written with every `kedro push-to-hub` (and printed by `--dry-run`) and beside each export
 (`ultrafeedback_card`, 07_model_output). Pure: the run's parameters come in as a mapping.
 
-The judge's validation is a hook: `judge_validation_section(markdown)` takes the judge
-card's markdown (written by the judge-validation step) or None, in which case the card says
-that this judge has not been validated.
+`kedro push-to-hub` builds the card from the data's own lineage (`run_record`: the judge
+and settings of the run that wrote the pushed version), never from the configuration
+current at push time. The judge's validation: `judge_validation_section(markdown)` takes
+the judge card's markdown (`--judge-card`, else `dataset_card_validation`: the cards of the
+recorded judge's model, endpoint and sampling) or None, in which case the card says that
+this judge has not been validated. Names from configuration are escaped.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import yaml
 
+from llm_feedback.markdown_escape import code_fence, markdown_text, table_cell_text
 from llm_feedback.params import parse_annotate
 
 NOT_VALIDATED = (
@@ -103,17 +107,44 @@ def counts_of(name: str, frames: Iterable[pd.DataFrame]) -> dict[str, Mapping[st
 COUNTED_COLUMNS = ("completions", "model_chosen", "model_rejected", "source")
 
 
-def run_settings(parameters: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """(the judge, in words; the settings the card lists) from the run's parameters.
-    Endpoint URLs and keys are left out: they are private."""
-    settings: dict[str, Any] = {}
-    judge = None
-    if parameters.get("annotate") is not None or "endpoints" in parameters:
+def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """What the card says about one stage ("sample", "generate", "annotate", "report") of
+    the run whose `parameters` are given: the settings it lists (keyed as `run_settings`'s)
+    and, for annotate, "judge" (in words) and "judge_identity" (the card key's columns).
+    Endpoint URLs and keys are left out: they are private.
+
+    Args:
+        parameters: the run's parameters.
+        stage: the stage.
+
+    Returns:
+        The stage's part; empty when the parameters do not configure it.
+    """
+    part: dict[str, Any] = {}
+    if stage == "sample":
+        sample = parameters.get("sample") or {}
+        keys = ("n_completions", "seed", "max_prompts")
+        chosen = {key: sample[key] for key in keys if key in sample}
+        if chosen:
+            part["sample"] = chosen
+    elif stage == "generate" and parameters.get("model_pool"):
+        part["model_pool"] = sorted(parameters["model_pool"])
+    elif stage == "annotate" and (
+        parameters.get("annotate") is not None or "endpoints" in parameters
+    ):
+        from llm_feedback.reporting.judge_card import annotate_judge_identity  # noqa: PLC0415
+
         annotate = parse_annotate(parameters.get("annotate"), parameters.get("endpoints"))
         endpoint = annotate.endpoint
-        judge = f"{endpoint.model} ({endpoint.backend} backend)"
-        settings["annotate"] = {
+        identity = annotate_judge_identity(annotate)
+        weights = identity["judge_model_file"]
+        part["judge"] = f"{endpoint.model} ({endpoint.backend} backend" + (
+            f", model file {weights})" if weights else ")"
+        )
+        part["judge_identity"] = identity
+        part["annotate"] = {
             "aspects": list(annotate.aspects),
+            "judge_sampling": dict(annotate.aspect_sampling),
             "n_shuffles": annotate.n_shuffles,
             "shuffle_seed": annotate.shuffle_seed,
             "aspect_orders": annotate.aspect_orders,
@@ -123,16 +154,45 @@ def run_settings(parameters: Mapping[str, Any]) -> tuple[str | None, dict[str, A
                 "reannotate_threshold": annotate.score_fix.reannotate_threshold,
             },
         }
-    sample = parameters.get("sample") or {}
-    settings["sample"] = {
-        key: sample[key] for key in ("n_completions", "seed", "max_prompts") if key in sample
-    }
-    if parameters.get("model_pool"):
-        settings["model_pool"] = sorted(parameters["model_pool"])
-    pairs = (parameters.get("report") or {}).get("pairs")
-    if pairs:
-        settings["preference_pairs"] = dict(pairs)
-    return judge, {key: value for key, value in settings.items() if value}
+    elif stage == "report":
+        pairs = (parameters.get("report") or {}).get("pairs")
+        if pairs:
+            part["preference_pairs"] = dict(pairs)
+    return part
+
+
+# The keys of a stage's part (and of its run record entry) that are not settings.
+NOT_SETTINGS = ("judge", "judge_identity", "run", "recorded")
+# The stages whose settings a card lists, in data-flow order.
+CARD_STAGES = ("sample", "generate", "annotate", "report")
+
+
+def card_settings(parts: Mapping[str, Mapping[str, Any]]) -> tuple[str | None, dict[str, Any]]:
+    """(the judge, in words; the settings the card lists) from each stage's part
+    (`stage_settings`), in the card's order.
+
+    Args:
+        parts: stage -> its part.
+
+    Returns:
+        The judge (None when no annotate part says) and the settings.
+    """
+    settings: dict[str, Any] = {}
+    for stage in CARD_STAGES:
+        part = parts.get(stage) or {}
+        settings.update({k: v for k, v in part.items() if k not in NOT_SETTINGS})
+    judge = (parts.get("annotate") or {}).get("judge")
+    order = ("annotate", "sample", "model_pool", "preference_pairs")
+    ordered = {key: settings[key] for key in order if settings.get(key)}
+    ordered.update({k: v for k, v in settings.items() if k not in ordered and v})
+    return judge, ordered
+
+
+def run_settings(parameters: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """(the judge, in words; the settings the card lists) from one run's parameters, every
+    stage as that run configured it (`stage_settings`). Endpoint URLs and keys are left
+    out: they are private."""
+    return card_settings({stage: stage_settings(parameters, stage) for stage in CARD_STAGES})
 
 
 def judge_validation_section(markdown: str | None) -> str:
@@ -140,6 +200,24 @@ def judge_validation_section(markdown: str | None) -> str:
     statement that the judge has not been validated."""
     text = (markdown or "").strip()
     return text if text else NOT_VALIDATED
+
+
+def dataset_card_validation(cards: pd.DataFrame, identity: Mapping[str, str]) -> str:
+    """The card's "Judge validation" body for the judge that rated the data: the cards of
+    its model, endpoint and sampling on any task (`validation.card.validation_standing`),
+    or the statement that there is none.
+
+    Args:
+        cards: judge_validation rows.
+        identity: the judge's identity columns, from the data's run record.
+
+    Returns:
+        Markdown.
+    """
+    from llm_feedback.validation.card import validation_standing  # noqa: PLC0415 - matplotlib
+
+    standing = validation_standing(cards, identity)
+    return "\n".join(f"- {line}" for line in standing.lines) + "\n\n" + standing.caveat
 
 
 def card_metadata(facts: CardFacts) -> dict[str, Any]:
@@ -173,7 +251,7 @@ def _table(counts: Mapping[str, int], what: str) -> list[str]:
     if not counts:
         return [f"No {what} recorded in this dataset."]
     lines = [f"| {what} | count |", "|---|---:|"]
-    lines += [f"| {name} | {count:,} |" for name, count in counts.items()]
+    lines += [f"| {table_cell_text(str(name))} | {count:,} |" for name, count in counts.items()]
     return lines
 
 
@@ -208,7 +286,7 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         f"- rows: {facts.n_rows:,} in split `{facts.split}` (configuration `{facts.config_name}`)",
         f"- columns: {', '.join(facts.columns)}",
         f"- {excluded}",
-        f"- judge: {facts.judge or 'not recorded'}",
+        f"- judge: {markdown_text(facts.judge) if facts.judge else 'not recorded'}",
         f"- licence: {licence}",
         "",
         "## Generator models",
@@ -225,9 +303,7 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         "",
         "## Parameters",
         "",
-        "```yaml",
-        yaml.safe_dump(dict(facts.settings), sort_keys=False).rstrip() or "{}",
-        "```",
+        code_fence(yaml.safe_dump(dict(facts.settings), sort_keys=False).rstrip() or "{}", "yaml"),
         "",
         "## Judge validation",
         "",

@@ -154,8 +154,10 @@ JUDGE_IDENTITY_COLUMNS = (
     "judge_key",
     "judge_endpoint",
     "judge_model",
+    "judge_model_file",  # the weights behind the name: GGUF sha256, Azure deployment, or ""
     "prompt_template_sha256",
-    "sampling",
+    "sampling",  # the decoding settings, sorted JSON
+    "task",  # what the judge is asked (stage or mode, scale, reply format), sorted JSON
 )
 JUDGE_VALIDATION_COLUMN_TYPES = {
     **dict.fromkeys(JUDGE_IDENTITY_COLUMNS, "string"),

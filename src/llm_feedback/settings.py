@@ -9,6 +9,7 @@ from llm_feedback.hooks import (
     RunInputsHooks,
     StageTimesHooks,
 )
+from llm_feedback.pipelines.run_record_hooks import RunRecordHooks
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
 from llm_feedback.remote_root import local_root
 
@@ -22,6 +23,7 @@ HOOKS = (
     RunInputsHooks(),  # before ReportProvenanceHooks reads its inputs' versions
     StageTimesHooks(),
     MlflowTrackingHooks(),
+    RunRecordHooks(),
 )
 
 # OmegaConfigLoader, with YAML alias expansion limited (a "billion laughs" file is refused).

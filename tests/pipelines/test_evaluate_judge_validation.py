@@ -15,6 +15,7 @@ from kedro.io import DatasetError
 
 from llm_feedback.errors import InputError
 from llm_feedback.replies.fencing import neutralise
+from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
 
@@ -451,7 +452,11 @@ def test_llmbar_replayed_without_logprobs_gives_both_conventions(run_kedro, remo
     with FakeLLMServer(responder=RecordedPairwiseJudge(items, winners)) as server:
         params = llmbar_params(server, LLMBAR / "dataset.json", judge_logprobs=False, max_reasks=0)
         run = run_kedro("evaluate", params)
-        assert server.request_count == 200
+        # A pair with a suspected injection is judged again without its spans, both orders.
+        flagged = sum(
+            suspected_injection(i["output_1"]) or suspected_injection(i["output_2"]) for i in items
+        )
+        assert server.request_count == 200 + 2 * flagged
     measured = metric_values(run["catalog"].load("eval_metrics"), "fake-model~gold")
     assert measured["unreadable_count"] == (0 if removed is None else 1)
     expected = llmbar_figures([item["label"] for item in items], winners)

@@ -1,8 +1,11 @@
 """The annotate report shows the card of its judge: "not validated" until judge_validation
-holds a card under the judge's key, then the card, with its warning against a baseline."""
+holds a card under the judge's key, then the card, with its warning against a baseline;
+its first screen shows the cards of the same model, file, endpoint and sampling on any
+task, and the headline and ratings carry the caveat."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +13,7 @@ from kedro.framework.session import KedroSession
 
 from llm_feedback.params import parse_annotate
 from llm_feedback.reporting.judge_card import annotate_judge_identity
+from llm_feedback.validation.card import judge_identity
 from llm_feedback.validation.validate import validate_pairwise
 from tests.conftest import PROJECT_ROOT
 from tests.pipelines.test_report_pipeline import (  # noqa: F401 - the report's fixtures
@@ -50,20 +54,103 @@ def always_first_card(identity: dict[str, str]) -> pd.DataFrame:
     return validation.card
 
 
-def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_root: Path):  # noqa: F811 - fixtures
-    run_report(build_frames(four_rated()))
-    section = report_path(data_root).read_text().split("## Judge card", 1)[1]
-    assert "This judge has not been validated" in section
+def first_screen(root: Path) -> str:
+    """What a reader sees without scrolling: report.md's first 40 lines."""
+    return "\n".join(report_path(root).read_text().splitlines()[:40])
 
-    params = {"data_root": str(data_root)}
+
+# The judge the builders' frames record: the configuration names it too.
+JUDGE_1 = {"endpoints": {"local": {"model": "judge-1"}}}
+
+
+def annotate_identity(root: Path) -> dict[str, str]:
+    params = {"data_root": str(root), **JUDGE_1}
     with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
         context = session.load_context()
         annotate = parse_annotate(context.params["annotate"], context.params["endpoints"])
-        context.catalog.save(
-            "judge_validation", always_first_card(annotate_judge_identity(annotate))
-        )
-    run_report()
-    section = report_path(data_root).read_text().split("## Judge card", 1)[1]
+    return annotate_judge_identity(annotate)
+
+
+def save_cards(root: Path, cards: pd.DataFrame) -> None:
+    params = {"data_root": str(root)}
+    with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=params) as session:
+        session.load_context().catalog.save("judge_validation", cards)
+
+
+def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_root: Path):  # noqa: F811 - fixtures
+    run_report(build_frames(four_rated()), JUDGE_1)
+    text = report_path(data_root).read_text()
+    assert "This judge has not been validated" in text.split("## Judge card", 1)[1]
+    # The first screen says so too, and the ratings carry the caveat.
+    screen = first_screen(data_root)
+    assert "**Judge not validated**" in screen
+    assert screen.index("## Judge validation") < screen.index("## Headline")
+    assert "Caveat: the judge is not validated" in text.split("## Headline", 1)[1].split("##")[0]
+    ratings = text.split("## Ratings per model and aspect", 1)[1].split("\n## ")[0]
+    assert "Caveat: the judge is not validated" in ratings
+
+    save_cards(data_root, always_first_card(annotate_identity(data_root)))
+    run_report(runtime_params=JUDGE_1)
+    text = report_path(data_root).read_text()
+    section = text.split("## Judge card", 1)[1]
     assert "has not been validated" not in section
     assert "This judge cannot be told apart from always_first" in section
     assert "| positional_agreement | 0.000" in section
+    screen = first_screen(data_root)
+    assert "Judge not validated" not in screen
+    assert "Validated on `pairs` (this prompt and task)" in screen
+    assert "40 judged calls; 2026-12-01T22:00:00+00:00; accuracy 0.500 [" in screen
+    assert "on its validation this judge did no better than a baseline" in screen
+
+
+def test_the_first_screen_finds_the_same_models_card_on_another_task(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+):
+    """A card measured in evaluate (another prompt and task) for the same model, model file,
+    endpoint and sampling is the annotate judge's validation; one of another GGUF file or
+    other sampling is not."""
+    own = annotate_identity(data_root)
+    sampling = json.loads(own["sampling"])
+    evaluate = judge_identity(
+        own["judge_endpoint"],
+        own["judge_model"],
+        "an evaluate pairwise template",
+        sampling,
+        model_file=own["judge_model_file"],
+        task={"task": "evaluate", "mode": "pairwise", "scale": [1, 10]},
+    )
+    other_file = judge_identity(
+        own["judge_endpoint"],
+        own["judge_model"],
+        "an evaluate pairwise template",
+        sampling,
+        model_file="sha256:" + "0" * 64,  # a Gemma GGUF behind the same name
+        task={"task": "evaluate", "mode": "pairwise", "scale": [1, 10]},
+    )
+    cards = pd.concat(
+        [always_first_card(other_file).assign(validation_set="gemma-set")]
+        + [always_first_card(evaluate).assign(validation_set="natural/dataset.json")],
+        ignore_index=True,
+    )
+    save_cards(data_root, cards)
+    run_report(build_frames(four_rated()), JUDGE_1)
+    screen = first_screen(data_root)
+    validated = (
+        "Validated on `natural/dataset.json`: task evaluate, mode pairwise, scale \\[1, 10\\]"
+    )
+    assert f"{validated}; 40 judged calls; 2026-12-01T22:00:00+00:00" in screen
+    assert "gemma-set" not in report_path(data_root).read_text()
+    assert "**cannot be told apart from always_first, always_longer, random**" in screen
+
+
+def test_a_card_of_the_configured_judge_is_not_shown_for_data_another_judge_rated(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+):
+    """The configuration now names the embedded SmolLM2 (whose card exists, measured with
+    other sampling); the data was rated by judge-1: the report says so, no SmolLM2 card."""
+    run_report(build_frames(four_rated()))
+    screen = first_screen(data_root)
+    assert "**Judge not validated**: this data was rated by judge-1, not by the" in screen
+    assert "natural/dataset.json" not in screen

@@ -2,17 +2,18 @@
 
 When the samples carry gold labels (pairwise `gold`, judged in both orders; pointwise
 `recorded_score` / `gold_score`), `validate_evaluation` runs `validation.validate` on the
-run's judgments and returns the judge's `judge_validation` rows merged into the cards of
-earlier runs (this judge's rows on this validation set replaced, every other judge's
-kept), the annotators' agreement, and the validation metrics as `eval_metrics` rows (the
-same metric names and values, with their intervals; `raters` is "<judge>~gold" for the
-judge's verdicts, "<baseline>~gold" for a baseline, "<judge>~<annotator>" against one
-annotator; `n_missing`: what a readable-only figure, `*_readable`, leaves out of its
-all-items twin's `n`, the unreadable calls or items).
+run's judgments and returns the judge's `judge_validation` rows added to the cards of
+earlier runs (every earlier run kept: `card.add_card`), the annotators' agreement, and the
+validation metrics as `eval_metrics` rows (the same metric names and values, with their
+intervals; `raters` is "<judge>~gold" for the judge's verdicts, "<baseline>~gold" for a
+baseline, "<judge>~<annotator>" against one annotator; `n_missing`: what a readable-only
+figure, `*_readable`, leaves out of its all-items twin's `n`, the unreadable calls or
+items).
 
-The judge is its endpoint (the endpoint's name, else its URL), model, prompt template
-(the kind's template file, or the custom prompt and per-category prompts) and sampling:
-`evaluation_judge_key` names its card for the reports. A panel is not validated here.
+The judge is its endpoint (the endpoint's name, else its URL), model and model file,
+prompt template (the kind's template file, or the custom prompt and per-category prompts),
+sampling and task (mode, scale, reply format): `evaluation_judge_key` names its card for
+the reports. A panel is not validated here.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.schema import (
     EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES,
     EVAL_METRICS_COLUMN_TYPES,
-    JUDGE_VALIDATION_COLUMN_TYPES,
 )
 from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
-from llm_feedback.validation.card import BASELINE, judge_identity
+from llm_feedback.validation.card import BASELINE, add_card, judge_identity, normalised
 from llm_feedback.validation.logprobs import ARGMAX, LOGPROBS, calls_from_judgments
 from llm_feedback.validation.metrics import READABLE
+from llm_feedback.validation.model_file import model_file_identity
 from llm_feedback.validation.validate import Validation, validate_pairwise, validate_pointwise
 from llm_feedback.validation.verdicts import pairs_table
 
@@ -70,11 +71,16 @@ def evaluation_identity(config: EvaluateParams) -> dict[str, str] | None:
     if config.judge is None or config.evaluator is not None:
         return None
     judge = config.judge
-    sampling = {"mode": config.mode, "scale": list(config.scale), **dict(judge.sampling)}
+    task = {"task": "evaluate", "mode": config.mode, "scale": list(config.scale)}
     if config.kind.reply_formats:
-        sampling["reply_format"] = config.binary_reply
+        task["reply_format"] = config.binary_reply
     return judge_identity(
-        endpoint_name(judge.endpoint), judge.endpoint.model, prompt_template_text(config), sampling
+        endpoint_name(judge.endpoint),
+        judge.endpoint.model,
+        prompt_template_text(config),
+        judge.sampling,
+        model_file=model_file_identity(judge.endpoint),
+        task=task,
     )
 
 
@@ -162,19 +168,13 @@ def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame
 
 
 def merged_cards(previous: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
-    """`previous` cards without this judge's on this validation set, then `card`."""
-    key, validation_set = card["judge_key"].iloc[0], card["validation_set"].iloc[0]
-    kept = previous[
-        ~((previous["judge_key"] == key) & (previous["validation_set"] == validation_set))
-    ]
-    parts = [part for part in (kept, card) if len(part)]
-    merged = pd.concat(parts, ignore_index=True) if parts else card
-    return merged[list(JUDGE_VALIDATION_COLUMN_TYPES)].astype(JUDGE_VALIDATION_COLUMN_TYPES)
+    """`previous` cards, then `card`: every earlier run is kept (`card.add_card`)."""
+    return add_card(previous, card)
 
 
 def empty_validation(previous: pd.DataFrame) -> EvaluationValidation:
     return EvaluationValidation(
-        cards=previous[list(JUDGE_VALIDATION_COLUMN_TYPES)].astype(JUDGE_VALIDATION_COLUMN_TYPES),
+        cards=normalised(previous),
         annotators=pd.DataFrame(columns=list(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES)).astype(
             EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES
         ),

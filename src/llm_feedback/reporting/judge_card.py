@@ -1,6 +1,8 @@
-"""The judge card in the annotate report: the key of annotate's judge (its endpoint, model,
-aspect-rating prompt templates and sampling), under which `judge_validation` files a card
-when that judge has been validated with the same prompt (`validation.card`)."""
+"""The judge card in the annotate report: the identity of annotate's judge (its endpoint,
+model and model file, aspect-rating prompt templates, sampling and task), under which
+`judge_validation` files a card when that judge has been validated with the same prompt;
+the report's first screen shows the cards of the same model, endpoint and sampling on any
+task (`validation.card.validation_standing`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from llm_feedback.evaluation.judge_validation import endpoint_name
 from llm_feedback.params import AnnotateParams
 from llm_feedback.templates import has_template, load_template
 from llm_feedback.validation.card import judge_identity
+from llm_feedback.validation.model_file import model_file_identity
 
 # The templates of annotate's aspect ratings: its judge's prompt.
 ANNOTATE_TEMPLATES = ("system_aspect", "aspect")
@@ -21,10 +24,13 @@ def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
         *(f"aspect_{aspect}" for aspect in annotate.aspects if has_template(f"aspect_{aspect}")),
     ]
     text = "".join(load_template(name) for name in names)
-    sampling = {"stage": "annotate", "aspects": list(annotate.aspects), **annotate.aspect_sampling}
+    task = {"task": "annotate", "aspects": list(annotate.aspects)}
     endpoint = annotate.endpoint
-    return judge_identity(endpoint_name(endpoint), endpoint.model, text, sampling)
-
-
-def annotate_judge_key(annotate: AnnotateParams) -> str:
-    return annotate_judge_identity(annotate)["judge_key"]
+    return judge_identity(
+        endpoint_name(endpoint),
+        endpoint.model,
+        text,
+        annotate.aspect_sampling,
+        model_file=model_file_identity(endpoint),
+        task=task,
+    )

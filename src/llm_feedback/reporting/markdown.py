@@ -3,17 +3,24 @@
 Tables are laid out by pandas' `DataFrame.to_markdown` (tabulate); only the cell text is
 ours (`_cell`: thousands separators, "–" for missing, yes/no, lists joined), because the
 report's reader wants those and tabulate does not format them.
+
+The judge's validation comes first, beside the headline: the cards measured for the same
+model, endpoint and sampling on any task, or "not validated" (`validation.card
+.validation_standing`); the headline's ranking line and the rating tables carry its
+caveat. Names from configuration (models, endpoints, sources) are escaped
+(`markdown_escape`): a `<script>` in a model name is text.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from llm_feedback.markdown_escape import markdown_text, table_cell_text
 from llm_feedback.parquet_source import table_batches
 from llm_feedback.reporting._frames import Table
 from llm_feedback.reporting.metrics import FIX_ACTIONS, to_0_100
@@ -128,6 +135,13 @@ INTERVAL_OF = {
     "style_coefficients": "coefficient",
     "judge_bias": "estimate",
 }
+# The tables of the judge's ratings: they carry the caveat of its validation.
+RATING_TABLES = (
+    "model_aspect_metrics",
+    "model_ranking",
+    "source_aspect_metrics",
+    "model_score_metrics",
+)
 # Shown in its mean's interval instead, see `with_intervals`.
 HIDDEN_COLUMNS = ("std_error",)
 EMPTY_POSITION_NOTE = (
@@ -141,6 +155,9 @@ def render_markdown_report(
     dataset_versions: Mapping[str, str],
     run_info: Mapping[str, Any],
     omitted_figures: Mapping[str, str] | None = None,
+    *,
+    judge_validation: Sequence[str] = (),
+    caveat: str | None = None,
 ) -> str:
     """The report as Markdown text.
 
@@ -151,16 +168,27 @@ def render_markdown_report(
     used as given in image links. dataset_versions: dataset name -> version (e.g. the Kedro
     save timestamp) of the inputs the report was built from. run_info: free key/values
     (run id, parameters, date) listed at the top. omitted_figures: figure name -> the
-    sentence saying why it is not shown.
+    sentence saying why it is not shown. judge_validation: the judge's validation, one
+    Markdown line per card (or the "not validated" line), shown before the headline.
+    caveat: the sentence the headline's ranking and the rating tables carry.
     """
     sections = ["# llm_feedback report"]
     if run_info:
         sections.append(
             "## Run\n\n"
-            + "\n".join(f"- **{key}**: {_cell(value)}" for key, value in run_info.items())
+            + "\n".join(
+                f"- **{markdown_text(key)}**: {markdown_text(_cell(value))}"
+                for key, value in run_info.items()
+            )
+        )
+    if judge_validation:
+        sections.append(
+            "## Judge validation\n\n" + "\n".join(f"- {line}" for line in judge_validation)
         )
     headline = _headline(tables)
     if headline:
+        if caveat:
+            headline.insert(0, caveat)
         sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
 
     known = [name for name in TABLE_SECTIONS if name in tables]
@@ -168,9 +196,11 @@ def render_markdown_report(
     others = [name for name in tables if name not in TABLE_SECTIONS and name not in summarised]
     for name in known:
         title, explanation = TABLE_SECTIONS[name]
+        if caveat and name in RATING_TABLES:
+            explanation = f"{caveat}\n\n{explanation}"
         sections.append(f"## {title}\n\n{explanation}\n\n{_render_known(name, tables[name])}")
     for name in others:
-        sections.append(f"## {name}\n\n{markdown_table(tables[name])}")
+        sections.append(f"## {markdown_text(name)}\n\n{markdown_table(tables[name])}")
 
     if figure_paths or omitted_figures:
         shown = [
@@ -236,8 +266,8 @@ def markdown_table(frame: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
         return "_No columns._"
     if frame.empty:
         return "_No rows._"
-    shown = frame.head(max_rows).map(lambda value: _escape(_cell(value)))
-    shown.columns = [_escape(str(column)) for column in frame.columns]
+    shown = frame.head(max_rows).map(lambda value: table_cell_text(_cell(value)))
+    shown.columns = [table_cell_text(str(column)) for column in frame.columns]
     alignment = [
         "right"
         if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
@@ -268,10 +298,6 @@ def _number(value: numbers.Real) -> str:
     if isinstance(value, numbers.Integral):
         return f"{value:,}"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _render_known(name: str, table: pd.DataFrame) -> str:
@@ -402,7 +428,8 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         line = f"Estimated cost: {_cell(float(costs['estimated_cost'].sum()))}"
         unpriced = sorted(costs.loc[~costs["priced"], "model"].unique())
         if unpriced:
-            line += f" (no price for {', '.join(unpriced)}: counted as 0)"
+            names = ", ".join(markdown_text(model) for model in unpriced)
+            line += f" (no price for {names}: counted as 0)"
         if "usage_estimated" in costs and costs["usage_estimated"].any():
             estimated = costs.loc[costs["usage_estimated"], "stage"].unique()
             line += (
@@ -444,7 +471,7 @@ def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             rows = bias[bias["diagnostic"] == diagnostic]
             if not rows.empty:
                 values = [
-                    f"{scope} {_interval_cell(value, low, high)}"
+                    f"{markdown_text(scope)} {_interval_cell(value, low, high)}"
                     for scope, value, low, high in zip(
                         rows["scope"],
                         rows["estimate"],
@@ -458,13 +485,13 @@ def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     if ranking is not None and not ranking.empty:
         top = ranking.sort_values("rank").iloc[0]
         lines.append(
-            f"Top model (Bradley-Terry): {top['model']}, score "
+            f"Top model (Bradley-Terry): {markdown_text(top['model'])}, score "
             f"{_interval_cell(top['score'], top['ci_low'], top['ci_high'])}."
         )
         if "style_controlled_score" in ranking and ranking["style_controlled_score"].notna().any():
             styled = ranking.loc[ranking["style_controlled_score"].idxmax()]
             lines.append(
-                f"Top model with style controlled: {styled['model']}, score "
+                f"Top model with style controlled: {markdown_text(styled['model'])}, score "
                 + _interval_cell(
                     styled["style_controlled_score"],
                     styled["style_controlled_score_ci_low"],

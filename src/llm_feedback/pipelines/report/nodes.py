@@ -18,11 +18,13 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
-from llm_feedback.reporting.judge_card import annotate_judge_key
+from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.templates import use_template_folder
+from llm_feedback.validation.card import add_card, validation_standing
+from llm_feedback.validation.measured import measured_cards
 from llm_feedback.viewer import StaticSite, feedback_site
 
 # Figure name -> link in the report. catalog_report.yml saves every `<name>_figure` to
@@ -173,8 +175,22 @@ def render_report(
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
-    text = render_markdown_report(tables, dict(FIGURE_LINKS), input_versions, run_info)
     # The card of annotate's judge: its key hashes the aspect templates the run used.
     judge_params = annotate_params(annotate, endpoints, prompt_templates)
     use_template_folder(judge_params.prompt_templates)
-    return text + judge_card_section(judge_cards, annotate_judge_key(judge_params))
+    identity = annotate_judge_identity(judge_params)
+    # The project's own measured cards (the embedded judge's) count beside the data root's.
+    judge_cards = add_card(measured_cards(), judge_cards)
+    # The judge the data records: a configuration changed since annotate ran names another.
+    costs = tables["cost_table"]
+    rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
+    standing = validation_standing(judge_cards, identity, rated_by)
+    text = render_markdown_report(
+        tables,
+        dict(FIGURE_LINKS),
+        input_versions,
+        run_info,
+        judge_validation=standing.lines,
+        caveat=standing.caveat,
+    )
+    return text + judge_card_section(judge_cards, identity["judge_key"])

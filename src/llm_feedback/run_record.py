@@ -1,0 +1,108 @@
+"""The run record: which settings made the data a run wrote, so that a dataset card is
+built from the data's own lineage, never from the configuration current when it is read.
+
+Kedro saves every output of one run under the run's save version. The record is one more
+versioned output (`run_record`, JSON), saved when the run starts, under that same version:
+for dataset D at version v, the record at version v is the record of the run that wrote D.
+It holds one part per feedback stage (`hub_card.stage_settings`: settings, and for annotate
+the judge in words and its identity). A stage the run ran is described from the run's own
+parameters; a stage whose output the run read instead is copied from the record at that
+output's version (the run that wrote it), or marked "not recorded" when that version has
+none (data written before records were kept). So the record of a report run names the
+judge of the annotate run whose ratings it read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from llm_feedback.hub_card import CARD_STAGES, card_settings, stage_settings
+
+# The dataset each stage's settings are read from: the stage's own output.
+STAGE_OUTPUTS = {
+    "sample": "sampled_prompts",
+    "generate": "completions",
+    "annotate": "aspect_annotations",
+    "report": "preference_pairs",
+}
+NOT_RECORDED = "not recorded"
+
+
+def stage_part(stage: str, run: str | None, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One stage's entry: the run (version) that wrote its output and its settings, or
+    `recorded: false` when no record of that run exists."""
+    if settings is None:
+        return {"run": run, "recorded": False}
+    return {"run": run, "recorded": True, **settings}
+
+
+def build_record(
+    version: str,
+    parameters: Mapping[str, Any],
+    ran: Collection[str],
+    read_version: Callable[[str], str | None],
+    load_record: Callable[[str], Mapping[str, Any] | None],
+) -> dict[str, Any]:
+    """The record of a run saved as `version`.
+
+    Args:
+        version: the run's save version.
+        parameters: the run's parameters.
+        ran: the stages whose output the run writes.
+        read_version: a stage's output dataset -> the version the run reads (None: none).
+        load_record: a version -> the record saved under it, or None.
+
+    Returns:
+        {"version", "stages": {stage: part}}, JSON-serialisable.
+    """
+    stages: dict[str, Any] = {}
+    for stage in CARD_STAGES:
+        if stage in ran:
+            stages[stage] = stage_part(stage, version, stage_settings(parameters, stage))
+            continue
+        source = read_version(STAGE_OUTPUTS[stage])
+        if source is None:
+            continue  # never written: nothing to describe
+        earlier = load_record(source)
+        part = ((earlier or {}).get("stages") or {}).get(stage)
+        if part is None:
+            part = stage_part(stage, source, None)
+        stages[stage] = part
+    return json.loads(json.dumps({"version": version, "stages": stages}, default=str))
+
+
+def card_lineage(
+    record: Mapping[str, Any] | None, version: str
+) -> tuple[str | None, dict[str, Any]]:
+    """(the judge in words, the settings) a dataset card lists for the data saved as
+    `version`, from its run record; with no record, both say "not recorded".
+
+    Args:
+        record: the run record at `version`, or None.
+        version: the pushed dataset's version.
+
+    Returns:
+        The judge (None: not recorded) and the settings, with `written_by`: stage -> run.
+    """
+    if record is None:
+        return None, {"lineage": f"{NOT_RECORDED}: no run record at version {version}"}
+    stages = record.get("stages") or {}
+    parts = {stage: part for stage, part in stages.items() if part.get("recorded")}
+    judge, settings = card_settings(parts)
+    if "annotate" in stages and "annotate" not in parts:
+        judge = None
+    settings["written_by"] = {
+        stage: part.get("run") if part.get("recorded") else f"{part.get('run')} ({NOT_RECORDED})"
+        for stage, part in stages.items()
+    }
+    return judge, settings
+
+
+def judge_identity_of(record: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The identity of the judge that rated the recorded data (`validation.card`), if
+    recorded."""
+    part = ((record or {}).get("stages") or {}).get("annotate") or {}
+    identity = part.get("judge_identity")
+    return dict(identity) if identity else None

@@ -1,0 +1,87 @@
+"""The dataset card is built from the data's own lineage: `kedro push-to-hub` describes the
+run that wrote the pushed version (its judge and settings, from `run_record`), never the
+configuration current at push time."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from huggingface_hub import DatasetCard
+
+from llm_feedback.testing.server import FakeLLMServer
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
+from tests.test_hub import push_to_hub_cli
+
+JUDGE_X = [
+    "endpoints.judgex.backend=openai",
+    "endpoints.judgex.model=judgeX",
+    "endpoints.judgex.max_concurrent=4",
+    "annotate.judge.endpoint=judgex",
+    "annotate.n_shuffles=2",
+    "sample.max_prompts=4",
+    "sample.n_completions=2",
+]
+
+
+def printed_card(data_root: Path, name: str) -> str:
+    result = push_to_hub_cli(data_root, "--dataset", name, "--repo-id", "someone/f", "--dry-run")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    return DatasetCard(output.split("dataset card (README.md):\n", 1)[1].split("dry run:")[0]).text
+
+
+def test_a_dry_run_push_prints_the_judge_and_settings_of_the_run_that_wrote_the_data(
+    tmp_path: Path,
+) -> None:
+    data_root = tmp_path / "data"
+    with FakeLLMServer() as server:
+        judge_x = [*JUDGE_X, f"endpoints.judgex.base_url={server.base_url}"]
+        run_kedro_cli(kedro_cli(data_root, server.base_url, *judge_x), "sample,generate,annotate")
+        # The report runs later with the configuration as it is now: SmolLM2, one shuffle.
+        run_kedro_cli(kedro_cli(data_root, server.base_url), "report")
+
+    for name in ("ultrafeedback", "preference_pairs"):
+        card = printed_card(data_root, name)
+        assert "- judge: judgeX (openai backend)" in card, name
+        assert "SmolLM2" not in card and "fake (openai" not in card, name
+        assert "n_shuffles: 2" in card and "max_prompts: 4" in card, name
+        assert "n_completions: 2" in card, name
+        assert "n_shuffles: 1" not in card and "max_prompts: 6" not in card, name
+        # Which run wrote each stage: the pairs' report run read the annotate run's ratings.
+        assert "written_by:" in card, name
+    pairs = printed_card(data_root, "preference_pairs")
+    assert "preference_pairs:" in pairs  # the report run's own pair settings
+    assert "base_url" not in pairs and "127.0.0.1" not in pairs  # endpoints stay home
+
+
+def test_data_without_a_run_record_is_carded_not_recorded_not_from_the_configuration(
+    tmp_path: Path,
+) -> None:
+    from tests.test_hub import preference_pairs, write_version
+
+    data_root = tmp_path / "data"
+    write_version(data_root, "07_model_output", "preference_pairs", preference_pairs())
+    card = printed_card(data_root, "preference_pairs")
+    assert "- judge: not recorded" in card
+    assert "lineage: 'not recorded: no run record at version" in card
+    assert "SmolLM2" not in card and "n_shuffles" not in card
+
+
+def test_a_plan_only_run_writes_no_run_record(tmp_path: Path) -> None:
+    data_root = tmp_path / "data"
+    with FakeLLMServer() as server:
+        command = kedro_cli(data_root, server.base_url, "plan_only=true", "sample.max_prompts=2")
+        subprocess.run(
+            [*command, "--pipelines", "sample,generate"],
+            cwd=PROJECT_ROOT,
+            env=KEDRO_CLI_ENV,
+            capture_output=True,
+            check=False,
+        )
+        assert (data_root / "08_reporting" / "run_plan.parquet").exists()  # it did plan
+        assert not (data_root / "02_intermediate" / "run_record.json").exists()
+        run_kedro_cli(kedro_cli(data_root, server.base_url, "sample.max_prompts=2"), "sample")
+    (version,) = (data_root / "02_intermediate" / "run_record.json").iterdir()
+    (sampled,) = (data_root / "02_intermediate" / "sampled_prompts.parquet").iterdir()
+    assert version.name == sampled.name  # the record is saved under the run's version
