@@ -2,9 +2,11 @@
 
 `evaluate.samples_format` names the format: `native` (our eval_samples rows, one response a
 row; see `samples.py`), one of the gold-labelled formats of `validation.formats` (`llmbar`,
-`pandalm`, `mtbench_human`, `jsonl`), or `auto` (the default): native when the rows have
-`instance_id`, `question`, `response` and `model` and no label or score field of our JSONL,
-else the format whose fields the first record has. The format chosen is logged. The
+`pandalm`, `mtbench_human`, `jsonl`), a format of recorded pairwise verdicts
+(`alpaca_eval`, `arena_hard`, or `jsonl` with a `preference` field: `recorded.py`), or
+`auto` (the default): native when the rows have `instance_id`, `question`, `response` and
+`model` and no label or score field of our JSONL, else the format whose fields the first
+record has. The format chosen is logged. The
 gold-labelled formats become eval_samples rows with their gold columns (pairwise: `gold`,
 `gold_labels`, `gold_annotators`, two rows an instance, the first "A"; pointwise:
 `gold_score` and the labels), which `samples.validate_samples` keeps.
@@ -26,6 +28,7 @@ import pandas as pd
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.evaluation.config import SAMPLES_FORMATS
+from llm_feedback.evaluation.recorded import OWN_JSONL, read_recorded, recorded_format
 from llm_feedback.schema import EVAL_SAMPLES_REQUIRED_COLUMNS
 from llm_feedback.validation.formats import detect_format, read_records
 from llm_feedback.validation.records import Record, load_records
@@ -33,6 +36,7 @@ from llm_feedback.validation.records import Record, load_records
 logger = logging.getLogger(__name__)
 
 AUTO, NATIVE = SAMPLES_FORMATS[:2]
+RECORDED_FORMATS = ("alpaca_eval", "arena_hard")
 MTBENCH_HUMAN = "mtbench_human"
 SAMPLES_PATH_ATTR = "samples_path"
 # Fields of our gold-labelled JSONL that native eval_samples rows never have.
@@ -69,6 +73,9 @@ def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Recor
     if it has any column of eval_samples' own (whose checks then name what is missing)."""
     if frame.empty or is_native(frame):
         return NATIVE
+    recorded = recorded_format(records()[0].data)
+    if recorded is not None:
+        return recorded
     try:
         return detect_format(where, records())
     except InputError:
@@ -77,8 +84,11 @@ def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Recor
         raise
 
 
-def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.DataFrame:
-    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows."""
+def samples_from_file(
+    frame: pd.DataFrame, samples_format: str = AUTO, baseline: str | None = None
+) -> pd.DataFrame:
+    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows;
+    `baseline`: the model an Arena-Hard judgment's answers are compared with (its A)."""
     path = frame.attrs.get(SAMPLES_PATH_ATTR)
     where = Path(path) if path else Path("eval_samples")
 
@@ -92,6 +102,12 @@ def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.Dat
         logger.info("%s: samples format detected as %s", where, chosen)
     if chosen == NATIVE:
         return frame
+    if chosen in RECORDED_FORMATS or (
+        chosen == OWN_JSONL and records() and recorded_format(records()[0].data) == OWN_JSONL
+    ):
+        samples = read_recorded(where, records(), chosen, baseline)
+        samples.attrs |= {k: v for k, v in frame.attrs.items() if k != "samples_format"}
+        return samples
     samples = read_records(where, records(), chosen)
     if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
         # The pairwise kind judges single turns: second-turn judgments are left out.
