@@ -8,7 +8,8 @@ Formats (`evaluate.samples_format`, each also recognised by `auto`):
   in [1, 2]: the judge's probability-weighted preference, 2 = output_2 better, 1.5 a draw;
   0 is AlpacaEval's old spelling of a draw), optional `dataset` (kept as `category`) and
   `annotator` (the judge's name).
-- `arena_hard`: Arena-Hard-Auto's `model_judgment/<judge>/<model>.jsonl` (`uid` or
+- `arena_hard`: Arena-Hard-Auto's `model_judgment/<judge>/<model>.jsonl` (or that folder:
+  every model's file; `uid` or
   `question_id`, `model`, `judge`, `games`: two games, each with a `score` of `A>>B`,
   `A>B`, `A=B`, `B>A`, `B>>A`, the first with the baseline as A, the second swapped) read
   with the answers in the benchmark's `model_answer/*.jsonl` beside it
@@ -212,7 +213,8 @@ def arena_hard_rows(
 ) -> list[dict[str, Any]]:
     """The pairs of Arena-Hard judgment records: A the baseline's answer, B the model's;
     game 1 as Arena-Hard played it (baseline first), game 2 turned to the pair's sides."""
-    folder = answers_dir or path.resolve().parent.parent.parent / "model_answer"
+    judge_folder = path.resolve() if path.is_dir() else path.resolve().parent
+    folder = answers_dir or judge_folder.parent.parent / "model_answer"
     if not folder.is_dir():
         raise InputError(
             f"{path}: Arena-Hard's answers are read from {folder} (model_answer beside "

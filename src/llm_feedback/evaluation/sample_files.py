@@ -43,13 +43,34 @@ SAMPLES_PATH_ATTR = "samples_path"
 _GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b")
 
 
+_RECORD_SUFFIXES = (".json", ".jsonl", ".parquet")
+
+
+def load_samples_records(path: Path) -> list[Record]:
+    """The records of a samples file, or of every JSON, JSON Lines and Parquet file under a
+    folder (in path order, each record named by its file: a benchmark's results as
+    published, e.g. AlpacaEval's `results/<model>/<annotator>/annotations.json`)."""
+    if not path.is_dir():
+        return load_records(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _RECORD_SUFFIXES)
+    if not files:
+        raise InputError(f"{path}: a folder with no .json, .jsonl or .parquet file")
+    records: list[Record] = []
+    for file in files:
+        for record in load_records(file):
+            where = f"{file.relative_to(path)} {record.where}"
+            records.append(Record(len(records), where, record.data))
+    return records
+
+
 def read_samples_file(path: str | Path) -> pd.DataFrame:
-    """The records of `path` as they are, one row each (JSON's own types kept)."""
+    """The records of `path` (a file, or a folder of them: `load_samples_records`) as they
+    are, one row each (JSON's own types kept)."""
     path = Path(path)
-    frame = pd.DataFrame.from_records([record.data for record in load_records(path)])
+    frame = pd.DataFrame.from_records([record.data for record in load_samples_records(path)])
     frame.attrs[SAMPLES_PATH_ATTR] = str(path)
     # Paths inside the file (e.g. eval_samples' images) are relative to its folder.
-    frame.attrs[SOURCE_DIR_ATTR] = str(path.resolve().parent)
+    frame.attrs[SOURCE_DIR_ATTR] = str(path.resolve() if path.is_dir() else path.resolve().parent)
     return frame
 
 
@@ -95,7 +116,7 @@ def samples_from_file(
     # Read from the file itself when there is one, so that errors name its lines.
     @functools.cache
     def records() -> list[Record]:
-        return load_records(Path(path)) if path else _records(frame)
+        return load_samples_records(Path(path)) if path else _records(frame)
 
     chosen = _detected(frame, where, records) if samples_format == AUTO else samples_format
     if samples_format == AUTO:
