@@ -272,3 +272,68 @@ def cache_scale(runs: Sequence[dict]) -> str:
             ),
         ]
     )
+
+
+def anchors(runs: Sequence[dict]) -> str:
+    """`anchors.py`: figures named after AlpacaEval 2, beside its published rows and its
+    own code run on the same inputs."""
+    alpaca = runs[-1]["alpaca_eval"]
+    ours, published, reference = alpaca["ours"], alpaca["published"], alpaca["reference"]
+    missing = reference if isinstance(reference, str) else None
+
+    def theirs(model: str, key: str) -> str:
+        return "n/a" if missing else f"{reference[model][key]:.2f}"
+
+    rows = [
+        [
+            model,
+            f"{published[model]['win_rate']:.4f} / {mine['win_rate']:.4f}",
+            f"{published[model]['discrete_win_rate']:.4f} / {mine['discrete_win_rate']:.4f}",
+            f"{published[model]['n_wins']} / {mine['n_wins']}",
+            f"{published[model]['n_draws']} / {mine['n_draws']}",
+            f"{published[model]['standard_error']:.4f} / {mine['standard_error']:.4f}",
+            f"{theirs(model, 'length_controlled_minimal')} / "
+            f"{mine['length_controlled_minimal']:.2f}",
+            f"{theirs(model, 'length_controlled_noreg')} / {mine['length_controlled_noreg']:.2f}",
+            f"{published[model]['length_controlled_winrate']:.2f}",
+        ]
+        for model, mine in ours.items()
+    ]
+    header = [
+        "model",
+        "win_rate (published / ours)",
+        "discrete_win_rate",
+        "n_wins",
+        "n_draws",
+        "standard_error",
+        "length_controlled_minimal (AlpacaEval's code / ours)",
+        "length_controlled_noreg (AlpacaEval's code / ours)",
+        "published length_controlled_winrate (v1)",
+    ]
+    if missing:
+        note = f"AlpacaEval's own code was not run: {missing}."
+    else:
+        gap = max(
+            abs(reference[model][name] - mine[name])
+            for model, mine in ours.items()
+            for name in ("length_controlled_minimal", "length_controlled_noreg")
+        )
+        note = (
+            "AlpacaEval's own code (`glm_winrate.get_length_controlled_winrate`, from PyPI's "
+            "`alpaca_eval`) ran on each model's annotations with the same instruction "
+            f"difficulty; the largest LC difference between it and ours: {gap:.1e} points."
+        )
+    return "\n".join(
+        [
+            "## AlpacaEval 2 figures beside AlpacaEval's (`benchmarks/anchors.py`)",
+            "",
+            "AlpacaEval 2's published annotations (`../shared/data/alpaca_eval`) read as "
+            "published (`samples_format: auto`, no judge called) into `eval_alpaca_eval`. "
+            "The difficulty of `length_controlled_noreg` is fitted from these four models "
+            "and handed to AlpacaEval's code in place of its `df_gamed.csv` (not reachable "
+            "here); the published LC figure is `length_controlled_v1` (regularised towards "
+            "gamed baselines with the Hub's difficulty), which neither side computes. " + note,
+            "",
+            _table(header, rows),
+        ]
+    )

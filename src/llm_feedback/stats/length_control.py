@@ -1,5 +1,8 @@
-"""Length-controlled win rates (AlpacaEval 2), fitted with statsmodels' binomial GLM, and
-the style features that `stats.style_control` controls for.
+"""Length-controlled win rates in the form of AlpacaEval's `length_controlled_minimal`,
+fitted by unpenalised maximum likelihood (Newton's method, a batch at a time) with
+clustered bootstrap intervals, and the style features that `stats.style_control` controls
+for. Not AlpacaEval 2's leaderboard figure (`length_controlled_v1`) nor fitted as AlpacaEval
+fits it (L1-penalised, cross-validated): `stats.alpaca_eval` gives those, under its names.
 
 The pairwise table is `llm_feedback.stats.ranking`'s (instance, model_a, model_b, outcome)
 with, per side, the covariates: `length_a`, `length_b` for length control; every
@@ -74,15 +77,17 @@ def length_controlled_win_rates(
     `ranking.win_rates` of the same battles and bootstrap, when the caller has them (they
     are not made again).
 
-    AlpacaEval 2's method: per model, a logistic regression (binomial GLM, the outcome
-    0 / 0.5 / 1 as a fractional response, i.e. ties half) of the model's preference over
-    the baseline on a model term and tanh(d / sd(d)), d the length difference (model -
-    baseline) and sd its standard deviation over that model's battles. The LC win rate is
+    The form of AlpacaEval's `length_controlled_minimal`: per model, a logistic regression
+    (binomial GLM, the outcome 0 / 0.5 / 1 as a fractional response, i.e. ties half) of
+    the model's preference over the baseline on a model term and tanh(d / sd(d)), d the
+    length difference (model - baseline) and sd its standard deviation over that model's
+    battles, fitted by maximum likelihood without penalty (so a model whose outcomes
+    separate has no finite fit: NaN; AlpacaEval's L1-penalised fit, `stats.alpaca_eval`,
+    stays finite). The LC win rate is
     the preference predicted with the length term at zero (equal lengths): expit(model
     term). length_coefficient is the length term's coefficient (log-odds per unit of the
-    squashed difference): how much length explained. AlpacaEval's instruction-difficulty
-    term is left out: it comes from a fit over its leaderboard's many models, which a run
-    comparing a few models does not have.
+    squashed difference): how much length explained. No instruction-difficulty term (see
+    `stats.alpaca_eval.length_controlled` for AlpacaEval's `length_controlled_noreg`).
 
     The battles are read a batch at a time (`stats.battles`): the fits are Newton's method
     with each step's sums added over the batches (`_LengthFits`). Every interval is a
