@@ -171,8 +171,8 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             (ROOT.parent / "shared/data/llmbar/natural/dataset.json",),
         ),
     ),
-    # AlpacaEval 2's figures beside AlpacaEval's own code (BENCH_ALPACA_EVAL_PYTHON: a
-    # scratch venv with alpaca_eval), on the shared annotations.
+    # AlpacaEval 2's and Arena-Hard's figures beside their own code (BENCH_ANCHORS_PYTHON:
+    # a scratch venv with alpaca_eval; BENCH_ARENA_HARD_REPO: its checkout), shared data.
     "anchors": (
         Run(
             "anchors",

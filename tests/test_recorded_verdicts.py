@@ -15,8 +15,9 @@ from llm_feedback.errors import InputError
 from llm_feedback.evaluation import read_samples_file, samples_from_file
 from llm_feedback.evaluation.recorded import LEVELS
 from llm_feedback.stats.alpaca_eval import head_to_head, length_controlled
+from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import SHARED_DATA, endpoints_via
+from tests.conftest import PROJECT_ROOT, SHARED_DATA, endpoints_via
 
 ALPACA_EVAL = SHARED_DATA / "alpaca_eval"
 ARENA_HARD = SHARED_DATA / "arena_hard"
@@ -179,3 +180,51 @@ def test_arena_hard_judgments_keep_both_games_and_their_strength(tmp_path):
         assert server.request_count == 0
     assert judgments["outcome"].tolist() == ["A", "B", "tie", "tie"]
     assert judgments["consistent"].tolist() == [True, True, False, False]
+
+
+@needs_arena_hard
+def test_markdown_counts_of_the_shared_answers_are_arena_hards():
+    # Arena-Hard's own utils/add_markdown_info.py, run on these answers by
+    # benchmarks/anchors.py, recorded in benchmarks/results/anchors.json.
+    recorded = json.loads((PROJECT_ROOT / "benchmarks/results/anchors.json").read_text())
+    theirs = recorded["arena_hard"]["reference"]["counts"]
+    for file in sorted((ARENA_HARD / "model_answer").glob("*.jsonl")):
+        rows = [json.loads(line) for line in file.read_text().splitlines()]
+        texts = pd.Series([row["messages"][-1]["content"]["answer"] for row in rows])
+        totals = style_features(texts)[["headers", "list_items", "bold"]].sum()
+        assert totals.to_dict() == theirs[rows[0]["model"]]
+
+
+@needs_arena_hard
+def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import arena_hard_win_rates
+    from llm_feedback.params import parse_evaluate
+
+    uids = [
+        json.loads(line)["uid"]
+        for line in (ARENA_HARD / "question.jsonl").read_text().splitlines()[:40]
+    ]
+    # Game 1 shows the baseline first (its B>>A: the model much better), game 2 the model.
+    cycle = [("B>>A", "A>B"), ("A>B", "B>>A"), ("A=B", "A>>B"), ("B>A", "B>A")]
+    scores = [cycle[i % 4] for i in range(len(uids))]
+    path = _arena_hard_bench(tmp_path, uids, scores)
+    config = parse_evaluate(
+        {"mode": "pairwise", "intervals": {"n_resamples": 100}},
+        {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}},
+    )
+    samples = prepare_samples(samples_from_file(read_samples_file(path)), config)
+    judgments, _ = judge_all(samples, config, None, progress=False)
+    table = arena_hard_win_rates(judgments, config).set_index("model")
+    # The model's battles, counted independently: strong verdicts three battles.
+    model_score = {"A>>B": [1] * 3, "A>B": [1], "A=B": [0.5], "B>A": [0], "B>>A": [0] * 3}
+    battles = []
+    for first, second in scores:
+        battles += [1 - s for s in model_score[first]] + model_score[second]
+    row = table.loc["gpt-4-0613"]
+    assert row["baseline"] == "gpt-4-0314"
+    assert row["n_battles"] == len(battles) and row["n_judgments"] == len(uids)
+    assert row["score"] == pytest.approx(100 * np.mean(battles), abs=1e-4)
+    assert row["arena_hard_ci_low"] < row["score"] < row["arena_hard_ci_high"]
+    assert row["clustered_ci_low"] < row["score"] < row["clustered_ci_high"]
+    assert "90%" in row["arena_hard_ci_method"] and "cluster" in row["clustered_ci_method"]

@@ -13,7 +13,7 @@ replicate and model pair of an instance is resampled together):
   - a style-controlled Bradley-Terry score after Arena-Hard's style control, with the
     style covariates' coefficients.
 `alpaca_eval_win_rates` gives AlpacaEval 2's own figures under its own names
-(`stats.alpaca_eval`).
+(`stats.alpaca_eval`), `arena_hard_win_rates` Arena-Hard-Auto's (`stats.arena_hard`).
 The table is built by `llm_feedback.stats.comparison`, as the annotate report's
 `model_ranking` is.
 """
@@ -28,6 +28,7 @@ from llm_feedback.evaluation.metric_intervals import baseline_model
 from llm_feedback.evaluation.recorded import PROMPT_KEY
 from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
 from llm_feedback.stats.alpaca_eval import ALPACA_EVAL_COLUMNS, alpaca_eval_table
+from llm_feedback.stats.arena_hard import ARENA_HARD_COLUMNS, arena_hard_battles, arena_hard_scores
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
@@ -118,3 +119,21 @@ def alpaca_eval_win_rates(
         return empty
     baseline = baseline_model(models, config.ranking.baseline)
     return alpaca_eval_table(battles, baseline)
+
+
+def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """Arena-Hard-Auto's scores (`stats.arena_hard.ARENA_HARD_COLUMNS`) of the pairwise
+    judgments against the baseline: both games of each judgment as battles, strong
+    recorded verdicts three times. Empty unless the mode compares and the baseline met a
+    model in a judgment with both games read."""
+    if not config.kind.compares or judgments.empty:
+        return _typed(None, ARENA_HARD_COLUMNS)
+    keyed = judgments.assign(
+        instance=judgments[PROMPT_KEY].fillna(judgments["instance_id"])
+        if PROMPT_KEY in judgments.columns
+        else judgments["instance_id"]
+    )
+    battles = arena_hard_battles(keyed, instance="instance")
+    models = pd.concat([battles["model_a"], battles["model_b"]])
+    baseline = baseline_model(models, config.ranking.baseline)
+    return arena_hard_scores(battles, baseline, **config.intervals.kwargs)

@@ -250,23 +250,44 @@ class _LengthFits:
         ]
 
 
-# Markdown elements counted for style control, as Arena-Hard counts them.
+# Markdown elements counted for style control, as Arena-Hard's `utils/add_markdown_info.py`
+# counts them (commit 196f6b8): on the text with every fenced code block's content removed
+# (a `#` comment in code is no header), each pattern counted on its own.
+_FENCED = re.compile(r"```([^`]*)```")
 _HEADER = re.compile(r"^#{1,6}\s", re.MULTILINE)
-_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.MULTILINE)
+_BOLD = (re.compile(r"\*\*[^*\n]+\*\*"), re.compile(r"__[^_\n]+__"))
+_LIST_ITEM = (re.compile(r"^\s*\d+\.\s", re.MULTILINE), re.compile(r"^\s*[-*+]\s", re.MULTILINE))
+
+
+def without_code(text: str) -> str:
+    """`text` with the content of its fenced code blocks taken out (every occurrence of
+    it, the fences left: what Arena-Hard counts Markdown on)."""
+    for content in _FENCED.findall(text):
+        if content:
+            text = text.replace(content, "")
+    return text
+
+
+def markdown_counts(text: str) -> dict[str, int]:
+    """Arena-Hard's Markdown counts of one answer: headers (lines of 1-6 `#` then a
+    space), bold (`**...**` and `__...__` spans, each kind counted separately) and
+    list_items (ordered `1. ` and unordered `- `, `* `, `+ ` lines), code blocks removed
+    first (`without_code`)."""
+    prose = without_code(text)
+    return {
+        "headers": len(_HEADER.findall(prose)),
+        "bold": sum(len(pattern.findall(prose)) for pattern in _BOLD),
+        "list_items": sum(len(pattern.findall(prose)) for pattern in _LIST_ITEM),
+    }
 
 
 def style_features(texts: pd.Series) -> pd.DataFrame:
-    """Per text: length (characters), headers (Markdown `#` lines), bold (`**...**` or
-    `__...__` spans) and list_items (lines starting with -, *, + or a number and . or )).
-    A missing text counts 0 everywhere."""
+    """Per text: length (characters) and `markdown_counts` (headers, bold, list_items,
+    counted as Arena-Hard counts them). A missing text counts 0 everywhere."""
     text = texts.fillna("").astype(str)
-    return pd.DataFrame(
-        {
-            "length": text.str.len(),
-            "headers": text.str.count(_HEADER),
-            "bold": text.str.count(_BOLD),
-            "list_items": text.str.count(_LIST_ITEM),
-        },
+    counts = pd.DataFrame(
+        [markdown_counts(value) for value in text],
         index=texts.index,
-    ).astype("float64")
+        columns=["headers", "bold", "list_items"],
+    )
+    return counts.assign(length=text.str.len())[list(STYLE_FEATURES)].astype("float64")

@@ -72,6 +72,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "eval_style_coefficients",
                     "eval_model_ranking_figure",
                     "eval_alpaca_eval",
+                    "eval_arena_hard",
                 ],
                 name="rank_eval_models",
             ),
