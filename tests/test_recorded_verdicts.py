@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from llm_feedback.evaluation.recorded import LEVELS
 from llm_feedback.stats.alpaca_eval import head_to_head, length_controlled
 from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import PROJECT_ROOT, SHARED_DATA, endpoints_via
+from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
 
 ALPACA_EVAL = SHARED_DATA / "alpaca_eval"
 ARENA_HARD = SHARED_DATA / "arena_hard"
@@ -31,16 +32,22 @@ needs_arena_hard = pytest.mark.skipif(
 )
 
 
+README_COMMAND = (
+    "kedro run --pipelines evaluate --params eval_samples_path=path/to/alpaca_eval/results,"
+)
+
+
 @needs_alpaca_eval
 def test_alpaca_eval_annotations_as_published_give_its_leaderboard_rows(run_kedro):
+    """The README's AlpacaEval command on the folder of results as published (every
+    model's annotations.json)."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith(README_COMMAND))
+    assignments = shlex.split(command)[shlex.split(command).index("--params") + 1]
+    params = dotted_params(assignments.replace("path/to/alpaca_eval/results", str(ALPACA_EVAL)))
+    assert params["evaluate"]["ranking"]["baseline"] == "gpt4_1106_preview"
     with FakeLLMServer() as server:
-        params = {
-            "endpoints": endpoints_via(server),
-            "evaluate": {"mode": "pairwise", "ranking": {"baseline": "gpt4_1106_preview"}},
-            # The folder of results as published: every model's annotations.json.
-            "eval_samples_path": str(ALPACA_EVAL),
-        }
-        catalog = run_kedro("evaluate", params)["catalog"]
+        catalog = run_kedro("evaluate", {**params, "endpoints": endpoints_via(server)})["catalog"]
         assert server.request_count == 0  # recorded verdicts: no judge is called
     ours = catalog.load("eval_alpaca_eval").set_index("model")
     published = pd.read_csv(ALPACA_EVAL / "leaderboard_rows.csv", index_col=0)

@@ -193,8 +193,9 @@ EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
 
 # `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
 # scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
-# against the baseline and its raw and length-controlled (AlpacaEval 2) win rates against
-# it (ties half), and its style-controlled score (coefficients: `eval_style_coefficients`).
+# against the baseline and its raw and length-controlled (the form of AlpacaEval's
+# length_controlled_minimal) win rates against it (ties half), and its style-controlled
+# score (coefficients: `eval_style_coefficients`).
 # The columns of the annotate report's `model_ranking` (llm_feedback.stats.comparison);
 # the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
 EVAL_MODEL_RANKING_COLUMN_TYPES = {
