@@ -235,3 +235,36 @@ def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
     assert row["arena_hard_ci_low"] < row["score"] < row["arena_hard_ci_high"]
     assert row["clustered_ci_low"] < row["score"] < row["clustered_ci_high"]
     assert "90%" in row["arena_hard_ci_method"] and "cluster" in row["clustered_ci_method"]
+
+
+def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
+    verdicts = [(1.0, "A"), (2.0, "B"), (1.9, "A"), (1.1, "A"), (1.5, "tie")] * 4
+    lines = [
+        {
+            "question": f"q{i}",
+            "response_a": f"a{i}",
+            "response_b": f"b{i}",
+            "model_a": "base",
+            "model_b": "model",
+            "preference": preference,
+            "label": label,
+            "judge": "gpt-4",
+        }
+        for i, (preference, label) in enumerate(verdicts)
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(map(json.dumps, lines)))
+    with FakeLLMServer() as server:
+        params = {
+            "endpoints": endpoints_via(server),
+            "evaluate": {"mode": "pairwise"},
+            "eval_samples_path": str(path),
+        }
+        catalog = run_kedro("evaluate", params)["catalog"]
+        assert server.request_count == 0
+    metrics = catalog.load("eval_metrics").set_index(["raters", "metric"])["value"]
+    # A recorded preference is one verdict a pair (the order AlpacaEval showed is not
+    # recorded): the card reads it as the original order's; the third verdict is wrong.
+    assert metrics["fake-model~gold", "accuracy_original_order"] == pytest.approx(16 / 20)
+    assert metrics["fake-model~gold", "tie_rate"] == pytest.approx(4 / 20)
+    assert not catalog.load("judge_validation").empty

@@ -18,7 +18,9 @@ Formats (`evaluate.samples_format`, each also recognised by `auto`):
 - `jsonl` with a `preference` field: our own pairs, one JSON object a line: `question`,
   `response_a`, `response_b`, `preference` (AlpacaEval's scale: 1 = A better, 2 = B
   better, 1.5 a draw, fractional = probability-weighted), optional `model_a`, `model_b`
-  (default `response_a` / `response_b`), `instance_id`, `category`, `prompt_key`.
+  (default `response_a` / `response_b`), `instance_id`, `category`, `prompt_key`, `judge`
+  (who recorded it) and `label` (a human's "A", "B" or "tie": the gold the recorded judge
+  is validated against).
 
 Every recorded pair becomes one pairwise instance (two rows, A first) carrying the pair's
 recording in `RECORDED_COLUMNS` (the same on both rows) and `prompt_key`, the prompt the
@@ -43,6 +45,7 @@ from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
 from llm_feedback.replies.status import EMPTY, OK
 from llm_feedback.schema import EVAL_RECORDED_COLUMN_TYPES
 from llm_feedback.validation.records import Record, field, load_records, text_field
+from llm_feedback.validation.verdicts import VERDICTS
 
 ALPACA_EVAL, ARENA_HARD, OWN_JSONL = "alpaca_eval", "arena_hard", "jsonl"
 PREFERENCE = "preference"
@@ -149,6 +152,19 @@ def _alpaca_eval(path: Path, records: list[Record]) -> list[dict[str, Any]]:
     return rows
 
 
+def _gold(path: Path, record: Record) -> dict[str, Any]:
+    """A human `label` ("A", "B" or "tie") beside the recorded verdict, as the gold columns
+    (the recorded judge is then validated against it); none without one."""
+    label = field(path, record, "label", str, required=False)
+    if label is None:
+        return {}
+    if label not in VERDICTS:
+        raise InputError(
+            f"{path}, {record.where}, field 'label': must be A, B or tie, got {label!r}"
+        )
+    return {"gold": label, "gold_labels": [label], "gold_annotators": ["label"]}
+
+
 def _own_jsonl(path: Path, records: list[Record]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for record in records:
@@ -170,6 +186,7 @@ def _own_jsonl(path: Path, records: list[Record]) -> list[dict[str, Any]]:
                 RECORDED_BY: field(path, record, "judge", str, required=False),
                 PROMPT_KEY: field(path, record, PROMPT_KEY, str, required=False)
                 or prompt_key(question),
+                **_gold(path, record),
             },
             category=field(path, record, "category", str, required=False),
         )

@@ -288,7 +288,10 @@ def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd
 
 
 def _shown_argmax(verdict: Any, row_a_first: bool) -> str | None:
-    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie")."""
+    """A verdict in a row's labels ("A": model_a) as shown ("first", "second", "tie");
+    None for a missing one (e.g. a recorded verdict of one order only)."""
+    if not isinstance(verdict, str):
+        return None
     if verdict == "tie":
         return "tie"
     if verdict not in ("A", "B"):
