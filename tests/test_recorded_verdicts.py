@@ -268,3 +268,33 @@ def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path
     assert metrics["fake-model~gold", "accuracy_original_order"] == pytest.approx(16 / 20)
     assert metrics["fake-model~gold", "tie_rate"] == pytest.approx(4 / 20)
     assert not catalog.load("judge_validation").empty
+
+
+def test_the_judges_probability_verdicts_make_alpaca_evals_win_rate(run_kedro, tmp_path):
+    from tests.pipelines.test_evaluate_logprobs import (  # noqa: PLC0415 - shared script
+        first_shown_judge,
+        pairs,
+        params,
+        write_jsonl,
+    )
+
+    samples = write_jsonl(tmp_path / "pairs.jsonl", pairs())
+    with FakeLLMServer(responder=first_shown_judge(probabilities=True)) as server:
+        catalog = run_kedro("evaluate", params(server, samples))["catalog"]
+    judgments = catalog.load("eval_judgments")
+    row = catalog.load("eval_alpaca_eval").set_index("model").loc["response_b"]
+    # response_b's preference per pair: its probability-weighted win, (1 - prob_margin) / 2.
+    preference = (1 - judgments["prob_margin"].to_numpy()) / 2
+    assert row["preference_source"] == "probabilities"
+    assert row["win_rate"] == pytest.approx(preference.mean() * 100)
+    assert row["standard_error"] == pytest.approx(
+        preference.std(ddof=1) / np.sqrt(len(preference)) * 100
+    )
+    assert (row["n_wins"], row["n_wins_base"], row["n_draws"]) == (
+        (preference > 0.5).sum(),
+        (preference < 0.5).sum(),
+        0,
+    )
+    # The discrete outcome of two orders that disagree is a tie; the probabilities decide.
+    assert set(judgments["outcome"]) == {"tie"}
+    assert row["discrete_win_rate"] == pytest.approx(np.round(preference).mean() * 100)
