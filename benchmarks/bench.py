@@ -171,6 +171,15 @@ GROUPS: dict[str, tuple[Run, ...]] = {
             (ROOT.parent / "shared/data/llmbar/natural/dataset.json",),
         ),
     ),
+    # AlpacaEval 2's and Arena-Hard's figures beside their own code (BENCH_ANCHORS_PYTHON:
+    # a scratch venv with alpaca_eval; BENCH_ARENA_HARD_REPO: its checkout), shared data.
+    "anchors": (
+        Run(
+            "anchors",
+            "anchors.py",
+            data=(ROOT.parent / "shared/data/alpaca_eval/leaderboard_rows.csv",),
+        ),
+    ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
 ONCE_GROUPS = ("embedded_judge_card", "default_run_under_load")  # last repetition only

@@ -353,3 +353,140 @@ def cache_scale(runs: Sequence[dict]) -> str:
             ),
         ]
     )
+
+
+def anchors(runs: Sequence[dict]) -> str:
+    """`anchors.py`: figures named after AlpacaEval 2, beside its published rows and its
+    own code run on the same inputs."""
+    alpaca = runs[-1]["alpaca_eval"]
+    ours, published, reference = alpaca["ours"], alpaca["published"], alpaca["reference"]
+    missing = reference if isinstance(reference, str) else None
+
+    def theirs(model: str, key: str) -> str:
+        return "n/a" if missing else f"{reference[model][key]:.2f}"
+
+    rows = [
+        [
+            model,
+            f"{published[model]['win_rate']:.4f} / {mine['win_rate']:.4f}",
+            f"{published[model]['discrete_win_rate']:.4f} / {mine['discrete_win_rate']:.4f}",
+            f"{published[model]['n_wins']} / {mine['n_wins']}",
+            f"{published[model]['n_draws']} / {mine['n_draws']}",
+            f"{published[model]['standard_error']:.4f} / {mine['standard_error']:.4f}",
+            f"{theirs(model, 'length_controlled_minimal')} / "
+            f"{mine['length_controlled_minimal']:.2f}",
+            f"{theirs(model, 'length_controlled_noreg')} / {mine['length_controlled_noreg']:.2f}",
+            f"{published[model]['length_controlled_winrate']:.2f}",
+        ]
+        for model, mine in ours.items()
+    ]
+    header = [
+        "model",
+        "win_rate (published / ours)",
+        "discrete_win_rate",
+        "n_wins",
+        "n_draws",
+        "standard_error",
+        "length_controlled_minimal (AlpacaEval's code / ours)",
+        "length_controlled_noreg (AlpacaEval's code / ours)",
+        "published length_controlled_winrate (v1)",
+    ]
+    if missing:
+        note = f"AlpacaEval's own code was not run: {missing}."
+    else:
+        gap = max(
+            abs(reference[model][name] - mine[name])
+            for model, mine in ours.items()
+            for name in ("length_controlled_minimal", "length_controlled_noreg")
+        )
+        note = (
+            "AlpacaEval's own code (`glm_winrate.get_length_controlled_winrate`, from PyPI's "
+            "`alpaca_eval`) ran on each model's annotations with the same instruction "
+            f"difficulty; the largest LC difference between it and ours: {gap:.1e} points."
+        )
+    sections = [
+        "\n".join(
+            [
+                "## AlpacaEval 2 figures beside AlpacaEval's (`benchmarks/anchors.py`)",
+                "",
+                "AlpacaEval 2's published annotations (`../shared/data/alpaca_eval`) read as "
+                "published (`samples_format: auto`, no judge called) into `eval_alpaca_eval`. "
+                "The difficulty of `length_controlled_noreg` is fitted from these four models "
+                "and handed to AlpacaEval's code in place of its `df_gamed.csv` (not reachable "
+                "here); the published LC figure is `length_controlled_v1` (regularised towards "
+                "gamed baselines with the Hub's difficulty), which neither side computes. " + note,
+                "",
+                _table(header, rows),
+            ]
+        )
+    ]
+    if "arena_hard" in runs[-1]:
+        sections.append(_arena_hard(runs[-1]["arena_hard"], runs[-1]["seeds"]))
+    return "\n\n".join(sections)
+
+
+def _arena_hard(arena: dict, seeds: int) -> str:
+    """Arena-Hard's Markdown counts and show_result.py's leaderboard beside ours."""
+    ours, theirs = arena["ours"], arena["reference"]
+    if isinstance(theirs, str):
+        return "\n".join(
+            ["### Arena-Hard-Auto", "", f"Arena-Hard's own code was not run: {theirs}."]
+        )
+    features = ("headers", "list_items", "bold")
+    counts = [
+        [model, *(f"{theirs['counts'][model][f]} / {mine[f]}" for f in features)]
+        for model, mine in ours["counts"].items()
+    ]
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    rows, gaps = [], []
+    for model, runs in ours["scores"].items():
+        score = mean([run["score"] for run in runs])
+        minus = mean([run["score"] - run["arena_hard_ci_low"] for run in runs])
+        plus = mean([run["arena_hard_ci_high"] - run["score"] for run in runs])
+        printed = theirs["scores"][model]
+        their = [mean([run[key] for run in printed]) for key in ("score", "minus", "plus")]
+        gaps += [abs(a - b) for a, b in zip(their, (score, minus, plus), strict=True)]
+        clustered = (
+            f"[{mean([r['clustered_ci_low'] for r in runs]):.2f}, "
+            f"{mean([r['clustered_ci_high'] for r in runs]):.2f}]"
+        )
+        rows.append(
+            [
+                model,
+                f"{their[0]:.2f} / {score:.2f}",
+                f"-{their[1]:.2f} / -{minus:.2f}",
+                f"+{their[2]:.2f} / +{plus:.2f}",
+                clustered,
+            ]
+        )
+    return "\n".join(
+        [
+            "### Arena-Hard-Auto",
+            "",
+            "Markdown counts of the 500 shared answers per model (Arena-Hard v0.1, "
+            "`../shared/data/arena_hard`), Arena-Hard's `utils/add_markdown_info.py` / ours "
+            "(`style_features`): fenced code removed first, each pattern counted alone.",
+            "",
+            _table(["model", "headers", "list items", "bold"], counts),
+            "",
+            "Judgments written in Arena-Hard's format (500 questions, two games each, verdict "
+            "levels drawn by a fixed hash) read by its `show_result.py` (plain leaderboard) "
+            "and by ours (`eval_arena_hard`), each with 100 bootstrap resamples, means over "
+            f"{seeds} seeds (its printed figures are rounded to 0.1). Largest difference: "
+            f"{max(gaps):.2f} points.",
+            "",
+            _table(
+                [
+                    "model",
+                    "score (Arena-Hard / ours)",
+                    "interval below (90%)",
+                    "interval above (90%)",
+                    "our clustered 95% interval",
+                ],
+                rows,
+            ),
+        ]
+    )

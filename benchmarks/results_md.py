@@ -406,6 +406,7 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("cache_scale", results_judging.cache_scale),
     ("judge_cost", results_judging.judge_cost),
     ("embedded_judge_card", results_judging.embedded_judge_card),
+    ("anchors", results_judging.anchors),
 )
 
 

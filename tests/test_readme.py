@@ -108,6 +108,13 @@ COVERED_BY = {
         "tests/pipelines/test_evaluate_judge_validation.py::"
         "test_the_readme_pandalm_command_reads_three_annotators"
     ),
+    (
+        "kedro run --pipelines evaluate --params eval_samples_path=path/to/alpaca_eval/results,"
+        "evaluate.mode=pairwise,evaluate.ranking.baseline=gpt4_1106_preview"
+    ): (
+        "tests/test_recorded_verdicts.py::"
+        "test_alpaca_eval_annotations_as_published_give_its_leaderboard_rows"
+    ),
     # `make -n`: the variables reach bench.py; quick sittings run in the test below.
     "make bench BENCH_REPS=5 BENCH_SCALE=16000,64000 BENCH_ONLY=throughput,annotate,scale "
     "BENCH_SCALE_REPS=1": (

@@ -4,7 +4,8 @@ to generate, `judge_tasks` for the judge calls: one per sample that needs the ju
 orders of every pair), each looked up in the request cache, the rest priced.
 
 Stages: `evaluate_generate` (per generating endpoint and model) and `evaluate` (per judge
-of the panel, or the one judge; an evaluator scores without calls). Responses still to be
+of the panel, or the one judge; an evaluator, or recorded pairwise verdicts, score without
+calls). Responses still to be
 generated are judged as their cached reply or a placeholder as long as its estimate: the
 judge's figures are then an "estimate of estimate". Re-asks of unreadable replies are not
 counted (they depend on the replies).
@@ -21,6 +22,7 @@ import pandas as pd
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.generation import generation_request
 from llm_feedback.evaluation.judging import judge_tasks
+from llm_feedback.evaluation.recorded import has_recorded_verdicts
 from llm_feedback.judges import Judge
 from llm_feedback.planning import COUNTED, ESTIMATED, Stage, placeholder_response
 from llm_feedback.reporting.metrics import price_usage
@@ -63,7 +65,9 @@ def plan_evaluation(
     """The evaluate stages' plan rows (`schema.RUN_PLAN_COLUMN_TYPES`) for the prepared
     `samples` (`evaluation.prepare_samples`)."""
     rows, answered, known = _generation_rows(samples, config, cache_path)
-    if config.evaluator is None:
+    # Recorded pairwise verdicts are judged without a call (`evaluation.recorded`).
+    recorded = config.kind.compares and has_recorded_verdicts(samples)
+    if config.evaluator is None and not recorded:
         for judge_params in config.judges.values():
             endpoint = judge_params.endpoint
             top_logprobs = config.judge_top_logprobs_asked if judge_params is config.judge else 0

@@ -146,6 +146,17 @@ EVAL_GOLD_COLUMN_TYPES = {
     "gold_labels": "object",  # every annotator's label (pointwise: score), a list
     "gold_annotators": "object",  # their names, a list
 }
+# Pairwise verdicts recorded elsewhere (`evaluation.recorded`), the same on both rows of a
+# pair and kept through to `eval_judgments` as they are: no judge is called for them.
+EVAL_RECORDED_COLUMN_TYPES = {
+    "preference": "float64",  # AlpacaEval's scale: 1 = A better, 2 = B better, 1.5 a draw
+    "recorded_verdict_a_first": "string",  # Arena-Hard's level (A>>B .. B>>A), A shown first
+    "recorded_verdict_b_first": "string",  # the swapped game's level, read from A's side
+    "recorded_by": "string",  # the judge that recorded them
+    "prompt_key": "string",  # the prompt the pair answers (pairs of one prompt share it)
+}
+# Columns of a pair rather than of one response: kept once, not as `_a` / `_b`.
+EVAL_INSTANCE_COLUMNS = (*EVAL_GOLD_COLUMN_TYPES, *EVAL_RECORDED_COLUMN_TYPES)
 
 # --- judge validation: judge_validation, eval_annotator_agreement --------------------------
 
@@ -190,8 +201,9 @@ EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
 
 # `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
 # scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
-# against the baseline and its raw and length-controlled (AlpacaEval 2) win rates against
-# it (ties half), and its style-controlled score (coefficients: `eval_style_coefficients`).
+# against the baseline and its raw and length-controlled (the form of AlpacaEval's
+# length_controlled_minimal) win rates against it (ties half), and its style-controlled
+# score (coefficients: `eval_style_coefficients`).
 # The columns of the annotate report's `model_ranking` (llm_feedback.stats.comparison);
 # the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
 EVAL_MODEL_RANKING_COLUMN_TYPES = {

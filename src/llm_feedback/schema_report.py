@@ -98,14 +98,15 @@ MODEL_RANKING_COLUMN_TYPES = {
     "win_rate_ci_low": "float64",
     "win_rate_ci_high": "float64",
     "win_rate_method": "str",
-    "lc_win_rate": "float64",  # AlpacaEval 2's length-controlled win rate
+    # The form of AlpacaEval's length_controlled_minimal, fitted without penalty
+    "lc_win_rate": "float64",
     "lc_win_rate_ci_low": "float64",
     "lc_win_rate_ci_high": "float64",
     "length_coefficient": "float64",
     "length_coefficient_ci_low": "float64",
     "length_coefficient_ci_high": "float64",
     "lc_method": "str",
-    # Arena-Hard's style control: the Bradley-Terry score with length and Markdown counts
+    # After Arena-Hard's style control: the Bradley-Terry score with length and Markdown counts
     # as covariates (their coefficients: `style_coefficients`), same scale as `score`.
     "style_controlled_score": "float64",
     "style_controlled_score_ci_low": "float64",

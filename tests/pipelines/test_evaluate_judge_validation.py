@@ -395,9 +395,10 @@ def test_mtbench_human_judgments_as_published_judge_their_first_turns(run_kedro,
 def test_records_given_in_memory_are_read_in_any_format():
     from llm_feedback.evaluation import samples_from_file  # noqa: PLC0415
     from llm_feedback.evaluation.config import SAMPLES_FORMATS  # noqa: PLC0415
+    from llm_feedback.evaluation.sample_files import RECORDED_FORMATS  # noqa: PLC0415
     from llm_feedback.validation.formats import FORMATS  # noqa: PLC0415
 
-    assert SAMPLES_FORMATS == ("auto", "native", *FORMATS)
+    assert SAMPLES_FORMATS == ("auto", "native", *FORMATS, *RECORDED_FORMATS)
     frame = pd.DataFrame(
         [{"input": "Say hi.", "output_1": "Hi!", "output_2": "Bye.", "label": 1}] * 2
     )

@@ -235,6 +235,14 @@ def test_style_features_count_markdown_elements():
     assert style_features(pd.Series([None])).iloc[0].sum() == 0
 
 
+def test_markdown_inside_fenced_code_is_not_counted():
+    # As Arena-Hard counts: a `#` comment, a `- ` line or `**` in code is no Markdown.
+    code = "```python\n# a comment\n- not a list\nx = a**2 ** b\n```"
+    text = f"## Real header\n{code}\n1) not ordered (Arena-Hard counts `1.` only)\n* item"
+    row = style_features(pd.Series([text])).iloc[0]
+    assert (row["headers"], row["list_items"], row["bold"]) == (1, 1, 0)
+
+
 def test_newton_totals_made_a_block_of_rows_at_a_time_are_those_of_the_whole_sums(monkeypatch):
     from llm_feedback.stats import glm_bootstrap
     from llm_feedback.stats.intervals import resampled_totals

@@ -29,7 +29,10 @@ package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, wh
 (also per category and level), `run`, `adaptor` (genlm.eval's runner: `await
 run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor),
 `sample_files` (the samples file in any format: native rows or gold-labelled samples as
-published) and `judge_validation` (the judge's card from gold-labelled samples).
+published), `recorded` (pairwise verdicts recorded elsewhere: AlpacaEval's annotations,
+Arena-Hard's judgments, our JSONL with a preference; judged without a call), `ranking`
+(the model ranking and the anchors' own figures) and `judge_validation` (the judge's card
+from gold-labelled samples).
 """
 
 from __future__ import annotations

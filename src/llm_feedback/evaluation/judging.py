@@ -47,7 +47,7 @@ from llm_feedback.judges import (
 from llm_feedback.judges.config import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, IDENTICAL, INVALID, NO_RESPONSE
 from llm_feedback.schema import (
-    EVAL_GOLD_COLUMN_TYPES,
+    EVAL_INSTANCE_COLUMNS,
     EVAL_JUDGMENTS_COLUMN_TYPES,
     EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
     EVAL_SAMPLE_KEY,
@@ -100,8 +100,8 @@ def with_carried_columns(
         return judgments.merge(samples[keys + carried], on=keys, how="left", validate="m:1")
     keys = ["instance_id", "turn", "replicate", "model"]
     table = samples[keys + carried].drop_duplicates(keys)
-    gold = [column for column in carried if column in EVAL_GOLD_COLUMN_TYPES]
-    others = [column for column in carried if column not in EVAL_GOLD_COLUMN_TYPES]
+    gold = [column for column in carried if column in EVAL_INSTANCE_COLUMNS]
+    others = [column for column in carried if column not in EVAL_INSTANCE_COLUMNS]
     frame = judgments
     for side in ("a", "b"):
         named = table.rename(columns={"model": f"model_{side}"})

@@ -34,11 +34,13 @@ from llm_feedback.evaluation.evaluators import score_samples
 from llm_feedback.evaluation.judging import (
     judge_samples,
     judgment_column_types,
+    judgment_table,
     open_judge,
     with_carried_columns,
 )
 from llm_feedback.evaluation.metric_intervals import interval_fields
 from llm_feedback.evaluation.metrics import compute_metrics
+from llm_feedback.evaluation.recorded import has_recorded_verdicts, recorded_judgments
 from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
@@ -83,6 +85,9 @@ def _judge_all(
     progress: bool,
     fail_loud: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if config.kind.compares and has_recorded_verdicts(samples):  # judged already: no call
+        records = recorded_judgments(samples, config)
+        return judgment_table(records, config.kind), panel_judgments({}, config.kind)
     if config.evaluator is not None:  # scores in place of any judge
         no_panel = panel_judgments({}, config.kind)
         return score_samples(samples, config, cache_path, fail_loud=fail_loud), no_panel

@@ -7,9 +7,13 @@ battles (`llm_feedback.stats`, intervals clustered by instance_id, so every turn
 replicate and model pair of an instance is resampled together):
   - a Bradley-Terry ranking by maximum likelihood with bootstrap intervals (`stats.ranking`);
   - wins / ties / losses and the win rate (ties half) against the baseline model;
-  - AlpacaEval 2's length-controlled win rate and its length coefficient
-    (`stats.length_control`), beside the raw one;
-  - Arena-Hard's style-controlled score, with the style covariates' coefficients.
+  - a length-controlled win rate and its length coefficient (`stats.length_control`: the
+    form of AlpacaEval's `length_controlled_minimal`, fitted by maximum likelihood without
+    penalty), beside the raw one;
+  - a style-controlled Bradley-Terry score after Arena-Hard's style control, with the
+    style covariates' coefficients.
+`alpaca_eval_win_rates` gives AlpacaEval 2's own figures under its own names
+(`stats.alpaca_eval`), `arena_hard_win_rates` Arena-Hard-Auto's (`stats.arena_hard`).
 The table is built by `llm_feedback.stats.comparison`, as the annotate report's
 `model_ranking` is. A comparison without an outcome (an unreadable verdict, a missing
 response) is no battle: it is left out with a warning that counts it (eval_metrics counts
@@ -25,7 +29,10 @@ import pandas as pd
 from llm_feedback.errors import ConfigError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metric_intervals import baseline_model
+from llm_feedback.evaluation.recorded import PROMPT_KEY
 from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
+from llm_feedback.stats.alpaca_eval import ALPACA_EVAL_COLUMNS, alpaca_eval_table
+from llm_feedback.stats.arena_hard import ARENA_HARD_COLUMNS, arena_hard_battles, arena_hard_scores
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
@@ -48,20 +55,30 @@ def _empty() -> ModelComparison:
 
 
 def pairwise_battles(judgments: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
-    """instance, model_a, model_b, outcome and per side (`_a`, `_b`) the `STYLE_FEATURES`
-    of the two responses judged (length in characters, headers, bold, list_items): one
-    row per pairwise judgment with an outcome."""
+    """instance, model_a, model_b, outcome, probability and per side (`_a`, `_b`) the
+    `STYLE_FEATURES` of the two responses judged (length in characters, headers, bold,
+    list_items): one row per pairwise judgment with an outcome. The instance is the
+    judgment's `prompt_key` where it has one (recorded pairs of one prompt share it), else
+    its instance_id; probability is A's probability-weighted win, (1 + prob_margin) / 2,
+    where the judgment has one."""
     features = style_features(samples["response"].astype("string").astype(object))
     styled = pd.concat([samples[SAMPLE_KEY], features], axis=1)
-    battles = judgments.assign(outcome=judgments["outcome"].astype("object").map(OUTCOME_SCORES))
+    battles = judgments.assign(
+        outcome=judgments["outcome"].astype("object").map(OUTCOME_SCORES),
+        probability=(1 + judgments["prob_margin"].astype("float64")) / 2
+        if "prob_margin" in judgments.columns
+        else float("nan"),
+    )
     battles = battles.dropna(subset=["outcome"])
     for side in ("a", "b"):
         names = {"model": f"model_{side}"} | {f: f"{f}_{side}" for f in STYLE_FEATURES}
         key = ["instance_id", "turn", "replicate", f"model_{side}"]
         battles = battles.merge(styled.rename(columns=names), on=key, how="left")
     sides = [f"{feature}_{side}" for feature in STYLE_FEATURES for side in ("a", "b")]
+    if PROMPT_KEY in battles.columns:
+        battles["instance_id"] = battles[PROMPT_KEY].fillna(battles["instance_id"])
     return battles.rename(columns={"instance_id": "instance"})[
-        ["instance", "model_a", "model_b", "outcome", *sides]
+        ["instance", "model_a", "model_b", "outcome", "probability", *sides]
     ]
 
 
@@ -104,3 +121,39 @@ def model_ranking(
             coefficients.rename(columns={"method": "ci_method"}), STYLE_COEFFICIENTS_COLUMN_TYPES
         ),
     )
+
+
+def alpaca_eval_win_rates(
+    judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
+) -> pd.DataFrame:
+    """AlpacaEval 2's figures under its names (`stats.alpaca_eval.ALPACA_EVAL_COLUMNS`), one
+    row per model against the baseline: from the probability-weighted verdicts where the
+    judgments have them (recorded preferences, the judge's `prob_margin`), else from the
+    outcomes. Empty unless the mode compares and two or more models have an outcome."""
+    empty = _typed(None, ALPACA_EVAL_COLUMNS)
+    if not config.kind.compares:
+        return empty
+    battles = pairwise_battles(judgments, samples)
+    models = pd.concat([battles["model_a"], battles["model_b"]])
+    if models.nunique() < 2:
+        return empty
+    baseline = baseline_model(models, config.ranking.baseline)
+    return alpaca_eval_table(battles, baseline)
+
+
+def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+    """Arena-Hard-Auto's scores (`stats.arena_hard.ARENA_HARD_COLUMNS`) of the pairwise
+    judgments against the baseline: both games of each judgment as battles, strong
+    recorded verdicts three times. Empty unless the mode compares and the baseline met a
+    model in a judgment with both games read."""
+    if not config.kind.compares or judgments.empty:
+        return _typed(None, ARENA_HARD_COLUMNS)
+    keyed = judgments.assign(
+        instance=judgments[PROMPT_KEY].fillna(judgments["instance_id"])
+        if PROMPT_KEY in judgments.columns
+        else judgments["instance_id"]
+    )
+    battles = arena_hard_battles(keyed, instance="instance")
+    models = pd.concat([battles["model_a"], battles["model_b"]])
+    baseline = baseline_model(models, config.ranking.baseline)
+    return arena_hard_scores(battles, baseline, **config.intervals.kwargs)

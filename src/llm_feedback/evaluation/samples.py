@@ -36,7 +36,7 @@ from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import carried_column_names, check_judge_prompts
 from llm_feedback.judges import get_kind, kind_names
 from llm_feedback.schema import (
-    EVAL_GOLD_COLUMN_TYPES,
+    EVAL_INSTANCE_COLUMNS,
     EVAL_JUDGMENTS_COLUMN_TYPES,
     EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,
     EVAL_SAMPLE_KEY,
@@ -281,7 +281,7 @@ def carried_columns(frame: pd.DataFrame, config: EvaluateParams) -> list[str]:
     for column in carried:
         names = (
             [column]
-            if not pairwise or column in EVAL_GOLD_COLUMN_TYPES
+            if not pairwise or column in EVAL_INSTANCE_COLUMNS
             else [
                 f"{column}_a",
                 f"{column}_b",

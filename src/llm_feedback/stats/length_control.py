@@ -1,5 +1,8 @@
-"""Length-controlled win rates (AlpacaEval 2), fitted with statsmodels' binomial GLM, and
-the style features that `stats.style_control` controls for.
+"""Length-controlled win rates in the form of AlpacaEval's `length_controlled_minimal`,
+fitted by unpenalised maximum likelihood (Newton's method, a batch at a time) with
+clustered bootstrap intervals, and the style features that `stats.style_control` controls
+for. Not AlpacaEval 2's leaderboard figure (`length_controlled_v1`) nor fitted as AlpacaEval
+fits it (L1-penalised, cross-validated): `stats.alpaca_eval` gives those, under its names.
 
 The pairwise table is `llm_feedback.stats.ranking`'s (instance, model_a, model_b, outcome)
 with, per side, the covariates: `length_a`, `length_b` for length control; every
@@ -74,15 +77,17 @@ def length_controlled_win_rates(
     `ranking.win_rates` of the same battles and bootstrap, when the caller has them (they
     are not made again).
 
-    AlpacaEval 2's method: per model, a logistic regression (binomial GLM, the outcome
-    0 / 0.5 / 1 as a fractional response, i.e. ties half) of the model's preference over
-    the baseline on a model term and tanh(d / sd(d)), d the length difference (model -
-    baseline) and sd its standard deviation over that model's battles. The LC win rate is
+    The form of AlpacaEval's `length_controlled_minimal`: per model, a logistic regression
+    (binomial GLM, the outcome 0 / 0.5 / 1 as a fractional response, i.e. ties half) of
+    the model's preference over the baseline on a model term and tanh(d / sd(d)), d the
+    length difference (model - baseline) and sd its standard deviation over that model's
+    battles, fitted by maximum likelihood without penalty (so a model whose outcomes
+    separate has no finite fit: NaN; AlpacaEval's L1-penalised fit, `stats.alpaca_eval`,
+    stays finite). The LC win rate is
     the preference predicted with the length term at zero (equal lengths): expit(model
     term). length_coefficient is the length term's coefficient (log-odds per unit of the
-    squashed difference): how much length explained. AlpacaEval's instruction-difficulty
-    term is left out: it comes from a fit over its leaderboard's many models, which a run
-    comparing a few models does not have.
+    squashed difference): how much length explained. No instruction-difficulty term (see
+    `stats.alpaca_eval.length_controlled` for AlpacaEval's `length_controlled_noreg`).
 
     The battles are read a batch at a time (`stats.battles`): the fits are Newton's method
     with each step's sums added over the batches (`_LengthFits`). Every interval is a
@@ -245,23 +250,44 @@ class _LengthFits:
         ]
 
 
-# Markdown elements counted for style control, as Arena-Hard counts them.
+# Markdown elements counted for style control, as Arena-Hard's `utils/add_markdown_info.py`
+# counts them (commit 196f6b8): on the text with every fenced code block's content removed
+# (a `#` comment in code is no header), each pattern counted on its own.
+_FENCED = re.compile(r"```([^`]*)```")
 _HEADER = re.compile(r"^#{1,6}\s", re.MULTILINE)
-_BOLD = re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.MULTILINE)
+_BOLD = (re.compile(r"\*\*[^*\n]+\*\*"), re.compile(r"__[^_\n]+__"))
+_LIST_ITEM = (re.compile(r"^\s*\d+\.\s", re.MULTILINE), re.compile(r"^\s*[-*+]\s", re.MULTILINE))
+
+
+def without_code(text: str) -> str:
+    """`text` with the content of its fenced code blocks taken out (every occurrence of
+    it, the fences left: what Arena-Hard counts Markdown on)."""
+    for content in _FENCED.findall(text):
+        if content:
+            text = text.replace(content, "")
+    return text
+
+
+def markdown_counts(text: str) -> dict[str, int]:
+    """Arena-Hard's Markdown counts of one answer: headers (lines of 1-6 `#` then a
+    space), bold (`**...**` and `__...__` spans, each kind counted separately) and
+    list_items (ordered `1. ` and unordered `- `, `* `, `+ ` lines), code blocks removed
+    first (`without_code`)."""
+    prose = without_code(text)
+    return {
+        "headers": len(_HEADER.findall(prose)),
+        "bold": sum(len(pattern.findall(prose)) for pattern in _BOLD),
+        "list_items": sum(len(pattern.findall(prose)) for pattern in _LIST_ITEM),
+    }
 
 
 def style_features(texts: pd.Series) -> pd.DataFrame:
-    """Per text: length (characters), headers (Markdown `#` lines), bold (`**...**` or
-    `__...__` spans) and list_items (lines starting with -, *, + or a number and . or )).
-    A missing text counts 0 everywhere."""
+    """Per text: length (characters) and `markdown_counts` (headers, bold, list_items,
+    counted as Arena-Hard counts them). A missing text counts 0 everywhere."""
     text = texts.fillna("").astype(str)
-    return pd.DataFrame(
-        {
-            "length": text.str.len(),
-            "headers": text.str.count(_HEADER),
-            "bold": text.str.count(_BOLD),
-            "list_items": text.str.count(_LIST_ITEM),
-        },
+    counts = pd.DataFrame(
+        [markdown_counts(value) for value in text],
         index=texts.index,
-    ).astype("float64")
+        columns=["headers", "bold", "list_items"],
+    )
+    return counts.assign(length=text.str.len())[list(STYLE_FEATURES)].astype("float64")

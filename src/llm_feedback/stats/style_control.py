@@ -1,4 +1,5 @@
-"""Style-controlled Bradley-Terry scores (Arena-Hard's style control) over battles read a
+"""Style-controlled Bradley-Terry scores (after Arena-Hard's style control; its own
+covariates, token lengths and normalisation are not these) over battles read a
 batch at a time (`stats.battles`).
 
 The fit is the binomial GLM's maximum likelihood by Newton's method, each step's score
@@ -63,7 +64,7 @@ def style_controlled_ranking(
     seed: int = 0,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> StyleControl:
-    """Bradley-Terry scores with style covariates, as Arena-Hard's style control.
+    """Bradley-Terry scores with style covariates, after Arena-Hard's style control.
 
     The Bradley-Terry design (+1 for A, -1 for B; the first model, alphabetically, as the
     reference) gets one column per feature: the normalised difference (A - B) / (A + B)

@@ -67,7 +67,13 @@ def create_pipeline(**kwargs) -> Pipeline:
             node(
                 rank_models,
                 ["eval_judgments", "eval_samples_answered", *PARAMS],
-                ["eval_model_ranking", "eval_style_coefficients", "eval_model_ranking_figure"],
+                [
+                    "eval_model_ranking",
+                    "eval_style_coefficients",
+                    "eval_model_ranking_figure",
+                    "eval_alpaca_eval",
+                    "eval_arena_hard",
+                ],
                 name="rank_eval_models",
             ),
         ],

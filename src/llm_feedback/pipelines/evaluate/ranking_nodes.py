@@ -1,5 +1,6 @@
-"""Thin node: pairwise judgments in; `eval_model_ranking`, the style coefficients and the
-ranking's figure out."""
+"""Thin node: pairwise judgments in; `eval_model_ranking`, the style coefficients, the
+ranking's figure and the anchors' figures under their names (`eval_alpaca_eval`,
+`eval_arena_hard`) out."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -7,7 +8,11 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llm_feedback.evaluation.ranking import model_ranking
+from llm_feedback.evaluation.ranking import (
+    alpaca_eval_win_rates,
+    arena_hard_win_rates,
+    model_ranking,
+)
 from llm_feedback.pipelines.parsed_params import evaluate_params
 from llm_feedback.reporting.figures import model_ranking_figure
 
@@ -19,8 +24,10 @@ def rank_models(
     samples: pd.DataFrame,
     evaluate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
-) -> tuple[pd.DataFrame, pd.DataFrame, Figure]:
-    ranking, coefficients = model_ranking(
-        eval_judgments, samples, evaluate_params(evaluate, endpoints)
-    )
-    return ranking, coefficients, model_ranking_figure(ranking, TITLE)
+) -> tuple[pd.DataFrame, pd.DataFrame, Figure, pd.DataFrame, pd.DataFrame]:
+    config = evaluate_params(evaluate, endpoints)
+    ranking, coefficients = model_ranking(eval_judgments, samples, config)
+    alpaca_eval = alpaca_eval_win_rates(eval_judgments, samples, config)
+    arena_hard = arena_hard_win_rates(eval_judgments, config)
+    figure = model_ranking_figure(ranking, TITLE)
+    return ranking, coefficients, figure, alpaca_eval, arena_hard

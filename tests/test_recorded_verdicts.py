@@ -1,0 +1,300 @@
+"""Recorded pairwise verdicts as samples (AlpacaEval's annotations, Arena-Hard's judgments,
+our JSONL with a preference): judged without a call, ranked and reported under AlpacaEval's
+names; on AlpacaEval 2's published annotations the figures equal its leaderboard rows."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llm_feedback.errors import InputError
+from llm_feedback.evaluation import read_samples_file, samples_from_file
+from llm_feedback.evaluation.recorded import LEVELS
+from llm_feedback.stats.alpaca_eval import head_to_head, length_controlled
+from llm_feedback.stats.length_control import style_features
+from llm_feedback.testing.server import FakeLLMServer
+from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
+
+ALPACA_EVAL = SHARED_DATA / "alpaca_eval"
+ARENA_HARD = SHARED_DATA / "arena_hard"
+needs_alpaca_eval = pytest.mark.skipif(
+    not (ALPACA_EVAL / "leaderboard_rows.csv").is_file(),
+    reason="../shared/data/alpaca_eval (AlpacaEval 2's published annotations) is absent",
+)
+needs_arena_hard = pytest.mark.skipif(
+    not (ARENA_HARD / "model_answer").is_dir(),
+    reason="../shared/data/arena_hard (Arena-Hard v0.1's published answers) is absent",
+)
+
+
+README_COMMAND = (
+    "kedro run --pipelines evaluate --params eval_samples_path=path/to/alpaca_eval/results,"
+)
+
+
+@needs_alpaca_eval
+def test_alpaca_eval_annotations_as_published_give_its_leaderboard_rows(run_kedro):
+    """The README's AlpacaEval command on the folder of results as published (every
+    model's annotations.json)."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith(README_COMMAND))
+    assignments = shlex.split(command)[shlex.split(command).index("--params") + 1]
+    params = dotted_params(assignments.replace("path/to/alpaca_eval/results", str(ALPACA_EVAL)))
+    assert params["evaluate"]["ranking"]["baseline"] == "gpt4_1106_preview"
+    with FakeLLMServer() as server:
+        catalog = run_kedro("evaluate", {**params, "endpoints": endpoints_via(server)})["catalog"]
+        assert server.request_count == 0  # recorded verdicts: no judge is called
+    ours = catalog.load("eval_alpaca_eval").set_index("model")
+    published = pd.read_csv(ALPACA_EVAL / "leaderboard_rows.csv", index_col=0)
+    published = published.drop(index="gpt4_1106_preview")  # the baseline itself
+    assert sorted(ours.index) == sorted(published.index)
+    for model, row in published.iterrows():
+        mine = ours.loc[model]
+        assert mine["win_rate"] == pytest.approx(row["win_rate"], abs=1e-9)
+        assert mine["discrete_win_rate"] == pytest.approx(row["discrete_win_rate"], abs=1e-9)
+        for count in ("n_wins", "n_wins_base", "n_draws", "n_total"):
+            assert mine[count] == row[count], (model, count)
+        assert mine["standard_error"] == pytest.approx(row["standard_error"], rel=0.05)
+        assert mine["preference_source"] == "probabilities"
+        assert 0 < mine["length_controlled_minimal"] < 100
+        assert 0 < mine["length_controlled_noreg"] < 100
+    # Everything downstream of the judgments works from the recording too.
+    judgments = catalog.load("eval_judgments")
+    assert set(judgments["parse_status"]) == {"ok"}
+    assert set(judgments["judge_model"]) == {"weighted_alpaca_eval_gpt4_turbo"}
+    ranking = catalog.load("eval_model_ranking").set_index("model")
+    assert ranking["rank"].idxmin() == "FuseChat-Qwen-2.5-7B-Instruct"
+    for model, row in published.iterrows():  # the discrete win rate, ties half
+        assert ranking.at[model, "win_rate"] * 100 == pytest.approx(row["discrete_win_rate"])
+
+
+def test_own_jsonl_preferences_are_judged_without_a_call(tmp_path):
+    from llm_feedback.evaluation import run_evaluation
+
+    lines = [
+        {
+            "question": f"q{i}",
+            "response_a": f"a{i}",
+            "response_b": f"b{i}",
+            "model_a": "base",
+            "model_b": "model",
+            "preference": preference,
+        }
+        for i, preference in enumerate([1.0, 2.0, 1.5, 1.75, "1.25", None])
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    with FakeLLMServer() as server:
+        judgments, _ = run_evaluation(
+            read_samples_file(path),
+            {"mode": "pairwise", "samples_format": "jsonl", "ranking": {"baseline": "base"}},
+            endpoints_via(server),
+            progress=False,
+        )
+        assert server.request_count == 0
+    assert judgments["outcome"].tolist()[:5] == ["A", "B", "tie", "B", "A"]
+    assert judgments["prob_margin"].tolist()[:5] == pytest.approx([1, -1, 0, -0.5, 0.5])
+    last = judgments.iloc[5]  # no recording: a row with a status, no outcome
+    assert last["parse_status"] == "empty" and pd.isna(last["outcome"])
+    assert math.isnan(last["prob_margin"])
+
+
+def test_a_preference_off_the_scale_is_refused_by_line(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(
+        json.dumps({"question": "q", "response_a": "a", "response_b": "b", "preference": 3})
+    )
+    with pytest.raises(InputError, match=r"pairs\.jsonl, line 1, field 'preference'"):
+        samples_from_file(read_samples_file(path))
+
+
+def test_head_to_head_counts_as_alpaca_eval():
+    # Preferences of the model in [0, 1]: a draw is exactly 0.5, others round.
+    figures = head_to_head(np.array([1.0, 0.0, 0.5, 0.75, 0.4999, np.nan]))
+    assert figures["n_total"] == 5
+    assert (figures["n_wins"], figures["n_wins_base"], figures["n_draws"]) == (2, 2, 1)
+    assert figures["win_rate"] == pytest.approx(np.mean([1, 0, 0.5, 0.75, 0.4999]) * 100)
+    assert figures["discrete_win_rate"] == pytest.approx(np.mean([1, 0, 0.5, 1, 0]) * 100)
+    values = np.array([1, 0, 0.5, 0.75, 0.4999])
+    assert figures["standard_error"] == pytest.approx(values.std(ddof=1) / np.sqrt(5) * 100)
+
+
+def test_length_control_is_finite_when_the_model_wins_every_battle():
+    rng = np.random.default_rng(0)
+    n = 200
+    preferences = pd.DataFrame(
+        {
+            "prompt": [f"p{i}" for i in range(n)],
+            "preference": np.ones(n),  # separated: every battle won
+            "length": rng.integers(100, 3000, n).astype(float),
+            "baseline_length": rng.integers(100, 3000, n).astype(float),
+        }
+    )
+    value = length_controlled(preferences)
+    assert np.isfinite(value) and 50 < value <= 100
+
+
+def _arena_hard_bench(tmp_path, uids, scores):
+    """An Arena-Hard benchmark folder: the shared answers and one judgment file."""
+    bench = tmp_path / "arena-hard-v0.1"
+    (bench / "model_answer").mkdir(parents=True)
+    for model in ("gpt-4-0314", "gpt-4-0613"):
+        source = ARENA_HARD / "model_answer" / f"{model}.jsonl"
+        (bench / "model_answer" / f"{model}.jsonl").write_text(source.read_text())
+    judged = bench / "model_judgment" / "gpt-4-1106-preview"
+    judged.mkdir(parents=True)
+    records = [
+        {
+            "uid": uid,
+            "model": "gpt-4-0613",
+            "judge": "gpt-4-1106-preview",
+            "games": [{"score": first}, {"score": second}],
+        }
+        for uid, (first, second) in zip(uids, scores, strict=True)
+    ]
+    path = judged / "gpt-4-0613.jsonl"
+    path.write_text("\n".join(json.dumps(record) for record in records))
+    return path
+
+
+@needs_arena_hard
+def test_arena_hard_judgments_keep_both_games_and_their_strength(tmp_path):
+    from llm_feedback.evaluation import run_evaluation
+
+    uids = [
+        json.loads(line)["uid"]
+        for line in (ARENA_HARD / "question.jsonl").read_text().splitlines()[:4]
+    ]
+    # Game 1 shows the baseline first, game 2 the model first (Arena-Hard's order).
+    scores = [("A>>B", "B>A"), ("B>A", "A>>B"), ("A=B", "A>B"), ("A>B", "A>B")]
+    path = _arena_hard_bench(tmp_path, uids, scores)
+    samples = samples_from_file(read_samples_file(path), "auto")
+    firsts = samples.iloc[::2]
+    assert set(firsts["model"]) == {"gpt-4-0314"}
+    assert firsts["recorded_verdict_a_first"].tolist() == [s[0] for s in scores]
+    # The second game read from the pair's A side (the baseline): its A>B is B>A here.
+    flipped = {level: LEVELS[::-1][i] for i, level in enumerate(LEVELS)}
+    assert firsts["recorded_verdict_b_first"].tolist() == [flipped[s[1]] for s in scores]
+    with FakeLLMServer() as server:
+        judgments, _ = run_evaluation(
+            read_samples_file(path), {"mode": "pairwise"}, endpoints_via(server), progress=False
+        )
+        assert server.request_count == 0
+    assert judgments["outcome"].tolist() == ["A", "B", "tie", "tie"]
+    assert judgments["consistent"].tolist() == [True, True, False, False]
+
+
+@needs_arena_hard
+def test_markdown_counts_of_the_shared_answers_are_arena_hards():
+    # Arena-Hard's own utils/add_markdown_info.py, run on these answers by
+    # benchmarks/anchors.py, recorded in benchmarks/results/anchors.json.
+    recorded = json.loads((PROJECT_ROOT / "benchmarks/results/anchors.json").read_text())
+    theirs = recorded["arena_hard"]["reference"]["counts"]
+    for file in sorted((ARENA_HARD / "model_answer").glob("*.jsonl")):
+        rows = [json.loads(line) for line in file.read_text().splitlines()]
+        texts = pd.Series([row["messages"][-1]["content"]["answer"] for row in rows])
+        totals = style_features(texts)[["headers", "list_items", "bold"]].sum()
+        assert totals.to_dict() == theirs[rows[0]["model"]]
+
+
+@needs_arena_hard
+def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import arena_hard_win_rates
+    from llm_feedback.params import parse_evaluate
+
+    uids = [
+        json.loads(line)["uid"]
+        for line in (ARENA_HARD / "question.jsonl").read_text().splitlines()[:40]
+    ]
+    # Game 1 shows the baseline first (its B>>A: the model much better), game 2 the model.
+    cycle = [("B>>A", "A>B"), ("A>B", "B>>A"), ("A=B", "A>>B"), ("B>A", "B>A")]
+    scores = [cycle[i % 4] for i in range(len(uids))]
+    path = _arena_hard_bench(tmp_path, uids, scores)
+    config = parse_evaluate(
+        {"mode": "pairwise", "intervals": {"n_resamples": 100}},
+        {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}},
+    )
+    samples = prepare_samples(samples_from_file(read_samples_file(path)), config)
+    judgments, _ = judge_all(samples, config, None, progress=False)
+    table = arena_hard_win_rates(judgments, config).set_index("model")
+    # The model's battles, counted independently: strong verdicts three battles.
+    model_score = {"A>>B": [1] * 3, "A>B": [1], "A=B": [0.5], "B>A": [0], "B>>A": [0] * 3}
+    battles = []
+    for first, second in scores:
+        battles += [1 - s for s in model_score[first]] + model_score[second]
+    row = table.loc["gpt-4-0613"]
+    assert row["baseline"] == "gpt-4-0314"
+    assert row["n_battles"] == len(battles) and row["n_judgments"] == len(uids)
+    assert row["score"] == pytest.approx(100 * np.mean(battles), abs=1e-4)
+    assert row["arena_hard_ci_low"] < row["score"] < row["arena_hard_ci_high"]
+    assert row["clustered_ci_low"] < row["score"] < row["clustered_ci_high"]
+    assert "90%" in row["arena_hard_ci_method"] and "cluster" in row["clustered_ci_method"]
+
+
+def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
+    verdicts = [(1.0, "A"), (2.0, "B"), (1.9, "A"), (1.1, "A"), (1.5, "tie")] * 4
+    lines = [
+        {
+            "question": f"q{i}",
+            "response_a": f"a{i}",
+            "response_b": f"b{i}",
+            "model_a": "base",
+            "model_b": "model",
+            "preference": preference,
+            "label": label,
+            "judge": "gpt-4",
+        }
+        for i, (preference, label) in enumerate(verdicts)
+    ]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(map(json.dumps, lines)))
+    with FakeLLMServer() as server:
+        params = {
+            "endpoints": endpoints_via(server),
+            "evaluate": {"mode": "pairwise"},
+            "eval_samples_path": str(path),
+        }
+        catalog = run_kedro("evaluate", params)["catalog"]
+        assert server.request_count == 0
+    metrics = catalog.load("eval_metrics").set_index(["raters", "metric"])["value"]
+    # A recorded preference is one verdict a pair (the order AlpacaEval showed is not
+    # recorded): the card reads it as the original order's; the third verdict is wrong.
+    assert metrics["fake-model~gold", "accuracy_original_order"] == pytest.approx(16 / 20)
+    assert metrics["fake-model~gold", "tie_rate"] == pytest.approx(4 / 20)
+    assert not catalog.load("judge_validation").empty
+
+
+def test_the_judges_probability_verdicts_make_alpaca_evals_win_rate(run_kedro, tmp_path):
+    from tests.pipelines.test_evaluate_logprobs import (  # noqa: PLC0415 - shared script
+        first_shown_judge,
+        pairs,
+        params,
+        write_jsonl,
+    )
+
+    samples = write_jsonl(tmp_path / "pairs.jsonl", pairs())
+    with FakeLLMServer(responder=first_shown_judge(probabilities=True)) as server:
+        catalog = run_kedro("evaluate", params(server, samples))["catalog"]
+    judgments = catalog.load("eval_judgments")
+    row = catalog.load("eval_alpaca_eval").set_index("model").loc["response_b"]
+    # response_b's preference per pair: its probability-weighted win, (1 - prob_margin) / 2.
+    preference = (1 - judgments["prob_margin"].to_numpy()) / 2
+    assert row["preference_source"] == "probabilities"
+    assert row["win_rate"] == pytest.approx(preference.mean() * 100)
+    assert row["standard_error"] == pytest.approx(
+        preference.std(ddof=1) / np.sqrt(len(preference)) * 100
+    )
+    assert (row["n_wins"], row["n_wins_base"], row["n_draws"]) == (
+        (preference > 0.5).sum(),
+        (preference < 0.5).sum(),
+        0,
+    )
+    # The discrete outcome of two orders that disagree is a tie; the probabilities decide.
+    assert set(judgments["outcome"]) == {"tie"}
+    assert row["discrete_win_rate"] == pytest.approx(np.round(preference).mean() * 100)
