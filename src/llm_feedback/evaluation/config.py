@@ -32,7 +32,7 @@ from llm_feedback.judges.metrics import MISSING_POLICIES
 AGGREGATES = ("mean", "majority")
 # `evaluate.samples_format`: native eval_samples rows or a gold-labelled format of
 # `validation.formats`; auto detects it (`sample_files`).
-SAMPLES_FORMATS = ("auto", "native", "llmbar", "pandalm", "mtbench_human", "jsonl")
+SAMPLES_FORMATS = ("auto", "native", "llmbar", "pandalm", "mtbench_human", "jsonl", "viewer")
 # Names the agreement metrics give to the aggregate, a recording and a lone judge.
 PANEL, RECORDED, LONE_JUDGE = "panel", "recorded", "judge"
 RESERVED_NAMES = (PANEL, RECORDED, LONE_JUDGE)

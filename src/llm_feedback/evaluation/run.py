@@ -79,7 +79,9 @@ def _run_table(
     from llm_feedback.params.evaluate import parse_evaluate  # noqa: PLC0415 - params above us
 
     config = parse_evaluate(params, endpoints)
-    samples = prepare_samples(samples_from_file(eval_samples, config.samples_format), config)
+    samples = prepare_samples(
+        samples_from_file(eval_samples, config.samples_format, config.kind.compares), config
+    )
     samples = generate_responses(samples, config, cache_path, progress)
     judgments, _ = judge_all(samples, config, cache_path, progress=progress)
     return judgments, metrics_with_agreement(judgments, config)

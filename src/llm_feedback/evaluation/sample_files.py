@@ -2,12 +2,13 @@
 
 `evaluate.samples_format` names the format: `native` (our eval_samples rows, one response a
 row; see `samples.py`), one of the gold-labelled formats of `validation.formats` (`llmbar`,
-`pandalm`, `mtbench_human`, `jsonl`), or `auto` (the default): native when the rows have
+`pandalm`, `mtbench_human`, `jsonl`, `viewer`), or `auto` (the default): native when the rows have
 `instance_id`, `question`, `response` and `model` and no label or score field of our JSONL,
 else the format whose fields the first record has. The format chosen is logged. The
 gold-labelled formats become eval_samples rows with their gold columns (pairwise: `gold`,
 `gold_labels`, `gold_annotators`, two rows an instance, the first "A"; pointwise:
-`gold_score` and the labels), which `samples.validate_samples` keeps.
+`gold_score` and the labels), which `samples.validate_samples` keeps. The viewer's labels
+file mixes both kinds: the judge's kind picks its labels.
 
 `read_samples_file` reads the records of a file (JSON list, JSON Lines or Parquet), naming
 the file and line of anything malformed; the frame remembers its file (`SAMPLES_PATH_ATTR`)
@@ -35,8 +36,9 @@ logger = logging.getLogger(__name__)
 AUTO, NATIVE = SAMPLES_FORMATS[:2]
 MTBENCH_HUMAN = "mtbench_human"
 SAMPLES_PATH_ATTR = "samples_path"
-# Fields of our gold-labelled JSONL that native eval_samples rows never have.
-_GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b")
+# Fields of our gold-labelled JSONL and the viewer's labels that native eval_samples rows
+# never have.
+_GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b", "annotator")
 
 
 def read_samples_file(path: str | Path) -> pd.DataFrame:
@@ -77,8 +79,11 @@ def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Recor
         raise
 
 
-def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.DataFrame:
-    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows."""
+def samples_from_file(
+    frame: pd.DataFrame, samples_format: str = AUTO, pairwise: bool | None = None
+) -> pd.DataFrame:
+    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows;
+    `pairwise` (the judge compares two responses) picks the labels of a file of both kinds."""
     path = frame.attrs.get(SAMPLES_PATH_ATTR)
     where = Path(path) if path else Path("eval_samples")
 
@@ -92,7 +97,7 @@ def samples_from_file(frame: pd.DataFrame, samples_format: str = AUTO) -> pd.Dat
         logger.info("%s: samples format detected as %s", where, chosen)
     if chosen == NATIVE:
         return frame
-    samples = read_records(where, records(), chosen)
+    samples = read_records(where, records(), chosen, pairwise)
     if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
         # The pairwise kind judges single turns: second-turn judgments are left out.
         second = samples["turn"] == 2

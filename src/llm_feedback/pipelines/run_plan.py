@@ -77,7 +77,10 @@ def plan_for_run(
     # The same checks as the run's own first nodes: bad samples fail here, before any call.
     config = checked.evaluate or parse_evaluate(parameters.get("evaluate"), endpoints)
     samples = prepare_samples(
-        samples_from_file(catalog.load("eval_samples"), config.samples_format), config
+        samples_from_file(
+            catalog.load("eval_samples"), config.samples_format, config.kind.compares
+        ),
+        config,
     )
     evaluation = plan_evaluation(samples, config, report.prices, parameters.get("request_cache"))
     return pd.concat([plan, evaluation], ignore_index=True) if len(plan) else evaluation

@@ -29,7 +29,9 @@ Params = Mapping[str, Any]
 
 def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
-    return prepare_samples(samples_from_file(eval_samples, params.samples_format), params)
+    return prepare_samples(
+        samples_from_file(eval_samples, params.samples_format, params.kind.compares), params
+    )
 
 
 def generate(
