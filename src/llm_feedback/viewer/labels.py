@@ -19,6 +19,10 @@ responses two of its completions, chosen in the page) or the evaluate run's `ins
 page's "Reviewer" box ("anonymous" when left empty). A reviewer's later choice for the same
 pair (or response) replaces the earlier one; the browser keeps the labels per site until
 they are downloaded and the browser's storage is cleared.
+
+`llm_feedback.validation.formats` reads the file as gold (format `viewer`, see
+`validation.viewer_labels`): mixed as downloaded, several reviewers' files concatenated; a
+score line may name the `aspect` it rates.
 """
 
 PAIRWISE_FIELDS = (
