@@ -13,6 +13,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
+import results_estimates
 import results_judging
 import results_runs
 from results_cells import cells, inline, median, on_disk, paired
@@ -406,6 +407,7 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("cache_scale", results_judging.cache_scale),
     ("judge_cost", results_judging.judge_cost),
     ("embedded_judge_card", results_judging.embedded_judge_card),
+    ("ppi_coverage", results_estimates.ppi_coverage),
 )
 
 

@@ -10,6 +10,9 @@ what people would say on all N, each a row named by its `estimator`:
   wider than the labels alone (computed by `ppi-python`);
 - `labels_only`: the mean of the human labels (the classical interval).
 
+The intervals that labels limit use Student's t with n - 1 degrees of freedom rather than
+the normal quantile (a refinement for small slices; the judge-only one stays normal).
+
 The labelled slice must be drawn uniformly at random from the judged items (what these
 estimators assume), or, for a review queue ordered by how much a label is worth, drawn
 with recorded probabilities (`select_for_labels`), in which case `weighted_estimate`
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.stats import norm, t
 from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.errors import ConfigError
@@ -92,6 +95,13 @@ def _z(confidence: float) -> float:
     return float(norm.ppf(0.5 + confidence / 2))
 
 
+def _labels_alpha(confidence: float, n_labels: int) -> float:
+    """The normal error level whose interval is Student's t's with n_labels - 1 degrees of
+    freedom: the labelled slice limits these intervals, and at 30 labels the normal one
+    is 4% too narrow (ppi-python's intervals are normal: they take this level)."""
+    return float(2 * norm.sf(t.ppf(0.5 + confidence / 2, n_labels - 1)))
+
+
 def _normal_row(
     metric: str, estimator: str, selection: str, *, estimate: float, se: float, z: float, **counts
 ) -> dict[str, Any]:
@@ -136,7 +146,6 @@ def mean_estimates(
     Returns:
         One row per estimator (`COLUMNS`).
     """
-    alpha = 1 - confidence
     z = _z(confidence)
     judged = _floats(judged)
     judged = judged[np.isfinite(judged)]
@@ -162,6 +171,7 @@ def mean_estimates(
         alone = _row(metric, LABELS_ONLY, UNIFORM, n_judged=0, n_labels=n, status="too_few_labels")
         return pd.DataFrame([judge, powered, alone], columns=list(COLUMNS))
     ppi = _ppi()
+    alpha = _labels_alpha(confidence, n)
     low, high = ppi.classical_mean_ci(y, alpha=alpha)
     alone = _row(
         metric,
@@ -366,7 +376,7 @@ def weighted_estimate(
         unlabelled makes the row's status `labels_missing` (the weights would no longer
         make it unbiased).
     """
-    z = _z(confidence)
+    _z(confidence)  # refuses a confidence outside (0, 1) before any work
     f, y = _floats(judged), _floats(gold)
     xi = np.asarray(selected, dtype=bool).reshape(-1)
     pi = _floats(probabilities)
@@ -397,6 +407,7 @@ def weighted_estimate(
     lam = float(np.clip(-covariance[0, 1] / spread, 0, 1)) if spread > 0 else 1.0
     values = lam * tuned + labelled
     se = values.std(ddof=1) / np.sqrt(len(values))
+    z = float(norm.isf(_labels_alpha(confidence, n_labels) / 2))
     row = _normal_row(
         metric, PREDICTION_POWERED, WEIGHTED, estimate=float(values.mean()), se=se, z=z, **counts
     )
