@@ -1,12 +1,16 @@
 """The viewer's labels.jsonl, downloaded as it is (pairs and scores mixed, several pairs per
 prompt, two reviewers), is evaluate's gold: a pairwise judge is validated on the pairs, a
-scoring judge on the scores."""
+scoring judge on the scores. Gold scores on a slice of a run's responses correct its
+means (`estimator` rows in eval_metrics)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
@@ -57,3 +61,49 @@ def test_a_scoring_judge_is_validated_on_the_downloaded_scores(run_kedro, tmp_pa
     # 6.5 (7 and 6 from two reviewers) and 2.5: each half a point under.
     assert measured["mean_difference"] == pytest.approx(-0.5)
     assert measured["within_1_agreement"] == 1.0 and measured["exact_agreement"] == 0.0
+
+
+def test_a_slice_of_gold_scores_corrects_each_models_mean(run_kedro, tmp_path):
+    """The judge rates every response two points high; people scored 12 of each model's 30
+    responses. The prediction-powered mean is near the people's mean over all 30; the judge's
+    own row stays as it was, named `judge`."""
+    rng = np.random.default_rng(8)
+    rows, truth = [], {}
+    for model in ("alpha", "beta"):
+        human = rng.integers(2, 8, 30)
+        truth[model] = human.mean()
+        labelled = set(rng.choice(30, 12, replace=False).tolist())
+        rows += [
+            {
+                "instance_id": f"q{number}",
+                "question": f"Q{number}?",
+                "response": f"{model} worth {score}",
+                "model": model,
+                "gold_score": float(score) if number in labelled else None,
+            }
+            for number, score in enumerate(human)
+        ]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    def two_high(body: dict[str, Any], ctx: RequestContext) -> str:
+        worth = int(re.search(r"worth (\d+)", body["messages"][-1]["content"]).group(1))
+        return f"Fine.\nRating: [[{worth + 2}]]"
+
+    with FakeLLMServer(responder=two_high) as server:
+        run = run_kedro("evaluate", llmbar_params(server, samples, mode="single_1_10"))
+    metrics = run["catalog"].load("eval_metrics")
+    means = metrics[(metrics["metric"] == "mean") & metrics["category"].isna()]
+    for model, human_mean in truth.items():
+        rows_of = means[means["model"] == model].set_index("estimator")
+        assert set(rows_of.index) == {"judge", "prediction_powered", "labels_only"}
+        assert rows_of.loc["judge", "value"] == pytest.approx(human_mean + 2)
+        assert pd.isna(rows_of.loc["judge", "n_labels"])
+        powered = rows_of.loc["prediction_powered"]
+        # PPI++ tunes how far it trusts the judge from the slice: not exactly the offset.
+        assert powered["value"] == pytest.approx(human_mean, abs=0.25)
+        assert powered["ci_low"] <= human_mean <= powered["ci_high"]
+        assert powered["n_labels"] == rows_of.loc["labels_only", "n_labels"] == 12
+        assert powered["n"] == 30
+    # The agreement and validation rows are no model's estimate.
+    assert metrics.loc[metrics["raters"].notna(), "estimator"].isna().all()
