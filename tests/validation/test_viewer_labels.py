@@ -45,7 +45,7 @@ class ViewerSession:
         }
         self._save(f"p|{instance}|{x}|{y}", label)
 
-    def score(self, instance: str, ident: int, value: str) -> None:
+    def score(self, instance: str, ident: int, value: str, aspect: str = "") -> None:
         model, response = COMPLETIONS[ident]
         # Number(input.value): JSON.stringify writes 7 for "7" and 6.5 for "6.5".
         number = float(value)
@@ -56,7 +56,11 @@ class ViewerSession:
             "model": model,
             "gold_score": int(number) if number.is_integer() else number,
         }
-        self._save(f"s|{instance}|{ident}", label)
+        key = f"s|{instance}|{ident}"
+        if aspect:  # an annotate page's rating of one aspect
+            label["aspect"] = aspect
+            key += f"|{aspect}"
+        self._save(key, label)
 
     def _save(self, key: str, label: dict) -> None:
         label["annotator"] = self.annotator
@@ -166,15 +170,14 @@ def test_score_labels_alone_and_per_aspect(tmp_path: Path) -> None:
     session = ViewerSession()
     session.score("p1", 0, "4")
     session.score("p1", 2, "5")
-    lines = [json.loads(line) for line in session.download().splitlines()]
-    lines.append(dict(lines[0], aspect="honesty", gold_score=2))
+    session.score("p1", 0, "2", aspect="honesty")
     path = tmp_path / "labels.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    path.write_text(session.download(), encoding="utf-8")
     scores = read_samples(path)
     assert scores.attrs["samples_format"] == "viewer"
-    assert scores["aspect"].isna().tolist() == [True, True, False]
-    assert scores["aspect"].iloc[2] == "honesty"
-    assert scores["gold_score"].tolist() == [4.0, 5.0, 2.0]
+    assert scores["aspect"].isna().tolist() == [True, False, True]
+    assert scores["aspect"].iloc[1] == "honesty"
+    assert scores["gold_score"].tolist() == [4.0, 2.0, 5.0]
     assert scores["gold_annotators"].iloc[0] == ["anonymous"]
     with pytest.raises(InputError, match="no pair labels .* a pairwise judge needs pair"):
         read_samples(path, pairwise=True)

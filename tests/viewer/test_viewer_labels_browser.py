@@ -1,6 +1,7 @@
 """Labels made in the viewer in a real headless Chromium, by two reviewers, several pairs of
-one prompt in either order and scores beside them, downloaded and concatenated, read back
-unchanged as gold: one item per pair, the reviewers' labels in the item's order."""
+one prompt in either order and scores beside them (overall and on one aspect), downloaded
+and concatenated, read back unchanged as gold: one item per pair, the reviewers' labels in
+the item's order, a score per response and aspect."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def _pair(browser: Chromium, a: int, b: int, verdict: str) -> None:
     browser.evaluate(f"document.querySelector('.labeler button[data-verdict={verdict}]').click()")
 
 
-def _score(browser: Chromium, idx: int, value: str) -> None:
+def _score(browser: Chromium, idx: int, value: str, aspect: str = "") -> None:
+    _set(browser, f'.gold-aspect[data-ident="{idx}"]', aspect)
     browser.evaluate(
         f"(() => {{ const i = document.querySelector('.gold-score[data-ident=\"{idx}\"]'); "
         f"i.value = '{value}'; i.closest('.labeler').querySelector('.save-score').click(); }})()"
@@ -53,6 +55,7 @@ def test_two_reviewers_sessions_read_back_as_gold(chromium, feedback_dir, frames
         _pair(browser, 2, 1, "B")
         _pair(browser, 0, 1, "A")
         _score(browser, 0, "6.5")
+        _score(browser, 0, "3", aspect="helpfulness")
 
     def second(browser: Chromium) -> None:
         _pair(browser, 1, 2, "A")  # rev-1's first pair, shown the other way round
@@ -75,9 +78,11 @@ def test_two_reviewers_sessions_read_back_as_gold(chromium, feedback_dir, frames
     # rev-1 chose completion 1 (B); rev-2 chose completion 1 shown as A: the same choice.
     assert shared["gold_labels"] == ["B", "B"]
     assert shared["gold_annotators"] == ["rev-1", "rev-2"]
-    scores = labels.scores
-    assert scores["gold_labels"].tolist() == [[6.5, 8.0]]
-    assert scores["response"].tolist() == [known.loc[0, "response"]]
-    # As evaluate reads it: the pairs for a pairwise judge, the score for a scoring one.
+    scores = labels.scores.set_index(labels.scores["aspect"].fillna("overall"))
+    assert scores.loc["overall", "gold_labels"] == [6.5, 8.0]
+    assert scores.loc["helpfulness", "gold_labels"] == [3.0]
+    assert scores.loc["helpfulness", "gold_annotators"] == ["rev-1"]
+    assert set(scores["response"]) == {known.loc[0, "response"]}
+    # As evaluate reads it: the pairs for a pairwise judge, the scores for a scoring one.
     assert read_samples(path)["instance_id"].nunique() == 2
-    assert read_samples(path, pairwise=False)["gold_score"].tolist() == [7.25]
+    assert sorted(read_samples(path, pairwise=False)["gold_score"]) == [3.0, 7.25]

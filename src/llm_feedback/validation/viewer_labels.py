@@ -31,7 +31,7 @@ from typing import Any
 
 from llm_feedback.errors import InputError
 from llm_feedback.validation.records import Record, field, pair_rows, text_field
-from llm_feedback.viewer.labels import PAIRWISE_LABELS
+from llm_feedback.viewer.labels import ASPECT_FIELD, PAIRWISE_LABELS
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _read_score(path: Path, record: Record, items: dict[tuple, _Item]) -> None:
         text_field(path, record, "model", required=False) or "response",
         text_field(path, record, "response", allow_empty=True),
     )
-    aspect = text_field(path, record, "aspect", required=False)
+    aspect = text_field(path, record, ASPECT_FIELD, required=False)
     labelled_id = _instance_id(path, record)
     key = ("score", labelled_id, response, aspect)
     item = items.get(key)
@@ -210,7 +210,7 @@ def item_rows(path: Path, records: list[Record]) -> tuple[list[dict], list[dict]
             "labelled_id": item.labelled_id,
         }
         if with_aspect:
-            row["aspect"] = item.aspect
+            row[ASPECT_FIELD] = item.aspect
         score_out.append(row)
     return pair_out, score_out
 
