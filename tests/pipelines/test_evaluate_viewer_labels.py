@@ -107,3 +107,49 @@ def test_a_slice_of_gold_scores_corrects_each_models_mean(run_kedro, tmp_path):
         assert powered["n"] == 30
     # The agreement and validation rows are no model's estimate.
     assert metrics.loc[metrics["raters"].notna(), "estimator"].isna().all()
+
+
+def test_a_pass_fail_judge_gets_its_rates_and_the_rogan_gladen_pass_rate(run_kedro, tmp_path):
+    """40 responses, people's verdicts on 20: 10 passes of which the judge passes 8, 10
+    fails of which it fails 7. TPR 0.8 and TNR 0.7 with Wilson's intervals; the pass rate
+    corrected as Rogan and Gladen do."""
+    judge_passes = [True] * 8 + [False] * 2 + [False] * 7 + [True] * 3 + [True] * 13 + [False] * 7
+    gold = [1.0] * 10 + [0.0] * 10 + [None] * 20
+    rows = [
+        {
+            "instance_id": f"b{number}",
+            "question": f"Question {number}?",
+            "response": f"answer {number} {'passes' if passes else 'fails'}",
+            "reference": "the reference",
+            "model": "m",
+            "gold_score": label,
+        }
+        for number, (passes, label) in enumerate(zip(judge_passes, gold, strict=True))
+    ]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    def by_marker(body: dict[str, Any], ctx: RequestContext) -> str:
+        return "1" if "passes" in body["messages"][-1]["content"] else "0"
+
+    with FakeLLMServer(responder=by_marker) as server:
+        params = llmbar_params(server, samples, mode="binary", binary_reply="0/1")
+        run = run_kedro("evaluate", params)
+    metrics = run["catalog"].load("eval_metrics")
+    overall = metrics[(metrics["model"] == "m") & metrics["category"].isna()]
+
+    def row(metric: str, estimator: str) -> pd.Series:
+        (found,) = overall[
+            (overall["metric"] == metric) & (overall["estimator"] == estimator)
+        ].index
+        return overall.loc[found]
+
+    tpr, tnr = row("tpr", "labels_only"), row("tnr", "labels_only")
+    assert (tpr["value"], tnr["value"]) == (pytest.approx(0.8), pytest.approx(0.7))
+    assert (tpr["ci_method"], tpr["n"], tnr["n"]) == ("wilson", 10, 10)
+    judge_rate = sum(judge_passes) / 40
+    assert row("mean", "judge")["value"] == pytest.approx(judge_rate)
+    corrected = row("mean", "rogan_gladen")
+    assert corrected["value"] == pytest.approx((judge_rate + 0.7 - 1) / (0.8 + 0.7 - 1))
+    assert corrected["n_labels"] == 20
+    assert row("mean", "prediction_powered")["n_labels"] == 20

@@ -14,7 +14,10 @@ An item is one response (instance, turn, model): its judge score the mean of its
 replicates' scores, its gold score the recorded one. A response with no readable score
 is left out of the judge's side. Without the `ppi` extra the rows are left out, with a
 warning. A run whose every response has a gold score gets none of these rows: there is
-nothing for a judge to add.
+nothing for a judge to add. Where every score is 0 or 1 (a pass/fail judge), the rows
+add the Rogan-Gladen-corrected pass rate (`mean`, estimator `rogan_gladen`) and the judge's
+`tpr` and `tnr` on the slice (estimator `labels_only`, Wilson intervals, `n` the gold
+positives or negatives).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from llm_feedback.stats.prediction_powered import (
     LABELS_ONLY,
     OK,
     PREDICTION_POWERED,
+    ROGAN_GLADEN,
+    binary_estimates,
     mean_estimates,
 )
 
@@ -40,7 +45,8 @@ logger = logging.getLogger(__name__)
 
 GOLD = "recorded_score"
 _ITEM = ("instance_id", "turn", "model")
-_METHODS = {PREDICTION_POWERED: "ppi++", LABELS_ONLY: "t"}
+_METHODS = {PREDICTION_POWERED: "ppi++", LABELS_ONLY: "t", ROGAN_GLADEN: "delta"}
+_RATES = ("tpr", "tnr")  # a binary judge's rates on the slice, with Wilson intervals
 
 
 def has_gold_slice(judgments: pd.DataFrame) -> bool:
@@ -61,31 +67,43 @@ def _items(judgments: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _is_binary(items: pd.DataFrame) -> bool:
+    """Whether every judge score and gold score is 0 or 1 (a pass/fail judge)."""
+    values = pd.concat([items["score"], items["gold"]]).dropna()
+    return bool(len(values)) and bool(values.isin([0.0, 1.0]).all())
+
+
 def _rows(items: pd.DataFrame, group: dict[str, Any]) -> list[dict[str, Any]]:
+    binary = _is_binary(items)
     rows = []
     for model, part in items.groupby("model", sort=True):
         labelled = part[part["gold"].notna()]
-        estimates = mean_estimates(
+        estimate_with = binary_estimates if binary else mean_estimates
+        estimates = estimate_with(
             part["score"].to_numpy(dtype=float),
             labelled["score"].to_numpy(dtype=float),
             labelled["gold"].to_numpy(dtype=float),
+            metric="mean",
         )
         for estimate in estimates.itertuples():
             if estimate.estimator == JUDGE:
                 continue  # compute_metrics' own row
             ok = estimate.status == OK
+            wilson = estimate.metric in _RATES
             rows.append(
                 {
                     **group,
                     "model": model,
-                    "metric": "mean",
+                    "metric": estimate.metric,
                     "estimator": estimate.estimator,
                     "value": estimate.estimate,
                     "ci_low": estimate.ci_low,
                     "ci_high": estimate.ci_high,
-                    "ci_method": _METHODS[estimate.estimator] if ok else None,
-                    "n": len(part),
-                    "n_missing": int(part["score"].isna().sum()),
+                    "ci_method": ("wilson" if wilson else _METHODS[estimate.estimator])
+                    if ok
+                    else None,
+                    "n": estimate.n_labels if wilson else len(part),
+                    "n_missing": 0 if wilson else int(part["score"].isna().sum()),
                     "n_labels": estimate.n_labels,
                 }
             )
