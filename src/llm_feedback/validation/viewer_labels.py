@@ -221,15 +221,8 @@ def rows(path: Path, records: list[Record], pairwise: bool | None = None) -> lis
     pairs, scores = item_rows(path, records)
     if pairwise is None:
         pairwise = bool(pairs)
-    chosen, other, names = (
-        (pairs, scores, ("pair", "score"))
-        if pairwise
-        else (
-            scores,
-            pairs,
-            ("score", "pair"),
-        )
-    )
+    chosen, other = (pairs, scores) if pairwise else (scores, pairs)
+    names = ("pair", "score") if pairwise else ("score", "pair")
     if other:
         # Count labels, not items: a pair item has two rows carrying the same labels.
         count = sum(len(row["gold_labels"]) for row in other) // (1 if pairwise else 2)
