@@ -13,7 +13,8 @@ fails stops the sitting with its output; RESULTS.md is only written from a full 
 `--scale-repetitions N` runs the scale group in the last N repetitions only: peak memory
 does not vary with the machine's load as times do, and at 128k prompts one pass of every
 stage takes most of an hour on two cores.
-The embedded judge's card (`embedded_judge_card`) runs in the last repetition only.
+The embedded judge's card (`embedded_judge_card`) and the simulated coverage of the
+prediction-powered estimates (`ppi_coverage`) run in the last repetition only.
 `--quick` (tiny sizes, one repetition) checks the machinery and writes into
 benchmarks/results/bench-quick/ rather than over RESULTS.md.
 """
@@ -138,6 +139,16 @@ GROUPS: dict[str, tuple[Run, ...]] = {
         Run("stats_scale", "stats_scale.py", (), ("--prompts", "500", "--battles", "2000")),
     ),
     "viewer_scale": (Run("viewer_scale", "viewer_scale.py", (), ("--prompts", "300")),),
+    # Simulated judges of known error: coverage of the prediction-powered intervals.
+    "ppi_coverage": (
+        Run(
+            "ppi_coverage",
+            "ppi_coverage.py",
+            (),
+            ("--items", "1000", "--labels", "50", "--repetitions", "20"),
+            ("ppi_py",),
+        ),
+    ),
     # Annotate tables of 64k prompts, copied to 256k and 1M: every report node at each size.
     "report_scale": (
         Run(
@@ -182,7 +193,7 @@ GROUPS: dict[str, tuple[Run, ...]] = {
     ),
 }
 SCALE_GROUP = "scale"  # its runs depend on the sizes: see scale_runs
-ONCE_GROUPS = ("embedded_judge_card", "default_run_under_load")  # last repetition only
+ONCE_GROUPS = ("embedded_judge_card", "default_run_under_load", "ppi_coverage")  # last rep only
 
 
 def scale_runs(sizes: Sequence[int], workdir: Path) -> list[Run]:

@@ -13,6 +13,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
+import results_estimates
 import results_judging
 import results_runs
 from results_cells import cells, inline, median, on_disk, paired
@@ -407,6 +408,7 @@ LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("judge_cost", results_judging.judge_cost),
     ("embedded_judge_card", results_judging.embedded_judge_card),
     ("anchors", results_judging.anchors),
+    ("ppi_coverage", results_estimates.ppi_coverage),
 )
 
 

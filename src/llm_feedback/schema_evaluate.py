@@ -137,6 +137,12 @@ EVAL_METRICS_COLUMN_TYPES = {
     "ci_low": "float64",
     "ci_high": "float64",
     "ci_method": "string",
+    # How a model's figure was estimated: `judge` (the judge's own), `prediction_powered`
+    # (corrected by a slice of gold scores) or `labels_only` (the slice alone; see
+    # `evaluation.corrected`), with the gold scores used; null on agreement and validation
+    # rows.
+    "estimator": "string",
+    "n_labels": "Int64",
 }
 
 # Gold labels a pairwise sample may carry (the same on both rows of an instance; see

@@ -40,6 +40,7 @@ SAMPLES_FORMATS = (
     "pandalm",
     "mtbench_human",
     "jsonl",
+    "viewer",
     "alpaca_eval",
     "arena_hard",
 )

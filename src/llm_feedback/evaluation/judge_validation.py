@@ -164,7 +164,9 @@ def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame
             "ci_method": rows["ci_method"],
         }
     )
-    return metrics[list(EVAL_METRICS_COLUMN_TYPES)].astype(EVAL_METRICS_COLUMN_TYPES)
+    return metrics.reindex(columns=list(EVAL_METRICS_COLUMN_TYPES)).astype(
+        EVAL_METRICS_COLUMN_TYPES
+    )
 
 
 def merged_cards(previous: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from llm_feedback.judges import (
 )
 from llm_feedback.judges.metrics import pass_at_k, pass_at_k_first_table
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
+from llm_feedback.stats.prediction_powered import JUDGE
 
 logger = logging.getLogger(__name__)
 
@@ -438,4 +439,5 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
             rows += [{**row, column: label} for row in compute(part)]
     metrics = pd.DataFrame(rows, columns=list(EVAL_METRICS_COLUMN_TYPES))
     metrics["mode"] = config.mode
+    metrics["estimator"] = JUDGE  # the judge's own figures (corrected ones: `corrected`)
     return metrics.astype(EVAL_METRICS_COLUMN_TYPES)

@@ -30,6 +30,7 @@ import pandas as pd
 from llm_feedback.agreement import agreement_rows
 from llm_feedback.evaluation.agreement_intervals import agreement_interval
 from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
+from llm_feedback.evaluation.corrected import corrected_metrics
 from llm_feedback.evaluation.evaluators import score_samples
 from llm_feedback.evaluation.judging import (
     judge_samples,
@@ -304,6 +305,12 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
 
 
 def metrics_with_agreement(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """`eval_metrics`: `compute_metrics`' rows, then the agreement rows."""
-    metrics, agreement = compute_metrics(judgments, config), agreement_metrics(judgments, config)
-    return pd.concat([metrics, agreement], ignore_index=True) if len(agreement) else metrics
+    """`eval_metrics`: `compute_metrics`' rows, the means corrected by a slice of gold
+    scores (`corrected`), then the agreement rows."""
+    parts = [
+        compute_metrics(judgments, config),
+        corrected_metrics(judgments, config),
+        agreement_metrics(judgments, config),
+    ]
+    metrics = pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
+    return metrics.astype(EVAL_METRICS_COLUMN_TYPES)

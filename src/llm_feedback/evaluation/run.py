@@ -80,7 +80,13 @@ def _run_table(
 
     config = parse_evaluate(params, endpoints)
     samples = prepare_samples(
-        samples_from_file(eval_samples, config.samples_format, config.ranking.baseline), config
+        samples_from_file(
+            eval_samples,
+            config.samples_format,
+            baseline=config.ranking.baseline,
+            pairwise=config.kind.compares,
+        ),
+        config,
     )
     samples = generate_responses(samples, config, cache_path, progress)
     judgments, _ = judge_all(samples, config, cache_path, progress=progress)

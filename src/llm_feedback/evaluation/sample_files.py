@@ -2,14 +2,15 @@
 
 `evaluate.samples_format` names the format: `native` (our eval_samples rows, one response a
 row; see `samples.py`), one of the gold-labelled formats of `validation.formats` (`llmbar`,
-`pandalm`, `mtbench_human`, `jsonl`), a format of recorded pairwise verdicts
+`pandalm`, `mtbench_human`, `jsonl`, `viewer`), a format of recorded pairwise verdicts
 (`alpaca_eval`, `arena_hard`, or `jsonl` with a `preference` field: `recorded.py`), or
 `auto` (the default): native when the rows have `instance_id`, `question`, `response` and
 `model` and no label or score field of our JSONL, else the format whose fields the first
 record has. The format chosen is logged. The
 gold-labelled formats become eval_samples rows with their gold columns (pairwise: `gold`,
 `gold_labels`, `gold_annotators`, two rows an instance, the first "A"; pointwise:
-`gold_score` and the labels), which `samples.validate_samples` keeps.
+`gold_score` and the labels), which `samples.validate_samples` keeps. The viewer's labels
+file mixes both kinds: the judge's kind picks its labels.
 
 `read_samples_file` reads the records of a file (JSON list, JSON Lines or Parquet), naming
 the file and line of anything malformed; the frame remembers its file (`SAMPLES_PATH_ATTR`)
@@ -39,8 +40,9 @@ AUTO, NATIVE = SAMPLES_FORMATS[:2]
 RECORDED_FORMATS = ("alpaca_eval", "arena_hard")
 MTBENCH_HUMAN = "mtbench_human"
 SAMPLES_PATH_ATTR = "samples_path"
-# Fields of our gold-labelled JSONL that native eval_samples rows never have.
-_GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b")
+# Fields of our gold-labelled JSONL and the viewer's labels that native eval_samples rows
+# never have.
+_GOLD_FIELDS = ("label", "labels", "score", "scores", "response_a", "response_b", "annotator")
 
 
 _RECORD_SUFFIXES = (".json", ".jsonl", ".parquet")
@@ -106,10 +108,23 @@ def _detected(frame: pd.DataFrame, where: Path, records: Callable[[], list[Recor
 
 
 def samples_from_file(
-    frame: pd.DataFrame, samples_format: str = AUTO, baseline: str | None = None
+    frame: pd.DataFrame,
+    samples_format: str = AUTO,
+    baseline: str | None = None,
+    pairwise: bool | None = None,
 ) -> pd.DataFrame:
-    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows;
-    `baseline`: the model an Arena-Hard judgment's answers are compared with (its A)."""
+    """`frame` (from `read_samples_file`, or any frame of records) as eval_samples rows.
+
+    Args:
+        frame: The records, one a row.
+        samples_format: `evaluate.samples_format`.
+        baseline: The model an Arena-Hard judgment's answers are compared with (its A).
+        pairwise: Whether the judge compares two responses: picks the labels of a file of
+            both kinds (the viewer's).
+
+    Returns:
+        The eval_samples rows.
+    """
     path = frame.attrs.get(SAMPLES_PATH_ATTR)
     where = Path(path) if path else Path("eval_samples")
 
@@ -129,7 +144,7 @@ def samples_from_file(
         samples = read_recorded(where, records(), chosen, baseline)
         samples.attrs |= {k: v for k, v in frame.attrs.items() if k != "samples_format"}
         return samples
-    samples = read_records(where, records(), chosen)
+    samples = read_records(where, records(), chosen, pairwise)
     if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
         # The pairwise kind judges single turns: second-turn judgments are left out.
         second = samples["turn"] == 2

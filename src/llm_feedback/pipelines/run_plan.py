@@ -78,7 +78,10 @@ def plan_for_run(
     config = checked.evaluate or parse_evaluate(parameters.get("evaluate"), endpoints)
     samples = prepare_samples(
         samples_from_file(
-            catalog.load("eval_samples"), config.samples_format, config.ranking.baseline
+            catalog.load("eval_samples"),
+            config.samples_format,
+            baseline=config.ranking.baseline,
+            pairwise=config.kind.compares,
         ),
         config,
     )

@@ -30,6 +30,10 @@ Formats (the name to pass, and what is read):
   pair of models, by any judge and in either order, make one instance; A is model_a of its
   first judgment.
 - `jsonl`: our own shape, one JSON object a line (see `own_jsonl`).
+- `viewer`: the judgment viewer's `labels.jsonl` as downloaded (see `viewer_labels`): pairs
+  and scores mixed, several pairs per prompt, several reviewers. A judge is checked on one
+  kind: `read_records(..., pairwise=...)` picks it (by default pairs when there are any);
+  `read_viewer_labels` returns both.
 """
 
 from __future__ import annotations
@@ -37,18 +41,20 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.errors import InputError
-from llm_feedback.validation import own_jsonl
+from llm_feedback.validation import own_jsonl, viewer_labels
 from llm_feedback.validation.records import Record, field, load_records, pair_rows, text_field
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("llmbar", "pandalm", "mtbench_human", "jsonl")
+FORMATS = ("llmbar", "pandalm", "mtbench_human", "jsonl", "viewer")
+VIEWER = "viewer"
 AUTO = "auto"
 PAIRWISE_COLUMNS = (
     "instance_id",
@@ -226,6 +232,9 @@ def detect_format(path: Path, records: list[Record]) -> str:
     for name, signature in _SIGNATURES.items():
         if signature <= first.data.keys():
             return name
+    # Before our JSONL: a viewer pair line has its fields too, and the file mixes kinds.
+    if viewer_labels.matches(first.data):
+        return VIEWER
     if own_jsonl.matches(first.data):
         return "jsonl"
     raise InputError(
@@ -233,8 +242,9 @@ def detect_format(path: Path, records: list[Record]) -> str:
         f"{', '.join(sorted(first.data)) or 'none'}); expected LLMBar "
         "(input, output_1, output_2, label), PandaLM (instruction, response1, response2, "
         "annotator1..3), MT-Bench human judgments (question_id, model_a, model_b, winner, "
-        "conversation_a/b) or our JSONL (question and response_a/response_b with label(s), or "
-        "response with score(s))"
+        "conversation_a/b), our JSONL (question and response_a/response_b with label(s), or "
+        "response with score(s)) or the viewer's labels.jsonl (instance_id, question, "
+        "response_a/response_b with label, or response with gold_score, and annotator)"
     )
 
 
@@ -248,8 +258,13 @@ def _check_unique(path: Path, rows: list[dict[str, Any]], pairwise: bool) -> Non
             raise InputError(f"{path}: instance id {repeated!r} is used by more than one item")
 
 
-def read_samples(path: str | Path, format: str = AUTO) -> pd.DataFrame:  # noqa: A002
-    """Gold-labelled samples from `path` in `format` ("auto", or one of `FORMATS`)."""
+def read_samples(
+    path: str | Path,
+    format: str = AUTO,  # noqa: A002
+    pairwise: bool | None = None,
+) -> pd.DataFrame:
+    """Gold-labelled samples from `path` in `format` ("auto", or one of `FORMATS`); for a
+    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any)."""
     path = Path(path)
     if format != AUTO and format not in FORMATS:
         raise InputError(
@@ -263,22 +278,65 @@ def read_samples(path: str | Path, format: str = AUTO) -> pd.DataFrame:  # noqa:
     detected = detect_format(path, records) if format == AUTO else format
     if format == AUTO:
         logger.info("%s: samples format detected as %s", path, detected)
-    return read_records(path, records, detected)
+    return read_records(path, records, detected, pairwise)
 
 
-def read_records(path: Path, records: list[Record], format: str) -> pd.DataFrame:  # noqa: A002
-    """The samples of `records` (read from `path`, which errors name) in `format`."""
-    if not records:
-        raise InputError(f"{path}: no records")
-    rows = _READERS[format](path, records)
-    pairwise = "gold" in rows[0]
-    _check_unique(path, rows, pairwise)
+def _frame(rows: list[dict[str, Any]], pairwise: bool) -> pd.DataFrame:
     columns = PAIRWISE_COLUMNS if pairwise else POINTWISE_COLUMNS
     names = dict.fromkeys(key for row in rows for key in row)
     extra = [name for name in names if name not in columns]
-    frame = pd.DataFrame.from_records(rows, columns=[*columns, *extra])
+    return pd.DataFrame.from_records(rows, columns=[*columns, *extra])
+
+
+def read_records(
+    path: Path,
+    records: list[Record],
+    format: str,  # noqa: A002
+    pairwise: bool | None = None,
+) -> pd.DataFrame:
+    """The samples of `records` (read from `path`, which errors name) in `format`; for a
+    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any)."""
+    if not records:
+        raise InputError(f"{path}: no records")
+    if format == VIEWER:
+        rows = viewer_labels.rows(path, records, pairwise)
+    else:
+        rows = _READERS[format](path, records)
+    is_pair = "gold" in rows[0]
+    _check_unique(path, rows, is_pair)
+    frame = _frame(rows, is_pair)
     frame.attrs["samples_format"] = format
     return frame
+
+
+@dataclass(frozen=True)
+class ViewerLabels:
+    """A viewer download's labels: `pairs` (two rows an item, the first "A", with `gold`)
+    and `scores` (one row a response, with `gold_score`), eval_samples-shaped, each empty
+    when the file has none of that kind."""
+
+    pairs: pd.DataFrame
+    scores: pd.DataFrame
+
+
+def read_viewer_labels(path: str | Path) -> ViewerLabels:
+    """Both kinds of labels of the viewer's `labels.jsonl` (or several concatenated).
+
+    Args:
+        path: the downloaded file.
+
+    Returns:
+        Its pairs and its scores.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    records = load_records(path)
+    if not records:
+        raise InputError(f"{path}: no records")
+    pairs, scores = viewer_labels.item_rows(path, records)
+    _check_unique(path, pairs, pairwise=True)
+    return ViewerLabels(_frame(pairs, pairwise=True), _frame(scores, pairwise=False))
 
 
 def is_pairwise(samples: pd.DataFrame) -> bool:

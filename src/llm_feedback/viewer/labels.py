@@ -13,12 +13,18 @@ pointwise, a reviewer's score of one response:
     {"instance_id": str, "question": str, "response": str, "model": str,
      "gold_score": number, "annotator": str}
 
+with `"aspect": str` after `gold_score` when, on an annotate page, the reviewer rated the
+completion on one aspect (left at "overall", the line has no `aspect`).
+
 `instance_id` is the annotate run's `prompt_id` (the question is its instruction, the
 responses two of its completions, chosen in the page) or the evaluate run's `instance_id`.
 `label` "A" means `response_a` is the better one. `annotator` is the name typed in the
 page's "Reviewer" box ("anonymous" when left empty). A reviewer's later choice for the same
 pair (or response) replaces the earlier one; the browser keeps the labels per site until
 they are downloaded and the browser's storage is cleared.
+
+`llm_feedback.validation.formats` reads the file as gold (format `viewer`, see
+`validation.viewer_labels`): mixed as downloaded, several reviewers' files concatenated.
 """
 
 PAIRWISE_FIELDS = (
@@ -32,4 +38,5 @@ PAIRWISE_FIELDS = (
     "annotator",
 )
 POINTWISE_FIELDS = ("instance_id", "question", "response", "model", "gold_score", "annotator")
+ASPECT_FIELD = "aspect"  # a pointwise line's optional field (annotate pages)
 PAIRWISE_LABELS = ("A", "B", "tie")

@@ -30,7 +30,13 @@ Params = Mapping[str, Any]
 def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
     return prepare_samples(
-        samples_from_file(eval_samples, params.samples_format, params.ranking.baseline), params
+        samples_from_file(
+            eval_samples,
+            params.samples_format,
+            baseline=params.ranking.baseline,
+            pairwise=params.kind.compares,
+        ),
+        params,
     )
 
 

@@ -102,15 +102,24 @@
     });
     return box;
   }
-  function scoreLabeler(instance, question, option) {
+  function scoreLabeler(instance, question, option, aspects) {
+    // aspects: the names a rating may be given for (annotate); none: one score a response.
     var input = el("input", { type: "number", step: "any", cls: "gold-score",
       "data-ident": option.ident });
-    return el("div", { cls: "labeler" }, ["Your score ", input, " ", el("button", {
+    var aspect = null;
+    if (aspects && aspects.length) {
+      aspect = el("select", { cls: "gold-aspect", "data-ident": option.ident });
+      aspect.appendChild(el("option", { value: "", text: "overall" }));
+      aspects.forEach(function (name) { aspect.appendChild(el("option", { value: name, text: name })); });
+    }
+    return el("div", { cls: "labeler" }, ["Your score ", aspect, aspect ? " " : null, input, " ", el("button", {
       text: "save score", cls: "save-score", onclick: function () {
         if (input.value === "" || isNaN(Number(input.value))) return;
-        saveLabel("s|" + instance + "|" + option.ident, { instance_id: instance,
-          question: question, response: option.response, model: option.model,
-          gold_score: Number(input.value) });
+        var label = { instance_id: instance, question: question, response: option.response,
+          model: option.model, gold_score: Number(input.value) };
+        var key = "s|" + instance + "|" + option.ident;
+        if (aspect && aspect.value) { label.aspect = aspect.value; key += "|" + aspect.value; }
+        saveLabel(key, label);
       } })]);
   }
 
@@ -229,8 +238,9 @@
     return node;
   }
   function feedbackRecord(main, r) {
-    var byIdx = {};
+    var byIdx = {}, aspectNames = [];
     r.completions.forEach(function (c) { byIdx[c.idx] = c; });
+    r.aspects.forEach(function (a) { if (aspectNames.indexOf(a[0]) < 0) aspectNames.push(a[0]); });
     main.appendChild(el("p", {}, [badge("source: " + r.source)]));
     main.appendChild(el("h2", { text: "Instruction" }));
     main.appendChild(el("div", { cls: "text", id: "instruction", text: r.instruction }));
@@ -246,7 +256,8 @@
           text(c.fine), " ", badge("fix: " + text(c.fix_action), c.fix_action && c.fix_action !== "kept" ? "warn" : "")]),
         el("p", {}, ["critique ", statusBadge(c.critique_status)]),
         el("div", { cls: "text critique", text: c.critique || "" }),
-        scoreLabeler(r.id, r.instruction, { ident: String(c.idx), response: c.response, model: c.model }),
+        scoreLabeler(r.id, r.instruction, { ident: String(c.idx), response: c.response, model: c.model },
+          aspectNames),
       ]);
     })));
     if (r.completions.length > 1) {
