@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_feedback.backends.config import EndpointConfig, endpoint_from_env
+from llm_feedback.backends.base import EndpointConfig, endpoint_from_env
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.errors import ConfigError
 

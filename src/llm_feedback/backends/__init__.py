@@ -8,14 +8,16 @@ from llm_feedback.backends.base import (
     BACKENDS,
     Backend,
     BatchBackend,
+    EndpointConfig,
     RequestBackend,
     RetryableError,
     StreamingBatchBackend,
+    endpoint_from_env,
     make_backend,
     register_backend,
+    register_credentials,
 )
 from llm_feedback.backends.client import ClientStats, LLMClient
-from llm_feedback.backends.config import EndpointConfig, endpoint_from_env, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.lean import LeanAzureBackend, LeanOpenAIBackend
 from llm_feedback.backends.local import LocalModelBackend, stop_local_servers

@@ -1,4 +1,4 @@
-"""What `LLMClient` needs from a model backend, and the registry that maps names to backends.
+"""What a model backend is, the registry of backend kinds, and the endpoints that name one.
 
 There are two kinds of backend, told apart by `is_batch`:
 
@@ -13,19 +13,35 @@ There are two kinds of backend, told apart by `is_batch`:
 Caching, deduplication, retries and accounting stay in the client; a backend only talks to
 its model. An endpoint's `backend:` name is looked up in `BACKENDS`; `register_backend`
 adds a name (the built-in ones are registered by `llm_feedback.backends`).
+
+An endpoint definition (`EndpointConfig`) is parsed and checked against its backend's kind
+before anything starts or is paid for; a backend is built from one, so the two are one
+module. Secrets are never part of an endpoint definition. A definition names a credentials
+entry (from `conf/local/credentials.yml`, registered by the project's hook) or falls back to
+the usual environment variables; keys are looked up only when a client is opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.backends.options import BackendOptions
+from llm_feedback.backends.options import (
+    AzureOptions,
+    BackendOptions,
+    bounds,
+    check_fields,
+    option_names,
+)
+from llm_feedback.backends.secrets import mask_url, register_secrets, reveal_url
 from llm_feedback.errors import ConfigError
 
-if TYPE_CHECKING:
-    from llm_feedback.backends.config import EndpointConfig
+logger = logging.getLogger(__name__)
 
 
 class RetryableError(Exception):
@@ -231,3 +247,263 @@ def make_backend(config: EndpointConfig) -> Backend:
             f"implement {kind.__name__}"
         )
     return backend
+
+
+_registered_credentials: dict[str, dict[str, Any]] = {}
+
+
+def register_credentials(credentials: Mapping[str, Any]) -> None:
+    """Make named credentials entries available to endpoints (called by the Kedro hook)."""
+    _registered_credentials.clear()
+    for name, entry in (credentials or {}).items():
+        if isinstance(entry, Mapping):
+            _registered_credentials[name] = dict(entry)
+            register_secrets(entry.values())
+
+
+# The most requests one endpoint keeps in flight: each holds a socket and a buffer.
+MAX_CONCURRENT = 10_000
+# A reply is cut off beyond this many bytes (on the wire and decompressed) unless the
+# endpoint sets `max_reply_bytes`: generous for `max_tokens` tokens of JSON-escaped
+# UTF-8 text plus the envelope, far below what buffering a hostile reply would cost.
+REPLY_BYTES_PER_TOKEN = 64
+REPLY_ENVELOPE_BYTES = 64 * 1024
+_GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how to reach one model: the settings every endpoint has, plus the
+    options its backend declares (`options`, an instance of the backend's
+    `options_type`). Build one with `from_dict` from a flat definition."""
+
+    backend: str
+    model: str
+    name: str = ""
+    credentials: str | None = None
+    max_concurrent: int | None = bounds(1, MAX_CONCURRENT, None)
+    timeout_s: float = bounds(0.001, 86_400, 120.0)
+    max_retries: int = bounds(0, 100, 5)
+    backoff_base_s: float = bounds(0, 3600, 0.5)
+    backoff_max_s: float = bounds(0, 86_400, 60.0)
+    structured_output: bool | None = None
+    max_string_chars: int | None = bounds(1, 100_000_000, None)
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    cache: bool = True
+    # Before the first paid call of a run, ask the endpoint one cheap question.
+    preflight: bool = True
+    # A node whose calls fail more often than this stops the run (answered calls are cached).
+    max_failure_share: float = bounds(0, 1, 0.05)
+    # Prompts estimated above this many tokens are not sent (status skipped_too_long);
+    # None: the backend's own budget (the local model's context per slot), else unlimited.
+    max_input_tokens: int | None = bounds(1, 100_000_000, None)
+    # The largest image or audio file sent to this endpoint (OpenAI takes 20 MB an image).
+    max_media_bytes: int = bounds(1, 2 * _GIB, 20 * 1024 * 1024)
+    # The largest reply body read (compressed or not); None: from the request's max_tokens.
+    max_reply_bytes: int | None = bounds(1024, 4 * _GIB, None)
+    # Processes that send a stage's requests: "auto" (several for an openai/azure endpoint on
+    # the lean transport once a stream has thousands of uncached calls, on machines with 4
+    # cores or more) or an int >= 1.
+    workers: int | Literal["auto"] = bounds(1, 256, "auto")
+    options: BackendOptions = field(default_factory=BackendOptions)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.backend, str) or self.backend not in BACKENDS:
+            # The registry (BACKENDS above) is filled when the package loads.
+            raise ConfigError(
+                f"{self.where}: unknown backend '{self.backend}'; "
+                f"expected one of {', '.join(BACKENDS) or 'none registered'}"
+            )
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"{self.where}.model must be a non-empty string")
+        check_fields(self, self.where)
+        wanted = self.kind.options_type
+        if type(self.options) is not wanted:
+            raise ConfigError(
+                f"{self.where}: backend '{self.backend}' takes {wanted.__name__}, "
+                f"got {type(self.options).__name__}"
+            )
+        check_fields(self.options, self.where)
+        self.options.check(self.where)
+        if self.workers not in ("auto", 1) and not self.kind.sends_from_worker_processes(self):
+            raise ConfigError(
+                f"{self.where}.workers: worker processes send to HTTP endpoints (openai, "
+                f"azure; transport lean); backend '{self.backend}' runs otherwise: use 1 or auto"
+            )
+        if self.credentials is not None and self.credentials not in _registered_credentials:
+            known = ", ".join(sorted(_registered_credentials)) or "none registered"
+            raise ConfigError(
+                f"{self.where}.credentials: entry '{self.credentials}' not found in "
+                f"conf/local/credentials.yml ({known})"
+            )
+
+    @property
+    def where(self) -> str:
+        """The parameter path of this endpoint, as messages name it."""
+        return f"endpoints.{self.name}" if self.name else "endpoint"
+
+    @property
+    def kind(self) -> type[BackendTraits]:
+        return kind_of(self.backend)
+
+    @classmethod
+    def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
+        """An endpoint from its flat definition: the common settings and the options of
+        its backend side by side."""
+        where = f"endpoints.{name}" if name else "endpoint"
+        if not isinstance(definition, Mapping):
+            raise ConfigError(f"{where} must be a mapping, got {definition!r}")
+        if "backend" not in definition or "model" not in definition:
+            raise ConfigError(f"{where}: 'backend' and 'model' are required")
+        backend = definition["backend"]
+        if not isinstance(backend, str) or backend not in BACKENDS:
+            raise ConfigError(
+                f"{where}: unknown backend '{backend}'; "
+                f"expected one of {', '.join(BACKENDS) or 'none registered'}"
+            )
+        options_type = kind_of(backend).options_type
+        own = option_names(options_type)
+        allowed = _COMMON - {"options"} | own
+        # Another backend's settings, left over when `--params endpoints.x.backend=...`
+        # swaps the backend of a defined endpoint: named, then set aside.
+        foreign = sorted((set(definition) - allowed) & _other_options(backend))
+        unknown = sorted(set(definition) - allowed - set(foreign))
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown setting(s) {', '.join(unknown)} for backend '{backend}'; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+        if foreign:
+            logger.warning(
+                "%s: backend '%s' ignores %s (settings of other backends)",
+                where,
+                backend,
+                ", ".join(foreign),
+            )
+        common = {
+            key: value for key, value in definition.items() if key not in own and key not in foreign
+        }
+        common.setdefault("name", name)
+        # A URL whose password the config loader masked connects with the real one.
+        options = options_type(
+            **{key: reveal_url(definition[key]) for key in own if key in definition}
+        )
+        return cls(**common, options=options)
+
+    @property
+    def concurrency(self) -> int:
+        if self.max_concurrent is not None:
+            return self.max_concurrent
+        return self.kind.concurrency_for(self)
+
+    @property
+    def input_token_budget(self) -> int | None:
+        if self.max_input_tokens is not None:
+            return self.max_input_tokens
+        return self.kind.context_budget(self)
+
+    @property
+    def accepts_media(self) -> bool:
+        """Whether the backend takes images and audio."""
+        return self.kind.accepts_media
+
+    @property
+    def uses_batch_api(self) -> bool:
+        """Whether misses go through a provider's Batch API (`mode: batch`)."""
+        return self.kind.uses_batch_api(self)
+
+    @property
+    def uses_structured_output(self) -> bool:
+        # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
+        return True if self.structured_output is None else self.structured_output
+
+    def reply_byte_limit(self, max_tokens: int) -> int:
+        """The largest reply body accepted for a request of `max_tokens`."""
+        if self.max_reply_bytes is not None:
+            return self.max_reply_bytes
+        return REPLY_ENVELOPE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 1)
+
+    def key_source(self) -> str:
+        """Where this endpoint's key comes from, for messages (never the key itself)."""
+        if self.credentials is not None:
+            return f"credentials entry '{self.credentials}' in conf/local/credentials.yml"
+        variables = self.options.key_variables
+        if not variables:
+            return "no key needed"
+        present = [name for name in variables if os.environ.get(name)]
+        return " / ".join(present or variables) + ("" if present else " (not set)")
+
+    def api_key(self) -> str | None:
+        """The secret for this endpoint, or None; never logged or stored."""
+        if self.credentials is not None:
+            entry = _registered_credentials[self.credentials]
+            key = entry.get("api_key") or entry.get("key")
+        else:
+            key = next(
+                (os.environ[name] for name in self.options.key_variables if os.environ.get(name)),
+                None,
+            )
+        register_secrets([key])  # masked wherever a server echoes it back
+        return key
+
+    def describe(self) -> str:
+        """The endpoint as messages name it: name, backend, URL, where its key comes from."""
+        url = mask_url(self.options.public_url())
+        return (
+            f"endpoint '{self.name}' ({self.backend}, {url or 'in process'}, key from "
+            f"{self.key_source()})"
+        )
+
+    def public_dict(self) -> dict[str, Any]:
+        """What may be shown in logs, reports and datasets."""
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "model": self.model,
+            "base_url": mask_url(self.options.public_url()),
+            "max_concurrent": self.concurrency,
+        }
+
+
+_COMMON = frozenset(spec.name for spec in dataclasses.fields(EndpointConfig))
+
+
+def _other_options(backend: str) -> frozenset[str]:
+    names: set[str] = set()
+    for other in BACKENDS:
+        if other != backend:
+            names |= option_names(kind_of(other).options_type)
+    return frozenset(names)
+
+
+# lmms-eval's judge model when MODEL_VERSION is not set.
+DEFAULT_JUDGE_MODEL = "gpt-4o-2024-11-20"
+
+
+def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointConfig:
+    """A judge endpoint from the environment variables the seed evaluators used.
+
+    MODEL_VERSION, API_TYPE (openai|azure), OPENAI_API_URL (a base URL or the full chat
+    completions URL) / OPENAI_BASE_URL, OPENAI_API_KEY; for Azure AZURE_ENDPOINT or
+    AZURE_OPENAI_ENDPOINT, AZURE_API_KEY or AZURE_OPENAI_API_KEY, and AZURE_API_VERSION,
+    OPENAI_API_VERSION or API_VERSION. Without API_TYPE, the Azure SDK's own variables
+    (an Azure endpoint and key, no OpenAI URL or key) select Azure. Without MODEL_VERSION the
+    model is lmms-eval's default judge, `DEFAULT_JUDGE_MODEL`. Explicit overrides win.
+    """
+    api_type = os.environ.get("API_TYPE", _implied_api_type()).strip().lower()
+    if api_type not in ("openai", "azure"):
+        raise ConfigError(f"API_TYPE must be 'openai' or 'azure', got '{api_type}'")
+    model = os.environ.get("MODEL_VERSION") or DEFAULT_JUDGE_MODEL
+    definition: dict[str, Any] = {"backend": api_type, "name": "env", "model": model}
+    definition.update(overrides or {})
+    return EndpointConfig.from_dict(definition, name=str(definition["name"]))
+
+
+def _implied_api_type() -> str:
+    """ "azure" where only the Azure SDK's variables are set, else "openai"."""
+    azure = any(os.environ.get(name) for name in ("AZURE_OPENAI_ENDPOINT", "AZURE_ENDPOINT"))
+    azure_key = any(os.environ.get(name) for name in AzureOptions.key_variables)
+    openai = any(
+        os.environ.get(name) for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_URL")
+    )
+    return "azure" if azure and azure_key and not openai else "openai"

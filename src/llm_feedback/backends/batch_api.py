@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.lean import (
     UNREADABLE,

@@ -3,6 +3,9 @@
 All network I/O runs on an event loop owned by the client, in its own thread. Synchronous
 callers (Kedro nodes from the CLI or any runner, notebooks with a running loop) block on
 that loop; async callers await it. Each SDK connection pool therefore lives on one loop.
+What the cache does not answer is sent concurrently from here, from worker processes
+(backends/workers.py), by a batch backend in process, by a streaming batch backend (Ray),
+or through a provider's Batch API (the functions at the end of this module).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from tqdm import tqdm  # text bars: tqdm.auto warns in notebooks without ipywidg
 
 from llm_feedback.backends.base import (
     BatchBackend,
+    EndpointConfig,
     RetryableError,
     StreamingBatchBackend,
     make_backend,
 )
+from llm_feedback.backends.batch_api import BatchJobs, BatchLedger
 from llm_feedback.backends.cache import RequestCache
-from llm_feedback.backends.client_modes import run_batch_api, run_in_process, run_streaming
 from llm_feedback.backends.client_state import (
     ClientStats,
     ResultCallback,
@@ -38,11 +42,10 @@ from llm_feedback.backends.client_state import (
     request_key,
     sent_form,
 )
-from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.workers import WorkerPool
-from llm_feedback.errors import EndpointError, InputError
+from llm_feedback.errors import ConfigError, EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
 
@@ -78,7 +81,7 @@ class LLMClient:
         self._last_failure: str | None = None
         self._retry_log = RetryLog(config.describe)
         # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
-        self.worker_pool = WorkerPool.for_endpoint(config, self.stats)
+        self.worker_pool = WorkerPool.for_endpoint(config, self.stats, LLMClient)
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -411,3 +414,119 @@ class LLMClient:
             return min(retry_after, self.config.backoff_max_s)
         ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)  # jitter spreads out synchronized retries
+
+
+# -- the ways `stream` sends misses besides its own concurrent sends: a batch backend in
+# process, a streaming batch backend (Ray), and a provider's Batch API ------------------
+async def run_in_process(
+    client: LLMClient, batch: StreamState, requests: Iterable[ChatRequest]
+) -> None:
+    """A `BatchBackend` gets the misses `chunk_size` at a time (vLLM: `engine_chunk_size`):
+    each chunk is answered, cached and released before later requests are even built."""
+    size = client.config.kind.chunk_size(client.config)
+    todo: list[int] = []
+
+    async def generate(indices: list[int]) -> None:
+        outputs = await asyncio.to_thread(
+            client.backend.generate, [batch.requests[index] for index in indices]
+        )
+        for index, result in zip(indices, outputs, strict=True):
+            client.record_answer(batch.keys[index], result)
+            client.deliver_answer(batch, index, result)
+            batch.forget(index, result)
+
+    for chunk in chunks(requests):
+        todo += client.admit(batch, chunk)
+        while len(todo) >= size:
+            await generate(todo[:size])
+            del todo[:size]
+    if todo:
+        await generate(todo)
+
+
+async def run_batch_api(client: LLMClient, batch: StreamState) -> None:
+    """Misses go through the endpoint's Batch API; what no batch answered is retried
+    through the normal endpoint or recorded as failed (`batch_unanswered`)."""
+    if client.cache is None:
+        raise ConfigError(
+            f"{client.config.describe()}: mode batch needs the request cache (batch ids and "
+            "answers are kept beside it); set request_cache and leave cache: true"
+        )
+    pending = {key: batch.requests[index] for key, index in batch.first_index.items()}
+    if not pending:
+        return
+
+    def on_answer(key: str, result: ChatResult) -> None:
+        client.record_answer(key, result)
+        if key in pending:
+            client.deliver_answer(batch, batch.first_index[key], result)
+
+    jobs = BatchJobs(
+        client.config,
+        client.sdk,
+        BatchLedger(client.cache.path),
+        client.backend.cache_namespace,
+        client.backend.request_body,
+        route=client.backend.batch_route,
+    )
+    unanswered = await jobs.answer(pending, on_answer)
+    if not unanswered:
+        return
+    retry = client.config.options.batch_unanswered == "retry"
+    logger.warning(
+        "%s: %d requests were not answered by their batch (first: %s); %s",
+        client.config.describe(),
+        len(unanswered),
+        next(iter(unanswered.values())),
+        "sending them one by one" if retry else "recording them as failed",
+    )
+
+    async def settle(key: str, reason: str) -> None:
+        index = batch.first_index[key]
+        if retry:
+            result = await client.fetch(batch.requests[index], key, len(unanswered))
+        else:
+            result = ChatResult.failure(reason, model=client.config.model)
+            client.record_answer(key, result)
+        client.deliver_answer(batch, index, result)
+
+    await asyncio.gather(*(settle(key, reason) for key, reason in unanswered.items()))
+
+
+async def run_streaming(client: LLMClient, batch: StreamState) -> None:
+    """Hand every uncached request to a streaming batch backend (Ray); record each
+    answer (cache included) as it arrives, on this loop, while the backend works in a
+    thread."""
+    todo = list(batch.first_index.values())
+    requests = [batch.requests[index] for index in todo]
+    loop = asyncio.get_running_loop()
+    arrived: asyncio.Queue[Any] = asyncio.Queue()
+    stop = threading.Event()
+
+    def produce() -> None:
+        answers = client.backend.generate_stream(requests)
+        try:
+            for answer in answers:
+                loop.call_soon_threadsafe(arrived.put_nowait, answer)
+                if stop.is_set():
+                    break
+            loop.call_soon_threadsafe(arrived.put_nowait, None)
+        except BaseException as error:
+            loop.call_soon_threadsafe(arrived.put_nowait, error)
+        finally:
+            close = getattr(answers, "close", None)
+            if close is not None:
+                close()  # a stopped stream ends the backend's work too
+
+    producer = asyncio.ensure_future(asyncio.to_thread(produce))
+    try:
+        while (answer := await arrived.get()) is not None:
+            if isinstance(answer, BaseException):
+                raise answer
+            position, result = answer
+            index = todo[position]
+            client.record_answer(batch.keys[index], result)
+            client.deliver_answer(batch, index, result)
+    finally:
+        stop.set()
+        await asyncio.gather(producer, return_exceptions=True)

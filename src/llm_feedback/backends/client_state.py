@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_feedback.backends.base import Backend
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import Backend, EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 
 logger = logging.getLogger("llm_feedback.backends.client")

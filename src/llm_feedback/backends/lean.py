@@ -25,8 +25,7 @@ import httpx2
 import orjson
 import yarl
 
-from llm_feedback.backends.base import RetryableError
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import EndpointConfig, RetryableError
 from llm_feedback.backends.context_length import context_length_code
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError

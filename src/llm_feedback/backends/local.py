@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
 from llm_feedback.backends.options import LocalOptions
 from llm_feedback.backends.pacing import PacedSends

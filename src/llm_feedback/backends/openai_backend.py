@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import httpx2
 import orjson
 
-from llm_feedback.backends.base import BackendTraits, RetryableError
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import BackendTraits, EndpointConfig, RetryableError
 from llm_feedback.backends.context_length import context_length_code
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.error_bodies import cap_error_body

@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from llm_feedback.backends.base import make_backend
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import EndpointConfig, make_backend
 from llm_feedback.errors import EndpointError
 
 logger = logging.getLogger(__name__)

@@ -35,9 +35,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from llm_feedback.backends.base import BackendTraits
+from llm_feedback.backends.base import BackendTraits, EndpointConfig, register_credentials
 from llm_feedback.backends.client import ClientStats, LLMClient
-from llm_feedback.backends.config import EndpointConfig, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.options import RayOptions
 from llm_feedback.backends.preflight import probe_over_http

@@ -20,8 +20,7 @@ import wave
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from llm_feedback.backends.base import BackendTraits
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import BackendTraits, EndpointConfig
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import Media, MediaError
 from llm_feedback.backends.options import VLLMOptions

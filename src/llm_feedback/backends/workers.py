@@ -28,10 +28,11 @@ import queue
 import signal
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llm_feedback.backends.config import EndpointConfig
+from llm_feedback.backends.base import EndpointConfig, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.secrets import redact
 from llm_feedback.errors import EndpointError
@@ -126,11 +127,15 @@ class _Worker:
 class WorkerPool:
     """The worker processes of one client, started on first use and kept until `close`."""
 
-    def __init__(self, config: EndpointConfig, processes: int, stats: Any) -> None:
-        """`stats`: the client's `ClientStats`, to which retries in the workers are added."""
+    def __init__(
+        self, config: EndpointConfig, processes: int, stats: Any, client_type: Callable[..., Any]
+    ) -> None:
+        """`stats`: the client's `ClientStats`, to which retries in the workers are added;
+        `client_type`: the client class each worker opens (`LLMClient`, which owns the pool)."""
         self.config = config
         self.processes = processes
         self._stats = stats
+        self._client_type = client_type
         self._workers: list[_Worker] = []
         self._waiting: collections.deque[_Job] = collections.deque()
         self._started: asyncio.Future | None = None
@@ -141,9 +146,11 @@ class WorkerPool:
         _POOLS.add(self)
 
     @classmethod
-    def for_endpoint(cls, config: EndpointConfig, stats: Any) -> WorkerPool | None:
+    def for_endpoint(
+        cls, config: EndpointConfig, stats: Any, client_type: Callable[..., Any]
+    ) -> WorkerPool | None:
         processes = worker_processes(config)
-        return cls(config, processes, stats) if processes > 1 else None
+        return cls(config, processes, stats, client_type) if processes > 1 else None
 
     def takes(self, misses: int) -> bool:
         """Whether a stream with `misses` uncached requests so far is sent by the workers."""
@@ -209,7 +216,7 @@ class WorkerPool:
             # the command line, the environment of other processes, a log or a file.
             worker.process = _CONTEXT.Process(
                 target=_serve,
-                args=(worker_config, credentials, child_reads, child_writes),
+                args=(self._client_type, worker_config, credentials, child_reads, child_writes),
                 name=f"llm-worker-{self.config.name}-{worker.index + 1}",
                 daemon=True,
             )
@@ -438,6 +445,7 @@ class _Replies:
 
 
 def _serve(
+    client_type: Callable[..., Any],
     config: EndpointConfig,
     credentials: dict[str, dict[str, Any]],
     requests: Connection,
@@ -445,9 +453,6 @@ def _serve(
 ) -> None:
     """A worker's life: open a client, send what the parent hands over, until told to stop
     (or the parent is gone)."""
-    from llm_feedback.backends.client import LLMClient
-    from llm_feedback.backends.config import register_credentials
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # A spawned process has no logging set up: its retry warnings still reach the terminal.
     logging.basicConfig(
@@ -455,7 +460,7 @@ def _serve(
     )
     try:
         register_credentials(credentials)
-        client = LLMClient(config, None, progress=False)
+        client = client_type(config, None, progress=False)
         client.open()
     except Exception as error:  # noqa: BLE001 - the parent fails the stage with it
         results.send(("error", redact(f"{type(error).__name__}: {error}")))

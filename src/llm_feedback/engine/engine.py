@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.client import LLMClient
-from llm_feedback.backends.config import EndpointConfig
 from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.engine.tasks import Merger, Outcome, Reader, Task, failed_reading
