@@ -9,8 +9,14 @@ returns typed `Judgment`s (the seed's dict methods are an adapter over them).
 
 from llm_feedback.engine import Reading
 from llm_feedback.judges.answers import exact_match, is_unknown_reference, normalize_answer
-from llm_feedback.judges.judge import Judge, JudgeTask
-from llm_feedback.judges.judgment import Judgment, PairJudgment, combine_orders, one_order
+from llm_feedback.judges.judge import Judge
+from llm_feedback.judges.judgment import (
+    JudgeTask,
+    Judgment,
+    PairJudgment,
+    combine_orders,
+    one_order,
+)
 from llm_feedback.judges.kinds import (
     PAIRWISE,
     POINTWISE,

@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_feedback.backends import ChatRequest, ClientStats, EndpointConfig, LLMClient
 from llm_feedback.backends.contract import check_sampling
-from llm_feedback.backends.media import Media, MediaError, content_text, load_media
+from llm_feedback.backends.media import Media, MediaError, load_media
 from llm_feedback.endpoints import resolve_endpoint
-from llm_feedback.engine import Outcome, Reader, Task, TaskEngine
+from llm_feedback.engine import Outcome, Reader, TaskEngine
 from llm_feedback.errors import InputError
-from llm_feedback.judges.judgment import Judgment
+from llm_feedback.judges.judgment import JudgeTask, Judgment
 from llm_feedback.judges.kinds import Asking, JudgeItem, JudgeKind, KindOptions, get_kind
 from llm_feedback.judges.kinds.rubric import overall_ask
 from llm_feedback.judges.kinds.score_0_5 import SCALE as REFERENCE_SCALE
@@ -40,17 +39,6 @@ from llm_feedback.judges.requests import attach_images, check_score_range
 from llm_feedback.judges.seed_forms import SeedForms
 from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
 from llm_feedback.judges.seed_rubric_forms import RubricAndComparativeForms
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeTask(Task):
-    """An engine task of one judgment; `kind` names its judge kind."""
-
-    kind: str = ""
-
-    @property
-    def prompt(self) -> str:
-        return content_text(self.request.messages[-1]["content"])
 
 
 class Judge(SeedForms, RubricAndComparativeForms):

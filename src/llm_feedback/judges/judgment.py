@@ -1,5 +1,5 @@
 """Typed judgments: what one judge call (or the two orders of a comparison) came to, from
-the engine's `Outcome` to the row of `eval_judgments`.
+the engine's task (`JudgeTask`) and its `Outcome` to the row of `eval_judgments`.
 
 A `Judgment` is one call's: the kind's parsed value, its parse status, the reply read last
 (`raw_reply`), the prompt sent, and the call's facts (`cached`, `reasks`, `error`). A
@@ -23,6 +23,17 @@ from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
 from llm_feedback.replies.status import OK
 
 _SWAPPED_LABEL = {"A": "B", "B": "A", "tie": "tie"}
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTask(Task):
+    """An engine task of one judgment; `kind` names its judge kind."""
+
+    kind: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return content_text(self.request.messages[-1]["content"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,20 +22,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_feedback.backends.media import Media
 from llm_feedback.errors import InputError
-from llm_feedback.judges.judgment import Judgment, combine_orders, one_order
+from llm_feedback.judges.judgment import JudgeTask, Judgment, combine_orders, one_order
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
 from llm_feedback.judges.seed_inputs import (
     pick_item_images,
     with_system_prompt,
     with_template_fields,
 )
-
-if TYPE_CHECKING:
-    from llm_feedback.judges.judge import Judge, JudgeTask
 
 JudgmentDict = dict[str, Any]
 Images = Sequence[str | bytes | Media] | None
@@ -83,7 +80,7 @@ class SeedForms:
 
     # -- binary: is the prediction correct given the reference answer? result 1/0/None ----
     def _binary_tasks(
-        self: Judge,
+        self,
         questions: Sequence[str],
         answers: Sequence[str],
         predictions: Sequence[str],
@@ -112,7 +109,7 @@ class SeedForms:
         return prompted(tasks, system_prompt)
 
     def evaluate_binary_batch(
-        self: Judge,
+        self,
         questions: Sequence[str],
         answers: Sequence[str],
         predictions: Sequence[str],
@@ -139,7 +136,7 @@ class SeedForms:
         return dicts(self.run(tasks))
 
     async def evaluate_binary_batch_async(
-        self: Judge,
+        self,
         questions: Sequence[str],
         answers: Sequence[str],
         predictions: Sequence[str],
@@ -164,7 +161,7 @@ class SeedForms:
         return dicts(await self.arun(tasks))
 
     def evaluate_binary(
-        self: Judge,
+        self,
         question: str,
         answer: str,
         prediction: str,
@@ -189,7 +186,7 @@ class SeedForms:
         return dicts(self.run(tasks))[0]
 
     async def evaluate_binary_async(
-        self: Judge,
+        self,
         question: str,
         answer: str,
         prediction: str,
@@ -214,7 +211,7 @@ class SeedForms:
 
     # -- single: a grade of each answer on score_range (see Judge.single_task) ------------
     def _single_tasks(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         *,
@@ -246,7 +243,7 @@ class SeedForms:
         return prompted(tasks, system_prompt)
 
     def evaluate_single_batch(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         *,
@@ -272,7 +269,7 @@ class SeedForms:
         return dicts(self.run(tasks))
 
     async def evaluate_single_batch_async(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         *,
@@ -297,7 +294,7 @@ class SeedForms:
         return dicts(await self.arun(tasks))
 
     def evaluate_single(
-        self: Judge,
+        self,
         question: str,
         prediction: str,
         *,
@@ -322,7 +319,7 @@ class SeedForms:
         return dicts(self.run(tasks))[0]
 
     async def evaluate_single_async(
-        self: Judge,
+        self,
         question: str,
         prediction: str,
         *,
@@ -347,7 +344,7 @@ class SeedForms:
 
     # -- multi-turn: MT-Bench 1-10 grade of the second answer of a conversation -----------
     def _multi_turn_tasks(
-        self: Judge,
+        self,
         conversations_questions: Sequence[Sequence[str]],
         conversations_answers: Sequence[Sequence[str]],
         conversations_references: Sequence[Sequence[str] | None] | None,
@@ -371,7 +368,7 @@ class SeedForms:
         return prompted(tasks, system_prompt)
 
     def evaluate_multi_turn_batch(
-        self: Judge,
+        self,
         conversations_questions: Sequence[Sequence[str]],
         conversations_answers: Sequence[Sequence[str]],
         *,
@@ -392,7 +389,7 @@ class SeedForms:
         return dicts(self.run(tasks))
 
     async def evaluate_multi_turn_batch_async(
-        self: Judge,
+        self,
         conversations_questions: Sequence[Sequence[str]],
         conversations_answers: Sequence[Sequence[str]],
         *,
@@ -412,7 +409,7 @@ class SeedForms:
         return dicts(await self.arun(tasks))
 
     def evaluate_multi_turn(
-        self: Judge,
+        self,
         questions: Sequence[str],
         answers: Sequence[str],
         *,
@@ -433,7 +430,7 @@ class SeedForms:
         return dicts(self.run(tasks))[0]
 
     async def evaluate_multi_turn_async(
-        self: Judge,
+        self,
         questions: Sequence[str],
         answers: Sequence[str],
         *,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from llm_feedback.judges.judgment import JudgeTask
 from llm_feedback.judges.kinds import JudgeItem, KindOptions
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE
 from llm_feedback.judges.requests import check_score_range
@@ -18,16 +19,13 @@ from llm_feedback.judges.seed_forms import (
 )
 from llm_feedback.judges.seed_inputs import pick_item_images, with_template_fields
 
-if TYPE_CHECKING:
-    from llm_feedback.judges.judge import Judge, JudgeTask
-
 
 class RubricAndComparativeForms:
     """The rubric and comparative dict forms; `Judge` provides and runs the tasks."""
 
     # -- with rubric: "scores" maps each criterion to an integer or None ------------------
     def _rubric_tasks(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         rubric: Mapping[str, str],
@@ -64,7 +62,7 @@ class RubricAndComparativeForms:
         return prompted(tasks, system_prompt)
 
     def evaluate_with_rubric_batch(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         rubric: Mapping[str, str],
@@ -94,7 +92,7 @@ class RubricAndComparativeForms:
         return dicts(self.run(tasks), "scores")
 
     async def evaluate_with_rubric_batch_async(
-        self: Judge,
+        self,
         questions: Sequence[str],
         predictions: Sequence[str],
         rubric: Mapping[str, str],
@@ -123,7 +121,7 @@ class RubricAndComparativeForms:
         return dicts(await self.arun(tasks), "scores")
 
     def evaluate_with_rubric(
-        self: Judge,
+        self,
         question: str,
         prediction: str,
         rubric: Mapping[str, str],
@@ -152,7 +150,7 @@ class RubricAndComparativeForms:
         return dicts(self.run(tasks), "scores")[0]
 
     async def evaluate_with_rubric_async(
-        self: Judge,
+        self,
         question: str,
         prediction: str,
         rubric: Mapping[str, str],
@@ -181,7 +179,7 @@ class RubricAndComparativeForms:
 
     # -- comparative: which response is better, in both orders unless swap=False ----------
     def _comparative_tasks(
-        self: Judge,
+        self,
         questions: Sequence[str],
         responses1: Sequence[str],
         responses2: Sequence[str],
@@ -216,7 +214,7 @@ class RubricAndComparativeForms:
         return prompted(tasks, system_prompt)
 
     def evaluate_comparative_batch(
-        self: Judge,
+        self,
         questions: Sequence[str],
         responses1: Sequence[str],
         responses2: Sequence[str],
@@ -247,7 +245,7 @@ class RubricAndComparativeForms:
         return pair_dicts(self.run(tasks), swap)
 
     async def evaluate_comparative_batch_async(
-        self: Judge,
+        self,
         questions: Sequence[str],
         responses1: Sequence[str],
         responses2: Sequence[str],
@@ -276,7 +274,7 @@ class RubricAndComparativeForms:
         return pair_dicts(await self.arun(tasks), swap)
 
     def evaluate_comparative(
-        self: Judge,
+        self,
         question: str,
         response1: str,
         response2: str,
@@ -305,7 +303,7 @@ class RubricAndComparativeForms:
         return pair_dicts(self.run(tasks), swap)[0]
 
     async def evaluate_comparative_async(
-        self: Judge,
+        self,
         question: str,
         response1: str,
         response2: str,
