@@ -18,6 +18,10 @@ class ConfigError(ValueError):
     """A bad parameter or endpoint definition: names the parameter at fault."""
 
 
+class RunLocked(ConfigError):
+    """Another run holds the data root (its local lock file or its remote lock object)."""
+
+
 class EndpointError(RuntimeError):
     """An endpoint that cannot do its job (down, wrong key, too many failed calls): names
     the endpoint, its URL and where its key comes from, never the key."""

@@ -23,7 +23,8 @@ from llm_feedback.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.lineage import describe_mixed_runs, mixed_runs
 from llm_feedback.params.run import check_run, describe_pool, parse_run_options
 from llm_feedback.pipeline_registry import FEEDBACK_ORDER, pipeline_names
-from llm_feedback.remote_root import RootGuard, require_local, root_guard
+from llm_feedback.remote_root import require_local
+from llm_feedback.runlock import RootGuard, root_guard
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class RunGuardHooks:
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
     - a run that calls models takes the data root's lock (one run per request cache); on a
       remote data root it also pulls the root's request cache into its local mirror and
-      pushes it back after each node and at the end (`llm_feedback.remote_root`);
+      pushes it back after each node and at the end (`llm_feedback.runlock`);
     - every endpoint it will call answers one cheap request (`backends.preflight`);
     - a run that calls models under `--runner ParallelRunner` is refused: its worker
       processes would each open the request cache and start local model servers outside

@@ -7,7 +7,7 @@ request_cache.sqlite` and its batch ledger, in step: pulled (merged) at the star
 pushed after each node that changed it and at the end, failed or interrupted runs included.
 A second machine, or a clean checkout with an empty disk, pulls the answers and pays for
 nothing twice. The lock of a remote root is an object beside the remote cache
-(`remote_lock.RemoteLock`).
+(`remote_lock.RemoteLock`); `runlock.RootGuard` takes the lock and runs the sync.
 
 A remote path where this project needs a local one (the cache itself, a lock file, a batch
 ledger, a JSON Lines input) is refused by `require_local`: fsspec URLs given to `pathlib`
@@ -16,7 +16,6 @@ would silently create a local folder named `s3:`.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
@@ -25,12 +24,12 @@ import sqlite3
 import tempfile
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import fsspec
 from fsspec.core import split_protocol
 
-from llm_feedback.errors import CacheError, ConfigError
+from llm_feedback.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +84,6 @@ def local_root(root: str) -> str:
 
 def remote_cache_url(root: str) -> str:
     return f"{str(root).rstrip('/')}/{REMOTE_CACHE}"
-
-
-class _Lock(Protocol):
-    def acquire(self) -> None: ...
-    def release(self) -> None: ...
 
 
 class CacheSync:
@@ -185,85 +179,3 @@ def _merge_ledgers(remote: dict, local_path: Path) -> None:
     known = {batch["id"] for batch in local["batches"]}
     local["batches"] += [batch for batch in remote["batches"] if batch["id"] not in known]
     local_path.write_text(json.dumps(local, indent=1))
-
-
-class RootGuard:
-    """One run's hold on its data root: the lock, and for a remote root the cache sync.
-
-    `acquire` locks and pulls; `checkpoint` pushes (after each node); `release` pushes and
-    unlocks, also at interpreter exit when a run was interrupted (Ctrl-C skips Kedro's
-    error hooks)."""
-
-    def __init__(self, lock: _Lock, sync: CacheSync | None, root: str | None = None) -> None:
-        self.lock = lock
-        self.sync = sync
-        self.root = root
-        self._held = False
-
-    def acquire(self) -> None:
-        try:
-            self.lock.acquire()
-        except Exception as error:
-            raise self._unreachable(error) from error
-        self._held = True
-        atexit.register(self.release)
-        try:
-            if self.sync is not None:
-                self.sync.pull()
-        except BaseException as error:
-            self.release()
-            if isinstance(error, Exception):
-                raise self._unreachable(error) from error
-            raise
-
-    def _unreachable(self, error: Exception) -> Exception:
-        """A remote root that cannot be used (no bucket, no credentials, no network), or a
-        local lock file that cannot be written (a read-only or full disk), is a clear
-        one-line error naming it; a held lock or a bad setting passes as it is."""
-        if isinstance(error, ConfigError):
-            return error
-        if self.root is None:
-            if not isinstance(error, OSError):
-                return error
-            path = getattr(self.lock, "path", None) or error.filename
-            return CacheError(
-                f"request cache lock {path}: cannot be written ({error.strerror or error}); "
-                "the request cache's folder must be writable: point data_root (or "
-                "request_cache) at a writable folder, or set request_cache=null to run "
-                "without the cache"
-            )
-        return ConfigError(
-            f"data_root {self.root}: cannot lock and sync the request cache there "
-            f"({type(error).__name__}: {error}); check the bucket, its credentials "
-            "(AWS_* variables or ~/.aws) and AWS_ENDPOINT_URL"
-        )
-
-    def checkpoint(self) -> None:
-        if self._held and self.sync is not None:
-            self.sync.push()
-
-    def release(self) -> None:
-        if not self._held:
-            return
-        self._held = False
-        atexit.unregister(self.release)
-        try:
-            if self.sync is not None:
-                self.sync.push()
-        finally:
-            self.lock.release()
-
-
-def root_guard(parameters: dict[str, Any], cache: str) -> RootGuard:
-    """The guard of a run whose request cache is `cache` (the `request_cache` parameter):
-    a local `flock` beside it for a local data root, the remote lock and cache sync for a
-    remote one."""
-    from llm_feedback.remote_lock import RemoteLock
-    from llm_feedback.runlock import RunLock
-
-    local_cache = require_local(cache, "request_cache")
-    root = parameters.get("data_root")
-    if not is_remote(root):
-        return RootGuard(RunLock(Path(f"{local_cache}{LOCK_SUFFIX}")), None)
-    remote = remote_cache_url(root)
-    return RootGuard(RemoteLock(remote + LOCK_SUFFIX), CacheSync(remote, local_cache), root)

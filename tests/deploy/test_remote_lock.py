@@ -8,10 +8,9 @@ import time
 import fsspec
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, RunLocked
 from llm_feedback.remote_lock import RemoteLock
-from llm_feedback.remote_root import root_guard
-from llm_feedback.runlock import RunLocked
+from llm_feedback.runlock import root_guard
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import endpoints_via
 

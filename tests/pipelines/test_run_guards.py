@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.errors import ConfigError, EndpointError
-from llm_feedback.runlock import RunLock, RunLocked
+from llm_feedback.errors import ConfigError, EndpointError, RunLocked
+from llm_feedback.runlock import RunLock
 from llm_feedback.testing.server import (
     FakeLLMServer,
     Reply,
