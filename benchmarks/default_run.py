@@ -106,7 +106,7 @@ def run_once(data_root: Path, out: Path, settings: str) -> None:
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    from llm_feedback.hooks import StageTimesHooks
+    from llm_feedback.pipelines.stage_times import StageTimesHooks
 
     hooks = _CounterHooks(data_root / "02_intermediate" / "request_cache.sqlite")
     bootstrap_project(ROOT)

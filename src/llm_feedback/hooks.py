@@ -6,7 +6,6 @@ took."""
 
 import importlib
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from kedro.config import MissingConfigException
 from kedro.framework.hooks import hook_impl
 from kedro.io import AbstractVersionedDataset, CatalogProtocol, MemoryDataset
 from kedro.io.core import VersionNotFoundError
-from kedro.pipeline import Node, Pipeline
+from kedro.pipeline import Pipeline
 
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
@@ -33,13 +32,11 @@ RUN_PLAN = "run_plan"
 # Every node that calls a model takes the request cache: a run without it calls none.
 REQUEST_CACHE_INPUT = "params:request_cache"
 
-# The report's input that this hook fills (pipelines/report/pipeline.py reads it by this
-# name; importing that module here would load the report's libraries on every run).
+# The report's input that this hook fills: a catalog entry (catalog_report.yml), named in
+# pipelines/report/pipeline.py as every dataset is.
 INPUT_VERSIONS = "report_input_versions"
 # What the report shows for an input that is not a versioned dataset.
 UNVERSIONED = "unversioned"
-# Nodes quicker than this are summed into one "other nodes" line of the stage times.
-QUICK_NODE_S = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -382,46 +379,3 @@ class ReportProvenanceHooks:
             logger.warning("report.allow_mixed_runs is true: %s", message)
             return
         raise InputError(message)
-
-
-class StageTimesHooks:
-    """At the end of a run, one table of where its time went, node by node, in run order.
-
-    `last_run` keeps the figures ({node name: seconds}) for benchmarks/default_run.py.
-    """
-
-    last_run: dict[str, float] = {}
-
-    def __init__(self) -> None:
-        self._started: dict[str, float] = {}
-        self._run_started = 0.0
-
-    @hook_impl
-    def before_pipeline_run(self) -> None:
-        StageTimesHooks.last_run = {}
-        self._run_started = time.perf_counter()
-
-    @hook_impl
-    def before_node_run(self, node: Node) -> None:
-        self._started[node.name] = time.perf_counter()
-
-    @hook_impl
-    def after_node_run(self, node: Node) -> None:
-        started = self._started.pop(node.name, None)
-        if started is not None:
-            StageTimesHooks.last_run[node.name] = time.perf_counter() - started
-
-    @hook_impl
-    def after_pipeline_run(self) -> None:
-        total = time.perf_counter() - self._run_started
-        slow = {n: s for n, s in StageTimesHooks.last_run.items() if s >= QUICK_NODE_S}
-        quick = sum(StageTimesHooks.last_run.values()) - sum(slow.values())
-        width = max([len(name) for name in slow] + [len("other nodes")])
-        lines = [f"  {name:<{width}}  {_minutes(seconds)}" for name, seconds in slow.items()]
-        lines.append(f"  {'other nodes':<{width}}  {_minutes(quick)}")
-        lines.append(f"  {'whole run':<{width}}  {_minutes(total)}")
-        logger.info("Time per node:\n%s", "\n".join(lines))
-
-
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"

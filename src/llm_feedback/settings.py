@@ -7,9 +7,9 @@ from llm_feedback.hooks import (
     ReportProvenanceHooks,
     RunGuardHooks,
     RunInputsHooks,
-    StageTimesHooks,
 )
 from llm_feedback.pipelines.run_record_hooks import RunRecordHooks
+from llm_feedback.pipelines.stage_times import StageTimesHooks
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
 from llm_feedback.remote_root import local_root
 

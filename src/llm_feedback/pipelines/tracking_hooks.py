@@ -19,6 +19,7 @@ from kedro.framework.hooks import hook_impl
 from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
+from llm_feedback.pipelines.stage_times import StageTimesHooks
 from llm_feedback.tracking import (
     MlflowTracker,
     cost_metrics,
@@ -90,8 +91,6 @@ class MlflowTrackingHooks:
 
     @hook_impl
     def after_pipeline_run(self) -> None:
-        from llm_feedback.hooks import StageTimesHooks
-
         if self._tracker is not None and self._tracker.run_id is not None:
             times = StageTimesHooks.last_run
             self._tracker.log_metrics({metric_key(f"time_s/{n}"): s for n, s in times.items()})

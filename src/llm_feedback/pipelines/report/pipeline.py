@@ -1,6 +1,5 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
-from llm_feedback.hooks import INPUT_VERSIONS
 from llm_feedback.pipelines.report.nodes import (
     WithBootstrap,
     estimate_costs,
@@ -26,7 +25,7 @@ from llm_feedback.reporting import (
 )
 from llm_feedback.reporting.uncertainty import judge_bias, rating_by_length
 
-# INPUT_VERSIONS is filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml
+# report_input_versions is filled by llm_feedback.hooks.ReportProvenanceHooks; catalog_report.yml
 # declares it empty so that the pipeline still runs (saying "no versions recorded") where the
 # hook is not registered.
 
@@ -185,7 +184,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             node(
                 render_report,
                 {
-                    "input_versions": INPUT_VERSIONS,
+                    "input_versions": "report_input_versions",
                     "report": "params:report",
                     "completions": "completions",
                     # The card of annotate's judge, when judge_validation has one.
