@@ -14,7 +14,6 @@ import pandas as pd
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import cohen_kappa_score
 
-from llm_feedback.agreement import COHEN_KAPPA, EXACT_MATCH_SHARE, RATERS_SEPARATOR, SPEARMAN
 from llm_feedback.evaluation.config import EvalIntervalParams
 from llm_feedback.evaluation.metric_intervals import NO_INTERVAL, Interval, mean_intervals
 from llm_feedback.stats.intervals import (
@@ -22,6 +21,12 @@ from llm_feedback.stats.intervals import (
     bootstrap_replicates,
     correlation_interval,
     percentile_interval,
+)
+from llm_feedback.validation.agreement import (
+    COHEN_KAPPA,
+    EXACT_MATCH_SHARE,
+    RATERS_SEPARATOR,
+    SPEARMAN,
 )
 
 MIN_ITEMS = 3

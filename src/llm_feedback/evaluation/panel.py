@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.agreement import agreement_rows
 from llm_feedback.evaluation.agreement_intervals import agreement_interval
 from llm_feedback.evaluation.config import LONE_JUDGE, PANEL, RECORDED, EvaluateParams
 from llm_feedback.evaluation.corrected import corrected_metrics
@@ -45,6 +44,7 @@ from llm_feedback.evaluation.recorded import has_recorded_verdicts, recorded_jud
 from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
 from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
+from llm_feedback.validation.agreement import agreement_rows
 
 logger = logging.getLogger(__name__)
 

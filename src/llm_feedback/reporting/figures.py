@@ -15,7 +15,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from llm_feedback.agreement import MIN_CORRELATION_PAIRS
 from llm_feedback.parquet_source import table_batches
 from llm_feedback.reporting._frames import (
     Table,
@@ -34,6 +33,7 @@ from llm_feedback.reporting.metrics import (
 )
 from llm_feedback.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPES
 from llm_feedback.stats.intervals import cluster_ids, pearson_from_sums
+from llm_feedback.validation.agreement import MIN_CORRELATION_PAIRS
 
 RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))
 NO_DATA = "no data"

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from llm_feedback.agreement import pearson
 from llm_feedback.annotation import score_fix
 from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.parquet_source import table_batches
@@ -32,6 +31,7 @@ from llm_feedback.schema import (
 from llm_feedback.stats.intervals import (
     wilson_interval,
 )
+from llm_feedback.validation.agreement import pearson
 
 logger = logging.getLogger(__name__)
 

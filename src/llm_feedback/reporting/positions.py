@@ -12,7 +12,6 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from llm_feedback.agreement import EXACT_MATCH_SHARE, RATERS_SEPARATOR, SPEARMAN
 from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_batches, table_chunks
 from llm_feedback.reporting._frames import (
     as_float,
@@ -32,6 +31,7 @@ from llm_feedback.stats.intervals import (
     GroupedMeans,
     bootstrap_method,
 )
+from llm_feedback.validation.agreement import EXACT_MATCH_SHARE, RATERS_SEPARATOR, SPEARMAN
 
 ANNOTATION_COLUMNS = (*COMPLETION_KEY, "aspect", "shuffle_idx", "position", "rating", "is_na")
 

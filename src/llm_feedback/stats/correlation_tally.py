@@ -31,7 +31,7 @@ from llm_feedback.stats.intervals import (
 )
 
 MOMENTS = 6
-MIN_PAIRS = 3  # below, a correlation is NaN (as agreement.pearson)
+MIN_PAIRS = 3  # below, a correlation is NaN (as validation.agreement.pearson)
 
 
 class CorrelationTally:

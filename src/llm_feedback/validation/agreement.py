@@ -1,17 +1,26 @@
-"""Several annotators per item: the majority gold, ties, and how far annotators agree.
+"""How far raters agree (judges of a panel, shuffles of one judge, a judge and a recording,
+human annotators), and several annotators' labels made one gold.
+
+Categorical verdicts (binary correct/incorrect, pairwise A/B/tie) get Cohen's kappa for
+each two raters (scikit-learn's `cohen_kappa_score`) and, with three raters or more,
+Fleiss' kappa over all of them (statsmodels' `fleiss_kappa`); scores get Spearman's rho.
+Both get the exact-match share (the observed agreement). Each statistic is computed over
+the items every compared rater rated, so sparse designs such as MT-Bench's human judgments
+(each expert labels some pairs) are handled, and is NaN where it is undefined (no items, a
+constant rater for rho, chance agreement of 1 for kappa) rather than a warning or an
+exception. Values are compared as Python objects (1 and 1.0 are one category).
+
+`agreement_rows` takes one column per rater and returns long rows
+`{raters, statistic, value, n}`: `raters` joins the compared raters' names with "~".
 
 Labels are pairwise ("A", "B", "tie") or any other categorical values. The gold of an
 item is the label most of its annotators gave; when two labels or more share the top count
 (one "A" and one "B", or "A", "B" and "tie" once each) the gold is "tie": the annotators
-did not settle it. Cohen's kappa is computed for every two annotators over the items both
-labelled (scikit-learn's `cohen_kappa_score`) and Fleiss' kappa over the items every
-annotator labelled (statsmodels' `fleiss_kappa`), so sparse designs such as MT-Bench's
-human judgments (each expert labels some pairs) are handled.
-
-`annotation_table(pairs)` spreads a pairs table's `gold_labels` / `gold_annotators` into
-one column per annotator; `annotator_agreement(table)` returns long rows `metric`, `value`,
-`n`, `raters`; `metrics_against_annotators` compares a judge with the majority and with
-each annotator in turn (column `gold_source`: "majority" or the annotator's name).
+did not settle it. `annotation_table(pairs)` spreads a pairs table's `gold_labels` /
+`gold_annotators` into one column per annotator; `annotator_agreement(table)` returns long
+rows `metric`, `value`, `n`, `raters`; `metrics_against_annotators` compares a judge with
+the majority and with each annotator in turn (column `gold_source`: "majority" or the
+annotator's name).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+from statsmodels.stats import inter_rater
 
 from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
@@ -32,6 +41,127 @@ from llm_feedback.validation.metrics import pairwise_metrics
 TIE = "tie"
 RATERS_SEPARATOR = "~"
 MAJORITY = "majority"
+MIN_CORRELATION_PAIRS = 3
+COHEN_KAPPA = "cohen_kappa"
+FLEISS_KAPPA = "fleiss_kappa"
+SPEARMAN = "spearman"
+EXACT_MATCH_SHARE = "exact_match_share"
+
+
+def pearson(x: pd.Series, y: pd.Series) -> float:
+    """Pearson's r of two aligned, NaN-free series (pandas' `Series.corr`); NaN with fewer
+    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks."""
+    if len(x) < MIN_CORRELATION_PAIRS:
+        return float("nan")
+    return float(
+        pd.Series(x.to_numpy(dtype="float64")).corr(pd.Series(y.to_numpy(dtype="float64")))
+    )
+
+
+def spearman(x: pd.Series, y: pd.Series) -> float:
+    """Spearman's rho: Pearson's r of the ranks, tied values sharing their mean rank."""
+    return pearson(pd.Series(x).rank(), pd.Series(y).rank())
+
+
+def exact_match_share(x: pd.Series, y: pd.Series) -> float:
+    """Share of items on which the two raters gave the same value; NaN without items."""
+    if len(x) == 0:
+        return float("nan")
+    return float((np.asarray(x) == np.asarray(y)).mean())
+
+
+def _category_codes(verdicts: pd.DataFrame) -> np.ndarray:
+    """The verdicts as integer category codes, one column per rater: values equal as Python
+    objects share a code (the libraries would sort mixed types, or tell 1 from 1.0)."""
+    codes, _ = pd.factorize(pd.Series(verdicts.to_numpy(dtype=object).ravel()))
+    return codes.reshape(verdicts.shape)
+
+
+def cohen_kappa(x: pd.Series, y: pd.Series) -> float:
+    """Cohen's kappa of two raters' categorical verdicts on the same items.
+
+    Args:
+        x: the first rater's verdicts, one per item, no missing values.
+        y: the second rater's verdicts on the same items, in the same order.
+
+    Returns:
+        scikit-learn's `cohen_kappa_score`; NaN without items or when both raters gave
+        one and the same category throughout (chance agreement 1: kappa is 0/0).
+    """
+    codes = _category_codes(
+        pd.DataFrame({"x": np.asarray(x, dtype=object), "y": np.asarray(y, dtype=object)})
+    )
+    if len(codes) == 0 or (codes == codes[0, 0]).all():
+        return float("nan")
+    return float(cohen_kappa_score(codes[:, 0], codes[:, 1]))
+
+
+def fleiss_kappa(verdicts: pd.DataFrame) -> float:
+    """Fleiss' kappa of m >= 2 raters (columns) over items (rows) that every rater rated.
+
+    Args:
+        verdicts: one row per item, one column per rater, no missing values.
+
+    Returns:
+        statsmodels' `fleiss_kappa` (method "fleiss"); NaN without items, with fewer than
+        two raters, or when every verdict is one category (chance agreement 1).
+    """
+    n_items, n_raters = verdicts.shape
+    if n_items == 0 or n_raters < 2:
+        return float("nan")
+    codes = _category_codes(verdicts)
+    if (codes == codes[0, 0]).all():
+        return float("nan")
+    counts, _ = inter_rater.aggregate_raters(codes)
+    return float(inter_rater.fleiss_kappa(counts, method="fleiss"))
+
+
+def agreement_rows(
+    ratings: pd.DataFrame, raters: Sequence[str], *, categorical: bool
+) -> list[dict[str, object]]:
+    """Agreement of the `raters` columns of `ratings` (one row per item, NaN / None where a
+    rater gave no value).
+
+    Args:
+        ratings: one row per item, one column per rater.
+        raters: the columns compared.
+        categorical: True for verdicts (Cohen's and Fleiss' kappa), False for scores
+            (Spearman's rho).
+
+    Returns:
+        For every two raters, Cohen's kappa (categorical) or Spearman's rho (scores) and
+        the exact-match share; with three or more categorical raters, Fleiss' kappa over
+        the items all of them rated. `n` is the number of items compared.
+    """
+    rows: list[dict[str, object]] = []
+    for first, second in itertools.combinations(raters, 2):
+        both = ratings[[first, second]].dropna()
+        x, y = both[first], both[second]
+        if categorical:
+            statistic, value = COHEN_KAPPA, cohen_kappa(x, y)
+        else:
+            statistic, value = SPEARMAN, spearman(x, y)
+        name = f"{first}{RATERS_SEPARATOR}{second}"
+        rows.append({"raters": name, "statistic": statistic, "value": value, "n": len(both)})
+        rows.append(
+            {
+                "raters": name,
+                "statistic": EXACT_MATCH_SHARE,
+                "value": exact_match_share(x, y),
+                "n": len(both),
+            }
+        )
+    if categorical and len(raters) >= 3:
+        complete = ratings[list(raters)].dropna()
+        rows.append(
+            {
+                "raters": RATERS_SEPARATOR.join(raters),
+                "statistic": FLEISS_KAPPA,
+                "value": fleiss_kappa(complete),
+                "n": len(complete),
+            }
+        )
+    return rows
 
 
 def majority_label(labels: Sequence[Any]) -> Any:
@@ -58,12 +188,6 @@ def annotation_table(pairs: pd.DataFrame) -> pd.DataFrame:
     return table.where(table.notna(), None)
 
 
-def _cohen(x: pd.Series, y: pd.Series) -> float:
-    if len(x) == 0 or (x.nunique() == 1 and y.nunique() == 1 and x.iloc[0] == y.iloc[0]):
-        return float("nan")  # one category only: chance agreement is 1, kappa 0/0
-    return float(cohen_kappa_score(x.astype(str), y.astype(str)))
-
-
 def annotator_agreement(table: pd.DataFrame) -> pd.DataFrame:
     """Agreement of the annotator columns of `table` (from `annotation_table`).
 
@@ -80,30 +204,26 @@ def annotator_agreement(table: pd.DataFrame) -> pd.DataFrame:
         raters = f"{first}{RATERS_SEPARATOR}{second}"
         rows.append(
             {
-                "metric": "cohen_kappa",
-                "value": _cohen(both[first], both[second]),
+                "metric": COHEN_KAPPA,
+                "value": cohen_kappa(both[first], both[second]),
                 "n": len(both),
                 "raters": raters,
             }
         )
         rows.append(
             {
-                "metric": "exact_match_share",
-                "value": float((both[first] == both[second]).mean()) if len(both) else np.nan,
+                "metric": EXACT_MATCH_SHARE,
+                "value": exact_match_share(both[first], both[second]),
                 "n": len(both),
                 "raters": raters,
             }
         )
     if len(annotators) >= 3:
         complete = table.dropna()
-        value = float("nan")
-        if len(complete):
-            counts, _ = aggregate_raters(complete.astype(str).to_numpy())
-            value = float(fleiss_kappa(counts, method="fleiss"))
         rows.append(
             {
-                "metric": "fleiss_kappa",
-                "value": value,
+                "metric": FLEISS_KAPPA,
+                "value": fleiss_kappa(complete),
                 "n": len(complete),
                 "raters": RATERS_SEPARATOR.join(map(str, annotators)),
             }
