@@ -16,6 +16,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -160,6 +161,7 @@ def render_markdown_report(
     *,
     judge_validation: Sequence[str] = (),
     caveat: str | None = None,
+    viewer: str | None = None,
 ) -> str:
     """The report as Markdown text.
 
@@ -173,6 +175,7 @@ def render_markdown_report(
     sentence saying why it is not shown. judge_validation: the judge's validation, one
     Markdown line per card (or the "not validated" line), shown before the headline.
     caveat: the sentence the headline's ranking and the rating tables carry.
+    viewer: the judgment viewer's index page (a path or URL, used as given in the link).
     """
     sections = ["# llm_feedback report"]
     if run_info:
@@ -192,6 +195,12 @@ def render_markdown_report(
         if caveat:
             headline.insert(0, caveat)
         sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
+    if viewer:
+        sections.append(
+            f"## Judgment viewer\n\n[{markdown_text(viewer)}]({quote(viewer, safe='/:')}): "
+            "every prompt with its "
+            "completions, ratings, rationales and critiques; open it in a browser."
+        )
 
     known = [name for name in TABLE_SECTIONS if name in tables]
     summarised = ("preference_pairs", "pair_counts")

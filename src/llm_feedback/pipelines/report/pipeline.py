@@ -188,6 +188,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "input_versions": INPUT_VERSIONS,
                     "report": "params:report",
                     "completions": "completions",
+                    "judgment_viewer": "judgment_viewer",  # linked: built first
                     # The card of annotate's judge, when judge_validation has one.
                     "judge_cards": "judge_validation_history",
                     "annotate": "params:annotate",
