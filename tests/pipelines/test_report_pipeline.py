@@ -17,7 +17,7 @@ from kedro.framework.startup import bootstrap_project
 from kedro.io import DataCatalog
 
 from llm_feedback.errors import ConfigError
-from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list
+from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list, viewer_link
 from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
 from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMA, PREFERENCE_PAIRS_H4_ARROW_SCHEMA
 from tests.conftest import PROJECT_ROOT
@@ -160,10 +160,31 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
     assert links == list(FIGURE_LINKS.values())
     for link in links:  # relative to the report, so it renders where it lies
         assert (report_path(data_root).parent / link).read_bytes().startswith(PNG_MAGIC)
+    # The viewer this run built, linked relative to the report.
+    viewer = re.search(r"## Judgment viewer\n\n\[[^\]]+\]\(([^)]+)\)", report)
+    assert viewer is not None
+    (site,) = (data_root / "08_reporting" / "judgment_viewer").glob("*/judgment_viewer")
+    assert report_path(data_root).parent / viewer.group(1) == site / "index.html"
+    assert (site / "index.html").is_file()
     run = report.split("## Run", 1)[1].split("\n## ", 1)[0]
     assert "- **prompts**: 3" in run and "- **completions**: 12 (1 without a response)" in run
     assert "- **judge**: judge-1 (judge)" in run
     assert re.search(r"- \*\*date\*\*: \d{4}-\d\d-\d\d \d\d:\d\d UTC", run)
+
+
+@pytest.mark.parametrize(
+    ("index", "link"),
+    [
+        (
+            "/data/08_reporting/judgment_viewer/2026-12-05T10.00.00.000Z/judgment_viewer/index.html",
+            "judgment_viewer/2026-12-05T10.00.00.000Z/judgment_viewer/index.html",
+        ),
+        ("/data/08_reporting/site/index.html", "site/index.html"),  # unversioned
+        ("s3://bucket/runs/judgment_viewer/v/judgment_viewer/index.html", None),  # as it is
+    ],
+)
+def test_the_viewer_link_is_relative_to_the_report_beside_it(index: str, link: str | None):
+    assert viewer_link(index) == (link or index)
 
 
 def test_with_one_shuffle_position_bias_is_still_measured(run_report: RunReport, data_root: Path):

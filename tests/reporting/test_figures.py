@@ -170,7 +170,9 @@ def test_the_ranking_figure_shows_raw_and_style_controlled_scores_with_intervals
     )
     figure = model_ranking_figure(ranking, "Ranking")
     axes = figure.axes[0]
-    assert [text.get_text() for text in axes.get_legend().get_texts()] == [
+    # The legend is the figure's, outside the axes: it never covers a point.
+    assert axes.get_legend() is None
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == [
         "raw",
         "style-controlled",
     ]
@@ -190,3 +192,48 @@ def test_the_ranking_figure_shows_raw_and_style_controlled_scores_with_intervals
     ]
     drawn = sorted(tuple(sorted([round(a[0]), round(b[0])])) for a, b in segments)
     assert drawn == [(940, 980), (970, 1010), (990, 1030), (1020, 1060)]
+
+
+def test_the_ranking_figure_cuts_a_runaway_interval_at_the_axis_and_says_so():
+    ranking = pd.DataFrame(
+        {
+            "model": ["smollm2", "qwen", "tiny"],
+            "score": [1062.0, 1001.0, 937.0],
+            "ci_low": [864.9, 700.0, -2704.0],
+            "ci_high": [2005.0, 1300.0, 1100.0],
+            "baseline": "qwen",
+            "win_rate": [0.55, np.nan, 0.4],
+            "lc_win_rate": [0.52, np.nan, 0.41],
+        }
+    )
+    figure = model_ranking_figure(ranking, "Ranking")
+    axes = figure.axes[0]
+    left, right = axes.get_xlim()
+    # Every score is on the axis, the runaway bound is not.
+    assert left < ranking["score"].min() and right > ranking["score"].max()
+    assert left > -2704.0
+    widths = ranking["ci_high"] - ranking["ci_low"]
+    assert right - left < 2 * (widths.median() + ranking["score"].max() - ranking["score"].min())
+    # The cut bound: an arrowhead at the edge and its value written beside it.
+    heads = [
+        line for line in axes.get_lines() if line.get_marker() == "<" and len(line.get_xdata()) == 1
+    ]
+    assert len(heads) == 1 and heads[0].get_xdata()[0] == pytest.approx(left)
+    assert "-2,704" in texts(figure) and "arrowhead" in axes.get_xlabel()
+    segments = [
+        segment
+        for bars in axes.get_children()
+        if isinstance(bars, LineCollection)
+        for segment in bars.get_segments()
+    ]
+    assert all(left <= x <= right for segment in segments for x, _ in segment)
+    # Nothing cut: no arrowhead and no note.
+    tight = model_ranking_figure(
+        ranking.assign(ci_low=[1000.0, 950.0, 900.0], ci_high=[1100.0, 1050.0, 1000.0]), "Ranking"
+    )
+    assert "arrowhead" not in tight.axes[0].get_xlabel()
+    assert "-2,704" not in texts(tight)
+    # One model with a zero-width interval still gets an axis of its own.
+    alone = model_ranking_figure(ranking.iloc[:1].assign(ci_low=1062.0, ci_high=1062.0), "R")
+    low, high = alone.axes[0].get_xlim()
+    assert low < 1062.0 < high

@@ -169,12 +169,76 @@ def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():
             {"model_ranking": ranking, "style_coefficients": coefficients}, {}, {}, {}
         )
     )
-    assert "Top model (Bradley-Terry): padded, score 1,050 [1,030, 1,070]." in report
-    assert "Top model with style controlled: good, score 1,060 [1,035, 1,085]." in report
+    separated = "its interval lies above every other model's."
+    assert f"Top model (Bradley-Terry): padded, score 1,050 [1,030, 1,070]; {separated}" in report
+    assert f"Top model with style controlled: good, score 1,060 [1,035, 1,085]; {separated}" in (
+        report
+    )
     assert "| padded | 1,050 [1,030, 1,070] | 1 | 940 [915, 965] |" in report
     assert "## Style control" in report
     assert "| length | 0.8 [0.6, 1] | poisson-bootstrap-1000-cluster-one-step |" in report
     assert "| headers | – | poisson-bootstrap-1000-cluster-one-step |" in report  # never differed
+
+
+def ranking_of(intervals: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"model": model, "score": score, "ci_low": low, "ci_high": high}
+            for model, (score, low, high) in intervals.items()
+        ]
+    ).assign(rank=lambda frame: frame["score"].rank(ascending=False).astype("int64"))
+
+
+def headline_of(ranking: pd.DataFrame) -> str:
+    report = unpadded(render_markdown_report({"model_ranking": ranking}, {}, {}, {}))
+    return report.split("## Headline", 1)[1].split("##", 1)[0]
+
+
+def test_the_headline_names_a_leader_only_where_the_intervals_separate_it():
+    # Every interval overlaps the top one (the embedded judge's run): no leader is named.
+    overlapping = headline_of(
+        ranking_of(
+            {
+                "smollm2-t0.1": (1062.0, 864.9, 2005.0),
+                "qwen": (1001.0, 700.0, 1300.0),
+                "tiny": (937.0, -2704.0, 1100.0),
+            }
+        )
+    )
+    assert "Top model (Bradley-Terry): no model can be told apart from the others" in overlapping
+    assert "the highest, smollm2-t0.1, score 1,062 [864.9, 2,005]" in overlapping
+    assert "qwen 1,001 [700, 1,300], tiny 937 [-2,704, 1,100]." in overlapping
+    # Above one model, not another: still no leader, and the overlapping one is named.
+    partly = headline_of(
+        ranking_of(
+            {
+                "a": (1100.0, 1050.0, 1150.0),
+                "b": (1060.0, 1000.0, 1120.0),
+                "c": (800.0, 700.0, 900.0),
+            }
+        )
+    )
+    assert "no single leader can be told apart; the highest, a, score 1,100 [1,050, 1,150]" in (
+        partly
+    )
+    assert "overlaps the intervals of b 1,060 [1,000, 1,120] (the other models' lie below it)" in (
+        partly
+    )
+    assert " c " not in partly
+    # Separated from every other model: named.
+    clear = headline_of(ranking_of({"a": (1100.0, 1050.0, 1150.0), "c": (800.0, 700.0, 900.0)}))
+    assert "Top model (Bradley-Terry): a, score 1,100 [1,050, 1,150]; its interval lies above" in (
+        clear
+    )
+    # A missing bound separates nothing.
+    unbounded = headline_of(
+        ranking_of({"a": (1100.0, 1050.0, 1150.0), "c": (800.0, np.nan, np.nan)})
+    )
+    assert "no model can be told apart from the others" in unbounded and "c 800 [–, –]" in unbounded
+    alone = headline_of(ranking_of({"a": (1000.0, 1000.0, 1000.0)}))
+    assert "Top model (Bradley-Terry): a, score 1,000 [1,000, 1,000] (the only model ranked)." in (
+        alone
+    )
 
 
 def test_the_run_section_counts_a_completions_file_in_batches_as_the_frame(tmp_path):

@@ -159,6 +159,11 @@ def test_the_model_ranking_is_a_versioned_dataset_with_its_figure(
     assert figure.read_bytes().startswith(b"\x89PNG")
     report = report_path(data_root).read_text()
     assert "## Model ranking" in report and "Top model (Bradley-Terry):" in report
+    ranking_line = next(line for line in report.splitlines() if "Top model (Bradley-Terry)" in line)
+    best = ranking.sort_values("score").iloc[-1]
+    # A leader is named only where its interval lies above every other model's.
+    separated = (ranking.loc[ranking["model"] != best["model"], "ci_high"] < best["ci_low"]).all()
+    assert ("told apart" not in ranking_line) == separated, ranking_line
     coefficients = catalog.load("style_coefficients")
     assert list(coefficients.columns) == list(STYLE_COEFFICIENTS_COLUMN_TYPES)
     assert list(coefficients["feature"]) == ["length", "headers", "bold", "list_items"]

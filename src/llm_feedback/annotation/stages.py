@@ -133,13 +133,20 @@ def usable_chunks(
     prompts_per_chunk: int = CHUNK_PROMPTS,
     count: Callable[[pd.DataFrame], int] | None = None,
 ) -> tuple[Iterable[pd.DataFrame], int | None]:
-    """The usable completions as chunks of whole prompts, and `count` of all of them (for
-    a progress bar) when they are in memory anyway: a DataFrame is one chunk, a table on
-    disk (`ParquetSource`) is checked first, then read a chunk at a time, lazily."""
+    """The usable completions as chunks of whole prompts, and `count` of all of them (the
+    progress bar's total, so that it shows the time left): a DataFrame is one chunk, a
+    table on disk (`ParquetSource`) is checked first, counted in a pass of its own (a judge
+    stage takes hours, the pass seconds), then read a chunk at a time, lazily."""
     if isinstance(completions, pd.DataFrame):
         usable = usable_completions(completions)
         return [usable], None if count is None else count(usable)
     check_completions(completions, prompts_per_chunk)
+    total = None
+    if count is not None:
+        total = sum(
+            count(_usable(chunk)[0])
+            for chunk in table_chunks(completions, prompts_per_chunk, COMPLETION_COLUMNS_READ)
+        )
 
     def chunks() -> Iterator[pd.DataFrame]:
         left_out = 0
@@ -150,7 +157,7 @@ def usable_chunks(
                 yield usable
         _log_left_out(left_out)
 
-    return chunks(), None
+    return chunks(), total
 
 
 def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:
@@ -531,7 +538,7 @@ def aspect_annotations_table(
         indices = itertools.count(offset)
         summary = summary.plus(
             engine.run_into(
-                parts(refused),
+                list(parts(refused)),  # a few calls, listed: the bar knows its total
                 lambda index, outcome, offset=offset: take(offset + index, outcome),
                 desc="annotate aspects (in parts)",
             )

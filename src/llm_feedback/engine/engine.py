@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 
 from llm_feedback.backends.base import EndpointConfig
@@ -240,6 +240,8 @@ class TaskEngine:
         desc: str | None,
         total: int | None,
     ) -> RunSummary:
+        if total is None and isinstance(tasks, Sized):
+            total = len(tasks)  # the bar's total, so that it estimates the time left
         # Task index -> its state, until its outcome is final: a stage of millions of tasks
         # holds the ones in flight or waiting for a re-ask, not one slot per task.
         running: dict[int, _Running] = {}

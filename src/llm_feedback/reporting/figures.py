@@ -326,7 +326,12 @@ def model_ranking_figure(ranking: pd.DataFrame, title: str = RANKING_TITLE) -> F
     """Bradley-Terry scores with their intervals as error bars, best model on top, and
     beside each its style-controlled score (hollow); a model's label carries its raw and
     length-controlled win rate against the baseline. Takes the `model_ranking` or
-    `eval_model_ranking` table (`title` says which)."""
+    `eval_model_ranking` table (`title` says which).
+
+    The axis spans the scores and the intervals up to `ranking_axis`'s reach: a bound
+    beyond it (a few battles can give one thousands of points wide) is drawn to the axis'
+    edge, with an arrowhead and its value written there. The legend sits above the axes,
+    never over a point."""
     if ranking.empty:
         return message_figure(title, NO_DATA)
     ordered = ranking.sort_values("score")
@@ -336,34 +341,103 @@ def model_ranking_figure(ranking: pd.DataFrame, title: str = RANKING_TITLE) -> F
         else f"{row.model}\nwin {row.win_rate:.0%}, LC {row.lc_win_rate:.0%} vs {row.baseline}"
         for row in ordered.itertuples()
     ]
-    figure = new_figure(7, 1.2 + 0.6 * len(ordered))
+    figure = new_figure(7, 1.6 + 0.6 * len(ordered))
     axes = figure.add_subplot()
     place = np.arange(len(ordered), dtype="float64")
-    series = (
-        ("raw", "score", "ci_low", "ci_high", 0.12, {"color": "C0"}),
-        (
-            "style-controlled",
-            "style_controlled_score",
-            "style_controlled_score_ci_low",
-            "style_controlled_score_ci_high",
-            -0.12,
-            {"color": "C1", "mfc": "white"},
-        ),
+    series = [
+        (label, *columns, offset, style)
+        for label, *columns, offset, style in (
+            ("raw", "score", "ci_low", "ci_high", 0.12, {"color": "C0"}),
+            (
+                "style-controlled",
+                "style_controlled_score",
+                "style_controlled_score_ci_low",
+                "style_controlled_score_ci_high",
+                -0.12,
+                {"color": "C1", "mfc": "white"},
+            ),
+        )
+        if columns[0] in ordered
+    ]
+    left, right = ranking_axis(
+        np.concatenate([ordered[column].to_numpy("float64") for _, column, *_ in series]),
+        np.concatenate([ordered[low].to_numpy("float64") for _, _, low, *_ in series]),
+        np.concatenate([ordered[high].to_numpy("float64") for _, _, _, high, *_ in series]),
     )
+    clipped = False
     for label, column, low, high, offset, style in series:
         # The interval drawn from its bounds, not as errors about the score: a bootstrap
         # percentile interval need not contain the point estimate (few battles).
         rows = place + offset
         lows, highs = ordered[low].to_numpy("float64"), ordered[high].to_numpy("float64")
-        axes.hlines(rows, lows, highs, color=style["color"], linewidth=1.2)
-        axes.plot(lows, rows, "|", highs, rows, "|", color=style["color"], markersize=8)
+        shown_lows, shown_highs = np.clip(lows, left, right), np.clip(highs, left, right)
+        axes.hlines(rows, shown_lows, shown_highs, color=style["color"], linewidth=1.2)
+        for bounds, shown, marker, align in (
+            (lows, shown_lows, "<", "left"),
+            (highs, shown_highs, ">", "right"),
+        ):
+            cut = (bounds != shown) & ~np.isnan(bounds)
+            axes.plot(shown[~cut], rows[~cut], "|", color=style["color"], markersize=8)
+            # At the axis' edge: drawn whole, over the frame.
+            axes.plot(
+                shown[cut], rows[cut], marker, color=style["color"], markersize=6, clip_on=False
+            )
+            for value, row in zip(bounds[cut], rows[cut], strict=True):
+                # Above the upper series' line, below the lower one's: never on each other.
+                axes.annotate(
+                    f"{value:,.0f}",
+                    (left if marker == "<" else right, row),
+                    xytext=(8 if marker == "<" else -8, 3 if offset > 0 else -3),
+                    textcoords="offset points",
+                    ha=align,
+                    va="bottom" if offset > 0 else "top",
+                    fontsize=7,
+                    color=style["color"],
+                )
+            clipped |= bool(cut.any())
         axes.plot(ordered[column].to_numpy("float64"), rows, "o", label=label, **style)
+    axes.set_xlim(left, right)
+    axes.set_ylim(-0.6, len(ordered) - 0.4)
     axes.set_yticks(place, labels)
     axes.axvline(1000, color="0.7", linestyle="--", linewidth=1)
-    axes.set_xlabel("score (Elo-like; 1000 = average model), 95% interval")
+    xlabel = "score (Elo-like; 1000 = average model), 95% interval"
+    if clipped:
+        xlabel += "\narrowhead: interval cut at the axis, its bound written beside it"
+    axes.set_xlabel(xlabel)
     axes.set_title(title)
-    axes.legend(fontsize=8, loc="lower right")
+    handles, legend_labels = axes.get_legend_handles_labels()
+    figure.legend(handles, legend_labels, loc="outside upper center", ncols=len(series), fontsize=8)
     return figure
+
+
+# How far beyond the scores an interval is drawn: this many times the typical (median)
+# interval width, or the spread of the scores if wider; the rest is cut at the axis.
+AXIS_REACH_WIDTHS = 1.0
+MIN_AXIS_SPAN = 50.0  # score points, for models all scored alike with zero-width intervals
+
+
+def ranking_axis(scores: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> tuple[float, float]:
+    """The ranking figure's x range: every score, and the intervals as far as a typical
+    interval's width (or the scores' spread) beyond the scores, with a margin.
+
+    Args:
+        scores: the point estimates drawn (NaN ignored).
+        lows: the intervals' lower bounds (NaN ignored).
+        highs: the intervals' upper bounds (NaN ignored).
+
+    Returns:
+        (left, right) limits for the axis.
+    """
+    scores = scores[np.isfinite(scores)]
+    if not len(scores):
+        return 1000.0 - MIN_AXIS_SPAN, 1000.0 + MIN_AXIS_SPAN
+    widths = (highs - lows)[np.isfinite(highs - lows)]
+    spread = float(scores.max() - scores.min())
+    reach = max(AXIS_REACH_WIDTHS * float(np.median(widths)) if len(widths) else 0.0, spread)
+    left = max(np.nanmin(np.append(lows, scores)), scores.min() - reach)
+    right = min(np.nanmax(np.append(highs, scores)), scores.max() + reach)
+    margin = max(0.05 * (right - left), MIN_AXIS_SPAN / 2 if right - left < MIN_AXIS_SPAN else 0)
+    return float(left - margin), float(right + margin)
 
 
 def rating_by_length_figure(rating_by_length: pd.DataFrame) -> Figure:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -160,6 +161,7 @@ def render_markdown_report(
     *,
     judge_validation: Sequence[str] = (),
     caveat: str | None = None,
+    viewer: str | None = None,
 ) -> str:
     """The report as Markdown text.
 
@@ -173,6 +175,7 @@ def render_markdown_report(
     sentence saying why it is not shown. judge_validation: the judge's validation, one
     Markdown line per card (or the "not validated" line), shown before the headline.
     caveat: the sentence the headline's ranking and the rating tables carry.
+    viewer: the judgment viewer's index page (a path or URL, used as given in the link).
     """
     sections = ["# llm_feedback report"]
     if run_info:
@@ -192,6 +195,12 @@ def render_markdown_report(
         if caveat:
             headline.insert(0, caveat)
         sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
+    if viewer:
+        sections.append(
+            f"## Judgment viewer\n\n[{markdown_text(viewer)}]({quote(viewer, safe='/:')}): "
+            "every prompt with its "
+            "completions, ratings, rationales and critiques; open it in a browser."
+        )
 
     known = [name for name in TABLE_SECTIONS if name in tables]
     summarised = ("preference_pairs", "pair_counts")
@@ -485,23 +494,50 @@ def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:
                 lines.append(f"{label}: {', '.join(values)}.")
     ranking = tables.get("model_ranking")
     if ranking is not None and not ranking.empty:
-        top = ranking.sort_values("rank").iloc[0]
         lines.append(
-            f"Top model (Bradley-Terry): {markdown_text(top['model'])}, score "
-            f"{_interval_cell(top['score'], top['ci_low'], top['ci_high'])}."
+            _leader_line("Top model (Bradley-Terry)", ranking, "score", "ci_low", "ci_high")
         )
         if "style_controlled_score" in ranking and ranking["style_controlled_score"].notna().any():
-            styled = ranking.loc[ranking["style_controlled_score"].idxmax()]
             lines.append(
-                f"Top model with style controlled: {markdown_text(styled['model'])}, score "
-                + _interval_cell(
-                    styled["style_controlled_score"],
-                    styled["style_controlled_score_ci_low"],
-                    styled["style_controlled_score_ci_high"],
+                _leader_line(
+                    "Top model with style controlled",
+                    ranking,
+                    "style_controlled_score",
+                    "style_controlled_score_ci_low",
+                    "style_controlled_score_ci_high",
                 )
-                + "."
             )
     return lines
+
+
+def _leader_line(label: str, ranking: pd.DataFrame, score: str, low: str, high: str) -> str:
+    """The headline's leader: the best-scored model, named only when its interval lies
+    wholly above every other model's; else the models whose intervals overlap it."""
+    scored = ranking[ranking[score].notna()].sort_values(score, ascending=False)
+    if scored.empty:
+        return f"{label}: no model could be scored."
+    top, others = scored.iloc[0], scored.iloc[1:]
+    interval = _interval_cell(top[score], top[low], top[high])
+    shown = f"{markdown_text(top['model'])}, score {interval}"
+    if others.empty:
+        return f"{label}: {shown} (the only model ranked)."
+    # A missing bound separates nothing: the comparison is False and the model overlaps.
+    overlapping = others[~(others[high] < top[low])]
+    if overlapping.empty:
+        return f"{label}: {shown}; its interval lies above every other model's."
+    overlaps = ", ".join(
+        f"{markdown_text(row['model'])} {_interval_cell(row[score], row[low], row[high])}"
+        for _, row in overlapping.iterrows()
+    )
+    if len(overlapping) == len(others):
+        return (
+            f"{label}: no model can be told apart from the others; the highest, {shown}, "
+            f"overlaps the interval of every other model: {overlaps}."
+        )
+    return (
+        f"{label}: no single leader can be told apart; the highest, {shown}, overlaps the "
+        f"intervals of {overlaps} (the other models' lie below it)."
+    )
 
 
 def judge_card_section(cards: pd.DataFrame, key: str) -> str:

@@ -3,7 +3,7 @@
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -158,10 +158,30 @@ def judgment_viewer(
     return feedback_site(completions, aspect_annotations, critiques, overall_scores)
 
 
+def viewer_link(index: str) -> str:
+    """The judgment viewer's index page as a link from the report, which catalog_report.yml
+    writes beside the viewer's folder (as beside its figures): `<folder>/<version>/<folder>/
+    index.html` of a versioned site, `<folder>/index.html` of an unversioned one; a remote
+    site's URL as it is.
+
+    Args:
+        index: the path `StaticSiteDataset` loads as (its index.html).
+
+    Returns:
+        The link the report shows.
+    """
+    if "://" in index:
+        return index
+    parts = PurePosixPath(Path(index).as_posix()).parts
+    versioned = len(parts) >= 4 and parts[-4] == parts[-2]
+    return "/".join(parts[-4:] if versioned else parts[-2:])
+
+
 def render_report(
     input_versions: Mapping[str, str],
     report: Mapping[str, Any],
     completions: ParquetSource,
+    judgment_viewer: str,
     judge_cards: pd.DataFrame,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
@@ -192,5 +212,6 @@ def render_report(
         run_info,
         judge_validation=standing.lines,
         caveat=standing.caveat,
+        viewer=viewer_link(judgment_viewer),
     )
     return text + judge_card_section(judge_cards, identity["judge_key"])

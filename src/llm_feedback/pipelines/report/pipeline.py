@@ -187,6 +187,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "input_versions": "report_input_versions",
                     "report": "params:report",
                     "completions": "completions",
+                    "judgment_viewer": "judgment_viewer",  # linked: built first
                     # The card of annotate's judge, when judge_validation has one.
                     "judge_cards": "judge_validation_history",
                     "annotate": "params:annotate",
