@@ -63,7 +63,7 @@ def synthetic_run(n_prompts: int, n_completions: int, n_shuffles: int, seed: int
     )
     critiques = key.assign(
         critique=_texts("critique", n, CRITIQUE_CHARS),
-        parse_status=rng.choice(["ok"] * 50 + ["no_json"], n),
+        parse_status=rng.choice(["ok"] * 50 + ["no_match"], n),
         suspected_injection=rng.random(n) < 0.002,
     )
     overall = rng.integers(1, 11, n).astype(float)

@@ -74,7 +74,7 @@ def feedback_frames(
                             "rating": rating,
                             "is_na": False,
                             "rationale": rationale,
-                            "parse_status": "ok" if n % 13 else "no_json",
+                            "parse_status": "ok" if n % 13 else "no_match",
                             "suspected_injection": False,
                         }
                     )

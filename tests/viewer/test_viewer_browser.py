@@ -82,8 +82,8 @@ def test_the_index_renders_and_filters_change_the_row_count(
     _set(browser, "select[data-filter=source]", "flan")
     assert _count(browser) == flan
     _set(browser, "select[data-filter=source]", "")
-    bad = aspects.loc[aspects["parse_status"] == "no_json", "prompt_id"].nunique()
-    _set(browser, "select[data-filter=statuses]", "no_json")
+    bad = aspects.loc[aspects["parse_status"] == "no_match", "prompt_id"].nunique()
+    _set(browser, "select[data-filter=statuses]", "no_match")
     assert _count(browser) == bad
     _set(browser, "select[data-filter=statuses]", "")
     spread = aspects.groupby(["prompt_id", "aspect", "completion_idx"])["rating"].nunique()
