@@ -61,6 +61,17 @@ def _set(browser: Chromium, selector: str, value: str | bool) -> None:
         f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
         f"e.{prop} = {json.dumps(value)}; e.dispatchEvent(new Event('{event}')); }})()"
     )
+    _settled(browser)
+
+
+def _settled(browser: Chromium, timeout_s: float = 15) -> None:
+    """Wait while the index is busy (a search loading its files, or waiting for typing to
+    pause)."""
+    deadline = time.monotonic() + timeout_s
+    while browser.evaluate("document.documentElement.hasAttribute('data-busy')"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the index stayed busy; errors: {browser.errors}")
+        time.sleep(0.02)
 
 
 def test_the_index_renders_and_filters_change_the_row_count(

@@ -1,4 +1,4 @@
-"""A static judgment site: its manifest, index rows and per-shard records, written as plain
+r"""A static judgment site: its manifest, index rows and per-shard records, written as plain
 files that open from disk (`file://`) without a server.
 
 Layout of a written site:
