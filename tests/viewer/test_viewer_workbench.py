@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
-from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from llm_feedback.viewer import feedback_site
-from tests.test_kedro_viz import chromium  # noqa: F401 - the fixture (installs where it may)
 from tests.viewer.cdp import READY, Chromium
 from tests.viewer.frames import (
     HOSTILE,
@@ -24,18 +21,13 @@ from tests.viewer.frames import (
     RATIONALE_ONLY_WORD,
     feedback_frames,
 )
-from tests.viewer.test_viewer_browser import (  # noqa: F401 - fixtures
-    ROWS_PER_PAGE,
-    _count,
-    _set,
-    browser,
-    feedback_dir,
-    frames,
-)
+from tests.viewer.test_viewer_browser import ROWS_PER_PAGE, _count, _set
 
 
 def _ids(browser: Chromium) -> list[str]:
-    return browser.evaluate("[...document.querySelectorAll('#rows tbody a')].map(a => a.textContent)")
+    return browser.evaluate(
+        "[...document.querySelectorAll('#rows tbody a')].map(a => a.textContent)"
+    )
 
 
 def _click(browser: Chromium, selector: str) -> None:
@@ -209,13 +201,13 @@ PAYLOADS = (
     "</script><script>window.pwned=7</script>",
     "&lt;img src=x onerror=window.pwned=8&gt;",
     '<a href="javascript:window.pwned=9">pwned link</a>',
-    "\u2028\u2029<details open ontoggle=\"window.pwned=10\"><style>body{display:none}</style>",
+    '\u2028\u2029<details open ontoggle="window.pwned=10"><style>body{display:none}</style>',
 )
 # What the page's own markup may hold: nothing a payload could add.
 FOREIGN = "img, svg, iframe, script, style, details, object, embed, a[href^='javascript']"
 
 
-def test_hostile_text_in_every_place_the_index_and_search_show_stays_text(chromium, tmp_path):  # noqa: F811
+def test_hostile_text_in_every_place_the_index_and_search_show_stays_text(chromium, tmp_path):
     """Each payload kind as a prompt id, source, model name, instruction, response,
     rationale and critique; the index searched for it, sorted by every column, and each
     prompt page opened with the payload as its search: nothing runs, no element is added,
@@ -255,7 +247,8 @@ def test_hostile_text_in_every_place_the_index_and_search_show_stays_text(chromi
         assert sorted(_ids(browser)) == sorted([*PAYLOADS, "p-known"])
         shown = browser.evaluate("document.querySelector('#rows tbody').textContent")
         assert all(payload in shown for payload in PAYLOADS)
-        for name in browser.evaluate("[...document.querySelectorAll('th')].map(t => t.dataset.column)"):
+        columns = "[...document.querySelectorAll('th')].map(t => t.dataset.column)"
+        for name in browser.evaluate(columns):
             _click(browser, f"th[data-column={name}] button")
             assert browser.evaluate(clean), name
         hrefs = browser.evaluate("[...document.querySelectorAll('#rows tbody a')].map(a => a.href)")
@@ -264,7 +257,9 @@ def test_hostile_text_in_every_place_the_index_and_search_show_stays_text(chromi
             browser.open(page)
             assert browser.evaluate(clean), page
             title = browser.evaluate("document.getElementById('title').textContent")
-            texts = browser.evaluate("[...document.querySelectorAll('.response')].map(e => e.textContent)")
+            texts = browser.evaluate(
+                "[...document.querySelectorAll('.response')].map(e => e.textContent)"
+            )
             assert (title + " pwned" if title in PAYLOADS else HOSTILE) in texts
             assert PAYLOADS[1] in browser.evaluate("document.getElementById('found').textContent")
         assert browser.errors == []

@@ -14,6 +14,7 @@ page maps a rationale's "Text N" back to the completion shown there in the same 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -243,7 +244,7 @@ def _mean(values: list[float]) -> float | None:
 
 def _number(value: Any) -> float | None:
     """A score as a float; None for a missing one (None or NaN)."""
-    return None if value is None or value != value else float(value)
+    return None if value is None or math.isnan(value) else float(value)
 
 
 class _Facts:

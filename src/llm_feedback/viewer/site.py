@@ -209,8 +209,8 @@ class _SearchChunk:
         masks: dict[str, int] = {}
         for number, texts in by_field.items():
             bit = 1 << number
-            for token in set(TOKEN.findall("\n".join(texts).lower())):
-                token = token[:MAX_TOKEN_CHARS]
+            for word in set(TOKEN.findall("\n".join(texts).lower())):
+                token = word[:MAX_TOKEN_CHARS]
                 masks[token] = masks.get(token, 0) | bit
         row = self.rows << len(self.search.fields)
         for token, mask in masks.items():
@@ -222,9 +222,7 @@ class _SearchChunk:
         buckets: list[list[str]] = [[] for _ in range(SEARCH_BUCKETS)]
         for token, postings in self.postings.items():
             # Tokens are letters and digits only: quoted as they are, they are JSON.
-            buckets[ord(token[0]) % SEARCH_BUCKETS].append(
-                f'"{token}":"{_differences(postings)}"'
-            )
+            buckets[ord(token[0]) % SEARCH_BUCKETS].append(f'"{token}":"{_differences(postings)}"')
         for bucket, entries in enumerate(buckets):
             body = "{" + ",".join(entries) + "}"
             yield (
