@@ -17,7 +17,8 @@ Layout of a written site:
                                                    bucket of tokens (`SEARCH_BUCKETS`)
 
 Full-text search: each record's texts (`Search.texts`) are lower-cased and cut into tokens
-(runs of letters and digits: `[^\W_]+`, the page's `[\p{L}\p{N}]+`). An index chunk's
+(runs of letters and digits: `[^\W_]+`, the page's `[\p{L}\p{N}]+`, cut to
+`MAX_TOKEN_CHARS`). An index chunk's
 tokens are inverted: token -> the rows holding it, each posting `row << len(fields) | the
 bits of the fields it occurs in`, written as comma-separated hexadecimal differences from
 the previous posting. A token's bucket is its first character's code point modulo
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 import shutil
 from collections import defaultdict
@@ -54,7 +56,8 @@ SNIPPET_CHARS = 160
 # such as encoded blobs, are cut, and so is a query's token: it still finds them).
 SEARCH_BUCKETS = 32
 MAX_TOKEN_CHARS = 32
-TOKEN = re.compile(r"[^\W_]+")
+# A word's first MAX_TOKEN_CHARS letters and digits (the lookbehind skips the rest of it).
+TOKEN = re.compile(rf"(?<![^\W_])[^\W_]{{1,{MAX_TOKEN_CHARS}}}")
 
 
 @dataclass(frozen=True)
@@ -206,12 +209,15 @@ class _SearchChunk:
         for number, text in self.search.texts(record):
             if text is not None:
                 by_field[number].append(str(text))
+        # Set operations, not a loop over words: a run holds millions of them.
         masks: dict[str, int] = {}
         for number, texts in by_field.items():
             bit = 1 << number
-            for word in set(TOKEN.findall("\n".join(texts).lower())):
-                token = word[:MAX_TOKEN_CHARS]
-                masks[token] = masks.get(token, 0) | bit
+            words = set(TOKEN.findall("\n".join(texts).lower()))
+            seen = words & masks.keys()
+            masks.update(dict.fromkeys(words - seen, bit))
+            for word in seen:
+                masks[word] |= bit
         row = self.rows << len(self.search.fields)
         for token, mask in masks.items():
             self.postings[token].append(row | mask)
@@ -235,9 +241,8 @@ class _SearchChunk:
 
 def _differences(postings: list[int]) -> str:
     """Ascending postings as hexadecimal differences from the one before (the first: as is)."""
-    return ",".join(
-        format(now - before, "x") for before, now in zip([0, *postings], postings, strict=False)
-    )
+    steps = tuple(map(operator.sub, postings, [0, *postings]))
+    return ("%x," * len(steps) % steps)[:-1]
 
 
 def _shard_file(number: int, records: list[dict[str, Any]]) -> tuple[str, str]:
