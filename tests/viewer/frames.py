@@ -11,6 +11,9 @@ HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script></
 KNOWN_ORDER = [2, 0, 1]
 KNOWN_MODELS = ["model-a", "model-b", "model-c"]
 ASPECTS = ("helpfulness", "honesty")
+# A word written in one rationale only: (prompt, aspect, shuffle, completion).
+RATIONALE_ONLY_WORD = "Quixotically"
+RATIONALE_ONLY_AT = ("p-0033", "honesty", 1, 2)
 
 
 def feedback_frames(
@@ -18,7 +21,9 @@ def feedback_frames(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(completions, aspect_annotations, critiques, overall_scores): "p-known" plus
     `n_prompts - 1` prompts "p-0001"...; every 10th from source "flan" (else "evol"), every
-    7th with a "flipped" fix, every 5th with its shuffles disagreeing, every 11th flagged."""
+    7th with a "flipped" fix, every 5th with its shuffles disagreeing, every 11th flagged,
+    every 13th with an unreadable aspect reply; scores varying by prompt and completion;
+    `RATIONALE_ONLY_WORD` in one rationale (with at least 34 prompts)."""
     completions, aspects, critiques, scores = [], [], [], []
     ids = ["p-known"] + [f"p-{i:04d}" for i in range(1, n_prompts)]
     for n, prompt_id in enumerate(ids):
@@ -46,13 +51,14 @@ def feedback_frames(
                     "suspected_injection": flagged,
                 }
             )
+            overall = float(1 + (n * 7 + idx * 3) % 10)
             scores.append(
                 {
                     "prompt_id": prompt_id,
                     "completion_idx": idx,
-                    "overall_score_original": 10.0 if n % 7 == 3 else 7.0,
-                    "overall_score_fixed": 3.0 if n % 7 == 3 else 7.0,
-                    "fine_grained_score": 3.0,
+                    "overall_score_original": 10.0 if n % 7 == 3 else overall,
+                    "overall_score_fixed": 3.0 if n % 7 == 3 else overall,
+                    "fine_grained_score": 1.0 + (n * 3 + idx) % 9 / 2,
                     "fix_action": "flipped" if n % 7 == 3 and idx == 0 else "kept",
                 }
             )
@@ -62,6 +68,8 @@ def feedback_frames(
                 for position, idx in enumerate(order):
                     rating = 4.0 if not (n % 5 == 2 and shuffle == 1 and idx == 0) else 2.0
                     rationale = f"rated {prompt_id}/{idx}"
+                    if (prompt_id, aspect, shuffle, idx) == RATIONALE_ONLY_AT:
+                        rationale += f" {RATIONALE_ONLY_WORD}"
                     if prompt_id == "p-known" and aspect == "helpfulness" and shuffle == 0:
                         rationale = "Text 1 is clearer than Text 3." if idx == 2 else rationale
                     aspects.append(
@@ -74,7 +82,7 @@ def feedback_frames(
                             "rating": rating,
                             "is_na": False,
                             "rationale": rationale,
-                            "parse_status": "ok" if n % 13 else "no_json",
+                            "parse_status": "ok" if n % 13 else "no_match",
                             "suspected_injection": False,
                         }
                     )

@@ -8,45 +8,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from llm_feedback.viewer import evaluation_site, feedback_site
+from llm_feedback.viewer import evaluation_site
 from llm_feedback.viewer.labels import PAIRWISE_FIELDS, PAIRWISE_LABELS, POINTWISE_FIELDS
-from tests.test_kedro_viz import chromium  # noqa: F401 - the fixture (installs where it may)
 from tests.viewer.cdp import Chromium
 from tests.viewer.frames import (
     HOSTILE,
     KNOWN_MODELS,
     KNOWN_ORDER,
     evaluation_frames,
-    feedback_frames,
 )
 
 ROWS_PER_PAGE = 50
-
-
-@pytest.fixture(scope="module")
-def frames():
-    return feedback_frames(120)
-
-
-@pytest.fixture(scope="module")
-def feedback_dir(tmp_path_factory, frames) -> Path:
-    directory = tmp_path_factory.mktemp("viewer") / "site"
-    feedback_site(*frames, shard_size=16).write(directory)
-    return directory
-
-
-@pytest.fixture
-def browser(chromium, tmp_path) -> Iterator[Chromium]:  # noqa: F811
-    browser = Chromium(chromium, tmp_path / "profile", downloads=tmp_path / "downloads")
-    try:
-        yield browser
-    finally:
-        browser.close()
 
 
 def _count(browser: Chromium) -> int:
@@ -61,6 +35,17 @@ def _set(browser: Chromium, selector: str, value: str | bool) -> None:
         f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
         f"e.{prop} = {json.dumps(value)}; e.dispatchEvent(new Event('{event}')); }})()"
     )
+    _settled(browser)
+
+
+def _settled(browser: Chromium, timeout_s: float = 15) -> None:
+    """Wait while the index is busy (a search loading its files, or waiting for typing to
+    pause)."""
+    deadline = time.monotonic() + timeout_s
+    while browser.evaluate("document.documentElement.hasAttribute('data-busy')"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the index stayed busy; errors: {browser.errors}")
+        time.sleep(0.02)
 
 
 def test_the_index_renders_and_filters_change_the_row_count(
@@ -82,8 +67,8 @@ def test_the_index_renders_and_filters_change_the_row_count(
     _set(browser, "select[data-filter=source]", "flan")
     assert _count(browser) == flan
     _set(browser, "select[data-filter=source]", "")
-    bad = aspects.loc[aspects["parse_status"] == "no_json", "prompt_id"].nunique()
-    _set(browser, "select[data-filter=statuses]", "no_json")
+    bad = aspects.loc[aspects["parse_status"] == "no_match", "prompt_id"].nunique()
+    _set(browser, "select[data-filter=statuses]", "no_match")
     assert _count(browser) == bad
     _set(browser, "select[data-filter=statuses]", "")
     spread = aspects.groupby(["prompt_id", "aspect", "completion_idx"])["rating"].nunique()

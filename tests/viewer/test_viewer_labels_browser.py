@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 from llm_feedback.validation.formats import read_samples, read_viewer_labels
-from tests.test_kedro_viz import chromium  # noqa: F401 - the fixture (installs where it may)
 from tests.viewer.cdp import Chromium
-from tests.viewer.test_viewer_browser import _set, feedback_dir, frames  # noqa: F401 - fixtures
+from tests.viewer.test_viewer_browser import _set
 
 
 def _download(binary: str, page: str, root: Path, name: str, clicks) -> str:
@@ -48,7 +47,7 @@ def _score(browser: Chromium, idx: int, value: str, aspect: str = "") -> None:
     )
 
 
-def test_two_reviewers_sessions_read_back_as_gold(chromium, feedback_dir, frames, tmp_path):  # noqa: F811
+def test_two_reviewers_sessions_read_back_as_gold(chromium, feedback_dir, frames, tmp_path):
     page = f"file://{feedback_dir}/page.html?id=p-known&shard=0"
 
     def first(browser: Chromium) -> None:

@@ -2,17 +2,19 @@
 reference (gold) when given, and either every judged response (model, score, correctness,
 parse status, the judge's reasoning, the recorded gold score) or every pairwise judgment
 (both responses, the verdict with A shown first and with B shown first, the outcome and
-whether the two orders agree); an index row per instance for the filters."""
+whether the two orders agree); an index row per instance for the filters, and a full-text
+index of the questions, responses, the judge's replies and the references."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.errors import require_columns
-from llm_feedback.viewer.site import SHARD_SIZE, Filter, StaticSite, column, snippet
+from llm_feedback.viewer.site import SHARD_SIZE, Filter, Search, StaticSite, column, snippet
 
 PAIRWISE = "pairwise"
 INDEX_COLUMNS = (
@@ -33,6 +35,7 @@ FILTERS = (
     Filter("disagreement", "orders or replicates disagree", "flag"),
     Filter("flagged", "differs from gold score", "flag"),
 )
+SEARCH_FIELDS = ("question", "responses", "judge replies", "reference")
 POINTWISE_FIELDS = {
     "model": "model",
     "turn": "turn",
@@ -121,7 +124,21 @@ def evaluation_site(
         filters=FILTERS,
         entries=functools.partial(zip, rows, ordered),
         shard_size=shard_size,
+        search=Search(SEARCH_FIELDS, _search_texts),
+        headings={"text": ("question", "the question's first characters")},
+        descending=("disagreement", "flagged"),
     )
+
+
+def _search_texts(record: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    yield from ((0, record[key]) for key in ("id", "question", "prior_question"))
+    yield 3, record["reference"]
+    for row in record["rows"]:
+        yield 1, row["response"]
+        yield 2, row["reasoning"]
+    for pair in record["pairs"]:
+        yield from ((1, pair[key]) for key in ("response_a", "response_b"))
+        yield from ((2, pair[key]) for key in ("raw_a_first", "raw_b_first"))
 
 
 def _responses(samples: pd.DataFrame) -> dict[tuple[Any, ...], Any]:

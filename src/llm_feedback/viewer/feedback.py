@@ -1,7 +1,11 @@
 """The annotate run's judgment site: one record per prompt (instruction, completions with
 model, principle, critique, overall score and fix action, each aspect's ratings and
 rationales per shuffle with the position each completion was shown at) and an index row per
-prompt for the filters.
+prompt for the filters and the sortable columns: the completions' mean overall and
+fine-grained scores, the spread of their mean ratings, how far one completion's rating on
+one aspect moves between shuffles, and the prompt's flags. Aspects are listed in
+UltraFeedback's order, any other aspect after them alphabetically. The full-text index
+covers the instruction (and id), the responses, the aspect rationales and the critiques.
 
 `aspect_annotations` records, per row, the completion (`completion_idx`) and the position it
 was shown at in that call (`position`, 0-based: the judge's "Text 1" is position 0), so the
@@ -10,6 +14,7 @@ page maps a rationale's "Text N" back to the completion shown there in the same 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +24,9 @@ import pandas as pd
 
 from llm_feedback.errors import require_columns
 from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, rows_by_prompt, table_chunks
-from llm_feedback.viewer.site import SHARD_SIZE, Filter, StaticSite, column, snippet
+from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
+from llm_feedback.schema import ULTRAFEEDBACK_ASPECTS
+from llm_feedback.viewer.site import SHARD_SIZE, Filter, Search, StaticSite, column, snippet
 
 Table = pd.DataFrame | ParquetSource
 
@@ -63,12 +70,34 @@ INDEX_COLUMNS = (
     "source",
     "text",
     "models",
+    "overall",
+    "fine",
+    "spread",
+    "shuffle",
+    "flags",
     "fix_actions",
     "statuses",
     "disagreement",
     "flagged",
 )
+DISPLAY = ("id", "source", "text", "models", "overall", "fine", "spread", "shuffle", "flags")
+HEADINGS = {
+    "text": ("instruction", "the instruction's first characters"),
+    "overall": ("overall", "the completions' mean overall score (fixed where fixed)"),
+    "fine": ("fine-grained", "the completions' mean fine-grained score"),
+    "spread": (
+        "spread",
+        "best minus worst completion, each by its mean rating over aspects and shuffles",
+    ),
+    "shuffle": (
+        "shuffle Δ",
+        "the most one completion's rating on one aspect moves between shuffles",
+    ),
+    "flags": ("flags", "suspected injection, unreadable reply, no reply, score fix"),
+}
+PRESETS = (("worst first", "overall", "asc"), ("most contested first", "shuffle", "desc"))
 FILTERS = (
+    Filter("flags", "flag"),
     Filter("fix_actions", "fix action"),
     Filter("statuses", "parse status"),
     Filter("source", "source"),
@@ -76,6 +105,11 @@ FILTERS = (
     Filter("disagreement", "shuffles disagree", "flag"),
     Filter("flagged", "suspected injection", "flag"),
 )
+# The flags column's words; a fix other than "kept" adds "fix: <action>".
+INJECTION, UNREADABLE_FLAG, NO_REPLY = "injection", "unreadable", "no reply"
+SEARCH_FIELDS = ("instruction", "responses", "rationales", "critiques")
+# Where UltraFeedback's aspects sort; others after them, alphabetically.
+ASPECT_RANK = {aspect: rank for rank, aspect in enumerate(ULTRAFEEDBACK_ASPECTS)}
 
 
 def feedback_site(
@@ -105,13 +139,27 @@ def feedback_site(
         title=title,
         unit="prompts",
         columns=INDEX_COLUMNS,
-        display=("id", "source", "text", "models", "fix_actions", "statuses", "disagreement"),
+        display=DISPLAY,
         filters=FILTERS,
         entries=_Entries(
             completions, aspect_annotations, critiques, overall_scores, prompts_per_chunk
         ),
         shard_size=shard_size,
+        search=Search(SEARCH_FIELDS, _search_texts),
+        headings=HEADINGS,
+        descending=("spread", "shuffle", "flags"),
+        presets=PRESETS,
     )
+
+
+def _search_texts(record: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    yield 0, record["id"]
+    yield 0, record["instruction"]
+    for completion in record["completions"]:
+        yield 1, completion["response"]
+        yield 3, completion["critique"]
+    for aspect in record["aspects"]:
+        yield 2, aspect[6]
 
 
 @dataclass(frozen=True)
@@ -171,6 +219,11 @@ def _chunk_entries(
             record["source"],
             snippet(record["instruction"]),
             sorted(fact.models),
+            _mean(fact.overall),
+            _mean(fact.fine),
+            fact.spread(),
+            fact.shuffle_range(),
+            fact.flags(),
             sorted(fact.fix_actions),
             sorted(fact.statuses),
             fact.disagreement(),
@@ -185,6 +238,15 @@ def _complete(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return frame.assign(**missing)[list(columns)] if missing else frame[list(columns)]
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 2) if values else None
+
+
+def _number(value: Any) -> float | None:
+    """A score as a float; None for a missing one (None or NaN)."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
 class _Facts:
     """What a prompt's index row says about it, gathered while its record is built."""
 
@@ -193,11 +255,35 @@ class _Facts:
         self.fix_actions: set[str] = set()
         self.statuses: set[str] = set()
         self.flagged = False
+        self.overall: list[float] = []
+        self.fine: list[float] = []
         self.ratings: dict[tuple[str, int], set[Any]] = defaultdict(set)
+        # Numeric ratings: per (aspect, completion) across shuffles, and per completion.
+        self.numeric: dict[tuple[str, int], list[float]] = defaultdict(list)
+        self.by_completion: dict[int, list[float]] = defaultdict(list)
 
     def disagreement(self) -> bool:
         """Some completion got different ratings for one aspect in different shuffles."""
         return any(len(ratings) > 1 for ratings in self.ratings.values())
+
+    def shuffle_range(self) -> float | None:
+        """The largest max - min of one completion's ratings on one aspect over shuffles;
+        None where no completion was rated twice on an aspect (one shuffle)."""
+        ranges = [max(r) - min(r) for r in self.numeric.values() if len(r) > 1]
+        return round(max(ranges), 2) if ranges else None
+
+    def spread(self) -> float | None:
+        """Best minus worst completion by mean rating; None with fewer than two rated."""
+        means = [sum(r) / len(r) for r in self.by_completion.values()]
+        return round(max(means) - min(means), 2) if len(means) > 1 else None
+
+    def flags(self) -> list[str]:
+        found = [INJECTION] if self.flagged else []
+        if self.statuses & set(UNREADABLE):
+            found.append(UNREADABLE_FLAG)
+        if self.statuses & {CALL_FAILED, SKIPPED_TOO_LONG}:
+            found.append(NO_REPLY)
+        return found + [f"fix: {action}" for action in sorted(self.fix_actions - {"kept"})]
 
 
 def _add_completions(records: list[dict], facts: list[_Facts], frame: pd.DataFrame) -> None:
@@ -237,6 +323,12 @@ def _add_completions(records: list[dict], facts: list[_Facts], frame: pd.DataFra
             }
         )
         fact.models.add(row["model"])
+        overall = _number(row["overall_score_fixed"])
+        overall = _number(row["overall_score_original"]) if overall is None else overall
+        if overall is not None:
+            fact.overall.append(overall)
+        if (fine := _number(row["fine_grained_score"])) is not None:
+            fact.fine.append(fine)
         if row["fix_action"] is not None:
             fact.fix_actions.add(row["fix_action"])
         if row["critique_status"] is not None:
@@ -248,9 +340,10 @@ def _add_aspects(
     records: list[dict], facts: list[_Facts], frame: pd.DataFrame, number: dict[str, int]
 ) -> None:
     frame = frame.loc[frame["prompt_id"].isin(number.keys())]
-    frame = frame.assign(_prompt=frame["prompt_id"].map(number)).sort_values(
-        ["_prompt", "aspect", "shuffle_idx", "position"], kind="stable"
-    )
+    frame = frame.assign(
+        _prompt=frame["prompt_id"].map(number),
+        _rank=frame["aspect"].map(ASPECT_RANK).fillna(len(ASPECT_RANK)),
+    ).sort_values(["_prompt", "_rank", "aspect", "shuffle_idx", "position"], kind="stable")
     names = ["_prompt", *ASPECT_COLUMNS[1:]]
     for prompt, idx, aspect, shuffle, position, rating, is_na, rationale, status, flag in zip(
         *(column(frame, name) for name in names), strict=True
@@ -259,6 +352,10 @@ def _add_aspects(
             [aspect, shuffle, position, idx, rating, bool(is_na), rationale, status, bool(flag)]
         )
         fact = facts[prompt]
-        fact.statuses.add(status)
+        if status is not None:
+            fact.statuses.add(status)
         fact.flagged = fact.flagged or bool(flag)
         fact.ratings[(aspect, idx)].add("N/A" if is_na else rating)
+        if not is_na and (value := _number(rating)) is not None:
+            fact.numeric[(aspect, idx)].append(value)
+            fact.by_completion[idx].append(value)

@@ -123,6 +123,92 @@
       } })]);
   }
 
+  // ---- index state, kept in the URL's hash: a visit to a record page and back (its
+  // "← index" link or the browser's back button) finds the filters, search, order and page
+  // as they were ----
+  function readState(site) {
+    var hash = new URLSearchParams(location.hash.slice(1));
+    var state = { q: hash.get("q") || "", scope: hash.get("in") || "", sort: hash.get("sort") || "",
+      dir: hash.get("dir") === "desc" ? "desc" : "asc",
+      page: Math.max(0, (parseInt(hash.get("page"), 10) || 1) - 1), filters: {} };
+    site.filters.forEach(function (f) {
+      var value = hash.get("f." + f.column);
+      if (value !== null) state.filters[f.column] = f.type === "flag" ? value === "1" : value;
+    });
+    if (site.display.indexOf(state.sort) < 0) state.sort = "";
+    if (!site.search || site.search.fields.indexOf(state.scope) < 0) state.scope = "";
+    return state;
+  }
+  function stateHash(state) {
+    var hash = new URLSearchParams();
+    if (state.q) hash.set("q", state.q);
+    if (state.scope) hash.set("in", state.scope);
+    Object.keys(state.filters).forEach(function (name) {
+      var value = state.filters[name];
+      if (value === true) hash.set("f." + name, "1");
+      else if (value) hash.set("f." + name, value);
+    });
+    if (state.sort) { hash.set("sort", state.sort); hash.set("dir", state.dir); }
+    if (state.page) hash.set("page", String(state.page + 1));
+    return hash.toString();
+  }
+  function busy(on) {
+    if (on) document.documentElement.setAttribute("data-busy", "1");
+    else document.documentElement.removeAttribute("data-busy");
+  }
+
+  // ---- full-text search (index format: llm_feedback.viewer.site) ----
+  var searchFiles = {}, requested = {};
+  LLMF.search = function (chunk, bucket, postings) { searchFiles[chunk + "-" + bucket] = postings; };
+  function need(src) {
+    if (!requested[src]) {
+      requested[src] = new Promise(function (resolve) {
+        loadScript(src, function (error) { resolve(error instanceof Error ? error : null); });
+      });
+    }
+    return requested[src];
+  }
+  function queryTokens(query, maxChars) {
+    return (query.toLowerCase().match(/[\p{L}\p{N}]+/gu) || []).map(function (token) {
+      return Array.from(token).slice(0, maxChars).join("");
+    });
+  }
+  // A query token finds the tokens it begins; one of one character, only itself.
+  function tokenMatches(token, query) {
+    return token === query || (query.length > 1 && token.lastIndexOf(query, 0) === 0);
+  }
+  // Rows (by index position) holding every query token in a field of `scopeMask`:
+  // { hits: Uint8Array, failed: files that did not load }.
+  function searchRows(site, tokens, scopeMask, total) {
+    var spec = site.search, unit = 1 << spec.fields.length, loads = [];
+    function bucket(token) { return token.codePointAt(0) % spec.buckets; }
+    tokens.forEach(function (token) {
+      for (var c = 0; c < site.n_chunks; c++) {
+        loads.push(need("data/search-" + pad(c, 4) + "-" + pad(bucket(token), 2) + ".js"));
+      }
+    });
+    return Promise.all(loads).then(function (errors) {
+      var hits = null;
+      tokens.forEach(function (query) {
+        var found = new Uint8Array(total);
+        for (var c = 0; c < site.n_chunks; c++) {
+          var postings = searchFiles[c + "-" + bucket(query)] || {}, base = c * site.chunk_rows;
+          Object.keys(postings).forEach(function (token) {
+            if (!tokenMatches(token, query)) return;
+            var code = 0, steps = postings[token].split(",");
+            for (var i = 0; i < steps.length; i++) {
+              code += parseInt(steps[i], 16);
+              if (code & scopeMask) found[base + Math.floor(code / unit)] = 1;
+            }
+          });
+        }
+        if (hits) for (var i = 0; i < total; i++) hits[i] &= found[i];
+        else hits = found;
+      });
+      return { hits: hits, failed: errors.filter(Boolean).length };
+    });
+  }
+
   // ---- index ----
   function indexPage() {
     var site = LLMF.site, pending = site.n_chunks, rows = [];
@@ -136,77 +222,191 @@
       });
     }
   }
+  // A cell's sort key: numbers as they are, yes/no as 1/0, a list by its length.
+  function sortKey(value) {
+    if (value === null || value === undefined) return null;
+    if (typeof value === "boolean") return value ? 1 : 0;
+    if (Array.isArray(value)) return value.length;
+    return typeof value === "string" ? value.toLowerCase() : value;
+  }
   function renderIndex(rows) {
-    var site = LLMF.site, col = {};
+    var site = LLMF.site, col = {}, state = readState(site);
+    var hits = null, searchNote = "", searchSeq = 0, timer = null, shown = [];
     site.columns.forEach(function (name, i) { col[name] = i; });
-    var state = { page: 0, search: "", filters: {} };
+    function heading(name) { return (site.headings[name] || [name])[0]; }
+    function remember() {
+      var hash = stateHash(state);
+      history.replaceState(null, "", hash ? "#" + hash : location.pathname + location.search);
+    }
+
     var filters = document.getElementById("filters");
     site.filters.forEach(function (f) {
-      var control;
+      var control, want = state.filters[f.column];
       if (f.type === "flag") {
-        control = el("input", { type: "checkbox", "data-filter": f.column });
+        control = el("input", { type: "checkbox", "data-filter": f.column, checked: !!want });
         control.onchange = function () { state.filters[f.column] = control.checked; update(); };
       } else {
         control = el("select", { "data-filter": f.column }, [el("option", { value: "", text: "(any)" })]);
         (site.values[f.column] || []).forEach(function (v) {
-          control.appendChild(el("option", { value: v, text: v }));
+          control.appendChild(el("option", { value: v, text: v, selected: v === want }));
         });
         control.onchange = function () { state.filters[f.column] = control.value; update(); };
       }
       filters.appendChild(el("label", {}, [f.label + " ", control]));
     });
-    var search = el("input", { id: "search", type: "search", placeholder: "search id or text" });
-    search.oninput = function () { state.search = search.value.toLowerCase(); update(); };
-    filters.appendChild(el("label", {}, ["search ", search]));
-    var head = document.querySelector("#rows thead");
-    head.appendChild(el("tr", {}, site.display.map(function (name) { return el("th", { text: name }); })));
-    var shown = rows;
+    var search = el("input", { id: "search", type: "search", value: state.q,
+      placeholder: site.search ? "words in any text" : "search id or text" });
+    search.oninput = function () {
+      state.q = search.value;
+      busy(true);
+      clearTimeout(timer);
+      timer = setTimeout(function () { find(update); }, 200);
+    };
+    var searchBox = el("label", {}, ["search ", search]);
+    if (site.search) {
+      var scope = el("select", { id: "search-in" }, [el("option", { value: "", text: "everywhere" })]);
+      site.search.fields.forEach(function (name) {
+        scope.appendChild(el("option", { value: name, text: "in " + name, selected: name === state.scope }));
+      });
+      scope.onchange = function () { state.scope = scope.value; busy(true); find(update); };
+      searchBox.appendChild(scope);
+    }
+    filters.appendChild(searchBox);
+
+    var sorting = document.getElementById("sorting");
+    sorting.appendChild(document.createTextNode("order: "));
+    site.presets.concat([["index order", "", "asc"]]).forEach(function (preset) {
+      sorting.appendChild(el("button", { cls: "preset", text: preset[0], "data-sort": preset[1],
+        onclick: function () { state.sort = preset[1]; state.dir = preset[2]; update(); } }));
+    });
+    var headRow = el("tr", {}, site.display.map(function (name) {
+      var hint = (site.headings[name] || [])[1];
+      return el("th", { "data-column": name, title: hint || "" }, [el("button", { cls: "sort",
+        text: heading(name), onclick: function () {
+          var first = site.descending.indexOf(name) >= 0 ? "desc" : "asc";
+          if (state.sort !== name) { state.sort = name; state.dir = first; }
+          else if (state.dir === first) state.dir = first === "asc" ? "desc" : "asc";
+          else state.sort = "";
+          update();
+        } })]);
+    }));
+    document.querySelector("#rows thead").appendChild(headRow);
+
     function matches(row) {
       for (var i = 0; i < site.filters.length; i++) {
         var f = site.filters[i], want = state.filters[f.column], value = row[col[f.column]];
         if (f.type === "flag") { if (want && !value) return false; }
         else if (want && (Array.isArray(value) ? value.indexOf(want) < 0 : value !== want)) return false;
       }
-      if (state.search) {
+      if (!site.search && state.q) {
         var hay = (row[col.id] + "\n" + row[col.text]).toLowerCase();
-        if (hay.indexOf(state.search) < 0) return false;
+        if (hay.indexOf(state.q.toLowerCase()) < 0) return false;
       }
       return true;
     }
-    function update() { state.page = 0; shown = rows.filter(matches); draw(); }
+    // Runs the search of state.q, then `done` (the latest search only).
+    function find(done) {
+      var seq = ++searchSeq;
+      var tokens = site.search ? queryTokens(state.q, site.search.max_token_chars) : [];
+      if (!tokens.length) { hits = null; searchNote = ""; done(); return; }
+      var fields = site.search.fields, mask = state.scope ? 1 << fields.indexOf(state.scope) : (1 << fields.length) - 1;
+      busy(true);
+      searchRows(site, tokens, mask, rows.length).then(function (result) {
+        if (seq !== searchSeq) return;
+        hits = result.hits;
+        searchNote = result.failed ? " · " + result.failed + " search files did not load" : "";
+        done();
+      });
+    }
+    function update() { state.page = 0; refresh(); }
+    function refresh() {
+      shown = [];
+      for (var i = 0; i < rows.length; i++) if ((!hits || hits[i]) && matches(rows[i])) shown.push(i);
+      if (state.sort) {
+        var c = col[state.sort], sign = state.dir === "desc" ? -1 : 1;
+        var keys = shown.map(function (i) { return sortKey(rows[i][c]); });
+        var at = shown.map(function (_, k) { return k; });
+        at.sort(function (a, b) {
+          var x = keys[a], y = keys[b];
+          if (x === null || y === null) return x === y ? a - b : (x === null ? 1 : -1);
+          return x < y ? -sign : x > y ? sign : a - b;  // missing values last; ties in index order
+        });
+        shown = at.map(function (k) { return shown[k]; });
+      }
+      draw();
+      busy(false);
+    }
+    function pager(nav, pages) {
+      nav.textContent = "";
+      function go(page) {
+        state.page = Math.min(Math.max(0, page), pages - 1);
+        draw();
+        window.scrollTo(0, 0);
+      }
+      var top = nav.id === "pager";
+      function button(id, label, page, disabled) {
+        nav.appendChild(el("button", { id: top ? id : "", cls: id, text: label, disabled: disabled,
+          onclick: function () { go(page); } }));
+      }
+      button("first", "« first", 0, state.page === 0);
+      button("prev", "← previous", state.page - 1, state.page === 0);
+      if (top) {
+        var jump = el("input", { id: "page-jump", type: "number", min: 1, max: pages, value: state.page + 1 });
+        jump.onchange = function () { var n = parseInt(jump.value, 10); if (n > 0) go(n - 1); };
+        nav.appendChild(el("label", {}, ["page ", jump, " of " + pages]));
+      } else nav.appendChild(el("span", { text: "page " + (state.page + 1) + " of " + pages }));
+      button("next", "next →", state.page + 1, state.page + 1 >= pages);
+      button("last", "last »", pages - 1, state.page + 1 >= pages);
+    }
+    function cell(name, row) {
+      var value = row[col[name]];
+      if (name === "id") {
+        var query = new URLSearchParams({ id: row[col.id], shard: row[col.shard] });
+        return el("td", {}, [el("a", { href: "page.html?" + query.toString() + "#" + stateHash(state), text: value })]);
+      }
+      if (name === "flags") {
+        return el("td", { cls: "flags" }, (value || []).map(function (flag) {
+          return badge(flag, flag.lastIndexOf("fix:", 0) === 0 ? "warn" : "bad");
+        }));
+      }
+      if (typeof value === "number") return el("td", { cls: "number", text: String(value) });
+      if (Array.isArray(value)) value = value.join(", ");
+      else if (value === true || value === false) value = value ? "yes" : "";
+      return el("td", { cls: name === "text" ? "snippet" : "", text: text(value) });
+    }
     function draw() {
+      var pages = Math.max(1, Math.ceil(shown.length / PAGE_ROWS));
+      state.page = Math.min(state.page, pages - 1);
+      remember();
       var body = document.querySelector("#rows tbody");
       body.textContent = "";
-      var pages = Math.max(1, Math.ceil(shown.length / PAGE_ROWS));
-      shown.slice(state.page * PAGE_ROWS, (state.page + 1) * PAGE_ROWS).forEach(function (row) {
-        body.appendChild(el("tr", { cls: "row" }, site.display.map(function (name) {
-          var value = row[col[name]];
-          if (name === "id") {
-            var query = new URLSearchParams({ id: row[col.id], shard: row[col.shard] });
-            return el("td", {}, [el("a", { href: "page.html?" + query.toString(), text: value })]);
-          }
-          if (Array.isArray(value)) value = value.join(", ");
-          else if (value === true || value === false) value = value ? "yes" : "";
-          return el("td", { text: text(value) });
-        })));
+      shown.slice(state.page * PAGE_ROWS, (state.page + 1) * PAGE_ROWS).forEach(function (i) {
+        body.appendChild(el("tr", { cls: "row" }, site.display.map(function (name) { return cell(name, rows[i]); })));
+      });
+      headRow.childNodes.forEach(function (th) {
+        var name = th.getAttribute("data-column"), on = name === state.sort;
+        th.setAttribute("aria-sort", on ? (state.dir === "asc" ? "ascending" : "descending") : "none");
+        th.firstChild.textContent = heading(name) + (on ? (state.dir === "asc" ? " ▲" : " ▼") : "");
+      });
+      sorting.querySelectorAll("button").forEach(function (b) {
+        var preset = site.presets.filter(function (p) { return p[0] === b.textContent; })[0];
+        b.classList.toggle("chosen", preset ? preset[1] === state.sort && preset[2] === state.dir : !state.sort);
       });
       document.getElementById("count").textContent =
-        shown.length + " of " + rows.length + " " + site.unit + " (page " + (state.page + 1) + " of " + pages + ")";
-      var pager = document.getElementById("pager");
-      pager.textContent = "";
-      pager.appendChild(el("button", { id: "prev", text: "← previous", disabled: state.page === 0,
-        onclick: function () { state.page--; draw(); } }));
-      pager.appendChild(el("button", { id: "next", text: "next →", disabled: state.page + 1 >= pages,
-        onclick: function () { state.page++; draw(); } }));
+        shown.length + " of " + rows.length + " " + site.unit + " (page " + (state.page + 1) + " of " + pages + ")" + searchNote;
+      pager(document.getElementById("pager"), pages);
+      pager(document.getElementById("pager-bottom"), pages);
     }
-    update();
-    markReady();
+    find(function () { refresh(); markReady(); });
   }
 
   // ---- record pages ----
+  // The index's state travels in the hash: "← index" goes back to it, and the words
+  // searched for are marked.
   function recordPage() {
     var query = new URLSearchParams(location.search);
     var id = query.get("id"), shard = Number(query.get("shard"));
+    document.getElementById("back").href = "index.html" + location.hash;
     loadScript("data/shard-" + pad(shard, 5) + ".js", function () {
       var record = (shards[shard] || {})[id];
       var main = document.getElementById("record");
@@ -215,8 +415,37 @@
       if (!record) main.appendChild(el("p", { text: "no record " + id + " in shard " + shard }));
       else if (LLMF.site.kind === "feedback") feedbackRecord(main, record);
       else evaluationRecord(main, record);
+      var searched = new URLSearchParams(location.hash.slice(1)).get("q");
+      if (searched && LLMF.site.search) {
+        var marks = markWords(main, queryTokens(searched, LLMF.site.search.max_token_chars));
+        document.getElementById("found").textContent =
+          marks.length + " place" + (marks.length === 1 ? "" : "s") + " matching “" + searched + "”";
+        if (marks.length) marks[0].scrollIntoView({ block: "center" });
+      }
       markReady();
     });
+  }
+  // Wraps the words of the page's texts that a query token finds in <mark> (text nodes
+  // split, never markup parsed); the marks in document order.
+  function markWords(root, tokens) {
+    var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), nodes = [], node, marks = [];
+    while ((node = walker.nextNode())) if (node.parentNode.closest(".text")) nodes.push(node);
+    nodes.forEach(function (node) {
+      var value = node.nodeValue, last = 0, words = /[\p{L}\p{N}]+/gu, m, parts = null;
+      while ((m = words.exec(value)) !== null) {
+        var word = m[0].toLowerCase();
+        if (!tokens.some(function (token) { return tokenMatches(word, token); })) continue;
+        parts = parts || document.createDocumentFragment();
+        parts.appendChild(document.createTextNode(value.slice(last, m.index)));
+        marks.push(parts.appendChild(el("mark", { text: m[0] })));
+        last = m.index + m[0].length;
+      }
+      if (parts) {
+        parts.appendChild(document.createTextNode(value.slice(last)));
+        node.parentNode.replaceChild(parts, node);
+      }
+    });
+    return marks;
   }
   function statusBadge(status) {
     return badge(text(status), status === "ok" || status === "exact_match" ? "" : "bad");
