@@ -310,6 +310,7 @@ def push_to_hub(
                 settings=settings,
                 judge_card=validation,
                 workdir=Path(workdir),
+                contamination=context.catalog.load("contamination_counts"),
             )
         except (ConfigError, InputError) as error:
             raise OneLineError(str(error)) from None

@@ -27,6 +27,7 @@ from llm_feedback.hub_card import (
     COUNTED_COLUMNS,
     DEFAULT_LICENSE,
     CardFacts,
+    contamination_rows,
     counts_of,
     dataset_card,
 )
@@ -134,11 +135,13 @@ def build_push(
     settings: Mapping[str, Any] | None = None,
     judge_card: str | None = None,
     workdir: Path | None = None,
+    contamination: pd.DataFrame | None = None,
 ) -> HubPush:
     """Check and build a push of `table` (the dataset `name`) to `repo_id`, with its card;
     sends nothing. `public_only` (default: True for `ultrafeedback`) drops our own columns;
     `judge`, `settings` (see `hub_card.run_settings`) and `judge_card` (the judge's
-    validation, markdown) go into the card. A `ParquetSource` is read a batch at a time
+    validation, markdown) go into the card, and `contamination` (`contamination_counts`).
+    A `ParquetSource` is read a batch at a time
     and pushed from an Arrow file in `workdir` (which must outlive the push), so a table
     of a million prompts is never held."""
     try:
@@ -188,6 +191,7 @@ def build_push(
         settings=dict(settings or {}),
         license=license,
         features=features._to_yaml_list(),
+        contamination=contamination_rows(contamination),
         **counts,
     )
     card = dataset_card(facts, judge_card)

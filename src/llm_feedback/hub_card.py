@@ -73,6 +73,9 @@ class CardFacts:
     settings: Mapping[str, Any] = field(default_factory=dict)
     license: str = DEFAULT_LICENSE
     features: list[dict[str, Any]] | None = None  # datasets' YAML feature list
+    # The prompts' check against evaluation benchmarks: `contamination_counts` rows (one
+    # per benchmark); empty when none was checked.
+    contamination: tuple[Mapping[str, Any], ...] = ()
 
 
 def size_category(n_rows: int) -> str:
@@ -255,6 +258,42 @@ def _table(counts: Mapping[str, int], what: str) -> list[str]:
     return lines
 
 
+def contamination_section(counts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The card's (and the report's) "Decontamination" lines: how the prompts were checked
+    against evaluation benchmarks and how many matched, were removed or flagged per
+    benchmark; or that they were not checked.
+
+    Args:
+        counts: `contamination_counts` rows (`contamination.overlap.COUNT_COLUMNS`).
+
+    Returns:
+        Markdown lines.
+    """
+    rows = list(counts)
+    if not rows:
+        return [
+            "The prompts were not checked against any evaluation benchmark "
+            "(`decontamination.benchmarks` was not set): overlap with benchmarks is unknown."
+        ]
+    checked = int(rows[0]["prompts_checked"])
+    lines = [
+        f"The {checked:,} prompts were checked against {len(rows)} evaluation benchmark(s) "
+        f"by {markdown_text(str(rows[0]['method']))}. The table counts the prompts matching "
+        "each benchmark and what was done with them; the matches, each with its benchmark "
+        "item, are in `prompt_contamination`.",
+        "",
+        "| benchmark | items | prompts matched | of which equal | removed | flagged |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {table_cell_text(str(row['benchmark']))} | {int(row['items']):,} | "
+        f"{int(row['matched']):,} | {int(row['exact']):,} | {int(row['removed']):,} | "
+        f"{int(row['flagged']):,} |"
+        for row in rows
+    ]
+    return lines
+
+
 def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
     """The README.md text: `---` YAML metadata `---`, then the body."""
     metadata = yaml.safe_dump(card_metadata(facts), sort_keys=False, allow_unicode=True)
@@ -301,6 +340,10 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         "",
         *_table(facts.sources, "source"),
         "",
+        "## Decontamination",
+        "",
+        *contamination_section(facts.contamination),
+        "",
         "## Parameters",
         "",
         code_fence(yaml.safe_dump(dict(facts.settings), sort_keys=False).rstrip() or "{}", "yaml"),
@@ -339,10 +382,12 @@ def export_card(
     parameters: Mapping[str, Any],
     features: list[dict[str, Any]] | None = None,
     judge_card: str | None = None,
+    contamination: pd.DataFrame | None = None,
 ) -> str:
     """The card written beside the `ultrafeedback` export, counted from the run's
     `completions` (one export row per prompt) and describing the default push: the public
-    columns. `kedro push-to-hub` builds its own card from the data it sends."""
+    columns; `contamination` is `contamination_counts`. `kedro push-to-hub` builds its own
+    card from the data it sends."""
     from llm_feedback.schema import ULTRAFEEDBACK_ARROW_SCHEMA, ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 
     judge, settings = run_settings(parameters)
@@ -361,5 +406,14 @@ def export_card(
         judge=judge,
         settings=settings,
         features=features,
+        contamination=contamination_rows(contamination),
     )
     return dataset_card(facts, judge_card)
+
+
+def contamination_rows(counts: pd.DataFrame | None) -> tuple[Mapping[str, Any], ...]:
+    """`contamination_counts` as `CardFacts.contamination`: its rows, none when the table is
+    missing or empty (no benchmark checked)."""
+    if counts is None or counts.empty:
+        return ()
+    return tuple(counts.to_dict("records"))

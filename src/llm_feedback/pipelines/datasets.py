@@ -425,3 +425,36 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
 
     def _exists(self) -> bool:
         return True
+
+
+class OptionalCSVDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
+    """A CSV table one stage writes and later stages read: before it is first written (a
+    data root made by an older version, or a stage run on its own) it loads as an empty
+    frame, which the readers take as "not measured". `type:
+    llm_feedback.pipelines.datasets.OptionalCSVDataset`, `filepath`."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._filepath = filepath
+        self._fs, self._path = fsspec.core.url_to_fs(filepath)
+        protocol = self._fs.protocol
+        self._protocol = protocol if isinstance(protocol, str) else protocol[0]
+        self.metadata = metadata
+
+    def load(self) -> pd.DataFrame:
+        if not self._fs.exists(self._path):
+            return pd.DataFrame()
+        with self._fs.open(self._path, "rb") as handle:
+            return pd.read_csv(handle)
+
+    def save(self, data: pd.DataFrame) -> None:
+        encoded = data.to_csv(index=False).encode("utf-8")
+        replace_atomically(self._fs, self._protocol, self._path, lambda h: h.write(encoded))
+
+    def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        return TablePreview(table_preview(self.load(), nrows))
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": self._filepath}
+
+    def _exists(self) -> bool:
+        return self._fs.exists(self._path)

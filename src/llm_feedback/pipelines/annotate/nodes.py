@@ -9,6 +9,8 @@ writes one a row group at a time, as it writes a DataFrame, and loads a DataFram
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.export import UltraFeedbackExport
 from llm_feedback.annotation.rescore import overall_scores_table
@@ -119,8 +121,15 @@ def export_ultrafeedback(
 CARD_COLUMNS = ["prompt_id", "source", "model", "principle"]
 
 
-def card_of_export(completions: Completions, parameters: Mapping[str, Any]) -> str:
+def card_of_export(
+    completions: Completions, parameters: Mapping[str, Any], contamination_counts: pd.DataFrame
+) -> str:
     """The dataset card beside the export, its `dataset_info` features those of the public
-    columns."""
+    columns, its decontamination counts those of the sample stage."""
     features = feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
-    return export_card(as_frame(completions, CARD_COLUMNS), parameters, features)
+    return export_card(
+        as_frame(completions, CARD_COLUMNS),
+        parameters,
+        features,
+        contamination=contamination_counts,
+    )

@@ -42,7 +42,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 card_of_export,
-                ["completions", "parameters"],
+                ["completions", "parameters", "contamination_counts"],
                 "ultrafeedback_card",
                 name="write_ultrafeedback_card",
             ),

@@ -18,6 +18,7 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.hub_card import contamination_rows, contamination_section
 from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
@@ -186,6 +187,7 @@ def render_report(
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
+    contamination_counts: pd.DataFrame,
     **tables: pd.DataFrame,
 ) -> str:
     params = report_params(report)
@@ -214,4 +216,7 @@ def render_report(
         caveat=standing.caveat,
         viewer=viewer_link(judgment_viewer),
     )
-    return text + judge_card_section(judge_cards, identity["judge_key"])
+    decontamination = "\n## Decontamination\n\n" + "\n".join(
+        contamination_section(contamination_rows(contamination_counts))
+    )
+    return text + decontamination + "\n" + judge_card_section(judge_cards, identity["judge_key"])

@@ -193,6 +193,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "annotate": "params:annotate",
                     "endpoints": "params:endpoints",
                     "prompt_templates": "params:prompt_templates",
+                    "contamination_counts": "contamination_counts",
                     **{table: table for table in REPORT_TABLES},
                 },
                 "report",

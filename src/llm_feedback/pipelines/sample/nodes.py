@@ -5,6 +5,8 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.contamination.overlap import decontaminate
+from llm_feedback.params.decontamination import parse_decontamination
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import sample_params
 from llm_feedback.raw_prompts import combine_prompt_sources
@@ -17,10 +19,15 @@ def combine_sources(
     sample: Mapping[str, Any],
     model_pool: Mapping[str, Any],
     prompt_templates: str | None,
-) -> pd.DataFrame:
+    decontamination: Mapping[str, Any] | None,
+) -> dict[str, pd.DataFrame]:
     """Every file under data/01_raw/prompts is one prompt source (unless `prompt_files` is
-    false), and each public source file of `source_files`; `per_source` caps each."""
+    false), and each public source file of `source_files`; `per_source` caps each. The
+    prompts are then checked against the `decontamination` benchmarks: `raw_prompts` are
+    those kept, `prompt_contamination` the matches, `contamination_counts` the counts per
+    benchmark."""
     params = sample_params(sample, model_pool, prompt_templates)
+    checks = parse_decontamination(decontamination)
     frames = {}
     if params.prompt_files:
         frames = {name: load() for name, load in sorted(raw_prompt_files.items())}
@@ -30,7 +37,12 @@ def combine_sources(
         name: sample_per_source(frame, params.per_source, params.seed)
         for name, frame in frames.items()
     }
-    return combine_prompt_sources(sampled)
+    kept, matches, counts = decontaminate(combine_prompt_sources(sampled), checks)
+    return {
+        "raw_prompts": kept,
+        "prompt_contamination": matches,
+        "contamination_counts": counts,
+    }
 
 
 def sample(

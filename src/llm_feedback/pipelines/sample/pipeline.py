@@ -10,8 +10,11 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             node(
                 combine_sources,
-                ["raw_prompt_files", *PARAMS],
-                "raw_prompts",
+                ["raw_prompt_files", *PARAMS, "params:decontamination"],
+                {
+                    name: name
+                    for name in ("raw_prompts", "prompt_contamination", "contamination_counts")
+                },
                 name="combine_prompt_sources",
             ),
             node(sample, ["raw_prompts", *PARAMS], "sampled_prompts", name="sample_prompts"),
