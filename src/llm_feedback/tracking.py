@@ -3,39 +3,78 @@
 `tracking.mlflow` in the parameters (conf/base/parameters_tracking.yml) turns it on; the
 Kedro hook (`pipelines/tracking_hooks.py`) hands this module what a run produces:
 
-- parameters: every parameter, flattened to dotted names (`annotate.judge.model`); a value
-  under a name that reads like a secret (key, token, secret, password) is never logged;
-- metric tables: each reporting table (layer 08_reporting: the annotate report's tables,
-  `eval_metrics`, `cost_table`) as a table artifact `tables/<name>.json` and, row by row,
-  as metrics `<table>/<row labels>/<column>` (labels: the row's text columns, `k` and
-  `position`); the cost table's totals as `cost/*`;
-- the report as `report/report.md`, each figure as `figures/<name>.png`, node times as
-  `time_s/<node>`.
+- parameters: every parameter, flattened to dotted names (`annotate.judge.model`); the
+  value of a secret's name (`api_key`, `token`, `password`, `secret`, `authorization`,
+  `credentials`, whole words at the end of the name: `hf_token`, not `max_tokens`) is
+  never logged;
+- tags: the Kedro session, pipelines and environment, and the project's git commit
+  (`mlflow.source.git.commit`, MLflow's own tag, which its UI shows);
+- datasets: each free input of the run (what it read and did not write) through
+  `log_inputs`, with its file, Kedro version and (for a table in memory) its schema;
+- the headline figures as metrics, named (`HEADLINES`: each model's ranking score and
+  mean scores, evaluate's overall metrics, the cost totals, the run's time), a few dozen
+  rather than one per cell of every table;
+- every reporting table (layer 08_reporting: the annotate report's tables, `eval_metrics`,
+  `cost_table`) as a table artifact `tables/<name>.json`, node times as
+  `tables/node_times.json`, the report as `report/report.md`, each figure as
+  `figures/<name>.png`.
 
-A `file:` tracking URI is MLflow's file store, which MLflow 3 keeps in maintenance mode and
-refuses unless MLFLOW_ALLOW_FILE_STORE is set: configuring one is taken as that consent.
+The default store is SQLite (`sqlite:///mlruns.db`), which MLflow 3 reads as it is. A
+`file:` URI is MLflow's file store, which MLflow 3 keeps in maintenance mode and refuses
+unless MLFLOW_ALLOW_FILE_STORE is set: configuring one is taken as that consent, with a
+warning that reading it back needs the same variable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import os
 import re
+import subprocess
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from llm_feedback.errors import ConfigError
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_EXPERIMENT = "llm_feedback"
-DEFAULT_TRACKING_URI = "file:./mlruns"
+DEFAULT_TRACKING_URI = "sqlite:///mlruns.db"
 # Integer columns that name a row rather than measure it.
 LABEL_COLUMNS = frozenset({"k", "position"})
-SECRET_NAME = re.compile(r"(api_?key|token|secret|password|credential)", re.IGNORECASE)
+# A secret's name: the word itself or a name ending in it (`hf_token`, `openai_api_key`,
+# `Authorization`), never a name that merely contains it (`max_tokens`, `token_budget`).
+SECRET_NAME = re.compile(
+    r"^(?:.*[_.\-])?(?:api[_\-]?key|token|secret|password|passwd|authorization|credentials?"
+    r"|private[_\-]?key)$",
+    re.IGNORECASE,
+)
+# The headline figures logged as metrics: table -> (label columns, value columns, which rows:
+# None for all, else the columns that must be empty, i.e. the overall rows). Every table is
+# logged whole as an artifact besides.
+HEADLINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | None]] = {
+    "model_ranking": (("model",), ("score", "win_rate", "style_controlled_score"), None),
+    "model_score_metrics": (("model",), ("mean_overall_fixed", "mean_fine_grained"), None),
+    "eval_model_ranking": (("model",), ("score", "win_rate"), None),
+    "eval_metrics": (
+        ("mode", "model", "metric", "k"),
+        ("value",),
+        ("category", "level", "raters", "criterion"),
+    ),
+}
+# MLflow's own tag for the source's commit (mlflow.utils.mlflow_tags.MLFLOW_GIT_COMMIT).
+GIT_COMMIT_TAG = "mlflow.source.git.commit"
+# MLflow 3's UI opens an experiment on its Traces page unless told what kind it is.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 REDACTED = "<redacted>"
 # MLflow's limits: a param value's length, a key's length, entries per log_batch call.
 MAX_PARAM_VALUE = 6000
@@ -92,7 +131,7 @@ def flatten_params(parameters: Mapping[str, Any], prefix: str = "") -> dict[str,
     flat: dict[str, str] = {}
     for name, value in parameters.items():
         key = f"{prefix}{name}"
-        if SECRET_NAME.search(str(name)) and not str(name).endswith("_env"):
+        if SECRET_NAME.match(str(name)):
             flat[key] = REDACTED  # the name of an env variable is no secret; its value is
         elif isinstance(value, Mapping) and value:
             flat.update(flatten_params(value, f"{key}."))
@@ -135,6 +174,79 @@ def table_metrics(name: str, frame: pd.DataFrame) -> dict[str, float]:
             key = metric_key("/".join(part for part in (name, path, column) if part))
             metrics[_unique_key(key, metrics)] = float(value)
     return metrics
+
+
+def headline_metrics(name: str, frame: pd.DataFrame) -> dict[str, float]:
+    """The headline figures of one reporting table (`HEADLINES`) as metrics
+    `<name>/<labels of the row>/<column>`; none for a table without headline figures.
+
+    Args:
+        name: the table's dataset name.
+        frame: the table.
+
+    Returns:
+        Metric name -> value (NaN values left out).
+    """
+    if name not in HEADLINES:
+        return {}
+    labels, values, overall = HEADLINES[name]
+    rows = frame
+    for column in overall or ():
+        if column in rows:
+            rows = rows[rows[column].isna()]
+    chosen = [c for c in labels if c in rows] + [c for c in values if c in rows]
+    return table_metrics(name, rows[chosen].reset_index(drop=True))
+
+
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts: beside a SQLite store's file
+    (`mlartifacts/`), since MLflow's own default is relative to the working directory; for
+    other stores, the store's default.
+
+    Args:
+        uri: the tracking URI.
+
+    Returns:
+        A file URI, or None for the store's default.
+    """
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///")).resolve()  # sqlite:////abs or ///rel
+    return (database.parent / "mlartifacts").as_uri()
+
+
+def git_commit(folder: str | os.PathLike[str]) -> tuple[str, bool] | None:
+    """The commit checked out in `folder`'s git work tree, and whether tracked files differ
+    from it; None outside a work tree or without git.
+
+    Args:
+        folder: the project's folder.
+
+    Returns:
+        (the commit's hash, dirty), or None.
+    """
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        if commit.returncode != 0:
+            return None
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit.stdout.strip(), bool(changed.stdout.strip())
 
 
 def _describes_method(column: str) -> bool:
@@ -191,7 +303,14 @@ class MlflowTracker:
         uri = settings.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
         if uri.startswith("file:"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            logger.warning(
+                "MLflow store %s is MLflow's file store: MLflow 3 reads it back only with "
+                "MLFLOW_ALLOW_FILE_STORE=true (mlflow ui, MlflowClient); sqlite:///mlruns.db "
+                "needs nothing",
+                uri,
+            )
         self.settings = settings
+        self.uri = uri
         self.client = MlflowClient(tracking_uri=uri)
         self.run_id: str | None = None
 
@@ -200,7 +319,11 @@ class MlflowTracker:
         experiment_id = (
             experiment.experiment_id
             if experiment is not None
-            else self.client.create_experiment(self.settings.experiment)
+            else self.client.create_experiment(
+                self.settings.experiment,
+                artifact_location=artifact_location(self.uri),
+                tags=EXPERIMENT_KIND,
+            )
         )
         run = self.client.create_run(
             experiment_id, run_name=self.settings.run_name or run_name, tags=dict(tags)
@@ -211,7 +334,39 @@ class MlflowTracker:
 
     def log_table(self, name: str, frame: pd.DataFrame) -> None:
         self.client.log_table(self.run_id, data=frame, artifact_file=f"tables/{name}.json")
-        self.log_metrics(table_metrics(name, frame))
+        self.log_metrics(headline_metrics(name, frame))
+
+    def log_dataset(self, name: str, data: Any, path: str | None, version: str | None) -> None:
+        """Log one input dataset of the run (`log_inputs`, context "input").
+
+        Args:
+            name: its catalog name.
+            data: what the catalog loaded (a DataFrame gets its schema and a digest of
+                its rows; anything else, e.g. a table read a batch at a time, is named
+                by its file and version).
+            path: its file or folder, when it has one.
+            version: its Kedro version, when versioned.
+        """
+        import mlflow.data  # noqa: PLC0415 - the mlflow extra
+        from mlflow.data.dataset_source_registry import resolve_dataset_source  # noqa: PLC0415
+        from mlflow.data.meta_dataset import MetaDataset  # noqa: PLC0415
+        from mlflow.entities import DatasetInput, InputTag  # noqa: PLC0415
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT  # noqa: PLC0415
+
+        with warnings.catch_warnings():  # a local path reads as two kinds of source alike
+            warnings.simplefilter("ignore", UserWarning)
+            if isinstance(data, pd.DataFrame):
+                dataset = mlflow.data.from_pandas(data, source=path, name=name)
+            elif path is not None:
+                digest = hashlib.sha256(f"{path}|{version}".encode()).hexdigest()[:8]
+                dataset = MetaDataset(resolve_dataset_source(path), name=name, digest=digest)
+            else:
+                return
+        tags = [InputTag(MLFLOW_DATASET_CONTEXT, "input")]
+        if version:
+            tags.append(InputTag("kedro.version", version))
+        entry = DatasetInput(dataset._to_mlflow_entity(), tags=tags)
+        self.client.log_inputs(self.run_id, datasets=[entry])
 
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
         from mlflow.entities import Metric

@@ -60,12 +60,14 @@ def _seeded_prompts() -> tuple[pd.DataFrame, dict[str, set[str]]]:
         add("truthful_qa", question, "truthful_qa")
     add("flan", questions[5].upper().replace("?", " ?!"), "truthful_qa")  # recased, punctuated
     for question in long_questions[10:13]:  # inside a longer prompt
-        add("sharegpt", f"My teacher asked us this today. {question} Please explain.", "truthful_qa")
-    for first, second in turns[:3]:
+        add(
+            "sharegpt", f"My teacher asked us this today. {question} Please explain.", "truthful_qa"
+        )
+    for first, _second in turns[:3]:
         add("evol_instruct", first, "mt_bench")
     add("sharegpt", f"Hi! {turns[20][0]}\n\nThanks in advance.", "mt_bench")
     add("ultrachat", turns[30][1], "mt_bench")  # a second turn is an item too
-    for benchmark, texts in PARAPHRASES.items():
+    for texts in PARAPHRASES.values():
         for text in texts:
             add("ultrachat", text, None)
     for text in CLEAN:
@@ -185,7 +187,9 @@ def test_bad_benchmark_settings_name_the_parameter(tmp_path):
 def test_the_sample_pipeline_drops_the_matches_and_writes_the_counts(run_kedro, fake_llm, tmp_path):
     """A benchmark file written for the test holds one demo prompt verbatim and one inside a
     longer question; the sample stage removes both and counts them."""
-    demo = pd.read_json(PROJECT_ROOT / "data" / "01_raw" / "prompts" / "demo_prompts.jsonl", lines=True)
+    demo = pd.read_json(
+        PROJECT_ROOT / "data" / "01_raw" / "prompts" / "demo_prompts.jsonl", lines=True
+    )
     verbatim, embedded = demo["instruction"].iloc[[0, 1]]
     benchmark = tmp_path / "heldout.txt"
     benchmark.write_text(f"# held-out questions\n{verbatim}\nPlease answer: {embedded} Thanks!\n")
@@ -205,4 +209,3 @@ def test_the_sample_pipeline_drops_the_matches_and_writes_the_counts(run_kedro, 
     assert counts[["benchmark", "items", "matched", "removed"]].values.tolist() == [
         ["heldout", 2, 2, 2]
     ]
-

@@ -88,7 +88,9 @@ def _records(path: Path) -> Iterable[Any]:
         if not isinstance(data, list):
             raise ConfigError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
         return data
-    raise ConfigError(f"{path}: unknown benchmark format {suffix!r}; use .csv, .json, .jsonl or .txt")
+    raise ConfigError(
+        f"{path}: unknown benchmark format {suffix!r}; use .csv, .json, .jsonl or .txt"
+    )
 
 
 def read_benchmark(path: str | Path, name: str) -> pd.DataFrame:
@@ -110,7 +112,9 @@ def read_benchmark(path: str | Path, name: str) -> pd.DataFrame:
     try:
         records = list(_records(path))
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as error:
-        raise ConfigError(f"decontamination.benchmarks.{name}: cannot read {path}: {error}") from error
+        raise ConfigError(
+            f"decontamination.benchmarks.{name}: cannot read {path}: {error}"
+        ) from error
     items = [item for row, record in enumerate(records) for item in _record_items(record, row)]
     skipped = sum(1 for row, record in enumerate(records) if not _record_items(record, row))
     if skipped:

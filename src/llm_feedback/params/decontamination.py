@@ -47,7 +47,9 @@ def parse_decontamination(values: Any) -> DecontaminationParams:
     benchmarks = block.mapping("benchmarks", nullable=True)
     for name, path in (benchmarks or {}).items():
         if not isinstance(path, str) or not path:
-            raise ConfigError(f"decontamination.benchmarks.{name}: expected a file path, got {path!r}")
+            raise ConfigError(
+                f"decontamination.benchmarks.{name}: expected a file path, got {path!r}"
+            )
     ngram = block.integer("ngram", minimum=1)
     min_words = block.integer("min_words", minimum=1)
     if min_words > ngram:

@@ -5,13 +5,15 @@ The MLflow run starts at the first node, so a run its guards stop before any nod
 a locked root, an endpoint down) leaves no empty run behind; it ends FINISHED, FAILED, or
 KILLED when the process exits mid-run (Ctrl-C skips Kedro's error hook). Logged from the
 process that runs the hooks: with ParallelRunner the tables saved in worker processes are
-not seen.
+not seen. The free inputs of the run (the datasets it reads and does not write) are
+logged as MLflow datasets when first loaded.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -21,10 +23,11 @@ from kedro.pipeline import Pipeline
 
 from llm_feedback.pipelines.stage_times import StageTimesHooks
 from llm_feedback.tracking import (
+    GIT_COMMIT_TAG,
     MlflowTracker,
     cost_metrics,
     flatten_params,
-    metric_key,
+    git_commit,
     parse_tracking,
 )
 
@@ -41,6 +44,7 @@ class MlflowTrackingHooks:
         self._tracker: MlflowTracker | None = None
         self._pending: dict[str, Any] | None = None
         self._catalog: CatalogProtocol | None = None
+        self._inputs: set[str] = set()  # free inputs not logged yet
 
     @hook_impl
     def before_pipeline_run(
@@ -60,6 +64,13 @@ class MlflowTrackingHooks:
             "kedro.env": str(run_params.get("env")),
             "data_root": str(parameters.get("data_root", "data")),
         }
+        commit = git_commit(run_params.get("project_path") or Path.cwd())
+        if commit:
+            tags[GIT_COMMIT_TAG] = commit[0]
+            tags["git.dirty"] = str(commit[1]).lower()
+        self._inputs = {
+            name for name in pipeline.inputs() if name != "parameters" and ":" not in name
+        }
         self._pending = {
             "run_name": f"{'+'.join(names)} {run_params.get('run_id')}",
             "tags": tags,
@@ -74,6 +85,23 @@ class MlflowTrackingHooks:
         self._pending = None
         atexit.register(self._end, "KILLED")
         logger.info("MLflow run %s in %s", run_id, self._tracker.client.tracking_uri)
+
+    @hook_impl
+    def after_dataset_loaded(self, dataset_name: str, data: Any) -> None:
+        tracker = self._tracker
+        if tracker is None or tracker.run_id is None or dataset_name not in self._inputs:
+            return
+        self._inputs.discard(dataset_name)
+        dataset = self._catalog.get(dataset_name) if self._catalog is not None else None
+        described = _describe(dataset)
+        path = described.get("filepath") or described.get("path")
+        version = described.get("version")
+        tracker.log_dataset(
+            dataset_name,
+            data,
+            str(path) if path else None,
+            str(getattr(version, "load", None) or "") or None,
+        )
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
@@ -93,7 +121,11 @@ class MlflowTrackingHooks:
     def after_pipeline_run(self) -> None:
         if self._tracker is not None and self._tracker.run_id is not None:
             times = StageTimesHooks.last_run
-            self._tracker.log_metrics({metric_key(f"time_s/{n}"): s for n, s in times.items()})
+            self._tracker.log_metrics({"time_s/total": float(sum(times.values()))})
+            table = pd.DataFrame({"node": list(times), "seconds": list(times.values())})
+            self._tracker.client.log_table(
+                self._tracker.run_id, data=table, artifact_file="tables/node_times.json"
+            )
         self._end("FINISHED")
 
     @hook_impl
@@ -112,3 +144,13 @@ class MlflowTrackingHooks:
         self._tracker = None
         self._pending = None
         self._catalog = None
+        self._inputs = set()
+
+
+def _describe(dataset: Any) -> dict[str, Any]:
+    """What a Kedro dataset says of itself (its file, its version), or nothing."""
+    try:
+        described = dataset._describe() if dataset is not None else {}
+    except Exception:  # noqa: BLE001 - a third-party dataset's description is optional
+        return {}
+    return described if isinstance(described, dict) else {}

@@ -10,6 +10,7 @@ import pandas as pd
 
 from llm_feedback.backends.cache import unseen_calls
 from llm_feedback.errors import ConfigError
+from llm_feedback.hub_card import contamination_rows, contamination_section
 from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
@@ -18,7 +19,6 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
-from llm_feedback.hub_card import contamination_rows, contamination_section
 from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
