@@ -73,6 +73,9 @@ HEADLINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | N
 }
 # MLflow's own tag for the source's commit (mlflow.utils.mlflow_tags.MLFLOW_GIT_COMMIT).
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
+# MLflow's tag of a dataset's role in a run (mlflow.utils.mlflow_tags.MLFLOW_DATASET_CONTEXT).
+DATASET_CONTEXT_TAG = "mlflow.data.context"
+DIGEST_ROWS = 10_000  # a dataset's digest hashes its first rows, as MLflow's own does
 # MLflow 3's UI opens an experiment on its Traces page unless told what kind it is.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 REDACTED = "<redacted>"
@@ -337,32 +340,34 @@ class MlflowTracker:
         self.log_metrics(headline_metrics(name, frame))
 
     def log_dataset(self, name: str, data: Any, path: str | None, version: str | None) -> None:
-        """Log one input dataset of the run (`log_inputs`, context "input").
+        """Log one input dataset of the run (`log_inputs`, context "input"), named by its
+        file; its digest is a hash of its first rows when it was loaded as a DataFrame, of
+        its file and version otherwise (a table read a batch at a time is not read here).
+        A dataset without a file is not logged.
 
         Args:
             name: its catalog name.
-            data: what the catalog loaded (a DataFrame gets its schema and a digest of
-                its rows; anything else, e.g. a table read a batch at a time, is named
-                by its file and version).
+            data: what the catalog loaded.
             path: its file or folder, when it has one.
             version: its Kedro version, when versioned.
         """
-        import mlflow.data  # noqa: PLC0415 - the mlflow extra
         from mlflow.data.dataset_source_registry import resolve_dataset_source  # noqa: PLC0415
         from mlflow.data.meta_dataset import MetaDataset  # noqa: PLC0415
         from mlflow.entities import DatasetInput, InputTag  # noqa: PLC0415
-        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT  # noqa: PLC0415
 
+        if path is None:
+            return
+        if isinstance(data, pd.DataFrame):
+            # MLflow's own pandas digest compares cells with `==`, which Arrow-backed
+            # columns refuse; pandas' row hashes take every dtype.
+            rows = pd.util.hash_pandas_object(data.head(DIGEST_ROWS).astype(str), index=False)
+            digest = hashlib.sha256(rows.to_numpy().tobytes()).hexdigest()[:8]
+        else:
+            digest = hashlib.sha256(f"{path}|{version}".encode()).hexdigest()[:8]
         with warnings.catch_warnings():  # a local path reads as two kinds of source alike
             warnings.simplefilter("ignore", UserWarning)
-            if isinstance(data, pd.DataFrame):
-                dataset = mlflow.data.from_pandas(data, source=path, name=name)
-            elif path is not None:
-                digest = hashlib.sha256(f"{path}|{version}".encode()).hexdigest()[:8]
-                dataset = MetaDataset(resolve_dataset_source(path), name=name, digest=digest)
-            else:
-                return
-        tags = [InputTag(MLFLOW_DATASET_CONTEXT, "input")]
+            dataset = MetaDataset(resolve_dataset_source(path), name=name, digest=digest)
+        tags = [InputTag(DATASET_CONTEXT_TAG, "input")]
         if version:
             tags.append(InputTag("kedro.version", version))
         entry = DatasetInput(dataset._to_mlflow_entity(), tags=tags)

@@ -51,6 +51,7 @@ def test_a_tracked_run_logs_headlines_tables_datasets_commit_and_no_secret(
     run_kedro, tmp_path, monkeypatch
 ):
     mlflow_tracking = pytest.importorskip("mlflow.tracking", reason="the mlflow extra")
+    pytest.importorskip("sqlalchemy", reason="the mlflow extra (its SQLite store)")
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     store = f"sqlite:///{tmp_path / 'mlruns.db'}"

@@ -113,7 +113,8 @@ class ChatWorker:
     """One Ray actor of the http processor: answers a batch of rows with our own client.
 
     Requests that fail after the client's retries come back as failed rows (with the
-    error); a tripped circuit breaker fails only the rows not yet answered.
+    error); a tripped circuit breaker fails only the rows not yet answered. The client's
+    HTTP session lives for one batch.
     """
 
     def __init__(
@@ -134,7 +135,6 @@ class ChatWorker:
         self._client = LLMClient(config, cache_path=None, progress=False)
         if qps is not None:
             self._client.backend = _PacedBackend(self._client.backend, _Pacer(qps))
-        self._client.open()
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[Any]]:
         requests = [_request_from_json(payload) for payload in batch["request"]]
@@ -142,7 +142,10 @@ class ChatWorker:
         # The breaker judges each batch on its own, as if it were a small run.
         self._client.stats = ClientStats()
         try:
-            self._client.complete_many(requests, desc=None, on_result=answered.__setitem__)
+            # Open for the batch and closed after it: Ray ends an actor without running its
+            # finalisers, which left the HTTP session open ("Unclosed client session").
+            with self._client:
+                self._client.complete_many(requests, desc=None, on_result=answered.__setitem__)
         except EndpointError as error:
             failure = ChatResult.failure(str(error), model=self._client.model)
             answered = {index: answered.get(index, failure) for index in range(len(requests))}
@@ -288,6 +291,7 @@ class RayBackend(BackendTraits):
             # starts only its worker pool.
             address = self.options.ray_address or os.environ.get("RAY_ADDRESS")
             logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
+            _use_token_if_needed(self.config, address)
             try:
                 ray.init(address=address, include_dashboard=False)
             except ConnectionError as error:
@@ -375,6 +379,64 @@ class RayBackend(BackendTraits):
             should_continue_on_error=True,  # a failed row comes back with its error
         )
         return llm.build_processor(processor_config, preprocess=_vllm_row)(dataset)
+
+
+# Where Ray 2.60 looks for a cluster's token, in its order (the file is what `ray.init()`
+# and `ray get-auth-token --generate` write).
+TOKEN_VARIABLES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def ray_token_source() -> str | None:
+    """Where this process would find a Ray token: the variable that holds it or names its
+    file, or the default file `~/.ray/auth_token`; None when there is none.
+
+    Returns:
+        The source in words, or None.
+    """
+    for name in TOKEN_VARIABLES:
+        if os.environ.get(name):
+            return name
+    path = os.path.expanduser("~/.ray/auth_token")
+    return path if os.path.isfile(path) else None
+
+
+def _use_token_if_needed(config: EndpointConfig, address: str | None) -> None:
+    """Join a cluster that asks for a token in token mode, when RAY_AUTH_MODE is unset.
+
+    Since Ray 2.60 a local `ray.init()` writes ~/.ray/auth_token, and a plain `ray start
+    --head` then turns token authentication on; a driver joining by an explicit address
+    (`auto` takes Ray's own default) stays unauthenticated and is refused only after a long
+    time-out. The cluster is asked first (one unauthenticated call to its GCS, answered at
+    once), so a cluster without authentication is joined as before. No token at hand: the
+    run stops here, saying what to export.
+    """
+    if not address or address == "auto" or "://" in address or os.environ.get("RAY_AUTH_MODE"):
+        return
+    raylet = importlib.import_module("ray._raylet")
+    try:
+        raylet.GcsClient(address=address)
+    except raylet.AuthenticationError:
+        pass  # the cluster wants a token
+    except Exception:  # noqa: BLE001 - unreachable or unknown: ray.init reports it
+        return
+    else:
+        return
+    source = ray_token_source()
+    if source is None:
+        raise EndpointError(
+            f"{config.describe()}: the Ray cluster at {address} uses token authentication "
+            "and this process has no token: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN "
+            "(or RAY_AUTH_TOKEN_PATH; the head's token is in its ~/.ray/auth_token, or "
+            "`ray get-auth-token` there prints it)"
+        )
+    os.environ["RAY_AUTH_MODE"] = "token"
+    raylet.Config.initialize("")  # Ray caches its settings: re-read the mode, as ray.init does
+    logger.info(
+        "Ray: the cluster at %s uses token authentication: joining with RAY_AUTH_MODE=token "
+        "and the token from %s",
+        address,
+        source,
+    )
 
 
 def _join_failure(config: EndpointConfig, address: str | None, error: Exception) -> str:

@@ -32,7 +32,11 @@ def _sampled_prompts(
         return as_frame(catalog.load("sampled_prompts"))
     blocks = [parameters.get(name) for name in ("sample", "model_pool", "prompt_templates")]
     if "combine_prompt_sources" in nodes:
-        raw = combine_sources(catalog.load("raw_prompt_files"), *blocks)
+        # The plan draws from the prompts decontamination keeps, as the run will.
+        decontamination = parameters.get("decontamination")
+        raw = combine_sources(catalog.load("raw_prompt_files"), *blocks, decontamination)[
+            "raw_prompts"
+        ]
     else:
         raw = as_frame(catalog.load("raw_prompts"))
     # Sampling is free and seeded: the plan draws exactly what the run will draw.

@@ -45,6 +45,7 @@ class MlflowTrackingHooks:
         self._pending: dict[str, Any] | None = None
         self._catalog: CatalogProtocol | None = None
         self._inputs: set[str] = set()  # free inputs not logged yet
+        self._loaded: list[tuple[str, Any]] = []  # loaded before the MLflow run started
 
     @hook_impl
     def before_pipeline_run(
@@ -85,23 +86,19 @@ class MlflowTrackingHooks:
         self._pending = None
         atexit.register(self._end, "KILLED")
         logger.info("MLflow run %s in %s", run_id, self._tracker.client.tracking_uri)
+        for name, data in self._loaded:
+            self._log_dataset(name, data)
+        self._loaded = []
 
     @hook_impl
     def after_dataset_loaded(self, dataset_name: str, data: Any) -> None:
-        tracker = self._tracker
-        if tracker is None or tracker.run_id is None or dataset_name not in self._inputs:
+        if self._tracker is None or dataset_name not in self._inputs:
             return
         self._inputs.discard(dataset_name)
-        dataset = self._catalog.get(dataset_name) if self._catalog is not None else None
-        described = _describe(dataset)
-        path = described.get("filepath") or described.get("path")
-        version = described.get("version")
-        tracker.log_dataset(
-            dataset_name,
-            data,
-            str(path) if path else None,
-            str(getattr(version, "load", None) or "") or None,
-        )
+        if self._tracker.run_id is None:  # the first node's inputs load before its start
+            self._loaded.append((dataset_name, data))
+        else:
+            self._log_dataset(dataset_name, data)
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any) -> None:
@@ -132,6 +129,18 @@ class MlflowTrackingHooks:
     def on_pipeline_error(self) -> None:
         self._end("FAILED")
 
+    def _log_dataset(self, name: str, data: Any) -> None:
+        dataset = self._catalog.get(name) if self._catalog is not None else None
+        described = _describe(dataset)
+        path = described.get("filepath") or described.get("path")
+        version = getattr(described.get("version"), "load", None)
+        try:
+            self._tracker.log_dataset(
+                name, data, str(path) if path else None, str(version) if version else None
+            )
+        except Exception as error:  # noqa: BLE001 - a dataset MLflow cannot describe is no failed run
+            logger.warning("MLflow: input dataset %s not logged: %s", name, error)
+
     def _layer(self, name: str) -> str | None:
         dataset = self._catalog.get(name) if self._catalog is not None else None
         metadata = getattr(dataset, "metadata", None) or {}
@@ -145,6 +154,7 @@ class MlflowTrackingHooks:
         self._pending = None
         self._catalog = None
         self._inputs = set()
+        self._loaded = []
 
 
 def _describe(dataset: Any) -> dict[str, Any]:
