@@ -1,6 +1,9 @@
 """Joining an existing Ray cluster that uses token authentication (Ray 2.60): a cluster
 started by `ray start --head` with RAY_AUTH_MODE=token is joined by the ray backend only
-when the joining process has RAY_AUTH_MODE=token and the token too."""
+when the joining process has RAY_AUTH_MODE=token and the token too; a plain `ray start
+--head` on a machine where Ray has run before (its ~/.ray/auth_token written by a local
+`ray.init()`) turns token authentication on by itself, and the README's recipe joins it as
+it is."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,16 +61,11 @@ def _without_ray_auth(home: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
-    """(address, token, home) of a one-node cluster with token authentication."""
+@contextmanager
+def _head(env: dict[str, str], temp_dir: str) -> Iterator[str]:
+    """The address of a one-node cluster started by `ray start --head` in `env`."""
     ray_cli = Path(sys.executable).with_name("ray")
-    home = tmp_path_factory.mktemp("home")
-    token = secrets.token_hex(32)
-    # Ray's unix sockets need a short path: its session folder goes under /tmp.
-    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     port = _free_port()
-    env = {**_without_ray_auth(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     head = subprocess.Popen(
         [
             str(ray_cli),
@@ -95,7 +94,7 @@ def token_cluster(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
             if head.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("ray start --head did not come up")
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}", token, home
+        yield f"127.0.0.1:{port}"
     finally:
         for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
             try:
@@ -111,6 +110,40 @@ def token_cluster(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
         except ProcessLookupError:
             pass
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def token_cluster(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
+    """(address, token, home) of a one-node cluster with token authentication."""
+    home = tmp_path_factory.mktemp("home")
+    token = secrets.token_hex(32)
+    # Ray's unix sockets need a short path: its session folder goes under /tmp.
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    env = {**_without_ray_auth(home), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    with _head(env, temp_dir) as address:
+        yield address, token, home
+
+
+@pytest.fixture(scope="module")
+def default_cluster(tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+    """(address, environment of this machine's user) of a cluster started by a plain
+    `ray start --head`, no RAY_AUTH_* set, after Ray has written the user's token."""
+    home = tmp_path_factory.mktemp("home")
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    # RAY_TMPDIR: where `ray_address: auto` finds the cluster (Ray's /tmp/ray otherwise).
+    env = {**_without_ray_auth(home), "RAY_TMPDIR": temp_dir}
+    ray_cli = Path(sys.executable).with_name("ray")
+    # What a first local `ray.init()` does on Ray 2.60: writes ~/.ray/auth_token.
+    subprocess.run(
+        [str(ray_cli), "get-auth-token", "--generate"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (home / ".ray" / "auth_token").is_file()
+    with _head(env, temp_dir) as address:
+        yield address, env
 
 
 def _join(address: str, env: dict[str, str], url: str) -> subprocess.CompletedProcess:
@@ -141,5 +174,34 @@ def test_without_ray_auth_mode_the_join_fails_saying_what_to_set(token_cluster):
         refused = _join(address, _without_ray_auth(home), server.base_url)
         assert server.stats()["chat_requests"] == 0
     assert refused.returncode != 0
-    assert f"cannot join the Ray cluster at {address}" in refused.stderr
+    assert f"the Ray cluster at {address} uses token authentication" in refused.stderr
     assert "RAY_AUTH_MODE=token" in refused.stderr
+
+
+@pytest.mark.parametrize("how", ["auto", "address"])
+def test_a_plain_ray_start_head_is_joined_as_the_readme_says(default_cluster, how):
+    """`ray_address: auto` (the README's recipe) and the head's address both join the
+    cluster that turned token authentication on by itself, no variable exported; the
+    workers close their HTTP sessions."""
+    address, env = default_cluster
+    with FakeLLMServer() as server:
+        joined = _join("auto" if how == "auto" else address, env, server.base_url)
+        sent = server.stats()["chat_requests"]
+    assert joined.returncode == 0, joined.stderr[-3000:]
+    assert "answered 4" in joined.stdout and sent == 4
+    assert "Unclosed client session" not in joined.stderr
+    assert "Unclosed connector" not in joined.stderr
+
+
+def test_a_token_cluster_joined_without_any_token_stops_at_once_saying_what_to_export(
+    default_cluster, tmp_path
+):
+    address, env = default_cluster
+    started = time.monotonic()
+    with FakeLLMServer() as server:
+        refused = _join(address, {**env, "HOME": str(tmp_path)}, server.base_url)
+        assert server.stats()["chat_requests"] == 0
+    assert refused.returncode != 0
+    assert f"the Ray cluster at {address} uses token authentication" in refused.stderr
+    assert "export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in refused.stderr
+    assert time.monotonic() - started < 60  # not Ray's own time-out
