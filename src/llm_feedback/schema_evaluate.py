@@ -121,6 +121,8 @@ EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES = {
 }
 EVAL_METRICS_COLUMN_TYPES = {
     "mode": "string",
+    # The samples' benchmark (`evaluation.benchmarks`): metrics are computed per benchmark.
+    "benchmark": "string",
     "model": "string",
     "metric": "string",
     # Metrics of one category or level of eval_samples; both null: over all samples.
@@ -162,7 +164,8 @@ EVAL_RECORDED_COLUMN_TYPES = {
     "prompt_key": "string",  # the prompt the pair answers (pairs of one prompt share it)
 }
 # Columns of a pair rather than of one response: kept once, not as `_a` / `_b`.
-EVAL_INSTANCE_COLUMNS = (*EVAL_GOLD_COLUMN_TYPES, *EVAL_RECORDED_COLUMN_TYPES)
+# The benchmark (`evaluation.benchmarks`) is a pair's too.
+EVAL_INSTANCE_COLUMNS = (*EVAL_GOLD_COLUMN_TYPES, *EVAL_RECORDED_COLUMN_TYPES, "benchmark")
 
 # --- judge validation: judge_validation, eval_annotator_agreement --------------------------
 

@@ -18,6 +18,7 @@ from llm_feedback.backends.base import kind_of
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.backends.token_logprobs import MAX_TOP_LOGPROBS
 from llm_feedback.errors import ConfigError
+from llm_feedback.evaluation.benchmarks import check_benchmark_prompts
 from llm_feedback.judges import (
     PAIRWISE,
     JudgeKind,
@@ -162,6 +163,10 @@ class EvaluateParams:
     # Around each question sent to the model under test (lmms-eval's doc_to_text).
     pre_prompt: str = ""
     post_prompt: str = ""
+    # The benchmark of rows that name none (null: the samples file's name), and a
+    # {benchmark: {pre_prompt, post_prompt}} template per benchmark (`evaluation.benchmarks`).
+    benchmark: str | None = None
+    benchmark_prompts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # {category: template text or file}: the judge prompt of rows with that `category`.
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
     panel: PanelParams | None = None
@@ -229,6 +234,13 @@ class EvaluateParams:
         for name in ("pre_prompt", "post_prompt"):
             if not isinstance(getattr(self, name), str):
                 raise ConfigError(f"evaluate.{name} must be text, got {getattr(self, name)!r}")
+        if self.benchmark is not None and not (
+            isinstance(self.benchmark, str) and self.benchmark.strip()
+        ):
+            raise ConfigError(f"evaluate.benchmark must be null or a name, got {self.benchmark!r}")
+        object.__setattr__(
+            self, "benchmark_prompts", check_benchmark_prompts(self.benchmark_prompts)
+        )
         _check_judge_prompts(self.judge_prompts)
         if self.samples_format not in SAMPLES_FORMATS:
             raise ConfigError(

@@ -11,6 +11,7 @@ import pandas as pd
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.backends.media import with_media
 from llm_feedback.engine import Task, TaskEngine
+from llm_feedback.evaluation.benchmarks import BENCHMARK, question_text
 from llm_feedback.evaluation.config import EvaluateParams
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,12 @@ def generation_request(sample: Any, config: EvaluateParams) -> ChatRequest:
             {"role": "user", "content": sample.prior_question},
             {"role": "assistant", "content": sample.prior_response},
         ]
-    question = f"{config.pre_prompt}{sample.question}{config.post_prompt}"
+    question = question_text(
+        sample.question,
+        getattr(sample, BENCHMARK, None),
+        config.benchmark_prompts,
+        (config.pre_prompt, config.post_prompt),
+    )
     messages.append(
         {"role": "user", "content": with_media(question, (*sample.images, *sample.audio))}
     )
@@ -47,7 +53,8 @@ def generate_responses(
 ) -> pd.DataFrame:
     """Fill every empty `response` from its model's `generate_with` endpoint.
 
-    The question is sent between `pre_prompt` and `post_prompt`, with the row's images and
+    The question is sent between its benchmark's `pre_prompt` and `post_prompt`
+    (`benchmark_prompts`, else the global ones), with the row's images and
     audio attached. Answers are cached like judgments; `overwrite_outputs` asks again. A
     failed call leaves the response empty and its error in `generation_error`. `runtime_s`
     records how long each generated response took (a cached one: its original call's time).

@@ -20,6 +20,7 @@ from llm_feedback.evaluation import (
     validate_evaluation,
     validation_set_name,
 )
+from llm_feedback.evaluation.benchmarks import benchmark_name, metrics_per_benchmark, with_benchmark
 from llm_feedback.pipelines.parsed_params import evaluate_params
 from llm_feedback.validation.card import accuracy_figure, card_lines
 from llm_feedback.viewer import StaticSite, evaluation_site
@@ -29,9 +30,11 @@ Params = Mapping[str, Any]
 
 def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
+    # Every row names its benchmark: its own, else evaluate.benchmark or the file's name.
+    name = benchmark_name(params.benchmark, eval_samples.attrs.get(SAMPLES_PATH_ATTR))
     return prepare_samples(
         samples_from_file(
-            eval_samples,
+            with_benchmark(eval_samples, name),
             params.samples_format,
             baseline=params.ranking.baseline,
             pairwise=params.kind.compares,
@@ -87,9 +90,13 @@ def summarise(
     validation_metrics: pd.DataFrame,
 ) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
-    metrics = metrics_with_agreement(eval_judgments, params)
+    metrics = metrics_per_benchmark(
+        eval_judgments, lambda part: metrics_with_agreement(part, params)
+    )
     if validation_metrics.empty:
         return metrics
+    if metrics["benchmark"].nunique() == 1:  # the judge validated on this benchmark
+        validation_metrics = validation_metrics.assign(benchmark=metrics["benchmark"].iloc[0])
     return pd.concat([metrics, validation_metrics], ignore_index=True).astype(metrics.dtypes)
 
 
