@@ -186,3 +186,29 @@ def test_template_fields_keep_literal_braces_and_format_specs():
     assert filled.format(question="q", answer="a", prediction="p") == (
         "Grade    A {\"json\": 1} q a p 'x}'"
     )
+
+
+def test_the_seeds_judge_defaults_are_a_switch_and_ours_are_stated(monkeypatch, caplog):
+    """Seed 000's judge samples at temperature 0.7, top_p 0.95 with a 60 s timeout; ours
+    differ (temperature 0, the endpoint's timeout): a judge from the seed's environment
+    says so, and `seed_defaults=True` sends the seed's settings."""
+    from llm_feedback.judges.judge import SEED_000_SAMPLING, SEED_000_TIMEOUT_S
+
+    with FakeLLMServer() as server:
+        monkeypatch.setenv("OPENAI_API_URL", f"{server.base_url}/chat/completions")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        with caplog.at_level("INFO", logger="llm_feedback.judges.judge"), Judge() as ours:
+            ours.evaluate_binary("What is 2 + 2?", "4", "4", "0/1")
+        assert "our defaults differ from the seed's (temperature 0.7, top_p 0.95, 60 s" in (
+            caplog.text
+        )
+        with Judge(seed_defaults=True) as seeds:
+            assert seeds._client.config.timeout_s == SEED_000_TIMEOUT_S
+            seeds.evaluate_binary("What is 3 + 3?", "6", "6", "0/1")
+        with Judge(seed_defaults=True, sampling={"temperature": 0.2}) as mixed:
+            mixed.evaluate_binary("What is 4 + 4?", "8", "8", "0/1")
+    sent = [{key: body.get(key) for key in ("temperature", "top_p")} for body in server.requests]
+    assert len(sent) == 3
+    assert sent[0] == {"temperature": 0, "top_p": 1}
+    assert sent[1] == SEED_000_SAMPLING
+    assert sent[2] == {"temperature": 0.2, "top_p": 0.95}

@@ -20,6 +20,7 @@ and `success` False; a failed call is never re-asked. The seed's dict methods
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,14 @@ from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
 from llm_feedback.judges.seed_rubric_forms import RubricAndComparativeForms
 
 
+logger = logging.getLogger(__name__)
+
+# The seed evaluator's own judge settings (lmms-eval's judge server config, "seed 000"),
+# which ours differ from: temperature 0, top_p 1 and the endpoint's timeout (120 s) here.
+SEED_000_SAMPLING = {"temperature": 0.7, "top_p": 0.95}
+SEED_000_TIMEOUT_S = 60.0
+
+
 class Judge(SeedForms, RubricAndComparativeForms):
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
@@ -58,6 +67,9 @@ class Judge(SeedForms, RubricAndComparativeForms):
     `top_logprobs` > 0 asks every call of a kind with `logprob_labels` for that many top
     log-probabilities per token (the endpoint's backend must return them: see
     `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label tokens.
+    `seed_defaults=True` takes the seed's own judge settings (`SEED_000_SAMPLING`,
+    `SEED_000_TIMEOUT_S`) where `sampling` does not set them; a judge made from the seed's
+    environment variables without it logs how ours differ.
     """
 
     def __init__(
@@ -74,6 +86,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
         connect: bool = True,
         system_prompt: str | None = None,
         top_logprobs: int = 0,
+        seed_defaults: bool = False,
     ) -> None:
         self.system_prompt = system_prompt
         self.top_logprobs = top_logprobs
@@ -81,6 +94,20 @@ class Judge(SeedForms, RubricAndComparativeForms):
         if max_concurrent is not None:
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
         self.sampling = check_sampling(sampling, "judge sampling")
+        if seed_defaults:
+            self.sampling = {**SEED_000_SAMPLING, **self.sampling}
+            config = dataclasses.replace(config, timeout_s=SEED_000_TIMEOUT_S)
+        elif endpoint is None:
+            logger.info(
+                "judge %s: our defaults differ from the seed's (temperature %s, top_p %s, "
+                "%g s timeout): temperature 0 and top_p 1 unless `sampling` says otherwise, "
+                "a %g s timeout; Judge(seed_defaults=True) takes the seed's",
+                config.model,
+                SEED_000_SAMPLING["temperature"],
+                SEED_000_SAMPLING["top_p"],
+                SEED_000_TIMEOUT_S,
+                config.timeout_s,
+            )
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
         self._engine = TaskEngine(self._client, max_reasks=max_reasks, fail_loud=fail_loud)
         if connect:
