@@ -209,3 +209,29 @@ def test_the_sample_pipeline_drops_the_matches_and_writes_the_counts(run_kedro, 
     assert counts[["benchmark", "items", "matched", "removed"]].values.tolist() == [
         ["heldout", 2, 2, 2]
     ]
+
+
+def test_a_whole_run_states_the_counts_on_the_card_and_in_the_report(run_kedro, fake_llm, tmp_path):
+    demo = pd.read_json(
+        PROJECT_ROOT / "data" / "01_raw" / "prompts" / "demo_prompts.jsonl", lines=True
+    )
+    benchmark = tmp_path / "heldout.jsonl"
+    benchmark.write_text(
+        json.dumps({"question_id": 7, "turns": [demo["instruction"].iat[2]]}) + "\n"
+    )
+    params = {
+        "endpoints": endpoints_via(fake_llm),
+        "sample": {"max_prompts": 2},
+        "decontamination": {"benchmarks": {"heldout": str(benchmark)}, "action": "flag"},
+    }
+    catalog = run_kedro("__default__", params)["catalog"]
+    row = "| heldout | 1 | 1 | 1 | 0 | 1 |"
+    card = catalog.load("ultrafeedback_card")
+    report = catalog.load("report")
+    for text in (card, report):
+        section = text.split("## Decontamination", 1)[1].split("\n## ", 1)[0]
+        assert row in section and "13-gram" in section
+    flagged = catalog.load("prompt_contamination")
+    assert flagged[["prompt_id", "item_id", "action"]].values.tolist() == [
+        [demo["prompt_id"].iat[2], "7", "flagged"]
+    ]
