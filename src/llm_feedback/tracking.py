@@ -66,7 +66,7 @@ HEADLINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...] | N
     "model_score_metrics": (("model",), ("mean_overall_fixed", "mean_fine_grained"), None),
     "eval_model_ranking": (("model",), ("score", "win_rate"), None),
     "eval_metrics": (
-        ("mode", "model", "metric", "k"),
+        ("benchmark", "mode", "model", "metric", "k"),
         ("value",),
         ("category", "level", "raters", "criterion"),
     ),
