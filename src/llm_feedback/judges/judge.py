@@ -41,7 +41,6 @@ from llm_feedback.judges.seed_forms import SeedForms
 from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
 from llm_feedback.judges.seed_rubric_forms import RubricAndComparativeForms
 
-
 logger = logging.getLogger(__name__)
 
 # The seed evaluator's own judge settings (lmms-eval's judge server config, "seed 000"),
