@@ -267,6 +267,10 @@ def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path
     # recorded): the card reads it as the original order's; the third verdict is wrong.
     assert metrics["fake-model~gold", "accuracy_original_order"] == pytest.approx(16 / 20)
     assert metrics["fake-model~gold", "tie_rate"] == pytest.approx(4 / 20)
+    # The order never asked is not an unreadable call: accuracy is not halved.
+    assert metrics["fake-model~gold", "accuracy"] == pytest.approx(16 / 20)
+    assert metrics["fake-model~gold", "unreadable_share"] == 0
+    assert metrics.get(("fake-model~gold", "accuracy_swapped_order"), math.nan) != 0
     assert not catalog.load("judge_validation").empty
 
 
