@@ -26,12 +26,16 @@ import logging
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metric_intervals import baseline_model
 from llm_feedback.evaluation.recorded import PROMPT_KEY
 from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
-from llm_feedback.stats.alpaca_eval import ALPACA_EVAL_COLUMNS, alpaca_eval_table
+from llm_feedback.stats.alpaca_eval import (
+    ALPACA_EVAL_COLUMNS,
+    GamedBaselines,
+    alpaca_eval_table,
+)
 from llm_feedback.stats.arena_hard import ARENA_HARD_COLUMNS, arena_hard_battles, arena_hard_scores
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
@@ -123,13 +127,46 @@ def model_ranking(
     )
 
 
+def gamed_difficulty_by_prompt(gamed: GamedBaselines, samples: pd.DataFrame) -> pd.Series:
+    """The gamed-baselines file's instruction difficulty keyed as the battles' instances
+    are (`prompt_key`, else instance_id): by the instruction's text where the file names
+    it, else by position, the prompts numbered in the order they first appear in `samples`
+    (AlpacaEval's own order when a model with every instruction comes first, as in
+    its published annotations)."""
+    keys = samples["instance_id"]
+    if PROMPT_KEY in samples.columns:
+        keys = samples[PROMPT_KEY].fillna(keys)
+    if gamed.difficulty.index.name == "instruction":
+        key_of_text = dict(zip(samples["question"], keys, strict=True))
+        by_text = gamed.difficulty[gamed.difficulty.index.isin(key_of_text.keys())]
+        return pd.Series(by_text.to_numpy(), index=by_text.index.map(key_of_text))
+    order = pd.unique(keys)
+    position = gamed.difficulty.index.to_numpy(dtype="int64")
+    inside = (position >= 0) & (position < len(order))
+    return pd.Series(gamed.difficulty.to_numpy()[inside], index=order[position[inside]])
+
+
 def alpaca_eval_win_rates(
     judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
 ) -> pd.DataFrame:
-    """AlpacaEval 2's figures under its names (`stats.alpaca_eval.ALPACA_EVAL_COLUMNS`), one
-    row per model against the baseline: from the probability-weighted verdicts where the
-    judgments have them (recorded preferences, the judge's `prob_margin`), else from the
-    outcomes. Empty unless the mode compares and two or more models have an outcome."""
+    """AlpacaEval 2's figures under its names (`stats.alpaca_eval.ALPACA_EVAL_COLUMNS`).
+
+    One row per model against the baseline: from the probability-weighted verdicts where
+    the judgments have them (recorded preferences, the judge's `prob_margin`), else from the
+    outcomes. With `evaluate.ranking.alpaca_eval_gamed` (AlpacaEval's `df_gamed.csv`) the
+    instruction difficulty is the file's and `length_controlled_v1` is computed.
+
+    Args:
+        judgments: eval_judgments.
+        samples: eval_samples.
+        config: the evaluate parameters.
+
+    Returns:
+        The table; empty unless the mode compares and two or more models have an outcome.
+
+    Raises:
+        InputError: the gamed-baselines file is unreadable.
+    """
     empty = _typed(None, ALPACA_EVAL_COLUMNS)
     if not config.kind.compares:
         return empty
@@ -138,7 +175,14 @@ def alpaca_eval_win_rates(
     if models.nunique() < 2:
         return empty
     baseline = baseline_model(models, config.ranking.baseline)
-    return alpaca_eval_table(battles, baseline)
+    gamed = difficulty = None
+    if config.ranking.alpaca_eval_gamed:
+        try:
+            gamed = GamedBaselines.read(config.ranking.alpaca_eval_gamed)
+        except InputError as error:
+            raise InputError(f"evaluate.ranking.alpaca_eval_gamed: {error}") from None
+        difficulty = gamed_difficulty_by_prompt(gamed, samples)
+    return alpaca_eval_table(battles, baseline, difficulty, gamed)
 
 
 def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
