@@ -376,10 +376,13 @@ def anchors(runs: Sequence[dict]) -> str:
             f"{theirs(model, 'length_controlled_minimal')} / "
             f"{mine['length_controlled_minimal']:.2f}",
             f"{theirs(model, 'length_controlled_noreg')} / {mine['length_controlled_noreg']:.2f}",
+            f"{theirs(model, 'length_controlled_v1')} / {mine['length_controlled_v1']:.2f}",
             f"{published[model]['length_controlled_winrate']:.2f}",
         ]
         for model, mine in ours.items()
     ]
+    variants = ("length_controlled_minimal", "length_controlled_noreg", "length_controlled_v1")
+    stand_ins = " and ".join(f"`{model}`" for model in alpaca.get("gamed_stand_ins", []))
     header = [
         "model",
         "win_rate (published / ours)",
@@ -389,7 +392,8 @@ def anchors(runs: Sequence[dict]) -> str:
         "standard_error",
         "length_controlled_minimal (AlpacaEval's code / ours)",
         "length_controlled_noreg (AlpacaEval's code / ours)",
-        "published length_controlled_winrate (v1)",
+        "length_controlled_v1, stand-in gamed baselines (AlpacaEval's code / ours)",
+        "published length_controlled_winrate (v1, the Hub's df_gamed.csv)",
     ]
     if missing:
         note = f"AlpacaEval's own code was not run: {missing}."
@@ -397,12 +401,13 @@ def anchors(runs: Sequence[dict]) -> str:
         gap = max(
             abs(reference[model][name] - mine[name])
             for model, mine in ours.items()
-            for name in ("length_controlled_minimal", "length_controlled_noreg")
+            for name in variants
         )
         note = (
             "AlpacaEval's own code (`glm_winrate.get_length_controlled_winrate`, from PyPI's "
-            "`alpaca_eval`) ran on each model's annotations with the same instruction "
-            f"difficulty; the largest LC difference between it and ours: {gap:.1e} points."
+            "`alpaca_eval`) ran on each model's annotations with the same `df_gamed.csv`; "
+            f"the largest difference between it and ours over the three variants: {gap:.1e} "
+            "points."
         )
     sections = [
         "\n".join(
@@ -411,10 +416,13 @@ def anchors(runs: Sequence[dict]) -> str:
                 "",
                 "AlpacaEval 2's published annotations (`../shared/data/alpaca_eval`) read as "
                 "published (`samples_format: auto`, no judge called) into `eval_alpaca_eval`. "
-                "The difficulty of `length_controlled_noreg` is fitted from these four models "
-                "and handed to AlpacaEval's code in place of its `df_gamed.csv` (not reachable "
-                "here); the published LC figure is `length_controlled_v1` (regularised towards "
-                "gamed baselines with the Hub's difficulty), which neither side computes. " + note,
+                "AlpacaEval's `df_gamed.csv` (the instruction difficulty and its two gamed "
+                "baselines' annotations) is on the Hub only, not reachable here: both sides get "
+                "the same stand-in of its format, the difficulty fitted from these four models "
+                f"and {stand_ins} as the gamed baselines (`evaluate.ranking.alpaca_eval_gamed`). "
+                "So `length_controlled_v1` is AlpacaEval's method on these inputs, not the "
+                "leaderboard's figure: the published `length_controlled_winrate` needs the "
+                "Hub's file. " + note,
                 "",
                 _table(header, rows),
             ]

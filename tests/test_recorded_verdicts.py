@@ -15,7 +15,7 @@ import pytest
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation import read_samples_file, samples_from_file
 from llm_feedback.evaluation.recorded import LEVELS
-from llm_feedback.stats.alpaca_eval import head_to_head, length_controlled
+from llm_feedback.stats.alpaca_eval import GamedBaselines, head_to_head, length_controlled
 from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
@@ -137,6 +137,111 @@ def test_length_control_is_finite_when_the_model_wins_every_battle():
     )
     value = length_controlled(preferences)
     assert np.isfinite(value) and 50 < value <= 100
+
+
+def test_length_controlled_v1_leans_on_the_gamed_baselines_length_effect():
+    """The model's own preferences show no length effect; the gamed baselines' show a strong
+    one (longer wins). Pulled toward them, v1 reads the model's even record as owed to its
+    length, and predicts less at equal lengths than noreg does."""
+    rng = np.random.default_rng(1)
+    n = 400
+    preferences = pd.DataFrame(
+        {
+            "prompt": [f"p{i}" for i in range(n)],
+            "preference": rng.uniform(0.3, 0.7, n),
+            "length": rng.integers(1500, 3000, n).astype(float),  # mostly the longer one
+            "baseline_length": rng.integers(500, 2000, n).astype(float),
+        }
+    )
+    difficulty = pd.Series(rng.normal(0, 0.5, n), index=preferences["prompt"])
+    spread = rng.normal(0, 1, 2 * n)  # the gamed baselines' standardised length differences
+    gamed = pd.DataFrame(
+        {
+            "index": np.tile(np.arange(n), 2),
+            "instruction_difficulty": np.tile(difficulty.to_numpy(), 2),
+            # std_delta_len is the baseline's length less the gamed model's: below 0, longer.
+            "preference": 1 / (1 + np.exp(3 * np.tanh(spread))),
+            "std_delta_len": spread,
+        }
+    )
+    noreg = length_controlled(preferences, difficulty)
+    v1 = length_controlled(preferences, difficulty, gamed)
+    assert 40 < noreg < 60
+    assert v1 < noreg - 5
+
+
+def _gamed_file(path, frame):
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_alpaca_eval_gamed_file_is_refused_by_column_and_line(tmp_path):
+    good = pd.DataFrame(
+        {"index": [0, 1], "instruction_difficulty": [0.1, -0.1], "preference": [0.2, 0.9],
+         "std_delta_len": [0.5, -1.0], "model": ["verbose", "concise"]}
+    )
+    read = GamedBaselines.read(_gamed_file(tmp_path / "good.csv", good))
+    assert read.difficulty.to_dict() == {0: 0.1, 1: -0.1}
+    with pytest.raises(InputError, match=r"missing std_delta_len"):
+        GamedBaselines.read(_gamed_file(tmp_path / "a.csv", good.drop(columns="std_delta_len")))
+    with pytest.raises(InputError, match=r"b\.csv, line 3, column 'preference': .*\[0, 1\]"):
+        GamedBaselines.read(_gamed_file(tmp_path / "b.csv", good.assign(preference=[0.2, 1.5])))
+
+
+@needs_alpaca_eval
+def test_length_controlled_v1_from_a_df_gamed_file_on_the_published_annotations(tmp_path):
+    """AlpacaEval's df_gamed.csv is on the Hub only: a stand-in of its format, the
+    difficulty fitted from the run and two shared models as the gamed baselines."""
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import alpaca_eval_win_rates, pairwise_battles
+    from llm_feedback.params.evaluate import parse_evaluate
+    from llm_feedback.stats.alpaca_eval import fitted_difficulty, oriented_preferences
+
+    endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
+
+    def config(**ranking):
+        ranking = {"baseline": "gpt4_1106_preview", **ranking}
+        return parse_evaluate({"mode": "pairwise", "ranking": ranking}, endpoints)
+
+    samples = prepare_samples(samples_from_file(read_samples_file(ALPACA_EVAL)), config())
+    judgments, _ = judge_all(samples, config(), None, progress=False)
+    fitted = alpaca_eval_win_rates(judgments, samples, config()).set_index("model")
+    assert fitted["length_controlled_v1"].isna().all()  # no gamed baselines, no v1
+    by_prompt = fitted_difficulty(
+        oriented_preferences(pairwise_battles(judgments, samples), "gpt4_1106_preview")
+    )
+    # The instructions' positions: the order they first appear in (AlpacaEval's own order).
+    position = {key: n for n, key in enumerate(pd.unique(samples["prompt_key"]))}
+    frames = []
+    for model in ("Mixtral-8x7B-Instruct-v0.1_concise", "alpaca-7b_verbose"):
+        mine = samples[samples["model"] == model].merge(
+            samples[samples["model"] == "gpt4_1106_preview"][["instance_id", "response"]],
+            on="instance_id",
+            suffixes=("", "_baseline"),
+        )
+        delta = mine["response_baseline"].str.len() - mine["response"].str.len()
+        frames.append(
+            pd.DataFrame(
+                {
+                    "index": mine["prompt_key"].map(position),
+                    "instruction_difficulty": mine["prompt_key"].map(by_prompt),
+                    "preference": mine["preference"].astype(float) - 1,
+                    "std_delta_len": delta / delta.std(),
+                }
+            )
+        )
+    path = _gamed_file(tmp_path / "df_gamed.csv", pd.concat(frames).sort_values("index", kind="stable"))
+    given = alpaca_eval_win_rates(
+        judgments, samples, config(alpaca_eval_gamed=str(path))
+    ).set_index("model")
+    assert set(given["difficulty_source"]) == {f"given ({path})"}
+    for model, row in given.iterrows():
+        # The file's difficulty, matched by position, is the one fitted from the run.
+        assert row["length_controlled_noreg"] == pytest.approx(
+            fitted.at[model, "length_controlled_noreg"], abs=1e-9
+        )
+        assert 0 < row["length_controlled_v1"] < 100
+        assert abs(row["length_controlled_v1"] - row["length_controlled_noreg"]) > 0.1
 
 
 def _arena_hard_bench(tmp_path, uids, scores):
