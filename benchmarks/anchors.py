@@ -284,7 +284,7 @@ def arena_hard_ours(judged: Path) -> dict:
             frame = samples_from_file(read_samples_file(judged), "auto", ARENA_BASELINE)
             samples = prepare_samples(frame, config)
             judgments, _ = judge_all(samples, config, None, progress=False)
-        for row in arena_hard_win_rates(judgments, config).to_dict("records"):
+        for row in arena_hard_win_rates(judgments, samples, config).to_dict("records"):
             scores.setdefault(row["model"], []).append(row)
     return {"counts": counts, "scores": scores}
 

@@ -327,7 +327,7 @@ def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
     )
     samples = prepare_samples(samples_from_file(read_samples_file(path)), config)
     judgments, _ = judge_all(samples, config, None, progress=False)
-    table = arena_hard_win_rates(judgments, config).set_index("model")
+    table = arena_hard_win_rates(judgments, samples, config).set_index("model")
     # The model's battles, counted independently: strong verdicts three battles.
     model_score = {"A>>B": [1] * 3, "A>B": [1], "A=B": [0.5], "B>A": [0], "B>>A": [0] * 3}
     battles = []

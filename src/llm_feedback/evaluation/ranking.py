@@ -36,7 +36,13 @@ from llm_feedback.stats.alpaca_eval import (
     GamedBaselines,
     alpaca_eval_table,
 )
-from llm_feedback.stats.arena_hard import ARENA_HARD_COLUMNS, arena_hard_battles, arena_hard_scores
+from llm_feedback.stats.arena_hard import (
+    ARENA_HARD_COLUMNS,
+    ARENA_HARD_STYLE,
+    arena_hard_battles,
+    arena_hard_scores,
+    arena_hard_style_counts,
+)
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
@@ -185,11 +191,25 @@ def alpaca_eval_win_rates(
     return alpaca_eval_table(battles, baseline, difficulty, gamed)
 
 
-def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+def arena_hard_win_rates(
+    judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
+) -> pd.DataFrame:
     """Arena-Hard-Auto's scores (`stats.arena_hard.ARENA_HARD_COLUMNS`) of the pairwise
-    judgments against the baseline: both games of each judgment as battles, strong
-    recorded verdicts three times. Empty unless the mode compares and the baseline met a
-    model in a judgment with both games read."""
+    judgments against the baseline.
+
+    Both games of each judgment are battles, strong recorded verdicts three times; the
+    style-controlled score uses each answer's Arena-Hard style counts (token lengths where
+    tiktoken can count them, else characters with a warning).
+
+    Args:
+        judgments: eval_judgments.
+        samples: eval_samples (the answers whose style is counted).
+        config: the evaluate parameters.
+
+    Returns:
+        The table; empty unless the mode compares and the baseline met a model in a
+        judgment with both games read.
+    """
     if not config.kind.compares or judgments.empty:
         return _typed(None, ARENA_HARD_COLUMNS)
     keyed = judgments.assign(
@@ -197,7 +217,13 @@ def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.
         if PROMPT_KEY in judgments.columns
         else judgments["instance_id"]
     )
+    counts, unit = arena_hard_style_counts(samples["response"].astype("string").astype(object))
+    styled = pd.concat([samples[SAMPLE_KEY], counts], axis=1).drop_duplicates(SAMPLE_KEY)
+    for side in ("a", "b"):
+        names = {"model": f"model_{side}"} | {f: f"{f}_{side}" for f in ARENA_HARD_STYLE}
+        key = ["instance_id", "turn", "replicate", f"model_{side}"]
+        keyed = keyed.merge(styled.rename(columns=names), on=key, how="left")
     battles = arena_hard_battles(keyed, instance="instance")
     models = pd.concat([battles["model_a"], battles["model_b"]])
     baseline = baseline_model(models, config.ranking.baseline)
-    return arena_hard_scores(battles, baseline, **config.intervals.kwargs)
+    return arena_hard_scores(battles, baseline, **config.intervals.kwargs, length_unit=unit)
