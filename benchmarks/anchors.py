@@ -60,6 +60,8 @@ ARENA_BENCH = "arena-hard-v0.1"
 # The judged models and how often each wins a game (the rest: losses, 10% ties).
 ARENA_MODELS = {"gpt-4-0613": 0.45, "gpt-3.5-turbo-0125": 0.3}
 SEEDS = 50
+# Style control refits 100 times a seed: fewer seeds (each side's mean moves by about 0.05).
+STYLE_SEEDS = 20
 
 # Runs in Arena-Hard's checkout (argv: the checkout, the answers folder): its own Markdown
 # counts, summed per model.
@@ -107,6 +109,86 @@ for seed in range(int(sys.argv[2])):
     printed.append(buffer.getvalue())
 print(json.dumps(printed))
 """
+# Runs in the same folder (argv: the checkout, seeds): show_result.py's style-controlled
+# leaderboard (`--control-features length markdown`) per seed. Its answers' metadata are made
+# by its own add_markdown_info.py, lengths counted in characters (the o200k_base file cannot
+# be fetched here, and ours falls back to characters alike). torch cannot be installed here:
+# numpy arrays stand in for its tensors, and its LBFGS fit (torch autograd) is replaced by
+# scipy's L-BFGS on the same loss (the summed binary cross-entropy, started at 0.5) over the
+# same bootstrap draws (numpy's global generator, as it draws them).
+_ARENA_STYLE = r"""
+import contextlib, glob, io, json, sys, types
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import expit
+
+class Tensor(np.ndarray):
+    def isnan(self):
+        return np.isnan(np.asarray(self))
+def plain(x):
+    return np.asarray(x, dtype=np.float64)
+def stub(name):
+    module = types.ModuleType(name)
+    module.__getattr__ = lambda attr: type(attr, (), {})
+    return module
+for name in ("torch", "torch.nn", "torch.nn.functional", "torch.optim"):
+    sys.modules[name] = stub(name)
+torch = sys.modules["torch"]
+torch.nn, torch.optim = sys.modules["torch.nn"], sys.modules["torch.optim"]
+sys.modules["torch.nn"].functional = sys.modules["torch.nn.functional"]
+torch.float32 = None
+torch.tensor = lambda data, dtype=None: plain(data).view(Tensor)
+torch.zeros_like = lambda x: np.zeros_like(plain(x)).view(Tensor)
+torch.zeros = lambda *shape: np.zeros(shape).view(Tensor)
+torch.mean = lambda x, axis: plain(x).mean(axis=axis)
+torch.std = lambda x, axis: plain(x).std(axis=axis, ddof=1)
+torch.cat = lambda xs, dim: np.concatenate([plain(x) for x in xs], axis=dim).view(Tensor)
+torch.exp = lambda x: np.exp(plain(x)).view(Tensor)
+torch.stack = lambda xs: np.stack([plain(x) for x in xs]).view(Tensor)
+torch.quantile = lambda x, q, axis: np.quantile(plain(x), q, axis=axis)
+sys.path.insert(0, sys.argv[1])
+import show_result
+from utils.add_markdown_info import add_markdown_meta, get_element_counts
+
+class Characters:
+    def encode(self, text, disallowed_special=()):
+        return list(text)
+
+for file in glob.glob("data/arena-hard-v0.1/model_answer/*.jsonl"):
+    data = pd.read_json(file, lines=True)
+    temp = data[["uid", "messages"]].copy()
+    temp["markdown_meta"] = get_element_counts(data, column="messages")
+    data["metadata"] = temp.apply(lambda row: add_markdown_meta(row, Characters()), axis=1)
+    data.to_json(file, orient="records", lines=True)
+
+def bootstrap_pairwise_model(features, outcomes, loss_type="bt", num_round=100):
+    x, y = plain(features), plain(outcomes)
+    draws = np.random.randint(low=0, high=x.shape[0], size=(num_round, x.shape[0]))
+    fits = []
+    for rows in draws:
+        xi, yi = x[rows], y[rows]
+        def loss(w):
+            z = xi @ w
+            return np.sum(np.logaddexp(0, z) - yi * z), xi.T @ (expit(z) - yi)
+        fitted = minimize(loss, np.full(x.shape[1], 0.5), jac=True, method="L-BFGS-B",
+                          options={"gtol": 1e-9, "ftol": 1e-15, "maxiter": 1000})
+        fits.append(fitted.x)
+    return np.array(fits).view(Tensor), None
+
+show_result.bootstrap_pairwise_model = bootstrap_pairwise_model
+battles = show_result.load_judgments(["judge"], "arena-hard-v0.1")
+printed = []
+for seed in range(int(sys.argv[2])):
+    np.random.seed(seed)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(io.StringIO()):
+        show_result.print_leaderboard_with_style_features(
+            battles.copy(), "arena-hard-v0.1", "arena-hard-v0.1", ["length", "markdown"])
+    printed.append(buffer.getvalue())
+print(json.dumps(printed))
+"""
+_COEFFICIENTS = re.compile(r"Feature Coefs: \[([^\]]*)\]")
 _LEADERBOARD_ROW = re.compile(
     r"^\s*\d+\s+(?P<model>\S+)\s+(?P<score>[\d.]+)\s+\(-(?P<minus>[\d.]+) / \+(?P<plus>[\d.]+)\)",
     re.M,
@@ -307,7 +389,14 @@ def arena_hard_reference(judged: Path) -> dict | str:
         check=False,
         cwd=judged.parent.parent.parent.parent,
     )
-    for finished in (counted, shown):
+    styled = subprocess.run(
+        [python, "-c", _ARENA_STYLE, repo, str(STYLE_SEEDS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=judged.parent.parent.parent.parent,
+    )
+    for finished in (counted, shown, styled):
         if finished.returncode:
             return f"Arena-Hard's code failed: {finished.stderr.strip().splitlines()[-1]}"
     leaderboards: dict[str, list[dict]] = {}
@@ -316,7 +405,21 @@ def arena_hard_reference(judged: Path) -> dict | str:
             leaderboards.setdefault(match["model"], []).append(
                 {key: float(match[key]) for key in ("score", "minus", "plus")}
             )
-    return {"counts": json.loads(counted.stdout.strip().splitlines()[-1]), "scores": leaderboards}
+    style: dict[str, list[dict]] = {}
+    coefficients = []
+    for printed in json.loads(styled.stdout.strip().splitlines()[-1]):
+        for match in _LEADERBOARD_ROW.finditer(printed):
+            style.setdefault(match["model"], []).append(
+                {key: float(match[key]) for key in ("score", "minus", "plus")}
+            )
+        found = _COEFFICIENTS.search(printed)
+        coefficients.append([float(value) for value in found[1].split()] if found else [])
+    return {
+        "counts": json.loads(counted.stdout.strip().splitlines()[-1]),
+        "scores": leaderboards,
+        "style": style,
+        "style_coefficients": coefficients,
+    }
 
 
 def main() -> None:

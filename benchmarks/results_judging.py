@@ -470,6 +470,64 @@ def _arena_hard(arena: dict, seeds: int) -> str:
                 clustered,
             ]
         )
+    style_rows, style_gaps = [], []
+    for model, runs in ours["scores"].items():
+        printed = theirs.get("style", {}).get(model)
+        if not printed:
+            continue
+        score = mean([run["style_controlled_score"] for run in runs])
+        minus = mean([run["style_controlled_score"] - run["style_ci_low"] for run in runs])
+        plus = mean([run["style_ci_high"] - run["style_controlled_score"] for run in runs])
+        their = [mean([run[key] for run in printed]) for key in ("score", "minus", "plus")]
+        style_gaps += [abs(a - b) for a, b in zip(their, (score, minus, plus), strict=True)]
+        style_rows.append(
+            [
+                model,
+                f"{their[0]:.2f} / {score:.2f}",
+                f"-{their[1]:.2f} / -{minus:.2f}",
+                f"+{their[2]:.2f} / +{plus:.2f}",
+            ]
+        )
+    style_section = []
+    if style_rows:
+        coefficient_names = ("length", "headers", "list_items", "bold")
+        their_coefficients = [
+            mean([run[i] for run in theirs["style_coefficients"] if run])
+            for i in range(len(coefficient_names))
+        ]
+        first = next(iter(ours["scores"].values()))
+        our_coefficients = [
+            mean([run[f"coef_{name}"] for run in first]) for name in coefficient_names
+        ]
+        unit = first[0]["length_unit"]
+        style_section = [
+            "",
+            "Style control on the same judgments: its `show_result.py --control-features "
+            "length markdown` (the answers' metadata made by its `add_markdown_info.py`) and "
+            f"ours (`eval_arena_hard`'s `style_controlled_score`), lengths in {unit} on both "
+            "sides (tiktoken's o200k_base file cannot be fetched here; with the `style` extra "
+            "ours counts its tokens). torch cannot be installed here, so its code ran with "
+            "numpy arrays standing in for tensors and scipy's L-BFGS in place of its torch "
+            "LBFGS on the same loss and bootstrap draws; the median of 100 battle-bootstrap "
+            f"fits, means over {len(next(iter(theirs['style'].values())))} seeds (its) and "
+            f"{len(first)} (ours). Largest difference: {max(style_gaps):.2f} points. "
+            "Covariate coefficients (length, headers, list items, bold), its / ours: "
+            + ", ".join(
+                f"{a:+.3f} / {b:+.3f}"
+                for a, b in zip(their_coefficients, our_coefficients, strict=True)
+            )
+            + ".",
+            "",
+            _table(
+                [
+                    "model",
+                    "style-controlled score (Arena-Hard / ours)",
+                    "interval below (90%)",
+                    "interval above (90%)",
+                ],
+                style_rows,
+            ),
+        ]
     return "\n".join(
         [
             "### Arena-Hard-Auto",
@@ -496,5 +554,6 @@ def _arena_hard(arena: dict, seeds: int) -> str:
                 ],
                 rows,
             ),
+            *style_section,
         ]
     )

@@ -177,8 +177,13 @@ def _gamed_file(path, frame):
 
 def test_alpaca_eval_gamed_file_is_refused_by_column_and_line(tmp_path):
     good = pd.DataFrame(
-        {"index": [0, 1], "instruction_difficulty": [0.1, -0.1], "preference": [0.2, 0.9],
-         "std_delta_len": [0.5, -1.0], "model": ["verbose", "concise"]}
+        {
+            "index": [0, 1],
+            "instruction_difficulty": [0.1, -0.1],
+            "preference": [0.2, 0.9],
+            "std_delta_len": [0.5, -1.0],
+            "model": ["verbose", "concise"],
+        }
     )
     read = GamedBaselines.read(_gamed_file(tmp_path / "good.csv", good))
     assert read.difficulty.to_dict() == {0: 0.1, 1: -0.1}
@@ -230,7 +235,9 @@ def test_length_controlled_v1_from_a_df_gamed_file_on_the_published_annotations(
                 }
             )
         )
-    path = _gamed_file(tmp_path / "df_gamed.csv", pd.concat(frames).sort_values("index", kind="stable"))
+    path = _gamed_file(
+        tmp_path / "df_gamed.csv", pd.concat(frames).sort_values("index", kind="stable")
+    )
     given = alpaca_eval_win_rates(
         judgments, samples, config(alpaca_eval_gamed=str(path))
     ).set_index("model")

@@ -223,9 +223,7 @@ def cross_validated_fit(
     losses = [
         np.mean(
             [
-                _continuous_log_loss(
-                    _l1_fit(x[fit], p[fit], w[fit], c), x[held], p[held], w[held]
-                )
+                _continuous_log_loss(_l1_fit(x[fit], p[fit], w[fit], c), x[held], p[held], w[held])
                 for fit, held in folds
             ]
         )

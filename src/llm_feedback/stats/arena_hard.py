@@ -116,7 +116,7 @@ def token_lengths(texts: pd.Series) -> tuple[np.ndarray, str]:
         reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         message = (
             f"Arena-Hard style control counts lengths in tiktoken's {TOKEN_ENCODING} tokens, "
-            f"which are not available here ({reason}; pip install -e \".[style]\" and let "
+            f'which are not available here ({reason}; pip install -e ".[style]" and let '
             "tiktoken fetch its encoding once): lengths are characters"
         )
         warnings.warn(TokenCountWarning(message), stacklevel=2)
@@ -202,9 +202,7 @@ def style_controlled(
     )
     design = np.column_stack([indicator, covariates])
     score = oriented["score"].to_numpy(dtype="float64")
-    draws = np.random.default_rng(seed).integers(
-        0, len(score), (ARENA_HARD_RESAMPLES, len(score))
-    )
+    draws = np.random.default_rng(seed).integers(0, len(score), (ARENA_HARD_RESAMPLES, len(score)))
     fits = np.array([_bradley_terry_fit(design[rows], score[rows]) for rows in draws])
     strengths = expit(fits[:, : len(models)]) * 100
     tail = (1 - ARENA_HARD_CONFIDENCE) / 2
@@ -224,7 +222,9 @@ def style_controlled(
         }
     )
     coefficients = np.median(fits[:, len(models) :], axis=0)
-    return table, {f"coef_{f}": float(c) for f, c in zip(ARENA_HARD_STYLE, coefficients, strict=True)}
+    return table, {
+        f"coef_{f}": float(c) for f, c in zip(ARENA_HARD_STYLE, coefficients, strict=True)
+    }
 
 
 def _game_battles(level: object, plain: object) -> tuple[float, int] | None:
