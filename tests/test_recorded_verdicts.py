@@ -16,6 +16,13 @@ from llm_feedback.errors import InputError
 from llm_feedback.evaluation import read_samples_file, samples_from_file
 from llm_feedback.evaluation.recorded import LEVELS
 from llm_feedback.stats.alpaca_eval import GamedBaselines, head_to_head, length_controlled
+from llm_feedback.stats.arena_hard import (
+    TOKEN_ENCODING,
+    TOKENS,
+    TokenCountWarning,
+    arena_hard_scores,
+    token_lengths,
+)
 from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
@@ -347,6 +354,73 @@ def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
     assert row["arena_hard_ci_low"] < row["score"] < row["arena_hard_ci_high"]
     assert row["clustered_ci_low"] < row["score"] < row["clustered_ci_high"]
     assert "90%" in row["arena_hard_ci_method"] and "cluster" in row["clustered_ci_method"]
+
+
+def _tokens_available() -> bool:
+    try:
+        import tiktoken  # noqa: PLC0415 - the optional `style` extra
+
+        tiktoken.get_encoding(TOKEN_ENCODING)
+    except Exception:  # noqa: BLE001 - not installed, or its encoding file not reachable
+        return False
+    return True
+
+
+def test_token_lengths_are_o200k_tokens_or_characters_with_a_named_warning():
+    texts = pd.Series(["Hello, world!", "", None, "<|endoftext|> is read as text"])
+    if _tokens_available():
+        lengths, unit = token_lengths(texts)
+        assert unit == TOKENS
+        assert lengths[1] == lengths[2] == 0 and 0 < lengths[0] < len(texts[0])
+    else:
+        with pytest.warns(TokenCountWarning, match="o200k_base"):
+            lengths, unit = token_lengths(texts)
+        assert unit.startswith("characters")
+        assert lengths.tolist() == [13, 0, 0, len(texts[3])]
+
+
+def test_style_control_takes_away_an_advantage_owed_to_length_alone():
+    """Two models of equal quality against the baseline: one always answers longer, and
+    the judge prefers the longer answer. Raw, the long one leads by far; style-controlled,
+    the two are close."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for model, ratio in (("long", 2.0), ("short", 0.5)):
+        for i in range(600):
+            own = 1000 * ratio * rng.uniform(0.6, 1.4)
+            base = 1000 * rng.uniform(0.6, 1.4)
+            covariate = (own - base) / (own + base)
+            won = rng.uniform() < 1 / (1 + np.exp(-4 * covariate))
+            rows.append(
+                {
+                    "instance": f"q{i}",
+                    "model_a": "baseline",
+                    "model_b": model,
+                    "outcome": 0.0 if won else 1.0,
+                    "judgment": len(rows),
+                    "length_a": base,
+                    "length_b": own,
+                    **{
+                        f"{f}_{side}": 0.0
+                        for f in ("headers", "list_items", "bold")
+                        for side in ("a", "b")
+                    },
+                }
+            )
+    table = arena_hard_scores(
+        pd.DataFrame(rows), "baseline", n_resamples=20, length_unit="characters"
+    ).set_index("model")
+    raw_gap = table.at["long", "score"] - table.at["short", "score"]
+    style_gap = (
+        table.at["long", "style_controlled_score"] - table.at["short", "style_controlled_score"]
+    )
+    assert raw_gap > 30
+    assert abs(style_gap) < raw_gap / 4
+    assert table.at["long", "coef_length"] > 0.5  # the judge's taste for length, found
+    assert table["length_unit"].eq("characters").all()
+    assert "90%" in table.at["long", "style_method"]
+    for model, row in table.iterrows():
+        assert row["style_ci_low"] <= row["style_controlled_score"] <= row["style_ci_high"], model
 
 
 def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
