@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import sys
 
 import numpy as np
 import pandas as pd
@@ -421,6 +422,52 @@ def test_style_control_takes_away_an_advantage_owed_to_length_alone():
     assert "90%" in table.at["long", "style_method"]
     for model, row in table.iterrows():
         assert row["style_ci_low"] <= row["style_controlled_score"] <= row["style_ci_high"], model
+
+
+@needs_arena_hard
+def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_format(tmp_path):
+    """Arena-Hard's show_result.py style control, run by benchmarks/anchors.py on judgments
+    written in its format over the shared answers (recorded in
+    benchmarks/results/anchors.json), against eval_arena_hard on the same judgments."""
+    recorded = json.loads((PROJECT_ROOT / "benchmarks/results/anchors.json").read_text())
+    theirs = recorded["arena_hard"]["reference"]
+    if isinstance(theirs, str) or "style" not in theirs:
+        pytest.skip("benchmarks/anchors.py has not recorded Arena-Hard's style control")
+    if _tokens_available():
+        pytest.skip("Arena-Hard's recorded run counted characters (no o200k_base there)")
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import anchors  # noqa: PLC0415 - the benchmark's judgments in Arena-Hard's format
+
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import arena_hard_win_rates
+    from llm_feedback.params import parse_evaluate
+
+    judged = anchors.arena_hard_bench(tmp_path)
+    endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
+    ours: dict[str, list[float]] = {}
+    samples = judgments = None
+    for seed in range(3):
+        config = parse_evaluate(
+            {
+                "mode": "pairwise",
+                "ranking": {"baseline": anchors.ARENA_BASELINE},
+                "intervals": {"seed": seed, "n_resamples": 100},
+            },
+            endpoints,
+        )
+        if judgments is None:
+            frame = samples_from_file(read_samples_file(judged), "auto", anchors.ARENA_BASELINE)
+            samples = prepare_samples(frame, config)
+            judgments, _ = judge_all(samples, config, None, progress=False)
+        with pytest.warns(TokenCountWarning):
+            table = arena_hard_win_rates(judgments, samples, config)
+        for row in table.to_dict("records"):
+            ours.setdefault(row["model"], []).append(row["style_controlled_score"])
+    assert set(ours) == set(anchors.ARENA_MODELS)
+    for model, scores in ours.items():
+        their = np.mean([run["score"] for run in theirs["style"][model]])
+        # Both are medians of 100 bootstrap fits: a few seeds' means agree within 0.5.
+        assert np.mean(scores) == pytest.approx(their, abs=0.5), model
 
 
 def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
