@@ -5,9 +5,14 @@ folder of every model's `annotations.json`) go through the evaluate library as a
 (`samples_format: auto`, no judge called) into `eval_alpaca_eval`; AlpacaEval's own
 `alpaca_eval.metrics.glm_winrate.get_length_controlled_winrate` is run on each model's
 annotations in the interpreter named by `BENCH_ANCHORS_PYTHON` (a scratch venv with
-`pip install alpaca_eval`), with the same instruction difficulty: ours, fitted from the run's
-models, handed to it as the `df_gamed.csv` it would download from the Hub (unreachable
-here). Published leaderboard rows are shown beside both.
+`pip install alpaca_eval`), both given the same `df_gamed.csv` (the file AlpacaEval
+downloads from the Hub, unreachable here): the instruction difficulty fitted from the four
+models, and as the two gamed baselines STAND-INS, two of the shared models (a concise and a
+verbose variant), since the real gamed baselines' annotations are only on the Hub. Each
+model's annotations are handed to AlpacaEval's code indexed by the instruction's position
+in AlpacaEval's order (a model with 802 of the 805 instructions keeps its difficulty).
+Published leaderboard rows are shown beside both: the published `length_controlled_winrate`
+(v1 with the Hub's file) is not reproducible here.
 
 Arena-Hard-Auto (`BENCH_ARENA_HARD_REPO`: a checkout of lmarena/arena-hard-auto at 196f6b8,
 run by the same interpreter): its `utils/add_markdown_info.get_element_counts` on the shared
@@ -45,13 +50,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 ALPACA_EVAL = SHARED / "alpaca_eval"
 BASELINE = "gpt4_1106_preview"
-GLMS = ("length_controlled_minimal", "length_controlled_noreg")
+GLMS = ("length_controlled_minimal", "length_controlled_noreg", "length_controlled_v1")
+# Stand-ins for AlpacaEval's gamed baselines (the concise one first: it has every instruction,
+# so its rows number the instructions as df_gamed.csv does).
+GAMED_STAND_INS = ("Mixtral-8x7B-Instruct-v0.1_concise", "alpaca-7b_verbose")
 ARENA_HARD = SHARED / "arena_hard"
 ARENA_BASELINE = "gpt-4-0314"
 ARENA_BENCH = "arena-hard-v0.1"
 # The judged models and how often each wins a game (the rest: losses, 10% ties).
 ARENA_MODELS = {"gpt-4-0613": 0.45, "gpt-3.5-turbo-0125": 0.3}
 SEEDS = 50
+# Style control refits 100 times a seed: fewer seeds (each side's mean moves by about 0.05).
+STYLE_SEEDS = 20
 
 # Runs in Arena-Hard's checkout (argv: the checkout, the answers folder): its own Markdown
 # counts, summed per model.
@@ -99,33 +109,109 @@ for seed in range(int(sys.argv[2])):
     printed.append(buffer.getvalue())
 print(json.dumps(printed))
 """
+# Runs in the same folder (argv: the checkout, seeds): show_result.py's style-controlled
+# leaderboard (`--control-features length markdown`) per seed. Its answers' metadata are made
+# by its own add_markdown_info.py, lengths counted in characters (the o200k_base file cannot
+# be fetched here, and ours falls back to characters alike). torch cannot be installed here:
+# numpy arrays stand in for its tensors, and its LBFGS fit (torch autograd) is replaced by
+# scipy's L-BFGS on the same loss (the summed binary cross-entropy, started at 0.5) over the
+# same bootstrap draws (numpy's global generator, as it draws them).
+_ARENA_STYLE = r"""
+import contextlib, glob, io, json, sys, types
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import expit
+
+class Tensor(np.ndarray):
+    def isnan(self):
+        return np.isnan(np.asarray(self))
+def plain(x):
+    return np.asarray(x, dtype=np.float64)
+def stub(name):
+    module = types.ModuleType(name)
+    module.__getattr__ = lambda attr: type(attr, (), {})
+    return module
+for name in ("torch", "torch.nn", "torch.nn.functional", "torch.optim"):
+    sys.modules[name] = stub(name)
+torch = sys.modules["torch"]
+torch.nn, torch.optim = sys.modules["torch.nn"], sys.modules["torch.optim"]
+sys.modules["torch.nn"].functional = sys.modules["torch.nn.functional"]
+torch.float32 = None
+torch.tensor = lambda data, dtype=None: plain(data).view(Tensor)
+torch.zeros_like = lambda x: np.zeros_like(plain(x)).view(Tensor)
+torch.zeros = lambda *shape: np.zeros(shape).view(Tensor)
+torch.mean = lambda x, axis: plain(x).mean(axis=axis)
+torch.std = lambda x, axis: plain(x).std(axis=axis, ddof=1)
+torch.cat = lambda xs, dim: np.concatenate([plain(x) for x in xs], axis=dim).view(Tensor)
+torch.exp = lambda x: np.exp(plain(x)).view(Tensor)
+torch.stack = lambda xs: np.stack([plain(x) for x in xs]).view(Tensor)
+torch.quantile = lambda x, q, axis: np.quantile(plain(x), q, axis=axis)
+sys.path.insert(0, sys.argv[1])
+import show_result
+from utils.add_markdown_info import add_markdown_meta, get_element_counts
+
+class Characters:
+    def encode(self, text, disallowed_special=()):
+        return list(text)
+
+for file in glob.glob("data/arena-hard-v0.1/model_answer/*.jsonl"):
+    data = pd.read_json(file, lines=True)
+    temp = data[["uid", "messages"]].copy()
+    temp["markdown_meta"] = get_element_counts(data, column="messages")
+    data["metadata"] = temp.apply(lambda row: add_markdown_meta(row, Characters()), axis=1)
+    data.to_json(file, orient="records", lines=True)
+
+def bootstrap_pairwise_model(features, outcomes, loss_type="bt", num_round=100):
+    x, y = plain(features), plain(outcomes)
+    draws = np.random.randint(low=0, high=x.shape[0], size=(num_round, x.shape[0]))
+    fits = []
+    for rows in draws:
+        xi, yi = x[rows], y[rows]
+        def loss(w):
+            z = xi @ w
+            return np.sum(np.logaddexp(0, z) - yi * z), xi.T @ (expit(z) - yi)
+        fitted = minimize(loss, np.full(x.shape[1], 0.5), jac=True, method="L-BFGS-B",
+                          options={"gtol": 1e-9, "ftol": 1e-15, "maxiter": 1000})
+        fits.append(fitted.x)
+    return np.array(fits).view(Tensor), None
+
+show_result.bootstrap_pairwise_model = bootstrap_pairwise_model
+battles = show_result.load_judgments(["judge"], "arena-hard-v0.1")
+printed = []
+for seed in range(int(sys.argv[2])):
+    np.random.seed(seed)
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(io.StringIO()):
+        show_result.print_leaderboard_with_style_features(
+            battles.copy(), "arena-hard-v0.1", "arena-hard-v0.1", ["length", "markdown"])
+    printed.append(buffer.getvalue())
+print(json.dumps(printed))
+"""
+_COEFFICIENTS = re.compile(r"Feature Coefs: \[([^\]]*)\]")
 _LEADERBOARD_ROW = re.compile(
     r"^\s*\d+\s+(?P<model>\S+)\s+(?P<score>[\d.]+)\s+\(-(?P<minus>[\d.]+) / \+(?P<plus>[\d.]+)\)",
     re.M,
 )
 
-# Runs in AlpacaEval's interpreter: argv = annotations folder, difficulty CSV (instruction,
-# difficulty); prints {model: {figure: value}} from AlpacaEval's own functions.
+# Runs in AlpacaEval's interpreter: argv = annotations folder, df_gamed CSV, instruction
+# order (JSON list), figure names; prints {model: {figure: value}} from AlpacaEval's own code.
 _REFERENCE = r"""
-import json, sys, tempfile
+import json, pathlib, sys
 import pandas as pd
 import alpaca_eval.metrics.glm_winrate as glm
 
-folder, difficulty_csv = sys.argv[1], sys.argv[2]
-difficulty = pd.read_csv(difficulty_csv).set_index("instruction")["difficulty"]
+folder, gamed_csv, order_json = sys.argv[1:4]
+position = {text: n for n, text in enumerate(json.loads(pathlib.Path(order_json).read_text()))}
+glm.hf_hub_download = lambda **kwargs: gamed_csv  # the Hub's df_gamed.csv, unreachable here
 out = {}
-for path in sorted(__import__("pathlib").Path(folder).glob("*/annotations.json")):
+for path in sorted(pathlib.Path(folder).glob("*/annotations.json")):
     df = pd.DataFrame(json.loads(path.read_text()))
-    # The file AlpacaEval downloads: per row position, that instruction's difficulty.
-    gamed = pd.DataFrame({"index": range(len(df)),
-                          "instruction_difficulty": df["instruction"].map(difficulty).fillna(0.0),
-                          "model": "none"})
-    handle = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
-    gamed.to_csv(handle.name, index=False)
-    glm.hf_hub_download = lambda **kwargs: handle.name
+    # AlpacaEval numbers the instructions by the frame's index (reset_index): AlpacaEval's order.
+    df.index = df["instruction"].map(position).to_numpy()
     model = df["generator_2"].iloc[0]
     out[model] = {}
-    for name in sys.argv[3:]:
+    for name in sys.argv[4:]:
         figures = glm.get_length_controlled_winrate(df.copy(), glm_name=name, save_weights_dir=None,
                                                     is_warn_extreme_changes=False)
         out[model][name] = float(figures["length_controlled_winrate"])
@@ -137,8 +223,33 @@ print(json.dumps(out))
 """
 
 
-def ours() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(eval_alpaca_eval of the shared annotations, the difficulty it fitted per instruction)."""
+def gamed_stand_in(difficulty: dict[str, float], order: list[str]) -> pd.DataFrame:
+    """A df_gamed.csv of AlpacaEval's format: the instruction difficulty fitted from the run
+    (by instruction text), and `GAMED_STAND_INS`' annotations as the gamed baselines' rows."""
+    position = {text: n for n, text in enumerate(order)}
+    frames = []
+    for model in GAMED_STAND_INS:
+        rows = pd.DataFrame(json.loads((ALPACA_EVAL / model / "annotations.json").read_text()))
+        delta = rows["output_1"].str.len() - rows["output_2"].str.len()
+        preference = rows["preference"].astype(float).replace({0.0: 1.5}) - 1
+        frames.append(
+            pd.DataFrame(
+                {
+                    "index": rows["instruction"].map(position),
+                    "instruction_difficulty": rows["instruction"].map(difficulty),
+                    "model": model,
+                    "preference": preference,
+                    "std_delta_len": delta / delta.std(),
+                    "not_gamed_baseline": False,
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def ours(folder: Path) -> tuple[pd.DataFrame, Path, Path]:
+    """(eval_alpaca_eval of the shared annotations with the stand-in df_gamed.csv, that file,
+    the instructions in AlpacaEval's order as a JSON file), files written in `folder`."""
     from llm_feedback.evaluation import judge_all, prepare_samples, read_samples_file
     from llm_feedback.evaluation.ranking import alpaca_eval_win_rates, pairwise_battles
     from llm_feedback.evaluation.sample_files import samples_from_file
@@ -150,36 +261,36 @@ def ours() -> tuple[pd.DataFrame, pd.DataFrame]:
     config = parse_evaluate({"mode": "pairwise", "ranking": {"baseline": BASELINE}}, endpoints)
     samples = prepare_samples(samples_from_file(read_samples_file(ALPACA_EVAL)), config)
     judgments, _ = judge_all(samples, config, None, progress=False)
-    table = alpaca_eval_win_rates(judgments, samples, config)
-    difficulty = fitted_difficulty(
+    by_prompt = fitted_difficulty(
         oriented_preferences(pairwise_battles(judgments, samples), BASELINE)
     )
-    questions = samples.drop_duplicates("instance_id").assign(
-        prompt=lambda frame: frame["prompt_key"]
+    questions = samples.drop_duplicates("prompt_key")
+    order = questions["question"].tolist()
+    difficulty = dict(zip(order, questions["prompt_key"].map(by_prompt), strict=True))
+    gamed, order_file = folder / "df_gamed.csv", folder / "instructions.json"
+    gamed_stand_in(difficulty, order).to_csv(gamed, index=False)
+    order_file.write_text(json.dumps(order))
+    config = parse_evaluate(
+        {
+            "mode": "pairwise",
+            "ranking": {"baseline": BASELINE, "alpaca_eval_gamed": str(gamed)},
+        },
+        endpoints,
     )
-    by_instruction = (
-        questions[["question", "prompt"]]
-        .drop_duplicates("prompt")
-        .assign(difficulty=lambda frame: frame["prompt"].map(difficulty))
-        .rename(columns={"question": "instruction"})[["instruction", "difficulty"]]
-    )
-    return table, by_instruction
+    return alpaca_eval_win_rates(judgments, samples, config), gamed, order_file
 
 
-def reference(by_instruction: pd.DataFrame) -> dict | str:
+def reference(gamed: Path, order: Path) -> dict | str:
     """AlpacaEval's own figures per model, or why they are missing."""
     python = os.environ.get("BENCH_ANCHORS_PYTHON")
     if not python:
         return "BENCH_ANCHORS_PYTHON not set"
-    with tempfile.TemporaryDirectory() as folder:
-        csv = Path(folder) / "difficulty.csv"
-        by_instruction.to_csv(csv, index=False)
-        finished = subprocess.run(
-            [python, "-c", _REFERENCE, str(ALPACA_EVAL), str(csv), *GLMS],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    finished = subprocess.run(
+        [python, "-c", _REFERENCE, str(ALPACA_EVAL), str(gamed), str(order), *GLMS],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if finished.returncode:
         return f"AlpacaEval's code failed: {finished.stderr.strip().splitlines()[-1]}"
     return json.loads(finished.stdout.strip().splitlines()[-1])
@@ -255,7 +366,7 @@ def arena_hard_ours(judged: Path) -> dict:
             frame = samples_from_file(read_samples_file(judged), "auto", ARENA_BASELINE)
             samples = prepare_samples(frame, config)
             judgments, _ = judge_all(samples, config, None, progress=False)
-        for row in arena_hard_win_rates(judgments, config).to_dict("records"):
+        for row in arena_hard_win_rates(judgments, samples, config).to_dict("records"):
             scores.setdefault(row["model"], []).append(row)
     return {"counts": counts, "scores": scores}
 
@@ -278,7 +389,14 @@ def arena_hard_reference(judged: Path) -> dict | str:
         check=False,
         cwd=judged.parent.parent.parent.parent,
     )
-    for finished in (counted, shown):
+    styled = subprocess.run(
+        [python, "-c", _ARENA_STYLE, repo, str(STYLE_SEEDS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=judged.parent.parent.parent.parent,
+    )
+    for finished in (counted, shown, styled):
         if finished.returncode:
             return f"Arena-Hard's code failed: {finished.stderr.strip().splitlines()[-1]}"
     leaderboards: dict[str, list[dict]] = {}
@@ -287,22 +405,38 @@ def arena_hard_reference(judged: Path) -> dict | str:
             leaderboards.setdefault(match["model"], []).append(
                 {key: float(match[key]) for key in ("score", "minus", "plus")}
             )
-    return {"counts": json.loads(counted.stdout.strip().splitlines()[-1]), "scores": leaderboards}
+    style: dict[str, list[dict]] = {}
+    coefficients = []
+    for printed in json.loads(styled.stdout.strip().splitlines()[-1]):
+        for match in _LEADERBOARD_ROW.finditer(printed):
+            style.setdefault(match["model"], []).append(
+                {key: float(match[key]) for key in ("score", "minus", "plus")}
+            )
+        found = _COEFFICIENTS.search(printed)
+        coefficients.append([float(value) for value in found[1].split()] if found else [])
+    return {
+        "counts": json.loads(counted.stdout.strip().splitlines()[-1]),
+        "scores": leaderboards,
+        "style": style,
+        "style_coefficients": coefficients,
+    }
 
 
 def main() -> None:
     for needed in (ALPACA_EVAL / "leaderboard_rows.csv", ARENA_HARD / "question.jsonl"):
         if not needed.is_file():
             sys.exit(f"error: {needed} (the anchors' published data) is absent")
-    table, by_instruction = ours()
     published = pd.read_csv(ALPACA_EVAL / "leaderboard_rows.csv", index_col=0)
     with tempfile.TemporaryDirectory() as folder:
+        table, gamed, order = ours(Path(folder))
+        alpaca_reference = reference(gamed, order)
         judged = arena_hard_bench(Path(folder))
         arena_hard = {"ours": arena_hard_ours(judged), "reference": arena_hard_reference(judged)}
     payload = {
         "alpaca_eval": {
             "ours": table.set_index("model").drop(columns=["baseline"]).to_dict("index"),
-            "reference": reference(by_instruction),
+            "reference": alpaca_reference,
+            "gamed_stand_ins": list(GAMED_STAND_INS),
             "published": published.drop(index=BASELINE).to_dict("index"),
         },
         "arena_hard": arena_hard,

@@ -376,10 +376,13 @@ def anchors(runs: Sequence[dict]) -> str:
             f"{theirs(model, 'length_controlled_minimal')} / "
             f"{mine['length_controlled_minimal']:.2f}",
             f"{theirs(model, 'length_controlled_noreg')} / {mine['length_controlled_noreg']:.2f}",
+            f"{theirs(model, 'length_controlled_v1')} / {mine['length_controlled_v1']:.2f}",
             f"{published[model]['length_controlled_winrate']:.2f}",
         ]
         for model, mine in ours.items()
     ]
+    variants = ("length_controlled_minimal", "length_controlled_noreg", "length_controlled_v1")
+    stand_ins = " and ".join(f"`{model}`" for model in alpaca.get("gamed_stand_ins", []))
     header = [
         "model",
         "win_rate (published / ours)",
@@ -389,7 +392,8 @@ def anchors(runs: Sequence[dict]) -> str:
         "standard_error",
         "length_controlled_minimal (AlpacaEval's code / ours)",
         "length_controlled_noreg (AlpacaEval's code / ours)",
-        "published length_controlled_winrate (v1)",
+        "length_controlled_v1, stand-in gamed baselines (AlpacaEval's code / ours)",
+        "published length_controlled_winrate (v1, the Hub's df_gamed.csv)",
     ]
     if missing:
         note = f"AlpacaEval's own code was not run: {missing}."
@@ -397,12 +401,13 @@ def anchors(runs: Sequence[dict]) -> str:
         gap = max(
             abs(reference[model][name] - mine[name])
             for model, mine in ours.items()
-            for name in ("length_controlled_minimal", "length_controlled_noreg")
+            for name in variants
         )
         note = (
             "AlpacaEval's own code (`glm_winrate.get_length_controlled_winrate`, from PyPI's "
-            "`alpaca_eval`) ran on each model's annotations with the same instruction "
-            f"difficulty; the largest LC difference between it and ours: {gap:.1e} points."
+            "`alpaca_eval`) ran on each model's annotations with the same `df_gamed.csv`; "
+            f"the largest difference between it and ours over the three variants: {gap:.1e} "
+            "points."
         )
     sections = [
         "\n".join(
@@ -411,10 +416,13 @@ def anchors(runs: Sequence[dict]) -> str:
                 "",
                 "AlpacaEval 2's published annotations (`../shared/data/alpaca_eval`) read as "
                 "published (`samples_format: auto`, no judge called) into `eval_alpaca_eval`. "
-                "The difficulty of `length_controlled_noreg` is fitted from these four models "
-                "and handed to AlpacaEval's code in place of its `df_gamed.csv` (not reachable "
-                "here); the published LC figure is `length_controlled_v1` (regularised towards "
-                "gamed baselines with the Hub's difficulty), which neither side computes. " + note,
+                "AlpacaEval's `df_gamed.csv` (the instruction difficulty and its two gamed "
+                "baselines' annotations) is on the Hub only, not reachable here: both sides get "
+                "the same stand-in of its format, the difficulty fitted from these four models "
+                f"and {stand_ins} as the gamed baselines (`evaluate.ranking.alpaca_eval_gamed`). "
+                "So `length_controlled_v1` is AlpacaEval's method on these inputs, not the "
+                "leaderboard's figure: the published `length_controlled_winrate` needs the "
+                "Hub's file. " + note,
                 "",
                 _table(header, rows),
             ]
@@ -462,6 +470,64 @@ def _arena_hard(arena: dict, seeds: int) -> str:
                 clustered,
             ]
         )
+    style_rows, style_gaps = [], []
+    for model, runs in ours["scores"].items():
+        printed = theirs.get("style", {}).get(model)
+        if not printed:
+            continue
+        score = mean([run["style_controlled_score"] for run in runs])
+        minus = mean([run["style_controlled_score"] - run["style_ci_low"] for run in runs])
+        plus = mean([run["style_ci_high"] - run["style_controlled_score"] for run in runs])
+        their = [mean([run[key] for run in printed]) for key in ("score", "minus", "plus")]
+        style_gaps += [abs(a - b) for a, b in zip(their, (score, minus, plus), strict=True)]
+        style_rows.append(
+            [
+                model,
+                f"{their[0]:.2f} / {score:.2f}",
+                f"-{their[1]:.2f} / -{minus:.2f}",
+                f"+{their[2]:.2f} / +{plus:.2f}",
+            ]
+        )
+    style_section = []
+    if style_rows:
+        coefficient_names = ("length", "headers", "list_items", "bold")
+        their_coefficients = [
+            mean([run[i] for run in theirs["style_coefficients"] if run])
+            for i in range(len(coefficient_names))
+        ]
+        first = next(iter(ours["scores"].values()))
+        our_coefficients = [
+            mean([run[f"coef_{name}"] for run in first]) for name in coefficient_names
+        ]
+        unit = first[0]["length_unit"]
+        style_section = [
+            "",
+            "Style control on the same judgments: its `show_result.py --control-features "
+            "length markdown` (the answers' metadata made by its `add_markdown_info.py`) and "
+            f"ours (`eval_arena_hard`'s `style_controlled_score`), lengths in {unit} on both "
+            "sides (tiktoken's o200k_base file cannot be fetched here; with the `style` extra "
+            "ours counts its tokens). torch cannot be installed here, so its code ran with "
+            "numpy arrays standing in for tensors and scipy's L-BFGS in place of its torch "
+            "LBFGS on the same loss and bootstrap draws; the median of 100 battle-bootstrap "
+            f"fits, means over {len(next(iter(theirs['style'].values())))} seeds (its) and "
+            f"{len(first)} (ours). Largest difference: {max(style_gaps):.2f} points. "
+            "Covariate coefficients (length, headers, list items, bold), its / ours: "
+            + ", ".join(
+                f"{a:+.3f} / {b:+.3f}"
+                for a, b in zip(their_coefficients, our_coefficients, strict=True)
+            )
+            + ".",
+            "",
+            _table(
+                [
+                    "model",
+                    "style-controlled score (Arena-Hard / ours)",
+                    "interval below (90%)",
+                    "interval above (90%)",
+                ],
+                style_rows,
+            ),
+        ]
     return "\n".join(
         [
             "### Arena-Hard-Auto",
@@ -488,5 +554,6 @@ def _arena_hard(arena: dict, seeds: int) -> str:
                 ],
                 rows,
             ),
+            *style_section,
         ]
     )

@@ -189,6 +189,10 @@ NOT_RUN = {
     'pip install -e ".[mlflow]"': "`make test` installs the mlflow extra (Makefile: install-dev)",
     'pip install -e ".[ppi]"': "`make test` installs the ppi extra (Makefile: install-dev)",
     'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
+    'pip install -e ".[style]"': (
+        "tiktoken, whose encoding file is downloaded on first use; tests/test_recorded_verdicts.py "
+        "checks token lengths where it is there and the characters fallback where it is not"
+    ),
     "python -I": "not a command to type: how CodeTest runs the response's code",
     "make bench": "every benchmark at full size: hours, on a quiet machine",
     "python benchmarks/bench.py --render benchmarks/results/bench": (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import sys
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,14 @@ import pytest
 from llm_feedback.errors import InputError
 from llm_feedback.evaluation import read_samples_file, samples_from_file
 from llm_feedback.evaluation.recorded import LEVELS
-from llm_feedback.stats.alpaca_eval import head_to_head, length_controlled
+from llm_feedback.stats.alpaca_eval import GamedBaselines, head_to_head, length_controlled
+from llm_feedback.stats.arena_hard import (
+    TOKEN_ENCODING,
+    TOKENS,
+    TokenCountWarning,
+    arena_hard_scores,
+    token_lengths,
+)
 from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
@@ -139,6 +147,118 @@ def test_length_control_is_finite_when_the_model_wins_every_battle():
     assert np.isfinite(value) and 50 < value <= 100
 
 
+def test_length_controlled_v1_leans_on_the_gamed_baselines_length_effect():
+    """The model's own preferences show no length effect; the gamed baselines' show a strong
+    one (longer wins). Pulled toward them, v1 reads the model's even record as owed to its
+    length, and predicts less at equal lengths than noreg does."""
+    rng = np.random.default_rng(1)
+    n = 400
+    preferences = pd.DataFrame(
+        {
+            "prompt": [f"p{i}" for i in range(n)],
+            "preference": rng.uniform(0.3, 0.7, n),
+            "length": rng.integers(1500, 3000, n).astype(float),  # mostly the longer one
+            "baseline_length": rng.integers(500, 2000, n).astype(float),
+        }
+    )
+    difficulty = pd.Series(rng.normal(0, 0.5, n), index=preferences["prompt"])
+    spread = rng.normal(0, 1, 2 * n)  # the gamed baselines' standardised length differences
+    gamed = pd.DataFrame(
+        {
+            "index": np.tile(np.arange(n), 2),
+            "instruction_difficulty": np.tile(difficulty.to_numpy(), 2),
+            # std_delta_len is the baseline's length less the gamed model's: below 0, longer.
+            "preference": 1 / (1 + np.exp(3 * np.tanh(spread))),
+            "std_delta_len": spread,
+        }
+    )
+    noreg = length_controlled(preferences, difficulty)
+    v1 = length_controlled(preferences, difficulty, gamed)
+    assert 40 < noreg < 60
+    assert v1 < noreg - 5
+
+
+def _gamed_file(path, frame):
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_alpaca_eval_gamed_file_is_refused_by_column_and_line(tmp_path):
+    good = pd.DataFrame(
+        {
+            "index": [0, 1],
+            "instruction_difficulty": [0.1, -0.1],
+            "preference": [0.2, 0.9],
+            "std_delta_len": [0.5, -1.0],
+            "model": ["verbose", "concise"],
+        }
+    )
+    read = GamedBaselines.read(_gamed_file(tmp_path / "good.csv", good))
+    assert read.difficulty.to_dict() == {0: 0.1, 1: -0.1}
+    with pytest.raises(InputError, match=r"missing std_delta_len"):
+        GamedBaselines.read(_gamed_file(tmp_path / "a.csv", good.drop(columns="std_delta_len")))
+    with pytest.raises(InputError, match=r"b\.csv, line 3, column 'preference': .*\[0, 1\]"):
+        GamedBaselines.read(_gamed_file(tmp_path / "b.csv", good.assign(preference=[0.2, 1.5])))
+
+
+@needs_alpaca_eval
+def test_length_controlled_v1_from_a_df_gamed_file_on_the_published_annotations(tmp_path):
+    """AlpacaEval's df_gamed.csv is on the Hub only: a stand-in of its format, the
+    difficulty fitted from the run and two shared models as the gamed baselines."""
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import alpaca_eval_win_rates, pairwise_battles
+    from llm_feedback.params.evaluate import parse_evaluate
+    from llm_feedback.stats.alpaca_eval import fitted_difficulty, oriented_preferences
+
+    endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
+
+    def config(**ranking):
+        ranking = {"baseline": "gpt4_1106_preview", **ranking}
+        return parse_evaluate({"mode": "pairwise", "ranking": ranking}, endpoints)
+
+    samples = prepare_samples(samples_from_file(read_samples_file(ALPACA_EVAL)), config())
+    judgments, _ = judge_all(samples, config(), None, progress=False)
+    fitted = alpaca_eval_win_rates(judgments, samples, config()).set_index("model")
+    assert fitted["length_controlled_v1"].isna().all()  # no gamed baselines, no v1
+    by_prompt = fitted_difficulty(
+        oriented_preferences(pairwise_battles(judgments, samples), "gpt4_1106_preview")
+    )
+    # The instructions' positions: the order they first appear in (AlpacaEval's own order).
+    position = {key: n for n, key in enumerate(pd.unique(samples["prompt_key"]))}
+    frames = []
+    for model in ("Mixtral-8x7B-Instruct-v0.1_concise", "alpaca-7b_verbose"):
+        mine = samples[samples["model"] == model].merge(
+            samples[samples["model"] == "gpt4_1106_preview"][["instance_id", "response"]],
+            on="instance_id",
+            suffixes=("", "_baseline"),
+        )
+        delta = mine["response_baseline"].str.len() - mine["response"].str.len()
+        frames.append(
+            pd.DataFrame(
+                {
+                    "index": mine["prompt_key"].map(position),
+                    "instruction_difficulty": mine["prompt_key"].map(by_prompt),
+                    "preference": mine["preference"].astype(float) - 1,
+                    "std_delta_len": delta / delta.std(),
+                }
+            )
+        )
+    path = _gamed_file(
+        tmp_path / "df_gamed.csv", pd.concat(frames).sort_values("index", kind="stable")
+    )
+    given = alpaca_eval_win_rates(
+        judgments, samples, config(alpaca_eval_gamed=str(path))
+    ).set_index("model")
+    assert set(given["difficulty_source"]) == {f"given ({path})"}
+    for model, row in given.iterrows():
+        # The file's difficulty, matched by position, is the one fitted from the run.
+        assert row["length_controlled_noreg"] == pytest.approx(
+            fitted.at[model, "length_controlled_noreg"], abs=1e-9
+        )
+        assert 0 < row["length_controlled_v1"] < 100
+        assert abs(row["length_controlled_v1"] - row["length_controlled_noreg"]) > 0.1
+
+
 def _arena_hard_bench(tmp_path, uids, scores):
     """An Arena-Hard benchmark folder: the shared answers and one judgment file."""
     bench = tmp_path / "arena-hard-v0.1"
@@ -222,7 +342,7 @@ def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
     )
     samples = prepare_samples(samples_from_file(read_samples_file(path)), config)
     judgments, _ = judge_all(samples, config, None, progress=False)
-    table = arena_hard_win_rates(judgments, config).set_index("model")
+    table = arena_hard_win_rates(judgments, samples, config).set_index("model")
     # The model's battles, counted independently: strong verdicts three battles.
     model_score = {"A>>B": [1] * 3, "A>B": [1], "A=B": [0.5], "B>A": [0], "B>>A": [0] * 3}
     battles = []
@@ -235,6 +355,119 @@ def test_arena_hard_scores_count_strong_verdicts_three_times(tmp_path):
     assert row["arena_hard_ci_low"] < row["score"] < row["arena_hard_ci_high"]
     assert row["clustered_ci_low"] < row["score"] < row["clustered_ci_high"]
     assert "90%" in row["arena_hard_ci_method"] and "cluster" in row["clustered_ci_method"]
+
+
+def _tokens_available() -> bool:
+    try:
+        import tiktoken  # noqa: PLC0415 - the optional `style` extra
+
+        tiktoken.get_encoding(TOKEN_ENCODING)
+    except Exception:  # noqa: BLE001 - not installed, or its encoding file not reachable
+        return False
+    return True
+
+
+def test_token_lengths_are_o200k_tokens_or_characters_with_a_named_warning():
+    texts = pd.Series(["Hello, world!", "", None, "<|endoftext|> is read as text"])
+    if _tokens_available():
+        lengths, unit = token_lengths(texts)
+        assert unit == TOKENS
+        assert lengths[1] == lengths[2] == 0 and 0 < lengths[0] < len(texts[0])
+    else:
+        with pytest.warns(TokenCountWarning, match="o200k_base"):
+            lengths, unit = token_lengths(texts)
+        assert unit.startswith("characters")
+        assert lengths.tolist() == [13, 0, 0, len(texts[3])]
+
+
+def test_style_control_takes_away_an_advantage_owed_to_length_alone():
+    """Two models of equal quality against the baseline: one always answers longer, and
+    the judge prefers the longer answer. Raw, the long one leads by far; style-controlled,
+    the two are close."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for model, ratio in (("long", 2.0), ("short", 0.5)):
+        for i in range(600):
+            own = 1000 * ratio * rng.uniform(0.6, 1.4)
+            base = 1000 * rng.uniform(0.6, 1.4)
+            covariate = (own - base) / (own + base)
+            won = rng.uniform() < 1 / (1 + np.exp(-4 * covariate))
+            rows.append(
+                {
+                    "instance": f"q{i}",
+                    "model_a": "baseline",
+                    "model_b": model,
+                    "outcome": 0.0 if won else 1.0,
+                    "judgment": len(rows),
+                    "length_a": base,
+                    "length_b": own,
+                    **{
+                        f"{f}_{side}": 0.0
+                        for f in ("headers", "list_items", "bold")
+                        for side in ("a", "b")
+                    },
+                }
+            )
+    table = arena_hard_scores(
+        pd.DataFrame(rows), "baseline", n_resamples=20, length_unit="characters"
+    ).set_index("model")
+    raw_gap = table.at["long", "score"] - table.at["short", "score"]
+    style_gap = (
+        table.at["long", "style_controlled_score"] - table.at["short", "style_controlled_score"]
+    )
+    assert raw_gap > 30
+    assert abs(style_gap) < raw_gap / 4
+    assert table.at["long", "coef_length"] > 0.5  # the judge's taste for length, found
+    assert table["length_unit"].eq("characters").all()
+    assert "90%" in table.at["long", "style_method"]
+    for model, row in table.iterrows():
+        assert row["style_ci_low"] <= row["style_controlled_score"] <= row["style_ci_high"], model
+
+
+@needs_arena_hard
+def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_format(tmp_path):
+    """Arena-Hard's show_result.py style control, run by benchmarks/anchors.py on judgments
+    written in its format over the shared answers (recorded in
+    benchmarks/results/anchors.json), against eval_arena_hard on the same judgments."""
+    recorded = json.loads((PROJECT_ROOT / "benchmarks/results/anchors.json").read_text())
+    theirs = recorded["arena_hard"]["reference"]
+    if isinstance(theirs, str) or "style" not in theirs:
+        pytest.skip("benchmarks/anchors.py has not recorded Arena-Hard's style control")
+    if _tokens_available():
+        pytest.skip("Arena-Hard's recorded run counted characters (no o200k_base there)")
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import anchors  # noqa: PLC0415 - the benchmark's judgments in Arena-Hard's format
+
+    from llm_feedback.evaluation import judge_all, prepare_samples
+    from llm_feedback.evaluation.ranking import arena_hard_win_rates
+    from llm_feedback.params import parse_evaluate
+
+    judged = anchors.arena_hard_bench(tmp_path)
+    endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
+    ours: dict[str, list[float]] = {}
+    samples = judgments = None
+    for seed in range(3):
+        config = parse_evaluate(
+            {
+                "mode": "pairwise",
+                "ranking": {"baseline": anchors.ARENA_BASELINE},
+                "intervals": {"seed": seed, "n_resamples": 100},
+            },
+            endpoints,
+        )
+        if judgments is None:
+            frame = samples_from_file(read_samples_file(judged), "auto", anchors.ARENA_BASELINE)
+            samples = prepare_samples(frame, config)
+            judgments, _ = judge_all(samples, config, None, progress=False)
+        with pytest.warns(TokenCountWarning):
+            table = arena_hard_win_rates(judgments, samples, config)
+        for row in table.to_dict("records"):
+            ours.setdefault(row["model"], []).append(row["style_controlled_score"])
+    assert set(ours) == set(anchors.ARENA_MODELS)
+    for model, scores in ours.items():
+        their = np.mean([run["score"] for run in theirs["style"][model]])
+        # Both are medians of 100 bootstrap fits: a few seeds' means agree within 0.5.
+        assert np.mean(scores) == pytest.approx(their, abs=0.5), model
 
 
 def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
@@ -267,6 +500,10 @@ def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path
     # recorded): the card reads it as the original order's; the third verdict is wrong.
     assert metrics["fake-model~gold", "accuracy_original_order"] == pytest.approx(16 / 20)
     assert metrics["fake-model~gold", "tie_rate"] == pytest.approx(4 / 20)
+    # The order never asked is not an unreadable call: accuracy is not halved.
+    assert metrics["fake-model~gold", "accuracy"] == pytest.approx(16 / 20)
+    assert metrics["fake-model~gold", "unreadable_share"] == 0
+    assert metrics.get(("fake-model~gold", "accuracy_swapped_order"), math.nan) != 0
     assert not catalog.load("judge_validation").empty
 
 

@@ -293,6 +293,8 @@ def test_verdicts_from_eval_judgments_follow_the_first_row_as_a() -> None:
             "model_b": ["zeta", "alpha"],
             "verdict_a_first": ["B", "B"],
             "verdict_b_first": ["A", None],
+            # q2's second order was asked (its prompt was sent) and its reply unreadable.
+            "prompt_b_first": ["shown B first", "shown B first"],
         }
     )
     verdicts = verdicts_from_judgments(judgments, pairs).set_index(["instance_id", "order"])
@@ -302,6 +304,14 @@ def test_verdicts_from_eval_judgments_follow_the_first_row_as_a() -> None:
     assert verdicts.loc[("q2", "original"), "verdict"] == "B"
     assert verdicts.loc[("q2", "swapped"), "verdict"] is None
     assert verdicts.loc[("q1", "original"), "len_a"] == 5
+    # Judged in one order only (a recorded preference, a one-order judge): the second order
+    # was not run, so it is no verdict row at all rather than an unreadable one.
+    one_order = verdicts_from_judgments(judgments.drop(columns=["prompt_b_first"]), pairs)
+    assert sorted(zip(one_order["instance_id"], one_order["order"], strict=True)) == [
+        ("q1", "original"),
+        ("q1", "swapped"),
+        ("q2", "original"),
+    ]
 
 
 def test_bad_verdict_frames_are_refused() -> None:

@@ -83,6 +83,9 @@ class EvalIntervalParams:
 class EvalRankingParams:
     # The model win rates and mean differences are measured against; None: first by name.
     baseline: str | None = None
+    # AlpacaEval's df_gamed.csv (instruction difficulty and the gamed baselines' rows): with
+    # it eval_alpaca_eval has length_controlled_v1 and the noreg difficulty is the file's.
+    alpaca_eval_gamed: str | None = None
 
 
 def _is_int(value: object) -> bool:

@@ -26,13 +26,23 @@ import logging
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metric_intervals import baseline_model
 from llm_feedback.evaluation.recorded import PROMPT_KEY
 from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
-from llm_feedback.stats.alpaca_eval import ALPACA_EVAL_COLUMNS, alpaca_eval_table
-from llm_feedback.stats.arena_hard import ARENA_HARD_COLUMNS, arena_hard_battles, arena_hard_scores
+from llm_feedback.stats.alpaca_eval import (
+    ALPACA_EVAL_COLUMNS,
+    GamedBaselines,
+    alpaca_eval_table,
+)
+from llm_feedback.stats.arena_hard import (
+    ARENA_HARD_COLUMNS,
+    ARENA_HARD_STYLE,
+    arena_hard_battles,
+    arena_hard_scores,
+    arena_hard_style_counts,
+)
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
@@ -123,13 +133,46 @@ def model_ranking(
     )
 
 
+def gamed_difficulty_by_prompt(gamed: GamedBaselines, samples: pd.DataFrame) -> pd.Series:
+    """The gamed-baselines file's instruction difficulty keyed as the battles' instances
+    are (`prompt_key`, else instance_id): by the instruction's text where the file names
+    it, else by position, the prompts numbered in the order they first appear in `samples`
+    (AlpacaEval's own order when a model with every instruction comes first, as in
+    its published annotations)."""
+    keys = samples["instance_id"]
+    if PROMPT_KEY in samples.columns:
+        keys = samples[PROMPT_KEY].fillna(keys)
+    if gamed.difficulty.index.name == "instruction":
+        key_of_text = dict(zip(samples["question"], keys, strict=True))
+        by_text = gamed.difficulty[gamed.difficulty.index.isin(key_of_text.keys())]
+        return pd.Series(by_text.to_numpy(), index=by_text.index.map(key_of_text))
+    order = pd.unique(keys)
+    position = gamed.difficulty.index.to_numpy(dtype="int64")
+    inside = (position >= 0) & (position < len(order))
+    return pd.Series(gamed.difficulty.to_numpy()[inside], index=order[position[inside]])
+
+
 def alpaca_eval_win_rates(
     judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
 ) -> pd.DataFrame:
-    """AlpacaEval 2's figures under its names (`stats.alpaca_eval.ALPACA_EVAL_COLUMNS`), one
-    row per model against the baseline: from the probability-weighted verdicts where the
-    judgments have them (recorded preferences, the judge's `prob_margin`), else from the
-    outcomes. Empty unless the mode compares and two or more models have an outcome."""
+    """AlpacaEval 2's figures under its names (`stats.alpaca_eval.ALPACA_EVAL_COLUMNS`).
+
+    One row per model against the baseline: from the probability-weighted verdicts where
+    the judgments have them (recorded preferences, the judge's `prob_margin`), else from the
+    outcomes. With `evaluate.ranking.alpaca_eval_gamed` (AlpacaEval's `df_gamed.csv`) the
+    instruction difficulty is the file's and `length_controlled_v1` is computed.
+
+    Args:
+        judgments: eval_judgments.
+        samples: eval_samples.
+        config: the evaluate parameters.
+
+    Returns:
+        The table; empty unless the mode compares and two or more models have an outcome.
+
+    Raises:
+        InputError: the gamed-baselines file is unreadable.
+    """
     empty = _typed(None, ALPACA_EVAL_COLUMNS)
     if not config.kind.compares:
         return empty
@@ -138,14 +181,35 @@ def alpaca_eval_win_rates(
     if models.nunique() < 2:
         return empty
     baseline = baseline_model(models, config.ranking.baseline)
-    return alpaca_eval_table(battles, baseline)
+    gamed = difficulty = None
+    if config.ranking.alpaca_eval_gamed:
+        try:
+            gamed = GamedBaselines.read(config.ranking.alpaca_eval_gamed)
+        except InputError as error:
+            raise InputError(f"evaluate.ranking.alpaca_eval_gamed: {error}") from None
+        difficulty = gamed_difficulty_by_prompt(gamed, samples)
+    return alpaca_eval_table(battles, baseline, difficulty, gamed)
 
 
-def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
+def arena_hard_win_rates(
+    judgments: pd.DataFrame, samples: pd.DataFrame, config: EvaluateParams
+) -> pd.DataFrame:
     """Arena-Hard-Auto's scores (`stats.arena_hard.ARENA_HARD_COLUMNS`) of the pairwise
-    judgments against the baseline: both games of each judgment as battles, strong
-    recorded verdicts three times. Empty unless the mode compares and the baseline met a
-    model in a judgment with both games read."""
+    judgments against the baseline.
+
+    Both games of each judgment are battles, strong recorded verdicts three times; the
+    style-controlled score uses each answer's Arena-Hard style counts (token lengths where
+    tiktoken can count them, else characters with a warning).
+
+    Args:
+        judgments: eval_judgments.
+        samples: eval_samples (the answers whose style is counted).
+        config: the evaluate parameters.
+
+    Returns:
+        The table; empty unless the mode compares and the baseline met a model in a
+        judgment with both games read.
+    """
     if not config.kind.compares or judgments.empty:
         return _typed(None, ARENA_HARD_COLUMNS)
     keyed = judgments.assign(
@@ -153,7 +217,13 @@ def arena_hard_win_rates(judgments: pd.DataFrame, config: EvaluateParams) -> pd.
         if PROMPT_KEY in judgments.columns
         else judgments["instance_id"]
     )
+    counts, unit = arena_hard_style_counts(samples["response"].astype("string").astype(object))
+    styled = pd.concat([samples[SAMPLE_KEY], counts], axis=1).drop_duplicates(SAMPLE_KEY)
+    for side in ("a", "b"):
+        names = {"model": f"model_{side}"} | {f: f"{f}_{side}" for f in ARENA_HARD_STYLE}
+        key = ["instance_id", "turn", "replicate", f"model_{side}"]
+        keyed = keyed.merge(styled.rename(columns=names), on=key, how="left")
     battles = arena_hard_battles(keyed, instance="instance")
     models = pd.concat([battles["model_a"], battles["model_b"]])
     baseline = baseline_model(models, config.ranking.baseline)
-    return arena_hard_scores(battles, baseline, **config.intervals.kwargs)
+    return arena_hard_scores(battles, baseline, **config.intervals.kwargs, length_unit=unit)

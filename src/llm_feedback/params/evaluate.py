@@ -74,8 +74,13 @@ def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> Evalua
         seed=intervals.integer("seed"),
         confidence=intervals.number("confidence", minimum=0.5, maximum=0.999),
     )
-    ranking = block.block("ranking", ("baseline",), defaults_of(EvalRankingParams))
-    values["ranking"] = EvalRankingParams(baseline=ranking.text("baseline", nullable=True))
+    ranking = block.block(
+        "ranking", ("baseline", "alpaca_eval_gamed"), defaults_of(EvalRankingParams)
+    )
+    values["ranking"] = EvalRankingParams(
+        baseline=ranking.text("baseline", nullable=True),
+        alpaca_eval_gamed=ranking.text("alpaca_eval_gamed", nullable=True),
+    )
     judge_block, panel_block = values.pop("judge", None), values.pop("panel", None)
     if judge_block is not None and panel_block is not None:
         raise ConfigError(

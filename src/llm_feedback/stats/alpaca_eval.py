@@ -17,16 +17,23 @@ else the discrete outcome (1 win, 0.5 tie, 0 loss). As AlpacaEval computes them
   continuous log loss (scikit-learn's liblinear, AlpacaEval's grid of 10 penalties); the
   figure is the predicted preference at equal lengths x 100;
 - `length_controlled_noreg`: the same with an instruction-difficulty term, averaged over
-  the instructions. The difficulty is given per prompt, or fitted from the run's models
-  (`fitted_difficulty`).
-
-`length_controlled_v1` (the leaderboard's) also regularises towards two "gamed" baselines
-whose annotations come from AlpacaEval's `df_gamed.csv`; it is not computed here.
+  the instructions. The difficulty is given per prompt (from AlpacaEval's `df_gamed.csv`,
+  see `GamedBaselines`), or fitted from the run's models (`fitted_difficulty`);
+- `length_controlled_v1` (the leaderboard's): `length_controlled_noreg` fitted together
+  with the rows of AlpacaEval's two "gamed" baselines (the baseline prompted to be verbose
+  and to be concise; their continuous preference, standardised length difference and
+  instruction difficulty as `df_gamed.csv` has them, their model term 0), each gamed row
+  weighted 0.2 / 2 against 1 for the model's own, so that the length and difficulty
+  coefficients are pulled toward the gamed baselines'; the cross-validated log loss is
+  weighted the same way. Only with a `GamedBaselines` read from that file (AlpacaEval
+  downloads it from the Hub): without it the figure is NaN.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,6 +41,8 @@ from scipy.special import expit, logit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
+
+from llm_feedback.errors import InputError
 
 ALPACA_EVAL_COLUMNS = {
     "model": "string",
@@ -47,9 +56,10 @@ ALPACA_EVAL_COLUMNS = {
     "discrete_win_rate": "float64",
     "length_controlled_minimal": "float64",
     "length_controlled_noreg": "float64",
+    "length_controlled_v1": "float64",
     "avg_length": "float64",
     "preference_source": "string",  # "probabilities", "discrete outcomes" or "both"
-    "difficulty_source": "string",  # where length_controlled_noreg's difficulty came from
+    "difficulty_source": "string",  # where the noreg / v1 difficulty came from
 }
 # AlpacaEval's settings of its GLM fit: the penalty grid (scikit-learn's default of 10
 # values), the folds and the solver's seed.
@@ -58,6 +68,69 @@ N_FOLDS = 5
 SOLVER_SEED = 123
 # Mean preferences of exactly 0 or 1 have no logit: fitted difficulty clips them.
 _DIFFICULTY_CLIP = 1e-3
+# length_controlled_v1's pull toward the gamed baselines (AlpacaEval's
+# regularize_to_baseline_lambda), shared by its two gamed baselines: each row weighs 0.1.
+GAMED_WEIGHT = 0.2
+N_GAMED_BASELINES = 2
+GAMED_COLUMNS = ("index", "instruction_difficulty", "preference", "std_delta_len")
+
+
+@dataclass(frozen=True)
+class GamedBaselines:
+    """AlpacaEval's `df_gamed.csv`: `difficulty` per instruction (by its position in
+    AlpacaEval's instruction order, or by prompt where the file names the instructions) and
+    the gamed baselines' `rows` (preference in [0, 1], std_delta_len, instruction_difficulty)."""
+
+    difficulty: pd.Series
+    rows: pd.DataFrame
+    source: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> GamedBaselines:
+        """The file as AlpacaEval publishes it: one row per gamed baseline and instruction,
+        columns `index` (the instruction's position), `instruction_difficulty`, `preference`
+        (the model's preference over the baseline, in [0, 1]), `std_delta_len` (the baseline's
+        length less the gamed model's, over its standard deviation), optional `model` and
+        `instruction` (its text: then difficulty is matched by text, not position).
+
+        Args:
+            path: the CSV file.
+
+        Returns:
+            The gamed baselines and the per-instruction difficulty.
+
+        Raises:
+            InputError: the file is unreadable or a column is missing or not numeric.
+        """
+        path = Path(path)
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not a readable CSV file ({error})") from None
+        missing = [column for column in GAMED_COLUMNS if column not in frame.columns]
+        if missing:
+            raise InputError(
+                f"{path}: AlpacaEval's df_gamed.csv has columns {', '.join(GAMED_COLUMNS)}; "
+                f"missing {', '.join(missing)}"
+            )
+        for column in GAMED_COLUMNS:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            # A gamed row may lack its preference (it is left out of the fit, as AlpacaEval
+            # leaves it out); nothing else may be missing.
+            bad = values.isna() if column != "preference" else values.isna() & frame[column].notna()
+            if column == "preference":
+                bad |= (values < 0) | (values > 1)
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise InputError(
+                    f"{path}, line {row + 2}, column {column!r}: must be a number"
+                    f"{' in [0, 1]' if column == 'preference' else ''}, got "
+                    f"{frame[column].iloc[row]!r}"
+                )
+            frame[column] = values
+        key = "instruction" if "instruction" in frame.columns else "index"
+        difficulty = frame.drop_duplicates(key).set_index(key)["instruction_difficulty"]
+        return cls(difficulty, frame[list(GAMED_COLUMNS)].reset_index(drop=True), str(path))
 
 
 def oriented_preferences(battles: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -105,14 +178,18 @@ def head_to_head(preference: np.ndarray) -> dict[str, float]:
     }
 
 
-def _continuous_log_loss(model: LogisticRegression, x: np.ndarray, p: np.ndarray) -> float:
+def _continuous_log_loss(
+    model: LogisticRegression, x: np.ndarray, p: np.ndarray, w: np.ndarray
+) -> float:
+    """The mean of each row's weight times its log loss against the continuous `p` (as
+    AlpacaEval scores its folds: a mean over rows, not a weighted mean)."""
     predicted = np.clip(model.predict_proba(x)[:, 1], 1e-15, 1 - 1e-15)
-    return float(-np.mean(p * np.log(predicted) + (1 - p) * np.log(1 - predicted)))
+    return float(-np.mean(w * (p * np.log(predicted) + (1 - p) * np.log(1 - predicted))))
 
 
-def _l1_fit(x: np.ndarray, p: np.ndarray, penalty: float) -> LogisticRegression:
+def _l1_fit(x: np.ndarray, p: np.ndarray, w: np.ndarray, penalty: float) -> LogisticRegression:
     """L1 logistic regression without intercept of a continuous response: each row once as
-    a success weighted p and once as a failure weighted 1 - p."""
+    a success weighted w p and once as a failure weighted w (1 - p)."""
     model = LogisticRegression(
         C=penalty, l1_ratio=1.0, solver="liblinear", fit_intercept=False, random_state=SOLVER_SEED
     )
@@ -122,32 +199,57 @@ def _l1_fit(x: np.ndarray, p: np.ndarray, penalty: float) -> LogisticRegression:
         model.fit(
             np.vstack([x, x]),
             np.concatenate([np.ones(len(p)), np.zeros(len(p))]),
-            sample_weight=np.concatenate([p, 1 - p]),
+            sample_weight=np.concatenate([w * p, w * (1 - p)]),
         )
     return model
 
 
-def cross_validated_fit(x: np.ndarray, p: np.ndarray) -> LogisticRegression:
-    """The L1 fit at the penalty with the least mean held-out continuous log loss over
-    `N_FOLDS` folds of the rows (a row's two copies in one fold), refitted on every row."""
+def cross_validated_fit(
+    x: np.ndarray, p: np.ndarray, w: np.ndarray | None = None
+) -> LogisticRegression:
+    """The L1 fit at the penalty with the least mean held-out (weighted) continuous log loss
+    over `N_FOLDS` folds of the rows (a row's two copies in one fold), refitted on every row.
+
+    Args:
+        x: the design, one row per preference.
+        p: the preferences in [0, 1].
+        w: each row's weight (None: 1 each).
+
+    Returns:
+        The refitted scikit-learn model.
+    """
+    w = np.ones(len(p)) if w is None else w
     folds = list(GroupKFold(n_splits=min(N_FOLDS, len(p))).split(x, p, np.arange(len(p))))
     losses = [
         np.mean(
             [
-                _continuous_log_loss(_l1_fit(x[fit], p[fit], c), x[held], p[held])
+                _continuous_log_loss(_l1_fit(x[fit], p[fit], w[fit], c), x[held], p[held], w[held])
                 for fit, held in folds
             ]
         )
         for c in PENALTIES
     ]
-    return _l1_fit(x, p, PENALTIES[int(np.argmin(losses))])
+    return _l1_fit(x, p, w, PENALTIES[int(np.argmin(losses))])
 
 
-def length_controlled(preferences: pd.DataFrame, difficulty: pd.Series | None = None) -> float:
-    """One model's length-controlled win rate (x 100) from its `oriented_preferences`:
-    `length_controlled_minimal` without `difficulty`, `length_controlled_noreg` with it
-    (per prompt; a prompt without one counts 0). NaN with fewer than two rows or no
-    length variation."""
+def length_controlled(
+    preferences: pd.DataFrame,
+    difficulty: pd.Series | None = None,
+    gamed: pd.DataFrame | None = None,
+) -> float:
+    """One model's length-controlled win rate (x 100) from its `oriented_preferences`.
+
+    Args:
+        preferences: the model's `oriented_preferences`.
+        difficulty: per prompt (a prompt without one counts 0); None for
+            `length_controlled_minimal`.
+        gamed: the gamed baselines' rows (`GamedBaselines.rows`), with `difficulty`, for
+            `length_controlled_v1`; None for `length_controlled_noreg`.
+
+    Returns:
+        The predicted preference at equal lengths averaged over the model's instructions
+        x 100; NaN with fewer than `N_FOLDS` preferences or no length variation.
+    """
     delta = (preferences["baseline_length"] - preferences["length"]).to_numpy(dtype="float64")
     spread = np.std(delta, ddof=1) if len(delta) > 1 else 0.0
     if not spread > 0:
@@ -162,10 +264,23 @@ def length_controlled(preferences: pd.DataFrame, difficulty: pd.Series | None = 
     test.append(np.ones(len(delta)))
     x, x_test = np.column_stack(columns), np.column_stack(test)
     p = preferences["preference"].to_numpy(dtype="float64")
+    w = np.ones(len(p))
+    if gamed is not None and difficulty is not None:
+        # The gamed baselines' rows first, as AlpacaEval stacks them (the folds follow rows).
+        baselines = np.column_stack(
+            [
+                np.tanh(gamed["std_delta_len"].to_numpy(dtype="float64")),
+                gamed["instruction_difficulty"].to_numpy(dtype="float64"),
+                np.zeros(len(gamed)),
+            ]
+        )
+        x = np.vstack([baselines, x])
+        p = np.concatenate([gamed["preference"].to_numpy(dtype="float64"), p])
+        w = np.concatenate([np.full(len(gamed), GAMED_WEIGHT / N_GAMED_BASELINES), w])
     known = ~np.isnan(p)
     if known.sum() < N_FOLDS:
         return np.nan
-    model = cross_validated_fit(x[known], p[known])
+    model = cross_validated_fit(x[known], p[known], w[known])
     # Every instruction is predicted, a missing preference's too (as AlpacaEval does).
     return float(expit(x_test @ model.coef_[0]).mean() * 100)
 
@@ -180,15 +295,30 @@ def fitted_difficulty(oriented: pd.DataFrame) -> pd.Series:
 
 
 def alpaca_eval_table(
-    battles: pd.DataFrame, baseline: str, difficulty: pd.Series | None = None
+    battles: pd.DataFrame,
+    baseline: str,
+    difficulty: pd.Series | None = None,
+    gamed: GamedBaselines | None = None,
 ) -> pd.DataFrame:
-    """`ALPACA_EVAL_COLUMNS`, one row per model that met `baseline` (sorted by win_rate,
-    best first). `battles`: instance (the prompt), model_a, model_b, outcome, optional
-    probability (A's probability-weighted win), length_a, length_b. `difficulty`: per
-    prompt, for length_controlled_noreg; None: `fitted_difficulty` of these battles."""
+    """AlpacaEval 2's figures of every model that met the baseline.
+
+    Args:
+        battles: instance (the prompt), model_a, model_b, outcome, optional probability
+            (A's probability-weighted win), length_a, length_b.
+        baseline: the model every other one is compared with.
+        difficulty: per prompt, for length_controlled_noreg and v1; None: the gamed
+            baselines' file's (keyed by prompt by the caller), else `fitted_difficulty` of
+            these battles.
+        gamed: AlpacaEval's gamed baselines, for length_controlled_v1 (NaN without).
+
+    Returns:
+        `ALPACA_EVAL_COLUMNS`, one row per model, sorted by win_rate, best first.
+    """
     oriented = oriented_preferences(battles, baseline)
-    source = "given" if difficulty is not None else "fitted from the run's models"
-    if difficulty is None:
+    if difficulty is not None:
+        source = f"given ({gamed.source})" if gamed is not None else "given"
+    else:
+        source = "fitted from the run's models"
         difficulty = fitted_difficulty(oriented)
     rows = []
     for model, mine in oriented.groupby("model", sort=True):
@@ -200,6 +330,9 @@ def alpaca_eval_table(
                 **head_to_head(mine["preference"].to_numpy(dtype="float64")),
                 "length_controlled_minimal": length_controlled(mine),
                 "length_controlled_noreg": length_controlled(mine, difficulty),
+                "length_controlled_v1": length_controlled(mine, difficulty, gamed.rows)
+                if gamed is not None
+                else np.nan,
                 "avg_length": float(mine["length"].mean()),
                 "preference_source": "probabilities"
                 if probabilistic.all()

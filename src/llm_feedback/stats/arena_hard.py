@@ -15,15 +15,40 @@ Arena-Hard's (`arena_hard_ci_*`: 90%, the model's battles resampled with replace
 5th and 95th percentiles of the resampled means, 100 resamples as it draws) and ours
 (`clustered_ci_*`: the clustered bootstrap of `stats.ranking.win_rates`, every battle of a
 prompt resampled together, at the run's confidence).
+
+Style control as its `show_result.py --control-features length markdown` makes it
+(`style_controlled_*`), where the battles carry both answers' `ARENA_HARD_STYLE` counts:
+per answer its length in tokens (tiktoken's `o200k_base`, the encoding of "gpt-4o" that
+`utils/add_markdown_info.py` counts with; characters, with a `TokenCountWarning`, where
+tiktoken or its encoding file is not available) and its Markdown headers, list items and
+bold spans (`stats.length_control.markdown_counts`, fenced code removed first). Per
+battle against the baseline: the length covariate (model - baseline) / (model + baseline);
+each Markdown count as a density, count / (length + 1), and its covariate (model -
+baseline) / (model + baseline + 1); every covariate centred and divided by its standard
+deviation over all battles. The Bradley-Terry fit (logistic regression without intercept,
+no penalty, scikit-learn) of the battle scores on each model's indicator (the baseline's
+strength 0) and the four covariates gives each model's win probability against the
+baseline; as Arena-Hard, the figure is the median over 100 fits on battles resampled with
+replacement, the interval their 5th and 95th percentiles, the covariates' coefficients
+their medians.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import numpy as np
 import pandas as pd
+from scipy.special import expit
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
 
 from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from llm_feedback.stats.length_control import style_features
 from llm_feedback.stats.ranking import ELO_BASE, ELO_SCALE, bradley_terry, win_rates
+
+logger = logging.getLogger(__name__)
 
 # A verdict level read from side A: A's battles (score, copies).
 LEVEL_BATTLES = {
@@ -49,7 +74,157 @@ ARENA_HARD_COLUMNS = {
     "clustered_ci_method": "string",
     "n_battles": "int64",
     "n_judgments": "int64",
+    # Style control (NaN where the battles carry no style counts).
+    "style_controlled_score": "float64",
+    "style_ci_low": "float64",
+    "style_ci_high": "float64",
+    "style_method": "string",
+    "length_unit": "string",  # what the length covariate counted
+    "coef_length": "float64",
+    "coef_headers": "float64",
+    "coef_list_items": "float64",
+    "coef_bold": "float64",
 }
+# Each answer's style counts, in the order of Arena-Hard's metadata (token_len,
+# header_count, list_count, bold_count).
+ARENA_HARD_STYLE = ("length", "headers", "list_items", "bold")
+TOKEN_ENCODING = "o200k_base"  # tiktoken's encoding of "gpt-4o", as add_markdown_info.py uses
+TOKENS = f"{TOKEN_ENCODING} tokens"
+
+
+class TokenCountWarning(UserWarning):
+    """Arena-Hard's token lengths could not be counted: lengths are characters."""
+
+
+def token_lengths(texts: pd.Series) -> tuple[np.ndarray, str]:
+    """Each text's length as Arena-Hard counts it, and the unit.
+
+    Args:
+        texts: the answers (a missing one counts 0).
+
+    Returns:
+        (lengths, unit): tokens of tiktoken's `o200k_base` (special tokens read as text), or,
+        where tiktoken or its encoding file is not available, characters with a
+        `TokenCountWarning` and a unit saying why.
+    """
+    text = texts.fillna("").astype(str)
+    try:
+        import tiktoken  # noqa: PLC0415 - optional (the `style` extra)
+
+        encoder = tiktoken.get_encoding(TOKEN_ENCODING)
+    except Exception as error:  # noqa: BLE001 - a missing package or encoding file, any kind
+        reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        message = (
+            f"Arena-Hard style control counts lengths in tiktoken's {TOKEN_ENCODING} tokens, "
+            f'which are not available here ({reason}; pip install -e ".[style]" and let '
+            "tiktoken fetch its encoding once): lengths are characters"
+        )
+        warnings.warn(TokenCountWarning(message), stacklevel=2)
+        logger.warning("%s", message)
+        return text.str.len().to_numpy(dtype="float64"), "characters (tiktoken unavailable)"
+    lengths = [len(encoder.encode(value, disallowed_special=())) for value in text]
+    return np.asarray(lengths, dtype="float64"), TOKENS
+
+
+def arena_hard_style_counts(texts: pd.Series) -> tuple[pd.DataFrame, str]:
+    """Per answer, `ARENA_HARD_STYLE` as Arena-Hard counts them, and the length's unit.
+
+    Args:
+        texts: the answers.
+
+    Returns:
+        (counts with `texts`' index, the unit of `length`).
+    """
+    counts = style_features(texts)
+    lengths, unit = token_lengths(texts)
+    return counts.assign(length=lengths)[list(ARENA_HARD_STYLE)], unit
+
+
+def style_covariates(model: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Arena-Hard's four style covariates of battles, normalised.
+
+    Args:
+        model: (battles, 4) the model's answer's `ARENA_HARD_STYLE` counts.
+        baseline: the same of the baseline's answer.
+
+    Returns:
+        (battles, 4): the length difference over the sum, each Markdown density's difference
+        over its sum plus 1, each column centred and divided by its standard deviation (a
+        column that never varies is 0: it cannot be fitted).
+    """
+    total = model[:, 0] + baseline[:, 0]
+    length = np.divide(
+        model[:, 0] - baseline[:, 0], total, out=np.zeros(len(total)), where=total > 0
+    )
+    model_density = model[:, 1:] / (model[:, :1] + 1)
+    baseline_density = baseline[:, 1:] / (baseline[:, :1] + 1)
+    markdown = (model_density - baseline_density) / (model_density + baseline_density + 1)
+    covariates = np.column_stack([length, markdown])
+    spread = covariates.std(axis=0, ddof=1) if len(covariates) > 1 else np.zeros(4)
+    centred = covariates - covariates.mean(axis=0)
+    return np.divide(centred, spread, out=np.zeros_like(centred), where=spread > 0)
+
+
+def _bradley_terry_fit(design: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The unpenalised logistic regression without intercept of battle scores in [0, 1]
+    (a tie half a win): each battle once as a win weighted by its score, once as a loss."""
+    model = LogisticRegression(C=np.inf, fit_intercept=False, max_iter=1000, tol=1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # separation: a model always won
+        model.fit(
+            np.vstack([design, design]),
+            np.concatenate([np.ones(len(score)), np.zeros(len(score))]),
+            sample_weight=np.concatenate([score, 1 - score]),
+        )
+    return model.coef_[0]
+
+
+def style_controlled(
+    oriented: pd.DataFrame, unit: str, seed: int
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Arena-Hard's style-controlled score of every model against the baseline.
+
+    Args:
+        oriented: one row per battle against the baseline: model, score (the model's: 1, 0.5
+            or 0) and `ARENA_HARD_STYLE` with `_model` and `_baseline`.
+        unit: what `length` counted (for the method's label).
+        seed: the bootstrap's seed.
+
+    Returns:
+        (per model: style_controlled_score, style_ci_low, style_ci_high x 100; the
+        covariates' coefficients, each the median over the resamples).
+    """
+    models = sorted(oriented["model"].unique())
+    indicator = (oriented["model"].to_numpy()[:, None] == np.array(models)[None, :]).astype(float)
+    covariates = style_covariates(
+        oriented[[f"{f}_model" for f in ARENA_HARD_STYLE]].to_numpy(dtype="float64"),
+        oriented[[f"{f}_baseline" for f in ARENA_HARD_STYLE]].to_numpy(dtype="float64"),
+    )
+    design = np.column_stack([indicator, covariates])
+    score = oriented["score"].to_numpy(dtype="float64")
+    draws = np.random.default_rng(seed).integers(0, len(score), (ARENA_HARD_RESAMPLES, len(score)))
+    fits = np.array([_bradley_terry_fit(design[rows], score[rows]) for rows in draws])
+    strengths = expit(fits[:, : len(models)]) * 100
+    tail = (1 - ARENA_HARD_CONFIDENCE) / 2
+    low, median, high = np.quantile(strengths, [tail, 0.5, 1 - tail], axis=0)
+    method = (
+        f"arena-hard style control (length in {unit}; header, list, bold densities), "
+        f"median of {ARENA_HARD_RESAMPLES} battle-bootstrap fits, {ARENA_HARD_CONFIDENCE:.0%}"
+    )
+    table = pd.DataFrame(
+        {
+            "model": models,
+            "style_controlled_score": median,
+            "style_ci_low": low,
+            "style_ci_high": high,
+            "style_method": method,
+            "length_unit": unit,
+        }
+    )
+    coefficients = np.median(fits[:, len(models) :], axis=0)
+    return table, {
+        f"coef_{f}": float(c) for f, c in zip(ARENA_HARD_STYLE, coefficients, strict=True)
+    }
 
 
 def _game_battles(level: object, plain: object) -> tuple[float, int] | None:
@@ -63,7 +238,14 @@ def _game_battles(level: object, plain: object) -> tuple[float, int] | None:
 
 def arena_hard_battles(judgments: pd.DataFrame, instance: str = "instance_id") -> pd.DataFrame:
     """One row per battle: instance, model_a, model_b, outcome (A's score), judgment (the
-    judgment's row number); both games of every judgment whose two games were read."""
+    judgment's row number), and each side's `ARENA_HARD_STYLE` counts (`_a`, `_b`) where
+    the judgments carry them; both games of every judgment whose two games were read."""
+    carried = [
+        f"{feature}_{side}"
+        for feature in ARENA_HARD_STYLE
+        for side in ("a", "b")
+        if f"{feature}_{side}" in judgments.columns
+    ]
     levels = [
         judgments[column].astype(object).where(judgments[column].notna(), None)
         if column in judgments.columns
@@ -86,9 +268,12 @@ def arena_hard_battles(judgments: pd.DataFrame, instance: str = "instance_id") -
                     "model_b": judgment["model_b"],
                     "outcome": score,
                     "judgment": number,
+                    **{column: judgment[column] for column in carried},
                 }
             ] * copies
-    return pd.DataFrame(rows, columns=["instance", "model_a", "model_b", "outcome", "judgment"])
+    return pd.DataFrame(
+        rows, columns=["instance", "model_a", "model_b", "outcome", "judgment", *carried]
+    )
 
 
 def battle_bootstrap(
@@ -110,9 +295,10 @@ def arena_hard_scores(
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = DEFAULT_CONFIDENCE,
+    length_unit: str = TOKENS,
 ) -> pd.DataFrame:
     """`ARENA_HARD_COLUMNS`, one row per model that met `baseline`, best first, from
-    `arena_hard_battles`."""
+    `arena_hard_battles` (`length_unit`: what their `length_a` / `length_b` count)."""
     if battles.empty or baseline not in set(battles["model_a"]) | set(battles["model_b"]):
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in ARENA_HARD_COLUMNS.items()})
     # Only the fit is used (the intervals are below): the fewest resamples it allows.
@@ -125,6 +311,14 @@ def arena_hard_scores(
     model = np.where(as_a[against.index], against["model_a"], against["model_b"])
     score = np.where(as_a[against.index], against["outcome"], 1 - against["outcome"])
     oriented = pd.DataFrame({"model": model, "score": score, "judgment": against["judgment"]})
+    style, coefficients = None, {}
+    if all(f"{f}_{side}" in battles.columns for f in ARENA_HARD_STYLE for side in ("a", "b")):
+        for feature in ARENA_HARD_STYLE:
+            a, b = against[f"{feature}_a"].to_numpy(), against[f"{feature}_b"].to_numpy()
+            oriented[f"{feature}_model"] = np.where(as_a[against.index], a, b)
+            oriented[f"{feature}_baseline"] = np.where(as_a[against.index], b, a)
+        style, coefficients = style_controlled(oriented, length_unit, seed)
+        style = style.set_index("model")
     rows = []
     for name, mine in oriented.groupby("model", sort=True):
         gap = (fitted[name] - fitted[baseline]) * np.log(ELO_BASE) / ELO_SCALE
@@ -147,6 +341,8 @@ def arena_hard_scores(
                 "clustered_ci_method": f"{clustered.at[name, 'method']}, {confidence:.0%}",
                 "n_battles": len(mine),
                 "n_judgments": mine["judgment"].nunique(),
+                **({} if style is None else style.loc[name].to_dict()),
+                **coefficients,
             }
         )
     table = pd.DataFrame(rows, columns=list(ARENA_HARD_COLUMNS))

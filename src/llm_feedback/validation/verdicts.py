@@ -107,8 +107,20 @@ def attach_pairs(verdicts: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _second_order_asked(row: Any) -> bool:
+    """Whether a pairwise judgment's second order (B shown first) was asked: it has a
+    verdict, or its call left a prompt or a reply. A comparison judged in one order only (a
+    recorded preference, a one-order judge) has none of them: that order was not run, and is
+    no unreadable call."""
+    return any(
+        isinstance(getattr(row, column, None), str)
+        for column in ("verdict_b_first", "prompt_b_first", "raw_reply_b_first")
+    )
+
+
 def verdicts_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """The verdict frame of eval_judgments' pairwise rows (two verdict rows per row)."""
+    """The verdict frame of eval_judgments' pairwise rows: one verdict row per order asked
+    (two where the row was judged in both orders, one where its second order was not run)."""
     require_columns(
         judgments,
         ["instance_id", "model_a", "model_b", "verdict_a_first", "verdict_b_first"],
@@ -124,7 +136,10 @@ def verdicts_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.
             )
         as_shown = row.model_a == first_model[row.instance_id]
         replicate = int(getattr(row, "replicate", 0) or 0)
-        for shown_first, raw in ((True, row.verdict_a_first), (False, row.verdict_b_first)):
+        orders = [(True, row.verdict_a_first)]
+        if _second_order_asked(row):
+            orders.append((False, row.verdict_b_first))
+        for shown_first, raw in orders:
             verdict = _label(raw)
             if not as_shown and verdict is not None:
                 verdict = FLIPPED[verdict]

@@ -28,6 +28,6 @@ def rank_models(
     config = evaluate_params(evaluate, endpoints)
     ranking, coefficients = model_ranking(eval_judgments, samples, config)
     alpaca_eval = alpaca_eval_win_rates(eval_judgments, samples, config)
-    arena_hard = arena_hard_win_rates(eval_judgments, config)
+    arena_hard = arena_hard_win_rates(eval_judgments, samples, config)
     figure = model_ranking_figure(ranking, TITLE)
     return ranking, coefficients, figure, alpaca_eval, arena_hard
