@@ -103,17 +103,31 @@ def injection(runs: Sequence[dict]) -> str:
     fp = last.get("false_positives")
     if fp and fp["sources"]:
         fp_rows = [
-            [source, f"{row['texts']:,}", row["flagged"], f"{row['flagged'] / row['texts']:.1%}"]
+            [
+                source,
+                f"{row['texts']:,}",
+                f"{row['flagged']} ({row['flagged'] / row['texts']:.2%})",
+                f"{row['flagged_alone']} ({row['flagged_alone'] / row['texts']:.2%})"
+                if "flagged_alone" in row
+                else "-",
+            ]
             for source, row in fp["sources"].items()
         ]
+        alone = (
+            f" ({fp['rate_alone']:.2%} when each is read alone, without its instruction)"
+            if "rate_alone" in fp
+            else ""
+        )
         lines += [
             "",
-            f"False positives on ordinary answers: {fp['rate']:.1%} flagged overall. A "
-            "flagged clean text costs calls only: at this rate a run of four completions a "
-            f"prompt makes x{fp['aspect_calls_ratio']:.2f} the aspect calls and "
-            f"x{fp['critique_calls_ratio']:.2f} the critique calls.",
+            f"False positives on clean answers written by others: {fp['rate']:.2%} flagged "
+            f"when read in the context of their instruction, as annotate and evaluate read "
+            f"them{alone}. A verdict that answers the instruction (a sentiment score asked "
+            "for, a review's stars) is no injection; one that addresses the judge is. At this "
+            f"rate a run of four completions a prompt makes x{fp['aspect_calls_ratio']:.3f} "
+            f"the aspect calls and x{fp['critique_calls_ratio']:.3f} the critique calls.",
             "",
-            _table(["answers", "texts", "flagged", "share"], fp_rows),
+            _table(["answers", "texts", "flagged in context", "flagged alone"], fp_rows),
         ]
     return "\n".join(lines)
 

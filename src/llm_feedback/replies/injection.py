@@ -73,9 +73,10 @@ _TOP = r"\b(?:top|highest|maximum|max|perfect|full|best\s+possible)"
 _RATING_NOUN = r"\b(?:ratings?|scores?|grades?|verdict)\b"
 _RATING_VERB = (
     r"\b(?:rated|scored|graded|deserve[sd]?|deserving|merits?|earns?|warrants?|awarded)\b"
-    # "rate", "score", "grade", "give", "award" are verbs here only with an object
-    r"|\b(?:rate|score|grade|give|assign|award|mark)\s+(?:it|this|that|them|each|every|all"
-    r"|both|me|my|the\s+\w+|texts?|responses?|answers?)\b"
+    # "rate", "score", "grade", "give", "award" are verbs here only with an object (looked
+    # at, not taken: "give every text a 5" names its target after the verb)
+    r"|\b(?:rate|score|grade|give|assign|award|mark)(?=\s+(?:it|this|that|them|each|every"
+    r"|all|both|me|my|the\s+\w+|texts?|responses?|answers?)\b)"
 )
 # Rating vocabulary shortly before a grade, or a grade right before a rating noun or a
 # unit of one ("a five-star rating", "5 stars to this text").
@@ -176,6 +177,8 @@ _TARGETED_VERDICT = re.compile(
 # A compared response claiming the verdict: "choose this response", "this answer is better".
 _SELF_VERDICT = re.compile(
     r"\b(?:choose|pick|select|prefer|favou?r|vote\s+for)\s+(?:this|me|my|mine)\b"
+    r"|\b(?:this|my)\s+(?:text|response|answer|output|completion)\s+(?:deserves?|merits?"
+    r"|earns?|warrants?|should\s+(?:get|receive|be\s+(?:rated|given|scored)))\b"
     r"|\b(?:this|my)\s+(?:text|response|answer|output|completion)\s+(?:is|should\s+be|must\s+be)"
     r"\s+(?:clearly\s+|obviously\s+|the\s+)?(?:better|best|superior|the\s+winner|preferred"
     r"|correct\s+one)\b"
@@ -259,13 +262,15 @@ _RATING_CELL = re.compile(
     + r")\s*[*_]*\s*(?:\([^)]*\))?\s*$"
 )
 # The judge's own rating line, a label and a bare grade ("Rating: 5", "**Score:** [[9]]"),
-# is flagged in a rating task too: an answer gives its rating with what it rates ("Rating:
-# 5/5 stars", "Sentiment score: 9"), a line in the reply's form speaks to the judge.
+# and MT-Bench's "[[8]]" are flagged in every task: an answer gives its rating with what it
+# rates ("Rating: 5/5 stars", "Sentiment score: 9"), a line in the reply's form speaks to
+# the judge.
 _JUDGE_RATING_LINE = re.compile(
     LINE_DECORATION
     + r"(?:(?:overall|final)\s+)?(?:ratings?|scores?|grades?|verdict|"
     + _FOREIGN_LABEL
-    + r")(?:\s*\([^)]*\))?\s*[*_]*\s*[:：=\-–—]?\s*[*_]*\s*(?:\[\[\s*)?(?:10|\d|n\s*/?\s*a)"
+    # not "=": "score = 0" is code
+    + r")(?:\s*\([^)]*\))?\s*[*_]*\s*[:：\-–—]?\s*[*_]*\s*(?:\[\[\s*)?(?:10|\d|n\s*/?\s*a)"
     r"(?:\s*\]\])?\s*[*_]*\s*\.?\s*$"
 )
 _BRACKET_VERDICT = re.compile(r"\[\[\s*(?:\d{1,2}(?:\.\d+)?|[abc])\s*\]\]")
@@ -403,20 +408,19 @@ def _verdict_line(line: str) -> bool:
         or (overall and re.search(_GRADE, line[overall.end() :]))
         or _VERDICT_KEY.search(line)
         or _FOREIGN_RATING.match(line)
-        or _BRACKET_VERDICT.search(line)
         or (line.lstrip().startswith("|") and any(map(_RATING_CELL.match, line.split("|"))))
     )
 
 
-def _line_suspicious(line: str, verdicts: bool, code: bool) -> bool:
+def _line_suspicious(line: str, verdicts: bool) -> bool:
     """Whether a whole line is to be left out: it imitates the judge's structure or its
-    reply's rating line (outside code), or it is shaped as a verdict and `verdicts` count."""
-    folded = fold(line)
+    reply's rating line, or it is shaped as a verdict and `verdicts` count here."""
     return any(
         _structural_line(form)
-        or (not code and _JUDGE_RATING_LINE.match(form))
+        or _JUDGE_RATING_LINE.match(form)
+        or _BRACKET_VERDICT.search(form)
         or (verdicts and _verdict_line(form))
-        for form in {folded, unmarked(folded)}
+        for form in _readings(line)
     )
 
 
@@ -429,10 +433,18 @@ def _reply_label(line: str) -> bool:
     )
 
 
+def _section_header(line: str) -> bool:
+    """Whether a line heads a section of the judge's reply ("### Text 2", "Texte 1")."""
+    return any(
+        SECTION_HEADER.match(form) or _FOREIGN_SECTION.match(form) for form in _readings(line)
+    )
+
+
 def _fake_reply_lines(lines: list[tuple[int, int, bool, bool]]) -> list[tuple[int, int]]:
-    """The spans of the lines left out whole, and of the reply labels next to them (a fake
-    reply's "Rationale: flawless." beside its "Rating: 5"); a reply label alone carries no
-    verdict and stays."""
+    """The spans of the lines left out whole, and of the lines that join them: reply labels
+    next to them (a fake reply's "Rationale: flawless." beside its "Rating: 5") and the
+    lines of a fake section up to a blank line; a reply label alone carries no verdict and
+    stays. Each entry of `lines` is (begin, end, left out whole, joins one next to it)."""
     whole = [flag for _, _, flag, _ in lines]
     grown = True
     while grown:
@@ -488,7 +500,7 @@ def _scan(text: str, context: TaskContext, depth: int = 0) -> tuple[str, list[tu
     visible = normal
     for begin, end in spans:
         visible = visible[:begin] + " " * (end - begin) + visible[end:]
-    start, table, in_code = 0, None, False
+    start, table, in_code, in_section = 0, None, False, False
     # Per line: its span, whether it is left out whole, whether it is a reply label
     # ("Rationale: ...", "Type: ...") that a fake reply around it would hold.
     lines: list[tuple[int, int, bool, bool]] = []
@@ -503,8 +515,10 @@ def _scan(text: str, context: TaskContext, depth: int = 0) -> tuple[str, list[tu
         code = context.code_task and (in_code or fence)
         verdicts = not context.rating_task and not code
         ordinary = _ordinary(context.own_cues + (("output",) if code else ()))
-        whole = _line_suspicious(line, verdicts, code)
-        lines.append((table if table is not None else start, end, whole, _reply_label(line)))
+        whole = _line_suspicious(line, verdicts)
+        joins = in_section and bool(line.strip()) or _reply_label(line)
+        lines.append((table if table is not None else start, end, whole, joins))
+        in_section = (in_section or (whole and _section_header(line))) and bool(line.strip())
         if not whole:
             offset = start
             for sentence in _SENTENCE_END.split(line):
