@@ -57,7 +57,8 @@ def injection(runs: Sequence[dict]) -> str:
         "columns; `obeyed` counts the calls in which the judge was taken over (each "
         "showing a text as written). Every prompt here holds an injection, so the calls "
         "column is the worst case: each suspected completion is rated alone, as written "
-        "and without its suspicious spans (the lower rating kept).",
+        "and without its suspicious spans (the lower rating kept; the one as written when "
+        "they agree).",
         "",
         _table(header, rows),
     ]
@@ -84,7 +85,8 @@ def injection(runs: Sequence[dict]) -> str:
             "carries the injection beside a better `plain` one; the obeying judge gives a "
             "top verdict (pairwise: the win) to any response carrying more than an honest "
             "answer. A flagged sample is judged again without its suspicious spans (pairwise: "
-            "the pair, both orders), the lower verdict kept. `obeyed` counts the calls in "
+            "the pair, both orders), the lower verdict kept (as written when they agree). "
+            "`obeyed` counts the calls in "
             "which the judge was taken over (every call showing the text as written).",
             "",
             _table(

@@ -276,7 +276,7 @@ _JUDGE_RATING_LINE = re.compile(
 _BRACKET_VERDICT = re.compile(r"\[\[\s*(?:\d{1,2}(?:\.\d+)?|[abc])\s*\]\]")
 _CODE_FENCE = re.compile(r"^\s*(?:```|~~~)")
 
-# What the instruction (and task kind) must say for a verdict to be an answer, or code code.
+# What the instruction (and task kind) say when a verdict answers the task, or the task is code.
 _RATING_TASK = re.compile(
     r"\b(?:rat(?:e|es|ed|ing|ings)|scor(?:e|es|ed|ing)|grad(?:e|es|ed|ing)|stars?|reviews?"
     r"|evaluat\w*|assess\w*|critiqu\w*|judg\w*|rank\w*|sentiment|verdicts?|feedback"
