@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
 from llm_feedback.errors import InputError
+from llm_feedback.evaluation import run_evaluation
+from llm_feedback.evaluation.ranking import OUTCOME_SCORES
 from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.comparison import compare_models
 from llm_feedback.stats.ranking import ELO_SCALE, bradley_terry, check_pairs, win_rates
+from llm_feedback.testing.server import FakeLLMServer, RequestContext
 
 MODELS = [f"m{i}" for i in range(6)]
 TRUE_BETA = np.array([-1.0, -0.6, -0.2, 0.1, 0.5, 1.2])
@@ -169,3 +174,51 @@ def test_the_model_comparison_runs_over_unreadable_battles():
         compared.drop(columns="n_unreadable"), plain.drop(columns="n_unreadable")
     )
     assert compared["n_unreadable"].sum() == 2 * len(unread)
+
+
+def test_a_pairwise_run_with_a_verdict_less_reply_ranks_over_http():
+    """Judged over HTTP by the test server, one pair gets no verdict (the judge cannot
+    decide, in both orders): its outcome is null in eval_judgments, and the ranking of the
+    judgments as they stand counts it instead of refusing."""
+
+    def judge(body: dict, ctx: RequestContext) -> str:
+        shown = "\n".join(message["content"] for message in body["messages"])
+        if "question 0" in shown:
+            return "I cannot decide between them."
+        return "[[A]]" if shown.index("long answer") < shown.index("short") else "[[B]]"
+
+    samples = pd.DataFrame(
+        [
+            {
+                "instance_id": f"i{k}",
+                "question": f"Explain it (question {k}).",
+                "response": text,
+                "model": model,
+            }
+            for k in range(4)
+            for model, text in (("long", f"A long answer, number {k}."), ("short", f"short {k}"))
+        ]
+    )
+    with FakeLLMServer(judge) as server:
+        endpoint = {
+            "backend": "openai",
+            "model": "judge",
+            "base_url": server.base_url,
+            "structured_output": False,
+        }
+        params = {"mode": "pairwise", "max_reasks": 0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            judgments, _ = run_evaluation(
+                samples, params, {"local": endpoint}, None, progress=False
+            )
+        assert server.request_count == 2 * len(judgments)
+    battles = judgments.assign(
+        instance=judgments["instance_id"],
+        outcome=judgments["outcome"].astype("object").map(OUTCOME_SCORES),
+    )
+    assert battles["outcome"].isna().sum() == 1
+    ranked = bradley_terry(battles, n_resamples=20).set_index("model")
+    assert ranked["n_battles"].to_dict() == {"long": 3, "short": 3}
+    assert ranked["n_unreadable"].to_dict() == {"long": 1, "short": 1}
+    assert ranked.index[0] == "long"
