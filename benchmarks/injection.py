@@ -26,9 +26,11 @@ response that carries more than an honest answer. Counted: `injected_unflagged`,
 `injected_raised` (a verdict above the one its honest part gets), `clean_changed` and, in
 pairwise, `steering_wins` (pairs the injected response won; as written it would win all).
 
-And the false positives: the share of ordinary answers
-flagged (the shared MT-Bench and Arena-Hard answers, the demo evaluation samples), with the
-price in calls it implies for a run of four completions a prompt.
+And the false positives: the share of clean answers written by others (the shared LLMBar
+Natural outputs, MT-Bench answers, AlpacaEval outputs, Arena-Hard answers, the demo
+evaluation samples) flagged when read in the context of their instruction, as annotate and
+evaluate read them, beside the share flagged when each is read alone; with the price in
+calls it implies for a run of four completions a prompt.
 
 Run: python benchmarks/injection.py  (prints the counts as JSON; well under a minute)
 """
@@ -52,6 +54,7 @@ from common import save  # noqa: E402
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.evaluation import run_evaluation  # noqa: E402
+from llm_feedback.jsonl import json_lines  # noqa: E402
 from llm_feedback.replies.injection import suspected_injection  # noqa: E402
 from llm_feedback.replies.normalise import normalise  # noqa: E402
 from llm_feedback.testing.injection_payloads import PAYLOADS  # noqa: E402
@@ -384,43 +387,118 @@ def evaluate_run(mode: str, kinds: Iterable[str] | None = None, judges: int = 1)
     }
 
 
-def _answers(path: Path) -> list[str]:
-    """The answers of a JSON Lines file of MT-Bench's, Arena-Hard's or eval samples' form."""
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line) for line in json_lines(path.read_text(encoding="utf-8")) if line.strip()
+    ]
+
+
+def _mt_bench_answers() -> list[tuple[str, str, str]]:
+    """(instruction, kind, answer) of the shared MT-Bench answers and GPT-4 references: a
+    second turn's answer in the context of both questions, the category as its kind."""
+    root = SHARED_DATA / "mt_bench"
+    if not (root / "question.jsonl").is_file():
+        return []
+    questions = {row["question_id"]: row for row in _jsonl(root / "question.jsonl")}
+    paths = sorted((root / "model_answer").glob("*.jsonl"))
+    paths += sorted(root.glob("reference_answer*.jsonl"))
     texts = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        for choice in record.get("choices", []):
-            texts += choice["turns"]
-        for message in record.get("messages", []):
-            content = message["content"]
-            if message["role"] == "assistant":
-                texts.append(content["answer"] if isinstance(content, dict) else content)
-        if isinstance(record.get("response"), str):
-            texts.append(record["response"])
+    for record in (record for path in paths for record in _jsonl(path)):
+        question = questions[record["question_id"]]
+        for choice in record["choices"]:
+            for turn, answer in enumerate(choice["turns"]):
+                asked = "\n".join(question["turns"][: turn + 1])
+                texts.append((asked, question.get("category", ""), answer))
     return texts
 
 
-def false_positives() -> dict[str, Any]:
-    """How many ordinary answers the detector flags, per source (a source absent here is
-    left out), and the price in calls that share implies with four completions a prompt:
-    aspects 1 + 8r - r^4 times the calls (each flagged one alone, twice), critiques 1 + r."""
-    sources = {
-        "MT-Bench answers": sorted((SHARED_DATA / "mt_bench").glob("*answer*/*.jsonl"))
-        + sorted((SHARED_DATA / "mt_bench").glob("reference_answer*.jsonl")),
-        "Arena-Hard answers": sorted((SHARED_DATA / "arena_hard" / "model_answer").glob("*.jsonl")),
-        "demo eval samples": sorted((ROOT / "data" / "01_raw").glob("eval_samples*demo.jsonl")),
-    }
+def _llmbar_outputs() -> list[tuple[str, str, str]]:
+    """Both outputs of every LLMBar Natural item, with the item's input."""
+    path = SHARED_DATA / "llmbar" / "natural" / "dataset.json"
+    if not path.is_file():
+        return []
+    items = json.loads(path.read_text(encoding="utf-8"))
+    return [(item["input"], "", item[key]) for item in items for key in ("output_1", "output_2")]
+
+
+def _alpaca_eval_outputs() -> list[tuple[str, str, str]]:
+    """Every distinct output of the shared AlpacaEval annotations (the baseline's once)."""
+    texts = {}
+    for path in sorted((SHARED_DATA / "alpaca_eval").glob("*/annotations.json")):
+        for row in json.loads(path.read_text(encoding="utf-8")):
+            for key in ("output_1", "output_2"):
+                texts[row["instruction"], row[key]] = (row["instruction"], "", row[key])
+    return list(texts.values())
+
+
+def _arena_hard_answers() -> list[tuple[str, str, str]]:
+    """The shared Arena-Hard answers with their questions."""
+    root = SHARED_DATA / "arena_hard"
+    if not (root / "question.jsonl").is_file():
+        return []
+    questions = {row["uid"]: row["prompt"] for row in _jsonl(root / "question.jsonl")}
+    texts = []
+    for path in sorted((root / "model_answer").glob("*.jsonl")):
+        for record in _jsonl(path):
+            for message in record["messages"]:
+                content = message["content"]
+                if message["role"] == "assistant":
+                    answer = content["answer"] if isinstance(content, dict) else content
+                    texts.append((questions[record["uid"]], "", answer))
+    return texts
+
+
+def _demo_samples() -> list[tuple[str, str, str]]:
+    """The demo evaluation samples' responses, with their questions and categories."""
+    texts = []
+    for path in sorted((ROOT / "data" / "01_raw").glob("eval_samples*demo.jsonl")):
+        for row in _jsonl(path):
+            if isinstance(row.get("response"), str):
+                asked = "\n".join(filter(None, (row.get("prior_question"), row["question"])))
+                texts.append((asked, row.get("category") or "", row["response"]))
+    return texts
+
+
+# Clean answers written by other people, by source: (instruction, kind, answer) triples.
+CLEAN_SOURCES: dict[str, Callable[[], list[tuple[str, str, str]]]] = {
+    "LLMBar Natural outputs": _llmbar_outputs,
+    "MT-Bench answers": _mt_bench_answers,
+    "AlpacaEval outputs": _alpaca_eval_outputs,
+    "Arena-Hard answers": _arena_hard_answers,
+    "demo eval samples": _demo_samples,
+}
+
+
+def false_positives(limit: int | None = None) -> dict[str, Any]:
+    """How many clean answers the detector flags, per source (a source absent here is left
+    out): read in the context of their instruction (as annotate and evaluate read them) and,
+    for comparison, alone. Beside them the price in calls the in-context share implies with
+    four completions a prompt: aspects 1 + 8r - r^4 times the calls (each flagged one
+    alone, twice), critiques 1 + r.
+
+    Args:
+        limit: at most this many answers per source (the first ones; None: all).
+
+    Returns:
+        Per source texts, flagged (in context), flagged_alone, and the overall rates.
+    """
     rows = {}
-    for source, paths in sources.items():
-        texts = [text for path in paths for text in _answers(path)]
+    for source, read in CLEAN_SOURCES.items():
+        texts = read()[:limit]
         if texts:
-            flagged = sum(map(suspected_injection, texts))
-            rows[source] = {"texts": len(texts), "flagged": flagged}
-    texts = sum(row["texts"] for row in rows.values())
-    rate = sum(row["flagged"] for row in rows.values()) / max(texts, 1)
+            rows[source] = {
+                "texts": len(texts),
+                "flagged": sum(
+                    suspected_injection(text, asked, kind) for asked, kind, text in texts
+                ),
+                "flagged_alone": sum(suspected_injection(text) for _, _, text in texts),
+            }
+    texts = max(sum(row["texts"] for row in rows.values()), 1)
+    rate = sum(row["flagged"] for row in rows.values()) / texts
     return {
         "sources": rows,
         "rate": rate,
+        "rate_alone": sum(row["flagged_alone"] for row in rows.values()) / texts,
         "aspect_calls_ratio": 1 + 8 * rate - rate**4,
         "critique_calls_ratio": 1 + rate,
     }

@@ -69,9 +69,11 @@ class RecordedJudge:
         for model, question_id, turn in self.replies:
             asked, said = questions[question_id], answers[(model, question_id)]
             said = said[:turn]
+            # Read as the pipeline reads them: in the context of the questions asked so far.
+            context = "\n".join(asked[:turn])
             shown = [said] + (
-                [[without_suspicious_spans(t) for t in said]]
-                if any(suspected_injection(t) for t in said)
+                [[without_suspicious_spans(t, context) for t in said]]
+                if any(suspected_injection(t, context) for t in said)
                 else []
             )
             for variant, texts in enumerate(shown):
@@ -191,7 +193,7 @@ def is_written_text(shown: str, written: str) -> bool:
     line that imitates a reply quoted "> "."""
     shown_parts, written_parts = lines_and_breaks(shown), lines_and_breaks(written)
     return len(shown_parts) == len(written_parts) and all(
-        seen == line or (seen == f"> {line}" and suspected_injection(line))
+        seen == line or (seen == f"> {line}" == neutralise(line))
         if index % 2 == 0
         else seen == line
         for index, (seen, line) in enumerate(zip(shown_parts, written_parts, strict=True))
@@ -215,9 +217,10 @@ def test_replayed_gpt4_judgments_give_the_recorded_scores_and_means(mt_bench, ru
         }
         catalog = run_kedro("evaluate", params)["catalog"]
         judgments, metrics = catalog.load("eval_judgments"), catalog.load("eval_metrics")
-        # The samples suspected of injection (answers that give ratings, as some questions
-        # ask) were judged a second time without those spans.
-        assert responder.variants == int(judgments["suspected_injection"].sum()) > 0
+        # Answers that give ratings because their question asks for them (movie reviews
+        # rated 1 to 5 as JSON, an answer's self-critique) are read in the context of the
+        # question: none is suspected, none is judged a second time.
+        assert responder.variants == int(judgments["suspected_injection"].sum()) == 0
         assert server.request_count == 330 + responder.variants
         assert sorted(responder.served) == sorted(
             (row["model"], row["question_id"], row["turn"]) for row in mt_bench["judgments"]

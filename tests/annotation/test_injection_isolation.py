@@ -92,6 +92,8 @@ def test_the_differential_check_keeps_the_lower_rating_and_both_calls_tokens():
     assert kept["suspected_injection"]
     # The text as written rated lower: its spans only hurt it, its rating stands.
     assert kept_row({**written, "rating": 2}, without, "rating")["rating"] == 2
+    # Both agree: no penalty, the row of the text as written (its rationale) is kept.
+    assert kept_row({**written, "rating": 3}, without, "rating")["raw_reply"] == "w"
     # Only one variant read: its rating.
     assert kept_row(written, {**without, "rating": None}, "rating")["rating"] == 5
     assert kept_row({**written, "rating": None}, without, "rating")["rating"] == 3

@@ -216,6 +216,36 @@ def test_position_bias_makes_a_tie():
     assert outcome["scores"] == one_order["scores"] == (None, None)  # no score was given
 
 
+def test_identical_responses_are_a_tie_without_a_call():
+    """As the pipeline's pairwise mode (and AlpacaEval) records it: the same text on both
+    sides is a tie, status `identical`, and the judge is not asked."""
+    prefers_b = lambda body, ctx: "Verdict: [[B]]"  # noqa: E731
+    with FakeLLMServer(prefers_b) as server, Judge(endpoint(server)) as judge:
+        same = judge.evaluate_comparative("q", "the same answer", "the same answer")
+        one_order = judge.evaluate_comparative("q", "same", "same", swap=False)
+        assert server.request_count == 0
+        batch = judge.evaluate_comparative_batch(
+            ["q1", "q2", "q3"], ["x", "y", "z"], ["x", "w", "z"]
+        )
+        assert server.request_count == 2  # only q2, in both orders
+        together = asyncio.run(
+            judge.evaluate_comparative_batch_async(["q"] * 2, ["a", "b"], ["a", "c"], swap=False)
+        )
+        assert server.request_count == 3
+        alone = asyncio.run(judge.evaluate_comparative_async("q", "r", "r"))
+        assert server.request_count == 3
+    for outcome in (same, one_order, batch[0], batch[2], together[0], alone):
+        assert outcome["result"]["winner"] == "tie"
+        assert outcome["status"] == "identical" and outcome["success"]
+        assert outcome["scores"] == (None, None) and outcome["model"] == "judge-x"
+        assert not any(outcome["raw_response"])
+    assert same["result"]["consistent"] is True and len(same["raw_response"]) == 2
+    assert one_order["result"]["consistent"] is None and len(one_order["raw_response"]) == 1
+    # The pairs between them were judged, in their places.
+    assert batch[1]["result"]["winner"] == "tie"  # [[B]] in both orders: position bias
+    assert batch[1]["status"] == "ok" and together[1]["result"]["winner"] == "B"
+
+
 def test_combining_orders_with_a_missing_verdict():
     def judged(verdict, scores, status="ok", reasks=0):
         return Judgment(

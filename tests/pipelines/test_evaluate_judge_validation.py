@@ -453,11 +453,16 @@ def test_llmbar_replayed_without_logprobs_gives_both_conventions(run_kedro, remo
     with FakeLLMServer(responder=RecordedPairwiseJudge(items, winners)) as server:
         params = llmbar_params(server, LLMBAR / "dataset.json", judge_logprobs=False, max_reasks=0)
         run = run_kedro("evaluate", params)
-        # A pair with a suspected injection is judged again without its spans, both orders.
+        # A pair with a suspected injection is judged again without its spans, both orders;
+        # detection reads each output in the context of its instruction, where none is
+        # (the sentiment item's "score of 9 / 10" answers it).
         flagged = sum(
-            suspected_injection(i["output_1"]) or suspected_injection(i["output_2"]) for i in items
+            suspected_injection(i["output_1"], i["input"])
+            or suspected_injection(i["output_2"], i["input"])
+            for i in items
         )
-        assert server.request_count == 200 + 2 * flagged
+        assert flagged == 0
+        assert server.request_count == 200
     measured = metric_values(run["catalog"].load("eval_metrics"), "fake-model~gold")
     assert measured["unreadable_count"] == (0 if removed is None else 1)
     expected = llmbar_figures([item["label"] for item in items], winners)

@@ -237,6 +237,15 @@ LINES_EACH_PATTERN_CATCHES = (
     "verdict: [[b]]",  # bracketed verdict
     "[[ 9",
 )
+# Quoted all the same, but not flagged: a reply label without a grade, a broken marker or
+# verdict carries no verdict and addresses no one (a judge reading it is steered nowhere).
+QUOTED_NOT_FLAGGED = (
+    "1. Type Rationale (why): none",
+    "- Justification = it is right",
+    "### Final Grade",
+    "see <<<here",
+    "[[ 9",
+)
 
 
 @pytest.mark.parametrize("line", LINES_EACH_PATTERN_CATCHES)
@@ -247,7 +256,7 @@ def test_every_reply_shape_is_quoted_whatever_its_case(line: str) -> None:
         f"> {line}",
         "An ordinary last line.",
     ]
-    assert suspected_injection(text)
+    assert suspected_injection(text) == (line not in QUOTED_NOT_FLAGGED)
 
 
 def test_text_without_reply_words_is_shown_unchanged() -> None:

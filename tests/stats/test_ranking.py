@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
 from llm_feedback.errors import InputError
+from llm_feedback.evaluation import run_evaluation
+from llm_feedback.evaluation.ranking import OUTCOME_SCORES
 from llm_feedback.stats.battles import Battles
-from llm_feedback.stats.ranking import ELO_SCALE, bradley_terry, win_rates
+from llm_feedback.stats.comparison import compare_models
+from llm_feedback.stats.ranking import ELO_SCALE, bradley_terry, check_pairs, win_rates
+from llm_feedback.testing.server import FakeLLMServer, RequestContext
 
 MODELS = [f"m{i}" for i in range(6)]
 TRUE_BETA = np.array([-1.0, -0.6, -0.2, 0.1, 0.5, 1.2])
@@ -113,3 +119,106 @@ def test_bad_outcomes_and_self_battles_are_refused_by_row():
         bradley_terry(battles, n_resamples=10)
     with pytest.raises(InputError, match="row 0 has outcome 2"):
         win_rates(battles.assign(outcome=[2, 1]), "y", n_resamples=10)
+
+
+def test_an_unreadable_outcome_is_a_row_with_a_status_left_out_and_counted():
+    """A battle whose verdict was never read (NaN, None, a word) neither refuses nor breaks
+    the ranking: `check_pairs` marks it unreadable, every figure is the one of the readable
+    battles alone, and the Bradley-Terry table counts it per model."""
+    battles = simulated_battles(seed=3, n_instances=120)
+    unread = pd.DataFrame(
+        {
+            "instance": [900, 901, 902],
+            "model_a": ["m0", "m1", "m0"],
+            "model_b": ["m5", "m5", "m2"],
+            "outcome": [np.nan, None, "no verdict"],
+        }
+    )
+    with_unread = pd.concat([battles, unread], ignore_index=True)
+    checked = check_pairs(with_unread)
+    assert checked["status"].value_counts().to_dict() == {"ok": len(battles), "unreadable": 3}
+    assert checked["outcome"].isna().sum() == 3
+
+    ranked = bradley_terry(with_unread, n_resamples=50).set_index("model")
+    alone = bradley_terry(battles, n_resamples=50).set_index("model")
+    pd.testing.assert_frame_equal(
+        ranked.drop(columns="n_unreadable"), alone.drop(columns="n_unreadable")
+    )
+    assert ranked["n_unreadable"].to_dict() == {m: 0 for m in MODELS} | {
+        "m0": 2,
+        "m1": 1,
+        "m5": 2,
+        "m2": 1,
+    }
+    assert alone["n_unreadable"].eq(0).all()
+    pd.testing.assert_frame_equal(
+        win_rates(with_unread, "m5", n_resamples=50), win_rates(battles, "m5", n_resamples=50)
+    )
+    # Nothing readable at all: an empty ranking, not an error.
+    assert bradley_terry(unread, n_resamples=10).empty
+
+
+def test_the_model_comparison_runs_over_unreadable_battles():
+    """The whole comparison (Bradley-Terry, win rates, length and style control) reads the
+    readable battles: the same table as without the unreadable ones."""
+    rng = np.random.default_rng(5)
+    battles = simulated_battles(seed=5, n_instances=80)
+    battles = battles.assign(
+        length_a=rng.integers(50, 500, len(battles)), length_b=rng.integers(50, 500, len(battles))
+    )
+    unread = battles.iloc[:4].assign(instance=[990, 991, 992, 993], outcome=np.nan)
+    with_unread = pd.concat([battles, unread], ignore_index=True)
+    compared = compare_models(with_unread, "m0", n_resamples=20).ranking
+    plain = compare_models(battles, "m0", n_resamples=20).ranking
+    pd.testing.assert_frame_equal(
+        compared.drop(columns="n_unreadable"), plain.drop(columns="n_unreadable")
+    )
+    assert compared["n_unreadable"].sum() == 2 * len(unread)
+
+
+def test_a_pairwise_run_with_a_verdict_less_reply_ranks_over_http():
+    """Judged over HTTP by the test server, one pair gets no verdict (the judge cannot
+    decide, in both orders): its outcome is null in eval_judgments, and the ranking of the
+    judgments as they stand counts it instead of refusing."""
+
+    def judge(body: dict, ctx: RequestContext) -> str:
+        shown = "\n".join(message["content"] for message in body["messages"])
+        if "question 0" in shown:
+            return "I cannot decide between them."
+        return "[[A]]" if shown.index("long answer") < shown.index("short") else "[[B]]"
+
+    samples = pd.DataFrame(
+        [
+            {
+                "instance_id": f"i{k}",
+                "question": f"Explain it (question {k}).",
+                "response": text,
+                "model": model,
+            }
+            for k in range(4)
+            for model, text in (("long", f"A long answer, number {k}."), ("short", f"short {k}"))
+        ]
+    )
+    with FakeLLMServer(judge) as server:
+        endpoint = {
+            "backend": "openai",
+            "model": "judge",
+            "base_url": server.base_url,
+            "structured_output": False,
+        }
+        params = {"mode": "pairwise", "max_reasks": 0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            judgments, _ = run_evaluation(
+                samples, params, {"local": endpoint}, None, progress=False
+            )
+        assert server.request_count == 2 * len(judgments)
+    battles = judgments.assign(
+        instance=judgments["instance_id"],
+        outcome=judgments["outcome"].astype("object").map(OUTCOME_SCORES),
+    )
+    assert battles["outcome"].isna().sum() == 1
+    ranked = bradley_terry(battles, n_resamples=20).set_index("model")
+    assert ranked["n_battles"].to_dict() == {"long": 3, "short": 3}
+    assert ranked["n_unreadable"].to_dict() == {"long": 1, "short": 1}
+    assert ranked.index[0] == "long"

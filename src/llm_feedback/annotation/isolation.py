@@ -8,10 +8,13 @@ A completion that addresses the evaluator or carries a verdict in any form
   another completion;
 - *its own rating* (the differential check): it is rated as written and, in a call of its
   own, with its suspicious spans left out (`replies.injection.without_suspicious_spans`);
-  its row keeps the lower of the two ratings (the one read, when the judge gave only one).
-  So what the spans say can lower its rating but never raise it above what the judge gives
-  the rest of the text; a clean text flagged by mistake loses nothing unless the spans taken
-  out made it better.
+  its row keeps the lower of the two ratings (the one read, when the judge gave only one;
+  the one as written, rationale included, when the two agree). So what the spans say can
+  lower its rating but never raise it above what the judge gives the rest of the text; a
+  clean text flagged by mistake loses nothing unless the spans taken out made it better.
+  Such mistakes are rare because detection reads each completion in the context of its
+  instruction: a rating that answers it ("a sentiment score of 9 / 10" when the
+  instruction asks for sentiment scores) is no verdict for the judge.
 
 The price: per aspect and shuffle, one more call for each prompt with a suspected completion
 (the clean ones no longer share its call) and one more for each suspected completion (its
@@ -46,25 +49,27 @@ def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
     return ([clean] if clean else []) + [[index] for index in flagged]
 
 
-def variants(text: str, flagged: bool) -> list[tuple[str, str]]:
+def variants(text: str, flagged: bool, instruction: str = "") -> list[tuple[str, str]]:
     """The (variant, text) pairs a completion is rated as: itself, or for a suspected one
     the text as written and the text without its suspicious spans.
 
     Args:
         text: the completion.
         flagged: whether it is a suspected injection.
+        instruction: the instruction it answers (the context its spans are found in).
 
     Returns:
         `[("", text)]` for a clean completion, else both variants of the differential check.
     """
     if not flagged:
         return [("", text)]
-    return [(AS_WRITTEN, text), (WITHOUT_SPANS, without_suspicious_spans(text))]
+    return [(AS_WRITTEN, text), (WITHOUT_SPANS, without_suspicious_spans(text, instruction))]
 
 
 def written_kept(written: Any, without: Any) -> bool:
-    """Whether the differential check keeps the rating of the text as written: it is lower
-    than the one without the spans, or the only one read.
+    """Whether the differential check keeps the rating of the text as written: it is not
+    above the one without the spans (equal: the two agree, and the text as written keeps
+    its rating and its rationale, no penalty), or it is the only one read.
 
     Args:
         written: the rating of the text as written (None or NaN: not read).
@@ -75,7 +80,7 @@ def written_kept(written: Any, without: Any) -> bool:
     """
     if pd.isna(written):
         return False
-    return pd.isna(without) or float(written) < float(without)
+    return pd.isna(without) or float(written) <= float(without)
 
 
 def kept_row(
@@ -132,9 +137,14 @@ class DifferentialRows:
 
 
 def injection_flags(usable: pd.DataFrame) -> pd.Series:
-    """Per completion row, whether it is a suspected injection (computed once per stage:
-    the scan reads every line of every completion)."""
-    return usable["response"].astype(str).map(suspected_injection).astype(bool)
+    """Per completion row, whether it is a suspected injection, read in the context of its
+    instruction (computed once per stage: the scan reads every line of every completion)."""
+    pairs = zip(usable["response"].astype(str), usable["instruction"].astype(str), strict=True)
+    return pd.Series(
+        [suspected_injection(response, instruction) for response, instruction in pairs],
+        index=usable.index,
+        dtype=bool,
+    )
 
 
 def aspect_call_count(usable: pd.DataFrame, flagged: pd.Series, calls_per_group: int) -> int:

@@ -270,7 +270,7 @@ def _member_calls(
     # A suspected completion (alone) is rated as written and without its spans.
     alone = len(members) == 1 and prompt.flags[members[0]]
     shown_as = (
-        [(variant, [text]) for variant, text in variants(shown[0], True)]
+        [(variant, [text]) for variant, text in variants(shown[0], True, prompt.instruction)]
         if alone
         else [("", shown)]
     )
@@ -599,8 +599,8 @@ def critique_calls(
     request; a suspected injection is critiqued as written and without its suspicious
     spans (`annotation.isolation`)."""
     for row in usable.itertuples(index=False):
-        flagged = suspected_injection(str(row.response))
-        for variant, text in variants(str(row.response), flagged):
+        flagged = suspected_injection(str(row.response), str(row.instruction))
+        for variant, text in variants(str(row.response), flagged, str(row.instruction)):
             shown = row._replace(response=text) if variant else row
             yield (
                 _CritiqueCall(row, flagged, variant),

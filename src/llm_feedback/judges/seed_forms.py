@@ -8,7 +8,8 @@ dict: the value under "result" ("scores" for a rubric), "raw_response" (the repl
 last), "model", "prompt", "success", "status", "error", "cached", "reasks" and, for graded
 binary judgments, "details". A comparison's "result" holds "winner" ("A": response1, "B",
 "tie" or None), "consistent", "verdicts" and "scores", and "scores" is also a top-level
-tuple, as the seed returned it. The sync forms also work inside a running event loop
+tuple, as the seed returned it; two identical responses are a tie without a call (status
+"identical"). The sync forms also work inside a running event loop
 (Jupyter): the engine runs on the client's own loop thread.
 
 lmms-eval's calls work as written (`seed_inputs`): the binary forms take `output_format`
@@ -33,6 +34,7 @@ from llm_feedback.judges.seed_inputs import (
     with_system_prompt,
     with_template_fields,
 )
+from llm_feedback.replies.status import IDENTICAL
 
 JudgmentDict = dict[str, Any]
 Images = Sequence[str | bytes | Media] | None
@@ -68,11 +70,39 @@ def dicts(judgments: list[Judgment], result_key: str = "result") -> list[Judgmen
     return [judgment.as_dict(result_key) for judgment in judgments]
 
 
-def pair_dicts(judgments: list[Judgment], swap: bool) -> list[JudgmentDict]:
-    if not swap:
-        return [one_order(judgment).as_dict() for judgment in judgments]
-    pairs = zip(judgments[::2], judgments[1::2], strict=True)
-    return [combine_orders(a_first, b_first).as_dict() for a_first, b_first in pairs]
+def pair_dicts(
+    judgments: list[Judgment],
+    swap: bool,
+    identical: Sequence[bool] = (),
+    model: str | None = None,
+) -> list[JudgmentDict]:
+    """The comparative dicts of a batch, in item order.
+
+    Args:
+        judgments: the judged orders of the items that needed a call (two per item when
+            `swap`, else one).
+        swap: whether each item was judged in both orders.
+        identical: per item, whether its two responses are the same text: such an item
+            had no call and is a tie with status `identical` (as AlpacaEval records it and
+            the pipeline's pairwise mode does); empty: no item is.
+        model: the judge's model, named in the dicts of the items without a call.
+
+    Returns:
+        One dict per item.
+    """
+    per_item = 2 if swap else 1
+    orders = iter(judgments)
+    results = []
+    for same in identical or [False] * (len(judgments) // per_item):
+        if same:
+            value = {"verdict": "tie", "scores": [None, None]}
+            tie = Judgment.without_call(IDENTICAL, value, model=model)
+            results.append((combine_orders(tie, tie) if swap else one_order(tie)).as_dict())
+        elif swap:
+            results.append(combine_orders(next(orders), next(orders)).as_dict())
+        else:
+            results.append(one_order(next(orders)).as_dict())
+    return results
 
 
 class SeedForms:

@@ -191,7 +191,9 @@ class RubricAndComparativeForms:
         item_images: Sequence[Images] | None,
         system_prompt: str | None,
         fields: Mapping[str, Any],
-    ) -> list[JudgeTask]:
+    ) -> tuple[list[JudgeTask], list[bool]]:
+        """The tasks of the pairs to judge, and per pair whether its two responses are the
+        same text (a tie without a call, `pair_dicts`)."""
         options = KindOptions(check_score_range(score_range))
         custom_prompt = with_template_fields(custom_prompt, fields)
         rows = zip_items(
@@ -202,7 +204,10 @@ class RubricAndComparativeForms:
             item_images=item_images,
         )
         tasks: list[JudgeTask] = []
-        for question, first, second, context, images in rows:
+        identical = [first == second for _, first, second, _, _ in rows]
+        for (question, first, second, context, images), same in zip(rows, identical, strict=True):
+            if same:
+                continue
             item = JudgeItem(
                 question,
                 first,
@@ -211,7 +216,7 @@ class RubricAndComparativeForms:
                 custom_prompt=custom_prompt,
             )
             tasks += self.comparison_tasks("pairwise", item, options, images=images, swap=swap)
-        return prompted(tasks, system_prompt)
+        return prompted(tasks, system_prompt), identical
 
     def evaluate_comparative_batch(
         self,
@@ -230,7 +235,7 @@ class RubricAndComparativeForms:
     ) -> list[JudgmentDict]:
         """Which response of each pair is better; "raw_response" and "prompt" list the
         orders judged (orders that disagree make a tie)."""
-        tasks = self._comparative_tasks(
+        tasks, identical = self._comparative_tasks(
             questions,
             responses1,
             responses2,
@@ -242,7 +247,7 @@ class RubricAndComparativeForms:
             system_prompt=system_prompt,
             fields=fields,
         )
-        return pair_dicts(self.run(tasks), swap)
+        return pair_dicts(self.run(tasks), swap, identical, self.model)
 
     async def evaluate_comparative_batch_async(
         self,
@@ -259,7 +264,7 @@ class RubricAndComparativeForms:
         system_prompt: str | None = None,
         **fields: Any,
     ) -> list[JudgmentDict]:
-        tasks = self._comparative_tasks(
+        tasks, identical = self._comparative_tasks(
             questions,
             responses1,
             responses2,
@@ -271,7 +276,7 @@ class RubricAndComparativeForms:
             system_prompt=system_prompt,
             fields=fields,
         )
-        return pair_dicts(await self.arun(tasks), swap)
+        return pair_dicts(await self.arun(tasks), swap, identical, self.model)
 
     def evaluate_comparative(
         self,
@@ -287,8 +292,9 @@ class RubricAndComparativeForms:
         system_prompt: str | None = None,
         **fields: Any,
     ) -> JudgmentDict:
-        """Which response is better: result "winner" "A" (response1), "B", "tie" or None."""
-        tasks = self._comparative_tasks(
+        """Which response is better: result "winner" "A" (response1), "B", "tie" or None;
+        two identical responses are a tie without a call (status `identical`)."""
+        tasks, identical = self._comparative_tasks(
             [question],
             [response1],
             [response2],
@@ -300,7 +306,7 @@ class RubricAndComparativeForms:
             system_prompt=system_prompt,
             fields=fields,
         )
-        return pair_dicts(self.run(tasks), swap)[0]
+        return pair_dicts(self.run(tasks), swap, identical, self.model)[0]
 
     async def evaluate_comparative_async(
         self,
@@ -316,7 +322,7 @@ class RubricAndComparativeForms:
         system_prompt: str | None = None,
         **fields: Any,
     ) -> JudgmentDict:
-        tasks = self._comparative_tasks(
+        tasks, identical = self._comparative_tasks(
             [question],
             [response1],
             [response2],
@@ -328,4 +334,4 @@ class RubricAndComparativeForms:
             system_prompt=system_prompt,
             fields=fields,
         )
-        return pair_dicts(await self.arun(tasks), swap)[0]
+        return pair_dicts(await self.arun(tasks), swap, identical, self.model)[0]

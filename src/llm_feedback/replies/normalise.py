@@ -57,6 +57,9 @@ _LOOKALIKES = str.maketrans(
         **dict.fromkeys("хχ", "x"),
         **dict.fromkeys("уγ", "y"),
         "ᴢ": "z",
+        # Latin small capitals and other letters NFKC leaves alone ("ʀᴀᴛɪɴɢ"), Armenian
+        **dict(zip("ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘǫʀꜱᴛᴜᴠᴡʏ", "abcdefghijklmnopqrstuvwy", strict=True)),
+        **dict(zip("ɑɩǀօսոհցզ", "ailounhgq", strict=True)),
     }
 )
 
@@ -163,6 +166,26 @@ def fold(normalised: str) -> str:
     if normalised.isascii():
         return normalised.lower()  # the lookalikes are all outside ASCII
     return normalised.casefold().translate(_LOOKALIKES)
+
+
+def unmarked(folded: str) -> str:
+    """`fold`ed text without combining marks, its lookalikes folded again: the form in which
+    a letter with a dot, accent or stroke added ("Ratİng", whose fold is "rati" + a combining
+    dot + "ng"; "Rating" with a combining macron) reads as the letter a judge sees under it.
+    For detection only, beside `fold` (it reads a word of an accented language unaccented).
+
+    Args:
+        folded: text as `fold` writes it.
+
+    Returns:
+        The same text with every combining mark removed, in composed form.
+    """
+    if folded.isascii():
+        return folded
+    bare = "".join(
+        char for char in unicodedata.normalize("NFD", folded) if not unicodedata.combining(char)
+    )
+    return unicodedata.normalize("NFC", bare).translate(_LOOKALIKES)
 
 
 def _without_accents(word: str) -> str:

@@ -6,7 +6,9 @@ Pairwise input (`pairs`): one row per judged battle, columns
     either order, enters a bootstrap resample together;
   model_a, model_b: the two models compared;
   outcome: model_a's result, 1 (A won), 0.5 (tie), 0 (B won); any number in [0, 1] (a
-    probability-weighted verdict) is accepted.
+    probability-weighted verdict) is accepted. A missing or non-numeric outcome (a verdict
+    the judge did not give) makes the battle `unreadable`: it is left out of every figure
+    and counted (`n_unreadable` beside the Bradley-Terry scores), never refused.
 A tie counts half a win for each side, in the win rates (win_rate = (wins + ties / 2) /
 battles) and in the Bradley-Terry fit (half an observation A-beats-B, half B-beats-A).
 """
@@ -54,12 +56,28 @@ WIN_RATE_COLUMNS = {
 }
 
 
+# The status of a battle in `check_pairs`: its outcome read, or none to read.
+READ, UNREADABLE = "ok", "unreadable"
+
+
 def check_pairs(pairs: pd.DataFrame, dataset: str = "pairs") -> pd.DataFrame:
-    """The pairwise table with its outcome as float, refusing self-battles and outcomes
-    outside [0, 1] by row."""
+    """The pairwise table with its outcome as float and a status per row: `ok`, or
+    `unreadable` where the outcome is missing or no number (NaN then); self-battles and
+    numbers outside [0, 1] are refused by row.
+
+    Args:
+        pairs: battles in the layout of this module (`PAIRWISE_COLUMNS`).
+        dataset: the table's name in an error message.
+
+    Returns:
+        `pairs` with `outcome` as float64 and a `status` column.
+    """
     require_columns(pairs, PAIRWISE_COLUMNS, dataset)
-    outcome = pd.to_numeric(pairs["outcome"]).to_numpy(dtype="float64", na_value=np.nan)
-    bad = np.flatnonzero(~((outcome >= 0) & (outcome <= 1)))
+    outcome = pd.to_numeric(pairs["outcome"], errors="coerce").to_numpy(
+        dtype="float64", na_value=np.nan
+    )
+    readable = ~np.isnan(outcome)
+    bad = np.flatnonzero(readable & ~((outcome >= 0) & (outcome <= 1)))
     if len(bad):
         raise InputError(
             f"{dataset}: row {bad[0]} has outcome {outcome[bad[0]]:g}; "
@@ -70,7 +88,22 @@ def check_pairs(pairs: pd.DataFrame, dataset: str = "pairs") -> pd.DataFrame:
         raise InputError(
             f"{dataset}: row {same[0]} compares {pairs['model_a'].iloc[same[0]]!r} with itself"
         )
-    return pairs.assign(outcome=outcome)
+    return pairs.assign(outcome=outcome, status=np.where(readable, READ, UNREADABLE))
+
+
+def readable_pairs(pairs: pd.DataFrame, dataset: str = "pairs") -> pd.DataFrame:
+    """The battles of `check_pairs` with an outcome, renumbered from 0: what every figure
+    is computed from.
+
+    Args:
+        pairs: battles in the layout of this module.
+        dataset: the table's name in an error message.
+
+    Returns:
+        The readable rows, `outcome` as float64.
+    """
+    checked = check_pairs(pairs, dataset)
+    return checked[checked["status"] == READ].reset_index(drop=True)
 
 
 def win_rates(
@@ -119,7 +152,7 @@ def oriented_batches(
     them, with per name c of `differences` a column `c_difference`: the model's `c_a` or
     `c_b` less the baseline's."""
     for rows in Battles.of(pairs).batches():
-        batch = check_pairs(rows)
+        batch = readable_pairs(rows)
         oriented = oriented_against(batch, baseline)
         if oriented.empty:
             continue
@@ -183,14 +216,20 @@ def bradley_terry(
     iteration limit and its interval reaches far out, which says as much.
 
     Columns: model, score, ci_low, ci_high, rank (1 = highest score), n_battles, method,
-    resamples.
+    resamples (`RANKING_COLUMNS`), and n_unreadable: the model's battles left out for want
+    of an outcome (`check_pairs`; a model with none readable has no row).
     """
     check_bootstrap(n_resamples, confidence)
     matchups: dict[tuple[str, str], int] = {}  # (model_a, model_b) -> its column pair
     won_lost, battles_of = np.zeros(0), pd.Series(dtype="int64")
+    unreadable_of = pd.Series(dtype="int64")
     totals = ResampledTotals(n_resamples, seed)
     for rows in Battles.of(pairs).batches():
-        batch = check_pairs(rows)
+        checked = check_pairs(rows)
+        unread = checked[checked["status"] == UNREADABLE]
+        sides = pd.concat([unread["model_a"], unread["model_b"]]).value_counts()
+        unreadable_of = unreadable_of.add(sides, fill_value=0)
+        batch = checked[checked["status"] == READ].reset_index(drop=True)
         if batch.empty:
             continue
         keys = list(zip(batch["model_a"], batch["model_b"], strict=True))
@@ -213,7 +252,8 @@ def bradley_terry(
         sides = pd.concat([batch["model_a"], batch["model_b"]]).value_counts()
         battles_of = battles_of.add(sides, fill_value=0)
     if not matchups:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+        return empty.assign(n_unreadable=pd.Series(dtype="int64"))
     models = sorted(battles_of.index)
     code = {model: i for i, model in enumerate(models)}
     design = np.zeros((len(matchups), len(models)))
@@ -227,7 +267,7 @@ def bradley_terry(
         replicates = [_fit_strengths(design, row[0::2], row[1::2]) for row in resampled]
     low, high = percentile_interval(_to_elo(np.vstack(replicates)), confidence)
     score = _to_elo(beta)
-    return ranking_table(
+    table = ranking_table(
         models,
         score,
         (low, high),
@@ -235,6 +275,8 @@ def bradley_terry(
         method=f"bradley-terry-mle, {bootstrap_method(n_resamples)}",
         n_resamples=n_resamples,
     )
+    unreadable = table["model"].map(unreadable_of).fillna(0)
+    return table.assign(n_unreadable=unreadable.astype("int64"))
 
 
 def ranking_table(

@@ -43,8 +43,8 @@ from llm_feedback.stats.ranking import (
     ELO_CENTRE,
     ELO_SCALE,
     RANKING_COLUMNS,
-    check_pairs,
     ranking_table,
+    readable_pairs,
 )
 
 STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
@@ -138,7 +138,7 @@ class _Design:
         moments = {feature: np.zeros(3) for feature in features}
         self.rows = 0
         for rows in battles.batches():
-            batch = check_pairs(rows)
+            batch = readable_pairs(rows)
             self.rows += len(batch)
             for side in ("model_a", "model_b"):
                 for model, count in batch[side].value_counts().items():
@@ -156,7 +156,7 @@ class _Design:
     def batches(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(outcome, design rows, cluster ids) of each batch."""
         for rows in self.battles.batches():
-            batch = check_pairs(rows)
+            batch = readable_pairs(rows)
             if batch.empty:
                 continue
             n_models = len(self.code)
