@@ -278,9 +278,7 @@ class AnthropicBackend(BackendTraits):
             return ProbeAnswer(None, redact(str(error.__cause__ or error)))
         return ProbeAnswer(200, "")
 
-    def batch_jobs(
-        self, sdk: anthropic.AsyncAnthropic, ledger: BatchLedger
-    ) -> ProviderBatchJobs:
+    def batch_jobs(self, sdk: anthropic.AsyncAnthropic, ledger: BatchLedger) -> ProviderBatchJobs:
         """The Message Batches jobs of this endpoint (`mode: batch`)."""
         return ProviderBatchJobs(
             self.config, MessageBatches(self, sdk), ledger, self.cache_namespace

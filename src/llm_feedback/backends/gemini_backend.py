@@ -104,11 +104,15 @@ def generate_args(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str,
         if m["role"] != "system"
     ]
     config: dict[str, Any] = {
+        # A judge calls no tools: the SDK's automatic function calling stays off.
+        "automatic_function_calling": {"disable": True},
         "temperature": request.temperature,
         "top_p": request.top_p,
         "max_output_tokens": request.max_tokens,
     }
-    system = [part for m in request.messages if m["role"] == "system" for part in _parts(m["content"])]
+    system = [
+        part for m in request.messages if m["role"] == "system" for part in _parts(m["content"])
+    ]
     if system:
         config["system_instruction"] = {"parts": system}
     if request.stop:
@@ -309,7 +313,9 @@ class GeminiBackend(BackendTraits):
 
     def batch_jobs(self, sdk: GeminiConnection, ledger: BatchLedger) -> ProviderBatchJobs:
         """The batch-mode jobs of this endpoint (`mode: batch`)."""
-        return ProviderBatchJobs(self.config, GeminiBatches(self, sdk), ledger, self.cache_namespace)
+        return ProviderBatchJobs(
+            self.config, GeminiBatches(self, sdk), ledger, self.cache_namespace
+        )
 
 
 class GeminiBatches:
@@ -321,6 +327,8 @@ class GeminiBatches:
         options = backend.config.options
         self.max_requests = options.batch_max_requests
         self.max_bytes = options.batch_max_bytes
+        # The job as the last poll saw it: a finished one carries its responses already.
+        self._seen: dict[str, Any] = {}
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
         contents, config = generate_args(request)
@@ -338,6 +346,7 @@ class GeminiBatches:
 
     async def state(self, batch_id: str) -> BatchState:
         job = await self._call(self._sdk.client.aio.batches.get(name=batch_id))
+        self._seen[batch_id] = job
         status = getattr(job.state, "value", str(job.state))
         responses = (job.dest.inlined_responses if job.dest else None) or []
         failed = sum(1 for response in responses if response.error is not None)
@@ -349,7 +358,9 @@ class GeminiBatches:
         )
 
     async def results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
-        job = await self._call(self._sdk.client.aio.batches.get(name=batch_id))
+        job = self._seen.pop(batch_id, None)
+        if job is None:
+            job = await self._call(self._sdk.client.aio.batches.get(name=batch_id))
         model = self._backend.model
         found = []
         for inlined in (job.dest.inlined_responses if job.dest else None) or []:
@@ -359,7 +370,9 @@ class GeminiBatches:
             if inlined.error is not None:
                 error = inlined.error
                 answer = ChatResult.failure(
-                    redact(f"errored: {getattr(error, 'code', '')}: {getattr(error, 'message', '')}")
+                    redact(
+                        f"errored: {getattr(error, 'code', '')}: {getattr(error, 'message', '')}"
+                    )
                 )
             elif inlined.response is not None:
                 answer = response_result(inlined.response, 0.0, model)

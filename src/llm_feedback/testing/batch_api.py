@@ -76,17 +76,19 @@ class BatchAPI:
         self, script: BatchScript, answer_chat: ChatAnswerer, count_tokens: Callable[[str], int]
     ) -> None:
         self.script = script
-        self._answer_chat = answer_chat
+        #: Answers one line of a batch (the Anthropic and Gemini batches use it too).
+        self.answer_chat = answer_chat
         self._count_tokens = count_tokens
         self._files: dict[str, bytes] = {}
         self._batches: dict[str, dict[str, Any]] = {}
         self._lines: dict[str, list[dict[str, Any]]] = {}
         self.counts = {"files_uploaded": 0, "batches_created": 0, "batch_lines_answered": 0}
         self.retrieved: list[str] = []  # batch ids, in the order they were polled
-        self._lock = threading.Lock()  # tests read the counts from their own thread
+        # Tests read the counts from their own thread (shared with the other batch APIs).
+        self.lock = threading.Lock()
 
     def handle(self, method: str, route: str, body: bytes) -> Response:
-        with self._lock:
+        with self.lock:
             return self._handle(method, route, body)
 
     def _handle(self, method: str, route: str, body: bytes) -> Response:
@@ -200,7 +202,7 @@ class BatchAPI:
     def _answer(self, body: dict[str, Any], endpoint: str) -> dict[str, Any]:
         call_index = self.counts["batch_lines_answered"]
         self.counts["batch_lines_answered"] += 1
-        reply = self._answer_chat(body, call_index, endpoint)
+        reply = self.answer_chat(body, call_index, endpoint)
         if reply.status != 200:
             error = error_response(
                 reply.status,
