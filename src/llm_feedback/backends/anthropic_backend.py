@@ -150,11 +150,16 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
 
 
-def _status_message(error: anthropic.APIStatusError) -> str:
+def _detail(error: anthropic.APIStatusError) -> str:
+    """An error body's type and message ("rate_limit_error: ..."), masked."""
     body = error.body if isinstance(error.body, dict) else {}
     detail = body.get("error") if isinstance(body.get("error"), dict) else {}
     kind = detail.get("type") or "error"
-    return redact(f"HTTP {error.status_code}: {kind}: {detail.get('message') or error.message}")
+    return redact(f"{kind}: {detail.get('message') or error.message}")
+
+
+def _status_message(error: anthropic.APIStatusError) -> str:
+    return f"HTTP {error.status_code}: {_detail(error)}"
 
 
 class AnthropicBackend(BackendTraits):
@@ -271,7 +276,7 @@ class AnthropicBackend(BackendTraits):
                 ping = ChatRequest.from_prompt("ping", max_tokens=1)
                 await sdk.messages.create(**message_params(self.model, ping), timeout=timeout_s)
         except anthropic.APIStatusError as error:
-            return ProbeAnswer(error.status_code, _status_message(error))
+            return ProbeAnswer(error.status_code, _detail(error))
         except anthropic.APITimeoutError:
             return ProbeAnswer(None, "timed out", timed_out=True)
         except anthropic.APIConnectionError as error:

@@ -183,7 +183,12 @@ def _rejects_key(details: Any) -> bool:
 
 
 def _status_message(error: Any) -> str:
-    return redact(f"HTTP {error.code}: {error.status}: {error.message}")
+    return f"HTTP {error.code}: {_detail(error)}"
+
+
+def _detail(error: Any) -> str:
+    """A Google error's status and message ("RESOURCE_EXHAUSTED: ..."), masked."""
+    return redact(f"{error.status}: {error.message}")
 
 
 @dataclass
@@ -304,7 +309,7 @@ class GeminiBackend(BackendTraits):
             )
         except genai.errors.APIError as error:
             status = 401 if _rejects_key(error.details) else error.code
-            return ProbeAnswer(status, _status_message(error))
+            return ProbeAnswer(status, _detail(error))
         except httpx2.TimeoutException:
             return ProbeAnswer(None, "timed out", timed_out=True)
         except httpx2.TransportError as error:

@@ -58,6 +58,7 @@ _GOOGLE_STATUS = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+_URLSAFE = str.maketrans("-_", "+/")
 _GEMINI_TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main"
 _GEMINI_MODEL_ROUTE = re.compile(r"/v1beta/models/([^/:]+)(?::(\w+))?")
 _GEMINI_BATCH_ROUTE = re.compile(r"/v1beta/batches/([^/:]+)(?::(\w+))?")
@@ -222,8 +223,9 @@ def _gemini_parts(parts: Any) -> str | list[dict[str, Any]]:
             converted.append({"type": "text", "text": str(part["text"])})
         elif isinstance(inline, dict):
             mime = inline.get("mimeType") or inline.get("mime_type")
-            data = inline["data"]
-            base64.b64decode(data, validate=True)
+            # Google takes standard and URL-safe base64 alike (the SDK sends the latter).
+            raw = base64.b64decode(str(inline["data"]).translate(_URLSAFE), validate=True)
+            data = base64.b64encode(raw).decode("ascii")
             converted.append(
                 {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
             )
