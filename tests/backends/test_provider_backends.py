@@ -9,14 +9,17 @@ import base64
 import time
 
 import pytest
+import yaml
 
 from llm_feedback.backends import BACKENDS, ChatRequest, EndpointConfig, LLMClient
-from llm_feedback.backends.base import kind_of
+from llm_feedback.backends import base
+from llm_feedback.backends.base import kind_of, register_credentials
 from llm_feedback.backends.batch_api import BatchLedger
 from llm_feedback.backends.media import load_media, with_media
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.errors import BatchPending, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, schema_responder
+from tests.conftest import readme_block
 from tests.media_files import png_bytes
 
 pytest.importorskip("anthropic")
@@ -222,3 +225,12 @@ def test_requests_an_expired_batch_left_unanswered_are_sent_online(backend, tmp_
     assert all(r.ok for r in results)
     assert sum(r.via_batch for r in results) == 2
     assert server.request_count == 3  # the expired ones, one by one
+
+
+def test_the_readme_endpoints_are_valid_definitions(monkeypatch):
+    monkeypatch.setattr(base, "_registered_credentials", {})  # restored after the test
+    endpoints = yaml.safe_load(readme_block("Claude and Gemini endpoints"))["endpoints"]
+    register_credentials({"anthropic": {"api_key": "x" * 12}, "gemini": {"api_key": "y" * 12}})
+    configs = [EndpointConfig.from_dict(d, name=name) for name, d in endpoints.items()]
+    assert sorted(config.backend for config in configs) == PROVIDERS
+    assert any(config.uses_batch_api for config in configs)
