@@ -11,8 +11,7 @@ import time
 import pytest
 import yaml
 
-from llm_feedback.backends import BACKENDS, ChatRequest, EndpointConfig, LLMClient
-from llm_feedback.backends import base
+from llm_feedback.backends import BACKENDS, ChatRequest, EndpointConfig, LLMClient, base
 from llm_feedback.backends.base import kind_of, register_credentials
 from llm_feedback.backends.batch_api import BatchLedger
 from llm_feedback.backends.media import load_media, with_media
