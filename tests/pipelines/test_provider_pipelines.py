@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from llm_feedback.backends import BACKENDS
 from llm_feedback.backends.base import kind_of
+from llm_feedback.errors import PlanOnly
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 from tests.test_kedro_viz import project_copy  # noqa: F401 (a fixture)
@@ -36,6 +38,10 @@ def provider_endpoint(server: FakeLLMServer, backend: str, **settings) -> dict:
             **settings,
         }
     }
+
+
+def latest_plan(data_root: Path) -> pd.DataFrame:
+    return pd.read_parquet(sorted(data_root.glob("*/run_plan.parquet/*/run_plan.parquet"))[-1])
 
 
 @pytest.mark.parametrize("backend", PROVIDERS)
@@ -121,3 +127,22 @@ def test_no_key_in_logs_lock_or_data(backend, project_copy: Path):  # noqa: F811
     assert any(path.suffix == ".parquet" for path in written)
     leaks = [str(path) for path in written if KEY.encode() in path.read_bytes()]
     assert not leaks and KEY not in "".join(terminal.split())
+
+
+@pytest.mark.parametrize("backend", PROVIDERS)
+def test_the_plan_prices_the_provider_model_at_its_batch_rate(backend, run_kedro, tmp_path):
+    model = {"anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}[backend]
+    with FakeLLMServer() as server:
+        plans = {}
+        for mode in ("online", "batch"):
+            endpoints = provider_endpoint(server, backend, model=model, mode=mode)
+            with pytest.raises(PlanOnly, match="Run plan"):
+                run_kedro("evaluate", {"endpoints": endpoints, "plan_only": True})
+            plans[mode] = latest_plan(tmp_path / "data")
+        assert server.request_count == 0  # a plan calls nothing
+
+    online, batch = plans["online"], plans["batch"]
+    assert set(online["mode"]) == {"online"} and set(batch["mode"]) == {"batch"}
+    assert online["priced"].all() and (online["model"] == model).all()
+    cost = online["estimated_cost"].sum()
+    assert cost > 0 and batch["estimated_cost"].sum() == pytest.approx(cost / 2)
