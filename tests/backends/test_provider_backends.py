@@ -19,7 +19,7 @@ from llm_feedback.backends.preflight import preflight
 from llm_feedback.errors import BatchPending, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, schema_responder
 from tests.conftest import readme_block
-from tests.media_files import png_bytes
+from tests.media_files import png_bytes, wav_bytes
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
@@ -233,3 +233,26 @@ def test_the_readme_endpoints_are_valid_definitions(monkeypatch):
     configs = [EndpointConfig.from_dict(d, name=name) for name, d in endpoints.items()]
     assert sorted(config.backend for config in configs) == PROVIDERS
     assert any(config.uses_batch_api for config in configs)
+
+
+@pytest.mark.parametrize("backend", PROVIDERS)
+def test_audio_goes_to_gemini_inline_and_is_refused_by_claude_per_row(backend, tmp_path):
+    clip = tmp_path / "clip.wav"
+    clip.write_bytes(wav_bytes())
+    media = load_media(clip.name, "audio", tmp_path, max_bytes=1 << 20)
+    heard = ChatRequest.from_messages(
+        [{"role": "user", "content": with_media("Transcribe.", [media])}], max_tokens=8
+    )
+    with FakeLLMServer() as server:
+        with LLMClient(endpoint(server, backend), progress=False) as client:
+            results = client.complete_many([heard, judge_requests(1)[0]])
+        bodies = server.requests
+
+    if backend == "gemini":
+        assert all(result.ok for result in results)
+        audio = bodies[0]["messages"][0]["content"][1]["input_audio"]
+        assert audio["format"] == "wav"
+        assert base64.b64decode(audio["data"]) == clip.read_bytes()
+    else:  # that row fails, saying why; the other row is answered
+        assert "takes images, not audio" in results[0].error and results[1].ok
+        assert len(bodies) == 1

@@ -3,7 +3,7 @@ official SDKs accept them: Anthropic Messages and Message Batches (`/v1/messages
 `/v1/models`), Gemini generateContent, model lookup and batch mode (`/v1beta/...`).
 
 A provider's request is turned into a chat completions body (roles, text, images as
-`image_url` parts, the JSON schema as `response_format`) and answered by the server's
+`image_url` parts, audio as `input_audio`, the JSON schema as `response_format`) and answered by the server's
 responder, so every scripted reply, failure, delay and malformed body works the same on
 all three APIs; the answer goes back in the provider's own shape, its errors too (Anthropic's
 `{"type": "error", ...}` with `retry-after`, 529 `overloaded_error`; Google's
@@ -58,6 +58,7 @@ _GOOGLE_STATUS = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
 _URLSAFE = str.maketrans("-_", "+/")
 _GEMINI_TYPES = "type.googleapis.com/google.ai.generativelanguage.v1main"
 _GEMINI_MODEL_ROUTE = re.compile(r"/v1beta/models/([^/:]+)(?::(\w+))?")
@@ -226,9 +227,12 @@ def _gemini_parts(parts: Any) -> str | list[dict[str, Any]]:
             # Google takes standard and URL-safe base64 alike (the SDK sends the latter).
             raw = base64.b64decode(str(inline["data"]).translate(_URLSAFE), validate=True)
             data = base64.b64encode(raw).decode("ascii")
-            converted.append(
-                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}}
-            )
+            if str(mime).startswith("audio/"):  # as chat completions carry a clip
+                audio = {"data": data, "format": _AUDIO_FORMATS.get(mime, mime)}
+                converted.append({"type": "input_audio", "input_audio": audio})
+            else:
+                url = f"data:{mime};base64,{data}"
+                converted.append({"type": "image_url", "image_url": {"url": url}})
         else:
             raise ValueError(f"unsupported part {sorted(part)}")
     if all(part["type"] == "text" for part in converted):
