@@ -3,12 +3,13 @@ official SDKs accept them: Anthropic Messages and Message Batches (`/v1/messages
 `/v1/models`), Gemini generateContent, model lookup and batch mode (`/v1beta/...`).
 
 A provider's request is turned into a chat completions body (roles, text, images as
-`image_url` parts, audio as `input_audio`, the JSON schema as `response_format`) and answered by the server's
-responder, so every scripted reply, failure, delay and malformed body works the same on
-all three APIs; the answer goes back in the provider's own shape, its errors too (Anthropic's
-`{"type": "error", ...}` with `retry-after`, 529 `overloaded_error`; Google's
-`{"error": {"code", "status", "details"}}` with `RetryInfo`, a bad key as 400
-`API_KEY_INVALID`). Batches follow the server's `BatchScript` (delay, expiry, failure).
+`image_url` parts, audio as `input_audio`, the JSON schema as `response_format`) and
+answered by the server's responder, so every scripted reply, failure, delay and malformed
+body works the same on all three APIs; the answer goes back in the provider's own shape,
+its errors too (Anthropic's `{"type": "error", ...}` with `retry-after`, 529
+`overloaded_error`; Google's `{"error": {"code", "status", "details"}}` with `RetryInfo`,
+a bad key as 400 `API_KEY_INVALID`). Batches follow the server's `BatchScript` (delay,
+expiry, failure).
 
 Like the real API version 2026-10-21, Anthropic requests carrying `temperature`, `top_p` or
 `top_k` are refused with HTTP 400.
