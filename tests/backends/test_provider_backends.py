@@ -256,3 +256,19 @@ def test_audio_goes_to_gemini_inline_and_is_refused_by_claude_per_row(backend, t
     else:  # that row fails, saying why; the other row is answered
         assert "takes images, not audio" in results[0].error and results[1].ok
         assert len(bodies) == 1
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_claude_prompt_caching_reads_the_shared_instructions_from_the_cache(caching):
+    with FakeLLMServer() as server:
+        config = endpoint(server, "anthropic", prompt_caching=caching, max_concurrent=1)
+        with LLMClient(config, progress=False) as client:
+            first, *later = client.complete_many(judge_requests(3))
+
+    assert all(result.ok for result in (first, *later))
+    if caching:  # written by the first call, read by the others; all of it still prompt
+        assert first.extra == {"cache_creation_input_tokens": 5}
+        assert all(result.extra == {"cache_read_input_tokens": 5} for result in later)
+    else:
+        assert first.extra == {} and all(result.extra == {} for result in later)
+    assert first.prompt_tokens == later[0].prompt_tokens > 5

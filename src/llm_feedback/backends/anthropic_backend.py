@@ -11,6 +11,7 @@ The SDK sends API version 2026-10-21, which refuses `temperature`, `top_p` and `
 (HTTP 400 even at their defaults): Claude samples at its own settings, whatever a judge
 asks (the request's sampling still keys the cache). `seed` and log-probabilities do not
 exist in this API. A JSON schema becomes `output_config.format` (structured outputs);
+`prompt_caching: true` asks for the prompt cache on every request;
 images go as base64 (or URL) image blocks; audio is refused per row.
 """
 
@@ -73,6 +74,10 @@ class AnthropicOptions(ProviderOptions):
 
     batch_max_requests: int = bounds(1, BATCH_MAX_REQUESTS, BATCH_MAX_REQUESTS)
     batch_max_bytes: int = bounds(1024, BATCH_MAX_BYTES, BATCH_MAX_BYTES)
+    # true: every request asks for Anthropic's prompt cache (`cache_control: ephemeral`):
+    # a judge's shared instructions are read from the cache, at a tenth of the input price,
+    # by the calls after the first within five minutes.
+    prompt_caching: bool = False
 
 
 def image_block(media: Media) -> dict[str, Any]:
@@ -96,12 +101,13 @@ def _content(content: Any) -> str | list[dict[str, Any]]:
     ]
 
 
-def message_params(model: str, request: ChatRequest) -> dict[str, Any]:
+def message_params(model: str, request: ChatRequest, cache_prompt: bool = False) -> dict[str, Any]:
     """The Messages API parameters of `request` (online and in a batch alike).
 
     Args:
         model: The Claude model to ask.
         request: The chat request; system messages become the `system` parameter.
+        cache_prompt: Whether to ask for the prompt cache (`prompt_caching`).
 
     Returns:
         The keyword arguments of `messages.create`.
@@ -122,6 +128,8 @@ def message_params(model: str, request: ChatRequest) -> dict[str, Any]:
         params["stop_sequences"] = list(request.stop)
     if request.json_schema is not None:
         params["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+    if cache_prompt:
+        params["cache_control"] = {"type": "ephemeral"}
     return params
 
 
@@ -139,6 +147,11 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
     text = "".join(texts) if texts else None
     stop = payload.get("stop_reason")
+    cache = {
+        name: int(usage.get(name) or 0)
+        for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        if usage.get(name)
+    }
     return ChatResult(
         text=text,
         finish_reason=_FINISH.get(stop, stop),
@@ -147,6 +160,7 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (stop_reason {stop})",
+        extra=cache,  # how much of the prompt the cache wrote or served (billed apart)
     )
 
 
@@ -233,7 +247,7 @@ class AnthropicBackend(BackendTraits):
         """Answer one request; RetryableError for a failure worth retrying."""
         anthropic = _sdk()
         try:
-            params = message_params(self.model, request)
+            params = message_params(self.model, request, self.config.options.prompt_caching)
         except MediaError as error:
             return ChatResult.failure(str(error), model=self.model)
         if timeout_s is not None:
@@ -301,7 +315,8 @@ class MessageBatches:
         self.max_bytes = options.batch_max_bytes
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
-        return {"custom_id": key, "params": message_params(self._backend.model, request)}
+        caching = self._backend.config.options.prompt_caching
+        return {"custom_id": key, "params": message_params(self._backend.model, request, caching)}
 
     async def create(self, entries: list[dict[str, Any]]) -> str:
         batch = await self._call(self._sdk.messages.batches.create(requests=entries))

@@ -352,6 +352,7 @@ class ProviderAPIs:
         self._gemini_batches: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._results: dict[str, bytes] = {}
+        self._cached_prompts: set[str] = set()
 
     @staticmethod
     def serves(path: str) -> bool:
@@ -412,7 +413,23 @@ class ProviderAPIs:
             return anthropic_error(reply.status, message, reply.error_type, reply.retry_after)
         if reply.raw_body is not None:
             return Response(200, reply.raw_body.encode())
-        return json_response(200, anthropic_message(index, body, reply, self._count_tokens))
+        message = anthropic_message(index, body, reply, self._count_tokens)
+        if (params or {}).get("cache_control"):
+            self._cache_prompt(body, message["usage"])
+        return json_response(200, message)
+
+    def _cache_prompt(self, body: dict[str, Any], usage: dict[str, int]) -> None:
+        """The prompt cache, as far as a judge sees it: the system prompt is written on its
+        first call and read on the later ones, billed apart from `input_tokens`."""
+        system = [m for m in body["messages"] if m["role"] == "system"]
+        cached = _token_count(self._count_tokens, system)
+        if not cached:
+            return
+        key = json.dumps(system, sort_keys=True)
+        seen = key in self._cached_prompts
+        self._cached_prompts.add(key)
+        usage["input_tokens"] -= cached
+        usage["cache_read_input_tokens" if seen else "cache_creation_input_tokens"] = cached
 
     def _anthropic_batch(
         self, head: RequestHead, batch_id: str | None, action: str | None, raw: bytes
