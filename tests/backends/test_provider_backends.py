@@ -272,3 +272,18 @@ def test_claude_prompt_caching_reads_the_shared_instructions_from_the_cache(cach
     else:
         assert first.extra == {} and all(result.extra == {} for result in later)
     assert first.prompt_tokens == later[0].prompt_tokens > 5
+
+
+@pytest.mark.parametrize("backend", PROVIDERS)
+def test_busy_batch_calls_are_retried_after_the_providers_wait(backend, tmp_path):
+    # create, the first poll and the results (Gemini: create and two polls) are refused once
+    with FakeLLMServer(batch=BatchScript(busy_calls=3)) as server:
+        config = endpoint(server, backend, mode="batch", backoff_base_s=10.0, backoff_max_s=30.0)
+        started = time.perf_counter()
+        with LLMClient(config, tmp_path / "cache.sqlite", progress=False) as client:
+            results = client.complete_many(judge_requests(3))
+        elapsed = time.perf_counter() - started
+
+    assert all(r.ok and r.via_batch for r in results)
+    assert server.batch_counts["batches_created"] == 1
+    assert elapsed < 10  # each wait was the provider's 0.05 s, not the 10 s backoff

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from llm_feedback.testing.batch_api import BatchAPI
+from llm_feedback.testing.batch_api import BUSY_RETRY_AFTER_S, BatchAPI
 from llm_feedback.testing.protocol import DEFAULT_MODEL_ID, RequestHead, Response, json_response
 from llm_feedback.testing.replies import Reply, message_text
 
@@ -331,6 +331,10 @@ def _anthropic_batch_problem(requests: Any) -> str:
     return ""
 
 
+def _is_gemini_batch_call(path: str) -> bool:
+    return path.endswith(":batchGenerateContent") or path.startswith("/v1beta/batches/")
+
+
 class ProviderAPIs:
     """The Anthropic and Gemini routes of the fake server.
 
@@ -371,11 +375,17 @@ class ProviderAPIs:
             wanted = self._api_key()
             if wanted is not None and key != wanted:
                 return google_bad_key()
+            if _is_gemini_batch_call(path) and self._refuses_as_busy():
+                return google_error(429, "Resource exhausted", BUSY_RETRY_AFTER_S)
             return await self._gemini(head.method, path, body)
         wanted = self._api_key()
         if wanted is not None and head.api_key != wanted:
             return anthropic_error(401, "invalid x-api-key")
         return await self._anthropic(head, path, body)
+
+    def _refuses_as_busy(self) -> bool:
+        with self._batch_api.lock:
+            return self._batch_api.refuses_as_busy()
 
     # -- Anthropic ------------------------------------------------------------------------
     async def _anthropic(self, head: RequestHead, path: str, raw: bytes) -> Response:
@@ -395,6 +405,8 @@ class ProviderAPIs:
         if match is None:
             return anthropic_error(404, f"no route for {head.method} {path}")
         with self._batch_api.lock:
+            if self._batch_api.refuses_as_busy():
+                return anthropic_error(529, "Overloaded", retry_after=BUSY_RETRY_AFTER_S)
             return self._anthropic_batch(head, *match.groups(), raw)
 
     async def _anthropic_message(self, head: RequestHead, path: str, raw: bytes) -> Response:
