@@ -188,6 +188,8 @@ NOT_RUN = {
     'pip install -e ".[s3]"': "`make test` installs the s3 extra (Makefile: install-dev)",
     'pip install -e ".[mlflow]"': "`make test` installs the mlflow extra (Makefile: install-dev)",
     'pip install -e ".[ppi]"': "`make test` installs the ppi extra (Makefile: install-dev)",
+    'pip install -e ".[anthropic]"': "`make test` installs the SDK (the dev extra pins it)",
+    'pip install -e ".[gemini]"': "`make test` installs the SDK (the dev extra pins it)",
     'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
     'pip install -e ".[style]"': (
         "tiktoken, whose encoding file is downloaded on first use; tests/test_recorded_verdicts.py "

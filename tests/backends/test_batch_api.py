@@ -266,3 +266,10 @@ def test_a_batch_output_beyond_the_reply_cap_is_cut_off_not_buffered(cache):
     assert "beyond the 208192 bytes allowed" in message and "batched.max_reply_bytes" in message
     # The batch stays in the ledger: a later run with a larger cap collects it.
     assert "batch_" in (cache.parent / f"{cache.name}{LEDGER_SUFFIX}").read_text()
+
+
+def test_busy_batch_calls_are_retried(cache):
+    with FakeLLMServer(batch=BatchScript(busy_calls=3)) as server:
+        results = _complete(_endpoint(server), cache, _requests(3))
+    assert all(r.ok and r.via_batch for r in results)
+    assert server.batch_counts["batches_created"] == 1

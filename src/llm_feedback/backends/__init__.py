@@ -4,6 +4,7 @@ The built-in backends are registered here, so that every endpoint definition can
 as soon as any part of the package is imported; `register_backend` adds more.
 """
 
+from llm_feedback.backends.anthropic_backend import AnthropicBackend  # SDK loads on use
 from llm_feedback.backends.base import (
     BACKENDS,
     Backend,
@@ -19,6 +20,7 @@ from llm_feedback.backends.base import (
 )
 from llm_feedback.backends.client import ClientStats, LLMClient
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.gemini_backend import GeminiBackend  # SDK loads on use
 from llm_feedback.backends.lean import LeanAzureBackend, LeanOpenAIBackend
 from llm_feedback.backends.local import LocalModelBackend, stop_local_servers
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
@@ -30,8 +32,11 @@ register_backend("openai", LeanOpenAIBackend)
 register_backend("azure", LeanAzureBackend)
 register_backend("vllm", VLLMBackend)
 register_backend("ray", RayBackend)
+register_backend("anthropic", AnthropicBackend)
+register_backend("gemini", GeminiBackend)
 
 __all__ = [
+    "AnthropicBackend",
     "BACKENDS",
     "Backend",
     "BatchBackend",
@@ -39,6 +44,7 @@ __all__ = [
     "ChatResult",
     "ClientStats",
     "EndpointConfig",
+    "GeminiBackend",
     "LLMClient",
     "LeanAzureBackend",
     "LeanOpenAIBackend",

@@ -461,13 +461,21 @@ async def run_batch_api(client: LLMClient, batch: StreamState) -> None:
         if key in pending:
             client.deliver_answer(batch, batch.first_index[key], result)
 
-    jobs = BatchJobs(
-        client.config,
-        client.sdk,
-        BatchLedger(client.cache.path),
-        client.backend.cache_namespace,
-        client.backend.request_body,
-        route=client.backend.batch_route,
+    ledger = BatchLedger(client.cache.path)
+    # A backend with a batch API of its own (anthropic, gemini) builds its jobs; OpenAI's
+    # and Azure's share BatchJobs.
+    own_jobs = getattr(client.backend, "batch_jobs", None)
+    jobs = (
+        own_jobs(client.sdk, ledger)
+        if own_jobs is not None
+        else BatchJobs(
+            client.config,
+            client.sdk,
+            ledger,
+            client.backend.cache_namespace,
+            client.backend.request_body,
+            route=client.backend.batch_route,
+        )
     )
     unanswered = await jobs.answer(pending, on_answer)
     if not unanswered:

@@ -8,7 +8,9 @@ an over-long text on its own instead of losing the texts sent beside it.
 Servers say it in their own words: OpenAI by the error code `context_length_exceeded`,
 vLLM ("This model's maximum context length is 4096 tokens. However, you requested ..."),
 llama.cpp (`exceed_context_size_error`, "the request exceeds the available context size"),
-Text Generation Inference ("`inputs` tokens + `max_new_tokens` must be <= ..."), and
+Text Generation Inference ("`inputs` tokens + `max_new_tokens` must be <= ..."), Claude
+("prompt is too long"), Gemini ("The input token count (N) exceeds the maximum number of
+tokens allowed (M)"), and
 other OpenAI-compatible proxies in similar phrases.
 """
 
@@ -25,6 +27,7 @@ _CONTEXT_LENGTH = re.compile(
     r"|exceeds? (?:the )?(?:available |model'?s? )?context (?:size|window|length)"
     r"|longer than the model'?s? (?:context|maximum)"
     r"|prompt is too long|input is too long for (?:the|this) model"
+    r"|input token count \(\d+\) exceeds the maximum number of tokens"
     r"|tokens \+ `?max_new_tokens`? must be <=",
     re.IGNORECASE,
 )

@@ -3,8 +3,8 @@
 A key is masked by its value, whatever its shape: every credential this process was
 given (credentials.yml entries, the keys endpoints read from the environment) is
 registered here, and `redact` replaces each occurrence. Shapes that are secret anywhere
-(`sk-...`, `Bearer ...`, a URL's `user:password@`) are masked as well, for keys this
-process never saw.
+(`sk-...`, `Bearer ...`, Google's `AIza...`, a URL's `user:password@` or `?key=...`, an
+`x-api-key:` / `x-goog-api-key:` header) are masked as well, for keys this process never saw.
 
 A URL's password given in parameters (`base_url: https://user:pw@host/v1`) never stays
 there: the config loader calls `hide_url_passwords` on the parameters, so that everything
@@ -27,6 +27,14 @@ MASK = "***"
 # Shorter values would mask ordinary words; no provider issues keys this short.
 _MIN_SECRET_CHARS = 8
 _SHAPED = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-*]{6,}")
+# Google API keys (`AIza` and 35 more), and keys in a URL's query or a key header
+# (`?key=...`: Gemini's REST form; `x-api-key: ...`, `x-goog-api-key: ...`).
+_GOOGLE_KEY = re.compile(r"AIza[0-9A-Za-z_\-]{35}")
+_KEY_FIELD = re.compile(
+    r"([?&](?:key|api_key|api-key)=|\b(?:x-api-key|x-goog-api-key|api-key)[\"']?\s*[:=]\s*[\"']?)"
+    r"[^\s&\"',}]+",
+    re.IGNORECASE,
+)
 # `api_key=...`, `--token=...`, `password: ...` inside a command line's words.
 _NAMED_SECRET = re.compile(
     r"((?:api_?key|key|token|password|passwd|secret)[\"']?\s*[=:]\s*[\"']?)[^\s,\"'}]+",
@@ -58,6 +66,7 @@ def redact(text: str) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     text = _URL_PASSWORD.sub(rf"\g<1>{MASK}@", text)
+    text = _KEY_FIELD.sub(rf"\g<1>{MASK}", _GOOGLE_KEY.sub(MASK, text))
     return _SHAPED.sub(rf"\g<1>{MASK}", text)
 
 

@@ -38,11 +38,19 @@ class BatchScript:
     `expire_after`: when set, a batch expires with only its first `expire_after` requests
     answered; the rest go to its error file with code `batch_expired`, as OpenAI reports them.
     `fail`: when set, every batch ends `failed` with this message and no output at all.
+    `busy_calls`: the first so many batch calls (upload, create, retrieve, results) are
+    refused as busy, asking for `BUSY_RETRY_AFTER_S`: OpenAI's and Gemini's 429, Anthropic's
+    529 `overloaded_error`.
     """
 
     delay_s: float = 0.0
     expire_after: int | None = None
     fail: str | None = None
+    busy_calls: int = 0
+
+
+#: The wait a busy batch call asks for (`BatchScript.busy_calls`).
+BUSY_RETRY_AFTER_S = 0.05
 
 
 def batch_route(path: str) -> str | None:
@@ -76,18 +84,30 @@ class BatchAPI:
         self, script: BatchScript, answer_chat: ChatAnswerer, count_tokens: Callable[[str], int]
     ) -> None:
         self.script = script
-        self._answer_chat = answer_chat
+        #: Answers one line of a batch (the Anthropic and Gemini batches use it too).
+        self.answer_chat = answer_chat
         self._count_tokens = count_tokens
         self._files: dict[str, bytes] = {}
         self._batches: dict[str, dict[str, Any]] = {}
         self._lines: dict[str, list[dict[str, Any]]] = {}
         self.counts = {"files_uploaded": 0, "batches_created": 0, "batch_lines_answered": 0}
         self.retrieved: list[str] = []  # batch ids, in the order they were polled
-        self._lock = threading.Lock()  # tests read the counts from their own thread
+        self.refused_busy = 0  # batch calls refused as busy (`BatchScript.busy_calls`)
+        # Tests read the counts from their own thread (shared with the other batch APIs).
+        self.lock = threading.Lock()
 
     def handle(self, method: str, route: str, body: bytes) -> Response:
-        with self._lock:
+        with self.lock:
+            if self.refuses_as_busy():
+                return error_response(429, "busy, try later", retry_after=BUSY_RETRY_AFTER_S)
             return self._handle(method, route, body)
+
+    def refuses_as_busy(self) -> bool:
+        """Whether this batch call is one of the script's `busy_calls` (hold `lock`)."""
+        if self.refused_busy >= self.script.busy_calls:
+            return False
+        self.refused_busy += 1
+        return True
 
     def _handle(self, method: str, route: str, body: bytes) -> Response:
         parts = route.strip("/").split("/")
@@ -200,7 +220,7 @@ class BatchAPI:
     def _answer(self, body: dict[str, Any], endpoint: str) -> dict[str, Any]:
         call_index = self.counts["batch_lines_answered"]
         self.counts["batch_lines_answered"] += 1
-        reply = self._answer_chat(body, call_index, endpoint)
+        reply = self.answer_chat(body, call_index, endpoint)
         if reply.status != 200:
             error = error_response(
                 reply.status,

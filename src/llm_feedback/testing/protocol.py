@@ -40,6 +40,8 @@ class RequestHead(NamedTuple):
     content_length: int
     keep_alive: bool
     api_key: str | None
+    # Every header, by its lower-cased name (the last one of a repeated name).
+    headers: dict[str, str] = {}  # never mutated
 
 
 def json_response(status: int, payload: Any, extra_headers: str = "") -> Response:
@@ -148,9 +150,12 @@ def parse_head(head: bytes) -> RequestHead:
     api_key = None
     # HTTP/1.1 keeps the connection open unless told otherwise; HTTP/1.0 the reverse.
     keep_alive = version == "HTTP/1.1"
+    headers: dict[str, str] = {}
     for line in header_lines:
         name, _, value = line.partition(":")
         name = name.strip().lower()
+        if name:
+            headers[name] = value.strip()
         if name == "content-length":
             if not value.strip().isdigit():
                 raise ValueError(f"bad Content-Length {value.strip()!r}")
@@ -163,9 +168,9 @@ def parse_head(head: bytes) -> RequestHead:
             raise ValueError("chunked request bodies are not supported; send Content-Length")
         elif name == "authorization":
             api_key = value.strip().removeprefix("Bearer ").strip()
-        elif name == "api-key":  # Azure's header
+        elif name in ("api-key", "x-api-key", "x-goog-api-key"):  # Azure, Anthropic, Google
             api_key = value.strip()
-    return RequestHead(method, target, content_length, keep_alive, api_key)
+    return RequestHead(method, target, content_length, keep_alive, api_key, headers)
 
 
 @functools.cache

@@ -4,16 +4,18 @@ Batch API and control routes, and the counters tests and benchmarks read back.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from llm_feedback.testing.batch_api import BatchAPI, BatchScript, batch_route
 from llm_feedback.testing.protocol import (
     CHAT_PATHS,
     DEFAULT_MODEL_ID,
+    RequestHead,
     Response,
     completion,
     encode,
@@ -23,6 +25,7 @@ from llm_feedback.testing.protocol import (
     parse_head,
     word_count,
 )
+from llm_feedback.testing.provider_apis import ProviderAPIs
 from llm_feedback.testing.replies import Reply, RequestContext, Responder
 
 _AZURE_PREFIX = "/openai/deployments/"
@@ -33,6 +36,11 @@ _CONTROL_PATHS = frozenset({"/_stats", "/_reset"})
 def _messages_key(messages: list[Any]) -> str:
     encoded = json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def _is_anthropic(head: RequestHead) -> bool:
+    """A request from Anthropic's SDK (its models list shares OpenAI's path)."""
+    return "anthropic-version" in head.headers
 
 
 def _azure_deployment(path: str) -> str | None:
@@ -57,6 +65,9 @@ class FakeLLMApp:
         self.api_key = api_key  # when set, every other key is answered with 401
         self.count_tokens = count_tokens or word_count
         self.batch_api = BatchAPI(batch_script or BatchScript(), self.respond, self.count_tokens)
+        self.providers = ProviderAPIs(
+            self.answer, self.batch_api, self.count_tokens, lambda: self.api_key
+        )
         self._responder = responder
         self._latency_s = latency_s
         self._record = record
@@ -118,7 +129,7 @@ class FakeLLMApp:
                     return
                 length = head.content_length
                 body = await reader.readexactly(length) if length else b""
-                response = await self._dispatch(head.method, head.target, body, head.api_key)
+                response = await self._dispatch(head, body)
                 writer.write(encode(response, head.keep_alive))
                 await writer.drain()
                 if not head.keep_alive:
@@ -132,30 +143,44 @@ class FakeLLMApp:
         finally:
             writer.close()
 
-    async def _dispatch(
-        self, method: str, target: str, body: bytes, api_key: str | None
-    ) -> Response:
-        path = target.partition("?")[0]
+    async def _dispatch(self, head: RequestHead, body: bytes) -> Response:
+        method = head.method
+        path = head.target.partition("?")[0]
         if path not in _CONTROL_PATHS:
             with self._lock:
                 self._total_requests += 1
-            if self.api_key is not None and api_key != self.api_key:
+        if self.providers.serves(path) or (path == "/v1/models" and _is_anthropic(head)):
+            # Anthropic's and Gemini's routes check the key and answer in their own words.
+            return await self._provider(head, path, body)
+        if path not in _CONTROL_PATHS:
+            if self.api_key is not None and head.api_key != self.api_key:
                 return error_response(401, "Incorrect API key provided")
         if path in CHAT_PATHS or (path.startswith(_AZURE_PREFIX) and path.endswith(_CHAT_SUFFIX)):
             if method != "POST":
                 return error_response(405, f"{method} is not allowed on {path}")
-            with self._lock:
-                self._in_flight += 1
-                self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            try:
+            async with self._counted_in_flight():
                 return await self._chat(path, body)
-            finally:
-                with self._lock:
-                    self._in_flight -= 1
         route = batch_route(path)
         if route is not None:
             return self.batch_api.handle(method, route, body)
         return self._route(method, path)
+
+    async def _provider(self, head: RequestHead, path: str, body: bytes) -> Response:
+        if not ProviderAPIs.is_chat(path):
+            return await self.providers.handle(head, path, body)
+        async with self._counted_in_flight():
+            return await self.providers.handle(head, path, body)
+
+    @contextlib.asynccontextmanager
+    async def _counted_in_flight(self) -> AsyncIterator[None]:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def _route(self, method: str, path: str) -> Response:
         route = self._routes.get(path)
@@ -179,13 +204,7 @@ class FakeLLMApp:
             return error_response(400, "the request body needs a 'messages' list")
         if body.get("stream"):
             return error_response(400, "streaming is not supported by the fake server")
-        with self._lock:
-            call_index = self.chat_requests
-            self.chat_requests += 1
-        reply = self.respond(body, call_index, path)
-        delay_s = self._latency_s + (reply.delay_s or 0.0)
-        if delay_s > 0:
-            await asyncio.sleep(delay_s)
+        call_index, reply = await self.answer(body, path)
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
             return error_response(
@@ -195,6 +214,18 @@ class FakeLLMApp:
             return Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
         return json_response(200, completion(call_index, model, body, reply, self.count_tokens))
+
+    async def answer(self, body: dict[str, Any], path: str) -> tuple[int, Reply]:
+        """One online call of any API (`body` in chat completions form): counted, answered
+        by the responder and delayed by the server's latency and the reply's own."""
+        with self._lock:
+            call_index = self.chat_requests
+            self.chat_requests += 1
+        reply = self.respond(body, call_index, path)
+        delay_s = self._latency_s + (reply.delay_s or 0.0)
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        return call_index, reply
 
     def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
         """The responder's reply to one chat body (from the chat route or a batch line)."""

@@ -1,0 +1,383 @@
+"""Claude through Anthropic's own Messages API and its official SDK (`backend: anthropic`).
+
+`pip install -e ".[anthropic]"`: the SDK is imported when an endpoint opens, never by a run
+that does not use one. Calls go through `AsyncAnthropic` with the SDK's retries off (the
+client's own retries are bounded, jittered and honour `retry-after`); 429 and 529
+(`overloaded_error`) are retried, 401/403 stop the endpoint at once. `mode: batch` goes
+through Message Batches (backends/provider_batches.py): up to 100,000 requests or 256 MB a
+batch, half the online price.
+
+The SDK sends API version 2026-10-21, which refuses `temperature`, `top_p` and `top_k`
+(HTTP 400 even at their defaults): Claude samples at its own settings, whatever a judge
+asks (the request's sampling still keys the cache). `seed` and log-probabilities do not
+exist in this API. A JSON schema becomes `output_config.format` (structured outputs);
+`prompt_caching: true` asks for the prompt cache on every request;
+images go as base64 (or URL) image blocks; audio is refused per row.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import httpx2
+import orjson
+
+from llm_feedback.backends.base import BackendTraits, EndpointConfig, RetryableError
+from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.error_bodies import cap_error_body
+from llm_feedback.backends.media import Media, MediaError
+from llm_feedback.backends.openai_backend import (
+    AUTH_STATUS,
+    RETRYABLE_STATUS,
+    ProbeAnswer,
+    ReplyTooLarge,
+    auth_failure,
+    read_capped,
+    retry_after_seconds,
+    too_large_message,
+)
+from llm_feedback.backends.options import bounds
+from llm_feedback.backends.preflight import probe_over_http
+from llm_feedback.backends.provider_batches import BatchState, ProviderBatchJobs, ProviderOptions
+from llm_feedback.backends.secrets import redact
+from llm_feedback.errors import ConfigError, EndpointError
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from llm_feedback.backends.batch_api import BatchLedger
+
+# Message Batches limits: requests and bytes per batch.
+BATCH_MAX_REQUESTS = 100_000
+BATCH_MAX_BYTES = 256 * 1024 * 1024
+#: 529: Anthropic's "overloaded_error", a busy service worth trying again.
+OVERLOADED = 529
+ANTHROPIC_RETRYABLE = RETRYABLE_STATUS | {OVERLOADED}
+# Claude's stop reasons in the chat completions words the judges read.
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+_UNANSWERED = {
+    "errored": "errored",
+    "canceled": "canceled before it ran",
+    "expired": "expired before it ran",
+}
+
+
+@dataclass(frozen=True)
+class AnthropicOptions(ProviderOptions):
+    """`anthropic`: Claude through the Messages API (ANTHROPIC_API_KEY)."""
+
+    key_variables: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
+    default_url: ClassVar[str] = "https://api.anthropic.com"
+    url_variable: ClassVar[str] = "ANTHROPIC_BASE_URL"
+
+    batch_max_requests: int = bounds(1, BATCH_MAX_REQUESTS, BATCH_MAX_REQUESTS)
+    batch_max_bytes: int = bounds(1024, BATCH_MAX_BYTES, BATCH_MAX_BYTES)
+    # true: every request asks for Anthropic's prompt cache (`cache_control: ephemeral`):
+    # a judge's shared instructions are read from the cache, at a tenth of the input price,
+    # by the calls after the first within five minutes.
+    prompt_caching: bool = False
+
+
+def image_block(media: Media) -> dict[str, Any]:
+    """An image as a Messages API content block (base64, or the URL Claude fetches)."""
+    if media.kind != "image":
+        raise MediaError(f"{media.source}: Claude's Messages API takes images, not {media.kind}")
+    if media.is_url:
+        return {"type": "image", "source": {"type": "url", "url": media.source}}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media.mime, "data": media.base64()},
+    }
+
+
+def _content(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [
+        {"type": "text", "text": part} if isinstance(part, str) else image_block(part)
+        for part in content
+    ]
+
+
+def message_params(model: str, request: ChatRequest, cache_prompt: bool = False) -> dict[str, Any]:
+    """The Messages API parameters of `request` (online and in a batch alike).
+
+    Args:
+        model: The Claude model to ask.
+        request: The chat request; system messages become the `system` parameter.
+        cache_prompt: Whether to ask for the prompt cache (`prompt_caching`).
+
+    Returns:
+        The keyword arguments of `messages.create`.
+    """
+    system = [m["content"] for m in request.messages if m["role"] == "system"]
+    params: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "messages": [
+            {"role": m["role"], "content": _content(m["content"])}
+            for m in request.messages
+            if m["role"] != "system"
+        ],
+    }
+    if system:
+        params["system"] = "\n\n".join(part if isinstance(part, str) else "" for part in system)
+    if request.stop:
+        params["stop_sequences"] = list(request.stop)
+    if request.json_schema is not None:
+        params["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+    if cache_prompt:
+        params["cache_control"] = {"type": "ephemeral"}
+    return params
+
+
+def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
+    """A Message object (decoded JSON) as a result; raises KeyError/TypeError/ValueError when
+    it is not one."""
+    if payload.get("type") != "message" or not isinstance(payload.get("content"), list):
+        raise ValueError("not a message object")
+    texts = [block["text"] for block in payload["content"] if block.get("type") == "text"]
+    usage = payload.get("usage") or {}
+    # Cached prompt parts are billed apart from `input_tokens`, but they are prompt all the same.
+    prompt = sum(
+        int(usage.get(name) or 0)
+        for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    text = "".join(texts) if texts else None
+    stop = payload.get("stop_reason")
+    cache = {
+        name: int(usage.get(name) or 0)
+        for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        if usage.get(name)
+    }
+    return ChatResult(
+        text=text,
+        finish_reason=_FINISH.get(stop, stop),
+        prompt_tokens=prompt,
+        completion_tokens=int(usage.get("output_tokens") or 0),
+        latency_s=latency_s,
+        model=model,
+        error=None if text is not None else f"empty reply (stop_reason {stop})",
+        extra=cache,  # how much of the prompt the cache wrote or served (billed apart)
+    )
+
+
+def _detail(error: anthropic.APIStatusError) -> str:
+    """An error body's type and message ("rate_limit_error: ..."), masked."""
+    body = error.body if isinstance(error.body, dict) else {}
+    detail = body.get("error") if isinstance(body.get("error"), dict) else {}
+    kind = detail.get("type") or "error"
+    return redact(f"{kind}: {detail.get('message') or error.message}")
+
+
+def _status_message(error: anthropic.APIStatusError) -> str:
+    return f"HTTP {error.status_code}: {_detail(error)}"
+
+
+class AnthropicBackend(BackendTraits):
+    """Claude through the official `anthropic` SDK (a `RequestBackend`)."""
+
+    is_batch = False
+    default_concurrency = 32
+    options_type: ClassVar[type] = AnthropicOptions
+
+    def __init__(self, config: EndpointConfig) -> None:
+        self.config = config
+        self.model = config.model
+        self._base_url = config.options.resolved_base_url()
+
+    @classmethod
+    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        probe_over_http(config, timeout_s)
+
+    @classmethod
+    def uses_batch_api(cls, config: EndpointConfig) -> bool:
+        return config.options.mode == "batch"
+
+    @property
+    def cache_namespace(self) -> str:
+        return f"anthropic:{self._base_url}"
+
+    def open(self) -> None:
+        """Nothing to start for a remote API."""
+
+    def close(self) -> None:
+        """Nothing to stop for a remote API."""
+
+    def make_sdk_client(self) -> anthropic.AsyncAnthropic:
+        """One SDK client per event loop (its connection pool belongs to that loop)."""
+        anthropic = _sdk()
+        limit = max(self.config.concurrency, 100)
+        http_client = anthropic.DefaultAsyncHttpxClient(
+            limits=httpx2.Limits(max_connections=limit, max_keepalive_connections=limit),
+            event_hooks={"response": [cap_error_body]},
+        )
+        return anthropic.AsyncAnthropic(
+            # Without a key the provider answers 401, which names where the key comes from.
+            api_key=self.config.api_key() or "not-set",
+            base_url=self._base_url,
+            max_retries=0,  # retries are ours: bounded, jittered, retry-after aware
+            timeout=self.config.timeout_s,
+            http_client=http_client,
+        )
+
+    def classify(self, error: Exception) -> Exception:
+        """An SDK error as what the client acts on: RetryableError (busy, overloaded, cut
+        off), EndpointError (a rejected key), or the error itself (this request's own)."""
+        anthropic = _sdk()
+        if isinstance(error, anthropic.APIStatusError):
+            message = _status_message(error)
+            if error.status_code in AUTH_STATUS:
+                return auth_failure(self.config, error.status_code, message)
+            if error.status_code in ANTHROPIC_RETRYABLE:
+                return RetryableError(message, retry_after_seconds(error.response.headers))
+            return error
+        if isinstance(error, anthropic.APIConnectionError):
+            return RetryableError(
+                redact(f"{type(error).__name__}: {error}"),
+                timed_out=isinstance(error, anthropic.APITimeoutError),
+            )
+        return error
+
+    async def send(
+        self, sdk: anthropic.AsyncAnthropic, request: ChatRequest, timeout_s: float | None = None
+    ) -> ChatResult:
+        """Answer one request; RetryableError for a failure worth retrying."""
+        anthropic = _sdk()
+        try:
+            params = message_params(self.model, request, self.config.options.prompt_caching)
+        except MediaError as error:
+            return ChatResult.failure(str(error), model=self.model)
+        if timeout_s is not None:
+            params["timeout"] = timeout_s
+        started = time.perf_counter()
+        limit = self.config.reply_byte_limit(request.max_tokens)
+        try:
+            async with sdk.messages.with_streaming_response.create(**params) as streamed:
+                content = await read_capped(streamed.http_response, limit)
+        except ReplyTooLarge as error:
+            return ChatResult.failure(
+                too_large_message(self.config, error, limit, request.max_tokens),
+                time.perf_counter() - started,
+                self.model,
+            )
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            verdict = self.classify(error)
+            if verdict is error:
+                return ChatResult.failure(
+                    _status_message(error), time.perf_counter() - started, self.model
+                )
+            raise verdict from None
+        latency = time.perf_counter() - started
+        try:
+            return message_result(orjson.loads(content), latency, self.model)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise RetryableError(redact(f"malformed response: {error!r}")) from None
+
+    async def probe(self, sdk: anthropic.AsyncAnthropic, timeout_s: float) -> bool:
+        """Whether the API answers a model listing within `timeout_s`."""
+        return (await self.ask(sdk, "models", timeout_s)).status == 200
+
+    async def ask(self, sdk: anthropic.AsyncAnthropic, route: str, timeout_s: float):
+        """The preflight's question: the models list, or one token of chat."""
+        anthropic = _sdk()
+        try:
+            if route == "models":
+                await sdk.models.list(limit=1, timeout=timeout_s)
+            else:
+                ping = ChatRequest.from_prompt("ping", max_tokens=1)
+                await sdk.messages.create(**message_params(self.model, ping), timeout=timeout_s)
+        except anthropic.APIStatusError as error:
+            return ProbeAnswer(error.status_code, _detail(error))
+        except anthropic.APITimeoutError:
+            return ProbeAnswer(None, "timed out", timed_out=True)
+        except anthropic.APIConnectionError as error:
+            return ProbeAnswer(None, redact(str(error.__cause__ or error)))
+        return ProbeAnswer(200, "")
+
+    def batch_jobs(self, sdk: anthropic.AsyncAnthropic, ledger: BatchLedger) -> ProviderBatchJobs:
+        """The Message Batches jobs of this endpoint (`mode: batch`)."""
+        return ProviderBatchJobs(
+            self.config, MessageBatches(self, sdk), ledger, self.cache_namespace
+        )
+
+
+class MessageBatches:
+    """Anthropic's Message Batches: create, retrieve, results (JSONL) through the SDK."""
+
+    def __init__(self, backend: AnthropicBackend, sdk: anthropic.AsyncAnthropic) -> None:
+        self._backend = backend
+        self._sdk = sdk
+        options = backend.config.options
+        self.max_requests = options.batch_max_requests
+        self.max_bytes = options.batch_max_bytes
+
+    def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
+        caching = self._backend.config.options.prompt_caching
+        return {"custom_id": key, "params": message_params(self._backend.model, request, caching)}
+
+    async def create(self, entries: list[dict[str, Any]]) -> str:
+        batch = await self._call(self._sdk.messages.batches.create(requests=entries))
+        return batch.id
+
+    async def state(self, batch_id: str) -> BatchState:
+        batch = await self._call(self._sdk.messages.batches.retrieve(batch_id))
+        counts = batch.request_counts
+        ended = batch.processing_status == "ended"
+        unanswered = counts.errored + counts.canceled + counts.expired
+        return BatchState(
+            finished=ended,
+            status=batch.processing_status,
+            succeeded=counts.succeeded,
+            failed=unanswered,
+            total=counts.processing + counts.succeeded + unanswered,
+        )
+
+    async def results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
+        return await self._call(self._read_results(batch_id))
+
+    async def _read_results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
+        model = self._backend.model
+        found = []
+        async for line in await self._sdk.messages.batches.results(batch_id):
+            result = line.result
+            if result.type == "succeeded":
+                try:
+                    answer = message_result(result.message.model_dump(), 0.0, model)
+                except (ValueError, KeyError, TypeError, AttributeError) as error:
+                    answer = ChatResult.failure(redact(f"malformed batch result: {error!r}"))
+            elif result.type == "errored":
+                detail = getattr(result.error, "error", None)
+                answer = ChatResult.failure(
+                    redact(
+                        f"errored: {getattr(detail, 'type', 'error')}: "
+                        f"{getattr(detail, 'message', '')}"
+                    )
+                )
+            else:
+                answer = ChatResult.failure(_UNANSWERED.get(result.type, result.type))
+            found.append((line.custom_id, answer))
+        return found
+
+    async def _call(self, call: Any) -> Any:
+        anthropic = _sdk()
+        try:
+            return await call
+        except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            verdict = self._backend.classify(error)
+            if verdict is error:
+                raise EndpointError(_status_message(error)) from None
+            raise verdict from None
+
+
+def _sdk() -> Any:
+    """The `anthropic` SDK; ConfigError saying how to install it when it is missing."""
+    try:
+        import anthropic
+    except ImportError:
+        raise ConfigError(
+            "backend anthropic needs the anthropic SDK: pip install -e '.[anthropic]'"
+        ) from None
+    return anthropic
