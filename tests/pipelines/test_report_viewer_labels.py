@@ -10,6 +10,7 @@ import random
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli
@@ -146,7 +147,20 @@ def test_labels_validate_the_annotate_judge_and_correct_its_ratings(
             f"[{rows.loc['judge', 'ci_low']:.2f}, {rows.loc['judge', 'ci_high']:.2f}] | "
             f"{powered['estimate']:.2f} [{powered['ci_low']:.2f}, {powered['ci_high']:.2f}] |"
         ) in section
-        assert section.count(f"| {LABELLED} | {PROMPTS} |") == len(MODELS)
+    assert section.count(f"| {LABELLED} | {PROMPTS} |") == len(MODELS)
+
+    # The reviewers compared alpha (the baseline: first by name) and beta on the labelled
+    # prompts, as the judge's ratings did: beta's win rate on them is the judge's.
+    wins = estimates[estimates["metric"] == "win_rate"]
+    assert set(wins["model"]) == {"beta"} and set(wins["baseline"]) == {"alpha"}
+    rows = wins.set_index("estimator")
+    assert rows.loc["prediction_powered", "n_labels"] == LABELLED
+    assert rows.loc["judge", "n_judged"] == PROMPTS
+    overall = frames.aspect_annotations.groupby(["prompt_id", "completion_idx"])["rating"].mean()
+    labelled = [f"p{number:02d}" for number in range(LABELLED)]
+    won = [0.5 + 0.5 * np.sign(overall[(p, 1)] - overall[(p, 0)]) for p in labelled]
+    assert rows.loc["labels_only", "estimate"] == pytest.approx(np.mean(won))
+    assert "| beta | alpha | " in section
 
 
 def test_a_card_that_moved_beyond_the_previous_interval_is_flagged(

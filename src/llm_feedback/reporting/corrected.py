@@ -1,7 +1,8 @@
 """The report's section of figures corrected by human labels: each model's mean rating per
-aspect as the judge gave it and as prediction-powered inference corrects it with the
-labelled slice (`validation.annotate_labels.corrected_ratings`), with the labels-only mean
-and the number of labels, every figure named by its estimator."""
+aspect, and its win rate against the baseline, as the judge gave it and as
+prediction-powered inference corrects it with the labelled slice
+(`validation.annotate_labels.corrected_ratings`), with the labels-only figure and the
+number of labels, every figure named by its estimator."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ _SHOWN = ("judge", "prediction_powered", "labels_only")
 def _cell(row: pd.Series | None) -> str:
     if row is None:
         return ""
-    if row["status"] != "ok" or not np.isfinite(row["estimate"]):
+    if row["status"] != "ok" or not np.isfinite(float(row["estimate"])):
         return f"— ({markdown_text(row['status'])})"
     return f"{row['estimate']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
 
@@ -46,31 +47,76 @@ def corrected_section(
     note = f" ({'; '.join(notes)})" if notes else ""
     if estimates.empty:
         lines.append(
-            f"No score label of {code_span(labels_file)} rates a completion of this run on "
-            f"an aspect{note}: no mean rating is corrected."
+            f"No label of {code_span(labels_file)} matches this run's ratings{note}: no "
+            "figure is corrected."
         )
         return "\n".join(lines) + "\n"
+    ratings = estimates[estimates["metric"] == "mean_rating"]
     lines += [
-        f"Labels from {code_span(labels_file)}{note}. Each model's mean rating per aspect as "
-        "the judge gave it (`judge`: its interval covers sampling noise only), corrected by "
-        "the labelled completions (`prediction_powered`: PPI++, the judge's mean plus its "
-        "measured error; its interval covers the judge's errors too) and the labels alone "
-        "(`labels_only`), with 95% intervals. The corrections assume the labelled "
-        "completions were picked at random among the model's.",
+        f"Labels from {code_span(labels_file)}{note}. Each figure as the judge gave it "
+        "(`judge`: its interval covers sampling noise only), corrected by the labelled "
+        "items (`prediction_powered`: PPI++, the judge's figure plus its measured error; "
+        "its interval covers the judge's errors too) and from the labels alone "
+        "(`labels_only`), with 95% intervals. The corrections assume the labelled items "
+        "were picked at random among the model's.",
         "",
-        "| model | aspect | judge | prediction_powered | labels_only | labels | rated |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for (model, aspect), group in estimates.groupby(["model", "aspect"], sort=True):
-        by = {row["estimator"]: row for _, row in group.iterrows()}
-        cells = [_cell(by.get(name)) for name in _SHOWN]
-        powered = by.get("prediction_powered")
-        judged = by.get("judge")
-        n_labels = int(powered["n_labels"]) if powered is not None else 0
-        n_rated = int(judged["n_judged"]) if judged is not None else 0
+    if len(ratings):
+        lines += [
+            "Mean rating per model and aspect (labels: the completions scored on it; rated: "
+            "the completions the judge rated):",
+            "",
+            "| model | aspect | judge | prediction_powered | labels_only | labels | rated |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for (model, aspect), group in ratings.groupby(["model", "aspect"], sort=True):
+            by = _by_estimator(group)
+            cells = " | ".join(_cell(by.get(name)) for name in _SHOWN)
+            lines.append(
+                f"| {markdown_text(model)} | {markdown_text(aspect)} | {cells} | "
+                f"{_count(by, 'prediction_powered', 'n_labels')} | "
+                f"{_count(by, 'judge', 'n_judged')} |"
+            )
+        lines.append("")
+    lines += _win_lines(estimates)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _by_estimator(group: pd.DataFrame) -> dict[str, pd.Series]:
+    return {row["estimator"]: row for _, row in group.iterrows()}
+
+
+def _count(by: dict[str, pd.Series], estimator: str, column: str) -> int:
+    row = by.get(estimator)
+    return int(row[column]) if row is not None else 0
+
+
+def _win_lines(estimates: pd.DataFrame) -> list[str]:
+    wins = estimates[estimates["metric"].isin(("win_rate", "tpr", "tnr"))]
+    if wins.empty:
+        return []
+    lines = [
+        "Win rate against the baseline, a prompt won, tied (half) or lost by the mean "
+        "rating over aspects (labels: the prompts where reviewers compared the two; "
+        "rogan_gladen, TPR and TNR where neither the judge nor the reviewers saw a tie: "
+        "the rate corrected by the judge's true positive and true negative rates, Wilson "
+        "intervals):",
+        "",
+        "| model | baseline | judge | prediction_powered | labels_only | rogan_gladen | TPR "
+        "| TNR | labels | prompts |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (model, baseline), group in wins.groupby(["model", "baseline"], sort=True):
+        rate = _by_estimator(group[group["metric"] == "win_rate"])
+        cells = [_cell(rate.get(name)) for name in (*_SHOWN, "rogan_gladen")]
+        for metric in ("tpr", "tnr"):
+            found = group[group["metric"] == metric]
+            cells.append(_cell(found.iloc[0]) if len(found) else "")
         lines.append(
-            f"| {markdown_text(model)} | {markdown_text(aspect)} | "
+            f"| {markdown_text(model)} | {markdown_text(baseline)} | "
             + " | ".join(cells)
-            + f" | {n_labels} | {n_rated} |"
+            + f" | {_count(rate, 'prediction_powered', 'n_labels')} | "
+            f"{_count(rate, 'judge', 'n_judged')} |"
         )
-    return "\n".join(lines) + "\n"
+    lines.append("")
+    return lines

@@ -22,10 +22,12 @@ source `argmax` for the pairs derived from the ratings against the reviewers' ch
 call in the original order (ratings are given to one completion at a time, so no pair is
 shown in an order): the metrics of the orders say nothing and are left off.
 
-`corrected_ratings` gives each model's mean rating per aspect three ways (estimator
-`judge`, `prediction_powered`, `labels_only`; `stats.prediction_powered`) wherever that
-model and aspect has labelled completions. The estimators assume the labelled completions
-were drawn uniformly at random from the model's rated ones.
+`corrected_ratings` gives each model's mean rating per aspect, and its win rate against a
+baseline model by the pairs derived from the ratings, three ways (estimator `judge`,
+`prediction_powered`, `labels_only`; `stats.prediction_powered`), and for a win rate with
+no tie the Rogan-Gladen rate with the judge's TPR and TNR, wherever labels exist for them.
+The estimators assume the labelled completions (prompts) were drawn uniformly at random
+from the model's rated ones.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.stats.intervals import resample_matrix
-from llm_feedback.stats.prediction_powered import COLUMNS, mean_estimates
+from llm_feedback.stats.prediction_powered import COLUMNS, binary_estimates, mean_estimates
 from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.baselines import baseline_metrics
 from llm_feedback.validation.card import ARGMAX, card_frame, normalised
@@ -66,7 +68,7 @@ ORDER_METRICS = (
 )
 _KEY = ["prompt_id", "model", "response"]
 # corrected_ratings' columns: the estimate's, after the model and aspect it is of.
-ESTIMATE_COLUMNS = ("model", "aspect", *COLUMNS)
+ESTIMATE_COLUMNS = ("model", "aspect", "baseline", *COLUMNS)
 # What two cards' figures are: the same figures measured again make no new card.
 _FIGURES = ["kind", "judge", "verdict_source", "metric", "category", "value", "n"]
 
@@ -306,17 +308,100 @@ def repeats_latest(previous: pd.DataFrame, card: pd.DataFrame) -> bool:
     return figures(latest).equals(figures(card))
 
 
-def corrected_ratings(match: LabelMatch, confidence: float = 0.95) -> pd.DataFrame:
-    """Each model's mean rating per aspect: the judge's, prediction-powered and labels-only,
-    wherever that model and aspect has matched score labels.
+_WON = {"A": 1.0, "B": 0.0, "tie": 0.5}  # the first response's share of a win
+
+
+def _win_values(match: LabelMatch) -> pd.DataFrame:
+    """The judge's wins per prompt and model pair: one row per (prompt_id, model, other),
+    `judge` 1 / 0.5 / 0 as `model`'s mean rating over aspects is above, equal to or
+    below `other`'s (NaN when either is unreadable)."""
+    per_model = match.ratings.groupby(["prompt_id", "model"], sort=True)["judge"].mean()
+    wide = per_model.unstack("model")
+    rows = []
+    for model in wide.columns:
+        for other in wide.columns:
+            if model == other:
+                continue
+            mine, theirs = wide[model], wide[other]
+            both = mine.notna() & theirs.notna()  # prompts both answered, readably
+            value = np.sign(mine - theirs) / 2 + 0.5
+            rows.append(
+                pd.DataFrame(
+                    {"prompt_id": wide.index[both], "model": model, "other": other}
+                ).assign(judge=value[both].to_numpy())
+            )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _gold_wins(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The reviewers' wins per prompt and model pair (the mean over the pair's items), both
+    ways round: `gold` 1 / 0.5 / 0 for `model` against `other`."""
+    items = pairs.groupby("instance_id", sort=False).agg(
+        prompt_id=("prompt_id", "first"),
+        model=("model", "first"),
+        other=("model", "last"),
+        gold=("gold", "first"),
+    )
+    first = items.assign(gold=items["gold"].map(_WON))
+    second = first.rename(columns={"model": "other", "other": "model"}).assign(
+        gold=1 - first["gold"]
+    )
+    both = pd.concat([first, second], ignore_index=True)
+    return both.groupby(["prompt_id", "model", "other"], as_index=False)["gold"].mean()
+
+
+def _win_rates(match: LabelMatch, baseline: str | None, confidence: float) -> list[pd.DataFrame]:
+    if match.pairs.empty:
+        return []
+    wins = _win_values(match)
+    if wins.empty:
+        return []
+    models = sorted(set(wins["model"]))
+    against = baseline if baseline in models else models[0]
+    wins = wins[wins["other"] == against].merge(
+        _gold_wins(match.pairs), on=["prompt_id", "model", "other"], how="left"
+    )
+    frames = []
+    for model, part in wins.groupby("model", sort=True):
+        labelled = part[part["gold"].notna()]
+        if labelled.empty:
+            continue
+        values = pd.concat([part["judge"], labelled["gold"]]).dropna()
+        # Win or loss on every prompt, by the judge and the reviewers: a binary judge.
+        binary = values.isin([0.0, 1.0]).all()
+        estimate = binary_estimates if binary else mean_estimates
+        estimates = estimate(
+            part["judge"].to_numpy(dtype="float64"),
+            labelled["judge"].to_numpy(dtype="float64"),
+            labelled["gold"].to_numpy(dtype="float64"),
+            metric="win_rate",
+            confidence=confidence,
+        )
+        frames.append(estimates.assign(model=model, aspect=None, baseline=against))
+    return frames
+
+
+def corrected_ratings(
+    match: LabelMatch, baseline: str | None = None, confidence: float = 0.95
+) -> pd.DataFrame:
+    """Each model's mean rating per aspect and its win rate against `baseline`: the
+    judge's, prediction-powered and labels-only, wherever labels exist for them.
+
+    A win rate is over the prompts that both models answered, a win (1), tie (0.5) or
+    loss (0) by the mean rating over aspects, and, where the reviewers compared the two
+    models' completions, by their choice. Where the judge and the reviewers saw no tie, the
+    judge is binary: its TPR and TNR (Wilson intervals) and the Rogan-Gladen-corrected
+    rate come too (`stats.prediction_powered.binary_estimates`).
 
     Args:
         match: the labels matched to the run's ratings.
+        baseline: the model the win rates are against; None (or a model not in the run):
+            the first model by name.
         confidence: the intervals' coverage.
 
     Returns:
-        `stats.prediction_powered.COLUMNS` rows with `model` and `aspect` first, metric
-        `mean_rating`; none without matched score labels.
+        `ESTIMATE_COLUMNS` rows: metric `mean_rating` (with its `aspect`), `win_rate`,
+        `tpr`, `tnr` (with the `baseline`); none without matched labels.
     """
     frames = []
     if len(match.scores):
@@ -330,7 +415,8 @@ def corrected_ratings(match: LabelMatch, confidence: float = 0.95) -> pd.DataFra
                 metric="mean_rating",
                 confidence=confidence,
             )
-            frames.append(estimates.assign(model=model, aspect=aspect))
+            frames.append(estimates.assign(model=model, aspect=aspect, baseline=None))
+    frames += _win_rates(match, baseline, confidence)
     if not frames:
         return pd.DataFrame(columns=list(ESTIMATE_COLUMNS))
     return pd.concat(frames, ignore_index=True)[list(ESTIMATE_COLUMNS)]

@@ -240,7 +240,7 @@ def validate_annotate_judge(
         seed=params.intervals.seed,
     )
     cards = previous if repeats_latest(previous, card) else add_card(previous, card)
-    estimates = corrected_ratings(match, params.intervals.confidence)
+    estimates = corrected_ratings(match, params.ranking.baseline, params.intervals.confidence)
     counts = dict(zip(_LABEL_COUNTS, (match.unmatched, match.no_aspect), strict=True))
     if estimates.empty:  # a row that says so, with the counts
         estimates = pd.DataFrame([{"status": "no_matched_labels"}], columns=estimates.columns)
