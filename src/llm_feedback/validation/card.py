@@ -15,7 +15,9 @@ and the share of calls with usable probabilities.
 History: `add_card` appends a validation run's rows and never drops any; a run is its
 (judge_key, validation_set, created_at). Cards show, per validation set and size (the most
 judged calls of a metric), the latest run: a card of another size is shown beside it, dated,
-never replaced; earlier runs of the same size are counted as history.
+never replaced; earlier runs of the same size are counted as history. A run's judge figure
+outside the interval of the same judge's previous run on the same set is a drift (`drifts`):
+"**Drift**" in the card, "drifted: <metric>" in the report's standing line.
 
 `card_lines(cards, key)` is the card as Markdown for a report: "this judge has not been
 validated" when no row has the key; otherwise the metrics with intervals, beside the

@@ -25,6 +25,8 @@ they are downloaded and the browser's storage is cleared.
 
 `llm_feedback.validation.formats` reads the file as gold (format `viewer`, see
 `validation.viewer_labels`): mixed as downloaded, several reviewers' files concatenated.
+On an annotate run, `report.labels.path` feeds it to the report pipeline, which validates
+annotate's judge with it (`validation.annotate_labels`).
 """
 
 PAIRWISE_FIELDS = (
