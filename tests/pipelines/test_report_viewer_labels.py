@@ -126,14 +126,16 @@ def test_labels_validate_the_annotate_judge_and_correct_its_ratings(
     # Corrected figures: per model on helpfulness, named apart, with the labels counted.
     estimates = catalog.load("corrected_ratings")
     assert set(estimates["model"]) == set(MODELS)
-    assert set(estimates["aspect"]) == {"helpfulness"}
+    assert set(estimates.loc[estimates["metric"] == "mean_rating", "aspect"]) == {"helpfulness"}
     ratings = frames.aspect_annotations.merge(
         frames.completions[["prompt_id", "completion_idx", "model"]]
     )
     ratings = ratings[ratings["aspect"] == "helpfulness"]
     section = text.split("## Corrected by human labels", 1)[1].split("\n## ")[0]
     for model in MODELS:
-        rows = estimates[estimates["model"] == model].set_index("estimator")
+        rows = estimates[
+            (estimates["model"] == model) & (estimates["metric"] == "mean_rating")
+        ].set_index("estimator")
         judge_mean = ratings.loc[ratings["model"] == model, "rating"].astype(float).mean()
         assert rows.loc["judge", "estimate"] == pytest.approx(judge_mean)
         assert rows.loc["prediction_powered", "n_labels"] == LABELLED
@@ -147,7 +149,7 @@ def test_labels_validate_the_annotate_judge_and_correct_its_ratings(
             f"[{rows.loc['judge', 'ci_low']:.2f}, {rows.loc['judge', 'ci_high']:.2f}] | "
             f"{powered['estimate']:.2f} [{powered['ci_low']:.2f}, {powered['ci_high']:.2f}] |"
         ) in section
-    assert section.count(f"| {LABELLED} | {PROMPTS} |") == len(MODELS)
+    assert section.split("Win rate")[0].count(f"| {LABELLED} | {PROMPTS} |") == len(MODELS)
 
     # The reviewers compared alpha (the baseline: first by name) and beta on the labelled
     # prompts, as the judge's ratings did: beta's win rate on them is the judge's.

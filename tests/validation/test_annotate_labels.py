@@ -12,6 +12,7 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.params.report import JudgeRequirement, parse_report
+from llm_feedback.stats.prediction_powered import weighted_estimate
 from llm_feedback.validation.annotate_labels import (
     RATINGS,
     annotate_card,
@@ -201,3 +202,36 @@ def test_labels_of_another_run_match_nothing(tmp_path):
     assert match.n_labels == 0
     assert corrected_ratings(match).empty
     assert annotate_card(match, IDENTITY, "set", created_at="t").empty
+
+
+def test_labels_the_queue_drew_unequally_are_weighted_by_their_probability(tmp_path):
+    frames, _ = frames_and_labels(tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    # The queue drew p00-p09 (probability 0.8 when the judge was unsure, else 0.2).
+    drawn = {f"p{number:02d}": 0.8 if number % 3 == 0 else 0.2 for number in range(10)}
+    queued = [
+        line | {"selection": "uncertainty", "selection_probability": drawn[line["instance_id"]]}
+        for line in lines
+        if line["instance_id"] in drawn
+    ]
+    path = tmp_path / "queued.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in queued), encoding="utf-8")
+    labels = read_viewer_labels(path)
+    ratings = judged_ratings(frames.completions, frames.aspect_annotations)
+    match = match_labels(labels.pairs, labels.scores, ratings)
+    estimates = corrected_ratings(match).set_index(["metric", "estimator"])
+    row = estimates.loc[("mean_rating", "prediction_powered")]
+    assert row["selection"] == "probability_weighted" and row["n_labels"] == 10
+    assert ("mean_rating", "labels_only") not in estimates.index
+    # As the estimator computes it from every alpha completion, the drawn ones weighted.
+    alpha = ratings[(ratings["model"] == "alpha") & (ratings["aspect"] == "helpfulness")]
+    is_drawn = alpha["prompt_id"].isin(list(drawn)).to_numpy()
+    expected = weighted_estimate(
+        alpha["judge"].to_numpy(),
+        np.where(is_drawn, alpha["judge"].to_numpy(), np.nan),
+        is_drawn,
+        alpha["prompt_id"].map(drawn).fillna(1.0).to_numpy(),
+        metric="mean_rating",
+    ).iloc[0]
+    assert row["estimate"] == pytest.approx(expected["estimate"])
+    assert row["ci_low"] == pytest.approx(expected["ci_low"])

@@ -61,6 +61,14 @@ def corrected_section(
         "were picked at random among the model's.",
         "",
     ]
+    if (ratings["selection"] == "probability_weighted").any():
+        lines += [
+            "Where the viewer's review queue drew the labelled completions with unequal "
+            "probabilities, `prediction_powered` weights each label by one over its "
+            "probability (active inference), which assumes every completion drawn was "
+            "scored; no labels-only figure is given there.",
+            "",
+        ]
     if len(ratings):
         lines += [
             "Mean rating per model and aspect (labels: the completions scored on it; rated: "

@@ -27,7 +27,10 @@ baseline model by the pairs derived from the ratings, three ways (estimator `jud
 `prediction_powered`, `labels_only`; `stats.prediction_powered`), and for a win rate with
 no tie the Rogan-Gladen rate with the judge's TPR and TNR, wherever labels exist for them.
 The estimators assume the labelled completions (prompts) were drawn uniformly at random
-from the model's rated ones.
+from the model's rated ones; labels the viewer's review queue drew with unequal recorded
+probabilities (`selection_probability`) make the mean rating's prediction-powered row the
+probability-weighted one (active inference; selection `probability_weighted`, no
+labels-only row), which assumes every completion drawn was scored.
 """
 
 from __future__ import annotations
@@ -40,7 +43,13 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.stats.intervals import resample_matrix
-from llm_feedback.stats.prediction_powered import COLUMNS, binary_estimates, mean_estimates
+from llm_feedback.stats.prediction_powered import (
+    COLUMNS,
+    JUDGE,
+    binary_estimates,
+    mean_estimates,
+    weighted_estimate,
+)
 from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.baselines import baseline_metrics
 from llm_feedback.validation.card import ARGMAX, card_frame, normalised
@@ -53,6 +62,7 @@ from llm_feedback.validation.metric_table import (
 from llm_feedback.validation.metrics import READABLE, pairwise_metrics
 from llm_feedback.validation.pointwise import pointwise_metrics
 from llm_feedback.validation.verdicts import ORIGINAL, attach_pairs, pairs_table
+from llm_feedback.viewer.labels import SELECTION_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -308,6 +318,36 @@ def repeats_latest(previous: pd.DataFrame, card: pd.DataFrame) -> bool:
     return figures(latest).equals(figures(card))
 
 
+def _drawn_unequally(labelled: pd.DataFrame) -> bool:
+    """Whether every label was drawn by the review queue, with probabilities that differ
+    (equal ones are a uniform draw: the uniform estimators hold)."""
+    if SELECTION_FIELD not in labelled.columns:
+        return False
+    drawn = labelled[SELECTION_FIELD]
+    return bool(drawn.notna().all() and drawn.nunique() > 1)
+
+
+def _weighted(judged: pd.DataFrame, labelled: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """The prediction-powered mean from labels the queue drew with recorded probabilities
+    (`stats.prediction_powered.weighted_estimate`): every rated completion of the model
+    and aspect an item, the labelled ones drawn."""
+    keys = ["prompt_id", "completion_idx"]
+    items = judged[[*keys, "judge"]].merge(
+        labelled[[*keys, "gold_score", SELECTION_FIELD]].astype({"completion_idx": "int64"}),
+        on=keys,
+        how="left",
+    )
+    drawn = items[SELECTION_FIELD].notna().to_numpy()
+    return weighted_estimate(
+        items["judge"].to_numpy(dtype="float64"),
+        items["gold_score"].to_numpy(dtype="float64"),
+        drawn,
+        items[SELECTION_FIELD].fillna(1.0).to_numpy(dtype="float64"),
+        metric="mean_rating",
+        confidence=confidence,
+    )
+
+
 _WON = {"A": 1.0, "B": 0.0, "tie": 0.5}  # the first response's share of a win
 
 
@@ -415,6 +455,14 @@ def corrected_ratings(
                 metric="mean_rating",
                 confidence=confidence,
             )
+            if _drawn_unequally(labelled):
+                estimates = pd.concat(
+                    [
+                        estimates[estimates["estimator"] == JUDGE],
+                        _weighted(judged, labelled, confidence),
+                    ],
+                    ignore_index=True,
+                )
             frames.append(estimates.assign(model=model, aspect=aspect, baseline=None))
     frames += _win_rates(match, baseline, confidence)
     if not frames:
