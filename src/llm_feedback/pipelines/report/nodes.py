@@ -247,23 +247,6 @@ def validate_annotate_judge(
     return normalised(cards), estimates.assign(**counts)
 
 
-def check_judge_requirement(
-    judge_cards: pd.DataFrame,
-    annotate_cards: pd.DataFrame,
-    report: Mapping[str, Any],
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
-    prompt_templates: str | None,
-) -> list[str]:
-    """`report.judge_requirement` checked on annotate's judge's cards before the report is
-    written: the lines of the requirements met, or the run stops (`validation.gate`)."""
-    requirements = report_params(report).judge_requirement
-    if not requirements:
-        return []
-    identity = _annotate_identity(annotate, endpoints, prompt_templates)
-    return check_requirements(_every_card(judge_cards, annotate_cards), identity, requirements)
-
-
 def render_report(
     input_versions: Mapping[str, str],
     report: Mapping[str, Any],
@@ -272,21 +255,23 @@ def render_report(
     judge_cards: pd.DataFrame,
     annotate_cards: pd.DataFrame,
     corrected_ratings: pd.DataFrame,
-    judge_requirement: list[str],
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
     **tables: pd.DataFrame,
 ) -> str:
     params = report_params(report)
+    identity = _annotate_identity(annotate, endpoints, prompt_templates)
+    judge_cards = _every_card(judge_cards, annotate_cards)
+    # The gate first: a judge whose card falls short (or has none) stops the run here, and
+    # report.md is not written (`validation.gate`).
+    requirements_met = check_requirements(judge_cards, identity, params.judge_requirement)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
         **describe_run(completions, tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
-    identity = _annotate_identity(annotate, endpoints, prompt_templates)
-    judge_cards = _every_card(judge_cards, annotate_cards)
     # The judge the data records: a configuration changed since annotate ran names another.
     costs = tables["cost_table"]
     rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
@@ -306,5 +291,5 @@ def render_report(
         params.labels.path,
         *(int(counts[name].iloc[0]) if len(counts) else 0 for name in _LABEL_COUNTS),
     )
-    gate = "".join(f"\n{line}\n" for line in judge_requirement)
+    gate = "".join(f"\n{line}\n" for line in requirements_met)
     return text + section + judge_card_section(judge_cards, identity["judge_key"]) + gate

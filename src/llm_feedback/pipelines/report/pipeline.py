@@ -2,7 +2,6 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.report.nodes import (
     WithBootstrap,
-    check_judge_requirement,
     estimate_costs,
     judgment_viewer,
     preference_pairs,
@@ -198,19 +197,6 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="validate_annotate_judge",
             ),
             node(
-                check_judge_requirement,  # stops the run before the report when not met
-                [
-                    "judge_validation_history",
-                    "annotate_judge_validation",
-                    "params:report",
-                    "params:annotate",
-                    "params:endpoints",
-                    "params:prompt_templates",
-                ],
-                "judge_requirement",
-                name="check_judge_requirement",
-            ),
-            node(
                 render_report,
                 {
                     "input_versions": "report_input_versions",
@@ -218,11 +204,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "completions": "completions",
                     "judgment_viewer": "judgment_viewer",  # linked: built first
                     # The card of annotate's judge, when judge_validation has one.
+                    # report.judge_requirement is checked on these before the report is made.
                     "judge_cards": "judge_validation_history",
                     # The cards and corrected ratings of the viewer's labels, if any.
                     "annotate_cards": "annotate_judge_validation",
                     "corrected_ratings": "corrected_ratings",
-                    "judge_requirement": "judge_requirement",  # the gate: checked first
                     "annotate": "params:annotate",
                     "endpoints": "params:endpoints",
                     "prompt_templates": "params:prompt_templates",
