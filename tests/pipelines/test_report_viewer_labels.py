@@ -119,6 +119,8 @@ def test_labels_validate_the_annotate_judge_and_correct_its_ratings(
     assert "| exact_agreement |  | 0.000 [0.000, 0.000] |" in card
     assert "| within_1_agreement |  | 1.000 [1.000, 1.000] |" in card
     assert "| mean_difference |  | -1.000 [-1.000, -1.000] |" in card
+    # One point strict everywhere is not an inverted judge (its kappa weighs by distance).
+    assert "verdicts are inverted" not in card
     # The pairs derived from the ratings are the reviewer's choices, tie for tie.
     assert "| accuracy | 1.000 [1.000, 1.000] |" in card
     assert "Validated on `review/labels.jsonl` (this prompt and task)" in first_screen(data_root)

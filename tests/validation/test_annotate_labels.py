@@ -13,7 +13,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.params.report import JudgeRequirement, parse_report
 from llm_feedback.stats.prediction_powered import weighted_estimate
+from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.annotate_labels import (
+    KAPPA_WEIGHTS,
     RATINGS,
     annotate_card,
     corrected_ratings,
@@ -98,9 +100,11 @@ def test_the_card_has_ratings_and_derived_pairs_with_the_librarys_kappa(tmp_path
     # Every fifth choice goes against the judge's ratings.
     assert judged.loc[(ARGMAX, "accuracy"), "value"] == pytest.approx(1 - 6 / N_PROMPTS)
     assert judged.loc[(RATINGS, "exact_agreement"), "value"] == 1.0
-    # The ratings' kappa is scikit-learn's on the ratings as given.
+    # The ratings' kappa is scikit-learn's, quadratic-weighted, on the ratings as given.
     scores = match.scores
-    expected = cohen_kappa_score(scores["judge"].astype(int), scores["gold_score"].astype(int))
+    expected = cohen_kappa_score(
+        scores["judge"].astype(int), scores["gold_score"].astype(int), weights="quadratic"
+    )
     assert judged.loc[(RATINGS, "cohen_kappa"), "value"] == pytest.approx(expected)
     # No order was shown: no order metric, and the baselines on the same pairs.
     assert not {"positional_agreement", "accuracy_both_orders"} & set(card["metric"])
@@ -235,3 +239,10 @@ def test_labels_the_queue_drew_unequally_are_weighted_by_their_probability(tmp_p
     ).iloc[0]
     assert row["estimate"] == pytest.approx(expected["estimate"])
     assert row["ci_low"] == pytest.approx(expected["ci_low"])
+
+
+def test_the_ratings_kappa_weighs_a_disagreement_by_its_distance():
+    judge, reviewer = [1, 2, 3, 4, 2, 3], [2, 3, 4, 5, 2, 3]  # one point strict, or right
+    weighted = cohen_kappa(judge, reviewer, weights=KAPPA_WEIGHTS)
+    assert weighted == pytest.approx(cohen_kappa_score(judge, reviewer, weights="quadratic"))
+    assert weighted > 0.5 > cohen_kappa(judge, reviewer)  # unweighted: exact matches only

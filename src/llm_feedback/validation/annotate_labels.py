@@ -15,12 +15,13 @@ the higher mean over its aspects (each aspect's mean over shuffles) wins, equal 
 
 The card (`annotate_card`, `validation.card` rows under the annotate judge's identity):
 verdict source `ratings` for the ratings against the reviewers' scores (exact agreement,
-within-1, Spearman, Pearson, mean difference, and Cohen's kappa of the two rounded to the
-nearest whole rating: reviewers may type any number), per aspect as its categories; verdict
-source `argmax` for the pairs derived from the ratings against the reviewers' choices
-(accuracy, kappa, ...), beside the baselines on the same pairs. Each derived pair is one
-call in the original order (ratings are given to one completion at a time, so no pair is
-shown in an order): the metrics of the orders say nothing and are left off.
+within-1, Spearman, Pearson, mean difference, and Cohen's kappa, quadratic-weighted, of the
+two rounded to the nearest whole rating: reviewers may type any number), per aspect as its
+categories; verdict source `argmax` for the pairs derived from the ratings against the
+reviewers' choices (accuracy, kappa, ...), beside the baselines on the same pairs. Each
+derived pair is one call in the original order (ratings are given to one completion at a
+time, so no pair is shown in an order): the metrics of the orders say nothing and are left
+off.
 
 `corrected_ratings` gives each model's mean rating per aspect, and its win rate against a
 baseline model by the pairs derived from the ratings, three ways (estimator `judge`,
@@ -77,6 +78,9 @@ ORDER_METRICS = (
     "gold_first_shown_share",
 )
 _KEY = ["prompt_id", "model", "response"]
+# Ratings are ordinal: a judge one point off disagrees less than one four points off (an
+# unweighted kappa calls a judge one point strict everywhere worse than chance).
+KAPPA_WEIGHTS = "quadratic"
 # corrected_ratings' columns: the estimate's, after the model and aspect it is of.
 ESTIMATE_COLUMNS = ("model", "aspect", "baseline", *COLUMNS)
 # What two cards' figures are: the same figures measured again make no new card.
@@ -184,8 +188,9 @@ def match_labels(pairs: pd.DataFrame, scores: pd.DataFrame, ratings: pd.DataFram
 def _kappa_rows(
     scores: pd.DataFrame, resamples: int, seed: int, judge: str
 ) -> list[dict[str, Any]]:
-    """Cohen's kappa of the judge's and the reviewers' ratings rounded to whole ratings,
-    over all aspects and per aspect, each with its bootstrap interval over prompts."""
+    """Quadratic-weighted Cohen's kappa of the judge's and the reviewers' ratings rounded
+    to whole ratings, over all aspects and per aspect, each with its bootstrap interval
+    over prompts."""
     rows = []
     readable = scores[scores["judge"].notna()]
     for category in [None, *sorted(readable["aspect"].dropna().unique())]:
@@ -195,14 +200,14 @@ def _kappa_rows(
         codes, prompts = pd.factorize(part["prompt_id"])
         weights = resample_matrix(len(prompts), resamples, seed) if len(prompts) else None
         replicates = np.array(
-            [cohen_kappa(judged, gold, sample_weight=w[codes]) for w in weights]
+            [cohen_kappa(judged, gold, w[codes], weights=KAPPA_WEIGHTS) for w in weights]
             if weights is not None
             else [np.nan]
         )
         rows.append(
             metric_row(
                 "cohen_kappa",
-                cohen_kappa(judged, gold),
+                cohen_kappa(judged, gold, weights=KAPPA_WEIGHTS),
                 replicates,
                 len(part),
                 resamples=resamples,
