@@ -1,4 +1,5 @@
-"""`params:report`: preference pairs and the price table."""
+"""`params:report`: preference pairs, the price table, the viewer labels and the judge
+requirement."""
 
 from __future__ import annotations
 
@@ -54,6 +55,28 @@ class RankingParams:
 
 
 @dataclass(frozen=True)
+class LabelParams:
+    # The judgment viewer's downloaded labels.jsonl (several reviewers' files concatenated)
+    # on this run's pages: they validate annotate's judge and correct its mean ratings.
+    path: str | None = None
+    # The name the judge's card is filed under; None: the file's folder and name.
+    validation_set: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeRequirement:
+    """A judge card figure the report requires: its interval's lower bound at least this."""
+
+    metric: str  # a card metric: accuracy, cohen_kappa, spearman, within_1_agreement, ...
+    min_lower_bound: float
+    validation_set: str | None = None  # None: every validation set the judge has a card on
+
+    def describe(self) -> str:
+        where = f" on {self.validation_set}" if self.validation_set else ""
+        return f"{self.metric} lower bound >= {self.min_lower_bound:g}{where}"
+
+
+@dataclass(frozen=True)
 class ReportParams:
     pairs: PairParams = field(default_factory=PairParams)
     intervals: IntervalParams = field(default_factory=IntervalParams)
@@ -62,13 +85,45 @@ class ReportParams:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     # Report inputs from different runs (see llm_feedback.lineage) instead of refusing them.
     allow_mixed_runs: bool = False
+    labels: LabelParams = field(default_factory=LabelParams)
+    # What the annotate judge's card must show for the report to be written (none: no gate).
+    judge_requirement: tuple[JudgeRequirement, ...] = ()
+
+
+def _requirements(value: Any) -> tuple[JudgeRequirement, ...]:
+    """`report.judge_requirement`: null, one {metric, min_lower_bound, validation_set}
+    mapping, or a list of them (e.g. TPR and TNR)."""
+    if value is None:
+        return ()
+    entries = list(value) if isinstance(value, list | tuple) else [value]
+    found = []
+    for number, entry in enumerate(entries):
+        path = "report.judge_requirement" + (f"[{number}]" if isinstance(value, list) else "")
+        keys = ("metric", "min_lower_bound", "validation_set")
+        block = Block(entry, path, keys, {"validation_set": None})
+        found.append(
+            JudgeRequirement(
+                metric=block.text("metric"),
+                min_lower_bound=block.number("min_lower_bound"),
+                validation_set=block.text("validation_set", nullable=True),
+            )
+        )
+    return tuple(found)
 
 
 def parse_report(report: Any) -> ReportParams:
     block = Block(
         report,
         "report",
-        ("pairs", "prices", "intervals", "ranking", "allow_mixed_runs"),
+        (
+            "pairs",
+            "prices",
+            "intervals",
+            "ranking",
+            "allow_mixed_runs",
+            "labels",
+            "judge_requirement",
+        ),
         defaults_of(ReportParams),
     )
     pairs = block.block(
@@ -80,6 +135,7 @@ def parse_report(report: Any) -> ReportParams:
         "intervals", ("n_resamples", "seed", "confidence"), defaults_of(IntervalParams)
     )
     ranking = block.block("ranking", ("baseline",), defaults_of(RankingParams))
+    labels = block.block("labels", ("path", "validation_set"), defaults_of(LabelParams))
     prices = block.mapping("prices", nullable=True) or {}
     for model, entry in prices.items():
         where = f"report.prices.{model}"
@@ -111,4 +167,9 @@ def parse_report(report: Any) -> ReportParams:
         ),
         ranking=RankingParams(baseline=ranking.text("baseline", nullable=True)),
         allow_mixed_runs=block.boolean("allow_mixed_runs"),
+        labels=LabelParams(
+            path=labels.text("path", nullable=True),
+            validation_set=labels.text("validation_set", nullable=True),
+        ),
+        judge_requirement=_requirements(block.raw("judge_requirement")),
     )

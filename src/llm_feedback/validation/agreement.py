@@ -77,23 +77,41 @@ def _category_codes(verdicts: pd.DataFrame) -> np.ndarray:
     return codes.reshape(verdicts.shape)
 
 
-def cohen_kappa(x: pd.Series, y: pd.Series) -> float:
+def cohen_kappa(
+    x: pd.Series,
+    y: pd.Series,
+    sample_weight: np.ndarray | None = None,
+    weights: str | None = None,
+) -> float:
     """Cohen's kappa of two raters' categorical verdicts on the same items.
 
     Args:
         x: the first rater's verdicts, one per item, no missing values.
         y: the second rater's verdicts on the same items, in the same order.
+        sample_weight: each item's weight (a bootstrap resample's counts); None: 1 each.
+        weights: None for categories, or "linear" / "quadratic" for ordinal ratings
+            (numbers: a disagreement weighs by how far apart the two are).
 
     Returns:
         scikit-learn's `cohen_kappa_score`; NaN without items or when both raters gave
         one and the same category throughout (chance agreement 1: kappa is 0/0).
     """
-    codes = _category_codes(
-        pd.DataFrame({"x": np.asarray(x, dtype=object), "y": np.asarray(y, dtype=object)})
-    )
+    if weights is None:
+        codes = _category_codes(
+            pd.DataFrame({"x": np.asarray(x, dtype=object), "y": np.asarray(y, dtype=object)})
+        )
+    else:  # ordinal: codes in the ratings' numeric order, so distances mean something
+        values = np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
+        codes = np.unique(values, return_inverse=True)[1].reshape(values.shape)
+    if sample_weight is not None:
+        weighted = np.asarray(sample_weight, dtype="float64") > 0
+        codes = codes[weighted]
+        sample_weight = np.asarray(sample_weight, dtype="float64")[weighted]
     if len(codes) == 0 or (codes == codes[0, 0]).all():
         return float("nan")
-    return float(cohen_kappa_score(codes[:, 0], codes[:, 1]))
+    return float(
+        cohen_kappa_score(codes[:, 0], codes[:, 1], weights=weights, sample_weight=sample_weight)
+    )
 
 
 def fleiss_kappa(verdicts: pd.DataFrame) -> float:

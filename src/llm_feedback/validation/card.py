@@ -15,7 +15,9 @@ and the share of calls with usable probabilities.
 History: `add_card` appends a validation run's rows and never drops any; a run is its
 (judge_key, validation_set, created_at). Cards show, per validation set and size (the most
 judged calls of a metric), the latest run: a card of another size is shown beside it, dated,
-never replaced; earlier runs of the same size are counted as history.
+never replaced; earlier runs of the same size are counted as history. A run's judge figure
+outside the interval of the same judge's previous run on the same set is a drift (`drifts`):
+"**Drift**" in the card, "drifted: <metric>" in the report's standing line.
 
 `card_lines(cards, key)` is the card as Markdown for a report: "this judge has not been
 validated" when no row has the key; otherwise the metrics with intervals, beside the
@@ -63,6 +65,7 @@ CARD_METRICS = (
     "cohen_kappa",
     "spearman",
     "pearson",
+    "exact_agreement",
     "within_1_agreement",
     "mean_difference",
 )
@@ -191,6 +194,20 @@ def _latest(cards: pd.DataFrame, key: str) -> pd.DataFrame:
     return rows.merge(latest[RUN], on=RUN)
 
 
+def latest_rows(cards: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The rows, over all items, of the judge `key`'s latest validation run on each
+    validation set and size: what its card shows.
+
+    Args:
+        cards: judge_validation rows (every judge's, every run).
+        key: the judge key.
+
+    Returns:
+        The rows the card shows (none when the judge has no card).
+    """
+    return _latest(cards, key)
+
+
 def _history_line(
     cards: pd.DataFrame, key: str, validation_set: str, shown: set[str]
 ) -> str | None:
@@ -316,6 +333,63 @@ def _in_short(found: list[Finding]) -> str:
     return "; ".join(phrases)
 
 
+@dataclass(frozen=True)
+class Drift:
+    """A judge figure of a card outside the interval of the judge's previous card on the
+    same validation set."""
+
+    source: str
+    metric: str
+    line: str  # the card's Markdown sentence
+
+
+def drifts(cards: pd.DataFrame, key: str, validation_set: str, created_at: str) -> list[Drift]:
+    """The figures of the run (`key`, `validation_set`, `created_at`) that moved beyond the
+    interval of the previous run of the same judge on the same set (any size).
+
+    Args:
+        cards: judge_validation rows (every run kept).
+        key: the judge key.
+        validation_set: the set both runs measured.
+        created_at: the run compared with the one before it.
+
+    Returns:
+        One drift per judge figure (verdict source and card metric, over all items) outside
+        the previous run's interval; none without a previous run.
+    """
+    rows = normalised(cards)
+    rows = rows[
+        (rows["judge_key"] == key)
+        & (rows["validation_set"] == validation_set)
+        & rows["category"].isna()
+        & (rows["kind"] == JUDGE)
+        & rows["metric"].isin(CARD_METRICS)
+    ]
+    before = sorted(created for created in set(rows["created_at"]) if created < created_at)
+    if not before:
+        return []
+    previous = rows[rows["created_at"] == before[-1]].set_index(["verdict_source", "metric"])
+    found = []
+    for _, row in rows[rows["created_at"] == created_at].iterrows():
+        where = (row["verdict_source"], row["metric"])
+        if where not in previous.index:
+            continue
+        old = previous.loc[where]
+        old = old.iloc[0] if isinstance(old, pd.DataFrame) else old
+        low, high, value = old["ci_low"], old["ci_high"], row["value"]
+        if not (np.isfinite(low) and np.isfinite(high) and np.isfinite(value)):
+            continue
+        if low <= value <= high:
+            continue
+        line = (
+            f"**Drift** ({row['verdict_source']} verdicts): {row['metric']} "
+            f"{_interval(row)} lies outside the previous card's interval "
+            f"[{low:.3f}, {high:.3f}] ({before[-1]}: {old['value']:.3f})."
+        )
+        found.append(Drift(str(row["verdict_source"]), str(row["metric"]), line))
+    return found
+
+
 def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
     columns = list(dict.fromkeys(_column_name(row) for _, row in rows.iterrows()))
     cells: dict[tuple[str, str], str] = {
@@ -391,8 +465,9 @@ def card_lines(cards: pd.DataFrame, key: str) -> str:
         "",
     ]
     for validation_set, runs in rows.groupby("validation_set", sort=True):
-        for _, group in runs.groupby("created_at", sort=True):
+        for created, group in runs.groupby("created_at", sort=True):
             lines += _set_lines(group, str(validation_set))
+            lines += [item.line for item in drifts(cards, key, str(validation_set), created)]
             lines.append("")
         shown = set(runs["created_at"])
         history = _history_line(cards, key, str(validation_set), shown)
@@ -428,7 +503,9 @@ def _task_words(task: Any) -> str:
 
 
 def _accuracy_words(rows: pd.DataFrame) -> str:
-    judged = rows[(rows["kind"] == JUDGE) & (rows["verdict_source"] == ARGMAX)]
+    judged = rows[rows["kind"] == JUDGE]
+    # The argmax verdicts first; a card of ratings only has its own source.
+    judged = judged.sort_values("verdict_source", key=lambda s: s != ARGMAX, kind="stable")
     for metric in ("accuracy", "cohen_kappa", "spearman"):
         found = judged[judged["metric"] == metric]
         if len(found):
@@ -455,6 +532,11 @@ def _card_summaries(rows: pd.DataFrame, identity: Mapping[str, str]) -> list[tup
             found = findings(run)
             # The ratings a report shows are the judge's replies: its argmax verdicts.
             short = _in_short([item for item in found if item.source == ARGMAX] or found)
+            moved = [item.metric for item in drifts(rows, key, validation_set, created)]
+            if moved:
+                short = "; ".join(
+                    filter(None, [short, f"drifted: {', '.join(dict.fromkeys(moved))}"])
+                )
             size = int(run["n"].max())
             first = run.iloc[0]
             same = " (this prompt and task)" if key == identity.get("judge_key") else ""

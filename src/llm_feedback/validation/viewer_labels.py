@@ -13,6 +13,9 @@ are read concatenated. Labels are grouped into items:
 - a score is the instance, its response and, when the line names one, its `aspect` (a
   rating of a completion on one aspect): one row, `gold_score` the mean of its scores.
 
+A line drawn by the viewer's review queue carries `selection_probability`, the probability
+its record was drawn with: the item keeps the first seen (`selection_probability` column).
+
 Every item keeps its reviewers' labels (`gold_labels`) and names (`gold_annotators`): a
 reviewer who labelled one item twice with different labels counts as `<name>#2` (as the
 MT-Bench reader numbers a repeated judge); a line repeated exactly (the same download
@@ -31,7 +34,7 @@ from typing import Any
 
 from llm_feedback.errors import InputError
 from llm_feedback.validation.records import Record, field, pair_rows, text_field
-from llm_feedback.viewer.labels import ASPECT_FIELD, PAIRWISE_LABELS
+from llm_feedback.viewer.labels import ASPECT_FIELD, PAIRWISE_LABELS, SELECTION_FIELD
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ class _Item:
     responses: tuple[tuple[str, str], ...]  # (model, text) per response, A first
     aspect: str | None = None
     category: str | None = None
+    # The review queue's probability of drawing the item's record (None: not drawn by it).
+    selection_probability: float | None = None
 
     def __post_init__(self) -> None:
         self.labels: list[Any] = []
@@ -88,6 +93,19 @@ def _annotator(path: Path, record: Record) -> str:
     return name.strip() or ANONYMOUS
 
 
+def _selection(path: Path, record: Record) -> float | None:
+    """The line's `selection_probability` (the review queue's), in (0, 1]; None without."""
+    value = record.data.get(SELECTION_FIELD)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= 1:
+        raise InputError(
+            f"{path}, {record.where}, field {SELECTION_FIELD!r}: a probability in (0, 1], "
+            f"got {value!r:.60}"
+        )
+    return float(value)
+
+
 def _read_pair(path: Path, record: Record, items: dict[tuple, _Item]) -> None:
     label = field(path, record, "label", str)
     if label not in PAIRWISE_LABELS:
@@ -113,6 +131,7 @@ def _read_pair(path: Path, record: Record, items: dict[tuple, _Item]) -> None:
             text_field(path, record, "question"),
             (first, second),
             category=text_field(path, record, "category", required=False),
+            selection_probability=_selection(path, record),
         )
     # Labels follow the item's first order: a choice made the other way round is flipped.
     item.add(_annotator(path, record), label if item.responses[0] == first else _FLIPPED[label])
@@ -139,6 +158,7 @@ def _read_score(path: Path, record: Record, items: dict[tuple, _Item]) -> None:
             (response,),
             aspect=aspect,
             category=text_field(path, record, "category", required=False),
+            selection_probability=_selection(path, record),
         )
     item.add(_annotator(path, record), float(score))
 
@@ -191,6 +211,11 @@ def item_rows(path: Path, records: list[Record]) -> tuple[list[dict], list[dict]
             item.annotators,
             category=item.category,
             labelled_id=item.labelled_id,
+            **(
+                {SELECTION_FIELD: item.selection_probability}
+                if item.selection_probability is not None
+                else {}
+            ),
         )
     score_out = []
     with_aspect = any(key[0] == "score" and key[3] is not None for key in items)
@@ -211,6 +236,8 @@ def item_rows(path: Path, records: list[Record]) -> tuple[list[dict], list[dict]
         }
         if with_aspect:
             row[ASPECT_FIELD] = item.aspect
+        if item.selection_probability is not None:
+            row[SELECTION_FIELD] = item.selection_probability
         score_out.append(row)
     return pair_out, score_out
 

@@ -149,6 +149,8 @@ def feedback_site(
         headings=HEADINGS,
         descending=("spread", "shuffle", "flags"),
         presets=PRESETS,
+        # The review queue's uncertainty: how far the judge's shuffles disagree.
+        uncertainty="shuffle",
     )
 
 

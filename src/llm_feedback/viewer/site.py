@@ -108,6 +108,9 @@ class StaticSite:
     descending: tuple[str, ...] = ()
     # Named orders offered beside the table: (label, column, "asc" or "desc").
     presets: tuple[tuple[str, str, str], ...] = ()
+    # The column of the judge's uncertainty the review queue may draw by (None: uniform
+    # draws only).
+    uncertainty: str | None = None
 
     def files(self) -> Iterator[tuple[str, str]]:
         """(relative path, text) of every data file: a shard once its records are in, an
@@ -171,6 +174,7 @@ class StaticSite:
             "headings": {name: list(pair) for name, pair in self.headings.items()},
             "descending": list(self.descending),
             "presets": [list(preset) for preset in self.presets],
+            "uncertainty": self.uncertainty,
             "chunk_rows": INDEX_CHUNK_ROWS,
             "search": None
             if self.search is None

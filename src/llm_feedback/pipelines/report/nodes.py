@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.backends.cache import unseen_calls
-from llm_feedback.errors import ConfigError
+from llm_feedback.errors import ConfigError, InputError
 from llm_feedback.hub_card import contamination_rows, contamination_section
 from llm_feedback.params import ReportParams
 from llm_feedback.parquet_source import ParquetSource
@@ -19,12 +19,23 @@ from llm_feedback.reporting import (
     describe_run,
     render_markdown_report,
 )
+from llm_feedback.reporting.corrected import corrected_section
 from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.templates import use_template_folder
-from llm_feedback.validation.card import add_card, validation_standing
+from llm_feedback.validation.annotate_labels import (
+    ESTIMATE_COLUMNS,
+    annotate_card,
+    corrected_ratings,
+    judged_ratings,
+    match_labels,
+    repeats_latest,
+)
+from llm_feedback.validation.card import add_card, normalised, validation_standing
+from llm_feedback.validation.formats import read_viewer_labels
+from llm_feedback.validation.gate import check_requirements
 from llm_feedback.validation.measured import measured_cards
 from llm_feedback.viewer import StaticSite, feedback_site
 
@@ -178,12 +189,73 @@ def viewer_link(index: str) -> str:
     return "/".join(parts[-4:] if versioned else parts[-2:])
 
 
+def _annotate_identity(
+    annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None
+) -> dict[str, str]:
+    """The identity of annotate's judge: its key hashes the aspect templates the run used."""
+    judge_params = annotate_params(annotate, endpoints, prompt_templates)
+    use_template_folder(judge_params.prompt_templates)
+    return annotate_judge_identity(judge_params)
+
+
+def _every_card(judge_cards: pd.DataFrame, annotate_cards: pd.DataFrame) -> pd.DataFrame:
+    # The project's own measured cards (the embedded judge's) count beside the data root's,
+    # and the cards the viewer's labels made of annotate's judge beside both.
+    return add_card(add_card(measured_cards(), judge_cards), annotate_cards)
+
+
+# Labels matched and left out, on every corrected_ratings row (the report's section says so).
+_LABEL_COUNTS = ("labels_unmatched", "labels_without_aspect")
+
+
+def validate_annotate_judge(
+    completions: ParquetSource,
+    aspect_annotations: ParquetSource,
+    previous: pd.DataFrame,
+    report: Mapping[str, Any],
+    annotate: Mapping[str, Any],
+    endpoints: Mapping[str, Any],
+    prompt_templates: str | None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The viewer labels of `report.labels.path` matched to annotate's ratings: the cards
+    of annotate's judge (`previous` and, unless its figures repeat the latest card's, this
+    one) and the corrected mean ratings; without labels, `previous` and no rows."""
+    params = report_params(report)
+    path = params.labels.path
+    if path is None:
+        return normalised(previous), pd.DataFrame(columns=[*ESTIMATE_COLUMNS, *_LABEL_COUNTS])
+    try:
+        labels = read_viewer_labels(path)
+    except InputError as error:
+        raise InputError(f"report.labels.path: {error}") from error
+    match = match_labels(
+        labels.pairs, labels.scores, judged_ratings(completions, aspect_annotations)
+    )
+    validation_set = params.labels.validation_set or "/".join(Path(path).parts[-2:])
+    card = annotate_card(
+        match,
+        _annotate_identity(annotate, endpoints, prompt_templates),
+        validation_set,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        resamples=params.intervals.n_resamples,
+        seed=params.intervals.seed,
+    )
+    cards = previous if repeats_latest(previous, card) else add_card(previous, card)
+    estimates = corrected_ratings(match, params.ranking.baseline, params.intervals.confidence)
+    counts = dict(zip(_LABEL_COUNTS, (match.unmatched, match.no_aspect), strict=True))
+    if estimates.empty:  # a row that says so, with the counts
+        estimates = pd.DataFrame([{"status": "no_matched_labels"}], columns=estimates.columns)
+    return normalised(cards), estimates.assign(**counts)
+
+
 def render_report(
     input_versions: Mapping[str, str],
     report: Mapping[str, Any],
     completions: ParquetSource,
     judgment_viewer: str,
     judge_cards: pd.DataFrame,
+    annotate_cards: pd.DataFrame,
+    corrected_ratings: pd.DataFrame,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
@@ -191,18 +263,17 @@ def render_report(
     **tables: pd.DataFrame,
 ) -> str:
     params = report_params(report)
+    identity = _annotate_identity(annotate, endpoints, prompt_templates)
+    judge_cards = _every_card(judge_cards, annotate_cards)
+    # The gate first: a judge whose card falls short (or has none) stops the run here, and
+    # report.md is not written (`validation.gate`).
+    requirements_met = check_requirements(judge_cards, identity, params.judge_requirement)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
         **describe_run(completions, tables["cost_table"], when),
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
-    # The card of annotate's judge: its key hashes the aspect templates the run used.
-    judge_params = annotate_params(annotate, endpoints, prompt_templates)
-    use_template_folder(judge_params.prompt_templates)
-    identity = annotate_judge_identity(judge_params)
-    # The project's own measured cards (the embedded judge's) count beside the data root's.
-    judge_cards = add_card(measured_cards(), judge_cards)
     # The judge the data records: a configuration changed since annotate ran names another.
     costs = tables["cost_table"]
     rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
@@ -219,4 +290,18 @@ def render_report(
     decontamination = "\n## Decontamination\n\n" + "\n".join(
         contamination_section(contamination_rows(contamination_counts))
     )
-    return text + decontamination + "\n" + judge_card_section(judge_cards, identity["judge_key"])
+    counts = corrected_ratings.reindex(columns=list(_LABEL_COUNTS)).head(1).fillna(0)
+    section = corrected_section(
+        corrected_ratings[corrected_ratings["status"] != "no_matched_labels"],
+        params.labels.path,
+        *(int(counts[name].iloc[0]) if len(counts) else 0 for name in _LABEL_COUNTS),
+    )
+    gate = "".join(f"\n{line}\n" for line in requirements_met)
+    return (
+        text
+        + section
+        + decontamination
+        + "\n"
+        + judge_card_section(judge_cards, identity["judge_key"])
+        + gate
+    )

@@ -7,6 +7,7 @@ from llm_feedback.pipelines.report.nodes import (
     preference_pairs,
     rank_models,
     render_report,
+    validate_annotate_judge,
 )
 from llm_feedback.reporting import (
     aspect_heatmap_figure,
@@ -182,6 +183,20 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="build_judgment_viewer",
             ),
             node(
+                validate_annotate_judge,  # nothing new unless report.labels.path is set
+                [
+                    "completions",
+                    "aspect_annotations",
+                    "annotate_judge_validation_history",
+                    "params:report",
+                    "params:annotate",
+                    "params:endpoints",
+                    "params:prompt_templates",
+                ],
+                ["annotate_judge_validation", "corrected_ratings"],
+                name="validate_annotate_judge",
+            ),
+            node(
                 render_report,
                 {
                     "input_versions": "report_input_versions",
@@ -189,7 +204,11 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "completions": "completions",
                     "judgment_viewer": "judgment_viewer",  # linked: built first
                     # The card of annotate's judge, when judge_validation has one.
+                    # report.judge_requirement is checked on these before the report is made.
                     "judge_cards": "judge_validation_history",
+                    # The cards and corrected ratings of the viewer's labels, if any.
+                    "annotate_cards": "annotate_judge_validation",
+                    "corrected_ratings": "corrected_ratings",
                     "annotate": "params:annotate",
                     "endpoints": "params:endpoints",
                     "prompt_templates": "params:prompt_templates",

@@ -49,6 +49,10 @@
   function saveLabel(key, label) {
     var labels = readLabels();
     label.annotator = localStorage.getItem("llmf-annotator") || "anonymous";
+    // A record the review queue drew: its design and probability go with the label, which
+    // the estimates weight it by (llm_feedback.viewer.labels).
+    var queue = readQueue(), drawn = queue && queue.items[label.instance_id];
+    if (drawn) { label.selection = queue.design; label.selection_probability = drawn.p; }
     labels[key] = label;
     localStorage.setItem(labelKey(), JSON.stringify(labels));
     renderLabelsBar();
@@ -64,6 +68,94 @@
     document.body.appendChild(link);
     link.click();
     link.remove();
+  }
+  // ---- review queue: the records to label, drawn uniformly at random (what the
+  // estimators assume) or with probabilities rising with the judge's uncertainty (each
+  // record's probability kept with its labels: active inference weights by it) ----
+  var UNIFORM_SHARE = 0.2; // as stats.prediction_powered.select_for_labels
+  function queueKey() { return "llmf-queue:" + LLMF.site.site_id; }
+  function readQueue() {
+    try { return JSON.parse(localStorage.getItem(queueKey()) || "null"); } catch (e) { return null; }
+  }
+  function seeded(seed) { // mulberry32: a small, seedable uniform generator
+    var a = seed >>> 0;
+    return function () {
+      a = (a + 0x6D2B79F5) >>> 0;
+      var t = Math.imul(a ^ (a >>> 15), 1 | a);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  // Each record's probability of being drawn: `budget` expected, a share spread uniformly,
+  // the rest by uncertainty (a missing value counts as the most unsure seen); a probability
+  // past 1 is 1 and its excess goes to the others.
+  LLMF.queueProbabilities = function (uncertainty, budget) {
+    var n = uncertainty.length, known = uncertainty.filter(function (u) { return u !== null; });
+    var top = known.length ? Math.max.apply(null, known) : 1;
+    var u = uncertainty.map(function (v) { return v === null ? top : v; });
+    var total = u.reduce(function (a, b) { return a + b; }, 0);
+    var p = u.map(function (v) {
+      var shape = total > 0 ? v / total : 1 / n;
+      return budget * ((1 - UNIFORM_SHARE) * shape + UNIFORM_SHARE / n);
+    });
+    for (var round = 0; round < n; round++) {
+      var excess = 0, rest = 0;
+      p.forEach(function (v) { if (v > 1) excess += v - 1; else if (v < 1) rest += v; });
+      if (excess === 0) break;
+      p = p.map(function (v) { return v >= 1 ? 1 : v + excess * v / rest; });
+    }
+    return p;
+  };
+  function drawQueue(rows, col, design, budget, seed) {
+    var n = rows.length, random = seeded(seed), items = {}, order = [];
+    budget = Math.max(1, Math.min(n, budget));
+    if (design === "uncertainty") {
+      var u = rows.map(function (r) { var v = r[col[LLMF.site.uncertainty]]; return typeof v === "number" ? v : null; });
+      var p = LLMF.queueProbabilities(u, budget);
+      rows.forEach(function (r, i) { if (random() < p[i]) order.push(i); });
+      // The most uncertain first: where a label is worth the most.
+      order.sort(function (a, b) { return (u[b] === null ? Infinity : u[b]) - (u[a] === null ? Infinity : u[a]); });
+      order.forEach(function (i) { items[rows[i][col.id]] = { p: p[i], shard: rows[i][col.shard] }; });
+    } else {
+      var all = rows.map(function (r, i) { return i; });
+      for (var i = n - 1; i > 0; i--) {
+        var j = Math.floor(random() * (i + 1)), t = all[i]; all[i] = all[j]; all[j] = t;
+      }
+      order = all.slice(0, budget);
+      order.forEach(function (k) { items[rows[k][col.id]] = { p: budget / n, shard: rows[k][col.shard] }; });
+    }
+    return { design: design, seed: seed, budget: budget, order: order.map(function (i) { return rows[i][col.id]; }), items: items };
+  }
+  function renderQueue(rows, col) {
+    var box = document.getElementById("queue");
+    if (!box) return;
+    box.textContent = "";
+    var design = el("select", { id: "queue-design" }, [el("option", { value: "uniform", text: "uniformly at random" })]);
+    if (LLMF.site.uncertainty) design.appendChild(el("option", { value: "uncertainty", text: "by the judge's uncertainty" }));
+    var budget = el("input", { id: "queue-budget", type: "number", min: "1", value: String(Math.min(50, rows.length)) });
+    var seed = el("input", { id: "queue-seed", type: "number", value: "0" });
+    var list = el("ol", { id: "queue-items" });
+    function show() {
+      var queue = readQueue(), labels = readLabels(), done = {};
+      list.textContent = "";
+      if (!queue) return;
+      Object.keys(labels).forEach(function (k) { done[labels[k].instance_id] = true; });
+      queue.order.forEach(function (id) {
+        var item = queue.items[id];
+        list.appendChild(el("li", { "data-id": id, "data-p": String(item.p) }, [
+          el("a", { href: "page.html?id=" + encodeURIComponent(id) + "&shard=" + item.shard, text: id }),
+          " (p = " + item.p.toFixed(3) + ")", done[id] ? " ✓" : ""]));
+      });
+    }
+    box.appendChild(el("strong", { text: "Review queue " }));
+    box.appendChild(el("span", {}, [" draw ", budget, " records ", design, " seed ", seed, " ",
+      el("button", { id: "queue-draw", text: "Draw", onclick: function () {
+        var queue = drawQueue(rows, col, design.value, Number(budget.value) || 1, Number(seed.value) || 0);
+        localStorage.setItem(queueKey(), JSON.stringify(queue));
+        show();
+      } })]));
+    box.appendChild(list);
+    show();
   }
   function renderLabelsBar() {
     var bar = document.getElementById("labels-bar");
@@ -233,6 +325,7 @@
     var site = LLMF.site, col = {}, state = readState(site);
     var hits = null, searchNote = "", searchSeq = 0, timer = null, shown = [];
     site.columns.forEach(function (name, i) { col[name] = i; });
+    renderQueue(rows, col);
     function heading(name) { return (site.headings[name] || [name])[0]; }
     function remember() {
       var hash = stateHash(state);
