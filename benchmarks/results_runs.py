@@ -290,3 +290,38 @@ def before_after(data: dict) -> str:
             ),
         ]
     )
+
+
+def rate_limits(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    rows = [
+        [
+            name,
+            f"{run_of(runs[0])['calls']:,}",
+            *cells((run_of(run)["refused_429"] for run in runs), ",.0f"),
+            *cells((run_of(run)["calls_per_minute"] for run in runs), ",.0f"),
+            *cells((run_of(run)["after_burst_share_of_limit"] for run in runs), ".3f"),
+            *cells((run_of(run)["answered"] for run in runs), ",.0f"),
+            str(sum(bool(run_of(run)["stopped_by_breaker"]) for run in runs)),
+        ]
+        for name, run_of in (
+            ("paced (requests_per_minute, tokens_per_minute)", lambda run: run["paced"]),
+            ("unpaced (concurrency and retries only)", lambda run: run["unpaced"]),
+        )
+    ]
+    header = ["client", "calls", "429s min", "median", "max", "calls/min min", "median", "max"]
+    header += ["share of limit after burst min", "median", "max", "answered min", "median", "max"]
+    header += ["stopped by the breaker (runs)"]
+    return "\n".join(
+        [
+            "## Provider rate limits (`rate_limits.py`)",
+            "",
+            f"The project's server enforcing {first['rpm']:,.0f} requests and "
+            f"{first['tpm']:,.0f} tokens a minute (buckets of {first['server_burst_s']:g} s), "
+            "refusing any excess with 429 and rate-limit headers; 32 calls in flight at most. "
+            "The share of the limit counts the calls after the client's first burst "
+            f"({first['client_burst_s']:g} s of the limit) per minute of wall time.",
+            "",
+            *_table(header, rows),
+        ]
+    )

@@ -44,6 +44,7 @@ from llm_feedback.backends.client_state import (
 )
 from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.rate_limit import RateLimiter
 from llm_feedback.backends.workers import WorkerPool
 from llm_feedback.errors import ConfigError, EndpointError, InputError
 
@@ -82,6 +83,11 @@ class LLMClient:
         self._retry_log = RetryLog(config.describe)
         # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
         self.worker_pool = WorkerPool.for_endpoint(config, self.stats, LLMClient)
+        # Per-minute limits and the server's rate-limit headers pace every send.
+        self.rate_limiter: RateLimiter | None = None
+        if not self.backend.is_batch:
+            self.rate_limiter = RateLimiter.for_endpoint(config)
+            self.backend.on_headers = self.rate_limiter.observe
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -337,7 +343,7 @@ class LLMClient:
                     backend=self.config.backend,
                     model=self.config.model,
                     prompt_tokens=request.estimated_input_tokens(),
-                    max_tokens=request.max_tokens,
+                    max_tokens=request.token_budget,
                 )
             pool = self.worker_pool
             if pool is not None and pool.takes(misses):
@@ -393,16 +399,29 @@ class LLMClient:
         started = time.perf_counter()
         last_error = ""
         attempts = self.config.max_retries + 1
+        limiter = self.rate_limiter
+        estimate = RateLimiter.estimate(request)
         for attempt in range(attempts):
+            if limiter is not None:
+                await limiter.acquire(estimate)
             try:
-                return await self.backend.send(self.sdk, request)
+                result = await self.backend.send(self.sdk, request)
             except RetryableError as error:
                 last_error = str(error)
+                if limiter is not None:
+                    limiter.settle(estimate, None)
+                    if error.retry_after is not None:
+                        # Every send waits, not only this retry: no storm of refusals.
+                        limiter.pause(min(error.retry_after, self.config.backoff_max_s))
                 if attempt + 1 == attempts:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
+            else:
+                if limiter is not None:
+                    limiter.settle(estimate, result)
+                return result
         return ChatResult.failure(
             f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {last_error}",
             latency_s=time.perf_counter() - started,
