@@ -217,6 +217,7 @@ class LLMClient:
             drop_cached=not keep_results and self.cache is not None,
             forget_answered=not keep_results and self.cache is not None and not self.refresh,
         )
+        cut_off_before = self.stats.cut_off_thinking
         size = total if total is not None else length_of(requests)
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
@@ -236,6 +237,14 @@ class LLMClient:
         finally:
             batch.bar.close()
         sent = batch.sent
+        cut_off = self.stats.cut_off_thinking - cut_off_before
+        if cut_off:
+            logger.warning(
+                "%s: %d replies ran out of tokens before any answer (still thinking): give "
+                "the endpoint a thinking budget of its own (reasoning_tokens)",
+                self.config.describe(),
+                cut_off,
+            )
         self.stats.requests += batch.admitted
         self.stats.cache_hits += batch.admitted - sent - batch.deduplicated
         self.stats.deduplicated += batch.deduplicated
@@ -359,6 +368,9 @@ class LLMClient:
         self.stats.calls += 1
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens
+        self.stats.reasoning_tokens += result.reasoning_tokens
+        if result.text == "" and result.finish_reason == "length":
+            self.stats.cut_off_thinking += 1
         if not result.ok:
             if is_context_length_error(result.error):
                 # This request's own error (too long for the model), not the endpoint's.

@@ -140,3 +140,6 @@ class ClientStats:
     too_long: int = 0  # refused by the endpoint for context length (not failures)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, a reasoning model's thinking
+    # Answered with nothing after the thinking, cut off by the token budget.
+    cut_off_thinking: int = 0

@@ -201,6 +201,8 @@ def open_judge(
     """The judge `config` names (or `judge`, one of its panel), with its sampling, re-asks
     and `overwrite_results`."""
     top_logprobs = config.judge_top_logprobs_asked if judge is None else 0
+    if judge is None and config.logprobs_off_reason is not None:
+        logger.info("evaluate: log-probability verdicts off: %s", config.logprobs_off_reason)
     judge = judge or config.judge
     return Judge(
         judge.endpoint,
