@@ -48,8 +48,15 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def duration_seconds(value: str | None) -> float | None:
-    """Seconds of a reset header: "1s", "6m0s", "20ms", "1h2m3.5s" (OpenAI's form) or a
-    plain number of seconds; None when absent or unreadable."""
+    """The seconds a reset header names.
+
+    Args:
+        value: "1s", "6m0s", "20ms", "1h2m3.5s" (OpenAI's form) or a plain number of
+            seconds.
+
+    Returns:
+        Seconds, or None when absent or unreadable.
+    """
     if value is None:
         return None
     text = value.strip().lower()
@@ -147,8 +154,15 @@ class RateLimiter:
 
     @classmethod
     def for_endpoint(cls, config: Any) -> RateLimiter:
-        """The limiter of an endpoint: its `requests_per_minute` and `tokens_per_minute`
-        (either may be None; with neither it still follows the server's headers)."""
+        """The limiter of an endpoint.
+
+        Args:
+            config: The endpoint, with its `requests_per_minute` and `tokens_per_minute`
+                (either may be None; with neither it still follows the server's headers).
+
+        Returns:
+            Its limiter.
+        """
         return cls(config.requests_per_minute, config.tokens_per_minute, config.describe())
 
     def _buckets(self) -> list[TokenBucket]:
@@ -156,12 +170,23 @@ class RateLimiter:
 
     @staticmethod
     def estimate(request: ChatRequest) -> int:
-        """The tokens a request is counted for before its usage is known."""
+        """The tokens a request is counted for before its usage is known.
+
+        Args:
+            request: The request.
+
+        Returns:
+            Its estimated prompt tokens plus its whole token budget.
+        """
         return request.estimated_input_tokens() + request.token_budget
 
     async def acquire(self, tokens: int) -> None:
         """Wait until one request of `tokens` tokens may be sent, then count it. Waiters
-        are served in turn, so a large request is not starved by small ones."""
+        are served in turn, so a large request is not starved by small ones.
+
+        Args:
+            tokens: The request's estimate (`estimate`).
+        """
         if not self._buckets() and self.paused_until <= time.monotonic():
             return  # no limit known and no pause: nothing to wait for
         async with self._lock:
@@ -184,8 +209,13 @@ class RateLimiter:
                 self.tokens.take(tokens)
 
     def settle(self, estimated: int, result: ChatResult | None) -> None:
-        """Correct the tokens counted for a request by what it used (`result`'s usage;
-        None: refused before any was used, so all of them come back)."""
+        """Correct the tokens counted for a request by what it used.
+
+        Args:
+            estimated: What `acquire` counted for it.
+            result: Its answer, whose usage is what it cost; None when it was refused
+                before anything was used (all of the estimate comes back).
+        """
         if self.tokens is None:
             return
         used = 0 if result is None else result.prompt_tokens + result.completion_tokens
@@ -194,11 +224,19 @@ class RateLimiter:
         self.tokens.give_back(estimated - used)
 
     def pause(self, seconds: float) -> None:
-        """Hold every send for `seconds` (a 429's Retry-After)."""
+        """Hold every send for a while.
+
+        Args:
+            seconds: How long (a 429's Retry-After).
+        """
         self.paused_until = max(self.paused_until, time.monotonic() + seconds)
 
     def observe(self, headers: Mapping[str, str] | None) -> None:
-        """Adapt to a response's rate-limit headers (see the module docstring)."""
+        """Adapt to a response's rate-limit headers (see the module docstring).
+
+        Args:
+            headers: The response's headers (a case-insensitive mapping), or None.
+        """
         if headers is None:
             return
         now = time.monotonic()

@@ -25,17 +25,28 @@ _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 
 
 def is_reasoning_model(model: str) -> bool:
-    """Whether `model` (a path or a deployment name's last part) is one of OpenAI's
-    reasoning models by its name."""
+    """Whether `model` is one of OpenAI's reasoning models by its name.
+
+    Args:
+        model: A model name, path or deployment name (its last part is read).
+
+    Returns:
+        True for the o-series and gpt-5.
+    """
     return bool(_REASONING_MODEL.match(model.rsplit("/", 1)[-1]))
 
 
 def split_thinking(content: str) -> tuple[str, str | None]:
-    """(the answer, the thinking) of a reply's content; the thinking is None when the
-    content has no `<think>` section.
+    """The answer and the thinking of a reply's content.
 
     The answer is what follows the last `</think>`; content that opens `<think>` and never
     closes it was cut off while thinking: its answer is "".
+
+    Args:
+        content: The message's content.
+
+    Returns:
+        (answer, thinking); the thinking is None when the content has no `<think>` section.
     """
     opened = content.lstrip().startswith(THINK_OPEN)
     if THINK_CLOSE in content:
@@ -50,7 +61,14 @@ def split_thinking(content: str) -> tuple[str, str | None]:
 
 
 def reasoning_tokens(usage: Any) -> int:
-    """`usage.completion_tokens_details.reasoning_tokens` of a decoded body (0 when absent)."""
+    """The reasoning tokens a decoded body's usage reports.
+
+    Args:
+        usage: The body's `usage` object.
+
+    Returns:
+        `completion_tokens_details.reasoning_tokens`, 0 when absent or malformed.
+    """
     if not isinstance(usage, dict):
         return 0
     details = usage.get("completion_tokens_details")
@@ -61,7 +79,14 @@ def reasoning_tokens(usage: Any) -> int:
 
 
 def billed_completion_tokens(completion_tokens: int, thinking: int) -> int:
-    """The output tokens billed: `completion_tokens`, which OpenAI's usage counts the
-    reasoning in; a server that counts the reasoning apart (fewer completion tokens than
-    reasoning tokens) has it added."""
+    """The output tokens billed for a reply.
+
+    Args:
+        completion_tokens: The usage's completion tokens (OpenAI's include the reasoning).
+        thinking: Its reasoning tokens.
+
+    Returns:
+        `completion_tokens`, plus the reasoning where a server counts it apart (fewer
+        completion tokens than reasoning tokens).
+    """
     return completion_tokens + thinking if completion_tokens < thinking else completion_tokens

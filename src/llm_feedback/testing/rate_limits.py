@@ -70,7 +70,14 @@ class ServerRateLimiter:
         self.rate_limited = 0
 
     def admit(self, estimated_tokens: int) -> float | None:
-        """Count a request in: None when admitted, else the seconds to wait (a 429)."""
+        """Count a request in.
+
+        Args:
+            estimated_tokens: What it may cost: its prompt and its max_tokens.
+
+        Returns:
+            None when admitted, else the seconds until it would be (a 429).
+        """
         with self._lock:
             now = time.monotonic()
             wait = 0.0
@@ -88,7 +95,12 @@ class ServerRateLimiter:
             return None
 
     def correct(self, estimated_tokens: int, used_tokens: int) -> None:
-        """An admitted request used `used_tokens`, not the estimate."""
+        """Count an admitted request at what it used rather than its estimate.
+
+        Args:
+            estimated_tokens: What `admit` counted.
+            used_tokens: Its usage's total tokens.
+        """
         if self._tokens is not None:
             with self._lock:
                 self._tokens.level = min(
@@ -96,7 +108,11 @@ class ServerRateLimiter:
                 )
 
     def headers(self) -> str:
-        """The rate-limit header lines of an answer, as they stand now."""
+        """The rate-limit header lines of an answer, as they stand now.
+
+        Returns:
+            "Name: value" lines, each ending in CRLF.
+        """
         with self._lock:
             now = time.monotonic()
             lines = ""

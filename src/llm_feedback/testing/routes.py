@@ -85,13 +85,15 @@ class FakeLLMApp:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {
+            counters = {
                 "requests": self._total_requests,
                 "chat_requests": self.chat_requests,
                 "connections": self.connections,
                 "max_in_flight": self.max_in_flight,
-                "rate_limited": self.rate_limiter.rate_limited if self.rate_limiter else 0,
             }
+        if self.rate_limiter is not None:  # 429s sent for the rate limits
+            counters["rate_limited"] = self.rate_limiter.rate_limited
+        return counters
 
     def recorded_bodies(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -26,8 +26,9 @@ Per-minute limits on requests and tokens (`RateLimits`, ``--rpm`` / ``--tpm``) a
 enforced with 429s and announced in OpenAI's rate-limit headers (`rate_limits`).
 
 Control routes: ``GET /health``, ``GET /_stats`` (``{"requests", "chat_requests",
-"connections", "max_in_flight", "rate_limited"}``; the control routes themselves are not counted;
-``max_in_flight`` is the most chat requests the server held at once) and ``POST /_reset``
+"connections", "max_in_flight"}``, and ``rate_limited`` under rate limits; the control
+routes themselves are not counted; ``max_in_flight`` is the most chat requests the server
+held at once) and ``POST /_reset``
 (zero the counters, forget recorded bodies and the per-request attempt counts).
 
 The parts live in the package's modules: `replies` (Reply, RequestContext, echo and schema
