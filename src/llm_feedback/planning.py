@@ -94,11 +94,12 @@ def estimated_input_tokens(request: ChatRequest) -> int:
 
 
 def estimated_output_tokens(request: ChatRequest) -> int:
-    """What the reply to `request` is expected to cost (see the module's rules)."""
+    """What the reply to `request` is expected to cost (see the module's rules); a
+    reasoning judge's thinking budget is counted whole (its thinking is billed)."""
     if request.json_schema is None:
-        return request.max_tokens
+        return request.token_budget
     filled = _filled_chars(request.json_schema, FREE_TEXT_CHARS) // CHARS_PER_TOKEN + 1
-    return min(request.max_tokens, filled)
+    return min(request.max_tokens, filled) + request.reasoning_tokens
 
 
 def _cached_answers(

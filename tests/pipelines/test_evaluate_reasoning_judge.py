@@ -183,3 +183,21 @@ def test_the_card_and_the_log_say_why_logprob_verdicts_are_off(run_kedro, tmp_pa
         }
         card = run_kedro("evaluate", params)["catalog"].load("eval_judge_card")
     assert "Log-probability verdicts: off, because endpoints.local sets a reasoning" in card
+
+
+def test_the_plan_counts_the_thinking_budget_as_output():
+    from llm_feedback.planning import Stage  # noqa: PLC0415
+
+    with FakeLLMServer() as server:
+        thinking = EndpointConfig.from_dict(
+            {
+                "backend": "openai",
+                "model": "r1",
+                "base_url": server.base_url,
+                "reasoning_tokens": 500,
+            },
+            name="r1",
+        )
+    requests = [ChatRequest.from_prompt(f"Question {i}", max_tokens=64) for i in range(3)]
+    (row,) = Stage(thinking, requests, None).rows("judge", ["r1"] * 3, "counted")
+    assert row["completion_tokens"] == 3 * (64 + 500)
