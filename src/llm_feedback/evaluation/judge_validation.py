@@ -210,15 +210,15 @@ def validate_evaluation(
         pairs = _pairwise_samples(samples)
         # The judgments of the turns validated (a later turn of an instance is not).
         validated = pairs[["instance_id", "turn"]].drop_duplicates()
-        judgments = judgments.merge(validated, on=["instance_id", "turn"], how="inner")
+        first_turns = judgments.merge(validated, on=["instance_id", "turn"], how="inner")
         validation = validate_pairwise(
             pairs,
             identity,
             validation_set,
             created_at=created_at,
-            judgments=judgments,
-            calls=calls_from_judgments(judgments, pairs_table(pairs))
-            if "prob_margin_a_first" in judgments.columns
+            judgments=first_turns,
+            calls=calls_from_judgments(first_turns, pairs_table(pairs))
+            if "prob_margin_a_first" in first_turns.columns
             else None,
         )
     else:
