@@ -103,6 +103,15 @@ GROUPS: dict[str, tuple[Run, ...]] = {
     ),
     "batch_api": (Run("batch_api", "batch_api.py", (), ("--requests", "400", "--chunk", "100")),),
     "chaos": (Run("chaos", "chaos.py", (), ("--prompts", "12")),),
+    # 2,000 calls at 600 requests and 60k tokens a minute: 429s and the pace reached.
+    "rate_limits": (
+        Run(
+            "rate_limits",
+            "rate_limits.py",
+            (),
+            ("--requests", "300", "--unpaced", "400", "--rpm", "6000", "--tpm", "600000"),
+        ),
+    ),
     "embedded_model": (
         Run(
             "embedded_model",

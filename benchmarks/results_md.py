@@ -396,6 +396,7 @@ SINGLE_RUN_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
 LATER_SECTIONS: tuple[tuple[str, Callable[[Sequence[dict]], str]], ...] = (
     ("batch_api", results_runs.batch_api),
     ("chaos", results_runs.chaos),
+    ("rate_limits", results_runs.rate_limits),
     ("embedded_model", results_runs.embedded_model),
     ("default_run", results_runs.default_run),
     ("default_run_under_load", results_runs.default_run_under_load),

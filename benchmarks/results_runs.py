@@ -290,3 +290,49 @@ def before_after(data: dict) -> str:
             ),
         ]
     )
+
+
+def _per_minute(part: dict) -> float:
+    """Answered calls a minute of wall time."""
+    return part["answered"] / part["wall_s"] * 60
+
+
+def _share_of_limit(run: dict, part: dict) -> float:
+    """Answered calls beyond the client's first burst a minute, as a share of the limit."""
+    burst = run["rpm"] / 60 * run["client_burst_s"]
+    return (part["answered"] - burst) / part["wall_s"] * 60 / run["rpm"]
+
+
+def rate_limits(runs: Sequence[dict]) -> str:
+    first = runs[0]
+    rows = [
+        [
+            name,
+            f"{run_of(runs[0])['calls']:,}",
+            *cells((run_of(run)["refused_429"] for run in runs), ",.0f"),
+            *cells((_per_minute(run_of(run)) for run in runs), ",.0f"),
+            *cells((_share_of_limit(run, run_of(run)) for run in runs), ".3f"),
+            *cells((run_of(run)["answered"] for run in runs), ",.0f"),
+            str(sum(bool(run_of(run)["stopped_by_breaker"]) for run in runs)),
+        ]
+        for name, run_of in (
+            ("paced (requests_per_minute, tokens_per_minute)", lambda run: run["paced"]),
+            ("unpaced (concurrency and retries only)", lambda run: run["unpaced"]),
+        )
+    ]
+    header = ["client", "calls", "429s min", "median", "max", "calls/min min", "median", "max"]
+    header += ["share of limit after burst min", "median", "max", "answered min", "median", "max"]
+    header += ["stopped by the breaker (runs)"]
+    return "\n".join(
+        [
+            "## Provider rate limits (`rate_limits.py`)",
+            "",
+            f"The project's server enforcing {first['rpm']:,.0f} requests and "
+            f"{first['tpm']:,.0f} tokens a minute (buckets of {first['server_burst_s']:g} s), "
+            "refusing any excess with 429 and rate-limit headers; 32 calls in flight at most. "
+            "Calls a minute count the answered ones; the share of the limit those after the "
+            f"client's first burst ({first['client_burst_s']:g} s of the limit).",
+            "",
+            *_table(header, rows),
+        ]
+    )

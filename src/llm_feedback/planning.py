@@ -94,11 +94,12 @@ def estimated_input_tokens(request: ChatRequest) -> int:
 
 
 def estimated_output_tokens(request: ChatRequest) -> int:
-    """What the reply to `request` is expected to cost (see the module's rules)."""
+    """What the reply to `request` is expected to cost (see the module's rules); a
+    reasoning judge's thinking budget is counted whole (its thinking is billed)."""
     if request.json_schema is None:
-        return request.max_tokens
+        return request.token_budget
     filled = _filled_chars(request.json_schema, FREE_TEXT_CHARS) // CHARS_PER_TOKEN + 1
-    return min(request.max_tokens, filled)
+    return min(request.max_tokens, filled) + request.reasoning_tokens
 
 
 def _cached_answers(
@@ -171,10 +172,38 @@ class Stage:
                 - row["skipped"],
                 "prompt_tokens": row["in"],
                 "completion_tokens": row["out"],
+                "minutes_at_limits": minutes_at_limits(
+                    self.endpoint,
+                    row["calls"] - row["cached_calls"] - row["duplicate_calls"] - row["skipped"],
+                    row["in"] + row["out"],
+                ),
                 "basis": basis,
             }
             for label, row in rows.items()
         ]
+
+
+def minutes_at_limits(endpoint: EndpointConfig, calls: int, tokens: int) -> float:
+    """The least minutes `calls` of `tokens` in all take at the endpoint's per-minute
+    limits (the slower of the two sets the pace); NaN without limits.
+
+    Args:
+        endpoint: The endpoint, with its `requests_per_minute` / `tokens_per_minute`.
+        calls: Calls to send.
+        tokens: Their input and output tokens.
+
+    Returns:
+        Minutes, or NaN.
+    """
+    paces = [
+        amount / limit
+        for amount, limit in (
+            (calls, endpoint.requests_per_minute),
+            (tokens, endpoint.tokens_per_minute),
+        )
+        if limit
+    ]
+    return max(paces) if paces else float("nan")
 
 
 def placeholder_response(position: int, request: ChatRequest) -> str:
@@ -278,7 +307,13 @@ def describe_plan(plan: pd.DataFrame, max_cost_usd: float | None = None) -> str:
     lines = [
         "Run plan (nothing is sent to make it)",
         "",
-        markdown_table(plan.drop(columns="backend")),
+        # The pace column only where an endpoint has per-minute limits.
+        markdown_table(
+            plan.drop(
+                columns=["backend"]
+                + (["minutes_at_limits"] if plan["minutes_at_limits"].isna().all() else [])
+            )
+        ),
         "",
         f"Total: {int(plan['calls_to_send'].sum()):,} calls to send "
         f"({int(plan['cached_calls'].sum()):,} already in the request cache), "
@@ -288,6 +323,12 @@ def describe_plan(plan: pd.DataFrame, max_cost_usd: float | None = None) -> str:
         + (f" (max_cost_usd ${max_cost_usd:,.4f})" if max_cost_usd is not None else "")
         + ".",
     ]
+    paced = plan.groupby("endpoint", sort=False)["minutes_at_limits"].sum(min_count=1).dropna()
+    for endpoint, minutes in paced.items():
+        lines.append(
+            f"At its requests/tokens-per-minute limits, endpoint '{endpoint}' needs at least "
+            f"~{minutes:,.1f} minutes for its calls."
+        )
     unpriced = sorted(plan.loc[~plan["priced"], "model"].unique())
     if unpriced:
         lines.append(f"No price for {', '.join(unpriced)} (report.prices): counted as 0.")

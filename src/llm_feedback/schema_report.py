@@ -173,6 +173,9 @@ RUN_PLAN_COLUMN_TYPES = {
     "calls_to_send": "int64",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
+    # The least time its calls take at the endpoint's requests/tokens-per-minute limits
+    # (null: no limit configured).
+    "minutes_at_limits": "float64",
     "estimated_cost": "float64",
     "priced": "bool",
     "basis": "str",

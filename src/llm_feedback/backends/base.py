@@ -38,6 +38,7 @@ from llm_feedback.backends.options import (
     check_fields,
     option_names,
 )
+from llm_feedback.backends.reasoning import is_reasoning_model
 from llm_feedback.backends.secrets import mask_url, register_secrets, reveal_url
 from llm_feedback.errors import ConfigError
 
@@ -141,6 +142,9 @@ class BackendTraits:
     accepts_media: ClassVar[bool] = True
     #: Whether a prompt and its reply share one context window (`context_budget`).
     reply_shares_context: ClassVar[bool] = False
+    #: Set by the client on a request backend: called with each response's headers, so
+    #: that its rate-limit headers pace the sends (backends/rate_limit.py).
+    on_headers: Callable[[Mapping[str, str]], None] | None = None
 
     @classmethod
     def build(cls, config: EndpointConfig) -> Backend:
@@ -288,7 +292,9 @@ class EndpointConfig:
     backoff_max_s: float = bounds(0, 86_400, 60.0)
     structured_output: bool | None = None
     max_string_chars: int | None = bounds(1, 100_000_000, None)
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # The body's name for the reply's budget; None: max_completion_tokens for OpenAI's
+    # reasoning models (which refuse max_tokens), max_tokens otherwise.
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     cache: bool = True
     # Before the first paid call of a run, ask the endpoint one cheap question.
     preflight: bool = True
@@ -305,6 +311,14 @@ class EndpointConfig:
     # the lean transport once a stream has thousands of uncached calls, on machines with 4
     # cores or more) or an int >= 1.
     workers: int | Literal["auto"] = bounds(1, 256, "auto")
+    # A reasoning judge's thinking, apart from the verdict's budget (max_tokens): a token
+    # budget for it, added to max_tokens in the body, and/or OpenAI's reasoning_effort.
+    reasoning_tokens: int | None = bounds(1, 10_000_000, None)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    # The provider's per-minute limits, paced to (backends/rate_limit.py); None: only
+    # what the server's rate-limit headers say.
+    requests_per_minute: float | None = bounds(0.001, 1e9, None)
+    tokens_per_minute: float | None = bounds(0.001, 1e12, None)
     options: BackendOptions = field(default_factory=BackendOptions)
 
     def __post_init__(self) -> None:
@@ -329,6 +343,11 @@ class EndpointConfig:
             raise ConfigError(
                 f"{self.where}.workers: worker processes send to HTTP endpoints (openai, "
                 f"azure; transport lean); backend '{self.backend}' runs otherwise: use 1 or auto"
+            )
+        if self.workers not in ("auto", 1) and self.is_rate_limited:
+            raise ConfigError(
+                f"{self.where}.workers: an endpoint with requests_per_minute or "
+                "tokens_per_minute is paced by one process: use 1 or auto"
             )
         if self.credentials is not None and self.credentials not in _registered_credentials:
             known = ", ".join(sorted(_registered_credentials)) or "none registered"
@@ -395,6 +414,31 @@ class EndpointConfig:
         if self.max_concurrent is not None:
             return self.max_concurrent
         return self.kind.concurrency_for(self)
+
+    @property
+    def max_tokens_key(self) -> str:
+        """The body's name for the reply's budget (see `max_tokens_field`)."""
+        if self.max_tokens_field is not None:
+            return self.max_tokens_field
+        return "max_completion_tokens" if is_reasoning_model(self.model) else "max_tokens"
+
+    @property
+    def reasoning_judge(self) -> str | None:
+        """Why this endpoint's model reasons before it answers (None: it does not, as far
+        as its name and settings tell): what keeps its log-probability verdicts off."""
+        if is_reasoning_model(self.model):
+            return f"{self.model} is a reasoning model (its API refuses logprobs)"
+        if self.reasoning_tokens is not None or self.reasoning_effort is not None:
+            return (
+                f"{self.where} sets a reasoning budget (its verdict tokens follow hidden "
+                "reasoning, so their probabilities are not the judgment's)"
+            )
+        return None
+
+    @property
+    def is_rate_limited(self) -> bool:
+        """Whether per-minute limits are configured (`requests_per_minute`, `tokens_per_minute`)."""
+        return self.requests_per_minute is not None or self.tokens_per_minute is not None
 
     @property
     def input_token_budget(self) -> int | None:

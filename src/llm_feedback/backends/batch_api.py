@@ -265,8 +265,8 @@ class BatchJobs:
     def _download_limit(self, batch: SubmittedBatch, pending: dict[str, ChatRequest]) -> int:
         """The most bytes one of `batch`'s output or error files may hold: each of its
         lines a reply within the endpoint's cap (`max_reply_bytes`, or the default from the
-        largest `max_tokens` asked) plus the line's envelope."""
-        asked = [pending[key].max_tokens for key in batch.custom_ids if key in pending]
+        largest token budget asked, a reasoning budget included) plus the line's envelope."""
+        asked = [pending[key].token_budget for key in batch.custom_ids if key in pending]
         per_line = self.config.reply_byte_limit(max(asked, default=0) or 1)
         return len(batch.custom_ids) * (per_line + BATCH_LINE_ENVELOPE_BYTES)
 

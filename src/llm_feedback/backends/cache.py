@@ -429,6 +429,8 @@ def _encode(result: ChatResult) -> str:
     }
     if result.label_logprobs is not None:  # a cached rerun reads the same probabilities
         fields["label_logprobs"] = result.label_logprobs
+    if result.reasoning_tokens:  # absent otherwise, as in answers cached before them
+        fields["reasoning_tokens"] = result.reasoning_tokens
     return json.dumps(fields, ensure_ascii=False)
 
 

@@ -44,6 +44,7 @@ from llm_feedback.backends.client_state import (
 )
 from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.backends.rate_limit import RateLimiter
 from llm_feedback.backends.workers import WorkerPool
 from llm_feedback.errors import ConfigError, EndpointError, InputError
 
@@ -82,6 +83,11 @@ class LLMClient:
         self._retry_log = RetryLog(config.describe)
         # Large streams of an HTTP endpoint are sent from worker processes (backends/workers.py).
         self.worker_pool = WorkerPool.for_endpoint(config, self.stats, LLMClient)
+        # Per-minute limits and the server's rate-limit headers pace every send.
+        self.rate_limiter: RateLimiter | None = None
+        if not self.backend.is_batch:
+            self.rate_limiter = RateLimiter.for_endpoint(config)
+            self.backend.on_headers = self.rate_limiter.observe
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> LLMClient:
@@ -211,6 +217,7 @@ class LLMClient:
             drop_cached=not keep_results and self.cache is not None,
             forget_answered=not keep_results and self.cache is not None and not self.refresh,
         )
+        cut_off_before = self.stats.cut_off_thinking
         size = total if total is not None else length_of(requests)
         show = self.progress and desc is not None and size != 1
         batch.bar = tqdm(total=size, desc=desc, disable=not show, unit="req", mininterval=0.5)
@@ -230,6 +237,14 @@ class LLMClient:
         finally:
             batch.bar.close()
         sent = batch.sent
+        cut_off = self.stats.cut_off_thinking - cut_off_before
+        if cut_off:
+            logger.warning(
+                "%s: %d replies ran out of tokens before any answer (still thinking): give "
+                "the endpoint a thinking budget of its own (reasoning_tokens)",
+                self.config.describe(),
+                cut_off,
+            )
         self.stats.requests += batch.admitted
         self.stats.cache_hits += batch.admitted - sent - batch.deduplicated
         self.stats.deduplicated += batch.deduplicated
@@ -337,7 +352,7 @@ class LLMClient:
                     backend=self.config.backend,
                     model=self.config.model,
                     prompt_tokens=request.estimated_input_tokens(),
-                    max_tokens=request.max_tokens,
+                    max_tokens=request.token_budget,
                 )
             pool = self.worker_pool
             if pool is not None and pool.takes(misses):
@@ -353,6 +368,9 @@ class LLMClient:
         self.stats.calls += 1
         self.stats.prompt_tokens += result.prompt_tokens
         self.stats.completion_tokens += result.completion_tokens
+        self.stats.reasoning_tokens += result.reasoning_tokens
+        if result.text == "" and result.finish_reason == "length":
+            self.stats.cut_off_thinking += 1
         if not result.ok:
             if is_context_length_error(result.error):
                 # This request's own error (too long for the model), not the endpoint's.
@@ -393,16 +411,29 @@ class LLMClient:
         started = time.perf_counter()
         last_error = ""
         attempts = self.config.max_retries + 1
+        limiter = self.rate_limiter
+        estimate = RateLimiter.estimate(request)
         for attempt in range(attempts):
+            if limiter is not None:
+                await limiter.acquire(estimate)
             try:
-                return await self.backend.send(self.sdk, request)
+                result = await self.backend.send(self.sdk, request)
             except RetryableError as error:
                 last_error = str(error)
+                if limiter is not None:
+                    limiter.settle(estimate, None)
+                    if error.retry_after is not None:
+                        # Every send waits, not only this retry: no storm of refusals.
+                        limiter.pause(min(error.retry_after, self.config.backoff_max_s))
                 if attempt + 1 == attempts:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
                 await asyncio.sleep(self._backoff(attempt, error.retry_after))
+            else:
+                if limiter is not None:
+                    limiter.settle(estimate, result)
+                return result
         return ChatResult.failure(
             f"gave up after {attempts} attempt{'' if attempts == 1 else 's'}: {last_error}",
             latency_s=time.perf_counter() - started,

@@ -4,6 +4,7 @@ the retry log, and how requests are keyed and cut into chunks."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -35,10 +36,17 @@ def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
 
 
 def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
-    """The request as this endpoint sends it: with its JSON schema's strings capped."""
+    """The request as this endpoint sends it: with its JSON schema's strings capped and
+    its reasoning budget (`reasoning_tokens`, `reasoning_effort`) where it sets one."""
+    # Before the cache key: a different cap or budget is a different request.
+    if config.reasoning_tokens is not None or config.reasoning_effort is not None:
+        request = dataclasses.replace(
+            request,
+            reasoning_tokens=config.reasoning_tokens or request.reasoning_tokens,
+            reasoning_effort=config.reasoning_effort or request.reasoning_effort,
+        )
     if config.max_string_chars is None:
         return request
-    # Before the cache key: a different cap is a different request.
     return request.with_bounded_strings(config.max_string_chars)
 
 
@@ -132,3 +140,6 @@ class ClientStats:
     too_long: int = 0  # refused by the endpoint for context length (not failures)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, a reasoning model's thinking
+    # Answered with nothing after the thinking, cut off by the token budget.
+    cut_off_thinking: int = 0

@@ -105,6 +105,12 @@ class ChatRequest:
     (where its backend can give them); the reply keeps those at the `logprob_labels`
     tokens only (`backends.token_logprobs`). Both are part of the cache key when asked
     (an answer cached without probabilities cannot stand in for one with them).
+
+    `reasoning_tokens` is a reasoning model's thinking budget, apart from `max_tokens`
+    (the answer's own): the call may generate both, so a judge that thinks long still has
+    room for its verdict. `reasoning_effort` ("minimal" ... "high") is what OpenAI's
+    reasoning models take instead. Both come from the endpoint (`sent_form`) and are part
+    of the cache key when set.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -117,6 +123,8 @@ class ChatRequest:
     attempt: int = 0
     top_logprobs: int = 0
     logprob_labels: tuple[str, ...] = ()
+    reasoning_tokens: int = 0
+    reasoning_effort: str | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -132,6 +140,13 @@ class ChatRequest:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.top_logprobs < 0:
             raise ValueError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
+        if self.reasoning_tokens < 0:
+            raise ValueError(f"reasoning_tokens must be >= 0, got {self.reasoning_tokens}")
+
+    @property
+    def token_budget(self) -> int:
+        """The tokens the call may generate: the answer's and the reasoning's."""
+        return self.max_tokens + self.reasoning_tokens
 
     @classmethod
     def from_prompt(cls, user: str, system: str | None = None, **sampling: Any) -> ChatRequest:
@@ -182,6 +197,8 @@ class ChatRequest:
         }
         if self.top_logprobs:  # absent otherwise: the keys of earlier caches stay valid
             payload["logprobs"] = [self.top_logprobs, self.logprob_labels]
+        if self.reasoning_tokens or self.reasoning_effort:  # likewise
+            payload["reasoning"] = [self.reasoning_tokens, self.reasoning_effort]
         encoded = _encode_for_key(payload)
         if self.json_schema is not None:
             # Sorted keys put "json_schema" after "attempt" and "backend" (a backend name),
@@ -223,6 +240,8 @@ class ChatResult:
     # The top log-probabilities at the request's label tokens (`backends.token_logprobs`):
     # None when none were asked for or the endpoint returned none.
     label_logprobs: list[dict[str, Any]] | None = None
+    # Of `completion_tokens`, those a reasoning model spent thinking (billed as output).
+    reasoning_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

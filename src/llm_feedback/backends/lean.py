@@ -40,6 +40,7 @@ from llm_feedback.backends.openai_backend import (
     auth_failure,
     kept_logprobs,
     ping_body,
+    reply_fields,
     retry_after_seconds,
     too_large_message,
 )
@@ -154,18 +155,14 @@ def chat_result(
     """A decoded chat completion body as a result, with the log-probabilities `request`
     asked for; raises one of `UNREADABLE` when the body is not a chat completion."""
     choice = payload["choices"][0]
-    message = choice.get("message") or {}
-    usage = payload.get("usage") or {}
-    text = message.get("content")
     return ChatResult(
-        text=text,
         finish_reason=choice.get("finish_reason"),
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
         latency_s=latency_s,
         model=model,
-        error=None if text is not None else "empty reply",
         label_logprobs=None if request is None else kept_logprobs(payload, request),
+        **reply_fields(
+            choice.get("message") or {}, payload.get("usage"), choice.get("finish_reason")
+        ),
     )
 
 
@@ -251,7 +248,7 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         except MediaError as error:
             return ChatResult.failure(str(error), model=self.model)
         started = time.perf_counter()
-        limit = self.config.reply_byte_limit(request.max_tokens)
+        limit = self.config.reply_byte_limit(request.token_budget)
         try:
             response = await connection.request(
                 "POST", connection.chat_url, timeout_s, max_bytes=limit, data=body
@@ -268,6 +265,8 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             )
         latency = time.perf_counter() - started
         status = response.status
+        if self.on_headers is not None:
+            self.on_headers(response.headers)
         if status != 200:
             message = redact(f"HTTP {status}: {error_message(status, response.content)}")
             if status in AUTH_STATUS:

@@ -19,6 +19,12 @@ from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import MediaError, openai_content
 from llm_feedback.backends.options import DEFAULT_OPENAI_URL, AzureOptions, OpenAIOptions
 from llm_feedback.backends.preflight import probe_over_http
+from llm_feedback.backends.reasoning import (
+    billed_completion_tokens,
+    is_reasoning_model,
+    reasoning_tokens,
+    split_thinking,
+)
 from llm_feedback.backends.secrets import redact
 from llm_feedback.backends.token_logprobs import label_entries
 from llm_feedback.errors import ConfigError, EndpointError
@@ -35,8 +41,6 @@ logger = logging.getLogger(__name__)
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: A rejected key or refused access: the endpoint stops at the first one.
 AUTH_STATUS = frozenset({401, 403})
-# Reasoning models refuse `logprobs` (OpenAI's o-series and gpt-5, also on Azure).
-_REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 # RFC 9110 allows whole seconds; servers that send decimals ("0.5") are taken at their word.
 _DELTA_SECONDS = re.compile(r"\d+(\.\d+)?")
 _warned_retry_after: set[str] = set()
@@ -147,7 +151,39 @@ def ping_body(config: EndpointConfig) -> dict[str, Any]:
     return {
         "model": config.model,
         "messages": [{"role": "user", "content": "ping"}],
-        config.max_tokens_field: 1,
+        config.max_tokens_key: 1,
+    }
+
+
+def reply_fields(message: Any, usage: Any, finish_reason: str | None) -> dict[str, Any]:
+    """A decoded chat completion's `ChatResult` fields beyond its envelope: the answer
+    after any thinking (backends/reasoning.py), the usage with reasoning tokens billed,
+    and the error of a reply without an answer.
+
+    Args:
+        message: The choice's `message` object (a dict).
+        usage: The body's `usage` object (a dict, or None).
+        finish_reason: The choice's finish reason.
+
+    Returns:
+        `text`, `prompt_tokens`, `completion_tokens`, `reasoning_tokens` and `error`.
+    """
+    text = message.get("content")
+    if isinstance(text, str):
+        text, _ = split_thinking(text)
+    elif message.get("reasoning_content") or message.get("reasoning"):
+        # Thought to the end of its budget: an answered call without a verdict.
+        text = "" if finish_reason == "length" else None
+    usage = usage if isinstance(usage, dict) else {}
+    thinking = reasoning_tokens(usage)
+    return {
+        "text": text,
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": billed_completion_tokens(
+            int(usage.get("completion_tokens") or 0), thinking
+        ),
+        "reasoning_tokens": thinking,
+        "error": None if text is not None else "empty reply",
     }
 
 
@@ -183,11 +219,11 @@ class OpenAICompatibleBackend(BackendTraits):
     @classmethod
     def returns_logprobs(cls, config: EndpointConfig) -> bool:
         """Chat completions servers return them (OpenAI, vLLM, llama.cpp), except for
-        reasoning models and through a Batch API (whose lines are read without the
-        request's labels)."""
+        reasoning models (see `logprobs_refusal`) and through a Batch API (whose lines are
+        read without the request's labels)."""
         if cls.uses_batch_api(config):
             return False
-        return not _REASONING_MODEL.match(config.model.rsplit("/", 1)[-1])
+        return config.reasoning_judge is None
 
     @property
     def cache_namespace(self) -> str:
@@ -229,13 +265,14 @@ class OpenAICompatibleBackend(BackendTraits):
             else {**message, "content": openai_content(message["content"])}
             for message in request.messages
         ]
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-            self.config.max_tokens_field: request.max_tokens,
-        }
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if not is_reasoning_model(self.model):  # they refuse any temperature but 1
+            body["temperature"] = request.temperature
+            body["top_p"] = request.top_p
+        # The answer's budget and the thinking's: a long thought still leaves the verdict room.
+        body[self.config.max_tokens_key] = request.token_budget
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
         if request.stop:
             body["stop"] = list(request.stop)
         if request.seed is not None:
@@ -260,9 +297,11 @@ class OpenAICompatibleBackend(BackendTraits):
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         started = time.perf_counter()
-        limit = self.config.reply_byte_limit(request.max_tokens)
+        limit = self.config.reply_byte_limit(request.token_budget)
         try:
             async with sdk.chat.completions.with_streaming_response.create(**kwargs) as streamed:
+                if self.on_headers is not None:
+                    self.on_headers(streamed.http_response.headers)
                 content = await read_capped(streamed.http_response, limit)
                 response = completion_from(content)
         except ReplyTooLarge as error:
@@ -272,6 +311,8 @@ class OpenAICompatibleBackend(BackendTraits):
                 self.model,
             )
         except openai.APIStatusError as error:
+            if self.on_headers is not None:
+                self.on_headers(error.response.headers)
             message = redact(f"HTTP {error.status_code}: {error.message}")
             code = context_length_code(getattr(error, "code", None), getattr(error, "type", None))
             if code is not None:  # kept: the client tells this refusal by its code
@@ -292,17 +333,20 @@ class OpenAICompatibleBackend(BackendTraits):
         latency = time.perf_counter() - started
         if not getattr(response, "choices", None):
             raise RetryableError("malformed response: no choices")
-        choice = response.choices[0]
-        usage = response.usage
+        payload = orjson.loads(content)
+        try:
+            choice = payload["choices"][0]
+            fields = reply_fields(
+                choice.get("message") or {}, payload.get("usage"), choice.get("finish_reason")
+            )
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as error:
+            raise RetryableError(redact(f"malformed response: {error!r}")) from None
         return ChatResult(
-            text=choice.message.content if choice.message else None,
-            finish_reason=choice.finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            finish_reason=choice.get("finish_reason"),
             latency_s=latency,
             model=self.model,
-            error=None if choice.message and choice.message.content is not None else "empty reply",
-            label_logprobs=kept_logprobs(orjson.loads(content), request),
+            label_logprobs=kept_logprobs(payload, request),
+            **fields,
         )
 
     async def probe(self, sdk: openai.AsyncOpenAI, timeout_s: float) -> bool:

@@ -70,7 +70,7 @@ class PacedSends:
     async def send(self, sdk: Any, request: ChatRequest) -> ChatResult:
         if self._pace is None:
             self._pace = AdaptiveTimeout(self.config.timeout_s, self.config.concurrency)
-        timeout_s = self._pace.start(request.max_tokens)
+        timeout_s = self._pace.start(request.token_budget)
         result, timed_out = None, False
         try:
             result = await super().send(sdk, request, timeout_s=timeout_s)  # type: ignore[misc]

@@ -59,9 +59,10 @@ _CONTEXT = multiprocessing.get_context("spawn")
 
 
 def worker_processes(config: EndpointConfig) -> int:
-    """How many processes send a large stream of this endpoint (1: the client's own loop)."""
+    """How many processes send a large stream of this endpoint (1: the client's own loop;
+    always for per-minute limits, which one process paces)."""
     if config.workers == "auto":
-        if not config.kind.sends_from_worker_processes(config):
+        if not config.kind.sends_from_worker_processes(config) or config.is_rate_limited:
             return 1
         cores = usable_cores()
         wanted = min(cores - 1, AUTO_MAX_PROCESSES) if cores >= AUTO_MIN_CORES else 1

@@ -299,9 +299,10 @@ class EvaluateParams:
         if self.judge_logprobs is True and self.judge is not None:
             endpoint = self.judge.endpoint
             if not kind_of(endpoint.backend).returns_logprobs(endpoint):
+                reason = endpoint.reasoning_judge or "model or backend"
                 raise ConfigError(
                     f"evaluate.judge_logprobs: true, but {endpoint.describe()} cannot return "
-                    "token probabilities (model or backend); set it to auto or false"
+                    f"token probabilities ({reason}); set it to auto or false"
                 )
             if self.kind.logprob_labels is None:
                 raise ConfigError(
@@ -309,6 +310,15 @@ class EvaluateParams:
                     "tokens to read probabilities of (pairwise, single_1_10 and score_0_5 "
                     "have); set it to auto or false"
                 )
+
+    @property
+    def logprobs_off_reason(self) -> str | None:
+        """Why the one judge's log-probability verdicts are off although `judge_logprobs`
+        allows them: a reasoning judge (`EndpointConfig.reasoning_judge`); None otherwise."""
+        judge = self.judge
+        if self.judge_logprobs is False or judge is None or self.kind.logprob_labels is None:
+            return None
+        return judge.endpoint.reasoning_judge
 
     @property
     def judge_top_logprobs_asked(self) -> int:

@@ -8,7 +8,8 @@ validation metrics as `eval_metrics` rows (the same metric names and values, wit
 intervals; `raters` is "<judge>~gold" for the judge's verdicts, "<baseline>~gold" for a
 baseline, "<judge>~<annotator>" against one annotator; `n_missing`: what a readable-only
 figure, `*_readable`, leaves out of its all-items twin's `n`, the unreadable calls or
-items).
+items). A comparing judge also gets MT-Bench's vote-by-vote agreement with the human
+votes, per turn (`evaluation.human_agreement`, raters "<judge>~humans").
 
 The judge is its endpoint (the endpoint's name, else its URL), model and model file,
 prompt template (the kind's template file, or the custom prompt and per-category prompts),
@@ -28,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.evaluation.config import EvaluateParams
+from llm_feedback.evaluation.human_agreement import agreement_metric_rows
 from llm_feedback.schema import (
     EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES,
     EVAL_METRICS_COLUMN_TYPES,
@@ -114,8 +116,10 @@ def has_gold(judgments: pd.DataFrame, config: EvaluateParams) -> bool:
 
 def _pairwise_samples(samples: pd.DataFrame) -> pd.DataFrame:
     """The two rows per instance that `validate_pairwise` reads: each instance's first
-    turn and replicate, in row order (the first row A)."""
-    first = samples[(samples["turn"] == samples["turn"].min()) & (samples["replicate"] == 0)]
+    turn and replicate, in row order (the first row A). MT-Bench's human judgments name
+    each turn an instance of its own, so both turns are validated."""
+    first_turn = samples.groupby("instance_id", sort=False)["turn"].transform("min")
+    first = samples[(samples["turn"] == first_turn) & (samples["replicate"] == 0)]
     pairs = first.drop_duplicates(["instance_id", "model"]).copy()
     pairs["response"] = pairs["response"].astype(object).where(pairs["response"].notna(), "")
     return pairs
@@ -204,14 +208,17 @@ def validate_evaluation(
         return empty_validation(previous)
     if config.kind.compares:
         pairs = _pairwise_samples(samples)
+        # The judgments of the turns validated (a later turn of an instance is not).
+        validated = pairs[["instance_id", "turn"]].drop_duplicates()
+        first_turns = judgments.merge(validated, on=["instance_id", "turn"], how="inner")
         validation = validate_pairwise(
             pairs,
             identity,
             validation_set,
             created_at=created_at,
-            judgments=judgments,
-            calls=calls_from_judgments(judgments, pairs_table(pairs))
-            if "prob_margin_a_first" in judgments.columns
+            judgments=first_turns,
+            calls=calls_from_judgments(first_turns, pairs_table(pairs))
+            if "prob_margin_a_first" in first_turns.columns
             else None,
         )
     else:
@@ -254,5 +261,17 @@ def validate_evaluation(
     return EvaluationValidation(
         cards=merged_cards(previous, validation.card),
         annotators=annotators[columns].astype(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES),
-        metrics=_metric_rows(validation, config),
+        metrics=_with_human_agreement(_metric_rows(validation, config), judgments, config),
     )
+
+
+def _with_human_agreement(
+    metrics: pd.DataFrame, judgments: pd.DataFrame, config: EvaluateParams
+) -> pd.DataFrame:
+    """`metrics` and, for a comparing judge of samples with several human votes (MT-Bench's
+    human judgments), its vote-by-vote agreement with them on each turn."""
+    if not config.kind.compares:
+        return metrics
+    judge = metrics["raters"].iloc[0].split(RATERS_SEPARATOR)[0] if len(metrics) else "judge"
+    votes = agreement_metric_rows(judgments, config.mode, judge)
+    return pd.concat([metrics, votes], ignore_index=True) if len(votes) else metrics

@@ -201,6 +201,8 @@ def open_judge(
     """The judge `config` names (or `judge`, one of its panel), with its sampling, re-asks
     and `overwrite_results`."""
     top_logprobs = config.judge_top_logprobs_asked if judge is None else 0
+    if judge is None and config.logprobs_off_reason is not None:
+        logger.info("evaluate: log-probability verdicts off: %s", config.logprobs_off_reason)
     judge = judge or config.judge
     return Judge(
         judge.endpoint,
@@ -313,20 +315,26 @@ def _pair_record(
 
 
 def _pair_tasks(first: Any, second: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
-    """The comparison of two samples' responses in both orders."""
+    """The comparison of two samples' responses in both orders; on a second turn, of the
+    two whole conversations (each model's own first answer before its second)."""
+    second_turn = first.turn == 2
     item = JudgeItem(
         question=str(first.question),
         response=first.response,
         other_response=second.response,
         reference=known_reference(first.reference),
         custom_prompt=config.judge_prompt_for(text_or_none(first.category)),
+        prior_question=text_or_none(first.prior_question) if second_turn else None,
+        prior_response=text_or_none(first.prior_response) if second_turn else None,
+        other_prior_response=text_or_none(second.prior_response) if second_turn else None,
     )
     return judge.comparison_tasks(
         config.kind,
         item,
         config.kind_options,
         attempt=int(first.replicate),
-        images=first.images,
+        # Two-turn rows carry no attachments (checked with the samples).
+        images=None if second_turn else first.images,
     )
 
 

@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 AUTO, NATIVE = SAMPLES_FORMATS[:2]
 RECORDED_FORMATS = ("alpaca_eval", "arena_hard")
-MTBENCH_HUMAN = "mtbench_human"
 SAMPLES_PATH_ATTR = "samples_path"
 # Fields of our gold-labelled JSONL and the viewer's labels that native eval_samples rows
 # never have.
@@ -145,16 +144,5 @@ def samples_from_file(
         samples.attrs |= {k: v for k, v in frame.attrs.items() if k != "samples_format"}
         return samples
     samples = read_records(where, records(), chosen, pairwise)
-    if chosen == MTBENCH_HUMAN and (samples["turn"] == 2).any():
-        # The pairwise kind judges single turns: second-turn judgments are left out.
-        second = samples["turn"] == 2
-        logger.warning(
-            "%s: %d second-turn MT-Bench judgments left out (pairwise judges turn 1)",
-            where,
-            int(second.sum()) // 2,
-        )
-        samples = samples[~second].drop(
-            columns=[c for c in ("prior_question", "prior_response") if c in samples]
-        )
     samples.attrs |= {key: value for key, value in frame.attrs.items() if key != "samples_format"}
     return samples

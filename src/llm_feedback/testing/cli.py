@@ -22,6 +22,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from llm_feedback.testing.in_process import base_url_for, serve_until_stopped
+from llm_feedback.testing.rate_limits import RateLimits
 from llm_feedback.testing.replies import Responder, echo_responder, schema_responder
 from llm_feedback.testing.routes import FakeLLMApp
 from llm_feedback.testing.scripts import chaos_responder
@@ -54,9 +55,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--responder", default="schema", help="echo, schema (default) or module:callable"
     )
+    parser.add_argument("--rpm", type=float, default=None, help="requests a minute allowed")
+    parser.add_argument("--tpm", type=float, default=None, help="tokens a minute allowed")
+    parser.add_argument(
+        "--burst", type=float, default=60.0, help="seconds of each limit its bucket holds"
+    )
     args = parser.parse_args(argv)
+    limits = RateLimits(args.rpm, args.tpm, args.burst) if args.rpm or args.tpm else None
     # Bodies are not recorded: nothing could read them back, and benchmarks would grow.
-    app = FakeLLMApp(resolve_responder(args.responder), args.latency, record=False)
+    app = FakeLLMApp(
+        resolve_responder(args.responder), args.latency, record=False, rate_limits=limits
+    )
 
     async def serve() -> None:
         stop_requested = asyncio.Event()
@@ -74,11 +83,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 @contextlib.contextmanager
 def serve_in_subprocess(
-    latency_s: float = 0.0, responder: str | None = None, timeout_s: float = 10
+    latency_s: float = 0.0,
+    responder: str | None = None,
+    timeout_s: float = 10,
+    rate_limits: RateLimits | None = None,
 ) -> Iterator[str]:
     """Runs the server in a child Python process and yields its base URL.
 
-    `responder` is a name for ``--responder`` (``echo``, ``schema``, ``module:callable``).
+    `responder` is a name for ``--responder`` (``echo``, ``schema``, ``module:callable``);
+    `rate_limits` the per-minute limits it enforces (``--rpm``, ``--tpm``, ``--burst``).
     The child can import whatever this process can. It is terminated on exit, exceptions
     included.
     """
@@ -86,6 +99,14 @@ def serve_in_subprocess(
     command += ["--latency", repr(latency_s), "--port", "0"]
     if responder is not None:
         command += ["--responder", responder]
+    if rate_limits is not None:
+        for flag, value in (
+            ("--rpm", rate_limits.requests_per_minute),
+            ("--tpm", rate_limits.tokens_per_minute),
+        ):
+            if value is not None:
+                command += [flag, repr(value)]
+        command += ["--burst", repr(rate_limits.burst_s)]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, sys.path))}
     with tempfile.TemporaryFile() as stderr_file:
         child = subprocess.Popen(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_feedback.testing.batch_api import BatchScript
+from llm_feedback.testing.rate_limits import RateLimits
 from llm_feedback.testing.replies import Responder, schema_responder
 from llm_feedback.testing.routes import FakeLLMApp
 
@@ -53,12 +54,15 @@ class FakeLLMServer:
         api_key: str | None = None,
         batch: BatchScript | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         """`api_key`: when given, a request with any other key gets HTTP 401; `batch`: how
         the Batch API routes behave (`batch_script` may change it between runs).
         `count_tokens`: how `usage` counts a message or reply's tokens; by default its
         whitespace-separated words. Given a tokenizer's count (where tests compare token
-        figures), prompts are billed as OpenAI bills chat: plus 3 tokens a message and 3."""
+        figures), prompts are billed as OpenAI bills chat: plus 3 tokens a message and 3.
+        `rate_limits`: per-minute limits on requests and tokens, enforced with 429s and
+        announced in rate-limit headers (testing/rate_limits.py)."""
         self._app = FakeLLMApp(
             responder or schema_responder,
             latency_s,
@@ -66,6 +70,7 @@ class FakeLLMServer:
             api_key,
             batch_script=batch,
             count_tokens=count_tokens,
+            rate_limits=rate_limits,
         )
         self._host = host
         self._requested_port = port

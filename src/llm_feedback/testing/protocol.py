@@ -116,7 +116,17 @@ def completion(
         # A tokenizer's count is billed the way OpenAI documents its chat format: 3 tokens
         # of framing per message and 3 that prime the reply.
         prompt_tokens += 3 * len(messages) + 3
-    completion_tokens = count_tokens(reply.content or "")
+    thinking = count_tokens(reply.reasoning or "")
+    completion_tokens = count_tokens(reply.content or "") + thinking
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+        usage["completion_tokens_details"] = {"reasoning_tokens": thinking}
     return {
         "id": f"chatcmpl-fake-{call_index}",
         "object": "chat.completion",
@@ -126,16 +136,12 @@ def completion(
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply.content, "refusal": None},
+                "message": message,
                 "logprobs": logprobs_body(body, reply),
                 "finish_reason": reply.finish_reason,
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": usage,
     }
 
 

@@ -43,6 +43,10 @@ class Reply:
     gets the mapping's N most likely entries as its alternatives (its own logprob is its
     entry's), every other token probability 1. None: the server returns `"logprobs": null`,
     as an endpoint that gives none.
+
+    `reasoning` is a reasoning model's thinking, sent as `message.reasoning_content` (as
+    `vllm serve --reasoning-parser` and DeepSeek send it) and billed in `usage`: counted in
+    `completion_tokens` and in `completion_tokens_details.reasoning_tokens`.
     """
 
     content: str | None = None
@@ -56,6 +60,7 @@ class Reply:
     error_type: str | None = None
     error_code: str | None = None
     probabilities: Mapping[str, float] | None = None
+    reasoning: str | None = None
 
 
 Responder: TypeAlias = Callable[[dict[str, Any], RequestContext], str | Reply]

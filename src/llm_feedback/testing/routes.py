@@ -26,7 +26,8 @@ from llm_feedback.testing.protocol import (
     word_count,
 )
 from llm_feedback.testing.provider_apis import ProviderAPIs
-from llm_feedback.testing.replies import Reply, RequestContext, Responder
+from llm_feedback.testing.rate_limits import RateLimits, ServerRateLimiter
+from llm_feedback.testing.replies import Reply, RequestContext, Responder, message_text
 
 _AZURE_PREFIX = "/openai/deployments/"
 _CHAT_SUFFIX = "/chat/completions"
@@ -61,8 +62,11 @@ class FakeLLMApp:
         *,
         batch_script: BatchScript | None = None,
         count_tokens: Callable[[str], int] | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.api_key = api_key  # when set, every other key is answered with 401
+        # Per-minute limits on chat requests and tokens (testing/rate_limits.py).
+        self.rate_limiter = ServerRateLimiter(rate_limits) if rate_limits else None
         self.count_tokens = count_tokens or word_count
         self.batch_api = BatchAPI(batch_script or BatchScript(), self.respond, self.count_tokens)
         self.providers = ProviderAPIs(
@@ -92,12 +96,15 @@ class FakeLLMApp:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {
+            counters = {
                 "requests": self._total_requests,
                 "chat_requests": self.chat_requests,
                 "connections": self.connections,
                 "max_in_flight": self.max_in_flight,
             }
+        if self.rate_limiter is not None:  # 429s sent for the rate limits
+            counters["rate_limited"] = self.rate_limiter.rate_limited
+        return counters
 
     def recorded_bodies(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -109,6 +116,8 @@ class FakeLLMApp:
             self.max_in_flight = self._in_flight
             self._recorded.clear()
             self._attempts_per_key.clear()
+        if self.rate_limiter is not None:
+            self.rate_limiter.reset()
 
     async def handle_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -200,10 +209,9 @@ class FakeLLMApp:
             body = json.loads(raw_body)
         except ValueError:
             return error_response(400, "the request body is not valid JSON")
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return error_response(400, "the request body needs a 'messages' list")
-        if body.get("stream"):
-            return error_response(400, "streaming is not supported by the fake server")
+        estimate, refusal = self._admit(body)
+        if refusal is not None:
+            return refusal
         call_index, reply = await self.answer(body, path)
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
@@ -213,7 +221,33 @@ class FakeLLMApp:
         if reply.raw_body is not None:
             return Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
-        return json_response(200, completion(call_index, model, body, reply, self.count_tokens))
+        answer = completion(call_index, model, body, reply, self.count_tokens)
+        headers = ""
+        if self.rate_limiter is not None:
+            self.rate_limiter.correct(estimate, answer["usage"]["total_tokens"])
+            headers = self.rate_limiter.headers()
+        return json_response(200, answer, headers)
+
+    def _admit(self, body: Any) -> tuple[int, Response | None]:
+        """(the tokens counted for a chat request, the response refusing it or None): a
+        400 for a body that is not a chat request, a 429 beyond the server's rate limits."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return 0, error_response(400, "the request body needs a 'messages' list")
+        if body.get("stream"):
+            return 0, error_response(400, "streaming is not supported by the fake server")
+        if self.rate_limiter is None:
+            return 0, None
+        # Counted as a provider counts it before the reply: the prompt and max_tokens.
+        budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        messages = [m for m in body["messages"] if isinstance(m, dict)]
+        estimate = sum(self.count_tokens(message_text(m)) for m in messages) + int(budget)
+        wait_s = self.rate_limiter.admit(estimate)
+        if wait_s is None:
+            return estimate, None
+        refusal = error_response(429, "Rate limit reached; slow down", wait_s)
+        return estimate, refusal._replace(
+            extra_headers=refusal.extra_headers + self.rate_limiter.headers()
+        )
 
     async def answer(self, body: dict[str, Any], path: str) -> tuple[int, Reply]:
         """One online call of any API (`body` in chat completions form): counted, answered

@@ -22,9 +22,13 @@ and Azure's ``/openai/...`` forms): each line of a batch is answered by the same
 so its replies, failures and malformed output are scripted the same way; a `BatchScript`
 sets how long a batch takes and whether it expires part-way.
 
+Per-minute limits on requests and tokens (`RateLimits`, ``--rpm`` / ``--tpm``) are
+enforced with 429s and announced in OpenAI's rate-limit headers (`rate_limits`).
+
 Control routes: ``GET /health``, ``GET /_stats`` (``{"requests", "chat_requests",
-"connections", "max_in_flight"}``; the control routes themselves are not counted;
-``max_in_flight`` is the most chat requests the server held at once) and ``POST /_reset``
+"connections", "max_in_flight"}``, and ``rate_limited`` under rate limits; the control
+routes themselves are not counted; ``max_in_flight`` is the most chat requests the server
+held at once) and ``POST /_reset``
 (zero the counters, forget recorded bodies and the per-request attempt counts).
 
 The parts live in the package's modules: `replies` (Reply, RequestContext, echo and schema
@@ -38,6 +42,7 @@ from llm_feedback.testing.batch_api import BatchScript
 from llm_feedback.testing.cli import fetch_stats, main, resolve_responder, serve_in_subprocess
 from llm_feedback.testing.in_process import FakeLLMServer
 from llm_feedback.testing.protocol import DEFAULT_MODEL_ID
+from llm_feedback.testing.rate_limits import RateLimits
 from llm_feedback.testing.replies import (
     Reply,
     RequestContext,
@@ -66,6 +71,7 @@ __all__ = [
     "Answer",
     "BatchScript",
     "FakeLLMServer",
+    "RateLimits",
     "Matcher",
     "Reply",
     "RequestContext",

@@ -5,6 +5,12 @@ responses to the same instance and replicate.
 Template `templates/pairwise.txt`: scores "Score A/B: N" and/or the verdict `[[A|B|C]]`
 (C: tie), or their JSON. Fields: {question}, {response1}, {response2}, {reference} (the
 reference answer, a block of its own) and {context} when given; {low}, {high}.
+
+A second turn (an item with `prior_question`: MT-Bench's turn 2) is asked with
+`templates/pairwise_multi_turn.txt`: both assistants' whole two-turn conversations, the
+question naming the second answers as the ones judged. Fields: {question_1},
+{answer_a_1}, {answer_b_1}, {question_2}, {answer_a_2}, {answer_b_2}, and {reference}
+(the second turn's) when given; the reply formats are `pairwise.txt`'s.
 """
 
 from __future__ import annotations
@@ -77,28 +83,56 @@ def build_pairwise_request(
     custom_prompt: str | None = None,
     structured: bool = False,
     system: str | None = JUDGE_SYSTEM_PROMPT,
+    prior_question: str | None = None,
+    prior_responses: tuple[str, str] | None = None,
     **sampling: Any,
 ) -> ChatRequest:
-    """Ask which of two responses is better: scores "Score A/B: N" and/or `[[A|B|C]]`."""
+    """Ask which of two responses is better: scores "Score A/B: N" and/or `[[A|B|C]]`.
+
+    Given `prior_question` and `prior_responses` (the first answers of A and B), the
+    responses are the second turn of two conversations, shown whole.
+    """
     schema = pairwise_reply_schema(score_range, output)  # validates output and score_range
     low, high = check_score_range(score_range)
     check_text(question=question, response_a=response_a, response_b=response_b)
-    values = {"question": question, "response1": response_a, "response2": response_b}
-    labels = {"question": "QUESTION", "response1": "RESPONSE A", "response2": "RESPONSE B"}
-    required: tuple[tuple[str, ...], ...] = (("question",), ("response1",), ("response2",))
+    if (prior_question is None) != (prior_responses is None):
+        raise ConfigError("a second-turn comparison needs prior_question and prior_responses")
+    if prior_question is not None:
+        template = "pairwise_multi_turn"
+        check_text(
+            prior_question=prior_question,
+            prior_response_a=prior_responses[0],
+            prior_response_b=prior_responses[1],
+        )
+        values = {
+            "question_1": prior_question,
+            "answer_a_1": prior_responses[0],
+            "answer_b_1": prior_responses[1],
+            "question_2": question,
+            "answer_a_2": response_a,
+            "answer_b_2": response_b,
+        }
+        labels = {name: name.upper().replace("_", " ") for name in values}
+    else:
+        template = "pairwise"
+        values = {"question": question, "response1": response_a, "response2": response_b}
+        labels = {"question": "QUESTION", "response1": "RESPONSE A", "response2": "RESPONSE B"}
+    required: tuple[tuple[str, ...], ...] = tuple((name,) for name in values)
     given = []
     # Each optional input is a block of its own, so that the judge sees it as written.
     for name, text, label in (
         ("reference", reference, "REFERENCE ANSWER"),
         ("context", context, "CONTEXT"),
     ):
+        if template == "pairwise_multi_turn" and name == "context" and text is not None:
+            raise ConfigError("a second-turn comparison takes no context")
         if text is not None:
             check_text(**{name: text})
             values[name] = text
             labels[name] = label
             required += ((name,),)
             given.append(name)
-    fenced = {**fenced_values(values, labels, "pairwise"), "low": str(low), "high": str(high)}
+    fenced = {**fenced_values(values, labels, template), "low": str(low), "high": str(high)}
     if structured:
         reply = json_reply_instruction(
             render("pairwise", f"json_fields_{output}", low=low, high=high)
@@ -107,10 +141,10 @@ def build_pairwise_request(
         reply = render("pairwise", f"reply_{output}", low=low, high=high)
     user = render_prompt(
         custom_prompt,
-        with_optional_sections("pairwise", given),
+        with_optional_sections(template, given),
         fenced,
         required,
-        "pairwise",
+        template,
         reply=reply,
     )
     return judge_request(user, system, MAX_TOKENS, schema if structured else None, sampling)
@@ -230,7 +264,12 @@ def pairwise_reader(scale: tuple[int, int]) -> Reader:
 
 
 def _options(item: JudgeItem, options: KindOptions, asking: Asking) -> dict[str, Any]:
+    second_turn = item.is_second_turn
     return {
+        "prior_question": item.prior_question,
+        "prior_responses": (item.prior_response, item.other_prior_response)
+        if second_turn
+        else None,
         "context": item.context,
         "reference": item.reference,
         "score_range": options.scale,
@@ -283,6 +322,7 @@ KIND = JudgeKind(
     fixed_scale=False,
     categorical=True,
     family=PAIRWISE,
+    two_turn=True,
     judge_own_columns=("verdict_a_first", "verdict_b_first"),
     panel_columns=panel_columns,
     logprob_labels=lambda options: ("A", "B", "C"),

@@ -29,7 +29,8 @@ METRIC_FAMILIES = (POINTWISE, PAIRWISE)
 @dataclass(frozen=True, slots=True)
 class JudgeItem:
     """What one judgment is about. `other_response` is the second response of a comparison;
-    `prior_*` the first exchange of a two-turn conversation (the item is its turn 2)."""
+    `prior_*` the first exchange of a two-turn conversation (the item is its turn 2), and
+    `other_prior_response` the first answer of the other response's conversation."""
 
     question: str
     response: str
@@ -40,6 +41,7 @@ class JudgeItem:
     prior_response: str | None = None
     prior_reference: str | None = None
     custom_prompt: str | None = None
+    other_prior_response: str | None = None
 
     @property
     def is_second_turn(self) -> bool:
@@ -49,7 +51,11 @@ class JudgeItem:
         """A comparison in both positions (the responses swapped), to cancel position bias:
         every both-orders request is built from these two items."""
         swapped = dataclasses.replace(
-            self, response=self.other_response, other_response=self.response
+            self,
+            response=self.other_response,
+            other_response=self.response,
+            prior_response=self.other_prior_response,
+            other_prior_response=self.prior_response,
         )
         return self, swapped
 

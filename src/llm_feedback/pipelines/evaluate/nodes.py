@@ -79,6 +79,8 @@ def validate_judge(
         if key is not None
         else "A panel of judges or an evaluator scored this run: no single judge's card.\n"
     )
+    if key is not None and params.logprobs_off_reason is not None:
+        card += f"\nLog-probability verdicts: off, because {params.logprobs_off_reason}.\n"
     figure = accuracy_figure(validation.cards, key)
     return validation.cards, validation.annotators, validation.metrics, card, figure
 
