@@ -196,6 +196,8 @@ def test_the_readme_conf_local_examples_add_to_base(run_kedro, fake_llm, monkeyp
     assert not any(path.exists() for path in written), "a developer's own conf/local is there"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
     monkeypatch.setenv("AZURE_API_KEY", "azure-test-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key")
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-key")
     for path in written:
         path.write_text(readme_block(f"conf/local/{path.name}"))
     try:
