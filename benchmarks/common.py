@@ -94,8 +94,8 @@ def save_table(table: Any, path: Path) -> dict:
     Returns what landed on disk (`on_disk`)."""
     import fsspec
 
-    from llm_feedback.parquet_parts import save_parquet
-    from llm_feedback.parquet_source import ROW_GROUP_ROWS
+    from llm_feedback.storage.parquet_parts import save_parquet
+    from llm_feedback.storage.parquet_source import ROW_GROUP_ROWS
 
     local = fsspec.filesystem("file")
     save_parquet(local, "file", str(path), table, {"row_group_size": ROW_GROUP_ROWS})
@@ -104,7 +104,7 @@ def save_table(table: Any, path: Path) -> dict:
 
 def on_disk(path: Path) -> dict:
     """The table at `path`: how many files hold it (one, or its parts) and their MiB."""
-    from llm_feedback.parquet_parts import part_paths
+    from llm_feedback.storage.parquet_parts import part_paths
 
     parts = part_paths(str(path))
     return {"files": len(parts), "mib": sum(Path(part).stat().st_size for part in parts) / 2**20}

@@ -29,7 +29,7 @@ from llm_feedback.evaluation import prepare_samples
 from llm_feedback.evaluation.judge_validation import evaluation_identity, validate_evaluation
 from llm_feedback.evaluation.judging import judge_samples, open_judge, with_carried_columns
 from llm_feedback.params import parse_evaluate
-from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
+from llm_feedback.storage.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.card import card_lines
 from llm_feedback.validation.formats import read_samples
 from llm_feedback.validation.measured import MEASURED_FILE, write_measured_cards

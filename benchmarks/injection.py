@@ -54,9 +54,9 @@ from common import save  # noqa: E402
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table  # noqa: E402
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.evaluation import run_evaluation  # noqa: E402
-from llm_feedback.jsonl import json_lines  # noqa: E402
 from llm_feedback.replies.injection import suspected_injection  # noqa: E402
 from llm_feedback.replies.normalise import normalise  # noqa: E402
+from llm_feedback.storage.jsonl import json_lines  # noqa: E402
 from llm_feedback.testing.injection_payloads import PAYLOADS  # noqa: E402
 from llm_feedback.testing.server import FakeLLMServer, RequestContext  # noqa: E402
 

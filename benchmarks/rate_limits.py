@@ -29,7 +29,7 @@ from common import machine, save, write_section  # noqa: E402
 
 from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, LLMClient  # noqa: E402
 from llm_feedback.backends.rate_limit import BURST_S  # noqa: E402
-from llm_feedback.errors import EndpointError  # noqa: E402
+from llm_feedback.core.errors import EndpointError  # noqa: E402
 from llm_feedback.testing.server import RateLimits, fetch_stats, serve_in_subprocess  # noqa: E402
 
 

@@ -59,7 +59,7 @@ def table_nodes() -> list:
 
 
 def node_input(name: str, workdir: Path, params: dict):
-    from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.storage.parquet_source import ParquetSource
 
     if name in SCALE_FILES:
         return ParquetSource(str(workdir / SCALE_FILES[name]))
@@ -114,7 +114,7 @@ class _Tiled:
     past `PART_BYTES` is written as parts, as the catalog writes it."""
 
     def __init__(self, source: str, copies: int) -> None:
-        from llm_feedback.parquet_source import ParquetSource
+        from llm_feedback.storage.parquet_source import ParquetSource
 
         self._source = ParquetSource(source)
         self._copies = copies
@@ -137,7 +137,7 @@ class _Tiled:
                     yield table.set_column(where, "prompt_id", ids)
 
     def to_parquet(self, path, *, index=None, row_group_size=None, **kwargs) -> None:
-        from llm_feedback.spool import write_parquet
+        from llm_feedback.storage.spool import write_parquet
 
         schema = self._source.schema
         write_parquet(path, schema, self._groups(), index, row_group_size, **kwargs)

@@ -42,10 +42,10 @@ from llm_feedback.annotation.stages import (  # noqa: E402
     critiques_table,
 )
 from llm_feedback.backends import EndpointConfig, LLMClient  # noqa: E402
-from llm_feedback.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
-from llm_feedback.generation import completions_table  # noqa: E402
-from llm_feedback.parquet_source import ROW_GROUP_ROWS, ParquetSource  # noqa: E402
-from llm_feedback.sampling import sample_prompt_file  # noqa: E402
+from llm_feedback.backends.endpoints import parse_endpoints, parse_model_pool  # noqa: E402
+from llm_feedback.completions.generation import completions_table  # noqa: E402
+from llm_feedback.completions.sampling import sample_prompt_file  # noqa: E402
+from llm_feedback.storage.parquet_source import ROW_GROUP_ROWS, ParquetSource  # noqa: E402
 from llm_feedback.testing.server import (  # noqa: E402
     RequestContext,
     schema_responder,

@@ -171,3 +171,26 @@ def test_the_checks_find_a_circle_and_an_upward_import(tmp_path: Path):
         f"{PACKAGE}.library imports {PACKAGE}.pipelines.nodes",
         f"{PACKAGE}.pipelines.nodes imports {PACKAGE}.hooks",
     ]
+
+
+def test_only_the_kedro_glue_sits_at_the_top_of_the_package():
+    """Every other module lives in a folder named for its concern."""
+    root = Path(llm_feedback.__file__).parent
+    top_level = {f"{PACKAGE}.{path.stem}" for path in root.glob("*.py")} - {f"{PACKAGE}.__init__"}
+    assert top_level <= GLUE, f"loose modules at the top: {sorted(top_level - GLUE)}"
+
+
+def test_no_module_below_a_package_init_only_passes_names_on():
+    """Re-exports belong in a package's `__init__.py`: a module importing names only to hand
+    them on (`noqa: F401`) is a module cut in two."""
+    root = Path(llm_feedback.__file__).parent
+    passing_on = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "__init__.py"
+        and any(
+            "noqa: F401" in line and "re-export" in line
+            for line in path.read_text(encoding="utf-8").splitlines()
+        )
+    ]
+    assert not passing_on, f"modules re-exporting names: {passing_on}"

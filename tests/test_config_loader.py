@@ -10,7 +10,7 @@ import time
 import pytest
 
 from llm_feedback.config_loader import check_alias_expansion
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, local
 from llm_feedback.backends.local import embedded_model_path, stop_local_servers
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.replies.status import UNREADABLE
 
 try:

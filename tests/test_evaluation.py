@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation import run_evaluation
 from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence

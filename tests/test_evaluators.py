@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation import run_evaluation
 from llm_feedback.evaluation.evaluators import EvaluatorResult
 from llm_feedback.evaluation.metrics import ensemble_weighted_accuracy, pass_at_k_first_table

@@ -12,11 +12,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from llm_feedback.endpoints import parse_endpoints, parse_model_pool
-from llm_feedback.errors import InputError
-from llm_feedback.generation import completions_table, generate_completions
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.backends.endpoints import parse_endpoints, parse_model_pool
+from llm_feedback.completions.generation import completions_table, generate_completions
+from llm_feedback.core.errors import InputError
 from llm_feedback.pipelines.datasets import ParquetDataset
+from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import peak_bytes_in_fresh_process
 
@@ -103,10 +103,10 @@ _MEASURE = textwrap.dedent(
     """
     import sys, tracemalloc
     import pyarrow as pa
-    from llm_feedback.endpoints import parse_endpoints, parse_model_pool
-    from llm_feedback.generation import completions_table
-    from llm_feedback.parquet_source import ParquetSource
-    from llm_feedback.spool import SpooledTable, TableBuilder
+    from llm_feedback.backends.endpoints import parse_endpoints, parse_model_pool
+    from llm_feedback.completions.generation import completions_table
+    from llm_feedback.storage.parquet_source import ParquetSource
+    from llm_feedback.storage.spool import SpooledTable, TableBuilder
     from llm_feedback.testing.server import serve_in_subprocess
 
     TableBuilder.CHUNK_ROWS = SpooledTable.GROUP_ROWS = 256

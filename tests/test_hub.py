@@ -13,10 +13,10 @@ from datasets import Features
 from huggingface_hub import DatasetCard
 
 from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.hub import build_push, hub_token
+from llm_feedback.core.errors import ConfigError, InputError
+from llm_feedback.publishing.hub import build_push, hub_token
 from llm_feedback.reporting import binarize
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
     ULTRAFEEDBACK_ARROW_SCHEMA,
@@ -96,8 +96,8 @@ def test_a_push_read_a_batch_at_a_time_from_parquet_is_the_push_of_the_whole_fra
 ):
     import fsspec
 
-    from llm_feedback.parquet_source import ParquetSource
     from llm_feedback.pipelines.datasets import ParquetDataset
+    from llm_feedback.storage.parquet_source import ParquetSource
 
     data = frame()
     path = tmp_path / "table.parquet"

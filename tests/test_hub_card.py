@@ -9,15 +9,15 @@ import pytest
 import yaml
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from llm_feedback.hub import build_push, merged_card
-from llm_feedback.hub_card import (
+from llm_feedback.publishing.dataset_card import (
     NOT_VALIDATED,
     feature_list,
     judge_validation_section,
     run_settings,
     size_category,
 )
-from llm_feedback.schema import (
+from llm_feedback.publishing.hub import build_push, merged_card
+from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,

@@ -11,8 +11,8 @@ import pytest
 
 from llm_feedback.backends.cache import RequestCache, unsaved_path
 from llm_feedback.evaluation.sample_files import read_samples_file, samples_from_file
-from llm_feedback.jsonl import read_jsonl
-from llm_feedback.sources import read_source
+from llm_feedback.prompts.sources import read_source
+from llm_feedback.storage.jsonl import read_jsonl
 from llm_feedback.validation.records import load_records
 
 # Line ends for str.splitlines() that JSON keeps raw inside a string (control characters

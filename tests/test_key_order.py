@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llm_feedback.key_order import positions_in_key_order
+from llm_feedback.storage.key_order import positions_in_key_order
 
 
 def _spool(keys: np.ndarray, batch_rows: int) -> list[np.ndarray]:

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from llm_feedback.hub_card import CardFacts, dataset_card
-from llm_feedback.markdown_escape import code_fence, code_span, markdown_text
+from llm_feedback.publishing.dataset_card import CardFacts, dataset_card
 from llm_feedback.reporting import render_markdown_report
+from llm_feedback.reporting.markdown_escape import code_fence, code_span, markdown_text
 
 SCRIPT = "<script>alert(1)</script>"
 IMAGE = '<img src=x onerror="alert(2)">'

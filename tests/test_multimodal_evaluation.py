@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation import prepare_samples
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.evaluation.run import run_evaluation

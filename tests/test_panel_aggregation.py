@@ -10,7 +10,7 @@ import pytest
 
 from llm_feedback.evaluation import aggregate_panel
 from llm_feedback.params import parse_evaluate
-from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES
+from llm_feedback.storage.schema import EVAL_JUDGMENTS_COLUMN_TYPES
 
 ENDPOINTS = {
     name: {"backend": "openai", "model": name, "base_url": "http://127.0.0.1:9/v1"}

@@ -18,15 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 from kedro.io import Version
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_parts import PART_BYTES_ENV, part_paths
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.pipelines.datasets import (
     LatestParquetDataset,
     ParquetDataset,
     ParquetSourceDataset,
 )
-from llm_feedback.spool import FrameSpool
+from llm_feedback.storage.parquet_parts import PART_BYTES_ENV, part_paths
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.spool import FrameSpool
 
 PROMPTS = 6000
 GROUP_ROWS = 1000
@@ -210,7 +210,7 @@ class _BreaksAfterSomeParts:
         self._frame = frame
 
     def to_parquet(self, target, **kwargs):
-        from llm_feedback.spool import write_parquet
+        from llm_feedback.storage.spool import write_parquet
 
         def groups() -> Iterator[pa.Table]:
             schema = pa.Schema.from_pandas(self._frame, preserve_index=False)

@@ -2,8 +2,7 @@ import math
 
 import pytest
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.principles import (
+from llm_feedback.completions.principles import (
     DEFAULT_PRINCIPLE_WEIGHTS,
     DEFAULT_VERBALIZED_CALIBRATION_RATE,
     PRINCIPLES,
@@ -12,6 +11,7 @@ from llm_feedback.principles import (
     validate_calibration_rate,
     validate_principle_weights,
 )
+from llm_feedback.core.errors import ConfigError
 
 
 def test_every_principle_has_three_or_four_distinct_system_prompts():

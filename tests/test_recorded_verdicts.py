@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation import read_samples_file, samples_from_file
 from llm_feedback.evaluation.recorded import LEVELS
 from llm_feedback.stats.alpaca_eval import GamedBaselines, head_to_head, length_controlled

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 
 from llm_feedback.backends.local import MODEL_FILE
-from llm_feedback.errors import ConfigError, InputError, PlanOnly
+from llm_feedback.core.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.params import parse_generate
 from llm_feedback.params.run import RunOptions, parse_run_options
-from llm_feedback.planning import ESTIMATED, plan_run
+from llm_feedback.runs.plan import ESTIMATED, plan_run
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
 

@@ -5,9 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.principles import SOURCES, SYSTEM_PROMPTS, validate_principle_weights
-from llm_feedback.raw_prompts import (
+from llm_feedback.completions.principles import SOURCES, SYSTEM_PROMPTS, validate_principle_weights
+from llm_feedback.completions.sampling import principle_weight_table, sample_prompts
+from llm_feedback.core.errors import ConfigError, InputError
+from llm_feedback.prompts.raw_prompts import (
     FALSE_PREMISE_NOTE,
     combine_prompt_sources,
     derive_prompt_id,
@@ -15,8 +16,7 @@ from llm_feedback.raw_prompts import (
     validate_raw_prompts,
     world_knowledge,
 )
-from llm_feedback.sampling import principle_weight_table, sample_prompts
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     RAW_PROMPTS_COLUMNS,
     RAW_PROMPTS_REQUIRED_COLUMNS,
     SAMPLED_PROMPTS_COLUMNS,
@@ -163,7 +163,7 @@ def test_any_named_source_is_a_valid_prompt_source():
 
 def test_a_source_without_weights_gets_helpfulness_and_is_counted(caplog):
     raw = synthetic_prompts(80, sources=("mt_bench", "flan"))
-    with caplog.at_level("WARNING", logger="llm_feedback.sampling"):
+    with caplog.at_level("WARNING", logger="llm_feedback.completions.sampling"):
         sampled = sample_prompts(raw, POOL)
     unweighted = sampled[sampled["source"] == "mt_bench"]
     assert unweighted["principle"].eq("helpfulness").all()

@@ -11,14 +11,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource
-from llm_feedback.pipelines.datasets import ParquetDataset
-from llm_feedback.sampling import (
+from llm_feedback.completions.sampling import (
     SAMPLED_PROMPTS_ARROW_SCHEMA,
     sample_prompt_file,
     sample_prompts,
 )
+from llm_feedback.core.errors import InputError
+from llm_feedback.pipelines.datasets import ParquetDataset
+from llm_feedback.storage.parquet_source import ParquetSource
 from tests.test_sampling import POOL, small_raw, synthetic_prompts
 
 BATCH = 7  # rows per record batch: a file of 40 prompts is read in six
@@ -93,7 +93,7 @@ def test_an_empty_file_gives_the_empty_table(tmp_path):
 def test_unweighted_sources_are_counted_once_over_every_batch(tmp_path, caplog):
     raw = _raw().assign(source="my_forum")
     streamed = sample_prompt_file(_on_disk(raw, tmp_path / "raw.parquet"), POOL, 4)
-    with caplog.at_level(logging.WARNING, logger="llm_feedback.sampling"):
+    with caplog.at_level(logging.WARNING, logger="llm_feedback.completions.sampling"):
         streamed.frame()
     warnings = [
         r.getMessage() for r in caplog.records if "without principle weights" in r.getMessage()

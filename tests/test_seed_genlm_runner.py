@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from openai import AsyncOpenAI
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation import ModelOutput, ModelResponse, run_evaluation
 from llm_feedback.evaluation.evaluators import NumericMatch, exact_match
 from llm_feedback.evaluation.metrics import ensemble_weighted_accuracy

@@ -7,9 +7,9 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.params import parse_sample
-from llm_feedback.sources import ULTRAFEEDBACK_SOURCE_COUNTS, read_source, sample_per_source
+from llm_feedback.prompts.sources import ULTRAFEEDBACK_SOURCE_COUNTS, read_source, sample_per_source
 from tests.conftest import SHARED_DATA
 
 TRUTHFULQA = SHARED_DATA / "truthfulqa" / "TruthfulQA.csv"

@@ -10,7 +10,7 @@ and does not wait for them (`batch_wait: false`) says which, and exits with 75
 prints the plan and exits 0; a plan above `max_cost_usd` prints why and exits 1.
 
 An expected error (a bad parameter or input file, an endpoint that cannot do its job, a
-request cache that cannot be used: `llm_feedback.errors`) prints its one message and exits
+request cache that cannot be used: `llm_feedback.core.errors`) prints its one message and exits
 with 1; its traceback goes to the log file (info.log), or to the terminal with `kedro run
 --verbose` or LLM_FEEDBACK_VERBOSE=1.
 """
@@ -33,7 +33,7 @@ from kedro.framework.startup import ProjectMetadata
 from kedro.io.core import Version
 
 from llm_feedback.backends import stop_local_servers
-from llm_feedback.errors import (
+from llm_feedback.core.errors import (
     BatchPending,
     CacheError,
     ConfigError,
@@ -44,11 +44,11 @@ from llm_feedback.errors import (
     PlanOnly,
 )
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
-from llm_feedback.hub import HUB_DATASETS, build_push, hub_token, send_push
-from llm_feedback.hub_card import DEFAULT_LICENSE, dataset_card_validation
 from llm_feedback.pipeline_registry import pipeline_names
 from llm_feedback.pipelines.run_record_hooks import load_run_record
-from llm_feedback.run_record import card_lineage, judge_identity_of
+from llm_feedback.publishing.dataset_card import DEFAULT_LICENSE, dataset_card_validation
+from llm_feedback.publishing.hub import HUB_DATASETS, build_push, hub_token, send_push
+from llm_feedback.runs.record import card_lineage, judge_identity_of
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75

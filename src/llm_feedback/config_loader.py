@@ -27,7 +27,7 @@ import yaml
 from kedro.config import OmegaConfigLoader
 
 from llm_feedback.backends.secrets import hide_url_passwords
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 # Far above any real configuration file (the project's largest has a few hundred values).
 MAX_CONFIG_VALUES = 100_000

@@ -18,12 +18,12 @@ from kedro.pipeline import Pipeline
 from llm_feedback.backends import register_credentials, stop_local_servers
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs
-from llm_feedback.errors import ConfigError, InputError, PlanOnly
-from llm_feedback.lineage import describe_mixed_runs, mixed_runs
+from llm_feedback.core.errors import ConfigError, InputError, PlanOnly
 from llm_feedback.params.run import check_run, describe_pool, parse_run_options
 from llm_feedback.pipeline_registry import FEEDBACK_ORDER, pipeline_names
-from llm_feedback.remote_root import require_local
-from llm_feedback.runlock import RootGuard, root_guard
+from llm_feedback.runs.lineage import describe_mixed_runs, mixed_runs
+from llm_feedback.runs.lock import RootGuard, root_guard
+from llm_feedback.storage.remote_root import require_local
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +69,12 @@ class RunGuardHooks:
       (the plan below uses these; the nodes, which may run in other processes, parse their
       block into the objects they use; checking here catches a bad annotate block before
       generate has paid for anything);
-    - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.planning`):
+    - with `plan_only` or `max_cost_usd`, the run's priced plan (`llm_feedback.runs.plan`):
       `plan_only` saves it as `run_plan` and stops (`PlanOnly`), a plan above
       `max_cost_usd` stops the run (`CostLimitExceeded`), both before any call;
     - a run that calls models takes the data root's lock (one run per request cache); on a
       remote data root it also pulls the root's request cache into its local mirror and
-      pushes it back after each node and at the end (`llm_feedback.runlock`);
+      pushes it back after each node and at the end (`llm_feedback.runs.lock`);
     - every endpoint it will call answers one cheap request (`backends.preflight`);
     - a run that calls models under `--runner ParallelRunner` is refused: its worker
       processes would each open the request cache and start local model servers outside
@@ -121,7 +121,7 @@ class RunGuardHooks:
         if options.plan_only or options.max_cost_usd is not None:
             # Planning imports every stage's request builders: only when a plan is asked for.
             from llm_feedback.pipelines.run_plan import plan_for_run
-            from llm_feedback.planning import check_cost_limit, describe_plan
+            from llm_feedback.runs.plan import check_cost_limit, describe_plan
 
             if guard is not None and guard.sync is not None:
                 guard.sync.pull()  # the plan counts the remote root's cached answers
@@ -306,7 +306,7 @@ class ReportProvenanceHooks:
     dataset that the run writes gets the run's save version, any other the version the
     catalog will load (`--load-versions`, else the latest on disk).
 
-    It also refuses inputs from different runs before any node runs (`llm_feedback.lineage`:
+    It also refuses inputs from different runs before any node runs (`llm_feedback.runs.lineage`:
     a table older than one it is computed from), naming their versions, unless
     `report.allow_mixed_runs` is true or one of the two was chosen with `--load-versions`
     (then it only warns).

@@ -11,7 +11,7 @@ from llm_feedback.hooks import (
 from llm_feedback.pipelines.run_record_hooks import RunRecordHooks
 from llm_feedback.pipelines.stage_times import StageTimesHooks
 from llm_feedback.pipelines.tracking_hooks import MlflowTrackingHooks
-from llm_feedback.remote_root import local_root
+from llm_feedback.storage.remote_root import local_root
 
 # Pluggy calls the last registered first: MLflow tracking checks its settings (and that
 # MLflow is installed) before RunGuardHooks pays for a preflight call.
@@ -36,6 +36,6 @@ CONFIG_LOADER_ARGS = {
     # config_loader.REPLACED_BLOCKS).
     "merge_strategy": {"parameters": "soft"},
     # `${local_root:<data root>}`: the root itself when local, else its local mirror folder
-    # (the request cache is SQLite: it needs a local file; llm_feedback/remote_root.py).
+    # (the request cache is SQLite: it needs a local file; llm_feedback/storage/remote_root.py).
     "custom_resolvers": {"local_root": local_root},
 }

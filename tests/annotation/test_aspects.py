@@ -10,7 +10,7 @@ from llm_feedback.annotation import (
     build_aspect_request,
     parse_aspect_reply,
 )
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import neutralise
 
 COMPLETIONS = ["Paris is the capital.", "Lyon is the capital.", "I am not sure."]

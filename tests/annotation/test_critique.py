@@ -11,7 +11,7 @@ from llm_feedback.annotation import (
     parse_overall_score,
     parse_rescore_reply,
 )
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 
 
 @pytest.mark.parametrize(

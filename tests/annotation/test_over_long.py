@@ -16,10 +16,10 @@ import pytest
 from llm_feedback.annotation.stages import aspect_annotations_table
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.backends.contract import ChatRequest
-from llm_feedback.errors import EndpointError
+from llm_feedback.core.errors import EndpointError
 from llm_feedback.params import parse_annotate
-from llm_feedback.planning import plan_run
 from llm_feedback.replies.status import READ, SKIPPED_TOO_LONG
+from llm_feedback.runs.plan import plan_run
 from llm_feedback.testing.server import (
     CONTEXT_REFUSALS,
     FakeLLMServer,

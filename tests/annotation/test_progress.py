@@ -13,7 +13,7 @@ import pytest
 from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import EndpointConfig, LLMClient
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.testing.server import FakeLLMServer, schema_responder
 
 from .test_streaming import _save, completions_frame

@@ -10,7 +10,7 @@ from llm_feedback.annotation import (
     pending_reannotation,
     plan_score_fix,
 )
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 
 
 def overall_scores(rows: list[tuple[float | None, float | None]]) -> pd.DataFrame:

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from llm_feedback.annotation import positions_by_completion, shuffle_orders
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 
 def test_orders_are_permutations_and_reproducible() -> None:

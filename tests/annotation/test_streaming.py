@@ -19,9 +19,9 @@ from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.rescore import fix_overall_scores, overall_scores_table
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import EndpointConfig, LLMClient
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource, table_chunks
+from llm_feedback.core.errors import InputError
 from llm_feedback.pipelines.datasets import ParquetDataset
+from llm_feedback.storage.parquet_source import ParquetSource, table_chunks
 from llm_feedback.testing.server import FakeLLMServer, schema_responder
 from tests.conftest import peak_bytes_in_fresh_process
 
@@ -206,7 +206,7 @@ _MEASURE = textwrap.dedent(
     import pyarrow as pa
     from llm_feedback.annotation import ultrafeedback_export
     from llm_feedback.annotation.rescore import overall_scores_table
-    from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.storage.parquet_source import ParquetSource
 
     folder = sys.argv[1]
     source = lambda name: ParquetSource(f"{folder}/{name}.parquet", batch_rows=512)

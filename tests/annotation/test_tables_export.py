@@ -20,9 +20,9 @@ from llm_feedback.annotation import (
     ultrafeedback_frame,
 )
 from llm_feedback.annotation.export import to_public
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource
-from llm_feedback.schema import (
+from llm_feedback.core.errors import InputError
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
     CRITIQUES_COLUMN_TYPES,
     ULTRAFEEDBACK_ARROW_SCHEMA,
@@ -464,7 +464,7 @@ def test_export_names_missing_columns() -> None:
 
 
 def test_a_table_built_from_rows_in_any_order_equals_the_one_built_in_order(monkeypatch, tmp_path):
-    from llm_feedback.spool import SpooledTable, TableBuilder
+    from llm_feedback.storage.spool import SpooledTable, TableBuilder
 
     monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)  # rows cross several spooled chunks
     monkeypatch.setattr(SpooledTable, "GROUP_ROWS", 4)  # and several row groups
@@ -528,7 +528,7 @@ def test_a_reply_seen_again_beyond_the_recent_texts_is_still_one_category(monkey
     """The builder remembers only its last RECENT_TEXTS texts (flat memory at millions of
     replies); a text that comes back later is spooled twice, yet every row group and the
     frame hold it once, and each row reads its own text back."""
-    from llm_feedback.spool import SpooledTable, TableBuilder
+    from llm_feedback.storage.spool import SpooledTable, TableBuilder
 
     monkeypatch.setattr(TableBuilder, "RECENT_TEXTS", 2)
     monkeypatch.setattr(TableBuilder, "CHUNK_ROWS", 3)
@@ -551,7 +551,7 @@ def test_a_reply_seen_again_beyond_the_recent_texts_is_still_one_category(monkey
 
 
 def test_an_empty_spooled_table_writes_a_typed_file(tmp_path):
-    from llm_feedback.spool import TableBuilder
+    from llm_feedback.storage.spool import TableBuilder
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES).finish()
     table.to_parquet(tmp_path / "empty.parquet")

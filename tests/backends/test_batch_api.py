@@ -8,7 +8,7 @@ import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.batch_api import LEDGER_SUFFIX
-from llm_feedback.errors import BatchPending, ConfigError, EndpointError
+from llm_feedback.core.errors import BatchPending, ConfigError, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, flaky, scripted
 
 

@@ -25,7 +25,7 @@ from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.backends import cache as cache_module
 from llm_feedback.backends.cache import RequestCache, fallback_unsaved_path, unsaved_path
 from llm_feedback.backends.contract import ChatRequest, ChatResult
-from llm_feedback.errors import CacheError
+from llm_feedback.core.errors import CacheError
 from llm_feedback.testing.server import FakeLLMServer
 
 SHORT_LOCK_TIMEOUT_S = 0.5

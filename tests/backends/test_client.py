@@ -8,7 +8,7 @@ import time
 import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, register_credentials
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, Reply, echo_responder, flaky, scripted
 
 

@@ -16,7 +16,7 @@ from llm_feedback.backends.base import kind_of, register_credentials
 from llm_feedback.backends.batch_api import BatchLedger
 from llm_feedback.backends.media import load_media, with_media
 from llm_feedback.backends.preflight import preflight
-from llm_feedback.errors import BatchPending, EndpointError
+from llm_feedback.core.errors import BatchPending, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, schema_responder
 from tests.conftest import readme_block
 from tests.media_files import png_bytes, wav_bytes

@@ -10,7 +10,7 @@ import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.rate_limit import BURST_S, RateLimiter, duration_seconds
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.testing.server import FakeLLMServer, RateLimits, echo_responder
 
 
@@ -131,9 +131,9 @@ def test_limits_are_checked_and_paced_by_one_process():
 
 
 def test_the_plan_says_how_long_the_calls_take_at_the_limits():
-    from llm_feedback.planning import Stage, describe_plan  # noqa: PLC0415
     from llm_feedback.reporting.metrics import price_usage  # noqa: PLC0415
-    from llm_feedback.schema import RUN_PLAN_COLUMN_TYPES  # noqa: PLC0415
+    from llm_feedback.runs.plan import Stage, describe_plan  # noqa: PLC0415
+    from llm_feedback.storage.schema import RUN_PLAN_COLUMN_TYPES  # noqa: PLC0415
 
     with FakeLLMServer(echo_responder) as server:
         limited = endpoint(server, requests_per_minute=60, tokens_per_minute=1_000_000)

@@ -25,7 +25,7 @@ from llm_feedback.backends.ray_backend import (
     _result_from_vllm_row,
     _vllm_row,
 )
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, echo_responder, schema_responder
 from tests.conftest import PROJECT_ROOT, readme_block
 

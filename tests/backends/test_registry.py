@@ -17,7 +17,7 @@ from llm_feedback.backends import (
     register_backend,
 )
 from llm_feedback.backends.client import make_backend as make_backend_from_client
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 ANSWERS = {"Capital of France?": "Paris", "2 + 2?": "4"}
 

@@ -26,13 +26,13 @@ from llm_feedback.backends import (
     register_credentials,
 )
 from llm_feedback.backends.contract import ChatResult
+from llm_feedback.backends.endpoints import parse_endpoints, parse_model_pool
 from llm_feedback.backends.error_bodies import ERROR_BODY_BYTES
 from llm_feedback.backends.pacing import AdaptiveTimeout, PacedSends
 from llm_feedback.backends.preflight import preflight
 from llm_feedback.backends.secrets import mask_secrets_in_logs, register_secrets
-from llm_feedback.endpoints import parse_endpoints, parse_model_pool
-from llm_feedback.errors import ConfigError, EndpointError
-from llm_feedback.generation import generate_completions
+from llm_feedback.completions.generation import generate_completions
+from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, Reply
 from tests.backends.hostile import (
     HostileServer,

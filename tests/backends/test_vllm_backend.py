@@ -9,7 +9,7 @@ import yaml
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.media import load_media, with_media
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from tests.conftest import readme_block, readme_command
 from tests.media_files import png_bytes, wav_bytes, write
 

@@ -23,7 +23,7 @@ from llm_feedback.backends import (
     workers,
 )
 from llm_feedback.backends.workers import concurrency_shares, worker_processes
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, echo_responder, flaky, scripted
 from tests.backends.test_client import endpoint
 from tests.conftest import PROJECT_ROOT, kedro_cli, run_kedro_cli, with_default_sigint

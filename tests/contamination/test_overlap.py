@@ -11,9 +11,9 @@ import pytest
 
 from llm_feedback.contamination.benchmark_files import read_benchmark
 from llm_feedback.contamination.overlap import COUNT_COLUMNS, decontaminate, words
-from llm_feedback.errors import ConfigError
-from llm_feedback.hub_card import export_card
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.decontamination import parse_decontamination
+from llm_feedback.publishing.dataset_card import export_card
 from tests.conftest import PROJECT_ROOT, SHARED_DATA, endpoints_via
 
 TRUTHFULQA = SHARED_DATA / "truthfulqa" / "TruthfulQA.csv"

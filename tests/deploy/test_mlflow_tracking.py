@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.testing.server import FakeLLMServer
-from llm_feedback.tracking import (
+from llm_feedback.core.errors import ConfigError
+from llm_feedback.runs.tracking import (
     HEADLINES,
     REDACTED,
     SECRET_NAME,
@@ -25,6 +24,7 @@ from llm_feedback.tracking import (
     parse_tracking,
     table_metrics,
 )
+from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
 SECRET = "sk-tracking-secret-0123456789abcdef"

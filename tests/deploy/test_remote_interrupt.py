@@ -11,7 +11,7 @@ from pathlib import Path
 
 import fsspec
 
-from llm_feedback.remote_root import CacheSync, local_root
+from llm_feedback.storage.remote_root import CacheSync, local_root
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import PROJECT_ROOT, kedro_cli, with_default_sigint
 

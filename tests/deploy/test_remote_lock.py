@@ -8,9 +8,9 @@ import time
 import fsspec
 import pytest
 
-from llm_feedback.errors import ConfigError, RunLocked
-from llm_feedback.remote_lock import RemoteLock
-from llm_feedback.runlock import root_guard
+from llm_feedback.core.errors import ConfigError, RunLocked
+from llm_feedback.runs.lock import root_guard
+from llm_feedback.runs.remote_lock import RemoteLock
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import endpoints_via
 

@@ -14,8 +14,8 @@ import fsspec
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.remote_root import CACHE_DIR_ENV, CacheSync, local_root, require_local
+from llm_feedback.core.errors import ConfigError
+from llm_feedback.storage.remote_root import CACHE_DIR_ENV, CacheSync, local_root, require_local
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT
 
@@ -105,7 +105,7 @@ def test_the_cache_sync_keeps_answers_from_both_sides(bucket, s3_env, tmp_path):
 def test_a_remote_path_where_a_local_file_is_needed_is_refused_by_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     from llm_feedback.backends.cache import RequestCache
-    from llm_feedback.runlock import RunLock
+    from llm_feedback.runs.lock import RunLock
 
     with pytest.raises(ConfigError, match=r"request_cache: s3://b/c\.sqlite is a remote URL"):
         RequestCache("s3://b/c.sqlite")

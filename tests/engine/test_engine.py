@@ -7,8 +7,8 @@ import pytest
 from llm_feedback.annotation import build_aspect_request, parse_aspect_reply
 from llm_feedback.annotation.stages import rating_problems
 from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, LLMClient
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reading, Task, TaskEngine, reask_request
-from llm_feedback.errors import ConfigError
 from llm_feedback.replies.status import CALL_FAILED, NO_MATCH
 from llm_feedback.testing.server import FakeLLMServer, Reply, scripted, sequence
 
@@ -193,7 +193,7 @@ def test_the_local_model_budget_counts_the_reply_too():
 
 
 def test_a_node_with_not_one_answered_call_fails_loudly():
-    from llm_feedback.errors import EndpointError
+    from llm_feedback.core.errors import EndpointError
 
     with FakeLLMServer(lambda body, ctx: "7") as server:
         with LLMClient(endpoint(server, max_input_tokens=10), None, progress=False) as client:

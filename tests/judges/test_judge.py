@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.judges import CALL_FAILED, Judge, Judgment, combine_orders
 from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, scripted, sequence

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.judges import (
     Judge,
     JudgeItem,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.judges.metrics import (
     aggregate_scores,
     is_position_consistent,

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.judges import (
     PairwiseReply,
     exact_match,

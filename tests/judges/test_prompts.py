@@ -7,7 +7,7 @@ import pytest
 
 from llm_feedback import judges as prompts
 from llm_feedback.backends.contract import ChatRequest
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import fenced_block
 from llm_feedback.templates import load_template, render, template_names
 

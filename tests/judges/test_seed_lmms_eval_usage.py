@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.judges import Judge
 from llm_feedback.judges.seed_inputs import with_template_fields
 from llm_feedback.testing.server import FakeLLMServer, RequestContext

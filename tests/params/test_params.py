@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from llm_feedback.backends.contract import SAMPLING_KEYS, check_sampling
-from llm_feedback.endpoints import resolve_endpoint
-from llm_feedback.errors import ConfigError
+from llm_feedback.backends.endpoints import resolve_endpoint
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params import (
     AnnotateParams,
     ReportParams,

@@ -7,9 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.status import UNREADABLE
-from llm_feedback.schema import ULTRAFEEDBACK_ARROW_SCHEMA
+from llm_feedback.storage.schema import ULTRAFEEDBACK_ARROW_SCHEMA
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import endpoints_via
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import endpoints_via

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation import run_evaluation
 from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, RequestContext

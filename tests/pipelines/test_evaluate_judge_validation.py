@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from kedro.io import DatasetError
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.replies.fencing import neutralise
 from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
 from tests.conftest import endpoints_via
 from tests.pipelines.test_evaluate_judge_validation import shown

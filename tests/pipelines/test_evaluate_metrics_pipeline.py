@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.evaluators import EvaluatorFailure
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.conftest import PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
 DEMO = PROJECT_ROOT / "data" / "01_raw" / "eval_samples_demo.jsonl"

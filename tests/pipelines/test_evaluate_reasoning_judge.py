@@ -186,7 +186,7 @@ def test_the_card_and_the_log_say_why_logprob_verdicts_are_off(run_kedro, tmp_pa
 
 
 def test_the_plan_counts_the_thinking_budget_as_output():
-    from llm_feedback.planning import Stage  # noqa: PLC0415
+    from llm_feedback.runs.plan import Stage  # noqa: PLC0415
 
     with FakeLLMServer() as server:
         thinking = EndpointConfig.from_dict(

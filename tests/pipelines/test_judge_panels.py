@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import ConfigError, EndpointError, InputError
+from llm_feedback.core.errors import ConfigError, EndpointError, InputError
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, schema_responder
 from tests.conftest import endpoints_via, kedro_cli, run_kedro_cli
 

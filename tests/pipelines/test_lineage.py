@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_feedback.errors import InputError
-from llm_feedback.lineage import mixed_runs
+from llm_feedback.core.errors import InputError
+from llm_feedback.runs.lineage import mixed_runs
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import endpoints_via
 

@@ -5,8 +5,8 @@ a response at four newlines and stripped `</s>`), against the project's server."
 import pytest
 import yaml
 
-from llm_feedback.endpoints import parse_endpoints, parse_model_pool
-from llm_feedback.errors import ConfigError
+from llm_feedback.backends.endpoints import parse_endpoints, parse_model_pool
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, endpoints_via
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 from kedro.framework.session import KedroSession
 
-from llm_feedback.parquet_parts import PART_BYTES_ENV
-from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.datasets import ParquetDataset
+from llm_feedback.storage.parquet_parts import PART_BYTES_ENV
+from llm_feedback.storage.parquet_source import ParquetSource
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
 PIPELINES = ("sample", "generate", "annotate", "report")

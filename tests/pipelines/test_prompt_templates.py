@@ -11,7 +11,7 @@ import pytest
 
 from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_sample
 from llm_feedback.templates import load_template, use_template_folder
 from llm_feedback.testing.server import FakeLLMServer

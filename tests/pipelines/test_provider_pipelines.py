@@ -14,7 +14,7 @@ import yaml
 
 from llm_feedback.backends import BACKENDS
 from llm_feedback.backends.base import kind_of
-from llm_feedback.errors import PlanOnly
+from llm_feedback.core.errors import PlanOnly
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 from tests.test_kedro_viz import project_copy  # noqa: F401 (a fixture)

@@ -16,10 +16,13 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from kedro.io import DataCatalog
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list, viewer_link
 from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
-from llm_feedback.schema import PREFERENCE_PAIRS_ARROW_SCHEMA, PREFERENCE_PAIRS_H4_ARROW_SCHEMA
+from llm_feedback.storage.schema import (
+    PREFERENCE_PAIRS_ARROW_SCHEMA,
+    PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
+)
 from tests.conftest import PROJECT_ROOT
 from tests.reporting.builders import (
     NA,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.errors import ConfigError, EndpointError, RunLocked
-from llm_feedback.runlock import RunLock
+from llm_feedback.core.errors import ConfigError, EndpointError, RunLocked
+from llm_feedback.runs.lock import RunLock
 from llm_feedback.testing.server import (
     FakeLLMServer,
     Reply,
@@ -240,7 +240,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from llm_feedback.runlock import RunLock; "
+            "import sys, time; from llm_feedback.runs.lock import RunLock; "
             f"lock = RunLock({str(lock_path)!r}); lock.acquire(); print('held', flush=True); "
             "time.sleep(60)",
         ],
@@ -269,7 +269,7 @@ def test_the_run_lock_and_its_refusal_mask_a_url_password_and_keys(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from llm_feedback.runlock import RunLock; "
+            "import sys, time; from llm_feedback.runs.lock import RunLock; "
             f"sys.argv = {argv!r}; "
             f"lock = RunLock({str(lock_path)!r}); lock.acquire(); print('held', flush=True); "
             "time.sleep(60)",

@@ -16,7 +16,7 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from kedro.runner import ParallelRunner
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.pipelines.stage_times import StageTimesHooks
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli

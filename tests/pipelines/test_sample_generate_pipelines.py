@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import (
     KEDRO_CLI_ENV,

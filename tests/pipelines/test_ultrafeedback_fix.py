@@ -13,7 +13,7 @@ import pytest
 from datasets import Dataset, load_dataset
 
 from llm_feedback.annotation.published import PublishedTables
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import endpoints_via, kedro_cli, run_kedro_cli
 from tests.reporting.test_ecosystem import ULTRAFEEDBACK_FEATURES

@@ -11,8 +11,8 @@ import pytest
 
 from llm_feedback.annotation import get_aspect, shuffle_orders
 from llm_feedback.annotation.export import to_public
-from llm_feedback.principles import SYSTEM_PROMPTS
-from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+from llm_feedback.completions.principles import SYSTEM_PROMPTS
+from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.testing.server import FakeLLMServer, schema_responder
 from tests.conftest import PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
 

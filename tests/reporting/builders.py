@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.storage.parquet_source import ParquetSource
 
 ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 NA = "N/A"  # a rating spec meaning the judge answered N/A

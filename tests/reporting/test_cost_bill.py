@@ -19,12 +19,12 @@ from llm_feedback.annotation.stages import aspect_annotations_table, critiques_t
 from llm_feedback.backends import EndpointConfig, LLMClient
 from llm_feedback.backends.cache import RequestCache, unseen_calls
 from llm_feedback.backends.contract import ChatRequest
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.core.errors import InputError
 from llm_feedback.reporting import cost_table
 from llm_feedback.reporting.cost_tally import usage_totals
+from llm_feedback.runs.tracking import cost_metrics
+from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
-from llm_feedback.tracking import cost_metrics
 
 PRICES = {"judge-x": {"prompt_per_1k": 1.0, "completion_per_1k": 2.0}}
 

@@ -23,7 +23,7 @@ from datasets import Dataset, Features, List, Value, concatenate_datasets, load_
 from llm_feedback.annotation import to_ultrafeedback_records, ultrafeedback_frame
 from llm_feedback.annotation.export import to_public
 from llm_feedback.reporting import binarize
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
     ULTRAFEEDBACK_ARROW_SCHEMA,

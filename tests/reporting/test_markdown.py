@@ -242,8 +242,8 @@ def test_the_headline_names_a_leader_only_where_the_intervals_separate_it():
 
 
 def test_the_run_section_counts_a_completions_file_in_batches_as_the_frame(tmp_path):
-    from llm_feedback.parquet_source import ParquetSource
     from llm_feedback.reporting import describe_run
+    from llm_feedback.storage.parquet_source import ParquetSource
 
     from .builders import on_disk
 

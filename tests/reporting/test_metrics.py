@@ -3,8 +3,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.reporting import (
     cost_table,
     judge_health,
@@ -16,7 +15,8 @@ from llm_feedback.reporting import (
     source_aspect_metrics,
     to_0_100,
 )
-from llm_feedback.schema import (
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import (
     COST_TABLE_COLUMN_TYPES,
     JUDGE_HEALTH_COLUMN_TYPES,
     MODEL_ASPECT_METRICS_COLUMN_TYPES,

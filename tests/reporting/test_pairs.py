@@ -4,10 +4,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params import parse_report
 from llm_feedback.reporting import binarize, normalise_instruction
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     PAIR_DROPS_COLUMN_TYPES,
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_ARROW_SCHEMAS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.schema import MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
+from llm_feedback.storage.schema import MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
 from tests.pipelines import test_report_pipeline as report_runs
 from tests.pipelines.test_report_pipeline import RunReport, report_path
 from tests.reporting.builders import Completion, build_frames, typical_specs

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from llm_feedback.reporting import shuffle_agreement
-from llm_feedback.schema import SHUFFLE_AGREEMENT_COLUMN_TYPES
+from llm_feedback.storage.schema import SHUFFLE_AGREEMENT_COLUMN_TYPES
 from tests.reporting.builders import build_frames, four_rated, rate_in_shuffle, typical_specs
 from tests.reporting.test_metrics import assert_schema
 

@@ -13,7 +13,7 @@ from llm_feedback.reporting.uncertainty import (
     model_ranking,
     rating_by_length,
 )
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     JUDGE_BIAS_COLUMN_TYPES,
     MODEL_RANKING_COLUMN_TYPES,
     STYLE_COEFFICIENTS_COLUMN_TYPES,
@@ -122,7 +122,7 @@ def test_judge_bias_reports_self_preference_when_the_judge_generated_completions
 
 @pytest.mark.parametrize("table", [judge_bias, rating_by_length])
 def test_bias_tables_of_files_walked_a_prompt_at_a_time_are_those_of_the_frames(tmp_path, table):
-    from llm_feedback.parquet_source import ParquetSource
+    from llm_feedback.storage.parquet_source import ParquetSource
 
     frames = build_frames(
         [

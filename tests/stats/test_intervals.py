@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.stats import intervals
 from llm_feedback.stats.intervals import (
     ResampledTotals,

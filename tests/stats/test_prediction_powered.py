@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.stats.prediction_powered import (
     COLUMNS,
     ESTIMATORS,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation import run_evaluation
 from llm_feedback.evaluation.ranking import OUTCOME_SCORES
 from llm_feedback.stats.battles import Battles

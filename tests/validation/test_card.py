@@ -8,7 +8,7 @@ import json
 import pandas as pd
 
 from llm_feedback.backends import EndpointConfig
-from llm_feedback.schema import JUDGE_VALIDATION_COLUMN_TYPES
+from llm_feedback.storage.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.baselines import baseline_metrics, both_orders
 from llm_feedback.validation.card import (
     accuracy_figure,

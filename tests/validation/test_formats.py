@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation.formats import read_samples
 from tests.conftest import SHARED_DATA
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation.baselines import baseline_metrics, baseline_verdicts, both_orders
 from llm_feedback.validation.formats import read_samples
 from llm_feedback.validation.metrics import (

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation.metrics import metric_value
 from llm_feedback.validation.pointwise import (
     pointwise_metrics,

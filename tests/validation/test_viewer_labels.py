@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.sample_files import read_samples_file, samples_from_file
 from llm_feedback.validation.formats import read_samples, read_viewer_labels
 from llm_feedback.viewer.labels import PAIRWISE_FIELDS, POINTWISE_FIELDS

@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 from kedro.io import Version
 
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.core.errors import InputError
 from llm_feedback.pipelines.site_dataset import StaticSiteDataset
 from llm_feedback.replies.status import UNREADABLE
-from llm_feedback.schema import ULTRAFEEDBACK_ASPECTS, ULTRAFEEDBACK_EXTRA_ASPECTS
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import ULTRAFEEDBACK_ASPECTS, ULTRAFEEDBACK_EXTRA_ASPECTS
 from llm_feedback.viewer import feedback_site
 from llm_feedback.viewer.site import INDEX_CHUNK_ROWS, MAX_TOKEN_CHARS, SEARCH_BUCKETS
 from tests.viewer.frames import (

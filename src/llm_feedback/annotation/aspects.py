@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import ANNOTATION_NONCE_DIGITS, fenced_block, request_nonce
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import has_template, render

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.replies.extract import json_objects_in
 from llm_feedback.replies.fencing import (
     ANNOTATION_NONCE_DIGITS,

@@ -52,10 +52,10 @@ import pyarrow as pa
 from llm_feedback.annotation.aspects import ASPECTS, NOT_APPLICABLE, get_aspect
 from llm_feedback.annotation.plain_values import float_or_none, plain, row_dicts, string_list
 from llm_feedback.annotation.score_fix import require_columns
-from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_source import ParquetSource
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.replies.status import READ
-from llm_feedback.schema import (
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import (
     ANSWER_LIST_COLUMNS,
     COMPLETION_KEY,
     ULTRAFEEDBACK_ARROW_SCHEMA,
@@ -66,7 +66,7 @@ from llm_feedback.schema import (
     pandas_dtypes,
     schema_frame,
 )
-from llm_feedback.spool import ChunkedParquet
+from llm_feedback.storage.spool import ChunkedParquet
 
 _COMPLETION_COLUMNS = [
     *COMPLETION_KEY,

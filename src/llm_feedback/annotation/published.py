@@ -31,10 +31,10 @@ import pyarrow.parquet as pq
 
 from llm_feedback.annotation.aspects import get_aspect
 from llm_feedback.annotation.export import UltraFeedbackExport
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import file_batches
-from llm_feedback.raw_prompts import derive_prompt_id, world_knowledge
-from llm_feedback.schema import (
+from llm_feedback.core.errors import InputError
+from llm_feedback.prompts.raw_prompts import derive_prompt_id, world_knowledge
+from llm_feedback.storage.parquet_source import file_batches
+from llm_feedback.storage.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
     COMPLETIONS_COLUMN_TYPES,
     CRITIQUES_COLUMN_TYPES,
@@ -42,7 +42,7 @@ from llm_feedback.schema import (
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     pandas_metadata,
 )
-from llm_feedback.spool import SpooledTable, TableBuilder, write_parquet
+from llm_feedback.storage.spool import SpooledTable, TableBuilder, write_parquet
 
 # Who wrote the published annotations and critiques (UltraFeedback's judge).
 PUBLISHED_JUDGE = "gpt-4"

@@ -32,16 +32,16 @@ from llm_feedback.annotation.score_fix import (
 from llm_feedback.annotation.stages import critique_request
 from llm_feedback.backends import LLMClient
 from llm_feedback.backends.client_state import request_key, sent_form
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reading, Task, TaskEngine
-from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_source import (
+from llm_feedback.replies.status import NO_MATCH, OK
+from llm_feedback.storage.parquet_source import (
     CHUNK_PROMPTS,
     ParquetSource,
     rows_by_prompt,
     table_chunks,
 )
-from llm_feedback.replies.status import NO_MATCH, OK
-from llm_feedback.spool import FrameSpool
+from llm_feedback.storage.spool import FrameSpool
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError, require_columns
-from llm_feedback.schema import COMPLETION_KEY
+from llm_feedback.core.errors import ConfigError, InputError, require_columns
+from llm_feedback.storage.schema import COMPLETION_KEY
 
 FIX_ACTIONS = (
     "kept",

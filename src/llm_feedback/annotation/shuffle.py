@@ -16,7 +16,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 
 def _stable_draw(key: str, step: int, bound: int) -> int:

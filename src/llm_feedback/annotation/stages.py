@@ -39,9 +39,8 @@ from llm_feedback.annotation.tables import (
     critique_row,
 )
 from llm_feedback.backends import ChatRequest, LLMClient
+from llm_feedback.core.errors import ConfigError, InputError, require_columns
 from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
-from llm_feedback.errors import ConfigError, InputError, require_columns
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
 from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.replies.status import (
     NO_MATCH,
@@ -50,8 +49,9 @@ from llm_feedback.replies.status import (
     SKIPPED_TOO_LONG,
     is_unreadable,
 )
-from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
-from llm_feedback.spool import SpooledTable, TableBuilder
+from llm_feedback.storage.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
+from llm_feedback.storage.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.storage.spool import SpooledTable, TableBuilder
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Turning parsed judge replies into the long-format `aspect_annotations` and `critiques` tables.
 
-One row per natural unit with the explicit dtypes of `llm_feedback.schema`, so the Parquet
+One row per natural unit with the explicit dtypes of `llm_feedback.storage.schema`, so the Parquet
 schema does not depend on which values happened to occur. The `types` column holds Python
 lists of strings (Parquet list<string>); read back, each cell is a sequence of strings.
 """
@@ -15,10 +15,10 @@ import pandas as pd
 
 from llm_feedback.annotation.critique import CritiqueParse
 from llm_feedback.annotation.parsing import AspectRating
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.replies.status import status_of_failure
-from llm_feedback.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
-from llm_feedback.spool import TableBuilder
+from llm_feedback.storage.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.storage.spool import TableBuilder
 
 
 @dataclass(frozen=True)

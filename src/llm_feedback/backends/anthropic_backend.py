@@ -42,7 +42,7 @@ from llm_feedback.backends.options import bounds
 from llm_feedback.backends.preflight import probe_over_http
 from llm_feedback.backends.provider_batches import BatchState, ProviderBatchJobs, ProviderOptions
 from llm_feedback.backends.secrets import redact
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 
 if TYPE_CHECKING:
     import anthropic

@@ -40,7 +40,7 @@ from llm_feedback.backends.options import (
 )
 from llm_feedback.backends.reasoning import is_reasoning_model
 from llm_feedback.backends.secrets import mask_url, register_secrets, reveal_url
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

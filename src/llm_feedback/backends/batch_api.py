@@ -37,8 +37,8 @@ from llm_feedback.backends.lean import (
 )
 from llm_feedback.backends.openai_backend import RETRYABLE_STATUS, ReplyTooLarge
 from llm_feedback.backends.secrets import redact
-from llm_feedback.errors import BatchPending, EndpointError
-from llm_feedback.remote_root import LEDGER_SUFFIX, require_local
+from llm_feedback.core.errors import BatchPending, EndpointError
+from llm_feedback.storage.remote_root import LEDGER_SUFFIX, require_local
 
 logger = logging.getLogger(__name__)
 

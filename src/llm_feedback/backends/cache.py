@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llm_feedback.backends.contract import ChatResult
-from llm_feedback.errors import CacheError
-from llm_feedback.remote_root import require_local
+from llm_feedback.core.errors import CacheError
+from llm_feedback.storage.remote_root import require_local
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -46,7 +46,7 @@ from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.rate_limit import RateLimiter
 from llm_feedback.backends.workers import WorkerPool
-from llm_feedback.errors import ConfigError, EndpointError, InputError
+from llm_feedback.core.errors import ConfigError, EndpointError, InputError
 
 __all__ = ["ClientStats", "LLMClient", "make_backend", "request_key", "sent_form"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_feedback.backends.media import MEDIA_TOKEN_ESTIMATE, Media, content_media, content_text
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 # The sampling settings a request carries; every parameter block that sets them uses these.
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed")

@@ -20,7 +20,7 @@ from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.openai_backend import OpenAICompatibleBackend
 from llm_feedback.backends.options import LocalOptions
 from llm_feedback.backends.pacing import PacedSends
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

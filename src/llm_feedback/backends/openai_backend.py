@@ -27,7 +27,7 @@ from llm_feedback.backends.reasoning import (
 )
 from llm_feedback.backends.secrets import redact
 from llm_feedback.backends.token_logprobs import label_entries
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 
 if TYPE_CHECKING:
     import openai

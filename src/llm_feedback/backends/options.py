@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"

@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 from llm_feedback.backends.base import EndpointConfig, make_backend
-from llm_feedback.errors import EndpointError
+from llm_feedback.core.errors import EndpointError
 
 logger = logging.getLogger(__name__)
 

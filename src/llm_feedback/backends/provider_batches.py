@@ -33,7 +33,7 @@ from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError
 from llm_feedback.backends.options import BackendOptions, bounds
 from llm_feedback.backends.secrets import redact
-from llm_feedback.errors import BatchPending, ConfigError, EndpointError
+from llm_feedback.core.errors import BatchPending, ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.options import RayOptions
 from llm_feedback.backends.preflight import probe_over_http
 from llm_feedback.backends.secrets import redact
-from llm_feedback.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError, EndpointError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import unquote
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 MASK = "***"
 # Shorter values would mask ordinary words; no provider issues keys this short.

@@ -25,7 +25,7 @@ from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import Media, MediaError
 from llm_feedback.backends.options import VLLMOptions
 from llm_feedback.backends.token_logprobs import label_entries
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from llm_feedback.backends.base import EndpointConfig, register_credentials
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.secrets import redact
-from llm_feedback.errors import EndpointError
+from llm_feedback.core.errors import EndpointError
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

@@ -23,8 +23,8 @@ from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.client import LLMClient
 from llm_feedback.backends.context_length import is_context_length_error
 from llm_feedback.backends.contract import ChatRequest, ChatResult
+from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.engine.tasks import Merger, Outcome, Reader, Task, failed_reading
-from llm_feedback.errors import ConfigError, EndpointError
 from llm_feedback.replies.status import SKIPPED_TOO_LONG
 
 logger = logging.getLogger(__name__)

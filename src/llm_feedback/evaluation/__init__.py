@@ -24,7 +24,7 @@ measures their agreement, as it does with recorded judgments given as `recorded_
 The modes are the judge kinds of `llm_feedback.judges.kinds` (a kind of your own: `mode:
 package.module:KIND`). The typed configuration is `config` (`EvaluateParams`, which
 `llm_feedback.params.evaluate` maps the YAML onto), the tables' columns and dtypes
-`llm_feedback.schema`. Modules: `samples` (the input checks), `generation`, `judging`
+`llm_feedback.storage.schema`. Modules: `samples` (the input checks), `generation`, `judging`
 (replicates, re-asks), `evaluators`, `panel` (judge panels, agreement metrics), `metrics`
 (also per category and level), `run`, `adaptor` (genlm.eval's runner: `await
 run_evaluation(dataset, model, evaluator, output_dir)` over a model adaptor),
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llm_feedback.lazy import lazy_exports
+from llm_feedback.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llm_feedback.evaluation.adaptor import (
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
         validate_samples,
     )
 
-# Each name is imported from its module when first used (llm_feedback/lazy.py).
+# Each name is imported from its module when first used (llm_feedback/core/lazy.py).
 _MODULE_OF = {
     "EvaluationResult": "adaptor",
     "ModelOutput": "adaptor",

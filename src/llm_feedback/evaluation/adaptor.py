@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation.evaluators import EvaluatorResult
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.media import Media, MediaError, load_media
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.config import EvaluateParams
 
 MEDIA_COLUMNS = {"images": "image", "audio": "audio"}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 
 BENCHMARK = "benchmark"
 DEFAULT_BENCHMARK = "eval_samples"

@@ -17,7 +17,7 @@ from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.base import kind_of
 from llm_feedback.backends.contract import check_sampling
 from llm_feedback.backends.token_logprobs import MAX_TOP_LOGPROBS
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.benchmarks import check_benchmark_prompts
 from llm_feedback.judges import (
     PAIRWISE,

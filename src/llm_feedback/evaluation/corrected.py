@@ -30,7 +30,6 @@ import pandas as pd
 
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metrics import GROUP_COLUMNS
-from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES
 from llm_feedback.stats.prediction_powered import (
     JUDGE,
     LABELS_ONLY,
@@ -40,6 +39,7 @@ from llm_feedback.stats.prediction_powered import (
     binary_estimates,
     mean_estimates,
 )
+from llm_feedback.storage.schema import EVAL_METRICS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 

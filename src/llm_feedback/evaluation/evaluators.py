@@ -47,7 +47,7 @@ from llm_feedback.evaluation.judging import (
 from llm_feedback.judges import Judgment, is_unknown_reference
 from llm_feedback.judges import exact_match as answers_match
 from llm_feedback.replies.status import CALL_FAILED, INVALID, NO_RESPONSE, OK, OUT_OF_RANGE
-from llm_feedback.schema import EVAL_JUDGMENTS_COLUMN_TYPES
+from llm_feedback.storage.schema import EVAL_JUDGMENTS_COLUMN_TYPES
 
 logger = logging.getLogger(__name__)
 

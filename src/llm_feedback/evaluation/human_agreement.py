@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES
+from llm_feedback.storage.schema import EVAL_METRICS_COLUMN_TYPES
 
 HUMANS = "humans"
 TIE = "tie"

@@ -30,7 +30,7 @@ import pandas as pd
 
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.human_agreement import agreement_metric_rows
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES,
     EVAL_METRICS_COLUMN_TYPES,
 )

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.attachments import media_record
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.differential import flagged, kept_pair, kept_rows, without_spans
@@ -46,7 +46,7 @@ from llm_feedback.judges import (
 )
 from llm_feedback.judges.config import JudgeParams
 from llm_feedback.replies.status import EXACT_MATCH, IDENTICAL, INVALID, NO_RESPONSE
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     EVAL_INSTANCE_COLUMNS,
     EVAL_JUDGMENTS_COLUMN_TYPES,
     EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,

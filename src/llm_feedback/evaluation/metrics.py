@@ -40,8 +40,8 @@ from llm_feedback.judges import (
     weighted_accuracy,
 )
 from llm_feedback.judges.metrics import pass_at_k, pass_at_k_first_table
-from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 from llm_feedback.stats.prediction_powered import JUDGE
+from llm_feedback.storage.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 
 logger = logging.getLogger(__name__)
 

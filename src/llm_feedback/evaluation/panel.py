@@ -43,7 +43,7 @@ from llm_feedback.evaluation.metrics import compute_metrics
 from llm_feedback.evaluation.recorded import has_recorded_verdicts, recorded_judgments
 from llm_feedback.judges import JudgeKind
 from llm_feedback.replies.status import OK, SPLIT, WITHOUT_CALL
-from llm_feedback.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
+from llm_feedback.storage.schema import EVAL_METRICS_COLUMN_TYPES, EVAL_SAMPLE_KEY
 from llm_feedback.validation.agreement import agreement_rows
 
 logger = logging.getLogger(__name__)

@@ -26,11 +26,10 @@ import logging
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.metric_intervals import baseline_model
 from llm_feedback.evaluation.recorded import PROMPT_KEY
-from llm_feedback.schema import EVAL_MODEL_RANKING_COLUMN_TYPES, STYLE_COEFFICIENTS_COLUMN_TYPES
 from llm_feedback.stats.alpaca_eval import (
     ALPACA_EVAL_COLUMNS,
     GamedBaselines,
@@ -45,6 +44,10 @@ from llm_feedback.stats.arena_hard import (
 )
 from llm_feedback.stats.comparison import ModelComparison, compare_models
 from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
+from llm_feedback.storage.schema import (
+    EVAL_MODEL_RANKING_COLUMN_TYPES,
+    STYLE_COEFFICIENTS_COLUMN_TYPES,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -39,11 +39,11 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.judges.metrics import is_position_consistent, pairwise_outcome
 from llm_feedback.replies.status import EMPTY, OK
-from llm_feedback.schema import EVAL_RECORDED_COLUMN_TYPES
+from llm_feedback.storage.schema import EVAL_RECORDED_COLUMN_TYPES
 from llm_feedback.validation.records import Record, field, load_records, text_field
 from llm_feedback.validation.verdicts import VERDICTS
 

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
 from llm_feedback.evaluation.config import SAMPLES_FORMATS
 from llm_feedback.evaluation.recorded import OWN_JSONL, read_recorded, recorded_format
-from llm_feedback.schema import EVAL_SAMPLES_REQUIRED_COLUMNS
+from llm_feedback.storage.schema import EVAL_SAMPLES_REQUIRED_COLUMNS
 from llm_feedback.validation.formats import detect_format, read_records
 from llm_feedback.validation.records import Record, load_records
 

@@ -30,12 +30,12 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.attachments import MEDIA_COLUMNS, check_attachments, samples_dir
 from llm_feedback.evaluation.config import EvaluateParams
 from llm_feedback.evaluation.judging import carried_column_names, check_judge_prompts
 from llm_feedback.judges import get_kind, kind_names
-from llm_feedback.schema import (
+from llm_feedback.storage.schema import (
     EVAL_INSTANCE_COLUMNS,
     EVAL_JUDGMENTS_COLUMN_TYPES,
     EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES,

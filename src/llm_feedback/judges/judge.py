@@ -13,8 +13,8 @@ built-in kinds, `comparison_tasks` both orders of a comparison. `run` / `arun` j
 parsed is never an exception: the judge is re-asked (at most `max_reasks` times, all such
 tasks of a batch together), and a reply still unreadable after that leaves the value None
 and `success` False; a failed call is never re-asked. The seed's dict methods
-(`evaluate_binary`, ..., their async and batch forms) are in `seed_forms.py` and
-`seed_rubric_forms.py`, written out over the typed judgments.
+(`evaluate_binary`, ..., their async and batch forms) are in `seed_forms.py`, written
+out over the typed judgments.
 """
 
 from __future__ import annotations
@@ -27,19 +27,18 @@ from typing import Any
 
 from llm_feedback.backends import ChatRequest, ClientStats, EndpointConfig, LLMClient
 from llm_feedback.backends.contract import check_sampling
+from llm_feedback.backends.endpoints import resolve_endpoint
 from llm_feedback.backends.media import Media, MediaError, load_media
-from llm_feedback.endpoints import resolve_endpoint
+from llm_feedback.core.errors import InputError
 from llm_feedback.engine import Outcome, Reader, TaskEngine
-from llm_feedback.errors import InputError
 from llm_feedback.judges.judgment import JudgeTask, Judgment
 from llm_feedback.judges.kinds import Asking, JudgeItem, JudgeKind, KindOptions, get_kind
 from llm_feedback.judges.kinds.rubric import overall_ask
 from llm_feedback.judges.kinds.score_0_5 import SCALE as REFERENCE_SCALE
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE, two_turns
 from llm_feedback.judges.requests import attach_images, check_score_range
-from llm_feedback.judges.seed_forms import SeedForms
+from llm_feedback.judges.seed_forms import RubricAndComparativeForms, SeedForms
 from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
-from llm_feedback.judges.seed_rubric_forms import RubricAndComparativeForms
 
 logger = logging.getLogger(__name__)
 

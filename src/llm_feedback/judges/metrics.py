@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError, require_columns
+from llm_feedback.core.errors import ConfigError, InputError, require_columns
 from llm_feedback.judges.kinds import get_kind, kind_names
 
 logger = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reading
-from llm_feedback.errors import ConfigError
 from llm_feedback.replies.extract import first_json_object
 from llm_feedback.replies.fencing import unquoted_lines
 from llm_feedback.replies.status import EMPTY, NO_MATCH, OK, OUT_OF_RANGE

@@ -34,7 +34,7 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.backends.media import Media, content_text, with_media
-from llm_feedback.errors import ConfigError, InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import fenced_block, request_nonce
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.templates import load_template, render

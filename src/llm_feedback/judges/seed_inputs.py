@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.backends.media import Media, sniff_format
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.judges.requests import template_fields
 
 _FORMATTER = string.Formatter()

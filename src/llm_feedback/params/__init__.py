@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llm_feedback.lazy import lazy_exports
+from llm_feedback.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llm_feedback.params.annotate import AnnotateParams, ScoreFixParams, parse_annotate

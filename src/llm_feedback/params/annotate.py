@@ -11,10 +11,10 @@ from llm_feedback.annotation.score_fix import validate_thresholds
 from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT
 from llm_feedback.backends import EndpointConfig
 from llm_feedback.backends.contract import check_sampling
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.judge import JudgeParams, parse_judge
+from llm_feedback.params.prompt_templates import check_prompt_templates
 from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.prompt_templates import check_prompt_templates
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from llm_feedback.backends import EndpointConfig
-from llm_feedback.endpoints import resolve_endpoint
-from llm_feedback.errors import ConfigError
+from llm_feedback.backends.endpoints import resolve_endpoint
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.config import EvalIntervalParams, EvalRankingParams, EvaluateParams
 from llm_feedback.params.judge import parse_judge
 from llm_feedback.params.panel import parse_panel

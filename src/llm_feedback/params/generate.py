@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.contract import check_sampling
-from llm_feedback.endpoints import ModelSpec, parse_endpoints, parse_model_pool
+from llm_feedback.backends.endpoints import ModelSpec, parse_endpoints, parse_model_pool
 
 
 @dataclass(frozen=True)

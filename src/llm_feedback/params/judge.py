@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_feedback.backends.contract import SAMPLING_KEYS, check_sampling
-from llm_feedback.endpoints import resolve_endpoint
-from llm_feedback.errors import ConfigError
+from llm_feedback.backends.endpoints import resolve_endpoint
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.judges.config import JudgeParams
 
 __all__ = ["JudgeParams", "parse_judge"]

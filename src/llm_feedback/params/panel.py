@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.config import (
     AGGREGATES,
     LONE_JUDGE,

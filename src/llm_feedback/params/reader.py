@@ -9,7 +9,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 _MISSING = object()
 

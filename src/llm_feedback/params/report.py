@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.reader import Block, defaults_of
 from llm_feedback.reporting.pairs import LAYOUTS, SCORE_KINDS, STRATEGIES
 
@@ -83,7 +83,7 @@ class ReportParams:
     ranking: RankingParams = field(default_factory=RankingParams)
     # USD per 1k tokens by model name; a model absent here costs 0 and is flagged unpriced.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    # Report inputs from different runs (see llm_feedback.lineage) instead of refusing them.
+    # Report inputs from different runs (see llm_feedback.runs.lineage) instead of refusing them.
     allow_mixed_runs: bool = False
     labels: LabelParams = field(default_factory=LabelParams)
     # What the annotate judge's card must show for the report to be written (none: no gate).

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.principles import (
+from llm_feedback.completions.principles import (
     DEFAULT_VERBALIZED_CALIBRATION_RATE,
     validate_calibration_rate,
     validate_principle_weights,
 )
-from llm_feedback.prompt_templates import check_prompt_templates, system_prompts
-from llm_feedback.sources import SOURCES, ULTRAFEEDBACK_SOURCE_COUNTS
+from llm_feedback.core.errors import ConfigError
+from llm_feedback.params.prompt_templates import check_prompt_templates, system_prompts
+from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.prompts.sources import SOURCES, ULTRAFEEDBACK_SOURCE_COUNTS
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from typing import Any
 
 from llm_feedback.annotation.aspects import get_aspect
 from llm_feedback.annotation.published import PUBLISHED_JUDGE
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.annotate import AnnotateParams, parse_annotate
 from llm_feedback.params.reader import Block, defaults_of
-from llm_feedback.schema import ULTRAFEEDBACK_ASPECTS
+from llm_feedback.storage.schema import ULTRAFEEDBACK_ASPECTS
 
 
 @dataclass(frozen=True)

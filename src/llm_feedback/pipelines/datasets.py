@@ -1,6 +1,6 @@
 """The project's own Kedro datasets.
 
-* `JSONLinesDataset`: JSON Lines read by `llm_feedback.jsonl`, so that a bad line in an
+* `JSONLinesDataset`: JSON Lines read by `llm_feedback.storage.jsonl`, so that a bad line in an
   input file is reported with its file and line number.
 * `SamplesFileDataset` (in `samples_dataset.py`: its readers import scikit-learn, which
   only evaluate runs need): the evaluate pipeline's samples file in any format (a JSON list,
@@ -46,17 +46,17 @@ from kedro_datasets.pandas import ParquetDataset as _KedroParquetDataset
 from kedro_datasets.partitions import PartitionedDataset as _KedroPartitionedDataset
 from kedro_datasets.text import TextDataset as _KedroTextDataset
 
-from llm_feedback.errors import ConfigError, InputError, output_error
+from llm_feedback.core.errors import ConfigError, InputError, output_error
 from llm_feedback.evaluation.attachments import SOURCE_DIR_ATTR
-from llm_feedback.jsonl import read_jsonl
-from llm_feedback.parquet_parts import PART_BYTES, PART_BYTES_ENV, save_parquet
-from llm_feedback.parquet_source import (
+from llm_feedback.storage.jsonl import read_jsonl
+from llm_feedback.storage.parquet_parts import PART_BYTES, PART_BYTES_ENV, save_parquet
+from llm_feedback.storage.parquet_source import (
     ROW_GROUP_ROWS,
     UNREADABLE_PARQUET,
     ParquetSource,
     unreadable_parquet,
 )
-from llm_feedback.remote_root import require_local
+from llm_feedback.storage.remote_root import require_local
 
 # kedro-viz shows a data node's preview by the name of `preview()`'s return annotation;
 # "TextPreview" is drawn as preformatted text (no Markdown rendering of `_` or `*`).
@@ -386,7 +386,7 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     an empty frame of those columns before the first one is written."""
 
     def __init__(self, filepath: str, columns: str, metadata: dict[str, Any] | None = None) -> None:
-        from llm_feedback import schema  # noqa: PLC0415 - the table named in the catalog
+        from llm_feedback.storage import schema  # noqa: PLC0415 - the table named in the catalog
 
         self._filepath = filepath
         # Through fsspec: the data root may be a bucket.

@@ -1,4 +1,4 @@
-"""The priced plan of a Kedro run: what `llm_feedback.planning` needs, taken from the run's
+"""The priced plan of a Kedro run: what `llm_feedback.runs.plan` needs, taken from the run's
 pipeline and catalog. Stages the run includes are planned; their inputs come from the
 catalog, or, where the run itself produces them, from the run's own free nodes (sampling)
 or placeholders (completions not generated yet)."""
@@ -13,10 +13,9 @@ from kedro.pipeline import Pipeline
 from llm_feedback.evaluation import prepare_samples, samples_from_file
 from llm_feedback.params import parse_annotate, parse_evaluate, parse_generate, parse_report
 from llm_feedback.params.run import CheckedRun
-from llm_feedback.parquet_source import as_frame
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
-from llm_feedback.planning import plan_run
-from llm_feedback.planning_evaluate import plan_evaluation
+from llm_feedback.runs.plan import plan_evaluation, plan_run
+from llm_feedback.storage.parquet_source import as_frame
 from llm_feedback.templates import use_template_folder
 
 # Node name -> the plan's stage name, for the nodes that call a judge.

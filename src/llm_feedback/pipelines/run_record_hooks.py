@@ -1,4 +1,4 @@
-"""The Kedro side of the run record (`llm_feedback.run_record`): saved when a run that
+"""The Kedro side of the run record (`llm_feedback.runs.record`): saved when a run that
 writes a feedback stage's output starts, after the run's guards (a plan-only run, a locked
 root or an endpoint down writes none), under the run's save version."""
 
@@ -13,7 +13,7 @@ from kedro.io import CatalogProtocol
 from kedro.io.core import Version
 from kedro.pipeline import Pipeline
 
-from llm_feedback.run_record import STAGE_OUTPUTS, build_record
+from llm_feedback.runs.record import STAGE_OUTPUTS, build_record
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import fsspec
 from kedro.io import AbstractVersionedDataset, DatasetError, Version
 from kedro.io.core import get_filepath_str, get_protocol_and_path
 
-from llm_feedback.errors import output_error
+from llm_feedback.core.errors import output_error
 from llm_feedback.pipelines.datasets import TextPreview
 from llm_feedback.viewer import StaticSite
 

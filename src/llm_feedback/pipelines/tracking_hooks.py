@@ -1,4 +1,4 @@
-"""The Kedro side of MLflow tracking (`llm_feedback.tracking`): inert unless the run's
+"""The Kedro side of MLflow tracking (`llm_feedback.runs.tracking`): inert unless the run's
 parameters say `tracking.mlflow.enabled: true`, and MLflow is imported only then.
 
 The MLflow run starts at the first node, so a run its guards stop before any node (a plan,
@@ -22,7 +22,7 @@ from kedro.io import CatalogProtocol
 from kedro.pipeline import Pipeline
 
 from llm_feedback.pipelines.stage_times import StageTimesHooks
-from llm_feedback.tracking import (
+from llm_feedback.runs.tracking import (
     GIT_COMMIT_TAG,
     MlflowTracker,
     cost_metrics,

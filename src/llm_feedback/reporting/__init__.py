@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llm_feedback.lazy import lazy_exports
+from llm_feedback.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from llm_feedback.reporting.figures import (
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     )
     from llm_feedback.reporting.pairs import PreferencePairs, binarize, normalise_instruction
 
-# Each name is imported from its module when first used (llm_feedback/lazy.py).
+# Each name is imported from its module when first used (llm_feedback/core/lazy.py).
 _MODULE_OF = {
     "aspect_heatmap_figure": "figures",
     "model_ranking_figure": "figures",

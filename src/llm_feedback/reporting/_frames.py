@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import InputError, require_columns  # noqa: F401 - re-exported
-from llm_feedback.parquet_source import (
+from llm_feedback.core.errors import InputError
+from llm_feedback.storage.parquet_source import (
     CHUNK_PROMPTS,
     ParquetSource,
     as_frame,
@@ -16,7 +16,7 @@ from llm_feedback.parquet_source import (
     table_batches,
     table_chunks,
 )
-from llm_feedback.schema import COMPLETION_KEY
+from llm_feedback.storage.schema import COMPLETION_KEY
 
 # A report input: a DataFrame, or a table on disk that the report reads in parts.
 Table = pd.DataFrame | ParquetSource

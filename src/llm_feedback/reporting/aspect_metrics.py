@@ -12,24 +12,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llm_feedback.parquet_source import CHUNK_PROMPTS
+from llm_feedback.core.errors import require_columns
 from llm_feedback.reporting._frames import (
     Table,
     attach_model,
     completion_chunks,
     ordered_aspects,
     ratings_per_completion_aspect,
-    require_columns,
     typed_frame,
 )
 from llm_feedback.reporting.positions import ANNOTATION_COLUMNS
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap
-from llm_feedback.schema import (
+from llm_feedback.stats.intervals import GroupedMeans, bootstrap_method
+from llm_feedback.storage.parquet_source import CHUNK_PROMPTS
+from llm_feedback.storage.schema import (
     COMPLETION_KEY,
     MODEL_ASPECT_METRICS_COLUMN_TYPES,
     SOURCE_ASPECT_METRICS_COLUMN_TYPES,
 )
-from llm_feedback.stats.intervals import GroupedMeans, bootstrap_method
 
 RATING_MIN, RATING_MAX = 1.0, 5.0
 # Ratings are summed as deviations from the scale's middle, so that the variance of a

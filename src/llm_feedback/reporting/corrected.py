@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llm_feedback.markdown_escape import code_span, markdown_text
+from llm_feedback.reporting.markdown_escape import code_span, markdown_text
 
 _SHOWN = ("judge", "prediction_powered", "labels_only")
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, rows_by_prompt, table_chunks
+from llm_feedback.core.errors import InputError
 from llm_feedback.reporting.costs import (
     TOKEN_COLUMNS,
     aspect_call_identities,
@@ -25,6 +24,12 @@ from llm_feedback.reporting.costs import (
     estimate_missing_usage,
     request_texts,
     rescore_usage,
+)
+from llm_feedback.storage.parquet_source import (
+    CHUNK_PROMPTS,
+    ParquetSource,
+    rows_by_prompt,
+    table_chunks,
 )
 
 Table = pd.DataFrame | ParquetSource

@@ -19,7 +19,7 @@ import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
-from llm_feedback.schema import COMPLETION_KEY
+from llm_feedback.storage.schema import COMPLETION_KEY
 
 TOKEN_COLUMNS = ["prompt_tokens", "completion_tokens"]
 CHARS_PER_TOKEN = 3  # ChatRequest.estimated_input_tokens' rule, for replies too

@@ -15,14 +15,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from llm_feedback.parquet_source import table_batches
+from llm_feedback.core.errors import require_columns
 from llm_feedback.reporting._frames import (
     Table,
     as_float,
     attach_model,
     completion_chunks,
     ordered_aspects,
-    require_columns,
 )
 from llm_feedback.reporting.metrics import (
     ANNOTATION_COLUMNS,
@@ -31,8 +30,9 @@ from llm_feedback.reporting.metrics import (
     RATING_MIN,
     rating_by_position,
 )
-from llm_feedback.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPES
 from llm_feedback.stats.intervals import cluster_ids, pearson_from_sums
+from llm_feedback.storage.parquet_source import table_batches
+from llm_feedback.storage.schema import COMPLETION_KEY, MODEL_ASPECT_METRICS_COLUMN_TYPES
 from llm_feedback.validation.agreement import MIN_CORRELATION_PAIRS
 
 RATING_LEVELS = tuple(range(int(RATING_MIN), int(RATING_MAX) + 1))

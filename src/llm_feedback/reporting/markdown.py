@@ -21,10 +21,10 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from llm_feedback.markdown_escape import markdown_text, table_cell_text
-from llm_feedback.parquet_source import table_batches
 from llm_feedback.reporting._frames import Table
+from llm_feedback.reporting.markdown_escape import markdown_text, table_cell_text
 from llm_feedback.reporting.metrics import FIX_ACTIONS, to_0_100
+from llm_feedback.storage.parquet_source import table_batches
 
 MAX_TABLE_ROWS = 40
 

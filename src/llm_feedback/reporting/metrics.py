@@ -14,22 +14,21 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.annotation import score_fix
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.parquet_source import table_batches
+from llm_feedback.core.errors import ConfigError, InputError, require_columns
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
 from llm_feedback.reporting._frames import (
     ordered_aspects,
-    require_columns,
     typed_frame,
 )
 from llm_feedback.reporting.cost_tally import Table, usage_totals
 from llm_feedback.reporting.costs import CHARS_PER_TOKEN
-from llm_feedback.schema import (
-    COST_TABLE_COLUMN_TYPES,
-    JUDGE_HEALTH_COLUMN_TYPES,
-)
 from llm_feedback.stats.intervals import (
     wilson_interval,
+)
+from llm_feedback.storage.parquet_source import table_batches
+from llm_feedback.storage.schema import (
+    COST_TABLE_COLUMN_TYPES,
+    JUDGE_HEALTH_COLUMN_TYPES,
 )
 from llm_feedback.validation.agreement import pearson
 

@@ -45,18 +45,17 @@ from typing import Any, Literal, NamedTuple
 import pandas as pd
 import pyarrow as pa
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_source import CHUNK_PROMPTS
+from llm_feedback.core.errors import ConfigError, require_columns
 from llm_feedback.reporting._frames import (
     Table,
     as_float,
     completion_chunks,
     ratings_per_completion_aspect,
-    require_columns,
     require_unique_key,
     typed_frame,
 )
-from llm_feedback.schema import (
+from llm_feedback.storage.parquet_source import CHUNK_PROMPTS
+from llm_feedback.storage.schema import (
     COMPLETION_KEY,
     PAIR_COUNTS_COLUMN_TYPES,
     PAIR_DROPS_COLUMN_TYPES,
@@ -64,7 +63,7 @@ from llm_feedback.schema import (
     SchemaFrame,
     schema_frame,
 )
-from llm_feedback.spool import ChunkedParquet
+from llm_feedback.storage.spool import ChunkedParquet
 
 logger = logging.getLogger(__name__)
 

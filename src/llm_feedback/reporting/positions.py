@@ -12,24 +12,29 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, table_batches, table_chunks
+from llm_feedback.core.errors import require_columns
 from llm_feedback.reporting._frames import (
     as_float,
     ordered_aspects,
-    require_columns,
     typed_frame,
 )
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap
-from llm_feedback.schema import (
-    COMPLETION_KEY,
-    POSITION_CONSISTENCY_COLUMN_TYPES,
-    RATING_BY_POSITION_COLUMN_TYPES,
-    SHUFFLE_AGREEMENT_COLUMN_TYPES,
-)
 from llm_feedback.stats.correlation_tally import CorrelationTally
 from llm_feedback.stats.intervals import (
     GroupedMeans,
     bootstrap_method,
+)
+from llm_feedback.storage.parquet_source import (
+    CHUNK_PROMPTS,
+    ParquetSource,
+    table_batches,
+    table_chunks,
+)
+from llm_feedback.storage.schema import (
+    COMPLETION_KEY,
+    POSITION_CONSISTENCY_COLUMN_TYPES,
+    RATING_BY_POSITION_COLUMN_TYPES,
+    SHUFFLE_AGREEMENT_COLUMN_TYPES,
 )
 from llm_feedback.validation.agreement import EXACT_MATCH_SHARE, RATERS_SEPARATOR, SPEARMAN
 

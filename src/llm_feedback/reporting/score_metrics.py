@@ -12,12 +12,17 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from llm_feedback.parquet_source import table_batches
-from llm_feedback.reporting._frames import Table, as_float, require_columns, typed_frame
+from llm_feedback.core.errors import require_columns
+from llm_feedback.reporting._frames import (
+    Table,
+    as_float,
+    typed_frame,
+)
 from llm_feedback.reporting.uncertainty import DEFAULT_BOOTSTRAP, Bootstrap
-from llm_feedback.schema import MODEL_SCORE_METRICS_COLUMN_TYPES
 from llm_feedback.stats.correlation_tally import CorrelationTally
 from llm_feedback.stats.intervals import GroupedMeans, bootstrap_method
+from llm_feedback.storage.parquet_source import table_batches
+from llm_feedback.storage.schema import MODEL_SCORE_METRICS_COLUMN_TYPES
 
 MEAN_SCORES = {
     "mean_overall_original": "overall_score_original",

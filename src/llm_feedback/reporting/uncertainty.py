@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource
+from llm_feedback.core.errors import require_columns
 from llm_feedback.reporting._frames import (
     Table,
     as_float,
@@ -23,22 +23,22 @@ from llm_feedback.reporting._frames import (
     completion_chunks,
     ordered_aspects,
     ratings_per_completion_aspect,
-    require_columns,
     typed_frame,
 )
 from llm_feedback.reporting.pairs import completion_scores
-from llm_feedback.schema import (
+from llm_feedback.stats.battles import Battles
+from llm_feedback.stats.bias import LengthBins, LengthCorrelation, SelfPreference, SlopeTally
+from llm_feedback.stats.comparison import ModelComparison, compare_models
+from llm_feedback.stats.intervals import grouped_mean_intervals
+from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
+from llm_feedback.storage.parquet_source import CHUNK_PROMPTS, ParquetSource
+from llm_feedback.storage.schema import (
     COMPLETION_KEY,
     JUDGE_BIAS_COLUMN_TYPES,
     MODEL_RANKING_COLUMN_TYPES,
     RATING_BY_LENGTH_COLUMN_TYPES,
     STYLE_COEFFICIENTS_COLUMN_TYPES,
 )
-from llm_feedback.stats.battles import Battles
-from llm_feedback.stats.bias import LengthBins, LengthCorrelation, SelfPreference, SlopeTally
-from llm_feedback.stats.comparison import ModelComparison, compare_models
-from llm_feedback.stats.intervals import grouped_mean_intervals
-from llm_feedback.stats.length_control import STYLE_FEATURES, style_features
 
 
 @dataclass(frozen=True)

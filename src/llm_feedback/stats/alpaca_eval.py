@@ -42,7 +42,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 
 ALPACA_EVAL_COLUMNS = {
     "model": "string",

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from llm_feedback.errors import require_columns
+from llm_feedback.core.errors import require_columns
 from llm_feedback.stats.correlation_tally import CorrelationTally
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,

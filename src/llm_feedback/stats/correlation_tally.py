@@ -19,7 +19,7 @@ from collections.abc import Hashable
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,

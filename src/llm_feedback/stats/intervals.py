@@ -23,7 +23,7 @@ import pandas as pd
 from scipy.stats import poisson
 from statsmodels.stats.proportion import proportion_confint
 
-from llm_feedback.errors import ConfigError, require_columns
+from llm_feedback.core.errors import ConfigError, require_columns
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from llm_feedback.errors import require_columns
+from llm_feedback.core.errors import require_columns
 from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.glm_bootstrap import (
     DIVERGED,

@@ -38,7 +38,7 @@ import pandas as pd
 from scipy.stats import norm, t
 from statsmodels.stats.proportion import proportion_confint
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 JUDGE, PREDICTION_POWERED, LABELS_ONLY, ROGAN_GLADEN = (
     "judge",

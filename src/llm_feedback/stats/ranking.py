@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from llm_feedback.errors import InputError, require_columns
+from llm_feedback.core.errors import InputError, require_columns
 from llm_feedback.stats.battles import Battles
 from llm_feedback.stats.intervals import (
     DEFAULT_CONFIDENCE,

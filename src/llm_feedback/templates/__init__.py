@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 __all__ = [
     "check_template_folder",

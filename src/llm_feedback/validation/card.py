@@ -46,8 +46,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from llm_feedback.markdown_escape import code_span, markdown_text
-from llm_feedback.schema_evaluate import JUDGE_VALIDATION_COLUMN_TYPES
+from llm_feedback.reporting.markdown_escape import code_span, markdown_text
+from llm_feedback.storage.schema import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.validation.card_notes import data_notes
 
 JUDGE = "judge"

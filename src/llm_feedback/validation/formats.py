@@ -47,7 +47,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation import own_jsonl, viewer_labels
 from llm_feedback.validation.records import Record, field, load_records, pair_rows, text_field
 

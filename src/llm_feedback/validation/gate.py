@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.report import JudgeRequirement
 from llm_feedback.validation.card import CARD_METRICS, JUDGE, latest_rows
 

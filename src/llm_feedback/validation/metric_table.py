@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.schema_evaluate import JUDGE_VALIDATION_COLUMN_TYPES
 from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, percentile_interval
+from llm_feedback.storage.schema import JUDGE_VALIDATION_COLUMN_TYPES
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
-from llm_feedback.errors import InputError, require_columns
+from llm_feedback.core.errors import InputError, require_columns
 from llm_feedback.stats.intervals import cluster_sums, ratio, resample_matrix
 from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.validation.card import public_endpoint
 
 # (path, size, mtime_ns) -> digest: a run asks once per stage, the file is hashed once.

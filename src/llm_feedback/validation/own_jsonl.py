@@ -21,7 +21,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation.records import Record, field, pair_rows, text_field
 
 PAIRWISE_LABELS = ("A", "B", "tie")

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import InputError
-from llm_feedback.jsonl import json_lines
+from llm_feedback.core.errors import InputError
+from llm_feedback.storage.jsonl import json_lines
 from llm_feedback.validation.agreement import majority_label
 
 

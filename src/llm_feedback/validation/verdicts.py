@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import InputError, require_columns
+from llm_feedback.core.errors import InputError, require_columns
 
 ORIGINAL = "original"
 SWAPPED = "swapped"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 from llm_feedback.validation.records import Record, field, pair_rows, text_field
 from llm_feedback.viewer.labels import ASPECT_FIELD, PAIRWISE_LABELS, SELECTION_FIELD
 

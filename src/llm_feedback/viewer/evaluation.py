@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import require_columns
+from llm_feedback.core.errors import require_columns
 from llm_feedback.viewer.site import SHARD_SIZE, Filter, Search, StaticSite, column, snippet
 
 PAIRWISE = "pairwise"

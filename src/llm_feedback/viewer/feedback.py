@@ -22,10 +22,15 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import require_columns
-from llm_feedback.parquet_source import CHUNK_PROMPTS, ParquetSource, rows_by_prompt, table_chunks
+from llm_feedback.core.errors import require_columns
 from llm_feedback.replies.status import CALL_FAILED, SKIPPED_TOO_LONG, UNREADABLE
-from llm_feedback.schema import ULTRAFEEDBACK_ASPECTS
+from llm_feedback.storage.parquet_source import (
+    CHUNK_PROMPTS,
+    ParquetSource,
+    rows_by_prompt,
+    table_chunks,
+)
+from llm_feedback.storage.schema import ULTRAFEEDBACK_ASPECTS
 from llm_feedback.viewer.site import SHARD_SIZE, Filter, Search, StaticSite, column, snippet
 
 Table = pd.DataFrame | ParquetSource

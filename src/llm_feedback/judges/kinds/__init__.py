@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.judges.kinds.spec import (
     PAIRWISE,
     POINTWISE,

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reader
-from llm_feedback.errors import ConfigError
 from llm_feedback.judges.kinds.grading import (
     GRADING_DETAILS,
     build_reference_grading_request,

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reader, Reading
-from llm_feedback.errors import ConfigError
 from llm_feedback.judges.kinds.spec import PAIRWISE, Asking, JudgeItem, JudgeKind, KindOptions
 from llm_feedback.judges.reading import (
     NUMBER,

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.engine import Reader, Reading
-from llm_feedback.errors import ConfigError
 from llm_feedback.judges.kinds.spec import Asking, JudgeItem, JudgeKind, KindOptions
 from llm_feedback.judges.reading import (
     NUMBER,

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_feedback.backends.contract import ChatRequest
+from llm_feedback.core.errors import InputError
 from llm_feedback.engine import Reader
-from llm_feedback.errors import InputError
 from llm_feedback.judges.kinds.spec import (
     Asking,
     JudgeItem,

@@ -21,11 +21,11 @@ from llm_feedback.annotation.stages import (
     critiques_table,
 )
 from llm_feedback.backends import LLMClient
-from llm_feedback.hub_card import export_card, feature_list
-from llm_feedback.parquet_source import ParquetSource, as_frame
 from llm_feedback.pipelines.parsed_params import annotate_params
-from llm_feedback.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-from llm_feedback.spool import FrameSpool, SpooledTable
+from llm_feedback.publishing.dataset_card import export_card, feature_list
+from llm_feedback.storage.parquet_source import ParquetSource, as_frame
+from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+from llm_feedback.storage.spool import FrameSpool, SpooledTable
 from llm_feedback.templates import use_template_folder
 
 

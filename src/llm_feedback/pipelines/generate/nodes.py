@@ -3,9 +3,9 @@
 from collections.abc import Mapping
 from typing import Any
 
-from llm_feedback.generation import Sampled, completions_table
+from llm_feedback.completions.generation import Sampled, completions_table
 from llm_feedback.pipelines.parsed_params import generate_params
-from llm_feedback.spool import SpooledTable
+from llm_feedback.storage.spool import SpooledTable
 
 
 def generate(

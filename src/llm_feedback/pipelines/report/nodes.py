@@ -9,11 +9,10 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.backends.cache import unseen_calls
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.hub_card import contamination_rows, contamination_section
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.params import ReportParams
-from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import annotate_params, report_params
+from llm_feedback.publishing.dataset_card import contamination_rows, contamination_section
 from llm_feedback.reporting import (
     cost_table,
     describe_run,
@@ -24,6 +23,7 @@ from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
+from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.templates import use_template_folder
 from llm_feedback.validation.annotate_labels import (
     ESTIMATE_COLUMNS,

@@ -5,13 +5,13 @@ from typing import Any
 
 import pandas as pd
 
+from llm_feedback.completions.sampling import SampledPrompts, sample_prompt_file, sample_prompts
 from llm_feedback.contamination.overlap import decontaminate
 from llm_feedback.params.decontamination import parse_decontamination
-from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import sample_params
-from llm_feedback.raw_prompts import combine_prompt_sources
-from llm_feedback.sampling import SampledPrompts, sample_prompt_file, sample_prompts
-from llm_feedback.sources import read_source, sample_per_source
+from llm_feedback.prompts.raw_prompts import combine_prompt_sources
+from llm_feedback.prompts.sources import read_source, sample_per_source
+from llm_feedback.storage.parquet_source import ParquetSource
 
 
 def combine_sources(

@@ -17,9 +17,9 @@ from llm_feedback.annotation.score_fix import (
 )
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import LLMClient
-from llm_feedback.parquet_source import ParquetSource
 from llm_feedback.pipelines.parsed_params import ultrafeedback_fix_params
-from llm_feedback.spool import SpooledTable
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.spool import SpooledTable
 from llm_feedback.templates import use_template_folder
 
 # Each node takes the four parameter blocks (PARAMS in pipeline.py) and parses them once

@@ -35,8 +35,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from llm_feedback.annotation.aspects import ASPECTS
-from llm_feedback.errors import ConfigError
-from llm_feedback.principles import PRINCIPLES, SYSTEM_PROMPTS
+from llm_feedback.completions.principles import PRINCIPLES, SYSTEM_PROMPTS
+from llm_feedback.core.errors import ConfigError
 from llm_feedback.templates import check_template_folder, read_parts
 
 PRINCIPLES_FILE = "principles"

@@ -25,8 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import yaml
 
-from llm_feedback.markdown_escape import code_fence, markdown_text, table_cell_text
 from llm_feedback.params import parse_annotate
+from llm_feedback.reporting.markdown_escape import code_fence, markdown_text, table_cell_text
 
 NOT_VALIDATED = (
     "This judge has not been validated: no judge card was given, so how well its ratings "
@@ -388,7 +388,10 @@ def export_card(
     `completions` (one export row per prompt) and describing the default push: the public
     columns; `contamination` is `contamination_counts`. `kedro push-to-hub` builds its own
     card from the data it sends."""
-    from llm_feedback.schema import ULTRAFEEDBACK_ARROW_SCHEMA, ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
+    from llm_feedback.storage.schema import (
+        ULTRAFEEDBACK_ARROW_SCHEMA,
+        ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+    )
 
     judge, settings = run_settings(parameters)
     public = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names

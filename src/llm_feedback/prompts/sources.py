@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.raw_prompts import truthfulqa_to_raw_prompts
+from llm_feedback.core.errors import ConfigError, InputError
+from llm_feedback.prompts.raw_prompts import truthfulqa_to_raw_prompts
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Any
 import fsspec
 from fsspec.core import split_protocol
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

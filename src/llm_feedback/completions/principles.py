@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from numbers import Real
 from types import MappingProxyType
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 HELPFULNESS = "helpfulness"
 HONESTY = "honesty"

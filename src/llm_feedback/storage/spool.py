@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from llm_feedback.key_order import positions_in_key_order
-from llm_feedback.parquet_parts import PartedTarget
-from llm_feedback.parquet_source import ROW_GROUP_ROWS
-from llm_feedback.schema import pandas_metadata
+from llm_feedback.storage.key_order import positions_in_key_order
+from llm_feedback.storage.parquet_parts import PartedTarget
+from llm_feedback.storage.parquet_source import ROW_GROUP_ROWS
+from llm_feedback.storage.schema import pandas_metadata
 
 # How each dtype is spooled; a "category" column is spooled as codes into its texts.
 _SPOOLED_TYPES: Mapping[str, pa.DataType] = {

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from llm_feedback.hub_card import CARD_STAGES, card_settings, stage_settings
+from llm_feedback.publishing.dataset_card import CARD_STAGES, card_settings, stage_settings
 
 # The dataset each stage's settings are read from: the stage's own output.
 STAGE_OUTPUTS = {

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from llm_feedback.errors import ConfigError, InputError
-from llm_feedback.hub_card import (
+from llm_feedback.core.errors import ConfigError, InputError
+from llm_feedback.publishing.dataset_card import (
     COUNTED_COLUMNS,
     DEFAULT_LICENSE,
     CardFacts,
@@ -31,8 +31,8 @@ from llm_feedback.hub_card import (
     counts_of,
     dataset_card,
 )
-from llm_feedback.parquet_source import ParquetSource
-from llm_feedback.schema import (
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,

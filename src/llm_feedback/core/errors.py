@@ -88,7 +88,7 @@ class CacheError(RuntimeError):
     lock held elsewhere, a full disk): names the cache file and the cause."""
 
 
-# The CLI catches these two on every run: they live here, not in planning.py, which imports
+# The CLI catches these two on every run: they live here, not in runs/plan.py, which imports
 # every stage's request builders.
 class PlanOnly(Exception):
     """The run was asked for its plan only (`plan_only: true`): nothing ran, nothing was

@@ -43,7 +43,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

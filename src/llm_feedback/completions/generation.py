@@ -11,12 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
-from llm_feedback.endpoints import ModelSpec
+from llm_feedback.backends.endpoints import ModelSpec
+from llm_feedback.core.errors import InputError
 from llm_feedback.engine import Outcome, Task, TaskEngine
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_source import ParquetSource, table_batches
-from llm_feedback.schema import ANSWER_LIST_COLUMNS, COMPLETIONS_COLUMN_TYPES
-from llm_feedback.spool import SpooledTable, TableBuilder
+from llm_feedback.storage.parquet_source import ParquetSource, table_batches
+from llm_feedback.storage.schema import ANSWER_LIST_COLUMNS, COMPLETIONS_COLUMN_TYPES
+from llm_feedback.storage.spool import SpooledTable, TableBuilder
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from llm_feedback.errors import InputError
-from llm_feedback.parquet_parts import part_paths
+from llm_feedback.core.errors import InputError
+from llm_feedback.storage.parquet_parts import part_paths
 
 # Rows per Parquet row group in the files the pipelines write: a load decodes one group at a
 # time, and `rows_of` reads only the groups it needs.

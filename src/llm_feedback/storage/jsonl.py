@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.errors import InputError
+from llm_feedback.core.errors import InputError
 
 
 def json_lines(text: str) -> list[str]:

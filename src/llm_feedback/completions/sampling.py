@@ -23,9 +23,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from llm_feedback.errors import ConfigError
-from llm_feedback.parquet_source import ParquetSource
-from llm_feedback.principles import (
+from llm_feedback.completions.principles import (
     DEFAULT_VERBALIZED_CALIBRATION_RATE,
     HELPFULNESS,
     HONESTY,
@@ -35,18 +33,20 @@ from llm_feedback.principles import (
     validate_calibration_rate,
     validate_principle_weights,
 )
-from llm_feedback.raw_prompts import (
+from llm_feedback.core.errors import ConfigError
+from llm_feedback.prompts.raw_prompts import (
     check_unique_prompt_ids,
     validate_raw_prompts,
     world_knowledge_text,
 )
-from llm_feedback.schema import (
+from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.storage.schema import (
     ANSWER_LIST_COLUMNS,
     RAW_PROMPTS_COLUMNS,
     SAMPLED_PROMPTS_COLUMNS,
     pandas_metadata,
 )
-from llm_feedback.spool import write_parquet
+from llm_feedback.storage.spool import write_parquet
 
 logger = logging.getLogger(__name__)
 

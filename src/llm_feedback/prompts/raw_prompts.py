@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.errors import InputError
-from llm_feedback.schema import ANSWER_LIST_COLUMNS, RAW_PROMPTS_REQUIRED_COLUMNS
+from llm_feedback.core.errors import InputError
+from llm_feedback.storage.schema import ANSWER_LIST_COLUMNS, RAW_PROMPTS_REQUIRED_COLUMNS
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from llm_feedback.backends.secrets import command_line, redact
-from llm_feedback.errors import CacheError, ConfigError, RunLocked
-from llm_feedback.remote_lock import RemoteLock
-from llm_feedback.remote_root import (
+from llm_feedback.core.errors import CacheError, ConfigError, RunLocked
+from llm_feedback.runs.remote_lock import RemoteLock
+from llm_feedback.storage.remote_root import (
     LOCK_SUFFIX,
     CacheSync,
     is_remote,

@@ -25,7 +25,7 @@ import uuid
 import fsspec
 
 from llm_feedback.backends.secrets import command_line, redact
-from llm_feedback.errors import ConfigError, RunLocked
+from llm_feedback.core.errors import ConfigError, RunLocked
 
 logger = logging.getLogger(__name__)
 

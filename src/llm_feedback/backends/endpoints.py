@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_feedback.backends.base import EndpointConfig, endpoint_from_env
 from llm_feedback.backends.contract import check_sampling
-from llm_feedback.errors import ConfigError
+from llm_feedback.core.errors import ConfigError
 
 # The endpoint reference that means "from the seed environment variables".
 FROM_ENVIRONMENT = "env"

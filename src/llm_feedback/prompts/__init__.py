@@ -1,0 +1,1 @@
+"""Where prompts come from: the source readers and the raw prompt table."""

@@ -1,0 +1,1 @@
+"""Publishing results: the Hugging Face Hub upload and its dataset card."""
