@@ -77,7 +77,9 @@ def _head(env: dict[str, str], temp_dir: str) -> Iterator[str]:
             "--num-cpus=2",
             "--include-dashboard=false",
             "--disable-usage-stats",
-            f"--temp-dir={temp_dir}",
+            # Where `ray start` writes ray_current_cluster, the file `auto` reads first:
+            # RAY_TMPDIR/ray (with another cluster alive, `auto` may otherwise join that one).
+            f"--temp-dir={Path(temp_dir) / 'ray'}",
             f"--dashboard-agent-listen-port={_free_port()}",
         ],
         env=env,
