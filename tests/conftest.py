@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -40,10 +41,57 @@ def endpoints_via(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     }
 
 
+# The user documentation: the README (the front page) and the topic pages under docs/. Tests
+# that check a documented command, block or parameter read all of it, so a check still bites
+# wherever its section lives.
+DOCUMENTATION = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
+
+
+def documentation_text() -> str:
+    """The README and every page of docs/, joined (each file as it is, in DOCUMENTATION's
+    order)."""
+    return "\n\n".join(path.read_text(encoding="utf-8") for path in DOCUMENTATION)
+
+
+def markdown_headings(text: str) -> list[tuple[int, int, str]]:
+    """(line number, level, title) of each Markdown heading, fenced code skipped (a `# ...`
+    comment in a YAML or bash block is no heading)."""
+    headings, fenced = [], False
+    for number, line in enumerate(text.splitlines()):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := re.match(r"(#{1,6}) +(.*?) *#* *$", line)):
+            headings.append((number, len(match[1]), match[2]))
+    return headings
+
+
+def documentation_section(title: str) -> str:
+    """The text under the one heading of the documentation titled `title` (at any level;
+    leading `#`s in `title` are ignored), up to the next heading of the same or a higher
+    level in its file."""
+    title = title.lstrip("#").strip()
+    found = []
+    for path in DOCUMENTATION:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        headings = markdown_headings("\n".join(lines))
+        for at, (number, level, heading) in enumerate(headings):
+            if heading == title:
+                end = next((n for n, lv, _ in headings[at + 1 :] if lv <= level), len(lines))
+                found.append("\n".join(lines[number + 1 : end]) + "\n")
+    assert len(found) == 1, f"{len(found)} documentation headings titled {title!r}"
+    return found[0]
+
+
 def readme_block(title: str) -> str:
-    """The code block of README.md whose first line is the comment `# <title>`."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    return readme.split(f"# {title}", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+    """The code block of the documentation whose first line is the comment `# <title>` (or
+    starts with it); there must be exactly one."""
+    blocks = [
+        block.split("\n", 1)[1]
+        for block in re.findall(r"```[\w-]*\n(.*?)```", documentation_text(), re.S)
+        if block.startswith(f"# {title}")
+    ]
+    assert len(blocks) == 1, f"{len(blocks)} documentation code blocks start `# {title}`"
+    return blocks[0]
 
 
 KEDRO_CLI_ENV = {**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"}
@@ -86,9 +134,10 @@ def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedPro
 
 
 def readme_command(heading: str) -> str:
-    """The first line of the first bash block under a README heading."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    return readme.split(f"\n{heading}\n", 1)[1].split("```bash\n", 1)[1].split("\n", 1)[0]
+    """The first line of the first bash block under a documentation heading (`### Title` or
+    `Title`: the level does not matter, see `documentation_section`)."""
+    section = documentation_section(heading)
+    return section.split("```bash\n", 1)[1].split("\n", 1)[0]
 
 
 def dotted_params(assignments: str) -> dict[str, Any]:

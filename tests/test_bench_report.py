@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
+from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, documentation_section
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 import bench  # noqa: E402
@@ -548,8 +548,8 @@ def test_unknown_benchmarks_and_sizes_are_rejected_by_name(capsys):
 
 
 def readme_bench_commands() -> list[str]:
-    """The bash lines of the README's Benchmarks section, comments dropped."""
-    section = (PROJECT_ROOT / "README.md").read_text().split("## Benchmarks\n", 1)[1]
+    """The bash lines of the documentation's Benchmarks section, comments dropped."""
+    section = documentation_section("Benchmarks")
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     return [re.split(r"\s+#", line)[0].strip() for line in block.splitlines() if line.strip()]
 
@@ -591,7 +591,7 @@ def readme_bench_command() -> list[str]:
 
 
 def test_the_readme_quick_sitting_writes_results_from_its_own_json(tmp_path):
-    """The README's command, a real quick sitting against the project's server, into tmp."""
+    """The documented command, a real quick sitting against the project's server, into tmp."""
     command = readme_bench_command()
     assert command[:3] == ["python", "benchmarks/bench.py", "--quick"], command
     results = tmp_path / "sitting"

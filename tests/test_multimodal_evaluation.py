@@ -20,7 +20,14 @@ from llm_feedback.evaluation.run import run_evaluation
 from llm_feedback.evaluation.sample_files import read_samples_file
 from llm_feedback.judges import Judge
 from llm_feedback.params import parse_evaluate
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
+from tests.conftest import (
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    documentation_section,
+    endpoints_via,
+    kedro_cli,
+    run_kedro_cli,
+)
 from tests.media_files import png_bytes, wav_bytes, write
 
 PNG = png_bytes(4, 3, (10, 200, 30))
@@ -126,9 +133,9 @@ README_COMMAND = re.compile(
 
 
 def test_the_readme_command_runs(fake_llm, tmp_path):
-    section = (PROJECT_ROOT / "README.md").read_text().split("## Multimodal evaluation")[1]
+    section = documentation_section("Multimodal evaluation")
     match = README_COMMAND.search(section)
-    assert match, "README: no multimodal `kedro run --pipelines evaluate` command"
+    assert match, "documentation: no multimodal `kedro run --pipelines evaluate` command"
     args = shlex.split(match.group(0))
     samples = _samples_file(tmp_path / "set", ROWS)
     index = args.index("--params") + 1

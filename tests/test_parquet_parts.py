@@ -320,10 +320,9 @@ def test_the_readme_s_datasets_snippet_loads_the_latest_version_in_parts(
 
     import datasets
 
-    from tests.conftest import PROJECT_ROOT
+    from tests.conftest import documentation_text
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    block = readme.split("- **With `datasets`**", 1)[1].split("```python\n", 1)[1]
+    block = documentation_text().split("- **With `datasets`**", 1)[1].split("```python\n", 1)[1]
     snippet = textwrap.dedent(block.split("```", 1)[0])
     folder = tmp_path / "data" / "07_model_output" / "preference_pairs.parquet"
     older = ParquetDataset(filepath=str(folder), version=Version(None, "2026-01-01T00.00.00.000Z"))
@@ -337,6 +336,6 @@ def test_the_readme_s_datasets_snippet_loads_the_latest_version_in_parts(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
     namespace: dict = {}
-    exec(snippet, namespace)  # noqa: S102 - the README's own code, verbatim
+    exec(snippet, namespace)  # noqa: S102 - the documentation's own code, verbatim
     assert len(namespace["files"]) > 1
     assert namespace["dataset"]["prompt_id"] == frame["prompt_id"].tolist()

@@ -1,7 +1,9 @@
-"""Every command in README.md is exercised: the `kedro` commands no other test runs are run
-here as written (plus only the data root and the test server's endpoint), the others are
-mapped to the test or the `.ci/run` line that runs them, and a few that cannot run here
-are listed with the reason. A new README command that nothing covers fails this test."""
+"""Every command in the documentation (README.md and docs/*.md) is exercised: the `kedro`
+commands no other test runs are run here as written (plus only the data root and the test
+server's endpoint), the others are mapped to the test or the `.ci/run` line that runs them,
+and a few that cannot run here are listed with the reason. A new documented command that
+nothing covers fails this test. The README stays a front page (under 200 lines), and every
+relative link of the documentation leads to a file and heading that exist."""
 
 from __future__ import annotations
 
@@ -14,14 +16,20 @@ from pathlib import Path
 import pandas as pd
 
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
+from tests.conftest import (
+    DOCUMENTATION,
+    KEDRO_CLI_ENV,
+    PROJECT_ROOT,
+    documentation_text,
+    markdown_headings,
+)
 
 README = PROJECT_ROOT / "README.md"
 CI_SCRIPT = PROJECT_ROOT / ".ci" / "run"
 COMMAND_WORDS = ("kedro", "make", "python", "pip", "jupyter", ".")
 RUN_HERE = "tests/test_readme.py::test_the_readme_kedro_commands_run_as_written"
 
-# The README's `kedro` commands, in the order this module runs them (the first one writes
+# The documentation's `kedro` commands, in the order this module runs them (the first one writes
 # the data the others read).
 KEDRO_COMMANDS = (
     "kedro run --params sample.max_prompts=null",
@@ -160,6 +168,12 @@ COVERED_BY = {
         "tests/deploy/test_mlflow_tracking.py::"
         "test_a_tracked_run_logs_headlines_tables_datasets_commit_and_no_secret"
     ),
+    # The command's name (docs/architecture.md); its documented dry run is run here.
+    "kedro push-to-hub": RUN_HERE,
+    # The project's test server as a process: what `serve_in_subprocess` starts.
+    "python -m llm_feedback.testing.server": (
+        "tests/testing/test_cli.py::test_subprocess_server_serves_reports_stats_and_is_terminated"
+    ),
     # Interactive: the notebook it opens is executed headless.
     "jupyter lab": (
         "tests/test_notebook.py::"
@@ -204,9 +218,9 @@ NOT_RUN = {
 
 
 def readme_commands() -> list[str]:
-    """Each line of the README's bash blocks (comments dropped) and each inline code span
-    that starts with a command."""
-    text = README.read_text()
+    """Each line of the documentation's bash blocks (comments dropped) and each inline code
+    span that starts with a command."""
+    text = documentation_text()
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.splitlines():
@@ -223,10 +237,10 @@ def test_every_readme_command_is_exercised_or_says_why_not():
     commands = readme_commands()
     assert "make run" in commands and "make test" in commands
     uncovered = [c for c in commands if c not in COVERED_BY and c not in NOT_RUN]
-    assert not uncovered, f"README commands that nothing runs: {uncovered}"
+    assert not uncovered, f"documented commands that nothing runs: {uncovered}"
     ci_script = CI_SCRIPT.read_text()
     for command, where in COVERED_BY.items():
-        assert command in commands, f"{command!r} is no longer in the README: update this list"
+        assert command in commands, f"{command!r} is no longer documented: update this list"
         if where == ".ci/run":
             assert re.search(rf"^{re.escape(command)}$", ci_script, re.M), command
         else:
@@ -237,7 +251,7 @@ def test_every_readme_command_is_exercised_or_says_why_not():
 
 def with_test_settings(command: str, data_root: Path, url: str) -> list[str]:
     """The command as written, its outputs under data_root and `local` at the test server;
-    the endpoint `openai` the README defines in conf/local points there too."""
+    the endpoint `openai` the documentation defines in conf/local points there too."""
     argv = shlex.split(command)
     settings = [f"data_root={data_root}"]
     if argv[1] == "run":
@@ -297,3 +311,66 @@ def test_the_readme_kedro_commands_run_as_written(tmp_path):
     push = outputs[KEDRO_COMMANDS[-1]]
     assert "datasets/you/my-feedback (private)" in push and "nothing was sent" in push
     assert "hf_readme-test-token" not in "".join(outputs.values())
+
+
+# --- the README is a front page, and the documentation's links lead somewhere -------------
+
+LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)\)")
+
+
+def github_anchor(title: str) -> str:
+    """The anchor GitHub gives a heading: lower case, inline code marks and punctuation
+    dropped (letters, digits, `_` and `-` kept), each space a `-`."""
+    title = re.sub(r"[^\w\- ]", "", title.replace("`", "").lower())
+    return title.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors of a Markdown file's headings (a repeated one numbered, as GitHub does)."""
+    seen: dict[str, int] = {}
+    for _, _, title in markdown_headings(path.read_text(encoding="utf-8")):
+        anchor = github_anchor(title)
+        count = seen.get(anchor, 0)
+        seen[anchor] = count + 1
+        if count:
+            seen[f"{anchor}-{count}"] = 1
+    return set(seen)
+
+
+def links(path: Path) -> list[str]:
+    """The targets of a Markdown file's links, code blocks and inline code left out."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return LINK.findall(re.sub(r"`[^`\n]*`", "", text))
+
+
+def test_the_readme_is_a_front_page_under_200_lines():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 200, f"README.md has {len(lines)} lines: move sections into docs/"
+    text = "\n".join(lines)
+    for page in sorted((PROJECT_ROOT / "docs").glob("*.md")):  # a table of contents
+        assert f"(docs/{page.name})" in text, f"README.md does not link docs/{page.name}"
+
+
+def test_every_relative_link_of_the_documentation_resolves():
+    assert len(DOCUMENTATION) > 5 and README in DOCUMENTATION
+    broken = []
+    for page in DOCUMENTATION:
+        for target in links(page):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (page.parent / file_part).resolve() if file_part else page
+            where = f"{page.relative_to(PROJECT_ROOT)}: ({target})"
+            if not linked.exists():
+                broken.append(f"{where}: no such file")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+                broken.append(f"{where}: no heading #{anchor}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_anchor_rule_is_githubs():
+    assert github_anchor("OpenAI / Azure Batch API") == "openai--azure-batch-api"
+    assert github_anchor("How good is my judge?") == "how-good-is-my-judge"
+    assert github_anchor("Evaluating answers against references (`evaluate`)") == (
+        "evaluating-answers-against-references-evaluate"
+    )

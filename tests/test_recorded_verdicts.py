@@ -26,7 +26,13 @@ from llm_feedback.stats.arena_hard import (
 )
 from llm_feedback.stats.length_control import style_features
 from llm_feedback.testing.server import FakeLLMServer
-from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
+from tests.conftest import (
+    PROJECT_ROOT,
+    SHARED_DATA,
+    documentation_text,
+    dotted_params,
+    endpoints_via,
+)
 
 ALPACA_EVAL = SHARED_DATA / "alpaca_eval"
 ARENA_HARD = SHARED_DATA / "arena_hard"
@@ -47,10 +53,11 @@ README_COMMAND = (
 
 @needs_alpaca_eval
 def test_alpaca_eval_annotations_as_published_give_its_leaderboard_rows(run_kedro):
-    """The README's AlpacaEval command on the folder of results as published (every
+    """The documented AlpacaEval command on the folder of results as published (every
     model's annotations.json)."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    command = next(line for line in readme.splitlines() if line.startswith(README_COMMAND))
+    command = next(
+        line for line in documentation_text().splitlines() if line.startswith(README_COMMAND)
+    )
     assignments = shlex.split(command)[shlex.split(command).index("--params") + 1]
     params = dotted_params(assignments.replace("path/to/alpaca_eval/results", str(ALPACA_EVAL)))
     assert params["evaluate"]["ranking"]["baseline"] == "gpt4_1106_preview"

@@ -27,7 +27,7 @@ from llm_feedback.backends.ray_backend import (
 )
 from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, echo_responder, schema_responder
-from tests.conftest import PROJECT_ROOT, readme_block
+from tests.conftest import documentation_section, readme_block
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
@@ -184,7 +184,7 @@ def test_the_readme_ray_cluster_runs_the_evaluate_command(ray_session, run_kedro
     endpoints = endpoints["endpoints"]
     for name, definition in endpoints.items():
         assert EndpointConfig.from_dict(definition, name=name).backend == "ray"
-    section = (PROJECT_ROOT / "README.md").read_text().split("### Ray cluster", 1)[1]
+    section = documentation_section("Ray cluster")
     pipeline, setting = re.search(r"kedro run --pipelines (\w+) --params (\S+)", section).groups()
     assert (pipeline, setting) == ("evaluate", "evaluate.judge.endpoint=cluster")
     here = {"base_url": fake_llm.base_url, "ray_address": None, "ray_replicas": 2}

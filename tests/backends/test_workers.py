@@ -26,7 +26,12 @@ from llm_feedback.backends.workers import concurrency_shares, worker_processes
 from llm_feedback.core.errors import ConfigError, EndpointError
 from llm_feedback.testing.server import FakeLLMServer, echo_responder, flaky, scripted
 from tests.backends.test_client import endpoint
-from tests.conftest import PROJECT_ROOT, kedro_cli, run_kedro_cli, with_default_sigint
+from tests.conftest import (
+    documentation_section,
+    kedro_cli,
+    run_kedro_cli,
+    with_default_sigint,
+)
 
 RATING_SCHEMA = {
     "type": "object",
@@ -331,7 +336,7 @@ def test_workers_on_an_in_process_model_are_refused():
 
 
 def readme_workers_command():
-    section = (PROJECT_ROOT / "README.md").read_text().split("### More than one core\n", 1)[1]
+    section = documentation_section("More than one core")
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     words = shlex.split(block.strip())
     assert words[:4] == ["kedro", "run", "--pipelines", "sample,generate"], words
@@ -340,7 +345,7 @@ def readme_workers_command():
 
 @pytest.mark.timeout(300)
 def test_the_readme_workers_command(tmp_path):
-    """The README's `kedro run` with `workers: 2`, its server URL replaced by the fake's."""
+    """The documented `kedro run` with `workers: 2`, its server URL replaced by the fake's."""
     data_root = tmp_path / "data"
     with FakeLLMServer() as server:
         params = [

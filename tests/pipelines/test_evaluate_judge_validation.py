@@ -17,7 +17,12 @@ from llm_feedback.core.errors import InputError
 from llm_feedback.replies.fencing import neutralise
 from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext
-from tests.conftest import PROJECT_ROOT, SHARED_DATA, dotted_params, endpoints_via
+from tests.conftest import (
+    SHARED_DATA,
+    documentation_section,
+    dotted_params,
+    endpoints_via,
+)
 
 LLMBAR = SHARED_DATA / "llmbar" / "natural"
 README_COMMAND = "kedro run --pipelines evaluate --params"
@@ -95,9 +100,9 @@ def metric_values(metrics: pd.DataFrame, raters: str) -> dict[str, float]:
 
 
 def readme_params(command_start: str, path: str, replacement: Path) -> dict[str, Any]:
-    """The runtime params of the README's command that starts with `command_start`, its
+    """The runtime params of the documented command that starts with `command_start`, its
     samples path replaced."""
-    section = (PROJECT_ROOT / "README.md").read_text().split("\n## How good is my judge?\n")[1]
+    section = documentation_section("How good is my judge?")
     command = next(line for line in section.splitlines() if line.startswith(command_start))
     assignments = shlex.split(command)[shlex.split(command).index("--params") + 1]
     return dotted_params(assignments.replace(path, str(replacement)))
@@ -105,7 +110,7 @@ def readme_params(command_start: str, path: str, replacement: Path) -> dict[str,
 
 @pytest.mark.skipif(not LLMBAR.is_dir(), reason="../shared/data/llmbar is not here")
 def test_gpt4_vanilla_verdicts_replayed_give_llmbars_published_numbers(run_kedro):
-    """The README's LLMBar command, its judge replaying GPT-4's recorded verdicts."""
+    """The documented LLMBar command, its judge replaying GPT-4's recorded verdicts."""
     items = json.loads((LLMBAR / "dataset.json").read_text("utf-8"))
     judge = RecordedPairwiseJudge(items, gpt4_vanilla_winners())
     params = readme_params(

@@ -15,7 +15,12 @@ import pytest
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.evaluation.evaluators import EvaluatorFailure
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
-from tests.conftest import PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
+from tests.conftest import (
+    documentation_section,
+    endpoints_via,
+    kedro_cli,
+    run_kedro_cli,
+)
 
 PASS, FAIL = "attempt pass", "attempt fail"
 
@@ -255,8 +260,8 @@ def test_an_evaluator_that_fails_every_row_fails_the_run(run_kedro, fake_llm):
 
 
 def readme_command(title: str) -> list[str]:
-    """The `kedro run --params ...` settings of the README section's bash block."""
-    section = (PROJECT_ROOT / "README.md").read_text().split(f"## {title}\n", 1)[1]
+    """The `kedro run --params ...` settings of the documentation section's bash block."""
+    section = documentation_section(title)
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     words = shlex.split(block.strip().splitlines()[0])
     assert words[:4] == ["kedro", "run", "--pipelines", "evaluate"], words

@@ -16,7 +16,7 @@ import pytest
 
 from llm_feedback.core.errors import ConfigError, EndpointError, InputError
 from llm_feedback.testing.server import FakeLLMServer, Reply, RequestContext, schema_responder
-from tests.conftest import endpoints_via, kedro_cli, run_kedro_cli
+from tests.conftest import documentation_section, endpoints_via, kedro_cli, run_kedro_cli
 
 ITEMS = [f"item-{number:02d}" for number in range(1, 11)]
 # Judge a calls items 1-6 correct, judge b items 1-4, 7 and 8.
@@ -289,14 +289,13 @@ def test_bad_recorded_scores_fail_naming_row_and_column(run_kedro, fake_llm, tmp
 
 
 def readme_panel_command() -> list[str]:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Judge panels and agreement", 1)[1].split("\n## ", 1)[0]
+    section = documentation_section("Judge panels and agreement")
     command = re.search(r"```bash\n(kedro run [^\n]+)\n```", section).group(1)
     return command.split()
 
 
 def test_the_readme_panel_command_runs(tmp_path):
-    """The README's command, as given, with the `local` endpoint at the project's server."""
+    """The documented command, as given, with the `local` endpoint at the project's server."""
     command = readme_panel_command()
     assert command[:4] == ["kedro", "run", "--pipelines", "evaluate"]
     assert command[4] == "--params"

@@ -23,7 +23,7 @@ from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
 )
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, documentation_text
 from tests.reporting.builders import (
     NA,
     Completion,
@@ -278,8 +278,8 @@ def test_the_readme_loads_an_output_with_datasets(
     datasets = pytest.importorskip("datasets")
     run_report(build_frames(typical_specs()))
     run_report()  # a second version: the snippet must pick the latest
-    snippet = README_LOADER.search((PROJECT_ROOT / "README.md").read_text())
-    assert snippet, "README: no ```python block starting `from glob import glob`"
+    snippet = README_LOADER.search(documentation_text())
+    assert snippet, "documentation: no ```python block starting `from glob import glob`"
     code = textwrap.dedent(snippet.group(1))
     monkeypatch.chdir(data_root.parent)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", data_root.parent / "hf")

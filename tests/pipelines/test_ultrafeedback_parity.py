@@ -14,7 +14,12 @@ from llm_feedback.annotation.export import to_public
 from llm_feedback.completions.principles import SYSTEM_PROMPTS
 from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.testing.server import FakeLLMServer, schema_responder
-from tests.conftest import PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
+from tests.conftest import (
+    documentation_text,
+    endpoints_via,
+    kedro_cli,
+    run_kedro_cli,
+)
 
 ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfulness")
 
@@ -58,10 +63,11 @@ def _latest(data_root: Path, layer: str, name: str) -> pd.DataFrame:
 
 
 def test_a_prompt_file_of_a_new_source_gets_its_weights_or_helpfulness(tmp_path):
-    """The README's `kedro run`: a source with configured weights is sampled with them; one
+    """The documented `kedro run`: a source with configured weights is sampled with them; one
     without any falls back to helpfulness, as UltraFeedback did, and the log counts it."""
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    readme_params = re.search(r'kedro run --pipelines sample --params "([^"]+)"', readme)[1]
+    readme_params = re.search(
+        r'kedro run --pipelines sample --params "([^"]+)"', documentation_text()
+    )[1]
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     rows = [
