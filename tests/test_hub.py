@@ -17,7 +17,6 @@ from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.publishing.hub import build_push, hub_token
 from llm_feedback.reporting import binarize
 from llm_feedback.storage.schema import (
-    PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
@@ -53,7 +52,7 @@ def push(frame: pd.DataFrame, name: str, **overrides):
     ("name", "frame", "schema", "public_only"),
     [
         ("ultrafeedback", ultrafeedback, ULTRAFEEDBACK_ARROW_SCHEMA, False),
-        ("preference_pairs", preference_pairs, PREFERENCE_PAIRS_ARROW_SCHEMA, None),
+        # The trl pairs go up as their own train and test splits: test_hub_splits.py.
         (
             "preference_pairs",
             lambda: preference_pairs("h4"),
@@ -186,7 +185,9 @@ def test_dry_run_from_the_cli_builds_checks_and_sends_nothing(tmp_path):
         assert result.returncode == 0, output
         assert "repository: https://huggingface.co/datasets/someone/feedback (private)" in output
         assert f"configuration: {name}" in output
-        assert f"split train: {len(frame):,} rows" in output
+        sides = frame["split"] if "split" in frame else pd.Series(["train"] * len(frame))
+        for side, rows in sides.value_counts().items():  # the trl pairs: train and test
+            assert f"split {side}: {rows:,} rows" in output
         assert "token: from HF_TOKEN" in output
         assert "dry run: nothing was sent" in output
         assert SECRET not in output

@@ -13,6 +13,7 @@ from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli, run_kedro_cli
 from tests.test_hub import push_to_hub_cli
 
+SECRET = "s3cret-judge-password"
 JUDGE_X = [
     "endpoints.judgex.backend=openai",
     "endpoints.judgex.model=judgeX",
@@ -31,19 +32,51 @@ def printed_card(data_root: Path, name: str) -> str:
     return DatasetCard(output.split("dataset card (README.md):\n", 1)[1].split("dry run:")[0]).text
 
 
+def latest(data_root: Path, layer: str, name: str) -> str:
+    versions = sorted((data_root / layer / name).iterdir())
+    return (versions[-1] / name).read_text(encoding="utf-8")
+
+
 def test_a_dry_run_push_prints_the_judge_and_settings_of_the_run_that_wrote_the_data(
     tmp_path: Path,
 ) -> None:
     data_root = tmp_path / "data"
     with FakeLLMServer() as server:
-        judge_x = [*JUDGE_X, f"endpoints.judgex.base_url={server.base_url}"]
+        # The judge's URL as a user may write it, with a password: never shown.
+        host = server.base_url.split("://", 1)[1]
+        judge_x = [*JUDGE_X, f"endpoints.judgex.base_url=http://me:pw-{SECRET}@{host}"]
         run_kedro_cli(kedro_cli(data_root, server.base_url, *judge_x), "sample,generate,annotate")
-        # The report runs later with the configuration as it is now: SmolLM2, one shuffle.
+        # The report runs later with the configuration as it is now: `fake` at the local
+        # endpoint, one shuffle; so does the export's card, written again alone.
         run_kedro_cli(kedro_cli(data_root, server.base_url), "report")
+        subprocess.run(
+            [*kedro_cli(data_root, server.base_url), "--nodes", "write_ultrafeedback_card"],
+            cwd=PROJECT_ROOT,
+            env=KEDRO_CLI_ENV,
+            capture_output=True,
+            check=True,
+        )
+
+    # The report's judge is judgeX as the annotate run recorded it, URL without password.
+    report = (data_root / "08_reporting" / "report.md").read_text(encoding="utf-8")
+    screen = report.split("## Headline", 1)[0]
+    assert f"Rated by judgeX at endpoint `judgex` (openai backend, http://{host}" in screen
+    assert "**Judge not validated**: no card measures judgeX at judgex" in screen
+    assert "fake" not in screen and SECRET not in report and "me:" not in report
+    # Both export cards, the annotate run's and the one written alone now, name judgeX.
+    cards = sorted((data_root / "07_model_output" / "ultrafeedback_card.md").iterdir())
+    assert len(cards) == 2
+    for folder in cards:
+        card = DatasetCard((folder / "ultrafeedback_card.md").read_text(encoding="utf-8")).text
+        assert "- judge: judgeX (openai backend)" in card
+        assert "- judge endpoint: `judgex` (backend openai; sampling `{" in card
+        assert "n_shuffles: 2" in card and "n_shuffles: 1" not in card
+        assert "fake (openai" not in card and host not in card and SECRET not in card
 
     for name in ("ultrafeedback", "preference_pairs"):
         card = printed_card(data_root, name)
         assert "- judge: judgeX (openai backend)" in card, name
+        assert "- judge endpoint: `judgex` (backend openai;" in card, name
         assert "SmolLM2" not in card and "fake (openai" not in card, name
         assert "n_shuffles: 2" in card and "max_prompts: 4" in card, name
         assert "n_completions: 2" in card, name

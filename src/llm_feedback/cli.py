@@ -48,7 +48,12 @@ from llm_feedback.pipeline_registry import pipeline_names
 from llm_feedback.pipelines.run_record_hooks import load_run_record
 from llm_feedback.publishing.dataset_card import DEFAULT_LICENSE, dataset_card_validation
 from llm_feedback.publishing.hub import HUB_DATASETS, build_push, hub_token, send_push
-from llm_feedback.runs.record import card_lineage, judge_identity_of
+from llm_feedback.runs.record import (
+    card_lineage,
+    judge_identity_of,
+    recorded_judge,
+    recorded_test_split,
+)
 
 SIGINT_EXIT_CODE = 130
 BATCH_PENDING_EXIT_CODE = 75
@@ -207,7 +212,12 @@ WRITTEN_BY = {"ultrafeedback": "annotate", "preference_pairs": "report"}
 @click.option("--dataset", "name", type=click.Choice(list(HUB_DATASETS)), required=True)
 @click.option("--repo-id", required=True, help="The Hub dataset repository, owner/name.")
 @click.option("--public", is_flag=True, help="Create the repository public (default: private).")
-@click.option("--split", default="train", show_default=True, help="The split to write.")
+@click.option(
+    "--split",
+    default=None,
+    help="The split to write (default: train); preference pairs go up as their own train "
+    "and test splits.",
+)
 @click.option("--version", default=None, help="The dataset version to push (default: latest).")
 @click.option("--env", "-e", default=None, help="Kedro configuration environment.")
 @click.option(
@@ -242,7 +252,7 @@ def push_to_hub(
     name: str,
     repo_id: str,
     public: bool,
-    split: str,
+    split: str | None,
     version: str | None,
     env: str | None,
     params: dict,
@@ -292,6 +302,7 @@ def push_to_hub(
             judge, settings = card_lineage(record, pushed)
             validation = judge_card.read_text(encoding="utf-8") if judge_card else None
             identity = judge_identity_of(record)
+            test_split = recorded_test_split(record) if name == "preference_pairs" else None
             if validation is None and identity is not None:
                 validation = dataset_card_validation(
                     context.catalog.load("judge_validation_history"), identity
@@ -307,10 +318,12 @@ def push_to_hub(
                 public_only=not all_columns,
                 license=license_id,
                 judge=judge,
+                judge_endpoint=recorded_judge(record).endpoint_words(),
                 settings=settings,
                 judge_card=validation,
                 workdir=Path(workdir),
                 contamination=context.catalog.load("contamination_counts"),
+                test_split=test_split,
             )
         except (ConfigError, InputError) as error:
             raise OneLineError(str(error)) from None

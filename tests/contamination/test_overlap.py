@@ -112,7 +112,7 @@ def test_every_verbatim_item_is_caught_and_counted_per_benchmark_on_the_card():
     assert by_name.at["mt_bench", "items"] == 2 * len(MT_BENCH.read_text().splitlines())
 
     completions = prompts.assign(model="m", principle="helpfulness")
-    card = export_card(completions, {}, contamination=counts)
+    card = export_card(completions, contamination=counts)
     section = card.split("## Decontamination", 1)[1].split("\n## ", 1)[0]
     assert "13-gram" in section
     for row in counts.itertuples():
@@ -138,7 +138,7 @@ def test_nothing_is_checked_without_benchmarks_and_the_card_says_so():
     prompts = pd.DataFrame({"prompt_id": ["a"], "source": ["flan"], "instruction": ["Hi"]})
     kept, matches, counts = decontaminate(prompts, parse_decontamination(None))
     assert kept.equals(prompts) and matches.empty and counts.empty
-    card = export_card(prompts.assign(model="m", principle="honesty"), {}, contamination=counts)
+    card = export_card(prompts.assign(model="m", principle="honesty"), contamination=counts)
     assert "not checked against any evaluation benchmark" in card
 
 

@@ -148,7 +148,8 @@ def test_a_dry_run_push_reads_the_table_from_the_bucket_a_row_group_at_a_time(
     with s3.open(target, "wb") as handle:
         pairs.to_parquet(handle, row_group_size=2)
     output = dry_run_push(root, s3_env, SECRET)
-    assert f"split train: {len(pairs):,} rows" in output
+    for side, rows in pairs["split"].value_counts().items():  # the pairs' train and test
+        assert f"split {side}: {rows:,} rows" in output
     assert "dry run: nothing was sent" in output and SECRET not in output
     assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)
 
@@ -192,5 +193,6 @@ def test_a_table_in_parts_on_the_bucket_is_written_read_and_pushed_as_one(bucket
     pd.testing.assert_frame_equal(latest.load(), expected)
 
     output = dry_run_push(root, s3_env, SECRET)
-    assert f"split train: {len(pairs):,} rows" in output
+    for side, rows in pairs["split"].value_counts().items():  # the pairs' train and test
+        assert f"split {side}: {rows:,} rows" in output
     assert not named_s3(tmp_path) and not named_s3(PROJECT_ROOT)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from kedro.framework.session import KedroSession
 
 from llm_feedback.params import parse_annotate
@@ -78,7 +79,7 @@ def save_cards(root: Path, cards: pd.DataFrame) -> None:
 
 
 def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_root: Path):  # noqa: F811 - fixtures
-    run_report(build_frames(four_rated()), JUDGE_1)
+    run_report(build_frames(four_rated()), annotated_with=JUDGE_1)
     text = report_path(data_root).read_text()
     assert "This judge has not been validated" in text.split("## Judge card", 1)[1]
     # The first screen says so too, and the ratings carry the caveat.
@@ -90,7 +91,7 @@ def test_the_annotate_report_shows_its_judges_card(run_report: RunReport, data_r
     assert "Caveat: the judge is not validated" in ratings
 
     save_cards(data_root, always_first_card(annotate_identity(data_root)))
-    run_report(runtime_params=JUDGE_1)
+    run_report()  # the judge comes from the ratings' run record, whatever is configured
     text = report_path(data_root).read_text()
     section = text.split("## Judge card", 1)[1]
     assert "has not been validated" not in section
@@ -134,7 +135,7 @@ def test_the_first_screen_finds_the_same_models_card_on_another_task(
         ignore_index=True,
     )
     save_cards(data_root, cards)
-    run_report(build_frames(four_rated()), JUDGE_1)
+    run_report(build_frames(four_rated()), annotated_with=JUDGE_1)
     screen = first_screen(data_root)
     validated = (
         "Validated on `natural/dataset.json`: task evaluate, mode pairwise, scale \\[1, 10\\]"
@@ -144,13 +145,50 @@ def test_the_first_screen_finds_the_same_models_card_on_another_task(
     assert "**cannot be told apart from always_first, always_longer, random**" in screen
 
 
-def test_a_card_of_the_configured_judge_is_not_shown_for_data_another_judge_rated(
+def test_the_judge_is_the_one_the_ratings_run_recorded_not_the_configured_one(
     run_report: RunReport,  # noqa: F811 - fixtures
     data_root: Path,  # noqa: F811 - fixtures
 ):
     """The configuration now names the embedded SmolLM2 (whose card exists, measured with
-    other sampling); the data was rated by judge-1: the report says so, no SmolLM2 card."""
-    run_report(build_frames(four_rated()))
+    other sampling); the ratings' run recorded judge-1: the report names judge-1, as
+    recorded, and shows no SmolLM2 card."""
+    run_report(build_frames(four_rated()), annotated_with=JUDGE_1)
     screen = first_screen(data_root)
-    assert "**Judge not validated**: this data was rated by judge-1, not by the" in screen
-    assert "natural/dataset.json" not in screen
+    identity = annotate_identity(data_root)
+    model_file = identity["judge_model_file"]
+    assert (
+        f"Rated by judge-1 at endpoint `local` (local backend, model file `{model_file}`)" in screen
+    )
+    assert f"judge key `{identity['judge_key']}`" in screen
+    assert "**Judge not validated**: no card measures judge-1 at local" in screen
+    assert "SmolLM2" not in screen and "natural/dataset.json" not in screen
+
+
+def test_ratings_whose_run_left_no_record_have_their_judge_not_recorded(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+):
+    """Ratings written before runs kept records: the report says the judge is not
+    recorded (first screen, caveat, judge card) and takes nothing from the configuration,
+    whose judge has a card."""
+    version = run_report(build_frames(four_rated())).get("completions").resolve_load_version()
+    text = report_path(data_root).read_text()
+    screen = first_screen(data_root)
+    assert f"**Judge not recorded**: the run that wrote these ratings (`{version}`)" in screen
+    assert "Caveat: the judge that rated this data is not recorded" in screen
+    assert "**Judge not recorded**" in text.split("## Judge card", 1)[1]
+    ratings = text.split("## Ratings per model and aspect", 1)[1].split("\n## ")[0]
+    assert "the judge that rated this data is not recorded" in ratings
+    assert "SmolLM2" not in text and "natural/dataset.json" not in text
+
+
+def test_a_judge_requirement_on_ratings_without_a_recorded_judge_stops_the_report(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+):
+    from llm_feedback.validation.gate import JudgeRequirementError
+
+    requirement = {"report": {"judge_requirement": {"metric": "accuracy", "min_lower_bound": 0.5}}}
+    with pytest.raises(JudgeRequirementError, match="judge that rated this data is not recorded"):
+        run_report(build_frames(four_rated()), requirement)
+    assert not report_path(data_root).exists()

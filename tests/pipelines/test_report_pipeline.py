@@ -3,6 +3,7 @@ builders through one KedroSession, the pipeline runs in another, outputs land in
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from kedro.io import DataCatalog
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.pipelines.report.nodes import FIGURE_LINKS, question_list, viewer_link
 from llm_feedback.pipelines.report.pipeline import REPORT_TABLES
+from llm_feedback.runs.record import build_record
 from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMA,
     PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
@@ -65,32 +67,50 @@ def data_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def seed(data_root: Path) -> Callable[[Frames], str]:
-    """Save annotate-shaped frames as the report's inputs; returns their version."""
+def seed(data_root: Path) -> Callable[..., str]:
+    """Save annotate-shaped frames as the report's inputs; returns their version. With
+    `annotated_with` (runtime params, e.g. a judge endpoint), also the run record an
+    annotate run with that configuration saves beside them (`runs.record`): the frames'
+    lineage, from which the report names their judge; without, none (data written before
+    runs kept records)."""
     bootstrap_project(PROJECT_ROOT)
 
-    def save(frames: Frames) -> str:
-        runtime_params = {"data_root": str(data_root)}
+    def save(frames: Frames, annotated_with: Mapping[str, Any] | None = None) -> str:
+        runtime_params = merged({"data_root": str(data_root)}, annotated_with or {})
         with KedroSession.create(project_path=PROJECT_ROOT, runtime_params=runtime_params) as s:
-            catalog = s.load_context().catalog
+            context = s.load_context()
+            catalog = context.catalog
             for name in INPUTS:
                 catalog.save(name, getattr(frames, name))
-            return catalog.get("completions").resolve_save_version()
+            version = catalog.get("completions").resolve_save_version()
+            if annotated_with is not None:
+                record = build_record(
+                    version, context.params, ("generate", "annotate"), no_version, no_version
+                )
+                catalog.save("run_record", json.dumps(record))
+            return version
 
     return save
 
 
+def no_version(_: str) -> None:
+    return None
+
+
 @pytest.fixture
 def run_report(data_root: Path, seed: Callable[[Frames], str]) -> RunReport:
-    """Seed `frames` (if given), run the report pipeline, return a catalog to load from."""
+    """Seed `frames` (if given; with the run record of `annotated_with`, if given), run the
+    report pipeline, return a catalog to load from."""
 
     def run(
         frames: Frames | None = None,
         runtime_params: Mapping[str, Any] | None = None,
+        *,
+        annotated_with: Mapping[str, Any] | None = None,
         **run_args: Any,
     ) -> DataCatalog:
         if frames is not None:
-            seed(frames)
+            seed(frames, annotated_with)
         params = merged(
             {"data_root": str(data_root), "report": {"intervals": {"n_resamples": FAST_RESAMPLES}}},
             runtime_params or {},
@@ -139,8 +159,17 @@ def test_report_writes_versioned_tables_pairs_figures_and_a_readable_report(
     pairs = catalog.load("preference_pairs")
     assert list(pairs["prompt_id"]) == ["p1", "p2", "p3"]
     # What the report says of the pairs, counted without reading them back.
-    assert catalog.load("pair_counts").iloc[0].tolist() == [3, 3]
-    assert "Preference pairs: 3 from 3 prompts" in report_path(data_root).read_text()
+    test = pairs[pairs["split"] == "test"]
+    assert catalog.load("pair_counts").iloc[0].tolist() == [
+        3,
+        3,
+        len(test),
+        test["prompt_id"].nunique(),
+    ]
+    assert (
+        f"Preference pairs: 3 from 3 prompts (test split: {len(test)} pairs from "
+        f"{test['prompt_id'].nunique()} prompts)" in report_path(data_root).read_text()
+    )
     first = pairs.iloc[0]
     # TRL's layout: chat message lists survive Parquet (they load as arrays of dicts).
     assert [dict(message) for message in first["prompt"]] == [

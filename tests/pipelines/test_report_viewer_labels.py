@@ -105,7 +105,7 @@ def test_labels_validate_the_annotate_judge_and_correct_its_ratings(
     frames = rated_frames()
     # The reviewer scores one higher than the judge everywhere: the judge is too strict.
     labels = write_labels(tmp_path / "review" / "labels.jsonl", viewer_lines(frames, 1.0))
-    catalog = run_report(frames, with_labels(labels))
+    catalog = run_report(frames, with_labels(labels), annotated_with=JUDGE_1)
     text = report_path(data_root).read_text()
 
     # The card is the annotate judge's, under its own key, and the report shows it.
@@ -175,7 +175,7 @@ def test_a_card_that_moved_beyond_the_previous_interval_is_flagged(
     frames = rated_frames()
     path = tmp_path / "review" / "labels.jsonl"
     labels = write_labels(path, viewer_lines(frames, 1.0))
-    run_report(frames, with_labels(labels))
+    run_report(frames, with_labels(labels), annotated_with=JUDGE_1)
     # The same labels again: the same figures, no new card.
     catalog = run_report(runtime_params=with_labels(labels))
     assert catalog.load("annotate_judge_validation")["created_at"].nunique() == 1
@@ -199,7 +199,7 @@ def test_no_labels_changes_nothing(
     run_report: RunReport,  # noqa: F811 - fixtures
     data_root: Path,  # noqa: F811 - fixtures
 ):
-    catalog = run_report(rated_frames(), JUDGE_1)
+    catalog = run_report(rated_frames(), annotated_with=JUDGE_1)
     text = report_path(data_root).read_text()
     assert "## Corrected by human labels" not in text
     assert "This judge has not been validated" in text.split("## Judge card", 1)[1]
@@ -236,7 +236,7 @@ def test_the_judge_gate_stops_kedro_run_before_the_report(
     tmp_path: Path,
 ):
     frames = rated_frames()
-    seed(frames)
+    seed(frames, JUDGE_1)
     # Reviewers who chose the other completion of every pair: accuracy 0 on the pairs.
     lines = viewer_lines(frames, 0.0)
     for line in lines:
@@ -295,7 +295,7 @@ def test_labels_of_another_run_are_counted_not_matched(
     # An overall score (no aspect): not a figure of the annotate judge's.
     lines.append({k: v for k, v in lines[-2].items() if k != "aspect"} | {"gold_score": 2.0})
     labels = write_labels(tmp_path / "labels.jsonl", lines)
-    catalog = run_report(frames, with_labels(labels))
+    catalog = run_report(frames, with_labels(labels), annotated_with=JUDGE_1)
     estimates = catalog.load("corrected_ratings")
     assert set(estimates["labels_unmatched"]) == {len(MODELS) + 1}  # 3 scores and a pair
     assert set(estimates["labels_without_aspect"]) == {1}
@@ -303,3 +303,19 @@ def test_labels_of_another_run_are_counted_not_matched(
     section = report_path(data_root).read_text().split("## Corrected by human labels", 1)[1]
     assert "4 labels name no completion of this run and are left out" in section
     assert "1 scores without an aspect are left out" in section
+
+
+def test_labels_on_ratings_whose_judge_is_not_recorded_are_refused(
+    run_report: RunReport,  # noqa: F811 - fixtures
+    data_root: Path,  # noqa: F811 - fixtures
+    tmp_path: Path,
+):
+    """Without the ratings' run record the labels' card could be filed under no judge: the
+    configured one (judge-1 here) is not taken for it."""
+    from llm_feedback.core.errors import InputError
+
+    frames = rated_frames()
+    labels = write_labels(tmp_path / "labels.jsonl", viewer_lines(frames, 1.0))
+    with pytest.raises(InputError, match="the judge that rated aspect_annotations .* not recorded"):
+        run_report(frames, with_labels(labels))
+    assert not report_path(data_root).exists()

@@ -94,7 +94,12 @@ def test_report_has_headline_tables_figures_and_versions():
         in report
     )
     assert "no price for alpha, beta, delta, gamma" in report
-    assert "Preference pairs: 3 from 3 prompts." in report
+    pairs = tables["preference_pairs"]
+    test = pairs[pairs["split"] == "test"]  # the pairs' own test split, by prompt
+    assert (
+        f"Preference pairs: 3 from 3 prompts (test split: {len(test)} pairs from "
+        f"{test['prompt_id'].nunique()} prompts)." in report
+    )
     assert "## Ratings per model and aspect" in report
     # Each mean with its bootstrap interval over the three prompts (ratings 5, 4, 5).
     assert "| alpha | helpfulness | 3 | 0 | 0 | 4.667 [4, 5] | 91.67 [75, 100] |" in unpadded(

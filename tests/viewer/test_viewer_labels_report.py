@@ -54,7 +54,7 @@ def test_labels_made_in_the_viewer_reach_the_report(
     tmp_path: Path,
 ):
     frames = rated_frames()
-    run_report(frames, JUDGE_1)
+    run_report(frames, annotated_with=JUDGE_1)
     site = _site(data_root)
     ratings = frames.aspect_annotations
     helpful = (

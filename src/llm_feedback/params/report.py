@@ -26,10 +26,15 @@ class PairParams:
     layout: str = "trl"
     # Completions suspected of injection (a judge may have obeyed them) enter pairs only if true.
     include_suspected: bool = False
+    # The test split: this share of the prompts with a pair (all of a prompt's pairs on one
+    # side), drawn by a digest of (split_seed, prompt_id); 0: every pair in train.
+    test_fraction: float = 0.1
+    split_seed: int = 42
 
     def describe(self) -> str:
         return (
             f"score {self.score}, strategy {self.strategy}, seed {self.seed}, layout {self.layout}"
+            + f", test split {self.test_fraction:g} of the prompts (seed {self.split_seed})"
             + (", suspected injections included" if self.include_suspected else "")
         )
 
@@ -111,6 +116,16 @@ def _requirements(value: Any) -> tuple[JudgeRequirement, ...]:
     return tuple(found)
 
 
+def _test_fraction(pairs: Block) -> float:
+    fraction = pairs.number("test_fraction", minimum=0, maximum=1)
+    if fraction >= 1:
+        raise ConfigError(
+            f"{pairs.name('test_fraction')} must be below 1 (the train split needs a prompt), "
+            f"got {fraction:g}"
+        )
+    return fraction
+
+
 def parse_report(report: Any) -> ReportParams:
     block = Block(
         report,
@@ -128,7 +143,7 @@ def parse_report(report: Any) -> ReportParams:
     )
     pairs = block.block(
         "pairs",
-        ("score", "strategy", "seed", "layout", "include_suspected"),
+        ("score", "strategy", "seed", "layout", "include_suspected", "test_fraction", "split_seed"),
         defaults_of(PairParams),
     )
     intervals = block.block(
@@ -158,6 +173,8 @@ def parse_report(report: Any) -> ReportParams:
             seed=pairs.integer("seed"),
             layout=pairs.choice("layout", LAYOUTS),
             include_suspected=pairs.boolean("include_suspected"),
+            test_fraction=_test_fraction(pairs),
+            split_seed=pairs.integer("split_seed"),
         ),
         prices={model: dict(entry) for model, entry in prices.items()},
         intervals=IntervalParams(

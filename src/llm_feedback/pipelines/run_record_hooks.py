@@ -1,6 +1,13 @@
 """The Kedro side of the run record (`llm_feedback.runs.record`): saved when a run that
 writes a feedback stage's output starts, after the run's guards (a plan-only run, a locked
-root or an endpoint down writes none), under the run's save version."""
+root or an endpoint down writes none), under the run's save version.
+
+The same record is handed to the nodes that describe data (the report, the card beside the
+export) as `run_lineage`, in memory, in every run that has such a node, even one that
+writes no stage output and so saves no record (`--nodes render_report`): they name the
+judge the data's own lineage records, never the configuration of the run that prints
+them. Where this hook does not run, `run_lineage` is its catalog default, `{}`: nothing
+recorded."""
 
 from __future__ import annotations
 
@@ -18,6 +25,8 @@ from llm_feedback.runs.record import STAGE_OUTPUTS, build_record
 logger = logging.getLogger(__name__)
 
 RUN_RECORD = "run_record"
+# The record as the run's nodes read it (catalog.yml: a MemoryDataset, `{}` by default).
+RUN_LINEAGE = "run_lineage"
 
 
 def load_run_record(catalog: CatalogProtocol, version: str) -> dict[str, Any] | None:
@@ -54,7 +63,8 @@ class RunRecordHooks:
     def before_pipeline_run(self, pipeline: Pipeline, catalog: CatalogProtocol) -> None:
         produced = pipeline.all_outputs()
         ran = [stage for stage, output in STAGE_OUTPUTS.items() if output in produced]
-        if not ran:
+        described = RUN_LINEAGE in pipeline.inputs()
+        if not ran and not described:
             return
         version = catalog.get(RUN_RECORD).resolve_save_version()
         record = build_record(
@@ -64,4 +74,7 @@ class RunRecordHooks:
             lambda name: read_version(catalog, name),
             lambda found: load_run_record(catalog, found),
         )
-        catalog.save(RUN_RECORD, json.dumps(record, indent=1))
+        if ran:
+            catalog.save(RUN_RECORD, json.dumps(record, indent=1))
+        if described:
+            catalog.save(RUN_LINEAGE, record)

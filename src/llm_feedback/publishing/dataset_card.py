@@ -4,18 +4,21 @@ size_categories, configs, dataset_info features) and a body saying how the data 
 (generator models, judge, principles, parameters, counts, licence, the judge's validation).
 
 Written with every `kedro push-to-hub` (and printed by `--dry-run`) and beside each export
-(`ultrafeedback_card`, 07_model_output). Pure: the run's parameters come in as a mapping.
+(`ultrafeedback_card`, 07_model_output). Pure: the judge and settings come in as values.
 
-`kedro push-to-hub` builds the card from the data's own lineage (`run_record`: the judge
-and settings of the run that wrote the pushed version), never from the configuration
-current at push time. The judge's validation: `judge_validation_section(markdown)` takes
-the judge card's markdown (`--judge-card`, else `dataset_card_validation`: the cards of the
-recorded judge's model, endpoint and sampling) or None, in which case the card says that
-this judge has not been validated. Names from configuration are escaped.
+Both build the card from the data's own lineage (`run_record`: the judge and settings of
+the runs that wrote the data; beside the export, the run's `run_lineage`), never from the
+configuration current when the card is written: the judge in words, its endpoint's name,
+backend, sampling and key as recorded (never its URL: a card is public). The judge's
+validation: `judge_validation_section(markdown)` takes the judge card's markdown
+(`--judge-card`, else `dataset_card_validation`: the cards of the recorded judge's model,
+endpoint and sampling) or None, in which case the card says that this judge has not been
+validated. Names from configuration are escaped.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +29,12 @@ import pyarrow as pa
 import yaml
 
 from llm_feedback.params import parse_annotate
-from llm_feedback.reporting.markdown_escape import code_fence, markdown_text, table_cell_text
+from llm_feedback.reporting.markdown_escape import (
+    code_fence,
+    code_span,
+    markdown_text,
+    table_cell_text,
+)
 
 NOT_VALIDATED = (
     "This judge has not been validated: no judge card was given, so how well its ratings "
@@ -70,12 +78,22 @@ class CardFacts:
     sources: Mapping[str, int] = field(default_factory=dict)  # prompt source -> rows
     principles: Mapping[str, int] = field(default_factory=dict)  # principle -> completions
     judge: str | None = None
+    # The recorded judge's endpoint, in words (`judge_endpoint_words`); None: not recorded.
+    judge_endpoint: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     license: str = DEFAULT_LICENSE
     features: list[dict[str, Any]] | None = None  # datasets' YAML feature list
     # The prompts' check against evaluation benchmarks: `contamination_counts` rows (one
     # per benchmark); empty when none was checked.
     contamination: tuple[Mapping[str, Any], ...] = ()
+    # Split -> rows, when the data has several splits (preference pairs: train and test);
+    # empty: all `n_rows` in `split`.
+    splits: Mapping[str, int] = field(default_factory=dict)
+    # How the test split was drawn (a sentence), when there is one.
+    split_note: str | None = None
+
+    def split_rows(self) -> dict[str, int]:
+        return dict(self.splits) if self.splits else {self.split: self.n_rows}
 
 
 def size_category(n_rows: int) -> str:
@@ -136,8 +154,16 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
         parameters.get("annotate") is not None or "endpoints" in parameters
     ):
         from llm_feedback.reporting.judge_card import annotate_judge_identity  # noqa: PLC0415
+        from llm_feedback.templates import use_template_folder  # noqa: PLC0415
 
-        annotate = parse_annotate(parameters.get("annotate"), parameters.get("endpoints"))
+        annotate = parse_annotate(
+            parameters.get("annotate"),
+            parameters.get("endpoints"),
+            parameters.get("prompt_templates"),
+        )
+        # The key hashes the templates the run's judge is sent (its `prompt_templates`
+        # folder's where it replaces ours), as the annotate nodes use them.
+        use_template_folder(annotate.prompt_templates)
         endpoint = annotate.endpoint
         identity = annotate_judge_identity(annotate)
         weights = identity["judge_model_file"]
@@ -145,6 +171,7 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
             f", model file {weights})" if weights else ")"
         )
         part["judge_identity"] = identity
+        part["judge_endpoint"] = judge_endpoint_record(endpoint, weights)
         part["annotate"] = {
             "aspects": list(annotate.aspects),
             "judge_sampling": dict(annotate.aspect_sampling),
@@ -164,8 +191,41 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
     return part
 
 
+def judge_endpoint_record(endpoint: Any, model_file: str = "") -> dict[str, Any]:
+    """What the run record keeps of the judge's endpoint: its configured name, backend,
+    model, model file and base URL, the URL without user, password, query or fragment
+    (`validation.card.public_endpoint`; None for an in-process model). The report shows
+    it; a dataset card, which is public, leaves the URL out."""
+    from llm_feedback.validation.card import public_endpoint  # noqa: PLC0415 - matplotlib
+
+    url = endpoint.options.public_url()
+    return {
+        "name": endpoint.name,
+        "backend": endpoint.backend,
+        "model": endpoint.model,
+        "model_file": model_file,
+        "base_url": public_endpoint(url) if url else None,
+    }
+
+
+def judge_endpoint_words(
+    endpoint: Mapping[str, Any], sampling: Mapping[str, Any], judge_key: str | None
+) -> str:
+    """The card's line on the recorded judge's endpoint: its configured name, backend,
+    sampling and judge key, as the run recorded them. The URL is left out: a card is
+    public, an endpoint's address is not."""
+    parts = (
+        [f"backend {markdown_text(str(endpoint['backend']))}"] if endpoint.get("backend") else []
+    )
+    parts.append(f"sampling {code_span(json.dumps(dict(sampling), sort_keys=True))}")
+    if judge_key:
+        parts.append(f"judge key {code_span(judge_key)}")
+    name = endpoint.get("name") or "unnamed"
+    return f"{code_span(name)} ({'; '.join(parts)}; its URL is not published)"
+
+
 # The keys of a stage's part (and of its run record entry) that are not settings.
-NOT_SETTINGS = ("judge", "judge_identity", "run", "recorded")
+NOT_SETTINGS = ("judge", "judge_identity", "judge_endpoint", "run", "recorded")
 # The stages whose settings a card lists, in data-flow order.
 CARD_STAGES = ("sample", "generate", "annotate", "report")
 
@@ -235,7 +295,10 @@ def card_metadata(facts: CardFacts) -> dict[str, Any]:
         "configs": [
             {
                 "config_name": facts.config_name,
-                "data_files": [{"split": facts.split, "path": f"{data_dir}/{facts.split}-*"}],
+                "data_files": [
+                    {"split": split, "path": f"{data_dir}/{split}-*"}
+                    for split in facts.split_rows()
+                ],
             }
         ],
     }
@@ -244,7 +307,10 @@ def card_metadata(facts: CardFacts) -> dict[str, Any]:
             {
                 "config_name": facts.config_name,
                 "features": facts.features,
-                "splits": [{"name": facts.split, "num_examples": facts.n_rows}],
+                "splits": [
+                    {"name": split, "num_examples": rows}
+                    for split, rows in facts.split_rows().items()
+                ],
             }
         ]
     return metadata
@@ -322,10 +388,14 @@ def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
         f"Made with the llm_feedback pipeline (sample -> generate -> annotate -> report), a "
         f"reproduction of UltraFeedback. This is {layout}.",
         "",
-        f"- rows: {facts.n_rows:,} in split `{facts.split}` (configuration `{facts.config_name}`)",
+        "- rows: "
+        + ", ".join(f"{rows:,} in split `{split}`" for split, rows in facts.split_rows().items())
+        + f" (configuration `{facts.config_name}`)",
+        *([f"- splits: {facts.split_note}"] if facts.split_note else []),
         f"- columns: {', '.join(facts.columns)}",
         f"- {excluded}",
         f"- judge: {markdown_text(facts.judge) if facts.judge else 'not recorded'}",
+        *([f"- judge endpoint: {facts.judge_endpoint}"] if facts.judge_endpoint else []),
         f"- licence: {licence}",
         "",
         "## Generator models",
@@ -379,21 +449,26 @@ def _feature(arrow_type: pa.DataType) -> dict[str, Any]:
 
 def export_card(
     completions: pd.DataFrame,
-    parameters: Mapping[str, Any],
+    *,
+    judge: str | None = None,
+    settings: Mapping[str, Any] | None = None,
     features: list[dict[str, Any]] | None = None,
     judge_card: str | None = None,
     contamination: pd.DataFrame | None = None,
+    judge_endpoint: str | None = None,
 ) -> str:
     """The card written beside the `ultrafeedback` export, counted from the run's
     `completions` (one export row per prompt) and describing the default push: the public
-    columns; `contamination` is `contamination_counts`. `kedro push-to-hub` builds its own
-    card from the data it sends."""
+    columns; `contamination` is `contamination_counts`. `judge`, `settings` and
+    `judge_endpoint` are the data's lineage (`runs.record.card_lineage` and
+    `RecordedJudge.endpoint_words` of the run's `run_lineage`), never the configuration of
+    a run that only writes the card; None says "not recorded". `kedro push-to-hub` builds
+    its own card from the data it sends."""
     from llm_feedback.storage.schema import (
         ULTRAFEEDBACK_ARROW_SCHEMA,
         ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     )
 
-    judge, settings = run_settings(parameters)
     public = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
     per_prompt = completions.drop_duplicates("prompt_id")
     facts = CardFacts(
@@ -407,7 +482,8 @@ def export_card(
         sources=dict(Counter(per_prompt["source"].astype(str)).most_common()),
         principles=dict(Counter(completions["principle"].astype(str)).most_common()),
         judge=judge,
-        settings=settings,
+        judge_endpoint=judge_endpoint,
+        settings=dict(settings or {}),
         features=features,
         contamination=contamination_rows(contamination),
     )

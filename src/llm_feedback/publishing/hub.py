@@ -10,6 +10,12 @@ Every push carries its dataset card (`hub_card`), uploaded as the repository's R
 after the data. `ultrafeedback` is pushed with the public openbmb/UltraFeedback columns only
 unless `public_only=False` (our `prompt_id`, `extra_annotations` and `annotation_status`
 stay home); `preference_pairs` has no private columns.
+
+Preference pairs go up as the Hub splits `train` and `test`: the trl layout's `split`
+column says which (and is not pushed: the Hub split says it); the h4 layout, which has no
+such column, is split by `prompt_id` with the test fraction and seed of the run that wrote
+it (`test_split`, from its run record), as the trl layout's column was drawn
+(`reporting.pairs.split_of_prompts`); with none recorded it goes up as one split.
 """
 
 from __future__ import annotations
@@ -31,18 +37,33 @@ from llm_feedback.publishing.dataset_card import (
     counts_of,
     dataset_card,
 )
+from llm_feedback.reporting.pairs import pair_split
 from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.storage.schema import (
+    PAIR_SPLITS,
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
 )
 
+# The trl pairs as written before they had `margin` and `split`: still pushed (as one
+# split, or split by prompt_id where their run recorded a test fraction).
+PREFERENCE_PAIRS_UNSPLIT_ARROW_SCHEMA = pa.schema(
+    [
+        field
+        for field in PREFERENCE_PAIRS_ARROW_SCHEMAS["trl"]
+        if field.name not in ("margin", "split")
+    ]
+)
 # Dataset name -> the Arrow schemas its Parquet files may have (preference pairs: a layout).
 HUB_DATASETS: Mapping[str, tuple[pa.Schema, ...]] = {
     "ultrafeedback": (ULTRAFEEDBACK_ARROW_SCHEMA,),
-    "preference_pairs": tuple(PREFERENCE_PAIRS_ARROW_SCHEMAS.values()),
+    "preference_pairs": (
+        *PREFERENCE_PAIRS_ARROW_SCHEMAS.values(),
+        PREFERENCE_PAIRS_UNSPLIT_ARROW_SCHEMA,
+    ),
 }
+SPLIT_COLUMN = "split"  # the trl pairs' train / test column, pushed as the Hub splits
 TOKEN_ENV = "HF_TOKEN"
 CREDENTIALS_KEY = "huggingface"  # conf/local/credentials.yml: huggingface: {token: ...}
 
@@ -128,22 +149,27 @@ def build_push(
     token: str,
     token_source: str,
     private: bool = True,
-    split: str = "train",
+    split: str | None = None,
     public_only: bool | None = None,
     license: str = DEFAULT_LICENSE,  # noqa: A002 - the Hub's own word for it
     judge: str | None = None,
+    judge_endpoint: str | None = None,
     settings: Mapping[str, Any] | None = None,
     judge_card: str | None = None,
     workdir: Path | None = None,
     contamination: pd.DataFrame | None = None,
+    test_split: tuple[float, int] | None = None,
 ) -> HubPush:
     """Check and build a push of `table` (the dataset `name`) to `repo_id`, with its card;
-    sends nothing. `public_only` (default: True for `ultrafeedback`) drops our own columns;
-    `judge`, `settings` (see `hub_card.run_settings`) and `judge_card` (the judge's
-    validation, markdown) go into the card, and `contamination` (`contamination_counts`).
-    A `ParquetSource` is read a batch at a time
-    and pushed from an Arrow file in `workdir` (which must outlive the push), so a table
-    of a million prompts is never held."""
+    sends nothing. `split` names the one split (default "train"); preference pairs with
+    their own train / test split (the `split` column, or `test_split`: the (test_fraction,
+    split_seed) of the run that wrote h4 pairs) go up as those splits, and a `split` given
+    with them is refused. `public_only` (default: True for `ultrafeedback`) drops our own
+    columns; `judge`, `judge_endpoint`, `settings` (see `runs.record.card_lineage`) and
+    `judge_card` (the judge's validation, markdown) go into the card, and `contamination`
+    (`contamination_counts`). A `ParquetSource` is read a batch at a time and pushed from
+    an Arrow file in `workdir` (which must outlive the push), so a table of a million
+    prompts is never held."""
     try:
         import datasets
         from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -156,14 +182,23 @@ def build_push(
         raise ConfigError(f"repo_id {repo_id!r}: {error}") from None
     if repo_id.count("/") != 1:
         raise ConfigError(f"repo_id must be 'owner/name', got {repo_id!r}")
-    try:
-        datasets.NamedSplit(split)
-    except ValueError as error:
-        raise ConfigError(f"split {split!r}: {error}") from None
     if not token:
         raise ConfigError(f"the Hugging Face token from {token_source} is empty")
     columns = list(table.columns)
     schema = _schema_of(name, columns)
+    own_splits = name == "preference_pairs" and (
+        SPLIT_COLUMN in schema.names or test_split is not None
+    )
+    if own_splits and split is not None:
+        raise ConfigError(
+            f"split {split!r}: these preference pairs carry their own train and test splits "
+            "(report.pairs.test_fraction), pushed as the Hub splits; leave --split out"
+        )
+    split = split or "train"
+    try:
+        datasets.NamedSplit(split)
+    except ValueError as error:
+        raise ConfigError(f"split {split!r}: {error}") from None
     excluded: tuple[str, ...] = ()
     if name == "ultrafeedback" and public_only is not False:
         schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
@@ -179,23 +214,84 @@ def build_push(
         dataset = _from_source(table, features, workdir)
         counted = [c for c in COUNTED_COLUMNS if c in schema.names]
         counts = counts_of(name, table.row_batches(counted) if counted else [])
-    data = datasets.DatasetDict({split: dataset})
+    split_note = None
+    if own_splits:
+        data = _own_splits(dataset, test_split)
+        pushed = [column for column in schema.names if column != SPLIT_COLUMN]
+        split_note = _split_note(test_split, SPLIT_COLUMN in schema.names)
+    else:
+        data = datasets.DatasetDict({split: dataset})
+        pushed = list(schema.names)
+    features = data[next(iter(data))].features
     facts = CardFacts(
         dataset=name,
         config_name=name,
-        split=split,
-        n_rows=dataset.num_rows,
-        columns=tuple(schema.names),
+        split=next(iter(data)),
+        n_rows=sum(part.num_rows for part in data.values()),
+        columns=tuple(pushed),
         excluded_columns=excluded,
         judge=judge,
+        judge_endpoint=judge_endpoint,
         settings=dict(settings or {}),
         license=license,
         features=features._to_yaml_list(),
         contamination=contamination_rows(contamination),
+        splits={name: part.num_rows for name, part in data.items()} if own_splits else {},
+        split_note=split_note,
         **counts,
     )
     card = dataset_card(facts, judge_card)
     return HubPush(repo_id, name, data, private, token_source, token, card)
+
+
+def _own_splits(dataset: Any, test_split: tuple[float, int] | None) -> Any:
+    """The pairs as the DatasetDict of their train and test splits (an empty test split
+    left out): by the `split` column, which is then dropped, or, for pairs without one,
+    by each prompt_id's `pair_split` with the test fraction and seed of `test_split`."""
+    import datasets
+
+    if SPLIT_COLUMN in dataset.column_names:
+        column, side = SPLIT_COLUMN, list
+    else:
+        fraction, seed = test_split  # type: ignore[misc] - own splits: one of the two
+        column = "prompt_id"
+
+        def side(values: list[str]) -> list[str]:
+            return [pair_split(str(value), fraction, seed) for value in values]
+
+    bars_were_on = not datasets.utils.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a bar per filter would bury the push's own output
+    try:
+        parts = {}
+        for name in PAIR_SPLITS:
+            part = dataset.filter(
+                lambda values, name=name: [value == name for value in side(values)],
+                input_columns=column,
+                batched=True,
+            )
+            if SPLIT_COLUMN in part.column_names:
+                part = part.remove_columns(SPLIT_COLUMN)
+            if part.num_rows or name == "train":
+                parts[name] = part
+    finally:
+        if bars_were_on:
+            datasets.enable_progress_bars()
+    return datasets.DatasetDict(parts)
+
+
+def _split_note(test_split: tuple[float, int] | None, from_column: bool) -> str:
+    how = (
+        "as the pairs' `split` column says (report.pairs.test_fraction and split_seed of the "
+        "run that wrote them)"
+        if from_column
+        else f"drawn here by prompt_id with the recorded test_fraction {test_split[0]:g} and "
+        f"split_seed {test_split[1]}"  # type: ignore[index]
+    )
+    return (
+        f"`train` and `test` are split by prompt, {how}: every pair of a prompt is on one "
+        "side, so no prompt is in both; `margin` (where present) is score_chosen - "
+        "score_rejected, the margin TRL's RewardTrainer reads."
+    )
 
 
 def send_push(push: HubPush) -> str:

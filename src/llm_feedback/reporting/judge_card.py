@@ -2,7 +2,12 @@
 model and model file, aspect-rating prompt templates, sampling and task), under which
 `judge_validation` files a card when that judge has been validated with the same prompt;
 the report's first screen shows the cards of the same model, endpoint and sampling on any
-task (`validation.card.validation_standing`)."""
+task (`validation.card.validation_standing`).
+
+The report reads that identity from the data's lineage (`runs.record.recorded_judge`),
+never from the configuration of the run that prints it: `reporting.recorded_judge` words
+it.
+"""
 
 from __future__ import annotations
 

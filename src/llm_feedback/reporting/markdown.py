@@ -162,6 +162,7 @@ def render_markdown_report(
     judge_validation: Sequence[str] = (),
     caveat: str | None = None,
     viewer: str | None = None,
+    confidence: float = 0.95,
 ) -> str:
     """The report as Markdown text.
 
@@ -176,6 +177,7 @@ def render_markdown_report(
     Markdown line per card (or the "not validated" line), shown before the headline.
     caveat: the sentence the headline's ranking and the rating tables carry.
     viewer: the judgment viewer's index page (a path or URL, used as given in the link).
+    confidence: the level of the report's intervals (the position warning's chance rate).
     """
     sections = ["# llm_feedback report"]
     if run_info:
@@ -192,6 +194,9 @@ def render_markdown_report(
         )
     headline = _headline(tables)
     if headline:
+        warning = position_warning(tables.get("judge_bias"), confidence)
+        if warning:
+            headline.insert(0, warning)
         if caveat:
             headline.insert(0, caveat)
         sections.append("## Headline\n\n" + "\n".join(f"- {line}" for line in headline))
@@ -449,14 +454,21 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             )
         lines.append(line + ".")
     pairs, counts = tables.get("preference_pairs"), tables.get("pair_counts")
-    found = None
+    found, test = None, None
     if counts is not None and len(counts):
         found = int(counts["pairs"].iloc[0]), int(counts["prompts"].iloc[0])
+        if "test_pairs" in counts and counts["test_pairs"].notna().all():
+            test = int(counts["test_pairs"].iloc[0]), int(counts["test_prompts"].iloc[0])
     elif pairs is not None:
         found = len(pairs), pairs["prompt_id"].nunique()
+        if "split" in pairs:
+            tested = pairs[pairs["split"] == "test"]
+            test = len(tested), tested["prompt_id"].nunique()
     if found is not None:
         n_pairs, prompts = found
         line = f"Preference pairs: {n_pairs:,} from {prompts:,} prompts"
+        if test is not None and n_pairs:
+            line += f" (test split: {test[0]:,} pairs from {test[1]:,} prompts)"
         drops = tables.get("pair_drops")
         if drops is not None and drops["n_prompts"].sum() > 0:
             line += "; prompts dropped: " + ", ".join(
@@ -472,6 +484,50 @@ BIAS_HEADLINES = {
     "position_slope": "Position slope (rating points per position further down)",
     "length_spearman": "Rating vs response length (Spearman)",
 }
+
+
+def position_warning(bias: pd.DataFrame | None, confidence: float = 0.95) -> str | None:
+    """The headline's warning when the judge's ratings depend on the position a completion
+    was shown at: the aspects whose position slope (`judge_bias`: rating points per
+    position further down, with its cluster-robust interval) has an interval that excludes
+    0, each with its interval; None when no interval does (or none was measured).
+
+    Args:
+        bias: the judge_bias table.
+        confidence: the intervals' level, for the rate at which an unbiased judge shows
+            such an interval on at least one of the aspects measured.
+
+    Returns:
+        Markdown, or None.
+    """
+    if bias is None or bias.empty:
+        return None
+    rows = bias[(bias["diagnostic"] == "position_slope") & bias["ci_low"].notna()]
+    rows = rows[rows["ci_high"].notna()]
+    flagged = rows[(rows["ci_low"] > 0) | (rows["ci_high"] < 0)]
+    if flagged.empty:
+        return None
+    shown = ", ".join(
+        f"{markdown_text(scope)} {_interval_cell(value, low, high)} "
+        f"(shown {'later' if value > 0 else 'earlier'}, rated higher)"
+        for scope, value, low, high in zip(
+            flagged["scope"],
+            flagged["estimate"],
+            flagged["ci_low"],
+            flagged["ci_high"],
+            strict=True,
+        )
+    )
+    chance = 1 - confidence ** len(rows)
+    return (
+        "**Caveat: the ratings depend on display position**: the judge rated completions "
+        "by where they were shown, not only by what they say; the position slope (rating "
+        f"points per position further down) excludes 0 for {shown}. Positions are shuffled, "
+        "so the bias adds noise rather than favouring a model on average, but each prompt's "
+        "ratings and preference pair carry it; more shuffles (annotate.n_shuffles) average "
+        f"it down. With {len(rows)} aspect(s) at {confidence:.0%} intervals, an unbiased "
+        f"judge shows this on at least one about {chance:.0%} of the time."
+    )
 
 
 def _bias_and_ranking_lines(tables: Mapping[str, pd.DataFrame]) -> list[str]:

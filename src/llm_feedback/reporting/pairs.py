@@ -28,6 +28,17 @@ them as those datasets do:
 Neither layout has a system message: the principle system prompt of each completion (which
 differs between chosen and rejected) is left out, as in the public recipe, and the prompts
 have no system prompt of their own.
+
+The trl layout also has `margin` (score_chosen - score_rejected, the column TRL's
+RewardTrainer subtracts in its loss) and `split`: a seeded test split by prompt, so that no
+prompt has pairs on both sides. A prompt is in the test split when a digest of
+(split_seed, prompt_id), read as a number in [0, 1), is below test_fraction
+(`pair_split`): its side depends on the seed and its id only, so adding or removing other
+prompts never moves a prompt from one side to the other (a prompt in an earlier version's
+test split never lands in a later version's train split). The test split holds
+test_fraction of the prompts on average, not exactly: with few prompts it may be empty
+(then logged). The h4 layout keeps H4's columns exactly; its Hub push derives the same
+split from `prompt_id`.
 """
 
 from __future__ import annotations
@@ -131,6 +142,8 @@ def binarize_export(
     decontaminate: Collection[str] = (),
     layout: Layout = "trl",
     include_suspected: bool = False,
+    test_fraction: float = 0.1,
+    split_seed: int = 42,
     prompts_per_chunk: int = CHUNK_PROMPTS,
 ) -> PairsResult:
     """Turn scored completions into chosen/rejected pairs.
@@ -142,7 +155,8 @@ def binarize_export(
     dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
     A completion suspected of injection (its aspect rows' `suspected_injection`: it addresses
     the judge or carries a verdict, so a judge may have obeyed it) enters no pair unless
-    `include_suspected`.
+    `include_suspected`. `test_fraction` and `split_seed` pick the test split's prompts
+    (the trl layout's `split` column; see the module docstring).
 
     The pairs come as a `PairsExport` (built a chunk of prompts at a time when written, as a
     Kedro `ParquetDataset` saves a frame), with the drops and the counts, counted now by a
@@ -155,6 +169,7 @@ def binarize_export(
         raise ConfigError(f"strategy: expected one of {STRATEGIES}, got {strategy!r}")
     if layout not in LAYOUTS:
         raise ConfigError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+    check_test_fraction(test_fraction)
     require_columns(
         completions,
         [*COMPLETION_KEY, "instruction", "model", "response", "error"],
@@ -172,25 +187,45 @@ def binarize_export(
             frozenset(map(normalise_instruction, decontaminate)),
             layout,
             include_suspected,
+            test_fraction,
+            split_seed,
         ),
         prompts_per_chunk,
     )
-    drops, n_pairs, paired, suspected = walk.count()
-    if suspected:
+    counted = walk.count()
+    drops, n_pairs = counted.drops, counted.pairs
+    if counted.suspected:
         logger.warning(
             "preference pairs: %d completion(s) suspected of injection left out "
             "(report.pairs.include_suspected: true keeps them)",
-            suspected,
+            counted.suspected,
         )
     logger.info(
-        "binarize(%s, %s): %d pairs; prompts dropped: %s",
+        "binarize(%s, %s): %d pairs (test split: %d pairs of %d prompts); prompts dropped: %s",
         score,
         strategy,
         n_pairs,
+        counted.test_pairs,
+        counted.test_prompts,
         ", ".join(f"{reason}={count}" for reason, count in drops.items()),
     )
+    if test_fraction > 0 and counted.prompts >= 2 and counted.test_prompts == 0:
+        logger.warning(
+            "preference pairs: the test split is empty: none of the %d prompts with a pair "
+            "drew a place in it (test_fraction %g is a share on average; with few prompts, "
+            "try another report.pairs.split_seed or more prompts)",
+            counted.prompts,
+            test_fraction,
+        )
     dropped = pd.DataFrame({"reason": list(drops), "n_prompts": list(drops.values())})
-    counts = pd.DataFrame({"pairs": [n_pairs], "prompts": [paired]})
+    counts = pd.DataFrame(
+        {
+            "pairs": [n_pairs],
+            "prompts": [counted.prompts],
+            "test_pairs": [counted.test_pairs],
+            "test_prompts": [counted.test_prompts],
+        }
+    )
     return PairsResult(
         PairsExport(walk, PREFERENCE_PAIRS_ARROW_SCHEMAS[layout], n_pairs),
         typed_frame(dropped, PAIR_DROPS_COLUMN_TYPES),
@@ -205,6 +240,33 @@ class _PairRules(NamedTuple):
     blocked: frozenset[str]
     layout: Layout
     include_suspected: bool
+    test_fraction: float = 0.1
+    split_seed: int = 42
+
+
+def check_test_fraction(fraction: float) -> None:
+    if isinstance(fraction, bool) or not (isinstance(fraction, int | float) and 0 <= fraction < 1):
+        raise ConfigError(f"test_fraction: expected a number in [0, 1), got {fraction!r}")
+
+
+def pair_split(prompt_id: str, test_fraction: float, seed: int) -> str:
+    """ "test" or "train" for one prompt: "test" when the digest of (seed, prompt_id), the
+    same in every process and apart from the pairs' own draws (`_prompt_rng`), read as a
+    number in [0, 1), is below `test_fraction`."""
+    digest = hashlib.sha256(f"split:{seed}:{prompt_id}".encode()).digest()
+    drawn = int.from_bytes(digest[:8], "big") / 2**64
+    return "test" if drawn < test_fraction else "train"
+
+
+class _PairCounts(NamedTuple):
+    """What `_PairWalk.count` counts."""
+
+    drops: dict[str, int]
+    pairs: int
+    prompts: int
+    suspected: int
+    test_pairs: int
+    test_prompts: int
 
 
 class _PairWalk:
@@ -223,16 +285,23 @@ class _PairWalk:
         self.rules = rules
         self.prompts_per_chunk = prompts_per_chunk
 
-    def count(self) -> tuple[dict[str, int], int, int, int]:
-        """Drops by reason, pairs, prompts with a pair, suspected completions left out."""
-        drops, pairs, paired, suspected = dict.fromkeys(DROP_REASONS, 0), 0, 0, 0
+    def count(self) -> _PairCounts:
+        """Drops by reason, pairs and prompts with a pair (all, and in the test split: the
+        h4 layout's too, as its Hub push splits it), suspected completions left out."""
+        drops = dict.fromkeys(DROP_REASONS, 0)
+        pairs = paired = suspected = test_pairs = test_prompts = 0
+        fraction, seed = self.rules.test_fraction, self.rules.split_seed
         for rows, chunk_drops, chunk_suspected in self.chunks():
             pairs += len(rows)
-            paired += len({row["prompt_id"] for row in rows})
+            prompts = {str(row["prompt_id"]) for row in rows}
+            paired += len(prompts)
+            tested = {prompt for prompt in prompts if pair_split(prompt, fraction, seed) == "test"}
+            test_prompts += len(tested)
+            test_pairs += sum(str(row["prompt_id"]) in tested for row in rows)
             suspected += chunk_suspected
             for reason, count in chunk_drops.items():
                 drops[reason] += count
-        return drops, pairs, paired, suspected
+        return _PairCounts(drops, pairs, paired, suspected, test_pairs, test_prompts)
 
     def chunks(self) -> Iterator[tuple[list[dict[str, object]], dict[str, int], int]]:
         completions, overall_scores, aspect_annotations = self.tables
@@ -300,7 +369,8 @@ def _chunk_pairs(
         if not pairs:
             drops["all_scores_tied"] += 1
             continue
-        prompt = _Prompt(str(prompt_id), instruction, _text_or_none(rows[0].source))
+        split = pair_split(str(prompt_id), rules.test_fraction, rules.split_seed)
+        prompt = _Prompt(str(prompt_id), instruction, _text_or_none(rows[0].source), split)
         make_row = _PAIR_ROWS[rules.layout]
         pair_rows += [make_row(prompt, chosen, rejected, rules.score) for chosen, rejected in pairs]
     return pair_rows, drops, suspected_count
@@ -391,6 +461,7 @@ class _Prompt(NamedTuple):
     prompt_id: str
     instruction: str
     source: str | None
+    split: str  # "train" or "test" (`pair_split`)
 
 
 def _text_or_none(value: object) -> str | None:
@@ -411,12 +482,14 @@ def _trl_row(
         "rejected": [_message("assistant", rejected.response)],
         "score_chosen": chosen.score,
         "score_rejected": rejected.score,
+        "margin": chosen.score - rejected.score,
         "source": prompt.source,
         "model_chosen": chosen.model,
         "model_rejected": rejected.model,
         "completion_idx_chosen": chosen.completion_idx,
         "completion_idx_rejected": rejected.completion_idx,
         "score_kind": score,
+        "split": prompt.split,
     }
 
 

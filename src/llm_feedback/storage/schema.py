@@ -667,7 +667,10 @@ CHAT_MESSAGES = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string
 
 # `report.pairs.layout: trl` (default): TRL's conversational preference format with an
 # explicit prompt: `prompt` holds the user message, `chosen` / `rejected` the assistant
-# message only.
+# message only; `margin` (score_chosen - score_rejected) is the column TRL's RewardTrainer
+# reads beside them; `split` ("train" / "test") is the seeded split by prompt, which the
+# Hub push publishes as the dataset's splits.
+PAIR_SPLITS = ("train", "test")
 PREFERENCE_PAIRS_ARROW_SCHEMA = pa.schema(
     [
         ("prompt_id", pa.string()),
@@ -676,17 +679,21 @@ PREFERENCE_PAIRS_ARROW_SCHEMA = pa.schema(
         ("rejected", CHAT_MESSAGES),
         ("score_chosen", pa.float64()),
         ("score_rejected", pa.float64()),
+        ("margin", pa.float64()),
         ("source", pa.string()),
         ("model_chosen", pa.string()),
         ("model_rejected", pa.string()),
         ("completion_idx_chosen", pa.int64()),
         ("completion_idx_rejected", pa.int64()),
         ("score_kind", pa.string()),
+        ("split", pa.string()),
     ]
 )
 # `report.pairs.layout: h4`: HuggingFaceH4/ultrafeedback_binarized's features, exactly:
 # `prompt` text, `chosen` / `rejected` whole conversations (user + assistant), `messages`
-# the chosen one.
+# the chosen one. No `margin` or `split` column (they would stop it concatenating with
+# the public data): the Hub push derives its splits from `prompt_id` (reporting.pairs
+# .split_of_prompts), with the fraction and seed of the run that wrote it.
 PREFERENCE_PAIRS_H4_ARROW_SCHEMA = pa.schema(
     [
         ("prompt", pa.string()),
@@ -703,8 +710,14 @@ PREFERENCE_PAIRS_ARROW_SCHEMAS: Mapping[str, pa.Schema] = {
     "h4": PREFERENCE_PAIRS_H4_ARROW_SCHEMA,
 }
 PAIR_DROPS_COLUMN_TYPES = {"reason": "str", "n_prompts": "int64"}
-# One row: how many pairs, from how many prompts (the report's line, without reading them).
-PAIR_COUNTS_COLUMN_TYPES = {"pairs": "int64", "prompts": "int64"}
+# One row: how many pairs, from how many prompts, and of them in the test split (the
+# report's line, without reading them).
+PAIR_COUNTS_COLUMN_TYPES = {
+    "pairs": "int64",
+    "prompts": "int64",
+    "test_pairs": "int64",
+    "test_prompts": "int64",
+}
 
 
 # --- Arrow-typed outputs --------------------------------------------------------------------

@@ -577,8 +577,8 @@ def validation_standing(
         return ValidationStanding(
             False,
             (
-                f"**Judge not validated**: this data was rated by {others}, not by the "
-                f"configured judge {name}; no card is known for the judge that rated it.",
+                f"**Judge not validated**: this data's rows name {others} as their judge, "
+                f"not {name}; no card is known for the judge that rated it.",
             ),
             "**Caveat: the judge is not validated** (see Judge validation): "
             "these ratings carry no measured accuracy.",

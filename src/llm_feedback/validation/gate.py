@@ -27,14 +27,15 @@ class JudgeRequirementError(ConfigError):
 
 def check_requirements(
     cards: pd.DataFrame,
-    identity: Mapping[str, str],
+    identity: Mapping[str, str] | None,
     requirements: Sequence[JudgeRequirement],
 ) -> list[str]:
     """Check the judge's latest cards against the requirements.
 
     Args:
         cards: judge_validation rows (every judge's).
-        identity: the judge's identity columns (`card.judge_identity`).
+        identity: the judge's identity columns (`card.judge_identity`); None when the
+            judge that rated the data is not recorded, which fails any requirement.
         requirements: what its card must show.
 
     Returns:
@@ -44,6 +45,16 @@ def check_requirements(
         JudgeRequirementError: naming the judge, the metric, its bound and the requirement,
             for the first requirement not met; ConfigError for a metric no card has.
     """
+    if identity is None:
+        if requirements:
+            wanted = "; ".join(requirement.describe() for requirement in requirements)
+            raise JudgeRequirementError(
+                "the judge that rated this data is not recorded (no run record of the run "
+                "that wrote the ratings names it), so no card can be checked; "
+                f"report.judge_requirement requires {wanted} (rerun annotate to record "
+                "its judge)"
+            )
+        return []
     judge = (
         f"judge {identity['judge_model']} at {identity['judge_endpoint']} "
         f"(judge key {identity['judge_key']})"

@@ -23,6 +23,7 @@ from llm_feedback.annotation.stages import (
 from llm_feedback.backends import LLMClient
 from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.publishing.dataset_card import export_card, feature_list
+from llm_feedback.runs.record import card_lineage, recorded_judge
 from llm_feedback.storage.parquet_source import ParquetSource, as_frame
 from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.storage.spool import FrameSpool, SpooledTable
@@ -122,14 +123,19 @@ CARD_COLUMNS = ["prompt_id", "source", "model", "principle"]
 
 
 def card_of_export(
-    completions: Completions, parameters: Mapping[str, Any], contamination_counts: pd.DataFrame
+    completions: Completions, run_lineage: Mapping[str, Any], contamination_counts: pd.DataFrame
 ) -> str:
     """The dataset card beside the export, its `dataset_info` features those of the public
-    columns, its decontamination counts those of the sample stage."""
+    columns, its decontamination counts those of the sample stage, its judge and settings
+    those of the data's lineage (`run_lineage`), not of the configuration now."""
     features = feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
+    lineage = run_lineage or None  # `{}`: no record was built (the hook did not run)
+    judge, settings = card_lineage(lineage, (lineage or {}).get("version"))
     return export_card(
         as_frame(completions, CARD_COLUMNS),
-        parameters,
-        features,
+        judge=judge,
+        settings=settings,
+        features=features,
         contamination=contamination_counts,
+        judge_endpoint=recorded_judge(lineage).endpoint_words(),
     )

@@ -42,7 +42,8 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 card_of_export,
-                ["completions", "parameters", "contamination_counts"],
+                # The judge and settings of the data's own lineage (RunRecordHooks).
+                ["completions", "run_lineage", "contamination_counts"],
                 "ultrafeedback_card",
                 name="write_ultrafeedback_card",
             ),

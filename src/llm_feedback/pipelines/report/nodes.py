@@ -11,7 +11,7 @@ import pandas as pd
 from llm_feedback.backends.cache import unseen_calls
 from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.params import ReportParams
-from llm_feedback.pipelines.parsed_params import annotate_params, report_params
+from llm_feedback.pipelines.parsed_params import report_params
 from llm_feedback.publishing.dataset_card import contamination_rows, contamination_section
 from llm_feedback.reporting import (
     cost_table,
@@ -19,12 +19,16 @@ from llm_feedback.reporting import (
     render_markdown_report,
 )
 from llm_feedback.reporting.corrected import corrected_section
-from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
+from llm_feedback.reporting.recorded_judge import (
+    not_recorded_line,
+    not_recorded_standing,
+    recorded_judge_line,
+)
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
+from llm_feedback.runs.record import RecordedJudge, recorded_judge
 from llm_feedback.storage.parquet_source import ParquetSource
-from llm_feedback.templates import use_template_folder
 from llm_feedback.validation.annotate_labels import (
     ESTIMATE_COLUMNS,
     annotate_card,
@@ -138,6 +142,8 @@ def preference_pairs(
         decontaminate=question_list(decontamination_questions),
         layout=params.pairs.layout,
         include_suspected=params.pairs.include_suspected,
+        test_fraction=params.pairs.test_fraction,
+        split_seed=params.pairs.split_seed,
     )
 
 
@@ -189,13 +195,11 @@ def viewer_link(index: str) -> str:
     return "/".join(parts[-4:] if versioned else parts[-2:])
 
 
-def _annotate_identity(
-    annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None
-) -> dict[str, str]:
-    """The identity of annotate's judge: its key hashes the aspect templates the run used."""
-    judge_params = annotate_params(annotate, endpoints, prompt_templates)
-    use_template_folder(judge_params.prompt_templates)
-    return annotate_judge_identity(judge_params)
+def _annotate_judge(run_lineage: Mapping[str, Any] | None) -> RecordedJudge:
+    """The judge of the annotate run that wrote the ratings, from the data's lineage
+    (`run_lineage`: the run records of the versions read), never from the configuration
+    of this run: a judge changed since annotate ran is not the one that rated the data."""
+    return recorded_judge(run_lineage)
 
 
 def _every_card(judge_cards: pd.DataFrame, annotate_cards: pd.DataFrame) -> pd.DataFrame:
@@ -213,17 +217,26 @@ def validate_annotate_judge(
     aspect_annotations: ParquetSource,
     previous: pd.DataFrame,
     report: Mapping[str, Any],
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
-    prompt_templates: str | None,
+    run_lineage: Mapping[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The viewer labels of `report.labels.path` matched to annotate's ratings: the cards
-    of annotate's judge (`previous` and, unless its figures repeat the latest card's, this
-    one) and the corrected mean ratings; without labels, `previous` and no rows."""
+    of annotate's judge, as the annotate run recorded it (`previous` and, unless its
+    figures repeat the latest card's, this one) and the corrected mean ratings; without
+    labels, `previous` and no rows. Labels on ratings whose judge is not recorded are
+    refused: their card could be filed under no judge."""
     params = report_params(report)
     path = params.labels.path
     if path is None:
         return normalised(previous), pd.DataFrame(columns=[*ESTIMATE_COLUMNS, *_LABEL_COUNTS])
+    judge = _annotate_judge(run_lineage)
+    if judge.identity is None:
+        written = f"aspect_annotations {judge.run}" if judge.run else "aspect_annotations"
+        raise InputError(
+            f"report.labels.path: the judge that rated {written} is not recorded (no run "
+            "record names it), so the labels' card could be filed under no judge; rerun "
+            "annotate to record its judge (answers in the request cache are not paid for "
+            "again)"
+        )
     try:
         labels = read_viewer_labels(path)
     except InputError as error:
@@ -234,7 +247,7 @@ def validate_annotate_judge(
     validation_set = params.labels.validation_set or "/".join(Path(path).parts[-2:])
     card = annotate_card(
         match,
-        _annotate_identity(annotate, endpoints, prompt_templates),
+        judge.identity,
         validation_set,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
         resamples=params.intervals.n_resamples,
@@ -256,17 +269,18 @@ def render_report(
     judge_cards: pd.DataFrame,
     annotate_cards: pd.DataFrame,
     corrected_ratings: pd.DataFrame,
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
-    prompt_templates: str | None,
+    run_lineage: Mapping[str, Any],
     contamination_counts: pd.DataFrame,
     **tables: pd.DataFrame,
 ) -> str:
     params = report_params(report)
-    identity = _annotate_identity(annotate, endpoints, prompt_templates)
+    # The judge that rated the data, as the annotate run recorded it: never this run's
+    # configuration, which may name another judge since.
+    judge = _annotate_judge(run_lineage)
+    identity = judge.identity
     judge_cards = _every_card(judge_cards, annotate_cards)
-    # The gate first: a judge whose card falls short (or has none) stops the run here, and
-    # report.md is not written (`validation.gate`).
+    # The gate first: a judge whose card falls short (or has none, or is not recorded)
+    # stops the run here, and report.md is not written (`validation.gate`).
     requirements_met = check_requirements(judge_cards, identity, params.judge_requirement)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     run_info = {
@@ -274,18 +288,24 @@ def render_report(
         "preference pairs": params.pairs.describe(),
         "intervals": params.intervals.describe(),
     }
-    # The judge the data records: a configuration changed since annotate ran names another.
-    costs = tables["cost_table"]
-    rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
-    standing = validation_standing(judge_cards, identity, rated_by)
+    if identity is None:
+        standing = not_recorded_standing(judge)
+        judge_lines = standing.lines
+    else:
+        # The models the rows record: a record that names another is not believed.
+        costs = tables["cost_table"]
+        rated_by = set(costs.loc[costs["stage"] == "annotate", "model"].astype(str))
+        standing = validation_standing(judge_cards, identity, rated_by)
+        judge_lines = (recorded_judge_line(judge), *standing.lines)
     text = render_markdown_report(
         tables,
         dict(FIGURE_LINKS),
         input_versions,
         run_info,
-        judge_validation=standing.lines,
+        judge_validation=judge_lines,
         caveat=standing.caveat,
         viewer=viewer_link(judgment_viewer),
+        confidence=params.intervals.confidence,
     )
     decontamination = "\n## Decontamination\n\n" + "\n".join(
         contamination_section(contamination_rows(contamination_counts))
@@ -302,6 +322,10 @@ def render_report(
         + section
         + decontamination
         + "\n"
-        + judge_card_section(judge_cards, identity["judge_key"])
+        + (
+            judge_card_section(judge_cards, identity["judge_key"])
+            if identity is not None
+            else "\n## Judge card\n\n" + not_recorded_line(judge) + "\n"
+        )
         + gate
     )

@@ -189,9 +189,8 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "aspect_annotations",
                     "annotate_judge_validation_history",
                     "params:report",
-                    "params:annotate",
-                    "params:endpoints",
-                    "params:prompt_templates",
+                    # The judge that rated the data, from its run record (RunRecordHooks).
+                    "run_lineage",
                 ],
                 ["annotate_judge_validation", "corrected_ratings"],
                 name="validate_annotate_judge",
@@ -203,15 +202,15 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "report": "params:report",
                     "completions": "completions",
                     "judgment_viewer": "judgment_viewer",  # linked: built first
-                    # The card of annotate's judge, when judge_validation has one.
+                    # The card of annotate's judge (as recorded), when judge_validation has one.
                     # report.judge_requirement is checked on these before the report is made.
                     "judge_cards": "judge_validation_history",
                     # The cards and corrected ratings of the viewer's labels, if any.
                     "annotate_cards": "annotate_judge_validation",
                     "corrected_ratings": "corrected_ratings",
-                    "annotate": "params:annotate",
-                    "endpoints": "params:endpoints",
-                    "prompt_templates": "params:prompt_templates",
+                    # The judge that rated the data, from its run record, not the current
+                    # configuration (RunRecordHooks fills it when the run starts).
+                    "run_lineage": "run_lineage",
                     "contamination_counts": "contamination_counts",
                     **{table: table for table in REPORT_TABLES},
                 },
