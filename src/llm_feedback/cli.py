@@ -46,7 +46,12 @@ from llm_feedback.core.errors import (
 from llm_feedback.hooks import RunGuardHooks, refuse_a_stale_push
 from llm_feedback.pipeline_registry import pipeline_names
 from llm_feedback.pipelines.run_record_hooks import load_run_record
-from llm_feedback.publishing.dataset_card import DEFAULT_LICENSE, dataset_card_validation
+from llm_feedback.publishing.dataset_card import (
+    DEFAULT_LICENSE,
+    annotate_judge_agreement,
+    dataset_card_validation,
+    judge_validation_section,
+)
 from llm_feedback.publishing.hub import HUB_DATASETS, build_push, hub_token, send_push
 from llm_feedback.runs.record import (
     card_lineage,
@@ -303,9 +308,20 @@ def push_to_hub(
             validation = judge_card.read_text(encoding="utf-8") if judge_card else None
             identity = judge_identity_of(record)
             test_split = recorded_test_split(record) if name == "preference_pairs" else None
+            # The cards reviewers' labels made of the annotate judge count beside the rest.
+            from llm_feedback.validation.card import add_card  # noqa: PLC0415 - matplotlib
+
+            labelled = context.catalog.load("annotate_judge_validation_history")
             if validation is None and identity is not None:
                 validation = dataset_card_validation(
-                    context.catalog.load("judge_validation_history"), identity
+                    add_card(context.catalog.load("judge_validation_history"), labelled),
+                    identity,
+                )
+            if identity is not None:
+                validation = (
+                    judge_validation_section(validation)
+                    + "\n\n"
+                    + annotate_judge_agreement(labelled, identity["judge_key"])
                 )
             push = build_push(
                 table,

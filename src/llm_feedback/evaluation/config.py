@@ -29,6 +29,7 @@ from llm_feedback.judges import (
 )
 from llm_feedback.judges.config import JudgeParams
 from llm_feedback.judges.metrics import MISSING_POLICIES
+from llm_feedback.params.report import JudgeRequirement
 
 AGGREGATES = ("mean", "majority")
 # `evaluate.samples_format`: native eval_samples rows, a gold-labelled format of
@@ -187,6 +188,9 @@ class EvaluateParams:
     judge_top_logprobs: int = 5
     intervals: EvalIntervalParams = field(default_factory=EvalIntervalParams)
     ranking: EvalRankingParams = field(default_factory=EvalRankingParams)
+    # What the judge's card must show for eval_metrics and the ranking to be written (none:
+    # no gate); see `validation.gate`.
+    judge_requirement: tuple[JudgeRequirement, ...] = ()
     # The loaded `evaluator` (set by the checks; None without one).
     scorer: Callable[[Mapping, str], Any] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -195,6 +199,12 @@ class EvaluateParams:
     def __post_init__(self) -> None:
         if (self.judge is None) == (self.panel is None):
             raise ConfigError("evaluate: give one judge or a panel of judges")
+        if self.judge_requirement and (self.panel is not None or self.evaluator is not None):
+            raise ConfigError(
+                "evaluate.judge_requirement: "
+                + ("a panel of judges" if self.panel is not None else "evaluate.evaluator")
+                + " has no single judge's card to check; set evaluate.judge_requirement: null"
+            )
         if self.panel is not None and self.evaluator is not None:
             raise ConfigError(
                 "evaluate.evaluator scores in place of any judge: set evaluate.panel: null"

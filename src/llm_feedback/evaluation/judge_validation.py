@@ -36,6 +36,7 @@ from llm_feedback.storage.schema import (
 )
 from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
 from llm_feedback.validation.card import BASELINE, add_card, judge_identity, normalised
+from llm_feedback.validation.gate import JudgeRequirementError, check_requirements
 from llm_feedback.validation.logprobs import ARGMAX, LOGPROBS, calls_from_judgments
 from llm_feedback.validation.metrics import READABLE
 from llm_feedback.validation.model_file import model_file_identity
@@ -89,6 +90,32 @@ def evaluation_identity(config: EvaluateParams) -> dict[str, str] | None:
 def evaluation_judge_key(config: EvaluateParams) -> str | None:
     identity = evaluation_identity(config)
     return None if identity is None else identity["judge_key"]
+
+
+def check_judge_requirement(cards: pd.DataFrame, config: EvaluateParams) -> list[str]:
+    """`evaluate.judge_requirement` checked on the judge's latest cards (`validation.gate`):
+    a line per requirement met; JudgeRequirementError, naming the judge, the metric, its
+    bound and the requirement, for the first one not met or without a card."""
+    identity = evaluation_identity(config)
+    if not config.judge_requirement or identity is None:  # a panel with one is refused
+        return []
+    return check_requirements(
+        cards,
+        identity,
+        config.judge_requirement,
+        setting="evaluate.judge_requirement",
+        validate_with="samples with gold labels, as in README 'How good is my judge?'",
+    )
+
+
+def requirement_lines(cards: pd.DataFrame, config: EvaluateParams) -> str:
+    """The judge card's lines on `evaluate.judge_requirement`: each requirement met, or the
+    one that stops the run (empty without a requirement)."""
+    try:
+        lines = check_judge_requirement(cards, config)
+    except JudgeRequirementError as error:
+        lines = [f"Requirement not met (eval_metrics and the ranking are not written): {error}"]
+    return "".join(f"\n{line}\n" for line in lines)
 
 
 def validation_set_name(config: EvaluateParams, samples_path: str | None) -> str:

@@ -15,6 +15,7 @@ from llm_feedback.evaluation.config import EvalIntervalParams, EvalRankingParams
 from llm_feedback.params.judge import parse_judge
 from llm_feedback.params.panel import parse_panel
 from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.params.report import parse_requirements
 
 __all__ = ["EvaluateParams", "parse_evaluate"]
 
@@ -80,6 +81,9 @@ def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> Evalua
     values["ranking"] = EvalRankingParams(
         baseline=ranking.text("baseline", nullable=True),
         alpaca_eval_gamed=ranking.text("alpaca_eval_gamed", nullable=True),
+    )
+    values["judge_requirement"] = parse_requirements(
+        block.raw("judge_requirement"), "evaluate.judge_requirement"
     )
     judge_block, panel_block = values.pop("judge", None), values.pop("panel", None)
     if judge_block is not None and panel_block is not None:

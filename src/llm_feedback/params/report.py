@@ -95,20 +95,29 @@ class ReportParams:
     judge_requirement: tuple[JudgeRequirement, ...] = ()
 
 
-def _requirements(value: Any) -> tuple[JudgeRequirement, ...]:
-    """`report.judge_requirement`: null, one {metric, min_lower_bound, validation_set}
-    mapping, or a list of them (e.g. TPR and TNR)."""
-    if value is None:
+def parse_requirements(value: Any, where: str) -> tuple[JudgeRequirement, ...]:
+    """`<where>` (`report.judge_requirement`, `evaluate.judge_requirement`): null, one
+    {metric, min_lower_bound, validation_set} mapping, or a list of them (e.g. TPR and
+    TNR); a metric no judge card measures is refused here, before any call."""
+    if value is None or (isinstance(value, list | tuple) and not value):
         return ()
+    # Only with a requirement: the card module brings matplotlib, which annotate runs skip.
+    from llm_feedback.validation.card import CARD_METRICS  # noqa: PLC0415
+
     entries = list(value) if isinstance(value, list | tuple) else [value]
     found = []
     for number, entry in enumerate(entries):
-        path = "report.judge_requirement" + (f"[{number}]" if isinstance(value, list) else "")
+        path = where + (f"[{number}]" if isinstance(value, list | tuple) else "")
         keys = ("metric", "min_lower_bound", "validation_set")
         block = Block(entry, path, keys, {"validation_set": None})
+        metric = block.text("metric")
+        if metric not in CARD_METRICS:
+            raise ConfigError(
+                f"{path}.metric: {metric!r} is not a card metric; one of {', '.join(CARD_METRICS)}"
+            )
         found.append(
             JudgeRequirement(
-                metric=block.text("metric"),
+                metric=metric,
                 min_lower_bound=block.number("min_lower_bound"),
                 validation_set=block.text("validation_set", nullable=True),
             )
@@ -188,5 +197,7 @@ def parse_report(report: Any) -> ReportParams:
             path=labels.text("path", nullable=True),
             validation_set=labels.text("validation_set", nullable=True),
         ),
-        judge_requirement=_requirements(block.raw("judge_requirement")),
+        judge_requirement=parse_requirements(
+            block.raw("judge_requirement"), "report.judge_requirement"
+        ),
     )

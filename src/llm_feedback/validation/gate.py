@@ -1,6 +1,7 @@
 """The judge gate: a run's report is written only when its judge's card meets the
-requirements (`report.judge_requirement`), e.g. accuracy's lower bound at least 0.7, or
-the lower bounds of TPR and TNR.
+requirements, e.g. accuracy's lower bound at least 0.7: the report pipeline's
+`report.judge_requirement` on the annotate judge before `report.md`, the evaluate
+pipeline's `evaluate.judge_requirement` on its judge before `eval_metrics` and the ranking.
 
 A requirement is checked on the judge's latest card of every validation set that measures
 its metric (or of the one set it names), over all items, on every verdict source measured
@@ -29,6 +30,9 @@ def check_requirements(
     cards: pd.DataFrame,
     identity: Mapping[str, str] | None,
     requirements: Sequence[JudgeRequirement],
+    *,
+    setting: str = "report.judge_requirement",
+    validate_with: str = "report.labels.path, or evaluate with gold labels",
 ) -> list[str]:
     """Check the judge's latest cards against the requirements.
 
@@ -37,6 +41,8 @@ def check_requirements(
         identity: the judge's identity columns (`card.judge_identity`); None when the
             judge that rated the data is not recorded, which fails any requirement.
         requirements: what its card must show.
+        setting: the parameter the requirements come from, for the messages.
+        validate_with: how the judge gets a card, for the message when it has none.
 
     Returns:
         A line per requirement met (for the report).
@@ -64,10 +70,10 @@ def check_requirements(
     for requirement in requirements:
         if requirement.metric not in CARD_METRICS:
             raise ConfigError(
-                f"report.judge_requirement.metric: {requirement.metric!r} is not a card "
+                f"{setting}.metric: {requirement.metric!r} is not a card "
                 f"metric; one of {', '.join(CARD_METRICS)}"
             )
-        wanted = f"report.judge_requirement requires {requirement.describe()}"
+        wanted = f"{setting} requires {requirement.describe()}"
         measured = rows[(rows["kind"] == JUDGE) & (rows["metric"] == requirement.metric)]
         if requirement.validation_set is not None:
             measured = measured[measured["validation_set"] == requirement.validation_set]
@@ -75,7 +81,7 @@ def check_requirements(
             raise JudgeRequirementError(
                 f"{judge} has no card measuring {requirement.metric}"
                 + (f" on {requirement.validation_set}" if requirement.validation_set else "")
-                + f"; {wanted} (validate it: report.labels.path, or evaluate with gold labels)"
+                + f"; {wanted} (validate it: {validate_with})"
             )
         for _, row in measured.iterrows():
             low = float(row["ci_low"])

@@ -21,6 +21,7 @@ from llm_feedback.evaluation import (
     validation_set_name,
 )
 from llm_feedback.evaluation.benchmarks import benchmark_name, metrics_per_benchmark, with_benchmark
+from llm_feedback.evaluation.judge_validation import check_judge_requirement, requirement_lines
 from llm_feedback.pipelines.parsed_params import evaluate_params
 from llm_feedback.validation.card import accuracy_figure, card_lines
 from llm_feedback.viewer import StaticSite, evaluation_site
@@ -81,6 +82,7 @@ def validate_judge(
     )
     if key is not None and params.logprobs_off_reason is not None:
         card += f"\nLog-probability verdicts: off, because {params.logprobs_off_reason}.\n"
+    card += requirement_lines(validation.cards, params)
     figure = accuracy_figure(validation.cards, key)
     return validation.cards, validation.annotators, validation.metrics, card, figure
 
@@ -90,8 +92,12 @@ def summarise(
     evaluate: Params,
     endpoints: Params,
     validation_metrics: pd.DataFrame,
+    judge_cards: pd.DataFrame,
 ) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
+    # The gate first: a judge whose card falls short of evaluate.judge_requirement (or has
+    # none) stops the run here, before eval_metrics is written (`validation.gate`).
+    check_judge_requirement(judge_cards, params)
     metrics = metrics_per_benchmark(
         eval_judgments, lambda part: metrics_with_agreement(part, params)
     )

@@ -54,7 +54,9 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 summarise,
-                ["eval_judgments", *PARAMS, "eval_judge_validation_metrics"],
+                # judge_validation: evaluate.judge_requirement is checked on the cards
+                # before eval_metrics is written (and before the ranking, below).
+                ["eval_judgments", *PARAMS, "eval_judge_validation_metrics", "judge_validation"],
                 "eval_metrics",
                 name="compute_eval_metrics",
             ),
@@ -66,7 +68,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             node(
                 rank_models,
-                ["eval_judgments", "eval_samples_answered", *PARAMS],
+                ["eval_judgments", "eval_samples_answered", *PARAMS, "judge_validation"],
                 [
                     "eval_model_ranking",
                     "eval_style_coefficients",

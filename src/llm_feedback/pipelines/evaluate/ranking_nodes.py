@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from llm_feedback.evaluation.judge_validation import check_judge_requirement
 from llm_feedback.evaluation.ranking import (
     alpaca_eval_win_rates,
     arena_hard_win_rates,
@@ -24,8 +25,10 @@ def rank_models(
     samples: pd.DataFrame,
     evaluate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
+    judge_cards: pd.DataFrame,
 ) -> tuple[pd.DataFrame, pd.DataFrame, Figure, pd.DataFrame, pd.DataFrame]:
     config = evaluate_params(evaluate, endpoints)
+    check_judge_requirement(judge_cards, config)  # the gate, as before eval_metrics
     ranking, coefficients = model_ranking(eval_judgments, samples, config)
     alpaca_eval = alpaca_eval_win_rates(eval_judgments, samples, config)
     arena_hard = arena_hard_win_rates(eval_judgments, samples, config)
