@@ -328,7 +328,7 @@ def test_viz_build_after_a_real_run_renders_in_a_browser(
         api = json.loads((build / "api" / "pipelines" / pipeline_id).read_text())
         expected = {node["name"] for node in api["nodes"] if node["type"] == "task"}
         assert expected and expected <= rendered_names(dom), expected - rendered_names(dom)
-    assert {"sample_prompts", "generate_completions", "rate_aspects", "render_report"} <= (
+    assert {"sample_prompts", "generate_completions", "judge_completions", "render_report"} <= (
         rendered_names(default_dom)
     )
     assert "judge_eval_samples" in rendered_names(evaluate_dom)

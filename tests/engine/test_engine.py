@@ -226,3 +226,40 @@ def test_run_into_hands_each_final_outcome_over_once_and_keeps_none():
     # Read-at-once outcomes come first: nothing waits for the re-asks to be handed over.
     assert {index for index, _, _ in delivered[:4]} == {0, 2, 4, 5}
     assert (summary.tasks, summary.reasked, summary.unreadable, summary.failed) == (6, 2, 0, 0)
+
+
+def test_stages_run_together_share_one_limit_and_fill_each_others_gaps():
+    """Two stages on one client (`run_together`): never more calls in flight than the
+    endpoint's one limit, each stage's outcomes its own, and one stage's re-asks sent while
+    the other's calls still go (not after them)."""
+    from llm_feedback.engine import run_together
+
+    def responder(body, ctx):
+        messages = body["messages"]
+        if messages[0]["content"].startswith("a") and len(messages) == 1:
+            return "no"  # every first reply of stage a is unreadable: one re-ask each
+        return "4"
+
+    limit = 3
+    with FakeLLMServer(responder, latency_s=0.02) as server:
+        with LLMClient(endpoint(server, max_concurrent=limit), None, progress=False) as client:
+            taken: dict[str, dict[int, int]] = {"a": {}, "b": {}}
+
+            def stage(name, count):
+                async def run():
+                    engine = TaskEngine(client, max_reasks=1)
+                    return await engine.stream_into(
+                        [digit_task(f"{name}{i}") for i in range(count)],
+                        lambda index, outcome: taken[name].__setitem__(index, outcome.reasks),
+                    )
+
+                return run
+
+            summaries = run_together(client, [stage("a", 6), stage("b", 60)])
+        bodies = server.requests
+        assert server.max_in_flight == limit
+    assert [s.tasks for s in summaries] == [6, 60] and summaries[0].reasked == 6
+    assert taken["a"] == dict.fromkeys(range(6), 1) and taken["b"] == dict.fromkeys(range(60), 0)
+    order = [(body["messages"][0]["content"][0], len(body["messages"])) for body in bodies]
+    first_reask = order.index(("a", 3))
+    assert ("b", 1) in order[first_reask:]  # stage b still sending when a's re-asks went out

@@ -4,6 +4,8 @@ overall scores and pairs)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from llm_feedback.core.errors import InputError
@@ -19,26 +21,20 @@ def _schema_keys(body):
     return set(schema.get("properties", {}))
 
 
-def _judge_stage(body):
+def fails_the_score_fix(body, ctx):
+    """Both judge stages answered (every critique a 10), every re-score call of the score fix
+    failed: `judge_completions` writes its two tables, `fix_overall_scores` fails."""
     keys = _schema_keys(body)
-    return "aspects" if "ratings" in keys else "critique" if "feedback" in keys else None
+    if keys == {"overall_score"}:  # a re-score
+        return Reply(status=400, error_message="this judge is broken")
+    reply = schema_responder(body, ctx)
+    if "feedback" in keys:
+        reply = json.dumps({**json.loads(reply), "overall_score": 10})
+    return reply
 
 
-def fails_the_second_judge_stage():
-    """Answers the first judge stage it sees, fails every call of the other: whichever the
-    runner starts first is written, the other fails."""
-    first = []
-
-    def respond(body, ctx):
-        stage = _judge_stage(body)
-        if stage is not None:
-            if not first:
-                first.append(stage)
-            if stage != first[0]:
-                return Reply(status=400, error_message="this judge is broken")
-        return schema_responder(body, ctx)
-
-    return respond
+# Every critique's 10 is asked again (`fails_the_score_fix` fails those calls).
+RESCORE_ALL = {"score_fix": {"flip_threshold": 1, "reannotate_threshold": 5}}
 
 
 def _versions(catalog, *names):
@@ -50,10 +46,11 @@ def test_a_report_after_an_annotate_that_failed_part_way_is_refused(run_kedro):
         params = {**SMALL, "endpoints": endpoints_via(server)}
         for name in ("sample", "generate", "annotate"):
             run_kedro(name, params)
-    with FakeLLMServer(fails_the_second_judge_stage()) as server:
+    with FakeLLMServer(fails_the_score_fix) as server:
         second = {
             **SMALL,
             "endpoints": endpoints_via(server, model="measure-v2", max_retries=0),
+            "annotate": RESCORE_ALL,
         }
         with pytest.raises(Exception):  # noqa: B017 - the failing stage's own error
             run_kedro("annotate", second)
@@ -98,8 +95,12 @@ def test_the_export_after_an_annotate_that_failed_part_way_is_refused(run_kedro)
         params = {**SMALL, "endpoints": endpoints_via(server)}
         for name in ("sample", "generate", "annotate"):
             run_kedro(name, params)
-    with FakeLLMServer(fails_the_second_judge_stage()) as server:
-        second = {**SMALL, "endpoints": endpoints_via(server, model="v2", max_retries=0)}
+    with FakeLLMServer(fails_the_score_fix) as server:
+        second = {
+            **SMALL,
+            "endpoints": endpoints_via(server, model="v2", max_retries=0),
+            "annotate": RESCORE_ALL,
+        }
         with pytest.raises(Exception):  # noqa: B017 - the failing stage's own error
             run_kedro("annotate", second)
     export = {"node_names": ["export_ultrafeedback"]}

@@ -31,7 +31,7 @@ REPORTED = [
     ("__default__", {"from_nodes": ["fix_overall_scores"]}),
     ("__default__", {"from_nodes": ["export_ultrafeedback"]}),
     ("__default__", {"from_inputs": ["overall_scores"]}),
-    ("__default__", {"from_nodes": ["critique"], "to_nodes": ["fix_overall_scores"]}),
+    ("__default__", {"from_nodes": ["judge_completions"], "to_nodes": ["fix_overall_scores"]}),
 ]
 
 
@@ -112,7 +112,10 @@ def test_the_report_runs_under_parallel_runner(data_root, server):
 
 def test_parallel_runner_is_refused_before_any_call_when_the_run_calls_models(data_root, server):
     before = server.request_count
-    with pytest.raises(ConfigError, match=r"--runner ParallelRunner: nodes critique, .*call"):
+    with pytest.raises(
+        ConfigError,
+        match=r"--runner ParallelRunner: nodes fix_overall_scores, judge_completions.*call",
+    ):
         _run(data_root, server, "annotate", runner=ParallelRunner(max_workers=2))
     assert server.request_count == before
 

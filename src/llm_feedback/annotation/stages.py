@@ -5,13 +5,18 @@ Each stage turns its rows into `Task`s for the `TaskEngine` (which caches, bound
 concurrency, re-asks only unreadable replies and doubles the budget of cut-off ones) and
 its outcomes back into rows. A call that still fails becomes a row with a null rating, its
 raw text and a parse status: nothing is lost and nothing crashes the run.
+
+Each stage is built first (its input checked and its calls counted, off the client's loop)
+and then run on the client's loop (`Stage`): alone (`aspect_annotations_table`,
+`critiques_table`) or together with the other on one endpoint queue (`judge_tables`), so that
+neither stage's tail leaves the judge idle while the other has calls to send.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +45,7 @@ from llm_feedback.annotation.tables import (
 )
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.core.errors import ConfigError, InputError, require_columns
-from llm_feedback.engine import Outcome, Reading, Task, TaskEngine
+from llm_feedback.engine import Outcome, Reading, Task, TaskEngine, run_together
 from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.replies.status import (
     NO_MATCH,
@@ -68,6 +73,9 @@ COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", 
 COMPLETION_COLUMNS_READ = (*COMPLETION_COLUMNS, "world_knowledge", "system_prompt", "error")
 KEY_COLUMNS = ("prompt_id", "completion_idx", "instruction")
 Completions = pd.DataFrame | ParquetSource
+# A stage built and ready to run: called on the client's loop, it sends the stage's calls
+# (`TaskEngine.stream_into`) and gives its table (`engine.run_together` runs several at once).
+Stage = Callable[[], Awaitable[SpooledTable]]
 
 
 def _check_rows(completions: pd.DataFrame) -> None:
@@ -416,6 +424,15 @@ def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: An
 
 
 def aspect_annotations_table(
+    completions: Completions, client: LLMClient, **options: Any
+) -> SpooledTable:
+    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
+    spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
+    `options` are `aspect_annotations_stage`'s."""
+    return client.call(aspect_annotations_stage(completions, client, **options)())
+
+
+def aspect_annotations_stage(
     completions: Completions,
     client: LLMClient,
     *,
@@ -427,9 +444,9 @@ def aspect_annotations_table(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
-) -> SpooledTable:
-    """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
-    spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
+) -> Stage:
+    """The aspect stage, built (aspects checked, calls counted) and ready to run on
+    `client`'s loop; running it gives `aspect_annotations`.
 
     `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
     as the calls are sent. `aspect_orders`: see `aspect_calls`.
@@ -521,32 +538,36 @@ def aspect_annotations_table(
             table.add(index << 16 | position, row)  # rows in call order, then position
             tally.count(row)
 
-    # `fail_loud` is checked on every round together: a first round whose calls were all
-    # too long is answered by the next.
-    engine = TaskEngine(client, max_reasks=max_reasks)
-    summary = engine.run_into(tasks(), take, desc="annotate aspects", total=total)
-    while too_long:  # each round splits every refused call in two: at most one per text
-        refused, too_long[:] = list(too_long), []
-        logger.warning(
-            "annotate aspects: %d call(s) too long for %s are sent again, their longest "
-            "text alone and the others together",
-            len(refused),
-            client.config.describe(),
-        )
-        # The engine numbers this round's tasks from 0; the table's keys go on from here.
-        offset = next(indices)
-        indices = itertools.count(offset)
-        summary = summary.plus(
-            engine.run_into(
-                list(parts(refused)),  # a few calls, listed: the bar knows its total
-                lambda index, outcome, offset=offset: take(offset + index, outcome),
-                desc="annotate aspects (in parts)",
+    async def run() -> SpooledTable:
+        nonlocal indices
+        # `fail_loud` is checked on every round together: a first round whose calls were
+        # all too long is answered by the next.
+        engine = TaskEngine(client, max_reasks=max_reasks)
+        summary = await engine.stream_into(tasks(), take, desc="annotate aspects", total=total)
+        while too_long:  # each round splits every refused call in two: at most one per text
+            refused, too_long[:] = list(too_long), []
+            logger.warning(
+                "annotate aspects: %d call(s) too long for %s are sent again, their longest "
+                "text alone and the others together",
+                len(refused),
+                client.config.describe(),
             )
-        )
-    if fail_loud:
-        engine.raise_if_failing(summary, "annotate aspects")
-    tally.log("aspect ratings")
-    return table.finish()
+            # The engine numbers this round's tasks from 0; the table's keys go on from here.
+            offset = next(indices)
+            indices = itertools.count(offset)
+            summary = summary.plus(
+                await engine.stream_into(
+                    list(parts(refused)),  # a few calls, listed: the bar knows its total
+                    lambda index, outcome, offset=offset: take(offset + index, outcome),
+                    desc="annotate aspects (in parts)",
+                )
+            )
+        if fail_loud:
+            engine.raise_if_failing(summary, "annotate aspects")
+        tally.log("aspect ratings")
+        return table.finish()
+
+    return run
 
 
 @dataclass(slots=True)
@@ -627,7 +648,13 @@ def critique_completions(
     return critiques_table(completions, client, **options).frame()
 
 
-def critiques_table(
+def critiques_table(completions: Completions, client: LLMClient, **options: Any) -> SpooledTable:
+    """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
+    spooled to disk as the calls finish. `options` are `critiques_stage`'s."""
+    return client.call(critiques_stage(completions, client, **options)())
+
+
+def critiques_stage(
     completions: Completions,
     client: LLMClient,
     *,
@@ -635,10 +662,10 @@ def critiques_table(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
-) -> SpooledTable:
-    """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
-    spooled to disk as the calls finish; `completions` on disk are read a chunk of
-    prompts at a time, as in `aspect_annotations_table`."""
+) -> Stage:
+    """The critique stage, built (calls counted) and ready to run on `client`'s loop;
+    running it gives `critiques`. `completions` on disk are read a chunk of prompts at a
+    time, as in `aspect_annotations_stage`."""
     chunks, total = usable_chunks(
         completions,
         prompts_per_chunk,
@@ -688,8 +715,78 @@ def critiques_table(
         table.add(index, row)
         tally.count(row)
 
-    TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud).run_into(
-        tasks(), take, desc="critique", total=total
-    )
-    tally.log("critiques")
-    return table.finish()
+    async def run() -> SpooledTable:
+        engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
+        await engine.stream_into(tasks(), take, desc="critique", total=total)
+        tally.log("critiques")
+        return table.finish()
+
+    return run
+
+
+# -- both stages on one queue ------------------------------------------------------------
+
+
+def judge_tables(
+    completions: Completions,
+    client: LLMClient,
+    *,
+    aspects: Sequence[str],
+    n_shuffles: int = 1,
+    shuffle_seed: int = 42,
+    aspect_orders: str = INDEPENDENT,
+    max_reasks: int = 2,
+    fail_loud: bool = False,
+    aspect_sampling: Mapping[str, Any] | None = None,
+    critique_sampling: Mapping[str, Any] | None = None,
+    prompts_per_chunk: int = CHUNK_PROMPTS,
+) -> tuple[SpooledTable, SpooledTable]:
+    """`aspect_annotations` and `critiques` of `completions`, their calls sent together on
+    `client`'s one queue (`engine.run_together`): under the endpoint's concurrency limit the
+    judge gets a call from either stage the moment a slot frees, so neither stage's tail,
+    re-asks or too-long parts leave it idle while the other has calls to send. Each table
+    is the one its stage alone gives (`aspect_annotations_table`, `critiques_table`); each
+    stage keeps its own progress bar, summary line and `fail_loud` check.
+
+    Args:
+        completions: The completions (a DataFrame, or a `ParquetSource` read a chunk of
+            prompts at a time by each stage).
+        client: The judge's client (open).
+        aspects: The aspects rated, as `aspect_annotations_stage`'s.
+        n_shuffles: Orders per group of completions rated together.
+        shuffle_seed: The orders' seed.
+        aspect_orders: `independent` or `shared` (`aspect_calls`).
+        max_reasks: Re-asks per unreadable reply, in each stage.
+        fail_loud: Raise `EndpointError` when a stage's failures pass the endpoint's
+            `max_failure_share` (the other stage stops too; what was answered is cached).
+        aspect_sampling: The aspect calls' sampling settings.
+        critique_sampling: The critique calls' sampling settings.
+        prompts_per_chunk: Prompts each stage reads at a time from a table on disk.
+
+    Returns:
+        (`aspect_annotations`, `critiques`), spooled.
+    """
+    stages = [
+        aspect_annotations_stage(
+            completions,
+            client,
+            aspects=aspects,
+            n_shuffles=n_shuffles,
+            shuffle_seed=shuffle_seed,
+            aspect_orders=aspect_orders,
+            max_reasks=max_reasks,
+            fail_loud=fail_loud,
+            sampling=aspect_sampling,
+            prompts_per_chunk=prompts_per_chunk,
+        ),
+        critiques_stage(
+            completions,
+            client,
+            max_reasks=max_reasks,
+            fail_loud=fail_loud,
+            sampling=critique_sampling,
+            prompts_per_chunk=prompts_per_chunk,
+        ),
+    ]
+    aspect_table, critique_table = run_together(client, stages)
+    return aspect_table, critique_table

@@ -1,6 +1,12 @@
 """The task engine: every model call of every pipeline and judge runs through `TaskEngine`."""
 
-from llm_feedback.engine.engine import RunSummary, TaskEngine, reask_request
+from llm_feedback.engine.engine import (
+    RunSummary,
+    TaskEngine,
+    overlaps_stages,
+    reask_request,
+    run_together,
+)
 from llm_feedback.engine.tasks import Outcome, Reader, Reading, Task, read_text
 
 __all__ = [
@@ -10,6 +16,8 @@ __all__ = [
     "RunSummary",
     "Task",
     "TaskEngine",
+    "overlaps_stages",
     "read_text",
     "reask_request",
+    "run_together",
 ]

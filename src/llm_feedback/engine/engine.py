@@ -8,16 +8,23 @@ and what was wrong with it, with twice the token budget when the reply was cut o
 
 The engine runs on the client's event loop, so the synchronous `run` (Kedro nodes from any
 runner, notebooks with a running loop) and the asynchronous `arun` are one implementation.
+
+Several stages on one endpoint share one queue (`run_together`): each is a coroutine on the
+client's loop feeding its own tasks (`TaskEngine.stream_into`), and every call of every stage
+waits for a slot of the client's one concurrency limit, so while any stage has a call to send
+no slot stays free: one stage's tail, re-asks and bookkeeping are filled by the others' calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from llm_feedback.backends.base import EndpointConfig
 from llm_feedback.backends.client import LLMClient
@@ -28,6 +35,8 @@ from llm_feedback.engine.tasks import Merger, Outcome, Reader, Task, failed_read
 from llm_feedback.replies.status import SKIPPED_TOO_LONG
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def reask_request(request: ChatRequest, reply: ChatResult, problem: str) -> ChatRequest:
@@ -131,6 +140,8 @@ class RunSummary:
     unreadable: int = 0
     failed: int = 0
     skipped: int = 0  # too long to send
+    # The endpoint's retries while the run was in flight: stages run together
+    # (`run_together`) each count the others' too.
     retries: int = 0
     failures_by_reason: dict[str, int] = field(default_factory=dict)
 
@@ -224,7 +235,19 @@ class TaskEngine:
         left), in completion order, on the client's loop; nothing is kept here. At
         UltraFeedback scale a stage that turns outcomes into columns as they come holds
         its table, not a million replies and their readings as well."""
-        return self.client.call(self._run(tasks, sink, desc, total))
+        return self.client.call(self.stream_into(tasks, sink, desc=desc, total=total))
+
+    async def stream_into(
+        self,
+        tasks: Iterable[Task],
+        sink: Callable[[int, Outcome], None],
+        *,
+        desc: str | None = None,
+        total: int | None = None,
+    ) -> RunSummary:
+        """`run_into` for code running on the client's loop (a stage of `run_together`):
+        several of these at once share the client's concurrency limit, one queue."""
+        return await self._run(tasks, sink, desc, total)
 
     async def _collect(
         self, tasks: Iterable[Task], desc: str | None, total: int | None
@@ -338,3 +361,38 @@ class TaskEngine:
                 f"failed on {self.client.config.describe()}; the {summary.answered} answered "
                 "calls are cached: fix the endpoint and run the same command to resume"
             )
+
+
+def overlaps_stages(client: LLMClient) -> bool:
+    """Whether `run_together` runs stages at once on `client`: an endpoint answered one
+    request at a time under a concurrency limit (HTTP, the embedded model). A batch backend
+    (in-process vLLM, Ray) or a provider's Batch API schedules each stream as a whole, and
+    its stages run one after another."""
+    return not client.backend.is_batch and not client.config.uses_batch_api
+
+
+def run_together(client: LLMClient, stages: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run `stages` (coroutine functions, each a whole stage: its `stream_into` rounds and
+    its bookkeeping) on `client`'s loop at once, so that their calls share one queue under
+    the endpoint's one concurrency limit: the endpoint is never left idle by one stage's
+    tail while another has calls to send. Returns each stage's result, in order.
+
+    A stage that fails (a tripped breaker, `fail_loud`) cancels the others; every answer
+    received so far is cached, so the same run resumes. Where the endpoint does not
+    overlap streams (`overlaps_stages`) the stages run one after another.
+    """
+    return client.call(_together(stages, overlap=overlaps_stages(client)))
+
+
+async def _together(stages: Sequence[Callable[[], Awaitable[T]]], *, overlap: bool) -> list[T]:
+    if not overlap:
+        return [await stage() for stage in stages]
+    running = [asyncio.ensure_future(stage()) for stage in stages]
+    try:
+        return list(await asyncio.gather(*running))
+    finally:
+        # On a failure or a cancel (Ctrl-C): the other stages stop too, nothing is left
+        # pending on the loop.
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -18,8 +18,8 @@ from llm_feedback.runs.plan import plan_evaluation, plan_run
 from llm_feedback.storage.parquet_source import as_frame
 from llm_feedback.templates import use_template_folder
 
-# Node name -> the plan's stage name, for the nodes that call a judge.
-JUDGE_STAGES = {"rate_aspects": "annotate", "critique": "critique"}
+# Node name -> the plan's stage names, for the nodes that call a judge.
+JUDGE_STAGES = {"judge_completions": ("annotate", "critique")}
 # The evaluate node whose calls the plan prices (with `planning_evaluate`).
 EVALUATE_NODE = "check_eval_samples"
 
@@ -57,7 +57,9 @@ def plan_for_run(
         generate = checked.generate or parse_generate(
             endpoints, parameters.get("model_pool"), parameters.get("generation")
         )
-    judge_stages = [stage for name, stage in JUDGE_STAGES.items() if name in nodes]
+    judge_stages = [
+        stage for name, stages in JUDGE_STAGES.items() if name in nodes for stage in stages
+    ]
     annotate = None
     if judge_stages:
         annotate = checked.annotate or parse_annotate(

@@ -154,6 +154,13 @@ class FakeLLMServer:
         return self._app.max_in_flight
 
     @property
+    def in_flight_log(self) -> list[tuple[float, int]]:
+        """(`time.monotonic()`, chat requests held) at every arrival and answer since start
+        or the last reset (kept when `record`): whether the client kept the server full, and
+        where it left slots idle."""
+        return self._app.in_flight_log()
+
+    @property
     def connection_count(self) -> int:
         """TCP connections accepted since start or the last reset."""
         return self._app.connections

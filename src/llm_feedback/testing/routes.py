@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -82,6 +83,9 @@ class FakeLLMApp:
         self.max_in_flight = 0
         self._total_requests = 0
         self._in_flight = 0
+        # (monotonic time, chat requests held) at each change, while recording: how full
+        # the client kept the server over time (`in_flight_log`).
+        self._in_flight_log: list[tuple[float, int]] = []
         self._recorded: list[dict[str, Any]] = []
         self._attempts_per_key: dict[str, int] = {}
         models_route = ("GET", models_response)
@@ -110,11 +114,16 @@ class FakeLLMApp:
         with self._lock:
             return list(self._recorded)
 
+    def in_flight_log(self) -> list[tuple[float, int]]:
+        with self._lock:
+            return list(self._in_flight_log)
+
     def reset(self) -> None:
         with self._lock:
             self._total_requests = self.chat_requests = self.connections = 0
             self.max_in_flight = self._in_flight
             self._recorded.clear()
+            self._in_flight_log.clear()
             self._attempts_per_key.clear()
         if self.rate_limiter is not None:
             self.rate_limiter.reset()
@@ -185,11 +194,15 @@ class FakeLLMApp:
         with self._lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            if self._record:
+                self._in_flight_log.append((time.monotonic(), self._in_flight))
         try:
             yield
         finally:
             with self._lock:
                 self._in_flight -= 1
+                if self._record:
+                    self._in_flight_log.append((time.monotonic(), self._in_flight))
 
     def _route(self, method: str, path: str) -> Response:
         route = self._routes.get(path)

@@ -28,8 +28,9 @@ enforced with 429s and announced in OpenAI's rate-limit headers (`rate_limits`).
 Control routes: ``GET /health``, ``GET /_stats`` (``{"requests", "chat_requests",
 "connections", "max_in_flight"}``, and ``rate_limited`` under rate limits; the control
 routes themselves are not counted; ``max_in_flight`` is the most chat requests the server
-held at once) and ``POST /_reset``
-(zero the counters, forget recorded bodies and the per-request attempt counts).
+held at once) and ``POST /_reset`` (zero the counters, forget recorded bodies and the
+per-request attempt counts). In process, `FakeLLMServer.in_flight_log` has the number held
+at every arrival and answer: where a client left the server's slots idle.
 
 The parts live in the package's modules: `replies` (Reply, RequestContext, echo and schema
 responders), `schema_fill` (the JSON Schema filler), `scripts` (scripted, flaky, sequence,

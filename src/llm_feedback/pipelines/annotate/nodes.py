@@ -14,12 +14,7 @@ import pandas as pd
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.export import UltraFeedbackExport
 from llm_feedback.annotation.rescore import overall_scores_table
-from llm_feedback.annotation.stages import (
-    Completions,
-    aspect_annotations_table,
-    check_completions,
-    critiques_table,
-)
+from llm_feedback.annotation.stages import Completions, check_completions, judge_tables
 from llm_feedback.backends import LLMClient
 from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.publishing.dataset_card import export_card, feature_list
@@ -30,18 +25,19 @@ from llm_feedback.storage.spool import FrameSpool, SpooledTable
 from llm_feedback.templates import use_template_folder
 
 
-def rate_aspects(
+def judge_completions(
     completions: Completions,
     annotate: Mapping[str, Any],
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
     request_cache: str | None,
-) -> SpooledTable:
+) -> tuple[SpooledTable, SpooledTable]:
+    """`aspect_annotations` and `critiques`, both stages' calls on one queue of the judge."""
     params = annotate_params(annotate, endpoints, prompt_templates)
     check_completions(completions)  # bad input fails before the judge starts
     use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
-        return aspect_annotations_table(
+        return judge_tables(
             completions,
             judge,
             aspects=params.aspects,
@@ -49,27 +45,8 @@ def rate_aspects(
             shuffle_seed=params.shuffle_seed,
             aspect_orders=params.aspect_orders,
             max_reasks=params.max_reasks,
-            sampling=params.aspect_sampling,
-            fail_loud=True,
-        )
-
-
-def critique(
-    completions: Completions,
-    annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
-    prompt_templates: str | None,
-    request_cache: str | None,
-) -> SpooledTable:
-    params = annotate_params(annotate, endpoints, prompt_templates)
-    check_completions(completions)
-    use_template_folder(params.prompt_templates)
-    with LLMClient(params.endpoint, request_cache) as judge:
-        return critiques_table(
-            completions,
-            judge,
-            max_reasks=params.max_reasks,
-            sampling=params.critique_sampling,
+            aspect_sampling=params.aspect_sampling,
+            critique_sampling=params.critique_sampling,
             fail_loud=True,
         )
 

@@ -2,10 +2,9 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from llm_feedback.pipelines.annotate.nodes import (
     card_of_export,
-    critique,
     export_ultrafeedback,
     fix_scores,
-    rate_aspects,
+    judge_completions,
 )
 
 PARAMS = ["params:annotate", "params:endpoints", "params:prompt_templates"]
@@ -15,13 +14,14 @@ JUDGE_INPUTS = [*PARAMS, "params:request_cache"]
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline(
         [
+            # Both judge stages in one node: their calls share the judge's one queue, so
+            # neither stage's tail (nor a save between nodes) leaves the judge idle.
             node(
-                rate_aspects,
+                judge_completions,
                 ["completions", *JUDGE_INPUTS],
-                "aspect_annotations",
-                name="rate_aspects",
+                ["aspect_annotations", "critiques"],
+                name="judge_completions",
             ),
-            node(critique, ["completions", *JUDGE_INPUTS], "critiques", name="critique"),
             node(
                 fix_scores,
                 ["completions", "aspect_annotations", "critiques", *JUDGE_INPUTS],
