@@ -4,7 +4,7 @@ The plan builds the requests each stage will send with the stages' own request b
 looks each one up in the request cache (an answered request is free) and prices the rest
 with the report's price table (`reporting.metrics.price_usage`). It calls nothing.
 
-Rules, also in the `basis` column and the README:
+Rules, also in the `basis` column and docs/quickstart.md:
 - input tokens: each message's characters / 4 (English averages ~4 characters a token in
   GPT-style BPE vocabularies) plus 4 tokens of chat framing.
 - output tokens: a reply without a JSON schema (generation) may use all of `max_tokens`; a
