@@ -91,7 +91,9 @@ def _head(env: dict[str, str], temp_dir: str) -> Iterator[str]:
         deadline = time.monotonic() + 90
         while True:
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                # Up: its GCS answers and `ray start` has written the file `auto` reads (last).
+                started = (Path(temp_dir) / "ray" / "ray_current_cluster").is_file()
+                if probe.connect_ex(("127.0.0.1", port)) == 0 and started:
                     break
             if head.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("ray start --head did not come up")

@@ -289,7 +289,7 @@ class RayBackend(BackendTraits):
         if not ray.is_initialized():
             # Ray stays up for the rest of the process (it stops at exit): the next stage
             # starts only its worker pool.
-            address = self.options.ray_address or os.environ.get("RAY_ADDRESS")
+            address = _current_cluster(self.options.ray_address or os.environ.get("RAY_ADDRESS"))
             logger.info("Ray: %s", f"connecting to {address}" if address else "starting locally")
             _use_token_if_needed(self.config, address)
             try:
@@ -398,6 +398,28 @@ def ray_token_source() -> str | None:
             return name
     path = os.path.expanduser("~/.ray/auth_token")
     return path if os.path.isfile(path) else None
+
+
+def _current_cluster(address: str | None) -> str | None:
+    """`auto` as Ray documents it: the cluster `ray start` last started on this machine
+    (its `ray_current_cluster` file), else Ray's own search.
+
+    Ray's search alone joins whichever cluster it sees running when it finds one it did not
+    expect (e.g. a notebook's local `ray.init()`), not the one `ray start` named.
+
+    Args:
+        address: The configured address (`ray_address` or RAY_ADDRESS), or None.
+
+    Returns:
+        The head's address when `auto` finds the file, else `address` unchanged.
+    """
+    if address != "auto":
+        return address
+    try:
+        recorded = importlib.import_module("ray._private.utils").read_ray_address(None)
+    except (AttributeError, OSError):  # another Ray layout: its own search decides
+        return address
+    return recorded or address
 
 
 def _use_token_if_needed(config: EndpointConfig, address: str | None) -> None:
