@@ -250,7 +250,9 @@ def test_audio_goes_to_gemini_inline_and_is_refused_by_claude_per_row(backend, t
 
     if backend == "gemini":
         assert all(result.ok for result in results)
-        audio = bodies[0]["messages"][0]["content"][1]["input_audio"]
+        # The two requests go out concurrently: the audio one is the one with parts.
+        (heard_body,) = [b for b in bodies if isinstance(b["messages"][0]["content"], list)]
+        audio = heard_body["messages"][0]["content"][1]["input_audio"]
         assert audio["format"] == "wav"
         assert base64.b64decode(audio["data"]) == clip.read_bytes()
     else:  # that row fails, saying why; the other row is answered
