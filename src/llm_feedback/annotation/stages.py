@@ -52,6 +52,7 @@ from llm_feedback.replies.status import (
 from llm_feedback.storage.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
 from llm_feedback.storage.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 from llm_feedback.storage.spool import SpooledTable, TableBuilder
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class _CallShape:
     aspect_orders: str
     structured: bool
     sampling: Mapping[str, Any]
+    templates: Templates = PACKAGE_TEMPLATES
 
 
 def _member_calls(
@@ -286,6 +288,7 @@ def _member_calls(
                 world_knowledge=prompt.knowledge,
                 structured=shape.structured,
                 sampling=shape.sampling,
+                templates=shape.templates,
             )
             call = _AspectCall(
                 prompt.prompt_id,
@@ -311,11 +314,13 @@ def aspect_calls(
     structured: bool,
     sampling: Mapping[str, Any],
     flagged: pd.Series | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
     """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
     completions judged together (`judged_together`) and shuffle.
 
-    `flagged`: `injection_flags(usable)` when the caller has it already.
+    `flagged`: `injection_flags(usable)` when the caller has it already. `templates`: the
+    prompt templates the requests are rendered from.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -327,7 +332,7 @@ def aspect_calls(
     if flagged is None:
         flagged = injection_flags(usable)
     usable = usable.assign(suspected_injection=flagged)
-    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
     for prompt_id, group in usable.groupby("prompt_id", sort=True):
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
         prompt = _Prompt(
@@ -377,6 +382,7 @@ def aspect_call_shape(
     aspect_orders: str = INDEPENDENT,
     structured: bool,
     sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> _CallShape:
     """How `aspect_calls` with these arguments builds its requests (for
     `aspect_calls_within`).
@@ -387,11 +393,12 @@ def aspect_call_shape(
         aspect_orders: `independent` or `shared`.
         structured: Whether the endpoint takes a JSON schema.
         sampling: The judge's sampling settings.
+        templates: The prompt templates the requests are rendered from.
 
     Returns:
         The shape.
     """
-    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
 
 
 def split_too_long(call: _AspectCall) -> list[list[int]]:
@@ -427,12 +434,14 @@ def aspect_annotations_table(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> SpooledTable:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
     spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
 
     `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
-    as the calls are sent. `aspect_orders`: see `aspect_calls`.
+    as the calls are sent. `aspect_orders`: see `aspect_calls`. `templates`: the prompt
+    templates (the package's, or a `prompt_templates` folder's over them).
     """
     aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     calls_per_group = len(aspects) * n_shuffles
@@ -473,6 +482,7 @@ def aspect_annotations_table(
                 structured=structured,
                 sampling=sampling,
                 flagged=usable.get(_FLAGS),
+                templates=templates,
             ):
                 yield task(call, request)
 
@@ -481,7 +491,7 @@ def aspect_annotations_table(
     differential = DifferentialRows("rating")
     # Calls of several texts that did not fit the endpoint: sent again in parts.
     too_long: list[_AspectCall] = []
-    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
 
     def parts(refused: list[_AspectCall]) -> Iterator[Task]:
         for call in refused:
@@ -593,7 +603,11 @@ class _CritiqueCall:
 
 
 def critique_calls(
-    usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
+    usable: pd.DataFrame,
+    *,
+    structured: bool,
+    sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[tuple[_CritiqueCall, ChatRequest]]:
     """The critique stage's judge calls, built lazily: per usable completion its call and
     request; a suspected injection is critiqued as written and without its suspicious
@@ -604,11 +618,16 @@ def critique_calls(
             shown = row._replace(response=text) if variant else row
             yield (
                 _CritiqueCall(row, flagged, variant),
-                critique_request(shown, structured, sampling),
+                critique_request(shown, structured, sampling, templates),
             )
 
 
-def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
+def critique_request(
+    row: Any,
+    structured: bool,
+    sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
+) -> ChatRequest:
     """The critique request of one completion row (a named tuple or a Series)."""
     return build_critique_request(
         str(row.instruction),
@@ -617,6 +636,7 @@ def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) ->
         str(getattr(row, "system_prompt", "") or ""),
         structured=structured,
         sampling=sampling,
+        templates=templates,
     )
 
 
@@ -635,10 +655,11 @@ def critiques_table(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> SpooledTable:
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
     spooled to disk as the calls finish; `completions` on disk are read a chunk of
-    prompts at a time, as in `aspect_annotations_table`."""
+    prompts at a time, as in `aspect_annotations_table`; `templates` as there."""
     chunks, total = usable_chunks(
         completions,
         prompts_per_chunk,
@@ -657,7 +678,9 @@ def critiques_table(
     def tasks() -> Iterator[Task]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
         for usable in chunks:
-            for call, request in critique_calls(usable, structured=structured, sampling=sampling):
+            for call, request in critique_calls(
+                usable, structured=structured, sampling=sampling, templates=templates
+            ):
                 completions_judged[next(indices)] = call
                 yield Task(request, read)
 

@@ -383,10 +383,13 @@ def export_card(
     features: list[dict[str, Any]] | None = None,
     judge_card: str | None = None,
     contamination: pd.DataFrame | None = None,
+    *,
+    export_schema: pa.Schema | None = None,
 ) -> str:
     """The card written beside the `ultrafeedback` export, counted from the run's
     `completions` (one export row per prompt) and describing the default push: the public
-    columns; `contamination` is `contamination_counts`. `kedro push-to-hub` builds its own
+    columns, the others of `export_schema` (default: an export of the public four aspects)
+    left out; `contamination` is `contamination_counts`. `kedro push-to-hub` builds its own
     card from the data it sends."""
     from llm_feedback.storage.schema import (
         ULTRAFEEDBACK_ARROW_SCHEMA,
@@ -394,6 +397,7 @@ def export_card(
     )
 
     judge, settings = run_settings(parameters)
+    written = ULTRAFEEDBACK_ARROW_SCHEMA if export_schema is None else export_schema
     public = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
     per_prompt = completions.drop_duplicates("prompt_id")
     facts = CardFacts(
@@ -402,7 +406,7 @@ def export_card(
         split="train",
         n_rows=len(per_prompt),
         columns=tuple(public),
-        excluded_columns=tuple(c for c in ULTRAFEEDBACK_ARROW_SCHEMA.names if c not in public),
+        excluded_columns=tuple(c for c in written.names if c not in public),
         models=dict(Counter(completions["model"].astype(str)).most_common()),
         sources=dict(Counter(per_prompt["source"].astype(str)).most_common()),
         principles=dict(Counter(completions["principle"].astype(str)).most_common()),

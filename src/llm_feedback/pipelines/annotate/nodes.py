@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.annotation import ultrafeedback_export
-from llm_feedback.annotation.export import UltraFeedbackExport
+from llm_feedback.annotation.export import UltraFeedbackExport, export_schema
 from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.stages import (
     Completions,
@@ -26,7 +26,6 @@ from llm_feedback.publishing.dataset_card import export_card, feature_list
 from llm_feedback.storage.parquet_source import ParquetSource, as_frame
 from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.storage.spool import FrameSpool, SpooledTable
-from llm_feedback.templates import use_template_folder
 
 
 def rate_aspects(
@@ -38,7 +37,6 @@ def rate_aspects(
 ) -> SpooledTable:
     params = annotate_params(annotate, endpoints, prompt_templates)
     check_completions(completions)  # bad input fails before the judge starts
-    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return aspect_annotations_table(
             completions,
@@ -50,6 +48,7 @@ def rate_aspects(
             max_reasks=params.max_reasks,
             sampling=params.aspect_sampling,
             fail_loud=True,
+            templates=params.templates,
         )
 
 
@@ -62,7 +61,6 @@ def critique(
 ) -> SpooledTable:
     params = annotate_params(annotate, endpoints, prompt_templates)
     check_completions(completions)
-    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return critiques_table(
             completions,
@@ -70,6 +68,7 @@ def critique(
             max_reasks=params.max_reasks,
             sampling=params.critique_sampling,
             fail_loud=True,
+            templates=params.templates,
         )
 
 
@@ -83,7 +82,6 @@ def fix_scores(
     request_cache: str | None,
 ) -> FrameSpool:
     params = annotate_params(annotate, endpoints, prompt_templates)
-    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         # A chunk of prompts at a time, each reading only its rows of the judge tables.
         return overall_scores_table(
@@ -97,6 +95,7 @@ def fix_scores(
             max_reasks=params.max_reasks,
             sampling=params.critique_sampling,
             fail_loud=True,
+            templates=params.templates,
         )
 
 
@@ -127,9 +126,13 @@ def card_of_export(
     """The dataset card beside the export, its `dataset_info` features those of the public
     columns, its decontamination counts those of the sample stage."""
     features = feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
+    params = annotate_params(
+        parameters.get("annotate"), parameters.get("endpoints"), parameters.get("prompt_templates")
+    )
     return export_card(
         as_frame(completions, CARD_COLUMNS),
         parameters,
         features,
         contamination=contamination_counts,
+        export_schema=export_schema(params.aspects),
     )

@@ -24,7 +24,7 @@ from llm_feedback.reporting.markdown import judge_card_section
 from llm_feedback.reporting.pairs import PairsResult, binarize_export
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.storage.parquet_source import ParquetSource
-from llm_feedback.templates import use_template_folder
+from llm_feedback.templates import Templates
 from llm_feedback.validation.annotate_labels import (
     ESTIMATE_COLUMNS,
     annotate_card,
@@ -115,6 +115,8 @@ def estimate_costs(
         report_params(report).prices,
         overall_scores=overall_scores,
         unseen=unseen_calls(request_cache),  # sent by a killed run, reply never received
+        # a reply without usage is estimated from the prompts the run's templates made
+        templates=Templates(parameters.get("prompt_templates")),
     )
 
 
@@ -193,9 +195,7 @@ def _annotate_identity(
     annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None
 ) -> dict[str, str]:
     """The identity of annotate's judge: its key hashes the aspect templates the run used."""
-    judge_params = annotate_params(annotate, endpoints, prompt_templates)
-    use_template_folder(judge_params.prompt_templates)
-    return annotate_judge_identity(judge_params)
+    return annotate_judge_identity(annotate_params(annotate, endpoints, prompt_templates))
 
 
 def _every_card(judge_cards: pd.DataFrame, annotate_cards: pd.DataFrame) -> pd.DataFrame:
