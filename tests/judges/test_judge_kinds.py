@@ -217,7 +217,6 @@ def test_the_where_to_add_row_for_a_judge_kind_is_what_the_built_in_kinds_are():
     files = re.findall(r"`((?:judges|templates)/[^`]*<kind>[^`]*)`", row)
     assert files == ["judges/kinds/<kind>.py", "templates/<kind>.txt"], row
     assert "evaluate.mode: package.module:KIND" in row
-    assert "reference_scale_kind" in row
     built_in = built_in_kinds()
     assert built_in, "no module of judges/kinds/ defines a KIND"
     for module, kind in built_in.items():
