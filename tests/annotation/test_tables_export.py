@@ -1,10 +1,14 @@
+import re
+
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from llm_feedback.annotation import (
+    ASPECTS,
     DEFAULT_ASPECTS,
     AspectJudgement,
+    AspectSpec,
     CritiqueJudgement,
     apply_reannotated_scores,
     aspect_annotations_frame,
@@ -20,13 +24,14 @@ from llm_feedback.annotation import (
     ultrafeedback_frame,
 )
 from llm_feedback.annotation.export import to_public
-from llm_feedback.core.errors import InputError
+from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.storage.schema import (
     ASPECT_ANNOTATIONS_COLUMN_TYPES,
     CRITIQUES_COLUMN_TYPES,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+    ultrafeedback_arrow_schema,
 )
 
 # Prompt "a": completion 1 failed to generate, so only 0 and 2 are judged.
@@ -223,11 +228,9 @@ def test_ultrafeedback_records_shape() -> None:
     # Each aspect averages its shuffles (honesty only has shuffle 0), then the aspects:
     # the mean of the four ratings the record shows.
     assert completion["fine-grained_score"] == pytest.approx(19 / 4)
-    assert first["annotation_status"][0] == {
-        **dict.fromkeys(DEFAULT_ASPECTS, "ok"),
-        "harmlessness": None,  # not annotated in this run
-    }
-    assert first["extra_annotations"][0] == {"harmlessness": {"Rating": None, "Rationale": None}}
+    # Only the aspects rated: no field for harmlessness, which this run did not annotate.
+    assert first["annotation_status"][0] == dict.fromkeys(DEFAULT_ASPECTS, "ok")
+    assert "extra_annotations" not in first
     failed_generation = first["completions"][1]
     assert failed_generation["response"] is None
     assert failed_generation["annotations"]["helpfulness"]["Rating"] is None
@@ -416,7 +419,7 @@ def test_answer_lists_are_empty_when_completions_lack_them() -> None:
         assert (record["correct_answers"], record["incorrect_answers"]) == ([], [])
 
 
-def test_an_extra_aspect_goes_beside_the_public_annotations() -> None:
+def test_an_extra_aspect_goes_beside_the_public_annotations(tmp_path) -> None:
     completions, aspects, critiques, overall_scores = full_run()
     harmless = aspects[aspects["aspect"] == "honesty"].assign(
         aspect="harmlessness", rating=5.0, is_na=False, parse_status="ok"
@@ -430,6 +433,36 @@ def test_an_extra_aspect_goes_beside_the_public_annotations() -> None:
     assert first["annotation_status"][0]["harmlessness"] == "ok"
     # harmlessness is not one of the aspects the fine-grained score averages
     assert first["completions"][0]["fine-grained_score"] == pytest.approx(19 / 4)
+    # The schema grows by the aspect rated, and by it only.
+    path = tmp_path / "ultrafeedback.parquet"
+    ultrafeedback_frame(records).to_parquet(path)
+    written = pq.read_schema(path).remove_metadata()
+    assert written.equals(ultrafeedback_arrow_schema({"harmlessness": False}))
+    assert written.equals(export.export_schema([*DEFAULT_ASPECTS, "harmlessness"]))
+    assert pq.read_table(path).to_pylist() == records
+    assert to_public(pq.read_table(path)).schema.equals(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("key", "spec", "problem"),
+    [
+        # a public aspect's field has its shape: honesty has no type codes
+        (
+            "honesty",
+            AspectSpec("honesty", "H", "f", {1: "a"}, type_question="q", type_codes={"0": "x"}),
+            "aspect 'honesty' has type codes, but the public UltraFeedback field honesty has none",
+        ),
+        ("brevity", AspectSpec("concise", "C", "f", {1: "a"}), "registered under another name"),
+        ("Brevity!", AspectSpec("Brevity!", "C", "f", {1: "a"}), "needs a lower-case word"),
+    ],
+)
+def test_an_aspect_the_export_cannot_hold_is_named(monkeypatch, key, spec, problem) -> None:
+    monkeypatch.setitem(ASPECTS, key, spec)
+    assert problem in export.export_problem(key)
+    with pytest.raises(ConfigError, match=rf"^annotate.aspects: .*{re.escape(problem)}"):
+        export.check_exportable(["helpfulness", key])
+    assert export.export_problem("helpfulness") is None
+    assert export.export_problem("harmlessness") is None
 
 
 def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> None:
@@ -451,7 +484,7 @@ def test_an_export_without_one_rating_still_has_every_aspect_field(tmp_path) -> 
     annotations = restored[0]["completions"][0]["annotations"]
     assert set(annotations) == set(DEFAULT_ASPECTS)
     assert annotations["helpfulness"]["Rating"] is None
-    assert restored[0]["annotation_status"][0] == dict.fromkeys([*DEFAULT_ASPECTS, "harmlessness"])
+    assert restored[0]["annotation_status"][0] == dict.fromkeys(DEFAULT_ASPECTS)
     assert restored[0]["completions"][0]["fine-grained_score"] is None
 
 

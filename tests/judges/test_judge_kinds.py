@@ -4,7 +4,9 @@ evaluate`, and the architecture table's claim that a kind is one module plus its
 from __future__ import annotations
 
 import ast
+import importlib
 import json
+import pkgutil
 import re
 from pathlib import Path
 from typing import Any
@@ -14,25 +16,29 @@ import pytest
 
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.judges import (
+    Asking,
     Judge,
     JudgeItem,
     JudgeKind,
     Judgment,
+    KindOptions,
     get_kind,
     kind_names,
     load_kind,
+    reference_scale_kind,
     register_kind,
 )
 from llm_feedback.judges.kinds import binary as binary_kind
 from llm_feedback.params import parse_evaluate
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.conftest import PROJECT_ROOT, kedro_cli, run_kedro_cli
-from tests.fixtures import yes_no_confidence
+from tests.fixtures import likert_1_7, yes_no_confidence
 
 ENDPOINTS = {"local": {"backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9/v1"}}
 
 TOY = "tests.fixtures.yes_no_confidence:KIND"
 TOY_MODULE = Path(yes_no_confidence.__file__)
+ASKED = (KindOptions((1, 7)), Asking())
 KINDS_DIR = PROJECT_ROOT / "src" / "llm_feedback" / "judges" / "kinds"
 TEMPLATES_DIR = PROJECT_ROOT / "src" / "llm_feedback" / "templates"
 
@@ -190,25 +196,65 @@ def test_the_toy_kind_touches_only_its_own_module():
     assert named_in == []
 
 
+def built_in_kinds() -> dict[str, JudgeKind]:
+    """Each module of judges/kinds/ that defines a `KIND`, by module name: derived from the
+    package, never a list written down."""
+    found = {}
+    for info in pkgutil.iter_modules([str(KINDS_DIR)]):
+        kind = getattr(
+            importlib.import_module(f"llm_feedback.judges.kinds.{info.name}"), "KIND", None
+        )
+        if isinstance(kind, JudgeKind):
+            found[info.name] = kind
+    return found
+
+
 def test_the_where_to_add_row_for_a_judge_kind_is_what_the_built_in_kinds_are():
     """The row names two files, the kind's module and its template; each built-in kind is
-    exactly that: one module of judges/kinds/ defining its KIND, and its template."""
+    exactly that: one module of judges/kinds/ defining its KIND, registered under the
+    module's name, and its template."""
     row = judge_kind_row()
     files = re.findall(r"`((?:judges|templates)/[^`]*<kind>[^`]*)`", row)
     assert files == ["judges/kinds/<kind>.py", "templates/<kind>.txt"], row
     assert "evaluate.mode: package.module:KIND" in row
-    modules_with_a_kind = sorted(
-        path.stem
-        for path in KINDS_DIR.glob("*.py")
-        if re.search(r"^KIND = JudgeKind\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+    built_in = built_in_kinds()
+    assert built_in, "no module of judges/kinds/ defines a KIND"
+    for module, kind in built_in.items():
+        assert kind.name == module and get_kind(module) is kind, module
+        assert (TEMPLATES_DIR / f"{kind.template}.txt").is_file(), module
+    assert set(built_in) <= set(kind_names())
+
+
+def test_score_0_5_is_a_reference_scale_kind_of_one_line():
+    """The factory builds `score_0_5` from its name, scale and template."""
+    source = (KINDS_DIR / "score_0_5.py").read_text(encoding="utf-8")
+    assert 'ReferenceScale("score_0_5", SCALE, "score_0_5")' in source
+    kind = get_kind("score_0_5")
+    assert (kind.default_scale, kind.needs_reference, kind.recorded_scores) == ((0, 5), True, True)
+    assert kind.logprob_labels(KindOptions(kind.default_scale)) == tuple("012345")
+
+
+def test_a_reference_scale_kind_reads_its_scale_and_may_report_on_0_100():
+    likert = likert_1_7.KIND
+    request, read = likert.ask(JudgeItem("Q?", "It is Lima.", reference="Lima"), *ASKED)
+    prompt = request.messages[-1]["content"]
+    assert "whole number from 1 to 7" in prompt and "Lima" in prompt
+    assert read("Fine.\nRating: 6").value == 6 and read("Rating: 9").value is None
+    assert likert.default_scale == (1, 7) and likert.fixed_scale
+    assert likert.logprob_labels(KindOptions((1, 7))) == tuple("1234567")
+
+    percent = reference_scale_kind("likert_pct", (1, 7), likert_1_7.TEMPLATE, to_0_100=True)
+    _, read_percent = percent.ask(JudgeItem("Q?", "A.", reference="A."), *ASKED)
+    assert read_percent("Rating: 7").value == 100.0 and read_percent("Rating: 4").value == 50.0
+    assert read_percent("Rating: 1").value == 0.0 and read_percent("no rating").value is None
+    assert percent.default_scale == (0, 100) and percent.logprob_labels is None
+    structured, _ = percent.ask(
+        JudgeItem("Q?", "A.", reference="A."), KindOptions((0, 100)), Asking(True)
     )
-    built_in = sorted(
-        name for name in kind_names() if get_kind(name).template in modules_with_a_kind
-    )
-    assert (
-        modules_with_a_kind
-        == built_in
-        == ["binary", "pairwise", "rubric", "score_0_5", "single_1_10"]
-    )
-    for name in built_in:
-        assert (TEMPLATES_DIR / f"{get_kind(name).template}.txt").is_file(), name
+    rating = structured.json_schema["properties"]["rating"]
+    assert (rating["minimum"], rating["maximum"]) == (1, 7)  # asked on its own scale
+
+    with pytest.raises(ConfigError, match="score_range needs low < high"):
+        reference_scale_kind("backwards", (7, 1), likert_1_7.TEMPLATE)
+    with pytest.raises(LookupError, match="no prompt template 'likert'"):
+        reference_scale_kind("likert", (1, 7), "likert")

@@ -13,7 +13,7 @@ from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.params import parse_annotate, parse_sample
-from llm_feedback.templates import load_template, use_template_folder
+from llm_feedback.templates import load_template
 from llm_feedback.testing.server import FakeLLMServer
 from tests.conftest import PROJECT_ROOT, endpoints_via
 
@@ -62,12 +62,6 @@ def ultrafeedback_layout_judge(body, ctx):
         lines += [f"Rating: {'N/A' if rating is None else rating}", "Rationale: Short and plain."]
         sections.append("\n".join(lines))
     return "\n\n".join(sections)
-
-
-@pytest.fixture(autouse=True)
-def package_templates_afterwards():
-    yield
-    use_template_folder(None)  # process-wide: leave the package's for the next test
 
 
 def test_ultrafeedback_layout_templates_run_end_to_end_and_every_rating_lands(run_kedro):
@@ -136,17 +130,25 @@ def test_a_file_of_parts_only_keeps_the_rest_of_the_package_template(tmp_path):
     (tmp_path / "aspect_honesty.txt").write_text("--- text ---\n[[{position}]]\n{text}\n")
     (tmp_path / "critique.txt").write_text("--- reply ---\nEnd with: Overall Score: N\n")
     endpoints = {"local": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9"}}
-    params = parse_annotate({"judge": {"endpoint": "local"}}, endpoints, str(tmp_path))
-    use_template_folder(params.prompt_templates)
-    honesty = build_aspect_request("honesty", "Say hi.", ["Hi.", "Hello."], [1, 0])
-    other = build_aspect_request("helpfulness", "Say hi.", ["Hi.", "Hello."], [1, 0])
+    templates = parse_annotate({"judge": {"endpoint": "local"}}, endpoints, str(tmp_path)).templates
+    honesty = build_aspect_request(
+        "honesty", "Say hi.", ["Hi.", "Hello."], [1, 0], templates=templates
+    )
+    other = build_aspect_request(
+        "helpfulness", "Say hi.", ["Hi.", "Hello."], [1, 0], templates=templates
+    )
     prompt = honesty.messages[-1]["content"]
     assert prompt.startswith(load_template("aspect").split("{", 1)[0])  # package main text
     assert "[[1]]" in prompt and "[[2]]" in prompt
     assert "[[1]]" not in other.messages[-1]["content"]  # only honesty's calls change
-    review = build_critique_request("Say hi.", "Hi.", "helpfulness")
+    review = build_critique_request("Say hi.", "Hi.", "helpfulness", templates=templates)
     assert review.messages[-1]["content"].startswith("Review an AI assistant's answer")
     assert "End with: Overall Score: N" in review.messages[-1]["content"]
+    # The folder is the objects' own: a request built without them reads the package's.
+    package = build_aspect_request("honesty", "Say hi.", ["Hi.", "Hello."], [1, 0])
+    assert "[[1]]" not in package.messages[-1]["content"]
+    plain_review = build_critique_request("Say hi.", "Hi.", "helpfulness")
+    assert "End with: Overall Score: N" not in plain_review.messages[-1]["content"]
 
 
 def _folder_with(tmp_path: Path, name: str, text: str) -> Path:

@@ -14,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from kedro.io import Version
 
+from llm_feedback.annotation.aspects import ASPECTS
 from llm_feedback.core.errors import InputError
 from llm_feedback.pipelines.site_dataset import StaticSiteDataset
 from llm_feedback.replies.status import UNREADABLE
 from llm_feedback.storage.parquet_source import ParquetSource
-from llm_feedback.storage.schema import ULTRAFEEDBACK_ASPECTS, ULTRAFEEDBACK_EXTRA_ASPECTS
+from llm_feedback.storage.schema import ULTRAFEEDBACK_ASPECTS
 from llm_feedback.viewer import feedback_site
 from llm_feedback.viewer.site import INDEX_CHUNK_ROWS, MAX_TOKEN_CHARS, SEARCH_BUCKETS
 from tests.viewer.frames import (
@@ -237,12 +238,13 @@ def test_index_rows_carry_the_sort_columns_computed_from_the_tables():
 
 def test_a_prompt_page_lists_the_aspects_in_ultrafeedbacks_order():
     completions, aspects, critiques, scores = feedback_frames(3)
-    names = [*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS]
+    others = [name for name in ASPECTS if name not in ULTRAFEEDBACK_ASPECTS]
+    names = [*ULTRAFEEDBACK_ASPECTS, *others]
     one = aspects[aspects["aspect"] == aspects["aspect"].iloc[0]]
     every = pd.concat([one.assign(aspect=name) for name in reversed(names)])
     every = pd.concat([every, one.assign(aspect="a_custom_aspect")], ignore_index=True)
     files = dict(feedback_site(completions, every, critiques, scores).files())
     record = _payload_text(files["data/shard-00000.js"])[1]["p-known"]
     shown = list(dict.fromkeys(row[0] for row in record["aspects"]))
-    extra = sorted({*ULTRAFEEDBACK_EXTRA_ASPECTS, "a_custom_aspect"})
+    extra = sorted({*others, "a_custom_aspect"})
     assert shown == [*ULTRAFEEDBACK_ASPECTS, *extra]

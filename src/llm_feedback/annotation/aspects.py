@@ -16,7 +16,7 @@ from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.replies.fencing import ANNOTATION_NONCE_DIGITS, fenced_block, request_nonce
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
-from llm_feedback.templates import has_template, render
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 NOT_APPLICABLE = "N/A"
 RATING_SCALE = (1, 2, 3, 4, 5)
@@ -45,7 +45,10 @@ class AspectSpec:
         return bool(self.type_codes)
 
 
-ASPECTS: Mapping[str, AspectSpec] = {
+# The aspect registry: every aspect `annotate.aspects` may name, keyed by its name. An aspect
+# is one entry here (or `ASPECTS[spec.name] = spec` from your own code, before the run); its
+# prompt, reply schema, parser and export field follow from the spec (docs/extending.md).
+ASPECTS: dict[str, AspectSpec] = {
     spec.name: spec
     for spec in (
         AspectSpec(
@@ -168,11 +171,11 @@ DEFAULT_ASPECTS: tuple[str, ...] = (
 )
 
 
-def aspect_template(aspect: str) -> str:
+def aspect_template(aspect: str, templates: Templates = PACKAGE_TEMPLATES) -> str:
     """The template an aspect's calls use: `aspect_<name>` where the folder of replacements
-    (`prompt_templates`) has one, else the shared `aspect`."""
+    (`prompt_templates`) that `templates` reads has one, else the shared `aspect`."""
     own = f"aspect_{aspect}"
-    return own if has_template(own) else "aspect"
+    return own if templates.has(own) else "aspect"
 
 
 def get_aspect(name: str) -> AspectSpec:
@@ -232,9 +235,10 @@ def aspect_reply_schema(aspect: str, n_completions: int) -> dict[str, Any]:
     }
 
 
-def _rubric_text(spec: AspectSpec) -> dict[str, str]:
+def _rubric_text(spec: AspectSpec, templates: Templates) -> dict[str, str]:
     """The fields of the aspect template that describe the rubric of `spec`."""
-    template = aspect_template(spec.name)
+    template = aspect_template(spec.name, templates)
+    render = templates.render
     levels = "\n".join(
         render(template, "level", level=level, meaning=meaning)
         for level, meaning in spec.levels.items()
@@ -255,8 +259,9 @@ def _rubric_text(spec: AspectSpec) -> dict[str, str]:
     return {"title": spec.title, "focus": spec.focus, "levels": levels, "rubric_extras": extras}
 
 
-def _free_text_format(spec: AspectSpec, n_completions: int) -> str:
-    template = aspect_template(spec.name)
+def _free_text_format(spec: AspectSpec, n_completions: int, templates: Templates) -> str:
+    template = aspect_template(spec.name, templates)
+    render = templates.render
     headers = ", ".join(
         render(template, "free_text_header", k=k) for k in range(1, n_completions + 1)
     )
@@ -271,8 +276,9 @@ def _free_text_format(spec: AspectSpec, n_completions: int) -> str:
     )
 
 
-def _json_format(spec: AspectSpec, n_completions: int) -> str:
-    template = aspect_template(spec.name)
+def _json_format(spec: AspectSpec, n_completions: int, templates: Templates) -> str:
+    template = aspect_template(spec.name, templates)
+    render = templates.render
     fields = [render(template, "json_type_fields")] if spec.has_types else []
     hint = "json_rating_hint_na" if spec.allows_na else "json_rating_hint"
     fields.append(render(template, "json_rating_fields", rating_hint=render(template, hint)))
@@ -288,12 +294,14 @@ def build_aspect_request(
     *,
     structured: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> ChatRequest:
     """The judge call rating every completion of one prompt on one aspect.
 
     `order[i]` is the index in `completions` of the text shown as "Text i+1". World knowledge
     is shown for truthfulness only. `structured` attaches a JSON schema and asks for JSON;
-    otherwise the judge writes one "### Text k" section per text.
+    otherwise the judge writes one "### Text k" section per text. `templates`: the prompt
+    templates (the package's, or a `prompt_templates` folder's over them).
 
     The material (instruction, then the texts) comes before the aspect's rubric, so that the
     calls of one prompt and order differ only after it: a provider's prefix cache serves it
@@ -312,7 +320,8 @@ def build_aspect_request(
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("an aspect request needs a non-empty instruction")
 
-    template = aspect_template(aspect)
+    template = aspect_template(aspect, templates)
+    render = templates.render
     shown = [completions[index] for index in order]
     knowledge = world_knowledge.strip() if spec.uses_world_knowledge else ""
     # One nonce for every aspect of the prompt in this order (the aspect is left out): their
@@ -343,13 +352,15 @@ def build_aspect_request(
             if n_shown == 1
             else render(template, "many_texts", n=n_shown)
         ),
-        **_rubric_text(spec),
+        **_rubric_text(spec, templates),
         fencing_notice=render("material_notice", nonce=nonce, task="rate"),
         instruction=fenced_block("INSTRUCTION", instruction, nonce),
         optional_world_knowledge=optional_world_knowledge,
         texts=texts,
         reply_format=(
-            _json_format(spec, n_shown) if structured else _free_text_format(spec, n_shown)
+            _json_format(spec, n_shown, templates)
+            if structured
+            else _free_text_format(spec, n_shown, templates)
         ),
     )
 

@@ -25,7 +25,7 @@ from llm_feedback.replies.fencing import (
 )
 from llm_feedback.replies.sampling import JUDGE_SAMPLING
 from llm_feedback.replies.status import AMBIGUOUS, EMPTY, NO_MATCH, OK, OUT_OF_RANGE
-from llm_feedback.templates import render
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 OVERALL_SCALE = (1, 10)
 
@@ -172,12 +172,15 @@ def build_critique_request(
     *,
     structured: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> ChatRequest:
     """The teacher-style critique of one completion, ending with an overall 1-10 score.
 
     The principle (and the system prompt that carried it, when given) tells the teacher what
-    the model had been asked to emphasise, so the feedback can hold it to that.
+    the model had been asked to emphasise, so the feedback can hold it to that. `templates`:
+    the prompt templates (the package's, or a `prompt_templates` folder's over them).
     """
+    render = templates.render
     if not isinstance(instruction, str) or not instruction.strip():
         raise InputError("a critique request needs a non-empty instruction")
     if not isinstance(completion, str):
@@ -256,6 +259,7 @@ def build_rescore_request(
     *,
     structured: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> ChatRequest:
     """Ask the judge for only a 1-10 score, continuing the conversation of its critique.
 
@@ -272,6 +276,7 @@ def build_rescore_request(
     }
     if structured:
         request_sampling["json_schema"] = RESCORE_REPLY_SCHEMA
+    render = templates.render
     follow_up = render("rescore", reply=render("rescore", "json_reply" if structured else "reply"))
     return ChatRequest.from_messages(
         [

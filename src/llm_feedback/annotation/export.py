@@ -6,8 +6,9 @@ Field names, types and value conventions are the public openbmb/UltraFeedback da
 prompt's source has none). Ratings are strings ("4" or "N/A"); truthfulness and
 helpfulness carry "Type" codes with the type rationale under "Rationale" and the rating
 rationale under "Rationale For Rating"; `overall_score` is the fixed score. The file is
-written with one explicit Arrow schema (`schema.ULTRAFEEDBACK_ARROW_SCHEMA`), so
-`datasets.concatenate_datasets` accepts it together with the public data.
+written with one explicit Arrow schema (`schema.ultrafeedback_arrow_schema`: the public
+columns, and ours for the aspects the run rated), so `datasets.concatenate_datasets`
+accepts it together with the public data.
 
 Ours, as extra top-level columns (inside `completions` an extra field would change the
 list's type and `concatenate_datasets` would refuse it; extra top-level columns it takes,
@@ -18,8 +19,9 @@ null in the public rows; `to_public` drops them):
   `parse_status` word (`ok`, `na`, `no_match`, `call_failed`, ...; see
   `replies/status.py`), so a null `Rating` says why it is null; null where the aspect was
   not annotated at all (not configured, or the completion has no response);
-- `extra_annotations`: per completion, the aspects beyond the public four
-  (harmlessness), all null when they were not configured;
+- `extra_annotations`: per completion, the rated aspects beyond the public four (e.g.
+  harmlessness, or an aspect of your own in `aspects.ASPECTS`); the column is there only
+  when the run rated such an aspect, so the schema never grows for aspects left unrated;
 - `shuffle_ratings`: per completion, each aspect's rating in every shuffle (see below).
 
 The public format has room for one rating per aspect, and UltraFeedback's readers take it
@@ -42,6 +44,7 @@ the empty ones).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -58,13 +61,13 @@ from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.storage.schema import (
     ANSWER_LIST_COLUMNS,
     COMPLETION_KEY,
-    ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_ASPECTS,
-    ULTRAFEEDBACK_EXTRA_ASPECTS,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+    ULTRAFEEDBACK_TYPED_ASPECTS,
     SchemaFrame,
     pandas_dtypes,
     schema_frame,
+    ultrafeedback_arrow_schema,
 )
 from llm_feedback.storage.spool import ChunkedParquet
 
@@ -88,6 +91,63 @@ _ASPECT_COLUMNS = [
     "type_rationale",
     "parse_status",
 ]
+
+
+# An aspect's name is a field of the export (and of `aspect_<name>` template files).
+_ASPECT_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def export_problem(aspect: str) -> str | None:
+    """Why the UltraFeedback export cannot hold ratings of `aspect` (None: it can).
+
+    Any aspect of the registry (`aspects.ASPECTS`) is exported, the standard four in the
+    public `annotations` and the others in `extra_annotations`, as long as its entry is
+    keyed by its own name, that name is a lower-case word, and an aspect named as a public
+    one has the public field's shape (type codes for truthfulness and helpfulness only).
+    """
+    spec = ASPECTS.get(aspect)
+    if spec is None:
+        return f"unknown aspect {aspect!r}; expected one of {', '.join(ASPECTS)}"
+    if spec.name != aspect:
+        return f"aspect {aspect!r} is registered under another name than its own ({spec.name!r})"
+    if not _ASPECT_NAME.fullmatch(aspect):
+        return (
+            f"aspect {aspect!r}: the export needs a lower-case word (letters, digits, _) "
+            "as its name"
+        )
+    if aspect in ULTRAFEEDBACK_ASPECTS:
+        public_typed = aspect in ULTRAFEEDBACK_TYPED_ASPECTS
+        if spec.has_types != public_typed:
+            return (
+                f"aspect {aspect!r} {'has' if spec.has_types else 'has no'} type codes, but "
+                f"the public UltraFeedback field {aspect} {'has' if public_typed else 'has none'}"
+                ": the export cannot hold it (give your aspect another name)"
+            )
+    return None
+
+
+def check_exportable(aspects: Sequence[str], where: str = "annotate.aspects") -> None:
+    """ConfigError naming the first aspect of `aspects` that the export cannot hold."""
+    for aspect in aspects:
+        problem = export_problem(aspect)
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
+
+
+def export_aspects(aspects: Sequence[str]) -> dict[str, bool]:
+    """The extra aspects of an export that rates `aspects` ({aspect: has type codes}, in
+    registry order): those beyond the public four."""
+    chosen = set(aspects)
+    return {
+        name: spec.has_types
+        for name, spec in ASPECTS.items()
+        if name in chosen and name not in ULTRAFEEDBACK_ASPECTS
+    }
+
+
+def export_schema(aspects: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of the export of a run that rates `aspects`."""
+    return ultrafeedback_arrow_schema(export_aspects(aspects))
 
 
 def _rating_string(row: dict[str, Any] | None) -> str | None:
@@ -183,11 +243,12 @@ def _record_chunks(
     aspects: Sequence[str] | None,
     *,
     per_chunk: int = _PROMPTS_PER_CHUNK,
-) -> tuple[Callable[[], Iterator[list[dict[str, Any]]]], int]:
+) -> tuple[Callable[[], Iterator[list[dict[str, Any]]]], int, pa.Schema]:
     """What `to_ultrafeedback_records` returns, as a function that yields the records
     `per_chunk` prompts at a time. The inputs are checked now (a bad one fails
     before anything is built); each chunk reads only its prompts' rows of the judge tables,
-    which may stay on disk (`ParquetSource`), and the number of prompts.
+    which may stay on disk (`ParquetSource`); with the number of prompts and the Arrow
+    schema of the records.
 
     Completions on disk in prompt order are streamed: read a chunk at a time, and each
     judge table in prompt order read on in step with them (`KeyOrderedReader`), so that
@@ -206,13 +267,9 @@ def _record_chunks(
     annotated = [name for name in ASPECTS if name in present]
     for unknown in sorted(present - set(annotated)):
         get_aspect(unknown)  # raises ConfigError naming the unknown aspect
-    all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
-    homeless = [name for name in annotated if name not in all_aspects]
-    if homeless:
-        raise ConfigError(
-            f"aspect(s) {', '.join(homeless)} have no field in the UltraFeedback export: "
-            "add them to schema.ULTRAFEEDBACK_EXTRA_ASPECTS"
-        )
+    # `params.annotate` refused these before any call; a table judged elsewhere is checked here.
+    check_exportable(annotated, "aspect_annotations")
+    extras = list(export_aspects(annotated))
     # The aspects the fine-grained score averages (params.annotate.fine_grained_aspects).
     averaged = [name for name in annotated if name in ULTRAFEEDBACK_ASPECTS] or annotated
     answer_columns = [c for c in ANSWER_LIST_COLUMNS if c in completion_rows_of.columns]
@@ -274,9 +331,10 @@ def _record_chunks(
                 overall_scores=overall_scores,
                 annotated=annotated,
                 averaged=averaged,
+                extras=extras,
             )
 
-    return chunks, prompt_count
+    return chunks, prompt_count, export_schema(annotated)
 
 
 def _rows_in_step(
@@ -301,9 +359,11 @@ def _records(
     overall_scores: dict[tuple[str, int], dict[str, Any]],
     annotated: Sequence[str],
     averaged: Sequence[str],
+    extras: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """The records of `prompts`, from their rows of each table."""
-    all_aspects = (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
+    """The records of `prompts`, from their rows of each table: the public four aspects
+    always, and the rated `extras` beyond them."""
+    all_aspects = (*ULTRAFEEDBACK_ASPECTS, *extras)
     records: dict[Any, dict[str, Any]] = {prompt_id: {} for prompt_id in prompts}
     for row in row_dicts(completions):
         key = (row["prompt_id"], int(row["completion_idx"]))
@@ -316,7 +376,7 @@ def _records(
                 models=[],
                 completions=[],
                 **{column: string_list(row.get(column)) for column in ANSWER_LIST_COLUMNS},
-                extra_annotations=[],
+                **({"extra_annotations": []} if extras else {}),
                 annotation_status=[],
                 shuffle_ratings=[],
             )
@@ -344,9 +404,10 @@ def _records(
                 ),
             }
         )
-        record["extra_annotations"].append(
-            {aspect: _annotation(aspect, used[aspect]) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS}
-        )
+        if extras:
+            record["extra_annotations"].append(
+                {aspect: _annotation(aspect, used[aspect]) for aspect in extras}
+            )
         record["annotation_status"].append(status)
         record["shuffle_ratings"].append(
             {
@@ -366,21 +427,30 @@ def to_ultrafeedback_records(
 ) -> list[dict[str, Any]]:
     """One record per prompt (in first-seen order), completions ordered by completion_idx.
 
-    Every record has every field of `schema.ULTRAFEEDBACK_ARROW_SCHEMA`: all four public
-    aspects (null fields where a completion has no rating, also when no call was answered
-    at all), the extra aspects and a status for each. The annotated aspects are `aspects`
-    (default: none) plus those present in `aspect_df`. `correct_answers` /
+    Every record has every field of `export_schema(annotated)`: all four public aspects
+    (null fields where a completion has no rating, also when no call was answered at all),
+    the annotated aspects beyond them and a status for each. The annotated aspects are
+    `aspects` (default: none) plus those present in `aspect_df`. `correct_answers` /
     `incorrect_answers` come from `completions_df` when it has them, else they are empty.
     For a whole run, `ultrafeedback_export` builds the same table without holding every
     record.
     """
-    chunks, _ = _record_chunks(completions_df, aspect_df, critiques_df, overall_scores_df, aspects)
+    chunks, _, _ = _record_chunks(
+        completions_df, aspect_df, critiques_df, overall_scores_df, aspects
+    )
     return [record for chunk in chunks() for record in chunk]
 
 
+def records_schema(records: Sequence[dict[str, Any]]) -> pa.Schema:
+    """The Arrow schema of `to_ultrafeedback_records`' records: the aspects they hold a
+    status for (the public four when there is no completion)."""
+    statuses = next((s for record in records for s in record["annotation_status"]), {})
+    return export_schema(list(statuses))
+
+
 def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
-    """The records as a DataFrame whose `to_parquet` writes `ULTRAFEEDBACK_ARROW_SCHEMA`."""
-    return schema_frame(records, ULTRAFEEDBACK_ARROW_SCHEMA)
+    """The records as a DataFrame whose `to_parquet` writes their export schema."""
+    return schema_frame(records, records_schema(records))
 
 
 class UltraFeedbackExport(ChunkedParquet):
@@ -389,33 +459,37 @@ class UltraFeedbackExport(ChunkedParquet):
     as `ultrafeedback_frame(records).to_parquet` (pandas metadata included) holding one
     chunk; `frame()` is the whole table as a `SchemaFrame`."""
 
-    arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
-
-    def __init__(self, chunks: Callable[[], Iterator[list[dict[str, Any]]]], prompts: int):
+    def __init__(
+        self,
+        chunks: Callable[[], Iterator[list[dict[str, Any]]]],
+        prompts: int,
+        arrow_schema: pa.Schema,
+    ):
         self._chunks = chunks
         self._prompts = prompts
+        self.arrow_schema = arrow_schema
 
     def __len__(self) -> int:
         return self._prompts
 
     def arrow_chunks(self) -> Iterator[pa.Table]:
         for records in self._chunks():
-            yield pa.Table.from_pylist(records, schema=ULTRAFEEDBACK_ARROW_SCHEMA)
+            yield pa.Table.from_pylist(records, schema=self.arrow_schema)
 
     def frame(self) -> SchemaFrame:
         """The whole export: nested columns Arrow-backed (`pd.ArrowDtype`), not Python
         lists and dicts, which at UltraFeedback scale would take gigabytes."""
-        table = pa.concat_tables([ULTRAFEEDBACK_ARROW_SCHEMA.empty_table(), *self.arrow_chunks()])
+        table = pa.concat_tables([self.arrow_schema.empty_table(), *self.arrow_chunks()])
         frame = SchemaFrame(
             {
                 name: table.column(name).to_pandas()
                 if dtype != "object"
                 # the chunks as they are: combining them would copy every completion's text
                 else pd.Series(pd.arrays.ArrowExtensionArray(table.column(name)))
-                for name, dtype in pandas_dtypes(ULTRAFEEDBACK_ARROW_SCHEMA).items()
+                for name, dtype in pandas_dtypes(self.arrow_schema).items()
             }
         )
-        frame.arrow_schema = ULTRAFEEDBACK_ARROW_SCHEMA
+        frame.arrow_schema = self.arrow_schema
         return frame
 
 
@@ -431,10 +505,10 @@ def ultrafeedback_export(
     """The export of `to_ultrafeedback_records`'s records, checked now and built when
     written (`UltraFeedbackExport`). Every table may stay on disk (`ParquetSource`): each
     chunk of prompts reads only its rows, and completions in prompt order are streamed."""
-    chunks, prompts = _record_chunks(
+    chunks, prompts, schema = _record_chunks(
         completions, aspect_df, critiques_df, overall_scores, aspects, per_chunk=prompts_per_chunk
     )
-    return UltraFeedbackExport(chunks, prompts)
+    return UltraFeedbackExport(chunks, prompts, schema)
 
 
 def to_public(data: Any) -> Any:

@@ -42,6 +42,7 @@ from llm_feedback.storage.parquet_source import (
     table_chunks,
 )
 from llm_feedback.storage.spool import FrameSpool
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +86,11 @@ def overall_score_chunks(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[pd.DataFrame]:
     """`overall_scores` a chunk of prompts at a time (a DataFrame of completions is one
-    chunk); see `fix_overall_scores`."""
+    chunk); see `fix_overall_scores`. `templates`: the prompt templates the re-score
+    requests (and the critique requests they repeat) are rendered from."""
     validate_thresholds(flip_threshold, reannotate_threshold)
     sampling = dict(sampling or {})
     aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS_READ)
@@ -99,6 +102,7 @@ def overall_score_chunks(
         reannotate_threshold,
         aspects,
         sampling,
+        templates,
     )
     counts: Counter[str] = Counter()
     for chunk in table_chunks(completions, prompts_per_chunk, COMPLETION_COLUMNS_READ):
@@ -120,6 +124,7 @@ class _ChunkFixer:
     reannotate_threshold: float
     aspects: Sequence[str] | None
     sampling: Mapping[str, Any]
+    templates: Templates = PACKAGE_TEMPLATES
     # Identical requests are sent once: only the first copy carries the call's usage. A
     # digest per request sent, not its texts: a million prompts' re-scores are gigabytes.
     sent: set[bytes] = field(default_factory=set)
@@ -143,10 +148,11 @@ class _ChunkFixer:
             tasks = [
                 Task(
                     build_rescore_request(
-                        critique_request(row, structured, self.sampling),
+                        critique_request(row, structured, self.sampling, self.templates),
                         "" if pd.isna(critique) else str(critique),
                         structured=structured,
                         sampling=self.sampling,
+                        templates=self.templates,
                     ),
                     _rescore_reading,
                 )

@@ -57,6 +57,7 @@ from llm_feedback.replies.status import (
 from llm_feedback.storage.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
 from llm_feedback.storage.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
 from llm_feedback.storage.spool import SpooledTable, TableBuilder
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +257,7 @@ class _CallShape:
     aspect_orders: str
     structured: bool
     sampling: Mapping[str, Any]
+    templates: Templates = PACKAGE_TEMPLATES
 
 
 def _member_calls(
@@ -294,6 +296,7 @@ def _member_calls(
                 world_knowledge=prompt.knowledge,
                 structured=shape.structured,
                 sampling=shape.sampling,
+                templates=shape.templates,
             )
             call = _AspectCall(
                 prompt.prompt_id,
@@ -319,11 +322,13 @@ def aspect_calls(
     structured: bool,
     sampling: Mapping[str, Any],
     flagged: pd.Series | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
     """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
     completions judged together (`judged_together`) and shuffle.
 
-    `flagged`: `injection_flags(usable)` when the caller has it already.
+    `flagged`: `injection_flags(usable)` when the caller has it already. `templates`: the
+    prompt templates the requests are rendered from.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -335,7 +340,7 @@ def aspect_calls(
     if flagged is None:
         flagged = injection_flags(usable)
     usable = usable.assign(suspected_injection=flagged)
-    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
     for prompt_id, group in usable.groupby("prompt_id", sort=True):
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
         prompt = _Prompt(
@@ -385,6 +390,7 @@ def aspect_call_shape(
     aspect_orders: str = INDEPENDENT,
     structured: bool,
     sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> _CallShape:
     """How `aspect_calls` with these arguments builds its requests (for
     `aspect_calls_within`).
@@ -395,11 +401,12 @@ def aspect_call_shape(
         aspect_orders: `independent` or `shared`.
         structured: Whether the endpoint takes a JSON schema.
         sampling: The judge's sampling settings.
+        templates: The prompt templates the requests are rendered from.
 
     Returns:
         The shape.
     """
-    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    return _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
 
 
 def split_too_long(call: _AspectCall) -> list[list[int]]:
@@ -444,12 +451,14 @@ def aspect_annotations_stage(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Stage:
     """The aspect stage, built (aspects checked, calls counted) and ready to run on
     `client`'s loop; running it gives `aspect_annotations`.
 
     `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
-    as the calls are sent. `aspect_orders`: see `aspect_calls`.
+    as the calls are sent. `aspect_orders`: see `aspect_calls`. `templates`: the prompt
+    templates (the package's, or a `prompt_templates` folder's over them).
     """
     aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     calls_per_group = len(aspects) * n_shuffles
@@ -490,6 +499,7 @@ def aspect_annotations_stage(
                 structured=structured,
                 sampling=sampling,
                 flagged=usable.get(_FLAGS),
+                templates=templates,
             ):
                 yield task(call, request)
 
@@ -498,7 +508,7 @@ def aspect_annotations_stage(
     differential = DifferentialRows("rating")
     # Calls of several texts that did not fit the endpoint: sent again in parts.
     too_long: list[_AspectCall] = []
-    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling)
+    shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
 
     def parts(refused: list[_AspectCall]) -> Iterator[Task]:
         for call in refused:
@@ -614,7 +624,11 @@ class _CritiqueCall:
 
 
 def critique_calls(
-    usable: pd.DataFrame, *, structured: bool, sampling: Mapping[str, Any]
+    usable: pd.DataFrame,
+    *,
+    structured: bool,
+    sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[tuple[_CritiqueCall, ChatRequest]]:
     """The critique stage's judge calls, built lazily: per usable completion its call and
     request; a suspected injection is critiqued as written and without its suspicious
@@ -625,11 +639,16 @@ def critique_calls(
             shown = row._replace(response=text) if variant else row
             yield (
                 _CritiqueCall(row, flagged, variant),
-                critique_request(shown, structured, sampling),
+                critique_request(shown, structured, sampling, templates),
             )
 
 
-def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) -> ChatRequest:
+def critique_request(
+    row: Any,
+    structured: bool,
+    sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
+) -> ChatRequest:
     """The critique request of one completion row (a named tuple or a Series)."""
     return build_critique_request(
         str(row.instruction),
@@ -638,6 +657,7 @@ def critique_request(row: Any, structured: bool, sampling: Mapping[str, Any]) ->
         str(getattr(row, "system_prompt", "") or ""),
         structured=structured,
         sampling=sampling,
+        templates=templates,
     )
 
 
@@ -662,10 +682,11 @@ def critiques_stage(
     fail_loud: bool = False,
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> Stage:
     """The critique stage, built (calls counted) and ready to run on `client`'s loop;
     running it gives `critiques`. `completions` on disk are read a chunk of prompts at a
-    time, as in `aspect_annotations_stage`."""
+    time, as in `aspect_annotations_stage`; `templates` as there."""
     chunks, total = usable_chunks(
         completions,
         prompts_per_chunk,
@@ -684,7 +705,9 @@ def critiques_stage(
     def tasks() -> Iterator[Task]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
         for usable in chunks:
-            for call, request in critique_calls(usable, structured=structured, sampling=sampling):
+            for call, request in critique_calls(
+                usable, structured=structured, sampling=sampling, templates=templates
+            ):
                 completions_judged[next(indices)] = call
                 yield Task(request, read)
 
@@ -740,6 +763,7 @@ def judge_tables(
     aspect_sampling: Mapping[str, Any] | None = None,
     critique_sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> tuple[SpooledTable, SpooledTable]:
     """`aspect_annotations` and `critiques` of `completions`, their calls sent together on
     `client`'s one queue (`engine.run_together`): under the endpoint's concurrency limit the
@@ -762,6 +786,7 @@ def judge_tables(
         aspect_sampling: The aspect calls' sampling settings.
         critique_sampling: The critique calls' sampling settings.
         prompts_per_chunk: Prompts each stage reads at a time from a table on disk.
+        templates: The prompt templates both stages render their requests from.
 
     Returns:
         (`aspect_annotations`, `critiques`), spooled.
@@ -778,6 +803,7 @@ def judge_tables(
             fail_loud=fail_loud,
             sampling=aspect_sampling,
             prompts_per_chunk=prompts_per_chunk,
+            templates=templates,
         ),
         critiques_stage(
             completions,
@@ -786,6 +812,7 @@ def judge_tables(
             fail_loud=fail_loud,
             sampling=critique_sampling,
             prompts_per_chunk=prompts_per_chunk,
+            templates=templates,
         ),
     ]
     aspect_table, critique_table = run_together(client, stages)

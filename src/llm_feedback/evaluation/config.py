@@ -24,6 +24,7 @@ from llm_feedback.judges import (
     JudgeKind,
     KindOptions,
     get_kind,
+    kind_names,
     load_kind,
     template_fields,
 )
@@ -315,10 +316,11 @@ class EvaluateParams:
                     f"token probabilities ({reason}); set it to auto or false"
                 )
             if self.kind.logprob_labels is None:
+                having = [name for name in kind_names() if get_kind(name).logprob_labels]
                 raise ConfigError(
                     f"evaluate.judge_logprobs: true, but mode {self.mode} has no verdict "
-                    "tokens to read probabilities of (pairwise, single_1_10 and score_0_5 "
-                    "have); set it to auto or false"
+                    f"tokens to read probabilities of ({', '.join(having)} have); set it to "
+                    "auto or false"
                 )
 
     @property

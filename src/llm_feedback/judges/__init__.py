@@ -28,6 +28,7 @@ from llm_feedback.judges.kinds import (
     kind_names,
     load_kind,
     register_kind,
+    unregister_kind,
 )
 from llm_feedback.judges.kinds.binary import (
     BINARY_FORMATS,
@@ -48,6 +49,7 @@ from llm_feedback.judges.kinds.pairwise import (
     pairwise_reply_schema,
     parse_pairwise,
 )
+from llm_feedback.judges.kinds.reference_scale import ReferenceScale, reference_scale_kind
 from llm_feedback.judges.kinds.rubric import (
     OVERALL_CRITERION,
     build_rubric_request,
@@ -104,6 +106,7 @@ __all__ = [
     "ParseResult",
     "Reading",
     "ReferenceGrading",
+    "ReferenceScale",
     "aggregate_scores",
     "build_binary_request",
     "build_multi_turn_rating_request",
@@ -136,9 +139,11 @@ __all__ = [
     "parse_rubric_scores",
     "pass_at_k",
     "pass_at_k_table",
+    "reference_scale_kind",
     "register_kind",
     "render_template",
     "rubric_reply_schema",
     "template_fields",
+    "unregister_kind",
     "weighted_accuracy",
 ]

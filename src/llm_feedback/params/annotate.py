@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from llm_feedback.annotation.aspects import DEFAULT_ASPECTS, get_aspect
+from llm_feedback.annotation.export import check_exportable
 from llm_feedback.annotation.score_fix import validate_thresholds
 from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT
 from llm_feedback.backends import EndpointConfig
@@ -15,6 +17,7 @@ from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.judge import JudgeParams, parse_judge
 from llm_feedback.params.prompt_templates import check_prompt_templates
 from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.templates import Templates
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,13 @@ class AnnotateParams:
     @property
     def endpoint(self) -> EndpointConfig:
         return self.judge.endpoint
+
+    @functools.cached_property
+    def templates(self) -> Templates:
+        """The prompt templates the judge's requests are rendered from: the package's, with
+        the `prompt_templates` folder's replacements over them (one object per parse, so
+        each file is read once)."""
+        return Templates(self.prompt_templates)
 
     @property
     def aspect_sampling(self) -> Mapping[str, Any]:
@@ -76,6 +86,7 @@ def parse_annotate(
         get_aspect(aspect)
     if len(set(aspects)) != len(aspects):
         raise ConfigError("annotate.aspects: an aspect is listed twice")
+    check_exportable(aspects)  # the export must hold every rating before one is paid for
     judge = parse_judge(
         block.raw("judge") if "judge" in block.values else None, "annotate.judge", endpoints
     )

@@ -50,7 +50,6 @@ REQUIRED: Mapping[tuple[str, str], tuple[str, ...]] = MappingProxyType(
         ("critique", "system_prompt"): ("system_prompt",),
     }
 )
-_VARIANT_KEYS = MappingProxyType({"aspect": tuple(ASPECTS)})
 
 
 def check_prompt_templates(folder: str | Path | None, parameter: str) -> str | None:
@@ -61,7 +60,9 @@ def check_prompt_templates(folder: str | Path | None, parameter: str) -> str | N
     if not isinstance(folder, str | Path) or not str(folder).strip():
         raise ConfigError(f"{parameter} must be a folder path or null, got {folder!r}")
     try:
-        check_template_folder(folder, REPLACEABLE, REQUIRED, _VARIANT_KEYS, (PRINCIPLES_FILE,))
+        # `aspect_<key>` for every aspect registered now (one added at run time included).
+        variants = {"aspect": tuple(ASPECTS)}
+        check_template_folder(folder, REPLACEABLE, REQUIRED, variants, (PRINCIPLES_FILE,))
         system_prompts(folder)
     except ConfigError as error:
         raise ConfigError(f"{parameter}: {error}") from None

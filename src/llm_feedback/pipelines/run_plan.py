@@ -16,7 +16,6 @@ from llm_feedback.params.run import CheckedRun
 from llm_feedback.pipelines.sample.nodes import combine_sources, sample
 from llm_feedback.runs.plan import plan_evaluation, plan_run
 from llm_feedback.storage.parquet_source import as_frame
-from llm_feedback.templates import use_template_folder
 
 # Node name -> the plan's stage names, for the nodes that call a judge.
 JUDGE_STAGES = {"judge_completions": ("annotate", "critique")}
@@ -65,7 +64,6 @@ def plan_for_run(
         annotate = checked.annotate or parse_annotate(
             parameters.get("annotate"), endpoints, parameters.get("prompt_templates")
         )
-        use_template_folder(annotate.prompt_templates)  # the plan prices the prompts sent
     report = checked.report or parse_report(parameters.get("report"))
     needs_sample = generate is not None
     plan = plan_run(

@@ -156,16 +156,12 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
         parameters.get("annotate") is not None or "endpoints" in parameters
     ):
         from llm_feedback.reporting.judge_card import annotate_judge_identity  # noqa: PLC0415
-        from llm_feedback.templates import use_template_folder  # noqa: PLC0415
 
         annotate = parse_annotate(
             parameters.get("annotate"),
             parameters.get("endpoints"),
             parameters.get("prompt_templates"),
         )
-        # The key hashes the templates the run's judge is sent (its `prompt_templates`
-        # folder's where it replaces ours), as the annotate nodes use them.
-        use_template_folder(annotate.prompt_templates)
         endpoint = annotate.endpoint
         identity = annotate_judge_identity(annotate)
         weights = identity["judge_model_file"]
@@ -521,10 +517,12 @@ def export_card(
     judge_card: str | None = None,
     contamination: pd.DataFrame | None = None,
     judge_endpoint: str | None = None,
+    export_schema: pa.Schema | None = None,
 ) -> str:
     """The card written beside the `ultrafeedback` export, counted from the run's
     `completions` (one export row per prompt) and describing the default push: the public
-    columns; `contamination` is `contamination_counts`. `judge`, `settings` and
+    columns, the others of `export_schema` (default: an export of the public four aspects)
+    left out; `contamination` is `contamination_counts`. `judge`, `settings` and
     `judge_endpoint` are the data's lineage (`runs.record.card_lineage` and
     `RecordedJudge.endpoint_words` of the run's `run_lineage`), never the configuration of
     a run that only writes the card; None says "not recorded". `kedro push-to-hub` builds
@@ -534,6 +532,7 @@ def export_card(
         ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
     )
 
+    written = ULTRAFEEDBACK_ARROW_SCHEMA if export_schema is None else export_schema
     public = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
     per_prompt = completions.drop_duplicates("prompt_id")
     facts = CardFacts(
@@ -542,7 +541,7 @@ def export_card(
         split="train",
         n_rows=len(per_prompt),
         columns=tuple(public),
-        excluded_columns=tuple(c for c in ULTRAFEEDBACK_ARROW_SCHEMA.names if c not in public),
+        excluded_columns=tuple(c for c in written.names if c not in public),
         models=dict(Counter(completions["model"].astype(str)).most_common()),
         sources=dict(Counter(per_prompt["source"].astype(str)).most_common()),
         principles=dict(Counter(completions["principle"].astype(str)).most_common()),

@@ -8,8 +8,8 @@ only here, when a push is built.
 
 Every push carries its dataset card (`hub_card`), uploaded as the repository's README.md
 after the data. `ultrafeedback` is pushed with the public openbmb/UltraFeedback columns only
-unless `public_only=False` (our `prompt_id`, `extra_annotations` and `annotation_status`
-stay home); `preference_pairs` has no private columns.
+unless `public_only=False` (our `prompt_id`, `extra_annotations`, `annotation_status` and
+`shuffle_ratings` stay home); `preference_pairs` has no private columns.
 
 Preference pairs go up as the Hub splits `train` and `test`: the trl layout's `split`
 column says which (and is not pushed: the Hub split says it); the h4 layout, which has no
@@ -44,6 +44,8 @@ from llm_feedback.storage.schema import (
     PREFERENCE_PAIRS_ARROW_SCHEMAS,
     ULTRAFEEDBACK_ARROW_SCHEMA,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+    ultrafeedback_arrow_schema,
+    ultrafeedback_extra_aspects,
 )
 
 # The trl pairs as written before they had `margin` and `split`: still pushed (as one
@@ -55,7 +57,9 @@ PREFERENCE_PAIRS_UNSPLIT_ARROW_SCHEMA = pa.schema(
         if field.name not in ("margin", "split")
     ]
 )
-# Dataset name -> the Arrow schemas its Parquet files may have (preference pairs: a layout).
+# Dataset name -> the Arrow schemas its Parquet files may have (preference pairs: a layout;
+# ultrafeedback: that of the public four aspects, or one with the run's extra aspects, read
+# from the table).
 HUB_DATASETS: Mapping[str, tuple[pa.Schema, ...]] = {
     "ultrafeedback": (ULTRAFEEDBACK_ARROW_SCHEMA,),
     "preference_pairs": (
@@ -108,9 +112,25 @@ def hub_token(credentials: Mapping[str, Any], environ: Mapping[str, str]) -> tup
     )
 
 
-def _schema_of(name: str, columns: list[str]) -> pa.Schema:
+def _written_schema(table: pd.DataFrame | ParquetSource) -> pa.Schema:
+    """The Arrow schema `table` was (or will be) written with."""
+    if isinstance(table, ParquetSource):
+        return table.schema
+    written = getattr(table, "arrow_schema", None)  # a SchemaFrame
+    if written is not None:
+        return written
+    return pa.Schema.from_pandas(table.head(1), preserve_index=False)
+
+
+def _schema_of(name: str, table: pd.DataFrame | ParquetSource) -> pa.Schema:
     if name not in HUB_DATASETS:
         raise ConfigError(f"dataset must be one of {', '.join(HUB_DATASETS)}, got {name!r}")
+    columns = list(table.columns)
+    if name == "ultrafeedback":
+        try:
+            return ultrafeedback_arrow_schema(ultrafeedback_extra_aspects(_written_schema(table)))
+        except ValueError as error:
+            raise InputError(f"{name}: {error}") from None
     for schema in HUB_DATASETS[name]:
         if columns == schema.names:
             return schema
@@ -185,7 +205,7 @@ def build_push(
     if not token:
         raise ConfigError(f"the Hugging Face token from {token_source} is empty")
     columns = list(table.columns)
-    schema = _schema_of(name, columns)
+    schema = _schema_of(name, table)
     own_splits = name == "preference_pairs" and (
         SPLIT_COLUMN in schema.names or test_split is not None
     )

@@ -31,6 +31,7 @@ from llm_feedback.storage.parquet_source import (
     rows_by_prompt,
     table_chunks,
 )
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 Table = pd.DataFrame | ParquetSource
 GROUP = ["stage", "endpoint", "backend", "model", "mode"]
@@ -144,10 +145,13 @@ def usage_totals(
     critiques: Table,
     overall_scores: Table | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
+    *,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> pd.DataFrame:
     """Tokens per (stage, endpoint, backend, model, mode), summed over the requests sent
-    (estimated where a reply had no usage): columns `GROUP`, prompt_tokens,
-    completion_tokens (float sums of the rows' shares) and estimated_rows."""
+    (estimated where a reply had no usage, from the judge requests rebuilt with
+    `templates`): columns `GROUP`, prompt_tokens, completion_tokens (float sums of the
+    rows' shares) and estimated_rows."""
     tally = _Tally()
     aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS)
     critique_rows = rows_by_prompt(critiques, CRITIQUE_COLUMNS)
@@ -164,7 +168,7 @@ def usage_totals(
         texts = request_texts(chunk)  # what the judge requests showed, for their identities
 
         aspects = estimate_missing_usage(
-            "annotate", _of(aspect_rows(prompts, last), prompts), chunk
+            "annotate", _of(aspect_rows(prompts, last), prompts), chunk, templates
         )
         seen["aspect_annotations"] += len(aspects)
         if len(aspects):
@@ -175,7 +179,7 @@ def usage_totals(
             tally.add_calls("annotate", identities, _judge_keys(aspects.iloc[first]), per_call)
 
         judged = estimate_missing_usage(
-            "critique", _of(critique_rows(prompts, last), prompts), chunk
+            "critique", _of(critique_rows(prompts, last), prompts), chunk, templates
         )
         seen["critiques"] += len(judged)
         if len(judged):

@@ -20,6 +20,7 @@ import pandas as pd
 from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
 from llm_feedback.storage.schema import COMPLETION_KEY
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 TOKEN_COLUMNS = ["prompt_tokens", "completion_tokens"]
 CHARS_PER_TOKEN = 3  # ChatRequest.estimated_input_tokens' rule, for replies too
@@ -71,10 +72,14 @@ def _missing(frame: pd.DataFrame) -> pd.Series:
 
 
 def estimate_missing_usage(
-    stage: str, frame: pd.DataFrame, completions: pd.DataFrame
+    stage: str,
+    frame: pd.DataFrame,
+    completions: pd.DataFrame,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> pd.DataFrame:
     """`frame` with float token columns, estimated (and `usage_estimated`) where missing.
-    For `generate`, `frame` holds some columns of `completions` (the same index)."""
+    For `generate`, `frame` holds some columns of `completions` (the same index); the judge
+    requests are rebuilt from `templates` (the run's `prompt_templates`)."""
     frame = frame.copy()
     for column in TOKEN_COLUMNS:
         frame[column] = frame[column].astype("float64").fillna(0.0)
@@ -92,6 +97,7 @@ def estimate_missing_usage(
                 row["response"],
                 row["principle"] or "helpfulness",
                 row["system_prompt"],
+                templates=templates,
             )
             frame.loc[index, TOKEN_COLUMNS] = [
                 request.estimated_input_tokens(),
@@ -106,6 +112,7 @@ def estimate_missing_usage(
                 call["response"].tolist(),
                 list(range(len(call))),
                 world_knowledge=str(call["world_knowledge"].iloc[0]),
+                templates=templates,
             )
             share = len(call)
             frame.loc[call.index, "prompt_tokens"] = request.estimated_input_tokens() / share

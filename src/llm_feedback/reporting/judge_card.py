@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from llm_feedback.evaluation.judge_validation import endpoint_name
 from llm_feedback.params import AnnotateParams
-from llm_feedback.templates import has_template, load_template
 from llm_feedback.validation.card import judge_identity
 from llm_feedback.validation.model_file import model_file_identity
 
@@ -24,11 +23,12 @@ ANNOTATE_TEMPLATES = ("system_aspect", "aspect")
 def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
     """The identity columns of annotate's judge (`validation.card.judge_identity`)."""
     # The templates in use (a `prompt_templates` folder's where it replaces ours).
+    templates = annotate.templates
     names = [
         *ANNOTATE_TEMPLATES,
-        *(f"aspect_{aspect}" for aspect in annotate.aspects if has_template(f"aspect_{aspect}")),
+        *(f"aspect_{aspect}" for aspect in annotate.aspects if templates.has(f"aspect_{aspect}")),
     ]
-    text = "".join(load_template(name) for name in names)
+    text = "".join(templates.load(name) for name in names)
     task = {"task": "annotate", "aspects": list(annotate.aspects)}
     endpoint = annotate.endpoint
     return judge_identity(

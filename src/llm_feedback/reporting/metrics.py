@@ -30,6 +30,7 @@ from llm_feedback.storage.schema import (
     COST_TABLE_COLUMN_TYPES,
     JUDGE_HEALTH_COLUMN_TYPES,
 )
+from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 from llm_feedback.validation.agreement import pearson
 
 logger = logging.getLogger(__name__)
@@ -211,6 +212,7 @@ def cost_table(
     overall_scores: Table | None = None,
     *,
     unseen: pd.DataFrame | None = None,
+    templates: Templates = PACKAGE_TEMPLATES,
 ) -> pd.DataFrame:
     """Tokens and estimated cost per stage (generate, annotate, critique), endpoint and model.
 
@@ -235,7 +237,8 @@ def cost_table(
 
     Only requests actually sent are counted (copies of an identical request, answered
     from the first, are dropped), and a row whose reply had no usage gets the token
-    estimate, flagged `usage_estimated` (`llm_feedback.reporting.costs`).
+    estimate, flagged `usage_estimated` (`llm_feedback.reporting.costs`), from the judge
+    requests rebuilt with `templates` (the run's `prompt_templates` folder over the package).
 
     Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
     priced, usage_estimated, unseen_calls.
@@ -247,7 +250,9 @@ def cost_table(
     require_columns(critiques, judge_columns, "critiques")
     _check_prices(prices)  # before the tables are read
 
-    table = usage_totals(completions, aspect_annotations, critiques, overall_scores)
+    table = usage_totals(
+        completions, aspect_annotations, critiques, overall_scores, templates=templates
+    )
     table["usage_estimated"] = table["estimated_rows"] > 0
     table["unseen_calls"] = 0
     if unseen is not None and len(unseen):

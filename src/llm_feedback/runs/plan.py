@@ -283,6 +283,7 @@ def plan_run(
                 aspect_orders=annotate.aspect_orders,
                 structured=structured,
                 sampling=annotate.aspect_sampling,
+                templates=annotate.templates,  # the plan prices the prompts sent
             )
             shape = aspect_call_shape(
                 annotate.n_shuffles,
@@ -290,6 +291,7 @@ def plan_run(
                 aspect_orders=annotate.aspect_orders,
                 structured=structured,
                 sampling=annotate.aspect_sampling,
+                templates=annotate.templates,
             )
             # A call over the budget is sent in parts, its longest text alone (stages.py).
             calls = aspect_calls_within(calls, lambda request: too_long(judge, request), shape)
@@ -297,7 +299,10 @@ def plan_run(
             rows += stage.rows("annotate", [judge.model] * len(stage.keys), basis)
         if "critique" in judge_stages:
             calls = critique_calls(
-                usable, structured=structured, sampling=annotate.critique_sampling
+                usable,
+                structured=structured,
+                sampling=annotate.critique_sampling,
+                templates=annotate.templates,
             )
             stage = Stage(judge, (request for _, request in calls), cache_path)
             rows += stage.rows("critique", [judge.model] * len(stage.keys), basis)

@@ -573,25 +573,24 @@ _RATED_WITH_TYPES = pa.struct(
         ("Rationale For Rating", pa.string()),
     ]
 )
-# The aspects of the public `annotations` struct, in the card's order.
+# The aspects of the public `annotations` struct, in the card's order: the standard four,
+# whose public columns every export keeps (null where a run did not rate one).
 ULTRAFEEDBACK_ASPECTS: tuple[str, ...] = (
     "instruction_following",
     "honesty",
     "truthfulness",
     "helpfulness",
 )
-# Aspects we rate beyond the public four; the export keeps them outside `completions`.
-ULTRAFEEDBACK_EXTRA_ASPECTS: tuple[str, ...] = ("harmlessness",)
+# Whether each public aspect carries type codes (`Type` and two rationales), as published.
+ULTRAFEEDBACK_TYPED_ASPECTS: frozenset[str] = frozenset({"truthfulness", "helpfulness"})
 ULTRAFEEDBACK_COMPLETION = pa.struct(
     [
         (
             "annotations",
             pa.struct(
                 [
-                    ("instruction_following", _RATED),
-                    ("honesty", _RATED),
-                    ("truthfulness", _RATED_WITH_TYPES),
-                    ("helpfulness", _RATED_WITH_TYPES),
+                    (aspect, _RATED_WITH_TYPES if aspect in ULTRAFEEDBACK_TYPED_ASPECTS else _RATED)
+                    for aspect in ULTRAFEEDBACK_ASPECTS
                 ]
             ),
         ),
@@ -621,44 +620,82 @@ ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA = pa.schema(
 # the order of `completions`; a status is the aspect's `parse_status` word.
 # `shuffle_ratings` holds, per completion and aspect, every shuffle's rating string in
 # shuffle order (the public `Rating` is one shuffle's; see annotation/export.py).
+# `extra_annotations` is there only when the run rated an aspect beyond the public four.
 ULTRAFEEDBACK_OWN_COLUMNS: tuple[str, ...] = (
     "prompt_id",
     "extra_annotations",
     "annotation_status",
     "shuffle_ratings",
 )
-ULTRAFEEDBACK_ARROW_SCHEMA = pa.schema(
-    [
-        ("prompt_id", pa.string()),
-        *ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
-        (
-            "extra_annotations",
-            pa.list_(pa.struct([(aspect, _RATED) for aspect in ULTRAFEEDBACK_EXTRA_ASPECTS])),
-        ),
-        (
-            "annotation_status",
-            pa.list_(
-                pa.struct(
-                    [
-                        (aspect, pa.string())
-                        for aspect in (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
-                    ]
-                )
+
+
+def ultrafeedback_arrow_schema(extra_aspects: Mapping[str, bool] | None = None) -> pa.Schema:
+    """The export's Arrow schema for a run that rated the public four aspects (or some of
+    them) and `extra_aspects` ({aspect: whether it carries type codes}, in export order).
+
+    The public columns are always the same; our own columns hold the public four plus the
+    extra aspects, so the schema grows only with the aspects a run rates beyond the four.
+    An extra aspect with type codes has the public typed struct (`Type`, `Rationale`,
+    `Rating`, `Rationale For Rating`), one without `Rating` and `Rationale`.
+    """
+    extras = dict(extra_aspects or {})
+    clash = sorted(set(extras) & set(ULTRAFEEDBACK_ASPECTS))
+    if clash:
+        raise ValueError(f"{', '.join(clash)}: public aspects, not extra ones")
+    aspects = (*ULTRAFEEDBACK_ASPECTS, *extras)
+    extra_column = (
+        [
+            (
+                "extra_annotations",
+                pa.list_(
+                    pa.struct(
+                        [
+                            (aspect, _RATED_WITH_TYPES if typed else _RATED)
+                            for aspect, typed in extras.items()
+                        ]
+                    )
+                ),
+            )
+        ]
+        if extras
+        else []
+    )
+    return pa.schema(
+        [
+            ("prompt_id", pa.string()),
+            *ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
+            *extra_column,
+            (
+                "annotation_status",
+                pa.list_(pa.struct([(aspect, pa.string()) for aspect in aspects])),
             ),
-        ),
-        (
-            "shuffle_ratings",
-            pa.list_(
-                pa.struct(
-                    [
-                        (aspect, pa.list_(pa.string()))
-                        for aspect in (*ULTRAFEEDBACK_ASPECTS, *ULTRAFEEDBACK_EXTRA_ASPECTS)
-                    ]
-                )
+            (
+                "shuffle_ratings",
+                pa.list_(pa.struct([(aspect, pa.list_(pa.string())) for aspect in aspects])),
             ),
-        ),
-    ]
-)
+        ]
+    )
+
+
+def ultrafeedback_extra_aspects(schema: pa.Schema) -> dict[str, bool]:
+    """The extra aspects ({aspect: typed}) of an export's schema (written, or inferred from
+    a frame of its records); ValueError when it is not an export's schema."""
+    extras: dict[str, bool] = {}
+    if "extra_annotations" in schema.names:
+        entry = schema.field("extra_annotations").type
+        if not (pa.types.is_list(entry) and pa.types.is_struct(entry.value_type)):
+            raise ValueError("extra_annotations is not a list of structs")
+        for aspect in entry.value_type:
+            typed = pa.types.is_struct(aspect.type) and "Type" in [f.name for f in aspect.type]
+            extras[aspect.name] = typed
+    expected = ultrafeedback_arrow_schema(extras).names
+    if list(schema.names) != expected:
+        raise ValueError(f"columns {list(schema.names)} are not those expected ({expected})")
+    return extras
+
+
+# The schema of an export that rates no aspect beyond the public four.
+ULTRAFEEDBACK_ARROW_SCHEMA = ultrafeedback_arrow_schema()
 
 # --- report: preference_pairs, pair_drops, pair_counts ------------------------------------
 

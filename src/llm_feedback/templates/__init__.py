@@ -13,18 +13,23 @@ text) are not part of it; spaces are kept as written.
     load_template("binary", "reply_0_1")  # its part "reply_0_1"
     render("fencing_notice", nonce="0123456789ab", task="rate")
 
-A folder of replacements (`use_template_folder`, from the `prompt_templates` parameter)
-takes precedence over the package: a file there named as a package template replaces the
-parts it holds (the main text and/or named parts; parts it leaves out keep the package's
-text). A file `<family>_<key>.txt` (e.g. `aspect_honesty.txt`) replaces `<family>.txt` for
-one key only. `check_template_folder` reads every file before any call: a part the package
-template does not have, a placeholder the code does not fill in, or a required one that is
-missing fails, naming the file, the part and the placeholder.
+The functions above read the package's templates only. A folder of replacements (the
+`prompt_templates` parameter) is read through a `Templates` object made for it and passed
+to whatever renders the prompts it may replace (the annotate stages' request builders):
+
+    templates = Templates("conf/base/templates/ultrafeedback_layout")
+    templates.render("aspect", "level", level=5, meaning="...")
+
+A file there named as a package template replaces the parts it holds (the main text and/or
+named parts; parts it leaves out keep the package's text). A file `<family>_<key>.txt`
+(e.g. `aspect_honesty.txt`) replaces `<family>.txt` for one key only.
+`check_template_folder` reads every file before any call: a part the package template does
+not have, a placeholder the code does not fill in, or a required one that is missing
+fails, naming the file, the part and the placeholder.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import string
 from collections.abc import Collection, Mapping
@@ -35,6 +40,8 @@ from typing import Any
 from llm_feedback.core.errors import ConfigError
 
 __all__ = [
+    "PACKAGE_TEMPLATES",
+    "Templates",
     "check_template_folder",
     "has_template",
     "load_template",
@@ -42,15 +49,10 @@ __all__ = [
     "render",
     "template_fields",
     "template_names",
-    "use_template_folder",
 ]
 
 _NAME = re.compile(r"[a-z0-9_]+")
 _PART_LINE = re.compile(r"--- (?P<name>[a-z0-9_]+) ---")
-
-
-# Replacements are looked up here first (process-wide: set at the start of a stage).
-_in_use: dict[str, Path | None] = {"folder": None}
 
 
 def read_parts(text: str, where: str) -> dict[str, str]:
@@ -86,43 +88,75 @@ def _family(name: str) -> str:
     raise LookupError(f"no prompt template {name!r} in {__package__}")
 
 
-@functools.cache
-def _parts(name: str) -> dict[str, str]:
-    family = _family(name)
-    folder = _in_use["folder"]
-    if family == name or folder is not None and (folder / f"{name}.txt").is_file():
-        parts = read_parts(_package_file(family).read_text(encoding="utf-8"), repr(family))
-    else:
-        raise LookupError(f"no prompt template {name!r} in {__package__}")
-    if folder is not None:
-        for candidate in dict.fromkeys((family, name)):
-            replacement = folder / f"{candidate}.txt"
-            if replacement.is_file():
-                replaced = read_parts(replacement.read_text(encoding="utf-8"), str(replacement))
-                # A file of named parts only leaves the main text as it was.
-                parts.update({part: text for part, text in replaced.items() if part or text})
-    return parts
+class Templates:
+    """The package's prompt templates, with the replacements of `folder` over them (None:
+    the package's only). Each object reads a file once: make one per folder and pass it to
+    what renders prompts (its parts and lookups are cached with it)."""
+
+    def __init__(self, folder: str | Path | None = None) -> None:
+        self.folder = None if folder is None else Path(folder)
+        self._parts: dict[str, dict[str, str]] = {}
+        # Lookups that failed too: a missing variant (`aspect_honesty`) is asked for by
+        # every aspect call, and would otherwise stat the files each time.
+        self._has: dict[str, bool] = {}
+
+    def __repr__(self) -> str:
+        return f"Templates({None if self.folder is None else str(self.folder)!r})"
+
+    def parts(self, name: str) -> dict[str, str]:
+        """The main text ("") and named parts of template `name`, replacements applied;
+        LookupError when there is no such template."""
+        if name not in self._parts:
+            self._parts[name] = self._read(name)
+        return self._parts[name]
+
+    def _read(self, name: str) -> dict[str, str]:
+        family = _family(name)
+        folder = self.folder
+        if family == name or folder is not None and (folder / f"{name}.txt").is_file():
+            parts = read_parts(_package_file(family).read_text(encoding="utf-8"), repr(family))
+        else:
+            raise LookupError(f"no prompt template {name!r} in {__package__}")
+        if folder is not None:
+            for candidate in dict.fromkeys((family, name)):
+                replacement = folder / f"{candidate}.txt"
+                if replacement.is_file():
+                    replaced = read_parts(replacement.read_text(encoding="utf-8"), str(replacement))
+                    # A file of named parts only leaves the main text as it was.
+                    parts.update({part: text for part, text in replaced.items() if part or text})
+        return parts
+
+    def has(self, name: str) -> bool:
+        """Whether `name` (a package template or, in the folder, a variant) exists."""
+        if name not in self._has:
+            try:
+                self.parts(name)
+            except LookupError:
+                self._has[name] = False
+            else:
+                self._has[name] = True
+        return self._has[name]
+
+    def load(self, name: str, part: str = "") -> str:
+        """The text of template `name` (its main text, or its part `part`)."""
+        parts = self.parts(name)
+        try:
+            return parts[part]
+        except KeyError:
+            raise LookupError(f"template {name!r} has no part {part!r}") from None
+
+    def render(self, name: str, part: str = "", /, **values: object) -> str:
+        """`load(name, part)` filled in with `values` by `str.format`."""
+        return self.load(name, part).format_map(values)
 
 
-def use_template_folder(folder: str | Path | None) -> None:
-    """Take templates from `folder` before the package's (None: the package's only)."""
-    chosen = None if folder is None else Path(folder)
-    if chosen != _in_use["folder"]:
-        _in_use["folder"] = chosen
-        _parts.cache_clear()
-        has_template.cache_clear()
+# The package's templates, without replacements: what the module functions read.
+PACKAGE_TEMPLATES = Templates()
 
 
-# Cached apart from `_parts`: a missing variant (`aspect_honesty`, asked for by every aspect
-# call) raises there, and an exception is not cached, so each ask stat'ed the package files.
-@functools.cache
 def has_template(name: str) -> bool:
-    """Whether `name` (a package template or, in the folder in use, a variant) exists."""
-    try:
-        _parts(name)
-    except LookupError:
-        return False
-    return True
+    """Whether the package has template `name`."""
+    return PACKAGE_TEMPLATES.has(name)
 
 
 def template_fields(text: str) -> set[str]:
@@ -196,18 +230,14 @@ def check_template_folder(
 
 
 def load_template(name: str, part: str = "") -> str:
-    """The text of `templates/<name>.txt` (its main text, or its part `part`), the
-    replacement's where the folder in use has one; cached."""
-    parts = _parts(name)
-    try:
-        return parts[part]
-    except KeyError:
-        raise LookupError(f"template {name!r} has no part {part!r}") from None
+    """The text of the package's `templates/<name>.txt` (its main text, or its part
+    `part`); cached."""
+    return PACKAGE_TEMPLATES.load(name, part)
 
 
 def render(name: str, part: str = "", /, **values: object) -> str:
     """`load_template(name, part)` filled in with `values` by `str.format`."""
-    return load_template(name, part).format_map(values)
+    return PACKAGE_TEMPLATES.render(name, part, **values)
 
 
 def template_names() -> list[str]:

@@ -5,10 +5,11 @@ Built in: `binary`, `score_0_5`, `single_1_10`, `rubric`, `pairwise` (the names
 when the package is imported, so a new built-in kind is its module plus its template.
 
 A kind of your own is one module of yours that defines a `JudgeKind` (its template,
-request, reader and columns; see `spec.py` and the built-in modules): register it with
-`register_kind(KIND)`, or name it in `evaluate.mode` as `package.module:KIND`, which
-imports and registers it (`load_kind`) so that the pipeline judges, tabulates and scores it
-like a built-in one.
+request, reader and columns; see `spec.py` and the built-in modules), or, for a rating
+against the reference on a scale of its own, one line of the factory
+`reference_scale.reference_scale_kind`: register it with `register_kind(KIND)`, or name it
+in `evaluate.mode` as `package.module:KIND`, which imports and registers it (`load_kind`)
+so that the pipeline judges, tabulates and scores it like a built-in one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "kind_names",
     "load_kind",
     "register_kind",
+    "unregister_kind",
 ]
 
 _KINDS: dict[str, JudgeKind] = {}
@@ -51,6 +53,11 @@ def register_kind(kind: JudgeKind) -> JudgeKind:
         raise ConfigError(f"a judge kind named {kind.name!r} is registered already")
     _KINDS[kind.name] = kind
     return kind
+
+
+def unregister_kind(name: str) -> None:
+    """Remove the kind registered as `name` (a test's own kind, afterwards); no-op if none."""
+    _KINDS.pop(name, None)
 
 
 def kind_names() -> tuple[str, ...]:

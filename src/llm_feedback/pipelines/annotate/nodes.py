@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.annotation import ultrafeedback_export
-from llm_feedback.annotation.export import UltraFeedbackExport
+from llm_feedback.annotation.export import UltraFeedbackExport, export_schema
 from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.stages import Completions, check_completions, judge_tables
 from llm_feedback.backends import LLMClient
@@ -22,7 +22,6 @@ from llm_feedback.runs.record import card_lineage, recorded_judge
 from llm_feedback.storage.parquet_source import ParquetSource, as_frame
 from llm_feedback.storage.schema import ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 from llm_feedback.storage.spool import FrameSpool, SpooledTable
-from llm_feedback.templates import use_template_folder
 
 
 def judge_completions(
@@ -35,7 +34,6 @@ def judge_completions(
     """`aspect_annotations` and `critiques`, both stages' calls on one queue of the judge."""
     params = annotate_params(annotate, endpoints, prompt_templates)
     check_completions(completions)  # bad input fails before the judge starts
-    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         return judge_tables(
             completions,
@@ -48,6 +46,7 @@ def judge_completions(
             aspect_sampling=params.aspect_sampling,
             critique_sampling=params.critique_sampling,
             fail_loud=True,
+            templates=params.templates,
         )
 
 
@@ -61,7 +60,6 @@ def fix_scores(
     request_cache: str | None,
 ) -> FrameSpool:
     params = annotate_params(annotate, endpoints, prompt_templates)
-    use_template_folder(params.prompt_templates)
     with LLMClient(params.endpoint, request_cache) as judge:
         # A chunk of prompts at a time, each reading only its rows of the judge tables.
         return overall_scores_table(
@@ -75,6 +73,7 @@ def fix_scores(
             max_reasks=params.max_reasks,
             sampling=params.critique_sampling,
             fail_loud=True,
+            templates=params.templates,
         )
 
 
@@ -108,6 +107,8 @@ def card_of_export(
     features = feature_list(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
     lineage = run_lineage or None  # `{}`: no record was built (the hook did not run)
     judge, settings = card_lineage(lineage, (lineage or {}).get("version"))
+    # The columns the export was written with: those of the aspects the run rated.
+    rated = (settings.get("annotate") or {}).get("aspects")
     return export_card(
         as_frame(completions, CARD_COLUMNS),
         judge=judge,
@@ -115,4 +116,5 @@ def card_of_export(
         features=features,
         contamination=contamination_counts,
         judge_endpoint=recorded_judge(lineage).endpoint_words(),
+        export_schema=export_schema(rated) if rated else None,
     )

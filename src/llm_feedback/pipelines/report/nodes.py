@@ -29,6 +29,7 @@ from llm_feedback.reporting.recorded_judge import (
 from llm_feedback.reporting.uncertainty import Bootstrap, model_ranking, ranking_battles
 from llm_feedback.runs.record import RecordedJudge, recorded_judge
 from llm_feedback.storage.parquet_source import ParquetSource
+from llm_feedback.templates import Templates
 from llm_feedback.validation.annotate_labels import (
     ESTIMATE_COLUMNS,
     annotate_card,
@@ -119,6 +120,8 @@ def estimate_costs(
         report_params(report).prices,
         overall_scores=overall_scores,
         unseen=unseen_calls(request_cache),  # sent by a killed run, reply never received
+        # a reply without usage is estimated from the prompts the run's templates made
+        templates=Templates(parameters.get("prompt_templates")),
     )
 
 

@@ -20,7 +20,6 @@ from llm_feedback.backends import LLMClient
 from llm_feedback.pipelines.parsed_params import ultrafeedback_fix_params
 from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.storage.spool import SpooledTable
-from llm_feedback.templates import use_template_folder
 
 # Each node takes the four parameter blocks (PARAMS in pipeline.py) and parses them once
 # per run through `parsed_params`, so that every Kedro slice of the pipeline has them.
@@ -50,7 +49,6 @@ def rejudge_aspects(
     if not params.rejudge_aspects:
         return kept
     annotate = params.annotate
-    use_template_folder(annotate.prompt_templates)
     with LLMClient(annotate.endpoint, request_cache) as judge:
         rejudged = aspect_annotations_table(
             completions,
@@ -62,6 +60,7 @@ def rejudge_aspects(
             max_reasks=annotate.max_reasks,
             sampling=annotate.aspect_sampling,
             fail_loud=True,
+            templates=annotate.templates,
         ).frame()
     kept = kept[~kept["aspect"].isin(params.rejudge_aspects)]
     return pd.concat([kept, rejudged[kept.columns]], ignore_index=True)
@@ -81,7 +80,6 @@ def recritique(
     if not params.recritique:
         return published.read()
     annotate = params.annotate
-    use_template_folder(annotate.prompt_templates)
     with LLMClient(annotate.endpoint, request_cache) as judge:
         return critiques_table(
             completions,
@@ -89,6 +87,7 @@ def recritique(
             max_reasks=annotate.max_reasks,
             sampling=annotate.critique_sampling,
             fail_loud=True,
+            templates=annotate.templates,
         )
 
 
@@ -112,7 +111,6 @@ def fix_scores(
             completions, aspect_ratings, critique_scores, annotate.fine_grained_aspects
         )
         return plan_score_fix(scores, thresholds.flip_threshold, thresholds.reannotate_threshold)
-    use_template_folder(annotate.prompt_templates)
     with LLMClient(annotate.endpoint, request_cache) as judge:
         return fix_overall_scores(
             completions,
@@ -125,6 +123,7 @@ def fix_scores(
             max_reasks=annotate.max_reasks,
             sampling=annotate.critique_sampling,
             fail_loud=True,
+            templates=annotate.templates,
         )
 
 
