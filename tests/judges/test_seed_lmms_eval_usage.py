@@ -18,14 +18,14 @@ import pytest
 
 from llm_feedback.core.errors import InputError
 from llm_feedback.judges import Judge
-from llm_feedback.judges.seed_inputs import with_template_fields
+from llm_feedback.judges.lmms_eval_compat.inputs import with_template_fields
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.media_files import png_bytes
 
 SEED_USAGE = """
 import asyncio
 from llm_feedback.judges import Judge
-from llm_feedback.judges.seed_inputs import with_template_fields
+from llm_feedback.judges.lmms_eval_compat.inputs import with_template_fields
 
 judge = Judge(system_prompt="You are a strict grader of answers.")
 available = judge.is_available()
