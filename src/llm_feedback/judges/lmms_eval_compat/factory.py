@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_feedback.judges.judgment import JudgeTask, Judgment
@@ -87,11 +87,14 @@ class CompatForm:
     images: bool = True
     result_key: str = "result"
     answer: Answer | None = None
+    _signatures: dict[bool, inspect.Signature] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if "custom_prompt" not in {given.name for given in self.inputs}:
             raise ValueError(f"lmms-eval form {self.name}: every form takes custom_prompt")
-        self.signature(batch=True)  # a form whose inputs make no valid signature fails here
+        # Made once (a form whose inputs make no valid signature fails here), bound per call.
+        signatures = {batch: self._make_signature(batch) for batch in (False, True)}
+        object.__setattr__(self, "_signatures", signatures)
 
     @property
     def _each(self) -> list[Each]:
@@ -105,6 +108,9 @@ class CompatForm:
 
     def signature(self, batch: bool) -> inspect.Signature:
         """The signature of the one-item (`batch` False) or batch form, `self` first."""
+        return self._signatures[batch]
+
+    def _make_signature(self, batch: bool) -> inspect.Signature:
         kind = inspect.Parameter
         parameters = [kind("self", kind.POSITIONAL_OR_KEYWORD)]
         for given in self.inputs:
@@ -117,12 +123,15 @@ class CompatForm:
         return inspect.Signature(parameters)
 
     def plan(
-        self, judge: Any, arguments: Mapping[str, Any], batch: bool
+        self, judge: Any, args: Sequence[Any], kwargs: Mapping[str, Any], batch: bool
     ) -> tuple[list[dict[str, Any]], list[list[JudgeTask]]]:
-        """The items of a call (each its inputs and the settings, by name) and each item's
-        tasks, from the call's bound `arguments`; every input is checked here."""
-        given = dict(arguments)
-        given.pop("self", None)
+        """The items of a call of the one-item (`batch` False) or batch form with `args` and
+        `kwargs` (each item its inputs and the settings, by name) and each item's tasks;
+        every input is checked here, before any call."""
+        bound = self.signature(batch).bind(judge, *args, **kwargs)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        del given["self"]
         fields, system_prompt = given.pop("fields"), given.pop("system_prompt")
         columns = {
             each.plural: given.pop(each.plural) if batch else [given.pop(each.name)]
@@ -187,33 +196,26 @@ class CompatForm:
         return "\n".join([summary, "", "Args:", *args, "", "Returns:", f"    {returns}"])
 
     def _method(self, batch: bool, awaitable: bool) -> Callable[..., Any]:
-        signature = self.signature(batch)
-
-        def planned(judge: Any, args: Sequence[Any], kwargs: Mapping[str, Any]):
-            bound = signature.bind(judge, *args, **kwargs)
-            bound.apply_defaults()
-            return self.plan(judge, bound.arguments, batch)
-
         def shaped(answered: list[dict[str, Any]]) -> Any:
             return answered if batch else answered[0]
 
         if awaitable:
 
             async def method(judge: Any, *args: Any, **kwargs: Any) -> Any:
-                items, tasks = planned(judge, args, kwargs)
+                items, tasks = self.plan(judge, args, kwargs, batch)
                 judgments = await judge.arun([task for own in tasks for task in own])
                 return shaped(self.dicts(items, tasks, judgments, judge.model))
 
         else:
 
             def method(judge: Any, *args: Any, **kwargs: Any) -> Any:
-                items, tasks = planned(judge, args, kwargs)
+                items, tasks = self.plan(judge, args, kwargs, batch)
                 judgments = judge.run([task for own in tasks for task in own])
                 return shaped(self.dicts(items, tasks, judgments, judge.model))
 
         method.__name__ = self.method_name(batch, awaitable)
         method.__doc__ = self._doc(batch, awaitable)
-        method.__signature__ = signature  # type: ignore[attr-defined]
+        method.__signature__ = self.signature(batch)  # type: ignore[attr-defined]
         return method
 
     def methods(self) -> dict[str, Callable[..., Any]]:
