@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from llm_feedback.judges import Judge, kinds
+from llm_feedback.judges import Judge, JudgeItem, kinds
 from llm_feedback.judges.lmms_eval_compat import FORMS
-from llm_feedback.judges.lmms_eval_compat.factory import CompatForm, Each
+from llm_feedback.judges.lmms_eval_compat.factory import CompatForm, Each, with_forms
+from llm_feedback.judges.lmms_eval_compat.forms import PREDICTION, QUESTION, custom_prompt
 from tests.conftest import endpoints_via
 from tests.media_files import png_bytes
 
@@ -140,3 +141,34 @@ def test_the_four_forms_return_the_same_dicts(fake_llm, form):
         for arguments, samples in calls:
             assert getattr(judge, batch)(**arguments) == [expected[repr(s)] for s in samples]
     assert any(len(samples) > 1 for _, samples in calls), "no batch of several items"
+
+
+def test_a_call_of_your_own_is_one_definition(fake_llm):
+    """A `CompatForm` on a subclass of `Judge` gives it the call's four forms."""
+
+    def graded(judge, *, question, answer, prediction, custom_prompt, images):
+        item = JudgeItem(question, prediction, reference=answer, custom_prompt=custom_prompt)
+        return [judge.task("score_0_5", item, images=images)]
+
+    out_of_five = CompatForm(
+        "out_of_five",
+        "A 0-5 rating of a prediction against the reference.",
+        '"result" the rating or None.',
+        inputs=(QUESTION, Each("answer", "answers", "the reference."), PREDICTION, custom_prompt()),
+        ask=graded,
+        kinds=("score_0_5",),
+    )
+
+    @with_forms(out_of_five)
+    class MyJudge(Judge):
+        pass
+
+    assert MyJudge.forms == (*FORMS, out_of_five) and Judge.forms == FORMS
+    with MyJudge(endpoints_via(fake_llm)["local"]) as judge:
+        one = judge.evaluate_out_of_five("2+2?", "4", "four")
+        assert 0 <= one["result"] <= 5 and one["success"]
+        assert asyncio.run(judge.evaluate_out_of_five_async("2+2?", "4", "four")) == one
+        assert judge.evaluate_out_of_five_batch(["2+2?"], ["4"], ["four"]) == [one]
+        batch = judge.evaluate_out_of_five_batch_async(["2+2?"], ["4"], ["four"], images_list=None)
+        assert asyncio.run(batch) == [one]
+    assert not hasattr(Judge, "evaluate_out_of_five")

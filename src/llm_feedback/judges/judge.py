@@ -51,7 +51,7 @@ SEED_000_TIMEOUT_S = 60.0
 class Judge(LmmsEvalCompatible):
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
-    `endpoint` None reads the seed evaluators' environment variables (MODEL_VERSION,
+    `endpoint` None reads lmms-eval's environment variables (MODEL_VERSION,
     API_TYPE, OPENAI_API_URL / OPENAI_BASE_URL, OPENAI_API_KEY, the AZURE_* ones: see
     `backends.endpoint_from_env`). `cache_path` is the
     request cache (None: no cache); `refresh=True` asks again and replaces cached
@@ -61,7 +61,7 @@ class Judge(LmmsEvalCompatible):
     `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
     more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
     that only builds tasks (to check prompts before any call) and cannot run them.
-    `system_prompt` replaces every kind's system message (the seed's judge-level prompt).
+    `system_prompt` replaces every kind's system message (lmms-eval's judge-level prompt).
     `top_logprobs` > 0 asks every call of a kind with `logprob_labels` for that many top
     log-probabilities per token (the endpoint's backend must return them: see
     `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label tokens.

@@ -228,9 +228,15 @@ class CompatForm:
 
 
 def with_forms(*forms: CompatForm) -> Callable[[type], type]:
-    """A class decorator putting the four call forms of each of `forms` on the class (which
-    provides `run`, `arun`, `model` and what the forms' `ask` call) and the forms as its
-    `forms`."""
+    """A class decorator putting the four call forms of each of `forms` on the class.
+
+    Args:
+        *forms: the calls; the class (a `Judge`, or a subclass adding calls of its own)
+            provides `run`, `arun`, `model` and what their `ask` call.
+
+    Returns:
+        The decorator; the class's `forms` lists its base's calls, then these.
+    """
 
     def install(cls: type) -> type:
         for form in forms:
@@ -238,7 +244,7 @@ def with_forms(*forms: CompatForm) -> Callable[[type], type]:
                 method.__qualname__ = f"{cls.__qualname__}.{name}"
                 method.__module__ = cls.__module__
                 setattr(cls, name, method)
-        cls.forms = forms  # type: ignore[attr-defined]
+        cls.forms = (*getattr(cls, "forms", ()), *forms)  # type: ignore[attr-defined]
         return cls
 
     return install
