@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from tests.media_files import png_bytes
 # Per call: samples as (one-item args, one-item kwargs); between them they reach every kind
 # the call declares.
 Sample = tuple[tuple[Any, ...], dict[str, Any]]
+RUN = 6  # lines: the `duplicates` tool's shortest run
 FIELDED = "Topic {topic}. {question} / {answer} / {prediction}: 1 if right, else 0."
 SAMPLES: dict[str, list[Sample]] = {
     "binary": [
@@ -172,3 +174,34 @@ def test_a_call_of_your_own_is_one_definition(fake_llm):
         batch = judge.evaluate_out_of_five_batch_async(["2+2?"], ["4"], ["four"], images_list=None)
         assert asyncio.run(batch) == [one]
     assert not hasattr(Judge, "evaluate_out_of_five")
+
+
+def code_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the lines that carry code: stripped, without blank lines,
+    comments, imports and lone punctuation (as the `duplicates` tool reads them)."""
+    kept = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.strip()
+        if not text.strip("()[]{}:,") or text.startswith(("#", "import ", "from ")):
+            continue
+        kept.append((number, text))
+    return kept
+
+
+def test_the_layer_repeats_no_six_lines_of_the_judge_layer():
+    """No run of six code lines of `lmms_eval_compat/` stands anywhere else in `judges/`
+    (the hand-written call forms repeated theirs four times over)."""
+    judges = Path(inspect.getfile(Judge)).parent
+    layer = judges / "lmms_eval_compat"
+    places: dict[tuple[str, ...], list[str]] = {}
+    for path in sorted(judges.rglob("*.py")):
+        lines = code_lines(path)
+        for start in range(len(lines) - RUN + 1):
+            run = tuple(text for _, text in lines[start : start + RUN])
+            places.setdefault(run, []).append(f"{path.relative_to(judges)}:{lines[start][0]}")
+    repeated = [
+        where
+        for where in places.values()
+        if len(where) > 1 and any(place.startswith(f"{layer.name}/") for place in where)
+    ]
+    assert repeated == []
