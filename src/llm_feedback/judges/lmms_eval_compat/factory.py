@@ -101,6 +101,7 @@ class CompatForm:
         return [given for given in self.inputs if isinstance(given, Each)]
 
     def method_name(self, batch: bool, awaitable: bool) -> str:
+        """The name of a call form: `evaluate_<name>`, then `_batch`, then `_async`."""
         return f"evaluate_{self.name}{'_batch' if batch else ''}{'_async' if awaitable else ''}"
 
     def _images(self, batch: bool) -> list[str]:
@@ -125,9 +126,18 @@ class CompatForm:
     def plan(
         self, judge: Any, args: Sequence[Any], kwargs: Mapping[str, Any], batch: bool
     ) -> tuple[list[dict[str, Any]], list[list[JudgeTask]]]:
-        """The items of a call of the one-item (`batch` False) or batch form with `args` and
-        `kwargs` (each item its inputs and the settings, by name) and each item's tasks;
-        every input is checked here, before any call."""
+        """A call's items and their tasks; every input is checked here, before any call.
+
+        Args:
+            judge: the judge whose task builders `ask` calls.
+            args: the call's positional arguments, `self` left out.
+            kwargs: the call's keyword arguments.
+            batch: whether the call is of a batch form.
+
+        Returns:
+            The items (each its inputs and the call's settings, by name) and each item's
+            tasks (none for an item settled without a call).
+        """
         bound = self.signature(batch).bind(judge, *args, **kwargs)
         bound.apply_defaults()
         given = dict(bound.arguments)
@@ -158,7 +168,17 @@ class CompatForm:
         judgments: list[Judgment],
         model: str,
     ) -> list[dict[str, Any]]:
-        """One dict per item, from the judgments of all the items' tasks in order."""
+        """The dicts a call returns.
+
+        Args:
+            items: the call's items, as `plan` made them.
+            tasks: each item's tasks, as `plan` made them.
+            judgments: the judgments of all the tasks, in order.
+            model: the judge's model, for the dicts of items without a call.
+
+        Returns:
+            One dict per item, in order.
+        """
         flat: Iterator[Judgment] = iter(judgments)
         answered = []
         for item, own in zip(items, tasks, strict=True):

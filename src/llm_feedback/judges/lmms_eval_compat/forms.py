@@ -38,13 +38,27 @@ PREDICTION = Each("prediction", "predictions", "the answer judged.")
 
 
 def custom_prompt(positional: bool = False) -> Shared:
-    """The `custom_prompt` setting, positional where lmms-eval has it so."""
+    """The `custom_prompt` setting.
+
+    Args:
+        positional: whether lmms-eval's call takes it by position.
+
+    Returns:
+        The setting.
+    """
     doc = "the user message's template in place of the kind's (fields in braces)."
     return Shared("custom_prompt", doc, None, positional)
 
 
 def score_range(default: tuple[int, int]) -> Shared:
-    """The `score_range` setting: (low, high), whole numbers."""
+    """The `score_range` setting.
+
+    Args:
+        default: the call's scale, (low, high), whole numbers.
+
+    Returns:
+        The setting.
+    """
     return Shared("score_range", "the scale (low, high) of the scores.", default)
 
 
