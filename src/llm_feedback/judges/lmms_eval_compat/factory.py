@@ -157,7 +157,7 @@ class CompatForm:
             )
         rows = zip_items(**columns)
         given["custom_prompt"] = with_template_fields(given["custom_prompt"], fields)
-        items = [{**dict(zip(names, row, strict=True)), **given} for row in rows]
+        items = [dict(zip(names, row, strict=True), **given) for row in rows]
         tasks = [prompted(self.ask(judge, **item), system_prompt) for item in items]
         return items, tasks
 
