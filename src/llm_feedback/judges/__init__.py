@@ -4,7 +4,8 @@ Each judge kind is one module of `judges/kinds/` (template, reply schema, reader
 registered by name), built from the shared pieces in `requests.py` and `reading.py`.
 Builders return `ChatRequest`s, readers read reply texts and metrics summarise parsed
 judgments, all without calling a model; `Judge` sends the requests to an endpoint and
-returns typed `Judgment`s (the seed's dict methods are an adapter over them).
+returns typed `Judgment`s (its lmms-eval compatible dict methods, `lmms_eval_compat/`, are
+an adapter over them).
 """
 
 from llm_feedback.engine import Reading

@@ -12,9 +12,9 @@ built-in kinds, `comparison_tasks` both orders of a comparison. `run` / `arun` j
 (of any kinds mixed) in one batch and return typed `Judgment`s. A reply that cannot be
 parsed is never an exception: the judge is re-asked (at most `max_reasks` times, all such
 tasks of a batch together), and a reply still unreadable after that leaves the value None
-and `success` False; a failed call is never re-asked. The seed's dict methods
-(`evaluate_binary`, ..., their async and batch forms) are in `seed_forms.py`, written
-out over the typed judgments.
+and `success` False; a failed call is never re-asked. lmms-eval's dict methods
+(`evaluate_binary`, ..., their async and batch forms) come from `lmms_eval_compat/`, made
+from one definition per call over the typed judgments.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from llm_feedback.judges.kinds import Asking, JudgeItem, JudgeKind, KindOptions,
 from llm_feedback.judges.kinds.rubric import overall_ask
 from llm_feedback.judges.kinds.score_0_5 import SCALE as REFERENCE_SCALE
 from llm_feedback.judges.kinds.single_1_10 import MT_BENCH_SCALE, two_turns
+from llm_feedback.judges.lmms_eval_compat import LmmsEvalCompatible
+from llm_feedback.judges.lmms_eval_compat.inputs import image_source, with_system_prompt
 from llm_feedback.judges.requests import attach_images, check_score_range
-from llm_feedback.judges.seed_forms import RubricAndComparativeForms, SeedForms
-from llm_feedback.judges.seed_inputs import image_source, with_system_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,10 @@ SEED_000_SAMPLING = {"temperature": 0.7, "top_p": 0.95}
 SEED_000_TIMEOUT_S = 60.0
 
 
-class Judge(SeedForms, RubricAndComparativeForms):
+class Judge(LmmsEvalCompatible):
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
-    `endpoint` None reads the seed evaluators' environment variables (MODEL_VERSION,
+    `endpoint` None reads lmms-eval's environment variables (MODEL_VERSION,
     API_TYPE, OPENAI_API_URL / OPENAI_BASE_URL, OPENAI_API_KEY, the AZURE_* ones: see
     `backends.endpoint_from_env`). `cache_path` is the
     request cache (None: no cache); `refresh=True` asks again and replaces cached
@@ -61,7 +61,7 @@ class Judge(SeedForms, RubricAndComparativeForms):
     `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
     more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
     that only builds tasks (to check prompts before any call) and cannot run them.
-    `system_prompt` replaces every kind's system message (the seed's judge-level prompt).
+    `system_prompt` replaces every kind's system message (lmms-eval's judge-level prompt).
     `top_logprobs` > 0 asks every call of a kind with `logprob_labels` for that many top
     log-probabilities per token (the endpoint's backend must return them: see
     `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label tokens.

@@ -5,7 +5,7 @@ A `Judgment` is one call's: the kind's parsed value, its parse status, the reply
 (`raw_reply`), the prompt sent, and the call's facts (`cached`, `reasks`, `error`). A
 `PairJudgment` joins the two orders of a comparison (`combine_orders`). `call_columns`
 gives the columns every judgment row has; each kind adds its own (`JudgeKind.columns`).
-The seed's dict form (`as_dict`) keeps the seed's key `raw_response` for the reply.
+lmms-eval's dict form (`as_dict`) keeps lmms-eval's key `raw_response` for the reply.
 `label_logprobs` is what the reply kept of its token probabilities, for the probability
 verdict beside the argmax one (`evaluation.probabilities`).
 """
@@ -92,7 +92,7 @@ class Judgment:
         }
 
     def as_dict(self, result_key: str = "result") -> dict[str, Any]:
-        """The seed's dict: the value under `result_key` ("scores" for a rubric)."""
+        """lmms-eval's dict: the value under `result_key` ("scores" for a rubric)."""
         record = {
             result_key: self.value,
             "raw_response": self.raw_reply,
@@ -159,7 +159,7 @@ class PairJudgment:
         }
 
     def as_dict(self) -> dict[str, Any]:
-        """The seed's comparative dict; "scores" also as a top-level tuple, as it had it."""
+        """lmms-eval's comparative dict; "scores" also as a top-level tuple, as it has it."""
         return {
             "result": {
                 "winner": self.winner,

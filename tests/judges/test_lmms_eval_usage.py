@@ -1,4 +1,4 @@
-"""lmms-eval's judge usage, written as its seed document writes it, against the test server.
+"""lmms-eval's judge usage, written as lmms-eval code writes it, against the test server.
 
 The usage below is a code block run as it stands (only the import path is this project's):
 the judge comes from the environment (lmms-eval's full chat-completions OPENAI_API_URL, no
@@ -18,14 +18,14 @@ import pytest
 
 from llm_feedback.core.errors import InputError
 from llm_feedback.judges import Judge
-from llm_feedback.judges.seed_inputs import with_template_fields
+from llm_feedback.judges.lmms_eval_compat.inputs import with_template_fields
 from llm_feedback.testing.server import FakeLLMServer, RequestContext
 from tests.media_files import png_bytes
 
-SEED_USAGE = """
+LMMS_EVAL_USAGE = """
 import asyncio
 from llm_feedback.judges import Judge
-from llm_feedback.judges.seed_inputs import with_template_fields
+from llm_feedback.judges.lmms_eval_compat.inputs import with_template_fields
 
 judge = Judge(system_prompt="You are a strict grader of answers.")
 available = judge.is_available()
@@ -75,7 +75,7 @@ def _block(text: str, label: str) -> str:
     return match.group(1) if match else ""
 
 
-def seed_judge(body: dict[str, Any], ctx: RequestContext) -> str:
+def content_judge(body: dict[str, Any], ctx: RequestContext) -> str:
     """Answers each kind of question by its content: correct when the candidate contains
     the reference, the red square wins comparisons, a rubric scores 4 and 3."""
     user = body["messages"][-1]["content"]
@@ -95,8 +95,8 @@ def seed_judge(body: dict[str, Any], ctx: RequestContext) -> str:
 
 
 @pytest.fixture
-def seed_environment(monkeypatch):
-    with FakeLLMServer(seed_judge) as server:
+def lmms_eval_environment(monkeypatch):
+    with FakeLLMServer(content_judge) as server:
         for name in ("MODEL_VERSION", "OPENAI_BASE_URL", "AZURE_ENDPOINT", "AZURE_OPENAI_ENDPOINT"):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("API_TYPE", "openai")
@@ -105,10 +105,10 @@ def seed_environment(monkeypatch):
         yield server
 
 
-def test_the_seed_usage_runs_as_written(seed_environment):
-    server = seed_environment
+def test_lmms_eval_usage_runs_as_written(lmms_eval_environment):
+    server = lmms_eval_environment
     names: dict[str, Any] = {"image_bytes": png_bytes()}
-    exec(SEED_USAGE, names)  # noqa: S102 - the seed document's own code block
+    exec(LMMS_EVAL_USAGE, names)  # noqa: S102 - lmms-eval usage, as written
 
     assert names["available"] is True
     assert {body["model"] for body in server.requests} == {"gpt-4o-2024-11-20"}
@@ -142,7 +142,7 @@ def test_the_seed_usage_runs_as_written(seed_environment):
     assert server.request_count == 1 + 1 + 1 + 2 + 2  # binary, templated, rubric, 2 orders, batch
 
 
-def test_sync_forms_work_inside_a_running_event_loop(seed_environment):
+def test_sync_forms_work_inside_a_running_event_loop(lmms_eval_environment):
     async def notebook_cell():
         with Judge() as judge:
             return judge.evaluate_binary("What is 2 + 2?", "4", "4, of course")
@@ -150,8 +150,8 @@ def test_sync_forms_work_inside_a_running_event_loop(seed_environment):
     assert asyncio.run(notebook_cell())["result"] == 1
 
 
-def test_seed_inputs_that_cannot_be_used_fail_before_any_call(seed_environment):
-    server = seed_environment
+def test_lmms_eval_inputs_that_cannot_be_used_fail_before_any_call(lmms_eval_environment):
+    server = lmms_eval_environment
     with Judge() as judge:
         with pytest.raises(InputError, match="differ in length"):
             judge.evaluate_comparative_batch(["q", "q"], ["a"], ["b", "c"])
@@ -168,8 +168,8 @@ def test_seed_inputs_that_cannot_be_used_fail_before_any_call(seed_environment):
     assert server.request_count == 0
 
 
-def test_a_per_call_system_prompt_replaces_the_judges(seed_environment):
-    server = seed_environment
+def test_a_per_call_system_prompt_replaces_the_judges(lmms_eval_environment):
+    server = lmms_eval_environment
     with Judge(system_prompt="judge-level") as judge:
         judge.evaluate_binary("q", "a", "a", system_prompt="call-level")
         judge.evaluate_binary("q", "b", "b")

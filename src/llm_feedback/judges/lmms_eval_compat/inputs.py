@@ -1,10 +1,12 @@
-"""The inputs lmms-eval's judge calls pass that our own forms spell differently.
+"""The inputs lmms-eval's judge calls pass that our own task builders spell differently.
 
-Extra keyword arguments are fields of the caller's `custom_prompt` (`with_template_fields`
-fills them in before the judge fills its own, so both are checked); a system prompt on the
-judge or the call replaces the kind's (`with_system_prompt`); images may be raw bytes
-(`image_source` makes them a data: URI, whose content is then checked like a file's); the
-batch forms take `images_list` as well as `item_images` (`pick_item_images`).
+A call's inputs are lists zipped item by item (`zip_items`: lists of different lengths are
+an `InputError`, before any call). Extra keyword arguments are fields of the caller's
+`custom_prompt` (`with_template_fields` fills them in before the judge fills its own, so
+both are checked); a system prompt on the judge or the call replaces the kind's
+(`with_system_prompt`, `prompted`); images may be raw bytes (`image_source` makes them a
+data: URI, whose content is then checked like a file's); the batch forms take
+`images_list` as well as `item_images` (`pick_item_images`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from llm_feedback.backends.contract import ChatRequest
 from llm_feedback.backends.media import Media, sniff_format
 from llm_feedback.core.errors import InputError
+from llm_feedback.judges.judgment import JudgeTask
 from llm_feedback.judges.requests import template_fields
 
 _FORMATTER = string.Formatter()
@@ -26,6 +29,29 @@ _IMAGE_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 
 def _escaped(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
+
+
+def zip_items(**columns: Sequence[Any] | None) -> list[tuple[Any, ...]]:
+    """Zip a call's inputs item by item.
+
+    Args:
+        **columns: each input's list, one value per item; None stands for None in every item.
+
+    Returns:
+        One tuple per item, its values in the order of `columns`.
+    """
+    given: dict[str, list[Any]] = {}
+    for name, values in columns.items():
+        if values is None:
+            continue
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InputError(f"batch input {name!r} must be a list, got {type(values).__name__}")
+        given[name] = list(values)
+    lengths = {name: len(values) for name, values in given.items()}
+    if len(set(lengths.values())) > 1:
+        raise InputError(f"batch inputs differ in length: {lengths}")
+    size = next(iter(lengths.values()), 0)
+    return list(zip(*(given.get(name, [None] * size) for name in columns), strict=True))
 
 
 def with_template_fields(custom_prompt: str | None, fields: Mapping[str, Any]) -> str | None:
@@ -71,6 +97,16 @@ def with_system_prompt(request: ChatRequest, system_prompt: str | None) -> ChatR
     return dataclasses.replace(
         request, messages=({"role": "system", "content": system_prompt}, *messages)
     )
+
+
+def prompted(tasks: list[JudgeTask], system_prompt: str | None) -> list[JudgeTask]:
+    """The tasks with the call's `system_prompt` in place of the judge's (None: as built)."""
+    if system_prompt is None:
+        return tasks
+    return [
+        dataclasses.replace(task, request=with_system_prompt(task.request, system_prompt))
+        for task in tasks
+    ]
 
 
 def image_source(image: str | bytes | Media) -> str | Media:
