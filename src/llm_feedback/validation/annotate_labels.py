@@ -54,6 +54,7 @@ from llm_feedback.stats.prediction_powered import (
 )
 from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.baselines import baseline_metrics
+from llm_feedback.validation.binary_rates import pairwise_rates
 from llm_feedback.validation.card import ARGMAX, card_frame, normalised
 from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,
@@ -285,7 +286,8 @@ def annotate_card(
     if len(match.pairs):
         verdicts = derived_verdicts(match.pairs)
         table = pairwise_metrics(verdicts, resamples=resamples, seed=seed, judge=model)
-        tables[ARGMAX] = _without_orders(table)
+        rates = pairwise_rates(verdicts, judge=model)
+        tables[ARGMAX] = pd.concat([_without_orders(table), rates], ignore_index=True)
         baselines = _without_orders(baseline_metrics(verdicts, resamples=resamples, seed=seed))
     if len(match.scores):
         tables[RATINGS] = _rating_table(match.scores, resamples, seed, model)
