@@ -1,7 +1,8 @@
 """Coverage of the prediction-powered intervals with simulated judges of known error, as JSON.
 
     python benchmarks/ppi_coverage.py [--items 10000] [--labels 200] [--repetitions 500]
-                                      [--seed 0]
+                                      [--seed 0] [--llmbar PATH] [--llmbar-labels 30]
+                                      [--llmbar-slices 500]
 
 Each repetition draws `--items` items with what people would say of them and what a judge
 says, then `--labels` of them to be labelled by people: uniformly at random (the
@@ -20,6 +21,12 @@ value is the people's mean over all the items. Two judges:
 
 For every estimator: coverage of the true value by its 95% interval, mean width, mean
 error, and the labels it used. Target: the prediction-powered intervals cover >= 94%.
+
+Then a real judge: LLMBar's Natural set (`--llmbar`, the shared data's `dataset.json`, 100
+pairs) with GPT-4's recorded Vanilla verdicts (first round, output_1 shown first) as the
+judge of "output_1 is better", and `--llmbar-labels` random gold labels as the human
+slice, `--llmbar-slices` times: coverage of the full set's gold share by each estimator.
+Without the file that part is recorded as skipped.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +46,8 @@ from llm_feedback.stats.prediction_powered import (
     select_for_labels,
     weighted_estimate,
 )
+from llm_feedback.validation.formats import read_samples
+from llm_feedback.validation.verdicts import ORIGINAL, pairs_table, verdicts_from_llmbar
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import save  # noqa: E402
@@ -45,6 +55,8 @@ from common import save  # noqa: E402
 TPR, TNR, PREVALENCE = 0.8, 0.7, 0.3
 OFFSET, LENGTH_BIAS, NOISE = 0.4, 0.3, (0.3, 1.5)
 TARGET_COVERAGE = 0.94
+LLMBAR = Path(__file__).resolve().parents[2] / "shared/data/llmbar/natural/dataset.json"
+GPT4_VANILLA = Path("gpt-4") / "vanilla" / "result.json"  # beside dataset.json
 
 
 def binary_judge(
@@ -85,9 +97,46 @@ def one_repetition(
     return rows.assign(truth=human.mean())
 
 
-def summary(rows: pd.DataFrame) -> list[dict]:
+def llmbar_natural(dataset: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(gold, GPT-4's verdict) per LLMBar Natural pair: 1 where output_1 is the better one
+    (the authors' label; GPT-4's first-round verdict with output_1 shown first), 0 for
+    output_2, NaN for an unreadable verdict."""
+    pairs = pairs_table(read_samples(dataset, "llmbar"))
+    verdicts = verdicts_from_llmbar(dataset.parent / GPT4_VANILLA, pairs)
+    first = verdicts[verdicts["order"] == ORIGINAL].set_index("instance_id")["verdict"]
+    says = first.reindex(pairs["instance_id"]).map({"A": 1.0, "B": 0.0}).astype(float)
+    return (pairs["gold"] == "A").to_numpy(dtype=float), says.to_numpy(dtype=float)
+
+
+def llmbar_coverage(
+    dataset: Path, rng: np.random.Generator, n_labels: int, slices: int
+) -> dict[str, Any]:
+    """Coverage of the full set's gold share by each estimator over random gold slices."""
+    if not dataset.is_file() or not (dataset.parent / GPT4_VANILLA).is_file():
+        return {"skipped": f"{dataset} or its {GPT4_VANILLA} is not here"}
+    gold, judge = llmbar_natural(dataset)
+    rows = []
+    for _ in range(slices):
+        labelled = rng.choice(len(gold), n_labels, replace=False)
+        rows.append(
+            binary_estimates(judge, judge[labelled], gold[labelled], metric="output_1_better")
+        )
+    frame = pd.concat(rows, ignore_index=True).assign(truth=gold.mean())
+    return {
+        "dataset": str(dataset),
+        "pairs": len(gold),
+        "labels": n_labels,
+        "slices": slices,
+        "gold_share": float(gold.mean()),
+        "judge_share": float(np.nanmean(judge)),
+        "judge_accuracy": float(np.nanmean(judge == gold)),
+        "estimators": summary(frame, "output_1_better"),
+    }
+
+
+def summary(rows: pd.DataFrame, metric: str | None = None) -> list[dict]:
     """Per estimator: coverage, width, error and labels over the repetitions."""
-    rows = rows[rows["metric"].isin(["mean", "positive_rate"])]
+    rows = rows[rows["metric"].isin([metric] if metric else ["mean", "positive_rate"])]
     rows = rows.assign(
         covered=(rows["ci_low"] <= rows["truth"]) & (rows["truth"] <= rows["ci_high"]),
         width=rows["ci_high"] - rows["ci_low"],
@@ -117,6 +166,9 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=200)
     parser.add_argument("--repetitions", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--llmbar", type=Path, default=LLMBAR)
+    parser.add_argument("--llmbar-labels", type=int, default=30)
+    parser.add_argument("--llmbar-slices", type=int, default=500)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -143,6 +195,7 @@ def main() -> None:
             "binary": {"tpr": TPR, "tnr": TNR, "prevalence": PREVALENCE},
             "rater": {"offset": OFFSET, "length_bias": LENGTH_BIAS, "noise_sd": list(NOISE)},
             "judges": judges,
+            "llmbar": llmbar_coverage(args.llmbar, rng, args.llmbar_labels, args.llmbar_slices),
             "wall_s": time.perf_counter() - started,
         },
     )

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, SHARED_DATA
 
 pytest.importorskip("ppi_py", reason="the ppi extra (ppi-python) is not installed")
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
@@ -37,6 +37,8 @@ def test_a_small_run_renders_its_own_figures(tmp_path):
             "40",
             "--seed",
             "7",
+            "--llmbar-slices",
+            "100",
         ],
         env=env,
         check=True,
@@ -54,6 +56,15 @@ def test_a_small_run_renders_its_own_figures(tmp_path):
             / rows[("labels_only", "uniform")]["mean_width"]
         )
         assert ratio < 1
+    llmbar = result["llmbar"]
+    if (SHARED_DATA / "llmbar" / "natural" / "gpt-4" / "vanilla" / "result.json").is_file():
+        # GPT-4 on LLMBar Natural, 30 gold labels a slice: the corrected share covers.
+        rows = {(r["estimator"], r["selection"]): r for r in llmbar["estimators"]}
+        assert (llmbar["pairs"], llmbar["labels"], llmbar["slices"]) == (100, 30, 100)
+        assert rows[("prediction_powered", "uniform")]["coverage"] >= 0.94
+        assert llmbar["gold_share"] == pytest.approx(0.42)
+    else:
+        assert "is not here" in llmbar["skipped"]
     tpr_tnr = result["judges"]["binary"]["measured_tpr_tnr"]
     assert tpr_tnr["tpr"] == pytest.approx(0.8, abs=0.03)
     assert tpr_tnr["tnr"] == pytest.approx(0.7, abs=0.03)
@@ -76,4 +87,5 @@ def test_a_small_run_renders_its_own_figures(tmp_path):
         if r["estimator"] == "prediction_powered"
     )
     assert f"{binary['coverage']:.1%}" in section and f"{binary['mean_width']:.3f}" in section
+    assert "LLMBar Natural" in section
     assert "ppi_coverage" in bench.GROUPS and "ppi_coverage" in bench.ONCE_GROUPS

@@ -152,3 +152,30 @@ def test_a_requirement_is_checked_before_any_call():
     )
     assert [item.describe() for item in both.judge_requirement] == ["accuracy lower bound >= 0.6"]
     assert parse_evaluate({}, endpoints).judge_requirement == ()
+
+
+def test_the_gate_takes_tpr_and_tnr_wilson_lower_bounds(tmp_path: Path):
+    """A binary judge gated on its true positive rate ("A is better" the positive): the
+    judge that always picks the first shown is right on half the calls of every item, and
+    stops the run; the one right everywhere meets it (6 positive items, Wilson 0.61)."""
+    root = tmp_path / "data"
+    gold = write_pairs(tmp_path / "gold" / "pairs.jsonl", gold=True)
+    wanted = "evaluate.judge_requirement requires tpr lower bound >= 0.6"
+    tpr = (
+        "evaluate.judge_requirement.metric=tpr",
+        "evaluate.judge_requirement.min_lower_bound=0.6",
+    )
+
+    line = error_line(evaluate(root, gold, always_first, *tpr))
+    assert "judge fake at local (judge key " in line
+    assert "falls short: tpr lower bound " in line and " < 0.6, tpr (argmax) 0.500" in line
+    assert "on gold/pairs.jsonl" in line and wanted in line
+    assert not reporting(root, "eval_metrics.parquet").exists()
+    card = reporting(root, "eval_judge_card.md").read_text()
+    assert "| tpr | 0.500 [" in card and "| tnr | 0.500 [" in card
+    assert "Wilson 95% intervals over items" in card
+
+    done = evaluate(root, gold, picks_the_good_one, *tpr, "evaluate.overwrite_results=true")
+    assert done.returncode == 0, done.stderr
+    card = reporting(root, "eval_judge_card.md").read_text()
+    assert "Requirement met: tpr lower bound >= 0.6 (tpr (argmax) 1.000 [0.610, 1.000]" in card

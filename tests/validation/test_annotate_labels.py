@@ -246,3 +246,45 @@ def test_the_ratings_kappa_weighs_a_disagreement_by_its_distance():
     weighted = cohen_kappa(judge, reviewer, weights=KAPPA_WEIGHTS)
     assert weighted == pytest.approx(cohen_kappa_score(judge, reviewer, weights="quadratic"))
     assert weighted > 0.5 > cohen_kappa(judge, reviewer)  # unweighted: exact matches only
+
+
+def test_win_rates_from_prompts_the_queue_drew_unequally_are_weighted(tmp_path):
+    frames, _ = frames_and_labels(tmp_path, flip_every=4)
+    lines = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text().splitlines()]
+    # The queue drew p00-p11 (0.9 where the judge was unsure, else 0.3): the reviewer's
+    # choices go against the judge on p00, p04 and p08, so the drawn slice over-represents
+    # the judge's errors and an unweighted correction would over-correct.
+    drawn = {f"p{number:02d}": 0.9 if number % 4 == 0 else 0.3 for number in range(12)}
+    queued = [
+        line | {"selection": "uncertainty", "selection_probability": drawn[line["instance_id"]]}
+        for line in lines
+        if line["instance_id"] in drawn and "label" in line
+    ]
+    path = tmp_path / "queued.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in queued), encoding="utf-8")
+    labels = read_viewer_labels(path)
+    ratings = judged_ratings(frames.completions, frames.aspect_annotations)
+    match = match_labels(labels.pairs, labels.scores, ratings)
+    wins = corrected_ratings(match, baseline="alpha")
+    wins = wins[wins["model"] == "beta"].set_index(["metric", "estimator"])
+    assert set(wins.index) == {("win_rate", "judge"), ("win_rate", "prediction_powered")}
+    row = wins.loc[("win_rate", "prediction_powered")]
+    assert row["selection"] == "probability_weighted" and row["n_labels"] == 12
+    # beta against alpha on every prompt: the judge says beta won on every third, the
+    # reviewer the opposite on every fourth; prompts p00-p11 drawn with their probability.
+    judge_won = np.array([number % 3 == 0 for number in range(N_PROMPTS)], dtype=float)
+    reviewer_won = np.where(np.arange(N_PROMPTS) % 4 == 0, 1 - judge_won, judge_won)
+    is_drawn = np.arange(N_PROMPTS) < 12
+    probability = np.array([drawn.get(f"p{number:02d}", 1.0) for number in range(N_PROMPTS)])
+    expected = weighted_estimate(
+        judge_won,
+        np.where(is_drawn, reviewer_won, np.nan),
+        is_drawn,
+        probability,
+        metric="win_rate",
+    ).iloc[0]
+    assert row["estimate"] == pytest.approx(expected["estimate"])
+    assert row["ci_low"] == pytest.approx(expected["ci_low"])
+    # The unweighted correction from the same slice lands elsewhere.
+    uniform = judge_won.mean() + (reviewer_won[is_drawn] - judge_won[is_drawn]).mean()
+    assert abs(row["estimate"] - uniform) > 0.01

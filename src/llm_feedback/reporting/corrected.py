@@ -61,12 +61,13 @@ def corrected_section(
         "were picked at random among the model's.",
         "",
     ]
-    if (ratings["selection"] == "probability_weighted").any():
+    if (estimates["selection"] == "probability_weighted").any():
         lines += [
-            "Where the viewer's review queue drew the labelled completions with unequal "
+            "Where the viewer's review queue drew the labelled prompts with unequal "
             "probabilities, `prediction_powered` weights each label by one over its "
             "probability (active inference), which assumes every completion drawn was "
-            "scored; no labels-only figure is given there.",
+            "scored and every prompt drawn compared; no labels-only, Rogan-Gladen, TPR or "
+            "TNR figure is given there (they assume a uniform draw).",
             "",
         ]
     if len(ratings):

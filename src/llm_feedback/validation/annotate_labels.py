@@ -29,9 +29,10 @@ baseline model by the pairs derived from the ratings, three ways (estimator `jud
 no tie the Rogan-Gladen rate with the judge's TPR and TNR, wherever labels exist for them.
 The estimators assume the labelled completions (prompts) were drawn uniformly at random
 from the model's rated ones; labels the viewer's review queue drew with unequal recorded
-probabilities (`selection_probability`) make the mean rating's prediction-powered row the
-probability-weighted one (active inference; selection `probability_weighted`, no
-labels-only row), which assumes every completion drawn was scored.
+probabilities (`selection_probability`) make the mean rating's and the win rate's
+prediction-powered row the probability-weighted one (active inference; selection
+`probability_weighted`; no labels-only, Rogan-Gladen, TPR or TNR row: those assume a uniform
+draw), which assumes every completion drawn was scored and every prompt drawn compared.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from llm_feedback.stats.prediction_powered import (
 )
 from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.baselines import baseline_metrics
+from llm_feedback.validation.binary_rates import pairwise_rates
 from llm_feedback.validation.card import ARGMAX, card_frame, normalised
 from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,
@@ -284,7 +286,8 @@ def annotate_card(
     if len(match.pairs):
         verdicts = derived_verdicts(match.pairs)
         table = pairwise_metrics(verdicts, resamples=resamples, seed=seed, judge=model)
-        tables[ARGMAX] = _without_orders(table)
+        rates = pairwise_rates(verdicts, judge=model)
+        tables[ARGMAX] = pd.concat([_without_orders(table), rates], ignore_index=True)
         baselines = _without_orders(baseline_metrics(verdicts, resamples=resamples, seed=seed))
     if len(match.scores):
         tables[RATINGS] = _rating_table(match.scores, resamples, seed, model)
@@ -381,18 +384,22 @@ def _win_values(match: LabelMatch) -> pd.DataFrame:
 def _gold_wins(pairs: pd.DataFrame) -> pd.DataFrame:
     """The reviewers' wins per prompt and model pair (the mean over the pair's items), both
     ways round: `gold` 1 / 0.5 / 0 for `model` against `other`."""
+    drawn = SELECTION_FIELD in pairs.columns
     items = pairs.groupby("instance_id", sort=False).agg(
         prompt_id=("prompt_id", "first"),
         model=("model", "first"),
         other=("model", "last"),
         gold=("gold", "first"),
+        **({SELECTION_FIELD: (SELECTION_FIELD, "first")} if drawn else {}),
     )
     first = items.assign(gold=items["gold"].map(_WON))
     second = first.rename(columns={"model": "other", "other": "model"}).assign(
         gold=1 - first["gold"]
     )
     both = pd.concat([first, second], ignore_index=True)
-    return both.groupby(["prompt_id", "model", "other"], as_index=False)["gold"].mean()
+    # The queue draws prompts: every pair of a prompt shares its probability.
+    values = {"gold": "mean", **({SELECTION_FIELD: "first"} if drawn else {})}
+    return both.groupby(["prompt_id", "model", "other"], as_index=False).agg(values)
 
 
 def _win_rates(match: LabelMatch, baseline: str | None, confidence: float) -> list[pd.DataFrame]:
@@ -422,8 +429,28 @@ def _win_rates(match: LabelMatch, baseline: str | None, confidence: float) -> li
             metric="win_rate",
             confidence=confidence,
         )
+        if _drawn_unequally(labelled):
+            estimates = pd.concat(
+                [estimates[estimates["estimator"] == JUDGE], _weighted_wins(part, confidence)],
+                ignore_index=True,
+            )
         frames.append(estimates.assign(model=model, aspect=None, baseline=against))
     return frames
+
+
+def _weighted_wins(part: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """The prediction-powered win rate from prompts the queue drew with recorded
+    probabilities: every prompt both models answered an item, the compared ones drawn
+    (the labels-only, Rogan-Gladen, TPR and TNR figures assume a uniform draw: left out)."""
+    drawn = part["gold"].notna() & part[SELECTION_FIELD].notna()
+    return weighted_estimate(
+        part["judge"].to_numpy(dtype="float64"),
+        part["gold"].to_numpy(dtype="float64"),
+        drawn.to_numpy(),
+        part[SELECTION_FIELD].where(drawn, 1.0).to_numpy(dtype="float64"),
+        metric="win_rate",
+        confidence=confidence,
+    )
 
 
 def corrected_ratings(

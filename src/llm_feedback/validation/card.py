@@ -56,6 +56,8 @@ ARGMAX = "argmax"
 CARD_METRICS = (
     "accuracy",
     "accuracy_both_orders",
+    "tpr",
+    "tnr",
     "positional_agreement",
     "first_shown_share",
     "longer_share",
@@ -410,6 +412,13 @@ def _set_lines(rows: pd.DataFrame, validation_set: str) -> list[str]:
             f"| {metric} | " + " | ".join(cells.get((metric, c), "") for c in columns) + " |"
         )
     lines.append("")
+    if rows["ci_method"].fillna("").str.startswith("wilson").any():
+        lines += [
+            "TPR and TNR (positive: the first response is the better one, or a pass): Wilson "
+            "95% intervals over items, each item counted once with the share of its calls "
+            "right.",
+            "",
+        ]
     lines += [item.line for item in findings(rows)]
     lines += data_notes(rows)
     usable = float(first["usable_probability_share"])

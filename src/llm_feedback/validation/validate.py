@@ -24,6 +24,7 @@ from llm_feedback.validation.agreement import (
     metrics_against_annotators,
 )
 from llm_feedback.validation.baselines import baseline_metrics
+from llm_feedback.validation.binary_rates import pairwise_rates, pointwise_rates
 from llm_feedback.validation.card import card_frame
 from llm_feedback.validation.logprobs import (
     LOGPROBS,
@@ -43,6 +44,14 @@ class Validation:
     card: pd.DataFrame  # judge_validation rows
     annotators: pd.DataFrame  # annotator agreement (empty with one annotator)
     by_annotator: pd.DataFrame  # the judge's metrics against the majority and each annotator
+
+
+def _pairwise_table(verdicts: pd.DataFrame, model: str, options: dict[str, Any]) -> pd.DataFrame:
+    """The pairwise metric table with the judge's TPR and TNR (`binary_rates`)."""
+    return pd.concat(
+        [pairwise_metrics(verdicts, judge=model, **options), pairwise_rates(verdicts, judge=model)],
+        ignore_index=True,
+    )
 
 
 def validate_pairwise(
@@ -67,7 +76,7 @@ def validate_pairwise(
         verdicts = attach_pairs(verdicts, pairs)
     options: dict[str, Any] = {"resamples": resamples, "seed": seed}
     model = identity["judge_model"]
-    tables = {"argmax": pairwise_metrics(verdicts, judge=model, **options)}
+    tables = {"argmax": _pairwise_table(verdicts, model, options)}
     bias, usable_share = math.nan, 0.0
     if calls is not None:
         require_columns(
@@ -79,14 +88,12 @@ def validate_pairwise(
         usable_share = float((calls["source"] == LOGPROBS).mean())
         if usable_share > 0:
             bias, _ = position_bias(calls)
-            tables["logprobs"] = pairwise_metrics(
-                probability_verdicts(calls), judge=model, **options
-            )
+            tables["logprobs"] = _pairwise_table(probability_verdicts(calls), model, options)
             # Scored on the items it measures, the bias is cross-fitted (no item calibrates
             # itself); the card keeps the bias over all items for later runs.
             calibrated = calibrated_verdicts(calls, cross_fitted_bias(calls))
-            tables["logprobs_calibrated"] = pairwise_metrics(
-                calibrated.drop(columns=["p_first", "p_second", "p_tie"]), judge=model, **options
+            tables["logprobs_calibrated"] = _pairwise_table(
+                calibrated.drop(columns=["p_first", "p_second", "p_tie"]), model, options
             )
     card = card_frame(
         identity,
@@ -121,7 +128,15 @@ def validate_pointwise(
     `logprobs.rating_verdict`, validated beside the argmax when present)."""
     options: dict[str, Any] = {"resamples": resamples, "seed": seed}
     model = identity["judge_model"]
-    tables = {"argmax": pointwise_metrics(scores, judge=model, **options)}
+    tables = {
+        "argmax": pd.concat(
+            [
+                pointwise_metrics(scores, judge=model, **options),
+                pointwise_rates(scores, judge=model),
+            ],
+            ignore_index=True,
+        )
+    }
     usable_share = 0.0
     if "expected_score" in scores.columns and "source" in scores.columns:
         usable_share = float((scores["source"] == LOGPROBS).mean())
