@@ -40,9 +40,8 @@ from llm_feedback.storage.schema import (
     CRITIQUES_COLUMN_TYPES,
     ULTRAFEEDBACK_ASPECTS,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
-    pandas_metadata,
 )
-from llm_feedback.storage.spool import SpooledTable, TableBuilder, write_parquet
+from llm_feedback.storage.spool import ChunkedParquet, SpooledTable, TableBuilder
 
 # Who wrote the published annotations and critiques (UltraFeedback's judge).
 PUBLISHED_JUDGE = "gpt-4"
@@ -244,9 +243,11 @@ class PublishedTables:
         }
 
 
-class PublishedExport:
+class PublishedExport(ChunkedParquet):
     """An `UltraFeedbackExport` written with only the public features (what was read):
     `to_parquet` as a Kedro `ParquetDataset` calls it, one row group per chunk."""
+
+    arrow_schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 
     def __init__(self, export: UltraFeedbackExport) -> None:
         self._export = export
@@ -258,10 +259,3 @@ class PublishedExport:
         names: Sequence[str] = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
         for chunk in self._export.arrow_chunks():
             yield chunk.select(names).cast(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
-
-    def to_parquet(
-        self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
-    ) -> None:
-        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-        schema = schema.with_metadata(pandas_metadata(schema))
-        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
