@@ -114,6 +114,19 @@ def _score(value: Any, where: str, field: str) -> float | None:
         raise InputError(f"{where}: field '{field}' must be a number, got {value!r}") from None
 
 
+def _published_judge(judge_model: str) -> dict[str, Any]:
+    """The judge's columns of a published annotation or critique: no call, reply or reask."""
+    return {
+        "reasks": 0,
+        "judge_model": judge_model,
+        "judge_endpoint": "published",
+        "judge_backend": "published",
+        "judge_via_batch": False,
+        "suspected_injection": False,
+        "raw_reply": None,
+    }
+
+
 def _aspect_row(
     key: tuple[str, int], aspect: str, annotation: Mapping[str, Any], judge_model: str
 ) -> dict[str, Any]:
@@ -136,13 +149,7 @@ def _aspect_row(
         "type_rationale": annotation.get("Rationale") if typed else None,
         "parse_status": status,
         "parse_error": None if status != "no_match" else f"published Rating {written!r}",
-        "reasks": 0,
-        "judge_model": judge_model,
-        "judge_endpoint": "published",
-        "judge_backend": "published",
-        "judge_via_batch": False,
-        "suspected_injection": False,
-        "raw_reply": None,
+        **_published_judge(judge_model),
         "prompt_tokens": 0.0,
         "completion_tokens": 0.0,
     }
@@ -200,13 +207,7 @@ class PublishedTables:
                         "overall_score": score,
                         "parse_status": "ok" if score is not None else "no_match",
                         "parse_error": None if score is not None else "no published score",
-                        "reasks": 0,
-                        "judge_model": judge_model,
-                        "judge_endpoint": "published",
-                        "judge_backend": "published",
-                        "judge_via_batch": False,
-                        "suspected_injection": False,
-                        "raw_reply": None,
+                        **_published_judge(judge_model),
                     },
                 )
         if not completions:
