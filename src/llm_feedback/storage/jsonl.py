@@ -31,6 +31,35 @@ def json_lines(text: str) -> list[str]:
     return text.split("\n")
 
 
+def json_object(line: str, path: str | Path, number: int) -> dict[str, Any] | None:
+    """The JSON object a line of a JSON Lines file holds.
+
+    Args:
+        line: The line's text.
+        path: The file, named in the error.
+        number: The line's number (from 1), named in the error.
+
+    Returns:
+        The object, or None for a blank line.
+
+    Raises:
+        InputError: The line is not JSON, or holds a value that is not an object.
+    """
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            f"{path}, line {number}, column {error.colno}: malformed JSON ({error.msg})"
+        ) from None
+    if not isinstance(record, dict):
+        raise InputError(
+            f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
+        )
+    return record
+
+
 def read_jsonl(path: str | Path) -> pd.DataFrame:
     """One row per non-blank line, each value kept as JSON gave it (a "4" stays text)."""
     path = Path(path)
@@ -44,17 +73,7 @@ def read_jsonl(path: str | Path) -> pd.DataFrame:
                     f"{path}, line {number}: not UTF-8 (byte {raw[error.start]:#04x} at "
                     f"column {error.start + 1}); save the file as UTF-8"
                 ) from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(
-                    f"{path}, line {number}, column {error.colno}: malformed JSON ({error.msg})"
-                ) from None
-            if not isinstance(record, dict):
-                raise InputError(
-                    f"{path}, line {number}: expected a JSON object, got {type(record).__name__}"
-                )
-            records.append(record)
+            record = json_object(line, path, number)
+            if record is not None:
+                records.append(record)
     return pd.DataFrame.from_records(records)
