@@ -567,6 +567,15 @@ _RATED_WITH_TYPES = pa.struct(
         ("Rationale For Rating", pa.string()),
     ]
 )
+
+
+def _annotations(aspects: Mapping[str, bool]) -> pa.StructType:
+    """A completion's annotations of `aspects` ({aspect: whether it carries type codes})."""
+    return pa.struct(
+        [(aspect, _RATED_WITH_TYPES if typed else _RATED) for aspect, typed in aspects.items()]
+    )
+
+
 # The aspects of the public `annotations` struct, in the card's order: the standard four,
 # whose public columns every export keeps (null where a run did not rate one).
 ULTRAFEEDBACK_ASPECTS: tuple[str, ...] = (
@@ -581,11 +590,8 @@ ULTRAFEEDBACK_COMPLETION = pa.struct(
     [
         (
             "annotations",
-            pa.struct(
-                [
-                    (aspect, _RATED_WITH_TYPES if aspect in ULTRAFEEDBACK_TYPED_ASPECTS else _RATED)
-                    for aspect in ULTRAFEEDBACK_ASPECTS
-                ]
+            _annotations(
+                {aspect: aspect in ULTRAFEEDBACK_TYPED_ASPECTS for aspect in ULTRAFEEDBACK_ASPECTS}
             ),
         ),
         ("critique", pa.string()),
@@ -641,14 +647,7 @@ def ultrafeedback_arrow_schema(extra_aspects: Mapping[str, bool] | None = None) 
         [
             (
                 "extra_annotations",
-                pa.list_(
-                    pa.struct(
-                        [
-                            (aspect, _RATED_WITH_TYPES if typed else _RATED)
-                            for aspect, typed in extras.items()
-                        ]
-                    )
-                ),
+                pa.list_(_annotations(extras)),
             )
         ]
         if extras
