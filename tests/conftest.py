@@ -153,6 +153,22 @@ def kedro_cli(data_root: Path, url: str, *params: str) -> list[str]:
     return [sys.executable, "-m", "kedro", "run", "--params", ",".join(settings)]
 
 
+def kedro_cli_outcome(command: list[str], *pipeline: str) -> subprocess.CompletedProcess[str]:
+    """`command` run for `pipeline` ("sample,generate"), its exit status left to the test.
+
+    Returns:
+        The finished process, with its output as text.
+    """
+    return subprocess.run(
+        [*command, "--pipelines", *pipeline],
+        cwd=PROJECT_ROOT,
+        env=KEDRO_CLI_ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [*command, "--pipelines", *pipeline],

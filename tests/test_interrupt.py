@@ -1,14 +1,13 @@
 """Ctrl-C during `kedro run`: one line, exit code 130, no traceback, and a rerun resumes."""
 
 import sqlite3
-import subprocess
 
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import (
     KEDRO_CLI_ENV,
-    PROJECT_ROOT,
     interrupt_after_requests,
     kedro_cli,
+    kedro_cli_outcome,
     run_kedro_cli,
 )
 
@@ -26,14 +25,7 @@ def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp
         cache = data_root / "02_intermediate" / "request_cache.sqlite"
         with sqlite3.connect(cache) as db:
             cached = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        rerun = subprocess.run(
-            [*command, "--pipelines", "generate"],
-            cwd=PROJECT_ROOT,
-            env=KEDRO_CLI_ENV,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        rerun = kedro_cli_outcome(command, "generate")
         sent_by_rerun = fetch_stats(url)["chat_requests"] - sent_before
 
     output = stdout + stderr
