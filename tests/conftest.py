@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from llm_feedback.testing.server import FakeLLMServer
+from llm_feedback.testing.server import FakeLLMServer, fetch_stats
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
@@ -109,6 +111,34 @@ def with_default_sigint(argv: list[str]) -> list[str]:
     return [sys.executable, "-c", launcher, *argv]
 
 
+def interrupt_after_requests(
+    argv: list[str], url: str, requests: int, env: Mapping[str, str], within_s: float
+) -> tuple[int, str, str]:
+    """Run `argv` in a child (with the default Ctrl-C behaviour) and send it SIGINT once the
+    fake server at `url` has had `requests` chat requests, which must come within
+    `within_s` seconds with the child still running.
+
+    Returns:
+        The child's exit code, stdout and stderr.
+    """
+    child = subprocess.Popen(
+        with_default_sigint(argv),
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + within_s
+    while fetch_stats(url)["chat_requests"] < requests:
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=60)
+    return child.returncode, stdout, stderr
+
+
 def kedro_cli(data_root: Path, url: str, *params: str) -> list[str]:
     """`kedro run` in a child process: the `local` endpoint at a fake server, outputs under
     data_root, plus `params` ("key=value"); add "--pipelines", name."""
@@ -121,6 +151,22 @@ def kedro_cli(data_root: Path, url: str, *params: str) -> list[str]:
         *params,
     ]
     return [sys.executable, "-m", "kedro", "run", "--params", ",".join(settings)]
+
+
+def kedro_cli_outcome(command: list[str], *pipeline: str) -> subprocess.CompletedProcess[str]:
+    """`command` run for `pipeline` ("sample,generate"), its exit status left to the test.
+
+    Returns:
+        The finished process, with its output as text.
+    """
+    return subprocess.run(
+        [*command, "--pipelines", *pipeline],
+        cwd=PROJECT_ROOT,
+        env=KEDRO_CLI_ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def run_kedro_cli(command: list[str], *pipeline: str) -> subprocess.CompletedProcess:

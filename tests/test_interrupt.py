@@ -1,17 +1,14 @@
 """Ctrl-C during `kedro run`: one line, exit code 130, no traceback, and a rerun resumes."""
 
-import signal
 import sqlite3
-import subprocess
-import time
 
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
 from tests.conftest import (
     KEDRO_CLI_ENV,
-    PROJECT_ROOT,
+    interrupt_after_requests,
     kedro_cli,
+    kedro_cli_outcome,
     run_kedro_cli,
-    with_default_sigint,
 )
 
 
@@ -21,37 +18,18 @@ def test_ctrl_c_mid_generate_stops_cleanly_and_the_rerun_sends_only_the_rest(tmp
     with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
         command = kedro_cli(data_root, url, "sample.max_prompts=null")
         run_kedro_cli(command, "sample")
-        child = subprocess.Popen(
-            with_default_sigint([*command, "--pipelines", "generate"]),
-            cwd=PROJECT_ROOT,
-            env=KEDRO_CLI_ENV,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
+        returncode, stdout, stderr = interrupt_after_requests(
+            [*command, "--pipelines", "generate"], url, total // 3, KEDRO_CLI_ENV, within_s=60
         )
-        deadline = time.monotonic() + 60
-        while fetch_stats(url)["chat_requests"] < total // 3:
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signal.SIGINT)
-        stdout, stderr = child.communicate(timeout=60)
         sent_before = fetch_stats(url)["chat_requests"]
         cache = data_root / "02_intermediate" / "request_cache.sqlite"
         with sqlite3.connect(cache) as db:
             cached = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        rerun = subprocess.run(
-            [*command, "--pipelines", "generate"],
-            cwd=PROJECT_ROOT,
-            env=KEDRO_CLI_ENV,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        rerun = kedro_cli_outcome(command, "generate")
         sent_by_rerun = fetch_stats(url)["chat_requests"] - sent_before
 
     output = stdout + stderr
-    assert child.returncode == 130, output[-2000:]
+    assert returncode == 130, output[-2000:]
     assert (
         f"interrupted: {cached:,} answered calls are cached in {cache}; run the same "
         "command to resume" in stderr

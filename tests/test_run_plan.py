@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from llm_feedback.params import parse_generate
 from llm_feedback.params.run import RunOptions, parse_run_options
 from llm_feedback.runs.plan import ESTIMATED, plan_run
 from llm_feedback.testing.server import FakeLLMServer, RequestContext, schema_responder
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, endpoints_via, kedro_cli, run_kedro_cli
+from tests.conftest import endpoints_via, kedro_cli, kedro_cli_outcome, run_kedro_cli
 
 # The test server fills a reply's strings whatever their maxLength, so the judge's string
 # cap is pinned here rather than taken from the local endpoint's demo setting.
@@ -148,14 +147,7 @@ def test_max_cost_usd_stops_the_run_before_any_call_naming_estimate_and_limit(tm
             "report.prices.fake.completion_per_1k=0.03",
             "max_cost_usd=0.05",
         )
-        result = subprocess.run(
-            [*command, "--pipelines", "__default__"],
-            cwd=PROJECT_ROOT,
-            env=KEDRO_CLI_ENV,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = kedro_cli_outcome(command, "__default__")
         assert server.request_count == 0
     assert result.returncode == 1
     message = result.stderr

@@ -17,6 +17,7 @@ from llm_feedback.prompts.raw_prompts import (
     world_knowledge,
 )
 from llm_feedback.storage.schema import (
+    ANSWER_LIST_COLUMNS,
     RAW_PROMPTS_COLUMNS,
     RAW_PROMPTS_REQUIRED_COLUMNS,
     SAMPLED_PROMPTS_COLUMNS,
@@ -216,18 +217,11 @@ def test_output_is_long_with_the_documented_columns_and_dtypes():
     assert sampled["completion_idx"].dtype == np.int64
     assert sampled["completion_idx"].tolist() == [0, 1, 2, 3] * 3
     assert sampled["prompt_id"].tolist() == ["a"] * 4 + ["b"] * 4 + ["c"] * 4
-    for column in (
-        "prompt_id",
-        "source",
-        "instruction",
-        "reference_answer",
-        "world_knowledge",
-        "model",
-        "principle",
-        "system_prompt",
-    ):
+    # Every column but the index and the answer lists is text.
+    for column in set(SAMPLED_PROMPTS_COLUMNS) - {"completion_idx", *ANSWER_LIST_COLUMNS}:
         assert sampled[column].dtype == "str", column
-    assert sampled["correct_answers"].dtype == object
+    for column in ANSWER_LIST_COLUMNS:
+        assert sampled[column].dtype == object, column
     assert sampled["world_knowledge"].tolist()[:4] == ["Reference answer: Katze"] * 4
     assert isinstance(sampled.index, pd.RangeIndex)
 

@@ -6,7 +6,6 @@ project's test server, scripted to refuse bodies over a size as each kind of ser
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from llm_feedback.testing.server import (
     context_limited,
     schema_responder,
 )
-from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT, kedro_cli
+from tests.conftest import kedro_cli, kedro_cli_outcome
 
 LONG_CHARS = 124_500  # the over-long completion, no answer-like line in it
 BODY_LIMIT = 60_000  # the test server's "context": four ordinary texts fit, a long one not
@@ -170,14 +169,7 @@ def test_a_run_with_one_over_long_completion_per_prompt_exits_0(tmp_path):
             "endpoints.local.max_reply_bytes=1000000",
             "endpoints.local.backoff_base_s=0.01",
         )
-        run = subprocess.run(
-            [*command, "--pipelines", "sample,generate,annotate"],
-            cwd=PROJECT_ROOT,
-            env=KEDRO_CLI_ENV,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        run = kedro_cli_outcome(command, "sample,generate,annotate")
     assert run.returncode == 0, run.stderr[-3000:]
     tables = {name: saved_table(data_root / "03_primary" / f"{name}.parquet") for name in NAMES}
     completions, aspects = tables["completions"], tables["aspect_annotations"]

@@ -575,7 +575,7 @@ def test_a_reply_seen_again_beyond_the_recent_texts_is_still_one_category(monkey
     assert frame["reply"].tolist()[:7] == replies[:7] and pd.isna(frame["reply"][7])
     assert frame["reply"].tolist()[8:] == replies[8:]
     assert sorted(frame["reply"].cat.categories) == ["a", "b", "c", "d", "e"]
-    for group in table.arrow_groups():
+    for group in table.arrow_chunks():
         dictionary = group["reply"].chunk(0).dictionary.to_pylist()
         assert len(dictionary) == len(set(dictionary))
     table.to_parquet(tmp_path / "t.parquet")

@@ -3,17 +3,14 @@ and its lock is released, so the next run, anywhere, resumes instead of paying a
 
 from __future__ import annotations
 
-import signal
 import sqlite3
-import subprocess
-import time
 from pathlib import Path
 
 import fsspec
 
 from llm_feedback.storage.remote_root import CacheSync, local_root
-from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
-from tests.conftest import PROJECT_ROOT, kedro_cli, with_default_sigint
+from llm_feedback.testing.server import serve_in_subprocess
+from tests.conftest import interrupt_after_requests, kedro_cli
 
 
 def test_ctrl_c_pushes_the_answers_so_far_and_frees_the_bucket(bucket, s3_env, tmp_path):
@@ -22,23 +19,11 @@ def test_ctrl_c_pushes_the_answers_so_far_and_frees_the_bucket(bucket, s3_env, t
     total = 37 * 4
     with serve_in_subprocess(latency_s=0.05, responder="echo") as url:
         command = kedro_cli(data_root, url, "sample.max_prompts=null")
-        child = subprocess.Popen(
-            with_default_sigint([*command, "--pipelines", "sample,generate"]),
-            cwd=PROJECT_ROOT,
-            env=s3_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
+        returncode, stdout, stderr = interrupt_after_requests(
+            [*command, "--pipelines", "sample,generate"], url, total // 3, s3_env, within_s=50
         )
-        deadline = time.monotonic() + 50
-        while fetch_stats(url)["chat_requests"] < total // 3:
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        child.send_signal(signal.SIGINT)
-        stdout, stderr = child.communicate(timeout=60)
 
-    assert child.returncode == 130, (stdout + stderr)[-2000:]
+    assert returncode == 130, (stdout + stderr)[-2000:]
     s3 = fsspec.filesystem("s3", skip_instance_cache=True)
     assert s3.exists(remote_cache)
     assert not s3.exists(f"{remote_cache}.lock")

@@ -40,9 +40,8 @@ from llm_feedback.storage.schema import (
     CRITIQUES_COLUMN_TYPES,
     ULTRAFEEDBACK_ASPECTS,
     ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
-    pandas_metadata,
 )
-from llm_feedback.storage.spool import SpooledTable, TableBuilder, write_parquet
+from llm_feedback.storage.spool import ChunkedParquet, SpooledTable, TableBuilder
 
 # Who wrote the published annotations and critiques (UltraFeedback's judge).
 PUBLISHED_JUDGE = "gpt-4"
@@ -115,6 +114,19 @@ def _score(value: Any, where: str, field: str) -> float | None:
         raise InputError(f"{where}: field '{field}' must be a number, got {value!r}") from None
 
 
+def _published_judge(judge_model: str) -> dict[str, Any]:
+    """The judge's columns of a published annotation or critique: no call, reply or reask."""
+    return {
+        "reasks": 0,
+        "judge_model": judge_model,
+        "judge_endpoint": "published",
+        "judge_backend": "published",
+        "judge_via_batch": False,
+        "suspected_injection": False,
+        "raw_reply": None,
+    }
+
+
 def _aspect_row(
     key: tuple[str, int], aspect: str, annotation: Mapping[str, Any], judge_model: str
 ) -> dict[str, Any]:
@@ -137,13 +149,7 @@ def _aspect_row(
         "type_rationale": annotation.get("Rationale") if typed else None,
         "parse_status": status,
         "parse_error": None if status != "no_match" else f"published Rating {written!r}",
-        "reasks": 0,
-        "judge_model": judge_model,
-        "judge_endpoint": "published",
-        "judge_backend": "published",
-        "judge_via_batch": False,
-        "suspected_injection": False,
-        "raw_reply": None,
+        **_published_judge(judge_model),
         "prompt_tokens": 0.0,
         "completion_tokens": 0.0,
     }
@@ -201,13 +207,7 @@ class PublishedTables:
                         "overall_score": score,
                         "parse_status": "ok" if score is not None else "no_match",
                         "parse_error": None if score is not None else "no published score",
-                        "reasks": 0,
-                        "judge_model": judge_model,
-                        "judge_endpoint": "published",
-                        "judge_backend": "published",
-                        "judge_via_batch": False,
-                        "suspected_injection": False,
-                        "raw_reply": None,
+                        **_published_judge(judge_model),
                     },
                 )
         if not completions:
@@ -244,9 +244,11 @@ class PublishedTables:
         }
 
 
-class PublishedExport:
+class PublishedExport(ChunkedParquet):
     """An `UltraFeedbackExport` written with only the public features (what was read):
     `to_parquet` as a Kedro `ParquetDataset` calls it, one row group per chunk."""
+
+    arrow_schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 
     def __init__(self, export: UltraFeedbackExport) -> None:
         self._export = export
@@ -258,10 +260,3 @@ class PublishedExport:
         names: Sequence[str] = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
         for chunk in self._export.arrow_chunks():
             yield chunk.select(names).cast(ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA)
-
-    def to_parquet(
-        self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
-    ) -> None:
-        schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
-        schema = schema.with_metadata(pandas_metadata(schema))
-        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)

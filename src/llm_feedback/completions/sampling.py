@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,9 +43,8 @@ from llm_feedback.storage.schema import (
     ANSWER_LIST_COLUMNS,
     RAW_PROMPTS_COLUMNS,
     SAMPLED_PROMPTS_COLUMNS,
-    pandas_metadata,
 )
-from llm_feedback.storage.spool import write_parquet
+from llm_feedback.storage.spool import ChunkedParquet
 
 logger = logging.getLogger(__name__)
 
@@ -326,12 +324,14 @@ SAMPLED_PROMPTS_ARROW_SCHEMA = pa.schema(
 )
 
 
-class SampledPrompts:
+class SampledPrompts(ChunkedParquet):
     """`sample_prompts` of a raw prompt file, drawn a record batch of prompts at a time
     when written: `to_parquet` writes the table `sample_prompts(raw.read(), ...)` would
     (read back, the same DataFrame), a row group per batch, so a catalog `ParquetDataset`
     saves it as it saves a DataFrame, holding one batch of prompts whatever the file's size;
     `frame()` is the whole table."""
+
+    arrow_schema = SAMPLED_PROMPTS_ARROW_SCHEMA
 
     def __init__(self, raw: ParquetSource, plan: _Plan, kept: np.ndarray | None, rows: int):
         self._raw, self._plan, self._kept, self._rows = raw, plan, kept, rows
@@ -351,23 +351,9 @@ class SampledPrompts:
             yield _assign(prompts, keys, self._plan)
         _log_unweighted_sources(unweighted)
 
-    def to_parquet(
-        self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
-    ) -> None:
-        """pandas' arguments; `kwargs` go to `pyarrow.parquet.ParquetWriter`."""
-        schema = SAMPLED_PROMPTS_ARROW_SCHEMA
-        tables = (
-            pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
-            for frame in self.frames()
-        )
-        write_parquet(
-            path,
-            schema.with_metadata(pandas_metadata(schema)),
-            tables,
-            index,
-            row_group_size,
-            **kwargs,
-        )
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        for frame in self.frames():
+            yield pa.Table.from_pandas(frame, schema=self.arrow_schema, preserve_index=False)
 
     def frame(self) -> pd.DataFrame:
         return pd.concat(list(self.frames()), ignore_index=True)

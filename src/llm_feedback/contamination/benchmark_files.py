@@ -15,7 +15,6 @@ turn after the first is `<id>/turn <k>`. A record with no text is skipped and co
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.core.errors import ConfigError
+from llm_feedback.storage.jsonl import json_array, json_line_values
 
 logger = logging.getLogger(__name__)
 
@@ -72,22 +72,9 @@ def _records(path: Path) -> Iterable[Any]:
             if line.strip() and not line.lstrip().startswith("#")
         ]
     if suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise ConfigError(f"{path} line {number}: not JSON ({error.msg})") from error
-        return records
+        return [record for _, record in json_line_values(path, ConfigError)]
     if suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from error
-        if not isinstance(data, list):
-            raise ConfigError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-        return data
+        return json_array(path, ConfigError)
     raise ConfigError(
         f"{path}: unknown benchmark format {suffix!r}; use .csv, .json, .jsonl or .txt"
     )

@@ -215,6 +215,35 @@ def with_optional_sections(kind: str, names: Sequence[str]) -> str:
     return load_template(kind).replace("{optional_sections}", sections)
 
 
+def add_optional_blocks(
+    values: dict[str, str],
+    labels: dict[str, str],
+    blocks: Sequence[tuple[str, str | None, str]],
+) -> list[str]:
+    """Put each optional input that is given into `values` as a block of its own.
+
+    Each one is labelled, so that it is fenced and the judge sees it as written.
+
+    Args:
+        values: The request's fields; the given inputs are added to it.
+        labels: The labels of its untrusted fields; the given inputs' labels are added.
+        blocks: (name, text or None when not given, label) of each optional input, in the
+            order of its template's sections.
+
+    Returns:
+        The names of the inputs given, in order: the sections to put in
+        (`with_optional_sections`) and the fields the prompt must then hold.
+    """
+    given = []
+    for name, text, label in blocks:
+        if text is not None:
+            check_text(**{name: text})
+            values[name] = text
+            labels[name] = label
+            given.append(name)
+    return given
+
+
 # The fields of a judgment against a reference answer; {answer} is {reference}'s synonym.
 REFERENCE_REQUIRED = (("question",), ("reference", "answer"), ("prediction",))
 

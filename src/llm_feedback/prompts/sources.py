@@ -23,7 +23,6 @@ A prompt repeated within a source is kept once (the public dumps repeat first tu
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -33,6 +32,7 @@ import pandas as pd
 
 from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.prompts.raw_prompts import truthfulqa_to_raw_prompts
+from llm_feedback.storage.jsonl import json_array, json_line_values
 
 logger = logging.getLogger(__name__)
 
@@ -54,22 +54,11 @@ def _records(path: Path) -> Iterator[tuple[str, Any]]:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if path.suffix == ".json":
-        try:
-            records = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise InputError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
-        if not isinstance(records, list):
-            raise InputError(f"{path}: expected a JSON array of records")
-        for number, record in enumerate(records):
+        for number, record in enumerate(json_array(path)):
             yield f"{path}, record {number}", record
         return
-    with path.open(encoding="utf-8", newline="\n") as lines:  # JSON Lines' own line ends
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                try:
-                    yield f"{path}, line {number}", json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise InputError(f"{path}, line {number}: not JSON ({error.msg})") from None
+    for number, record in json_line_values(path):
+        yield f"{path}, line {number}", record
 
 
 def _field(record: Any, where: str, *names: str) -> Any:

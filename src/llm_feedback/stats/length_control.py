@@ -43,25 +43,9 @@ from llm_feedback.stats.intervals import (
     percentile_interval,
 )
 from llm_feedback.stats.ranking import oriented_batches, win_rates
+from llm_feedback.storage.schema import LENGTH_CONTROLLED_COLUMN_TYPES
 
 STYLE_FEATURES = ("length", "headers", "bold", "list_items")
-
-LC_COLUMNS = {
-    "model": "str",
-    "baseline": "str",
-    "n_battles": "int64",
-    "win_rate": "float64",
-    "win_rate_ci_low": "float64",
-    "win_rate_ci_high": "float64",
-    "win_rate_method": "str",
-    "lc_win_rate": "float64",
-    "lc_win_rate_ci_low": "float64",
-    "lc_win_rate_ci_high": "float64",
-    "length_coefficient": "float64",
-    "length_coefficient_ci_low": "float64",
-    "length_coefficient_ci_high": "float64",
-    "lc_method": "str",
-}
 
 
 def length_controlled_win_rates(
@@ -107,7 +91,9 @@ def length_controlled_win_rates(
             battles, baseline, n_resamples=n_resamples, seed=seed, confidence=confidence
         )
     if raw.empty:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in LC_COLUMNS.items()})
+        return pd.DataFrame(
+            {c: pd.Series(dtype=t) for c, t in LENGTH_CONTROLLED_COLUMN_TYPES.items()}
+        )
     fits = _LengthFits(battles, baseline, list(raw["model"]))
     params = fits.fit()
     replicates = fits.one_step_replicates(params, n_resamples, seed)
@@ -131,7 +117,11 @@ def length_controlled_win_rates(
     table = raw.rename(columns={"ci_low": "win_rate_ci_low", "ci_high": "win_rate_ci_high"}).rename(
         columns={"method": "win_rate_method"}
     )
-    return table.merge(pd.DataFrame(rows), on="model").loc[:, list(LC_COLUMNS)].astype(LC_COLUMNS)
+    return (
+        table.merge(pd.DataFrame(rows), on="model")
+        .loc[:, list(LENGTH_CONTROLLED_COLUMN_TYPES)]
+        .astype(LENGTH_CONTROLLED_COLUMN_TYPES)
+    )
 
 
 class _LengthFits:

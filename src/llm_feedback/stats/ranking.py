@@ -36,6 +36,7 @@ from llm_feedback.stats.intervals import (
     cluster_ids,
     percentile_interval,
 )
+from llm_feedback.storage.schema import RANKING_COLUMN_TYPES
 
 PAIRWISE_COLUMNS = ("instance", "model_a", "model_b", "outcome")
 # Elo-like scale, as Chatbot Arena and Arena-Hard publish: 400 points for a factor of 10 in
@@ -182,18 +183,6 @@ def oriented_against(pairs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     )
 
 
-RANKING_COLUMNS = {
-    "model": "str",
-    "score": "float64",
-    "ci_low": "float64",
-    "ci_high": "float64",
-    "rank": "int64",
-    "n_battles": "int64",
-    "method": "str",
-    "resamples": "int64",
-}
-
-
 def bradley_terry(
     pairs: pd.DataFrame | Battles,
     *,
@@ -216,7 +205,7 @@ def bradley_terry(
     iteration limit and its interval reaches far out, which says as much.
 
     Columns: model, score, ci_low, ci_high, rank (1 = highest score), n_battles, method,
-    resamples (`RANKING_COLUMNS`), and n_unreadable: the model's battles left out for want
+    resamples (`RANKING_COLUMN_TYPES`), and n_unreadable: the model's battles left out for want
     of an outcome (`check_pairs`; a model with none readable has no row).
     """
     check_bootstrap(n_resamples, confidence)
@@ -252,7 +241,7 @@ def bradley_terry(
         sides = pd.concat([batch["model_a"], batch["model_b"]]).value_counts()
         battles_of = battles_of.add(sides, fill_value=0)
     if not matchups:
-        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMN_TYPES.items()})
         return empty.assign(n_unreadable=pd.Series(dtype="int64"))
     models = sorted(battles_of.index)
     code = {model: i for i, model in enumerate(models)}
@@ -288,7 +277,7 @@ def ranking_table(
     method: str,
     n_resamples: int,
 ) -> pd.DataFrame:
-    """`RANKING_COLUMNS` of scored models, best first (rank 1 = the highest score, ties
+    """`RANKING_COLUMN_TYPES` of scored models, best first (rank 1 = the highest score, ties
     sharing the better rank; an undefined score ranks last)."""
     table = pd.DataFrame(
         {
@@ -304,7 +293,7 @@ def ranking_table(
             "resamples": n_resamples,
         }
     )
-    return table.sort_values(["rank", "model"]).astype(RANKING_COLUMNS).reset_index(drop=True)
+    return table.sort_values(["rank", "model"]).astype(RANKING_COLUMN_TYPES).reset_index(drop=True)
 
 
 def _fit_strengths(design: np.ndarray, won: np.ndarray, lost: np.ndarray) -> np.ndarray:

@@ -42,16 +42,16 @@ from llm_feedback.stats.ranking import (
     ELO_BASE,
     ELO_CENTRE,
     ELO_SCALE,
-    RANKING_COLUMNS,
     ranking_table,
     readable_pairs,
 )
+from llm_feedback.storage.schema import RANKING_COLUMN_TYPES
 
 STYLE_COEFFICIENT_COLUMNS = ("feature", "coefficient", "ci_low", "ci_high", "method")
 
 
 class StyleControl(NamedTuple):
-    scores: pd.DataFrame  # RANKING_COLUMNS: the style-controlled Bradley-Terry scores
+    scores: pd.DataFrame  # RANKING_COLUMN_TYPES: the style-controlled Bradley-Terry scores
     coefficients: pd.DataFrame  # STYLE_COEFFICIENT_COLUMNS, one row per feature (NaN if
     # the feature never differs between the two answers of a battle)
 
@@ -82,7 +82,7 @@ def style_controlled_ranking(
     require_columns(battles, [*columns, "instance", "model_a", "model_b", "outcome"], "pairs")
     models = battles.models()
     if not models:
-        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMNS.items()})
+        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in RANKING_COLUMN_TYPES.items()})
         return StyleControl(empty, pd.DataFrame(columns=list(STYLE_COEFFICIENT_COLUMNS)))
     design = _Design(battles, models, features)
     params = design.fit()

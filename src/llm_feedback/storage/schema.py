@@ -235,44 +235,6 @@ EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES = {
     "n": "int64",
 }
 
-# `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
-# scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
-# against the baseline and its raw and length-controlled (the form of AlpacaEval's
-# length_controlled_minimal) win rates against it (ties half), and its style-controlled
-# score (coefficients: `eval_style_coefficients`).
-# The columns of the annotate report's `model_ranking` (llm_feedback.stats.comparison);
-# the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
-EVAL_MODEL_RANKING_COLUMN_TYPES = {
-    "model": "string",
-    "score": "float64",
-    "ci_low": "float64",
-    "ci_high": "float64",
-    "rank": "int64",
-    "n_battles": "int64",
-    "method": "string",
-    "resamples": "int64",
-    "baseline": "string",
-    "wins": "Int64",
-    "ties": "Int64",
-    "losses": "Int64",
-    "win_rate": "float64",
-    "win_rate_ci_low": "float64",
-    "win_rate_ci_high": "float64",
-    "win_rate_method": "string",
-    "lc_win_rate": "float64",
-    "lc_win_rate_ci_low": "float64",
-    "lc_win_rate_ci_high": "float64",
-    "length_coefficient": "float64",
-    "length_coefficient_ci_low": "float64",
-    "length_coefficient_ci_high": "float64",
-    "lc_method": "string",
-    "style_controlled_score": "float64",
-    "style_controlled_score_ci_low": "float64",
-    "style_controlled_score_ci_high": "float64",
-    "style_method": "string",
-}
-
-
 # --- report: metric tables, costs and the run plan ---------------------------------------
 
 MODEL_ASPECT_METRICS_COLUMN_TYPES = {
@@ -350,10 +312,9 @@ RATING_BY_POSITION_COLUMN_TYPES = {
     "ci_high": "float64",
     "ci_method": "str",
 }
-# `model_ranking`: Bradley-Terry scores from annotate's per-prompt scores turned into pairs
-# (llm_feedback.stats.comparison), with counts and raw and length-controlled win rates
-# against `baseline` (none on the baseline's own row) and the style-controlled score.
-MODEL_RANKING_COLUMN_TYPES = {
+# The Bradley-Terry table of `stats.ranking.bradley_terry` (and of the style-controlled
+# fit): each model's score and bootstrap interval, rank and battles.
+RANKING_COLUMN_TYPES = {
     "model": "str",
     "score": "float64",  # Elo-like: 1000 + 400 * centred log-strength / ln 10
     "ci_low": "float64",
@@ -362,15 +323,15 @@ MODEL_RANKING_COLUMN_TYPES = {
     "n_battles": "int64",
     "method": "str",
     "resamples": "int64",
-    "baseline": "str",
-    "wins": "Int64",
-    "ties": "Int64",
-    "losses": "Int64",
+}
+_WIN_RATE_COLUMN_TYPES = {
     "win_rate": "float64",  # (wins + ties / 2) / battles against the baseline
     "win_rate_ci_low": "float64",
     "win_rate_ci_high": "float64",
     "win_rate_method": "str",
-    # The form of AlpacaEval's length_controlled_minimal, fitted without penalty
+}
+# The form of AlpacaEval's length_controlled_minimal, fitted without penalty
+_LENGTH_CONTROLLED_COLUMN_TYPES = {
     "lc_win_rate": "float64",
     "lc_win_rate_ci_low": "float64",
     "lc_win_rate_ci_high": "float64",
@@ -378,12 +339,45 @@ MODEL_RANKING_COLUMN_TYPES = {
     "length_coefficient_ci_low": "float64",
     "length_coefficient_ci_high": "float64",
     "lc_method": "str",
+}
+# The table of `stats.length_control.length_controlled_win_rates`: each model's raw and
+# length-controlled win rates against the baseline.
+LENGTH_CONTROLLED_COLUMN_TYPES = {
+    "model": "str",
+    "baseline": "str",
+    "n_battles": "int64",
+    **_WIN_RATE_COLUMN_TYPES,
+    **_LENGTH_CONTROLLED_COLUMN_TYPES,
+}
+# `model_ranking`: Bradley-Terry scores from annotate's per-prompt scores turned into pairs
+# (llm_feedback.stats.comparison), with counts and raw and length-controlled win rates
+# against `baseline` (none on the baseline's own row) and the style-controlled score.
+MODEL_RANKING_COLUMN_TYPES = {
+    **RANKING_COLUMN_TYPES,
+    "baseline": "str",
+    "wins": "Int64",
+    "ties": "Int64",
+    "losses": "Int64",
+    **_WIN_RATE_COLUMN_TYPES,
+    **_LENGTH_CONTROLLED_COLUMN_TYPES,
     # After Arena-Hard's style control: the Bradley-Terry score with length and Markdown counts
     # as covariates (their coefficients: `style_coefficients`), same scale as `score`.
     "style_controlled_score": "float64",
     "style_controlled_score_ci_low": "float64",
     "style_controlled_score_ci_high": "float64",
     "style_method": "str",
+}
+# `eval_model_ranking`: from pairwise judgments, each model's Bradley-Terry score (Elo-like
+# scale, 1000 = the average model) with its bootstrap interval, its wins / ties / losses
+# against the baseline and its raw and length-controlled (the form of AlpacaEval's
+# length_controlled_minimal) win rates against it (ties half), and its style-controlled
+# score (coefficients: `eval_style_coefficients`).
+# The columns of the annotate report's `model_ranking` (llm_feedback.stats.comparison);
+# the baseline's own row has no counts or win rates. Empty unless pairwise, 2+ models.
+# The same columns, with the evaluate tables' "string" dtype for text.
+EVAL_MODEL_RANKING_COLUMN_TYPES = {
+    name: "string" if dtype == "str" else dtype
+    for name, dtype in MODEL_RANKING_COLUMN_TYPES.items()
 }
 # `style_coefficients` (annotate) and `eval_style_coefficients` (evaluate): the style
 # covariates' coefficients in the style-controlled Bradley-Terry fit, log-odds per standard
@@ -573,6 +567,15 @@ _RATED_WITH_TYPES = pa.struct(
         ("Rationale For Rating", pa.string()),
     ]
 )
+
+
+def _annotations(aspects: Mapping[str, bool]) -> pa.StructType:
+    """A completion's annotations of `aspects` ({aspect: whether it carries type codes})."""
+    return pa.struct(
+        [(aspect, _RATED_WITH_TYPES if typed else _RATED) for aspect, typed in aspects.items()]
+    )
+
+
 # The aspects of the public `annotations` struct, in the card's order: the standard four,
 # whose public columns every export keeps (null where a run did not rate one).
 ULTRAFEEDBACK_ASPECTS: tuple[str, ...] = (
@@ -587,11 +590,8 @@ ULTRAFEEDBACK_COMPLETION = pa.struct(
     [
         (
             "annotations",
-            pa.struct(
-                [
-                    (aspect, _RATED_WITH_TYPES if aspect in ULTRAFEEDBACK_TYPED_ASPECTS else _RATED)
-                    for aspect in ULTRAFEEDBACK_ASPECTS
-                ]
+            _annotations(
+                {aspect: aspect in ULTRAFEEDBACK_TYPED_ASPECTS for aspect in ULTRAFEEDBACK_ASPECTS}
             ),
         ),
         ("critique", pa.string()),
@@ -647,14 +647,7 @@ def ultrafeedback_arrow_schema(extra_aspects: Mapping[str, bool] | None = None) 
         [
             (
                 "extra_annotations",
-                pa.list_(
-                    pa.struct(
-                        [
-                            (aspect, _RATED_WITH_TYPES if typed else _RATED)
-                            for aspect, typed in extras.items()
-                        ]
-                    )
-                ),
+                pa.list_(_annotations(extras)),
             )
         ]
         if extras

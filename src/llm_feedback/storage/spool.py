@@ -51,6 +51,46 @@ _TEXT_SCHEMA = pa.schema([("text", pa.large_string())])
 _KEY_SCHEMA = pa.schema([("key", pa.int64())])
 
 
+class ChunkedParquet:
+    """A table built a chunk at a time as it is written: `to_parquet` writes the chunks as
+    one file, as a frame of them would be written, holding one chunk; so a Kedro
+    `ParquetDataset` saves it as it saves a DataFrame.
+
+    A subclass gives `arrow_chunks()` and either `arrow_schema` (the file then carries the
+    pandas metadata of the schema's dtypes) or a `parquet_schema()` of its own.
+    """
+
+    arrow_schema: pa.Schema
+
+    def arrow_chunks(self) -> Iterator[pa.Table]:
+        raise NotImplementedError
+
+    def parquet_schema(self) -> pa.Schema:
+        """The file's schema: `arrow_schema` with the pandas metadata of its dtypes."""
+        return self.arrow_schema.with_metadata(pandas_metadata(self.arrow_schema))
+
+    def to_parquet(
+        self,
+        path: Any,
+        *,
+        index: bool | None = None,
+        row_group_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write as `frame().to_parquet(path)` would (pyarrow, no index): a row group per
+        chunk (or per `row_group_size` rows, if fewer).
+
+        Args:
+            path: The file, or a `PartedTarget` to write it as parts.
+            index: pandas' argument; only None or False (no index) is taken.
+            row_group_size: The most rows of a row group.
+            **kwargs: Passed to `pyarrow.parquet.ParquetWriter` (compression, ...).
+        """
+        write_parquet(
+            path, self.parquet_schema(), self.arrow_chunks(), index, row_group_size, **kwargs
+        )
+
+
 class TableBuilder:
     """Rows added in any order with an integer key each; `finish()` gives a `SpooledTable`
     in key order (`frame()` its DataFrame).
@@ -166,7 +206,7 @@ class TableBuilder:
         return self.finish().frame()
 
 
-class SpooledTable:
+class SpooledTable(ChunkedParquet):
     """A table on disk in arrival order, read in key order one row group at a time.
 
     `to_parquet(path)` writes it as pandas would write `frame()` (same schema, pandas
@@ -197,7 +237,7 @@ class SpooledTable:
     def columns(self) -> list[str]:
         return list(self._dtypes)
 
-    def arrow_groups(self) -> Iterator[pa.Table]:
+    def arrow_chunks(self) -> Iterator[pa.Table]:
         """The rows in key order, `GROUP_ROWS` at a time; a category column is a dictionary
         array of the texts its group uses, in order of first use."""
         folder = Path(self._folder.name)
@@ -235,7 +275,7 @@ class SpooledTable:
             texts = distinct
         return pa.DictionaryArray.from_arrays(pa.array(local, pa.int32(), mask=~used), texts)
 
-    def arrow_schema(self) -> pa.Schema:
+    def parquet_schema(self) -> pa.Schema:
         """The Parquet schema: column types, and the pandas metadata of `frame()`'s dtypes."""
         empty = _frame_of({name: [] for name in self._dtypes}, self._dtypes)
         described = pa.Schema.from_pandas(empty, preserve_index=False)
@@ -245,53 +285,13 @@ class SpooledTable:
         ]
         return pa.schema(fields, metadata=described.metadata)
 
-    def to_parquet(
-        self,
-        path: Any,
-        *,
-        index: bool | None = None,
-        row_group_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Write as `frame().to_parquet(path)` would (pyarrow, no index), `GROUP_ROWS` rows
-        (or `row_group_size`, if fewer) at a time; `kwargs` go to
-        `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        write_parquet(
-            path, self.arrow_schema(), self.arrow_groups(), index, row_group_size, **kwargs
-        )
-
     def frame(self) -> pd.DataFrame:
         """The whole table as a DataFrame with the builder's dtypes."""
         chunks: dict[str, list[pa.Array]] = {name: [] for name in self._dtypes}
-        for group in self.arrow_groups():
+        for group in self.arrow_chunks():
             for name in self._dtypes:
                 chunks[name].extend(group[name].chunks)
         return _frame_of(chunks, self._dtypes)
-
-
-class ChunkedParquet:
-    """A table built a chunk at a time as it is written (a subclass gives `arrow_schema` and
-    `arrow_chunks()`): `to_parquet` writes the chunks as one file with the pandas metadata
-    of the schema's dtypes, as a frame of them would be written, holding one chunk; so a
-    Kedro `ParquetDataset` saves it as it saves a DataFrame."""
-
-    arrow_schema: pa.Schema
-
-    def arrow_chunks(self) -> Iterator[pa.Table]:
-        raise NotImplementedError
-
-    def to_parquet(
-        self,
-        path: Any,
-        *,
-        index: bool | None = None,
-        row_group_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """A row group per chunk (or per `row_group_size` rows, if fewer); `kwargs` go to
-        `pyarrow.parquet.ParquetWriter` (compression, ...)."""
-        schema = self.arrow_schema.with_metadata(pandas_metadata(self.arrow_schema))
-        write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
 
 
 def write_parquet(
@@ -371,7 +371,7 @@ def _categorical(values: pa.ChunkedArray) -> pd.Categorical:
     )
 
 
-class FrameSpool:
+class FrameSpool(ChunkedParquet):
     """DataFrames of one layout appended as a stage makes them (a chunk of prompts at a
     time), kept on disk as Arrow, written as Parquet a row group per chunk.
 
@@ -414,7 +414,7 @@ class FrameSpool:
     def columns(self) -> list[str]:
         return list(self._empty.columns) if self._schema is None else self._schema.names
 
-    def arrow_schema(self) -> pa.Schema:
+    def parquet_schema(self) -> pa.Schema:
         if self._schema is None:
             return pa.Schema.from_pandas(self._empty, preserve_index=False)
         return self._schema
@@ -430,20 +430,6 @@ class FrameSpool:
             reader = pa.ipc.open_file(source)
             for index in range(reader.num_record_batches):
                 yield pa.Table.from_batches([reader.get_batch(index)])
-
-    def to_parquet(
-        self,
-        path: Any,
-        *,
-        index: bool | None = None,
-        row_group_size: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """A row group per chunk (or per `row_group_size` rows, if fewer); `kwargs` go to
-        `pyarrow.parquet.ParquetWriter`."""
-        write_parquet(
-            path, self.arrow_schema(), self.arrow_chunks(), index, row_group_size, **kwargs
-        )
 
     def frame(self) -> pd.DataFrame:
         tables = list(self.arrow_chunks())

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.core.errors import InputError
-from llm_feedback.storage.jsonl import json_lines
+from llm_feedback.storage.jsonl import json_lines, json_object
 from llm_feedback.validation.agreement import majority_label
 
 
@@ -31,19 +31,9 @@ class Record:
 def _jsonl_records(path: Path, text: str) -> list[Record]:
     records = []
     for number, line in enumerate(json_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(
-                f"{path}, line {number}, column {error.colno}: malformed JSON ({error.msg})"
-            ) from None
-        if not isinstance(value, dict):
-            raise InputError(
-                f"{path}, line {number}: expected a JSON object, got {type(value).__name__}"
-            )
-        records.append(Record(number, f"line {number}", value))
+        value = json_object(line, path, number)
+        if value is not None:
+            records.append(Record(number, f"line {number}", value))
     return records
 
 

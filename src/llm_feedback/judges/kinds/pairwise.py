@@ -38,6 +38,7 @@ from llm_feedback.judges.reading import (
 )
 from llm_feedback.judges.requests import (
     JUDGE_SYSTEM_PROMPT,
+    add_optional_blocks,
     check_score_range,
     check_text,
     fenced_values,
@@ -117,21 +118,14 @@ def build_pairwise_request(
         template = "pairwise"
         values = {"question": question, "response1": response_a, "response2": response_b}
         labels = {"question": "QUESTION", "response1": "RESPONSE A", "response2": "RESPONSE B"}
-    required: tuple[tuple[str, ...], ...] = tuple((name,) for name in values)
-    given = []
-    # Each optional input is a block of its own, so that the judge sees it as written.
-    for name, text, label in (
-        ("reference", reference, "REFERENCE ANSWER"),
-        ("context", context, "CONTEXT"),
-    ):
-        if template == "pairwise_multi_turn" and name == "context" and text is not None:
-            raise ConfigError("a second-turn comparison takes no context")
-        if text is not None:
-            check_text(**{name: text})
-            values[name] = text
-            labels[name] = label
-            required += ((name,),)
-            given.append(name)
+    if template == "pairwise_multi_turn" and context is not None:
+        raise ConfigError("a second-turn comparison takes no context")
+    given = add_optional_blocks(
+        values,
+        labels,
+        (("reference", reference, "REFERENCE ANSWER"), ("context", context, "CONTEXT")),
+    )
+    required = tuple((name,) for name in values)
     fenced = {**fenced_values(values, labels, template), "low": str(low), "high": str(high)}
     if structured:
         reply = json_reply_instruction(

@@ -31,6 +31,7 @@ from llm_feedback.judges.reading import (
 )
 from llm_feedback.judges.requests import (
     JUDGE_SYSTEM_PROMPT,
+    add_optional_blocks,
     check_score_range,
     check_text,
     fenced_values,
@@ -104,17 +105,12 @@ def build_rubric_request(
         ("response", "prediction"),
         ("criteria",),
     )
-    given = []
-    for name, label, text in (
-        ("context", "CONTEXT", context),
-        ("reference", "REFERENCE ANSWER", reference),
-    ):
-        if text is not None:
-            check_text(**{name: text})
-            values[name] = text
-            labels[name] = label
-            required += ((name,),)
-            given.append(name)
+    given = add_optional_blocks(
+        values,
+        labels,
+        (("context", context, "CONTEXT"), ("reference", reference, "REFERENCE ANSWER")),
+    )
+    required += tuple((name,) for name in given)
     criteria_text = "\n".join(
         render("rubric", "criterion", name=name, description=description)
         for name, description in criteria.items()

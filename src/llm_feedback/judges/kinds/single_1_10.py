@@ -37,6 +37,7 @@ from llm_feedback.judges.reading import (
 )
 from llm_feedback.judges.requests import (
     JUDGE_SYSTEM_PROMPT,
+    add_optional_blocks,
     check_text,
     fenced_values,
     judge_request,
@@ -123,12 +124,8 @@ def build_single_rating_request(
     check_text(question=question, answer=answer)
     values = {"question": question, "answer": answer, "prediction": answer}
     labels = {"question": "QUESTION", "answer": "ANSWER", "prediction": "ANSWER"}
-    required: tuple[tuple[str, ...], ...] = (("question",), ("answer", "prediction"))
-    if reference is not None:
-        check_text(reference=reference)
-        values["reference"] = reference
-        labels["reference"] = "REFERENCE ANSWER"
-        required += (("reference",),)
+    given = add_optional_blocks(values, labels, (("reference", reference, "REFERENCE ANSWER"),))
+    required = (("question",), ("answer", "prediction"), *((name,) for name in given))
     return _single_request(
         "single_1_10" if reference is None else "single_1_10_reference",
         fenced_values(values, labels, "single_1_10"),
