@@ -10,9 +10,14 @@ batch, half the online price.
 The SDK sends API version 2026-10-21, which refuses `temperature`, `top_p` and `top_k`
 (HTTP 400 even at their defaults): Claude samples at its own settings, whatever a judge
 asks (the request's sampling still keys the cache). `seed` and log-probabilities do not
-exist in this API. A JSON schema becomes `output_config.format` (structured outputs);
-`prompt_caching: true` asks for the prompt cache on every request;
-images go as base64 (or URL) image blocks; audio is refused per row.
+exist in this API. A reasoning budget (`reasoning_tokens`) turns on extended thinking
+(`thinking.budget_tokens`, at least 1,024) with `max_tokens` the verdict's budget plus the
+thinking's, since Claude counts its thinking inside `max_tokens`; `reasoning_effort` goes as
+`output_config.effort`. The verdict is read from the text blocks after the thinking blocks;
+a reply cut off while thinking has an empty answer; thinking is billed in `output_tokens`
+(`output_tokens_details.thinking_tokens` says how much). A JSON schema becomes
+`output_config.format` (structured outputs); `prompt_caching: true` asks for the prompt
+cache on every request; images go as base64 (or URL) image blocks; audio is refused per row.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ BATCH_MAX_BYTES = 256 * 1024 * 1024
 #: 529: Anthropic's "overloaded_error", a busy service worth trying again.
 OVERLOADED = 529
 ANTHROPIC_RETRYABLE = RETRYABLE_STATUS | {OVERLOADED}
+# Extended thinking's smallest budget (`thinking.budget_tokens`), and the efforts Claude takes.
+MIN_THINKING_TOKENS = 1024
+EFFORTS = ("low", "medium", "high")
 # Claude's stop reasons in the chat completions words the judges read.
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 _UNANSWERED = {
@@ -115,7 +123,8 @@ def message_params(model: str, request: ChatRequest, cache_prompt: bool = False)
     system = [m["content"] for m in request.messages if m["role"] == "system"]
     params: dict[str, Any] = {
         "model": model,
-        "max_tokens": request.max_tokens,
+        # Claude's max_tokens holds the thinking too: the verdict's budget plus the thinking's.
+        "max_tokens": request.token_budget,
         "messages": [
             {"role": m["role"], "content": _content(m["content"])}
             for m in request.messages
@@ -126,8 +135,15 @@ def message_params(model: str, request: ChatRequest, cache_prompt: bool = False)
         params["system"] = "\n\n".join(part if isinstance(part, str) else "" for part in system)
     if request.stop:
         params["stop_sequences"] = list(request.stop)
+    if request.reasoning_tokens:
+        params["thinking"] = {"type": "enabled", "budget_tokens": request.reasoning_tokens}
+    output_config: dict[str, Any] = {}
     if request.json_schema is not None:
-        params["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+        output_config["format"] = {"type": "json_schema", "schema": request.json_schema}
+    if request.reasoning_effort is not None:
+        output_config["effort"] = request.reasoning_effort
+    if output_config:
+        params["output_config"] = output_config
     if cache_prompt:
         params["cache_control"] = {"type": "ephemeral"}
     return params
@@ -138,7 +154,10 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     it is not one."""
     if payload.get("type") != "message" or not isinstance(payload.get("content"), list):
         raise ValueError("not a message object")
+    # Thinking comes in blocks of its own (`thinking`, `redacted_thinking`) before the
+    # answer's text blocks: the verdict is read from the text blocks only.
     texts = [block["text"] for block in payload["content"] if block.get("type") == "text"]
+    thought = any("thinking" in str(block.get("type")) for block in payload["content"])
     usage = payload.get("usage") or {}
     # Cached prompt parts are billed apart from `input_tokens`, but they are prompt all the same.
     prompt = sum(
@@ -147,6 +166,10 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
     text = "".join(texts) if texts else None
     stop = payload.get("stop_reason")
+    if text is None and thought and stop == "max_tokens":
+        text = ""  # thought to the end of its budget: an answered call without a verdict
+    # Thinking is billed inside `output_tokens`; `output_tokens_details` says how much of it.
+    details = usage.get("output_tokens_details") or {}
     cache = {
         name: int(usage.get(name) or 0)
         for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
@@ -157,6 +180,7 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         finish_reason=_FINISH.get(stop, stop),
         prompt_tokens=prompt,
         completion_tokens=int(usage.get("output_tokens") or 0),
+        reasoning_tokens=int(details.get("thinking_tokens") or 0),
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (stop_reason {stop})",
@@ -195,6 +219,20 @@ class AnthropicBackend(BackendTraits):
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
         return config.options.mode == "batch"
+
+    @classmethod
+    def check_endpoint(cls, config: EndpointConfig) -> None:
+        """Claude's bounds on a reasoning budget, refused here rather than by a paid call."""
+        if config.reasoning_tokens is not None and config.reasoning_tokens < MIN_THINKING_TOKENS:
+            raise ConfigError(
+                f"{config.where}.reasoning_tokens: Claude's extended thinking takes a budget "
+                f"of at least {MIN_THINKING_TOKENS} tokens, got {config.reasoning_tokens}"
+            )
+        if config.reasoning_effort not in (None, *EFFORTS):
+            raise ConfigError(
+                f"{config.where}.reasoning_effort: Claude takes {', '.join(EFFORTS)}, "
+                f"got {config.reasoning_effort}"
+            )
 
     @property
     def cache_namespace(self) -> str:
