@@ -71,9 +71,13 @@ def test_a_separate_thinking_budget_reaches_the_provider_and_every_verdict_is_re
 
 @pytest.mark.parametrize("backend", PROVIDERS)
 def test_without_it_the_unreadable_count_says_so(backend, caplog):
+    caplog.set_level(logging.INFO, logger="llm_feedback.evaluation.judging")
     judge = ThinkingJudge("field")
     with FakeLLMServer(judge) as server:
         judgments = judge_with(server, backend)
+    # No reasoning budget: the log still says why no token probabilities are asked for.
+    reason = kind_of(backend).logprobs_unavailable(None)
+    assert reason and f"log-probability verdicts off: {reason}" in caplog.text
     assert not any(THINKING_BUDGET in body for body in judge.bodies)
     assert set(judge.budgets) == {MAX_TOKENS}
     assert f"{ITEMS // 2} replies ran out of tokens before any answer" in caplog.text

@@ -221,6 +221,10 @@ class AnthropicBackend(BackendTraits):
         return config.options.mode == "batch"
 
     @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        return "Anthropic's Messages API returns no token probabilities"
+
+    @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
         """Claude's bounds on a reasoning budget, refused here rather than by a paid call."""
         if config.reasoning_tokens is not None and config.reasoning_tokens < MIN_THINKING_TOKENS:

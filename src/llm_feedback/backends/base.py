@@ -182,6 +182,12 @@ class BackendTraits:
         return False
 
     @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        """Why this backend gives no token probabilities whatever the model (None: it may
+        give them, or says nothing): what the log and the judge card state."""
+        return None
+
+    @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
         """Rules this backend sets on the common settings (a provider's own bounds on a
         reasoning budget): ConfigError naming the setting, when the endpoint is defined."""

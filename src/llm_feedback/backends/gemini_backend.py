@@ -236,6 +236,11 @@ class GeminiBackend(BackendTraits):
         return config.options.mode == "batch"
 
     @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        # Few Gemini models give them (`response_logprobs`), thinking ones not at all.
+        return "the gemini backend asks Gemini for no token probabilities"
+
+    @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
         """Gemini refuses a thinking budget and a thinking level in one request."""
         if config.reasoning_tokens is not None and config.reasoning_effort is not None:
