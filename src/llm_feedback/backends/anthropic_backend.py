@@ -3,7 +3,8 @@
 `pip install -e ".[anthropic]"`: the SDK is imported when an endpoint opens, never by a run
 that does not use one. Calls go through `AsyncAnthropic` with the SDK's retries off (the
 client's own retries are bounded, jittered and honour `retry-after`); 429 and 529
-(`overloaded_error`) are retried, 401/403 stop the endpoint at once. `mode: batch` goes
+(`overloaded_error`) are retried, 401/403 stop the endpoint at once. Anthropic's
+rate-limit headers (`anthropic-ratelimit-*`) pace the sends as OpenAI's do. `mode: batch` goes
 through Message Batches (backends/provider_batches.py): up to 100,000 requests or 256 MB a
 batch, half the online price.
 
@@ -23,7 +24,9 @@ cache on every request; images go as base64 (or URL) image blocks; audio is refu
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx2
@@ -188,6 +191,37 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
 
 
+def rate_limit_headers(headers: Mapping[str, str], now: float | None = None) -> dict[str, str]:
+    """Anthropic's rate-limit headers in the names the client's pacing reads.
+
+    Anthropic sends `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, the
+    reset as the RFC 3339 moment the limit is whole again; the pacing reads OpenAI's
+    `x-ratelimit-{limit,remaining,reset}-*` with the reset in seconds from now.
+
+    Args:
+        headers: A response's headers (case-insensitive, as httpx gives them).
+        now: The time (`time.time()`) the reset is counted from; now when None.
+
+    Returns:
+        The `x-ratelimit-*` headers of those Anthropic sent.
+    """
+    now = time.time() if now is None else now
+    found: dict[str, str] = {}
+    for name in ("requests", "tokens"):
+        for part in ("limit", "remaining", "reset"):
+            value = headers.get(f"anthropic-ratelimit-{name}-{part}")
+            if value is None:
+                continue
+            if part == "reset":
+                try:
+                    moment = datetime.fromisoformat(value.strip()).timestamp()
+                except ValueError:
+                    continue
+                value = f"{max(0.0, moment - now):.3f}"
+            found[f"x-ratelimit-{part}-{name}"] = value
+    return found
+
+
 def _detail(error: anthropic.APIStatusError) -> str:
     """An error body's type and message ("rate_limit_error: ..."), masked."""
     body = error.body if isinstance(error.body, dict) else {}
@@ -298,6 +332,7 @@ class AnthropicBackend(BackendTraits):
         limit = self.config.reply_byte_limit(request.max_tokens)
         try:
             async with sdk.messages.with_streaming_response.create(**params) as streamed:
+                self._observe(streamed.http_response.headers)
                 content = await read_capped(streamed.http_response, limit)
         except ReplyTooLarge as error:
             return ChatResult.failure(
@@ -306,6 +341,8 @@ class AnthropicBackend(BackendTraits):
                 self.model,
             )
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            if isinstance(error, anthropic.APIStatusError):
+                self._observe(error.response.headers)  # a 429's say what is left
             verdict = self.classify(error)
             if verdict is error:
                 return ChatResult.failure(
@@ -317,6 +354,11 @@ class AnthropicBackend(BackendTraits):
             return message_result(orjson.loads(content), latency, self.model)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
+
+    def _observe(self, headers: Mapping[str, str]) -> None:
+        """Hand Anthropic's rate-limit headers to the client's pacing (`on_headers`)."""
+        if self.on_headers is not None:
+            self.on_headers(rate_limit_headers(headers))
 
     async def probe(self, sdk: anthropic.AsyncAnthropic, timeout_s: float) -> bool:
         """Whether the API answers a model listing within `timeout_s`."""

@@ -33,6 +33,7 @@ from urllib.parse import parse_qs
 
 from llm_feedback.testing.batch_api import BUSY_RETRY_AFTER_S, BatchAPI
 from llm_feedback.testing.protocol import DEFAULT_MODEL_ID, RequestHead, Response, json_response
+from llm_feedback.testing.rate_limits import ServerRateLimiter
 from llm_feedback.testing.replies import Reply, message_text
 
 # (chat body, endpoint path) -> (call index, the responder's reply), counted and delayed as
@@ -97,12 +98,16 @@ def _token_count(count_tokens: Callable[[str], int], messages: list[dict[str, An
 
 # -- Anthropic ---------------------------------------------------------------------------
 def anthropic_error(
-    status: int, message: str, error_type: str | None = None, retry_after: float | None = None
+    status: int,
+    message: str,
+    error_type: str | None = None,
+    retry_after: float | None = None,
+    extra_headers: str = "",
 ) -> Response:
     """An Anthropic error body, with `retry-after` when given and a request id."""
     kind = error_type or _ANTHROPIC_ERRORS.get(status, "api_error")
     payload = {"type": "error", "error": {"type": kind, "message": message}}
-    headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n"
+    headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n" + extra_headers
     if retry_after is not None:
         headers += f"retry-after: {retry_after:g}\r\n"
     return json_response(status, {**payload, "request_id": "req_fake"}, headers)
@@ -435,8 +440,10 @@ class ProviderAPIs:
         batch_api: BatchAPI,
         count_tokens: Callable[[str], int],
         api_key: Callable[[], str | None],
+        rate_limiter: Callable[[], ServerRateLimiter | None] = lambda: None,
     ) -> None:
         self._answer_chat = answer_chat
+        self._rate_limiter = rate_limiter
         self._batch_api = batch_api
         self._count_tokens = count_tokens
         self._api_key = api_key
@@ -507,6 +514,14 @@ class ProviderAPIs:
             body = anthropic_chat_body(params)
         except (ValueError, KeyError, TypeError) as error:
             return anthropic_error(400, str(error))
+        limiter = self._rate_limiter()
+        estimate = self._estimate(body)
+        wait_s = limiter.admit(estimate) if limiter is not None else None
+        if wait_s is not None:
+            limits = limiter.headers("anthropic")
+            return anthropic_error(
+                429, "Number of requests has exceeded your rate limit", None, wait_s, limits
+            )
         index, reply = await self._answer_chat(body, path)
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
@@ -516,7 +531,16 @@ class ProviderAPIs:
         message = anthropic_message(index, body, reply, self._count_tokens)
         if (params or {}).get("cache_control"):
             self._cache_prompt(body, message["usage"])
-        return json_response(200, message)
+        limits = ""
+        if limiter is not None:
+            usage = message["usage"]
+            limiter.correct(estimate, usage["input_tokens"] + usage["output_tokens"])
+            limits = limiter.headers("anthropic")
+        return json_response(200, message, limits)
+
+    def _estimate(self, body: dict[str, Any]) -> int:
+        """What a call counts against a token limit before its reply: prompt and cap."""
+        return _token_count(self._count_tokens, body["messages"]) + int(body.get("max_tokens") or 0)
 
     def _cache_prompt(self, body: dict[str, Any], usage: dict[str, int]) -> None:
         """The prompt cache, as far as a judge sees it: the system prompt is written on its
@@ -676,13 +700,33 @@ class ProviderAPIs:
             body = gemini_chat_body(model, _json_body(raw))
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             return google_error(400, f"Invalid JSON payload received. {error}")
+        limiter = self._rate_limiter()
+        estimate = self._estimate(body)
+        wait_s = limiter.admit(estimate) if limiter is not None else None
+        if wait_s is not None:  # Gemini sends no rate-limit headers: the wait is in RetryInfo
+            return google_error(429, "Resource has been exhausted (e.g. check quota).", wait_s)
         index, reply = await self._answer_chat(body, f"/v1beta/models/{model}:generateContent")
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
             return google_error(reply.status, message, reply.retry_after)
         if reply.raw_body is not None:
             return Response(200, reply.raw_body.encode())
-        return json_response(200, gemini_response(index, body, reply, self._count_tokens))
+        response = gemini_response(index, body, reply, self._count_tokens)
+        self._implicit_cache(body, response["usageMetadata"])
+        if limiter is not None:
+            limiter.correct(estimate, response["usageMetadata"]["totalTokenCount"])
+        return json_response(200, response)
+
+    def _implicit_cache(self, body: dict[str, Any], usage: dict[str, int]) -> None:
+        """Gemini's implicit cache, as far as a judge sees it: a system instruction sent
+        before is served from the cache, counted in `promptTokenCount` and again in
+        `cachedContentTokenCount` (billed at the cache rate)."""
+        system = [m for m in body["messages"] if m["role"] == "system"]
+        cached = _token_count(self._count_tokens, system)
+        key = "gemini:" + json.dumps(system, sort_keys=True)
+        if cached and key in self._cached_prompts:
+            usage["cachedContentTokenCount"] = cached
+        self._cached_prompts.add(key)
 
     def _gemini_create(self, model: str, raw: bytes) -> Response:
         if len(raw) > GEMINI_INLINE_MAX_BYTES:
