@@ -7,7 +7,9 @@ provider's minute, so that any excess is refused), answering with OpenAI's rate-
 headers. The client sends `--requests` distinct calls with the endpoint's
 `requests_per_minute` / `tokens_per_minute` set to the same limits; then, for contrast,
 `--unpaced` calls with pacing off (the client as it was: concurrency and retries only),
-which its circuit breaker may stop when too many calls give up after their retries.
+which its circuit breaker may stop when too many calls give up after their retries; then
+`--requests` calls to Claude's Messages API through the anthropic SDK, once with the same
+limits set and once with none (paced by the `anthropic-ratelimit-*` headers alone).
 
     python benchmarks/rate_limits.py [--requests 2000] [--rpm 600] [--tpm 60000]
 
@@ -33,26 +35,37 @@ from llm_feedback.core.errors import EndpointError  # noqa: E402
 from llm_feedback.testing.server import RateLimits, fetch_stats, serve_in_subprocess  # noqa: E402
 
 
-def run(url: str, count: int, args: argparse.Namespace, *, paced: bool) -> dict:
-    """Send `count` distinct calls; what the client and the server saw."""
+def run(
+    url: str,
+    count: int,
+    args: argparse.Namespace,
+    *,
+    paced: bool,
+    backend: str = "openai",
+    configured: bool = True,
+) -> dict:
+    """Send `count` distinct calls; what the client and the server saw. `backend`
+    anthropic speaks Anthropic's Messages API through its SDK (the server's
+    `anthropic-ratelimit-*` headers); `configured` False leaves the endpoint's limits
+    unset, so only the server's headers pace it."""
     before = fetch_stats(url)
+    limits = {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm}
     config = EndpointConfig.from_dict(
         {
-            "backend": "openai",
+            "backend": backend,
             "model": "limited",
-            "base_url": url,
+            # The anthropic SDK adds /v1 itself.
+            "base_url": url if backend == "openai" else url.removesuffix("/v1"),
             "max_concurrent": 32,
             "max_retries": 30,
             "backoff_max_s": 5.0,
-            "requests_per_minute": args.rpm,
-            "tokens_per_minute": args.tpm,
+            **(limits if configured else {}),
         },
         name="limited",
     )
+    label = f"{backend} {'paced' if paced else 'unpaced'} {configured}"
     requests = [
-        ChatRequest.from_prompt(
-            f"{'paced' if paced else 'unpaced'} call {i}", max_tokens=args.max_tokens
-        )
+        ChatRequest.from_prompt(f"{label} call {i}", max_tokens=args.max_tokens)
         for i in range(count)
     ]
     results: list[ChatResult] = []
@@ -92,6 +105,10 @@ def main() -> None:
     with serve_in_subprocess(latency_s=0.05, responder="echo", rate_limits=limits) as url:
         paced = run(url, args.requests, args, paced=True)
         unpaced = run(url, args.unpaced, args, paced=False)
+        claude = run(url, args.requests, args, paced=True, backend="anthropic")
+        claude_headers = run(
+            url, args.requests, args, paced=True, backend="anthropic", configured=False
+        )
     report = {
         "rpm": args.rpm,
         "tpm": args.tpm,
@@ -99,6 +116,8 @@ def main() -> None:
         "client_burst_s": BURST_S,
         "paced": paced,
         "unpaced": unpaced,
+        "claude_paced": claude,
+        "claude_headers": claude_headers,
     }
     save("rate_limits", report)
     write_section(

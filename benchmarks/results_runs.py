@@ -315,10 +315,14 @@ def rate_limits(runs: Sequence[dict]) -> str:
             *cells((run_of(run)["answered"] for run in runs), ",.0f"),
             str(sum(bool(run_of(run)["stopped_by_breaker"]) for run in runs)),
         ]
-        for name, run_of in (
-            ("paced (requests_per_minute, tokens_per_minute)", lambda run: run["paced"]),
-            ("unpaced (concurrency and retries only)", lambda run: run["unpaced"]),
+        for name, key in (
+            ("paced (requests_per_minute, tokens_per_minute)", "paced"),
+            ("unpaced (concurrency and retries only)", "unpaced"),
+            ("Claude (anthropic SDK), paced (both limits set)", "claude_paced"),
+            ("Claude (anthropic SDK), no limits set (its rate-limit headers)", "claude_headers"),
         )
+        if key in first
+        for run_of in [lambda run, key=key: run[key]]
     ]
     header = ["client", "calls", "429s min", "median", "max", "calls/min min", "median", "max"]
     header += ["share of limit after burst min", "median", "max", "answered min", "median", "max"]

@@ -276,6 +276,19 @@ def test_claude_prompt_caching_reads_the_shared_instructions_from_the_cache(cach
     assert first.prompt_tokens == later[0].prompt_tokens > 5
 
 
+def test_gemini_reports_what_its_implicit_cache_served():
+    with FakeLLMServer() as server:
+        config = endpoint(server, "gemini", max_concurrent=1)
+        with LLMClient(config, progress=False) as client:
+            first, *later = client.complete_many(judge_requests(3))
+
+    assert all(result.ok for result in (first, *later))
+    # The shared instructions, served from the cache after the first call; still prompt.
+    assert first.extra == {}
+    assert all(result.extra == {"cached_content_token_count": 5} for result in later)
+    assert first.prompt_tokens == later[0].prompt_tokens > 5
+
+
 @pytest.mark.parametrize("backend", PROVIDERS)
 def test_busy_batch_calls_are_retried_after_the_providers_wait(backend, tmp_path):
     # create, the first poll and the results (Gemini: create and two polls) are refused once

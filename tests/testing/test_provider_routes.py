@@ -68,3 +68,50 @@ def test_gemini_reads_a_wrong_key_as_api_key_invalid():
             client.models.generate_content(model="gemini-x", contents="hi")
     reasons = [d.get("reason") for d in refused.value.details["error"]["details"]]
     assert refused.value.code == 400 and reasons == ["API_KEY_INVALID"]
+
+
+def test_anthropic_thinking_is_checked_and_comes_back_in_a_thinking_block():
+    def thinker(body, ctx):
+        return Reply(content="Rating: [[6]]", reasoning="weigh it")
+
+    with FakeLLMServer(thinker) as server:
+        client = claude(server)
+        ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        with pytest.raises(anthropic.BadRequestError, match="budget_tokens: Input should be >="):
+            client.messages.create(
+                **ask, max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 512}
+            )
+        with pytest.raises(anthropic.BadRequestError, match="must be greater than"):
+            client.messages.create(
+                **ask, max_tokens=1024, thinking={"type": "enabled", "budget_tokens": 1024}
+            )
+        message = client.messages.create(
+            **ask, max_tokens=1100, thinking={"type": "enabled", "budget_tokens": 1024}
+        )
+    thinking, text = message.content
+    assert (thinking.type, thinking.thinking, text.text) == (
+        "thinking",
+        "weigh it",
+        "Rating: [[6]]",
+    )
+    assert message.usage.output_tokens == 4  # the thought's two words and the verdict's two
+    assert message.usage.output_tokens_details.thinking_tokens == 2
+    assert server.request_count == 1  # the refused ones were never answered
+
+
+def test_gemini_thinking_config_is_checked_and_its_thoughts_billed():
+    def thinker(body, ctx):
+        return Reply(content="Rating: [[6]]", reasoning="weigh it")
+
+    with FakeLLMServer(thinker) as server:
+        client = gemini(server)
+        both = {"thinking_config": {"thinking_budget": 64, "thinking_level": "LOW"}}
+        with pytest.raises(genai.errors.ClientError, match="not supported together"):
+            client.models.generate_content(model="gemini-x", contents="hi", config=both)
+        config = {"thinking_config": {"thinking_budget": 64}, "max_output_tokens": 80}
+        response = client.models.generate_content(model="gemini-x", contents="hi", config=config)
+        (body,) = server.requests
+    assert response.text == "Rating: [[6]]"
+    assert response.usage_metadata.thoughts_token_count == 2
+    assert response.usage_metadata.candidates_token_count == 2
+    assert body["max_tokens"] == 80 and body["thinking_budget"] == 64

@@ -3,22 +3,30 @@
 `pip install -e ".[anthropic]"`: the SDK is imported when an endpoint opens, never by a run
 that does not use one. Calls go through `AsyncAnthropic` with the SDK's retries off (the
 client's own retries are bounded, jittered and honour `retry-after`); 429 and 529
-(`overloaded_error`) are retried, 401/403 stop the endpoint at once. `mode: batch` goes
+(`overloaded_error`) are retried, 401/403 stop the endpoint at once. Anthropic's
+rate-limit headers (`anthropic-ratelimit-*`) pace the sends as OpenAI's do. `mode: batch` goes
 through Message Batches (backends/provider_batches.py): up to 100,000 requests or 256 MB a
 batch, half the online price.
 
 The SDK sends API version 2026-10-21, which refuses `temperature`, `top_p` and `top_k`
 (HTTP 400 even at their defaults): Claude samples at its own settings, whatever a judge
 asks (the request's sampling still keys the cache). `seed` and log-probabilities do not
-exist in this API. A JSON schema becomes `output_config.format` (structured outputs);
-`prompt_caching: true` asks for the prompt cache on every request;
-images go as base64 (or URL) image blocks; audio is refused per row.
+exist in this API. A reasoning budget (`reasoning_tokens`) turns on extended thinking
+(`thinking.budget_tokens`, at least 1,024) with `max_tokens` the verdict's budget plus the
+thinking's, since Claude counts its thinking inside `max_tokens`; `reasoning_effort` goes as
+`output_config.effort`. The verdict is read from the text blocks after the thinking blocks;
+a reply cut off while thinking has an empty answer; thinking is billed in `output_tokens`
+(`output_tokens_details.thinking_tokens` says how much). A JSON schema becomes
+`output_config.format` (structured outputs); `prompt_caching: true` asks for the prompt
+cache on every request; images go as base64 (or URL) image blocks; audio is refused per row.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx2
@@ -55,6 +63,9 @@ BATCH_MAX_BYTES = 256 * 1024 * 1024
 #: 529: Anthropic's "overloaded_error", a busy service worth trying again.
 OVERLOADED = 529
 ANTHROPIC_RETRYABLE = RETRYABLE_STATUS | {OVERLOADED}
+# Extended thinking's smallest budget (`thinking.budget_tokens`), and the efforts Claude takes.
+MIN_THINKING_TOKENS = 1024
+EFFORTS = ("low", "medium", "high")
 # Claude's stop reasons in the chat completions words the judges read.
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 _UNANSWERED = {
@@ -115,7 +126,8 @@ def message_params(model: str, request: ChatRequest, cache_prompt: bool = False)
     system = [m["content"] for m in request.messages if m["role"] == "system"]
     params: dict[str, Any] = {
         "model": model,
-        "max_tokens": request.max_tokens,
+        # Claude's max_tokens holds the thinking too: the verdict's budget plus the thinking's.
+        "max_tokens": request.token_budget,
         "messages": [
             {"role": m["role"], "content": _content(m["content"])}
             for m in request.messages
@@ -126,8 +138,15 @@ def message_params(model: str, request: ChatRequest, cache_prompt: bool = False)
         params["system"] = "\n\n".join(part if isinstance(part, str) else "" for part in system)
     if request.stop:
         params["stop_sequences"] = list(request.stop)
+    if request.reasoning_tokens:
+        params["thinking"] = {"type": "enabled", "budget_tokens": request.reasoning_tokens}
+    output_config: dict[str, Any] = {}
     if request.json_schema is not None:
-        params["output_config"] = {"format": {"type": "json_schema", "schema": request.json_schema}}
+        output_config["format"] = {"type": "json_schema", "schema": request.json_schema}
+    if request.reasoning_effort is not None:
+        output_config["effort"] = request.reasoning_effort
+    if output_config:
+        params["output_config"] = output_config
     if cache_prompt:
         params["cache_control"] = {"type": "ephemeral"}
     return params
@@ -138,7 +157,10 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     it is not one."""
     if payload.get("type") != "message" or not isinstance(payload.get("content"), list):
         raise ValueError("not a message object")
+    # Thinking comes in blocks of its own (`thinking`, `redacted_thinking`) before the
+    # answer's text blocks: the verdict is read from the text blocks only.
     texts = [block["text"] for block in payload["content"] if block.get("type") == "text"]
+    thought = any("thinking" in str(block.get("type")) for block in payload["content"])
     usage = payload.get("usage") or {}
     # Cached prompt parts are billed apart from `input_tokens`, but they are prompt all the same.
     prompt = sum(
@@ -147,6 +169,10 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     )
     text = "".join(texts) if texts else None
     stop = payload.get("stop_reason")
+    if text is None and thought and stop == "max_tokens":
+        text = ""  # thought to the end of its budget: an answered call without a verdict
+    # Thinking is billed inside `output_tokens`; `output_tokens_details` says how much of it.
+    details = usage.get("output_tokens_details") or {}
     cache = {
         name: int(usage.get(name) or 0)
         for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
@@ -157,11 +183,43 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         finish_reason=_FINISH.get(stop, stop),
         prompt_tokens=prompt,
         completion_tokens=int(usage.get("output_tokens") or 0),
+        reasoning_tokens=int(details.get("thinking_tokens") or 0),
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (stop_reason {stop})",
         extra=cache,  # how much of the prompt the cache wrote or served (billed apart)
     )
+
+
+def rate_limit_headers(headers: Mapping[str, str], now: float | None = None) -> dict[str, str]:
+    """Anthropic's rate-limit headers in the names the client's pacing reads.
+
+    Anthropic sends `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, the
+    reset as the RFC 3339 moment the limit is whole again; the pacing reads OpenAI's
+    `x-ratelimit-{limit,remaining,reset}-*` with the reset in seconds from now.
+
+    Args:
+        headers: A response's headers (case-insensitive, as httpx gives them).
+        now: The time (`time.time()`) the reset is counted from; now when None.
+
+    Returns:
+        The `x-ratelimit-*` headers of those Anthropic sent.
+    """
+    now = time.time() if now is None else now
+    found: dict[str, str] = {}
+    for name in ("requests", "tokens"):
+        for part in ("limit", "remaining", "reset"):
+            value = headers.get(f"anthropic-ratelimit-{name}-{part}")
+            if value is None:
+                continue
+            if part == "reset":
+                try:
+                    moment = datetime.fromisoformat(value.strip()).timestamp()
+                except ValueError:
+                    continue
+                value = f"{max(0.0, moment - now):.3f}"
+            found[f"x-ratelimit-{part}-{name}"] = value
+    return found
 
 
 def _detail(error: anthropic.APIStatusError) -> str:
@@ -195,6 +253,24 @@ class AnthropicBackend(BackendTraits):
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
         return config.options.mode == "batch"
+
+    @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        return "Anthropic's Messages API returns no token probabilities"
+
+    @classmethod
+    def check_endpoint(cls, config: EndpointConfig) -> None:
+        """Claude's bounds on a reasoning budget, refused here rather than by a paid call."""
+        if config.reasoning_tokens is not None and config.reasoning_tokens < MIN_THINKING_TOKENS:
+            raise ConfigError(
+                f"{config.where}.reasoning_tokens: Claude's extended thinking takes a budget "
+                f"of at least {MIN_THINKING_TOKENS} tokens, got {config.reasoning_tokens}"
+            )
+        if config.reasoning_effort not in (None, *EFFORTS):
+            raise ConfigError(
+                f"{config.where}.reasoning_effort: Claude takes {', '.join(EFFORTS)}, "
+                f"got {config.reasoning_effort}"
+            )
 
     @property
     def cache_namespace(self) -> str:
@@ -256,6 +332,7 @@ class AnthropicBackend(BackendTraits):
         limit = self.config.reply_byte_limit(request.max_tokens)
         try:
             async with sdk.messages.with_streaming_response.create(**params) as streamed:
+                self._observe(streamed.http_response.headers)
                 content = await read_capped(streamed.http_response, limit)
         except ReplyTooLarge as error:
             return ChatResult.failure(
@@ -264,6 +341,8 @@ class AnthropicBackend(BackendTraits):
                 self.model,
             )
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
+            if isinstance(error, anthropic.APIStatusError):
+                self._observe(error.response.headers)  # a 429's say what is left
             verdict = self.classify(error)
             if verdict is error:
                 return ChatResult.failure(
@@ -275,6 +354,11 @@ class AnthropicBackend(BackendTraits):
             return message_result(orjson.loads(content), latency, self.model)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
+
+    def _observe(self, headers: Mapping[str, str]) -> None:
+        """Hand Anthropic's rate-limit headers to the client's pacing (`on_headers`)."""
+        if self.on_headers is not None:
+            self.on_headers(rate_limit_headers(headers))
 
     async def probe(self, sdk: anthropic.AsyncAnthropic, timeout_s: float) -> bool:
         """Whether the API answers a model listing within `timeout_s`."""

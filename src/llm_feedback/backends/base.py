@@ -182,6 +182,17 @@ class BackendTraits:
         return False
 
     @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        """Why this backend gives no token probabilities whatever the model (None: it may
+        give them, or says nothing): what the log and the judge card state."""
+        return None
+
+    @classmethod
+    def check_endpoint(cls, config: EndpointConfig) -> None:
+        """Rules this backend sets on the common settings (a provider's own bounds on a
+        reasoning budget): ConfigError naming the setting, when the endpoint is defined."""
+
+    @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
         """The preflight: raise ConfigError / EndpointError when the endpoint cannot do its
         job; a plugged-in backend checks itself when it opens."""
@@ -339,6 +350,7 @@ class EndpointConfig:
             )
         check_fields(self.options, self.where)
         self.options.check(self.where)
+        self.kind.check_endpoint(self)
         if self.workers not in ("auto", 1) and not self.kind.sends_from_worker_processes(self):
             raise ConfigError(
                 f"{self.where}.workers: worker processes send to HTTP endpoints (openai, "

@@ -9,9 +9,14 @@ Gemini's batch mode with inline requests (backends/provider_batches.py): up to 2
 requests a batch, half the online price.
 
 A JSON schema becomes `response_json_schema` with `application/json`; images and audio go as
-`inline_data` (a URL image is refused per row: the API fetches no arbitrary URLs); thinking
-tokens are billed as output, so they count as completion tokens. Log-probabilities are not
-asked for.
+`inline_data` (a URL image is refused per row: the API fetches no arbitrary URLs).
+A reasoning budget (`reasoning_tokens`) goes as `thinking_config.thinking_budget` and
+`reasoning_effort` as Gemini 3's `thinking_level`; since Gemini counts its thoughts inside
+`max_output_tokens`, that cap is the verdict's budget plus the thinking's. Without either,
+a Gemini 2.5 model still thinks as it sees fit, inside the verdict's cap: a reply cut off
+while thinking (MAX_TOKENS, no answer) is an empty answer, counted as such. Thinking tokens
+(`thoughts_token_count`) are billed as output: they count as completion tokens and as
+reasoning tokens. Log-probabilities are not asked for.
 """
 
 from __future__ import annotations
@@ -108,8 +113,14 @@ def generate_args(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str,
         "automatic_function_calling": {"disable": True},
         "temperature": request.temperature,
         "top_p": request.top_p,
-        "max_output_tokens": request.max_tokens,
+        # Gemini counts thoughts inside max_output_tokens: the verdict's budget plus the
+        # thinking's, so a judge that thinks its whole budget still has room to answer.
+        "max_output_tokens": request.token_budget,
     }
+    if request.reasoning_tokens:
+        config["thinking_config"] = {"thinking_budget": request.reasoning_tokens}
+    elif request.reasoning_effort is not None:  # Gemini 3's levels, named as OpenAI's efforts
+        config["thinking_config"] = {"thinking_level": request.reasoning_effort.upper()}
     system = [
         part for m in request.messages if m["role"] == "system" for part in _parts(m["content"])
     ]
@@ -127,12 +138,12 @@ def generate_args(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str,
 
 def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
     """A GenerateContentResponse as a result: the text of its first candidate (thoughts
-    left out), its finish reason, and its tokens (thinking counted as output)."""
+    left out), its finish reason, and its tokens (thinking billed as output, and counted
+    apart as reasoning tokens); a reply cut off while thinking has an empty answer."""
     usage = response.usage_metadata
     prompt = int(getattr(usage, "prompt_token_count", None) or 0)
-    completion = int(getattr(usage, "candidates_token_count", None) or 0) + int(
-        getattr(usage, "thoughts_token_count", None) or 0
-    )
+    thoughts = int(getattr(usage, "thoughts_token_count", None) or 0)
+    completion = int(getattr(usage, "candidates_token_count", None) or 0) + thoughts
     candidates = response.candidates or []
     if not candidates:
         feedback = response.prompt_feedback
@@ -149,14 +160,20 @@ def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
     texts = [part.text for part in parts if part.text is not None and not part.thought]
     finish = getattr(candidate.finish_reason, "value", candidate.finish_reason)
     text = "".join(texts) if texts else None
+    if text is None and thoughts and finish == "MAX_TOKENS":
+        text = ""  # thought to the end of its budget: an answered call without a verdict
+    cached = int(getattr(usage, "cached_content_token_count", None) or 0)
     return ChatResult(
         text=text,
         finish_reason=_FINISH.get(finish, str(finish).lower() if finish else None),
         prompt_tokens=prompt,
         completion_tokens=completion,
+        reasoning_tokens=thoughts,
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (finish_reason {finish})",
+        # Of the prompt, what Gemini's cache served (implicit or explicit; billed apart).
+        extra={"cached_content_token_count": cached} if cached else {},
     )
 
 
@@ -220,6 +237,20 @@ class GeminiBackend(BackendTraits):
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
         return config.options.mode == "batch"
+
+    @classmethod
+    def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        # Few Gemini models give them (`response_logprobs`), thinking ones not at all.
+        return "the gemini backend asks Gemini for no token probabilities"
+
+    @classmethod
+    def check_endpoint(cls, config: EndpointConfig) -> None:
+        """Gemini refuses a thinking budget and a thinking level in one request."""
+        if config.reasoning_tokens is not None and config.reasoning_effort is not None:
+            raise ConfigError(
+                f"{config.where}: set reasoning_tokens (Gemini's thinking_budget) or "
+                "reasoning_effort (Gemini 3's thinking_level), not both: the API refuses both"
+            )
 
     @property
     def cache_namespace(self) -> str:

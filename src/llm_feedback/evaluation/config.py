@@ -310,7 +310,11 @@ class EvaluateParams:
         if self.judge_logprobs is True and self.judge is not None:
             endpoint = self.judge.endpoint
             if not kind_of(endpoint.backend).returns_logprobs(endpoint):
-                reason = endpoint.reasoning_judge or "model or backend"
+                reason = (
+                    endpoint.reasoning_judge
+                    or kind_of(endpoint.backend).logprobs_unavailable(endpoint)
+                    or "model or backend"
+                )
                 raise ConfigError(
                     f"evaluate.judge_logprobs: true, but {endpoint.describe()} cannot return "
                     f"token probabilities ({reason}); set it to auto or false"
@@ -326,11 +330,13 @@ class EvaluateParams:
     @property
     def logprobs_off_reason(self) -> str | None:
         """Why the one judge's log-probability verdicts are off although `judge_logprobs`
-        allows them: a reasoning judge (`EndpointConfig.reasoning_judge`); None otherwise."""
+        allows them: a reasoning judge (`EndpointConfig.reasoning_judge`), or a backend
+        that gives none (`logprobs_unavailable`); None otherwise."""
         judge = self.judge
         if self.judge_logprobs is False or judge is None or self.kind.logprob_labels is None:
             return None
-        return judge.endpoint.reasoning_judge
+        endpoint = judge.endpoint
+        return endpoint.reasoning_judge or kind_of(endpoint.backend).logprobs_unavailable(endpoint)
 
     @property
     def judge_top_logprobs_asked(self) -> int:

@@ -12,7 +12,13 @@ a bad key as 400 `API_KEY_INVALID`). Batches follow the server's `BatchScript` (
 expiry, failure).
 
 Like the real API version 2026-10-21, Anthropic requests carrying `temperature`, `top_p` or
-`top_k` are refused with HTTP 400.
+`top_k` are refused with HTTP 400. Reasoning follows each API: Anthropic's `thinking`
+budget (at least 1,024, below `max_tokens`) and `output_config.effort` are checked and a
+responder's `reasoning` comes back as a thinking block billed in `output_tokens`; Gemini's
+`thinkingConfig` (a budget or a level, not both) is checked, `maxOutputTokens` caps the
+thoughts and the answer together, and the reasoning is billed as `thoughtsTokenCount`.
+The chat body a responder sees carries the budget as `thinking_budget` and an effort or
+thinking level as `reasoning_effort`.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from urllib.parse import parse_qs
 
 from llm_feedback.testing.batch_api import BUSY_RETRY_AFTER_S, BatchAPI
 from llm_feedback.testing.protocol import DEFAULT_MODEL_ID, RequestHead, Response, json_response
+from llm_feedback.testing.rate_limits import ServerRateLimiter
 from llm_feedback.testing.replies import Reply, message_text
 
 # (chat body, endpoint path) -> (call index, the responder's reply), counted and delayed as
@@ -35,6 +42,12 @@ ChatAnswer = Callable[[dict[str, Any], str], Awaitable[tuple[int, Reply]]]
 
 ANTHROPIC_BATCH_MAX_REQUESTS = 100_000
 ANTHROPIC_BATCH_MAX_BYTES = 256 * 1024 * 1024
+ANTHROPIC_MIN_THINKING = 1024
+ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# The chat body's key for the thinking budget a provider request set (chat completions has
+# none): what a responder and a test read of Anthropic's or Gemini's budget.
+THINKING_BUDGET = "thinking_budget"
+GEMINI_THINKING_LEVELS = ("MINIMAL", "LOW", "MEDIUM", "HIGH", "XHIGH")
 GEMINI_INLINE_MAX_BYTES = 20 * 1024 * 1024
 # The first Anthropic API version without sampling parameters.
 _NO_SAMPLING_VERSION = "2026-10-21"
@@ -85,12 +98,16 @@ def _token_count(count_tokens: Callable[[str], int], messages: list[dict[str, An
 
 # -- Anthropic ---------------------------------------------------------------------------
 def anthropic_error(
-    status: int, message: str, error_type: str | None = None, retry_after: float | None = None
+    status: int,
+    message: str,
+    error_type: str | None = None,
+    retry_after: float | None = None,
+    extra_headers: str = "",
 ) -> Response:
     """An Anthropic error body, with `retry-after` when given and a request id."""
     kind = error_type or _ANTHROPIC_ERRORS.get(status, "api_error")
     payload = {"type": "error", "error": {"type": kind, "message": message}}
-    headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n"
+    headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n" + extra_headers
     if retry_after is not None:
         headers += f"retry-after: {retry_after:g}\r\n"
     return json_response(status, {**payload, "request_id": "req_fake"}, headers)
@@ -139,6 +156,7 @@ def anthropic_chat_body(params: Any) -> dict[str, Any]:
         "messages": messages,
         "max_tokens": params["max_tokens"],
     }
+    _check_thinking(params)
     output_format = (params.get("output_config") or {}).get("format")
     if isinstance(output_format, dict) and output_format.get("type") == "json_schema":
         body["response_format"] = {
@@ -147,27 +165,64 @@ def anthropic_chat_body(params: Any) -> dict[str, Any]:
         }
     if params.get("stop_sequences"):
         body["stop"] = params["stop_sequences"]
+    thinking = params.get("thinking") or {}
+    if thinking.get("type") == "enabled":
+        body[THINKING_BUDGET] = thinking["budget_tokens"]
+    effort = (params.get("output_config") or {}).get("effort")
+    if effort is not None:
+        body["reasoning_effort"] = effort
     return body
+
+
+def _check_thinking(params: dict[str, Any]) -> None:
+    """Extended thinking's rules as the API states them: a budget of at least 1,024 tokens,
+    below `max_tokens` (which holds the thinking and the answer); an effort it knows."""
+    thinking = params.get("thinking")
+    if thinking is not None:
+        if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"):
+            raise ValueError("thinking.type: Input should be 'enabled' or 'disabled'")
+        budget = thinking.get("budget_tokens")
+        if thinking["type"] == "enabled":
+            if not isinstance(budget, int) or budget < ANTHROPIC_MIN_THINKING:
+                raise ValueError(
+                    f"thinking.budget_tokens: Input should be >= {ANTHROPIC_MIN_THINKING}"
+                )
+            if budget >= params["max_tokens"]:
+                raise ValueError("`max_tokens` must be greater than `thinking.budget_tokens`")
+    effort = (params.get("output_config") or {}).get("effort")
+    if effort is not None and effort not in ANTHROPIC_EFFORTS:
+        raise ValueError(f"output_config.effort: Input should be one of {ANTHROPIC_EFFORTS}")
 
 
 def anthropic_message(
     call_index: int, body: dict[str, Any], reply: Reply, count_tokens: Callable[[str], int]
 ) -> dict[str, Any]:
-    """The Message object answering `body` (a chat body) with `reply`."""
+    """The Message object answering `body` (a chat body) with `reply`: its `reasoning` as a
+    thinking block before the answer's text block (none when the reply has no content, as
+    a reply cut off while thinking), billed inside `output_tokens`."""
+    content: list[dict[str, Any]] = []
+    thinking = count_tokens(reply.reasoning) if reply.reasoning else 0
+    if reply.reasoning:
+        content.append({"type": "thinking", "thinking": reply.reasoning, "signature": "fake"})
+    if reply.content is not None or not reply.reasoning:
+        content.append({"type": "text", "text": reply.content or ""})
+    usage: dict[str, Any] = {
+        "input_tokens": _token_count(count_tokens, body["messages"]),
+        "output_tokens": count_tokens(reply.content or "") + thinking,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    if thinking:
+        usage["output_tokens_details"] = {"thinking_tokens": thinking}
     return {
         "id": f"msg_fake_{call_index}",
         "type": "message",
         "role": "assistant",
         "model": body.get("model") or DEFAULT_MODEL_ID,
-        "content": [{"type": "text", "text": reply.content or ""}],
+        "content": content,
         "stop_reason": "max_tokens" if reply.finish_reason == "length" else "end_turn",
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": _token_count(count_tokens, body["messages"]),
-            "output_tokens": count_tokens(reply.content or ""),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        },
+        "usage": usage,
     }
 
 
@@ -262,11 +317,18 @@ def gemini_chat_body(model: str, request: Any) -> dict[str, Any]:
             }
         )
     config = request.get("generationConfig") or {}
+    _check_thinking_config(config.get("thinkingConfig"))
     body: dict[str, Any] = {"model": model, "messages": messages}
+    # The cap holds the thoughts and the answer alike, as a responder's max_tokens.
     if "maxOutputTokens" in config:
         body["max_tokens"] = config["maxOutputTokens"]
     if "temperature" in config:
         body["temperature"] = config["temperature"]
+    thinking = config.get("thinkingConfig") or {}
+    if _field(thinking, "thinkingBudget") is not None:
+        body[THINKING_BUDGET] = _field(thinking, "thinkingBudget")
+    if _field(thinking, "thinkingLevel") is not None:
+        body["reasoning_effort"] = _field(thinking, "thinkingLevel").lower()
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     if isinstance(schema, dict):
         body["response_format"] = {
@@ -276,25 +338,56 @@ def gemini_chat_body(model: str, request: Any) -> dict[str, Any]:
     return body
 
 
+def _field(message: dict[str, Any], name: str) -> Any:
+    """A field by its JSON name or its proto name, as Google's JSON parser takes either (the
+    SDK sends `thinkingConfig`'s fields as `thinking_budget`, `thinking_level`)."""
+    proto_name = re.sub(r"([A-Z])", lambda match: "_" + match[1].lower(), name)
+    return message.get(name, message.get(proto_name))
+
+
+def _check_thinking_config(thinking: Any) -> None:
+    """A thinking budget (-1: dynamic, 0: off) or a thinking level, never both."""
+    if thinking is None:
+        return
+    if not isinstance(thinking, dict):
+        raise ValueError("generation_config.thinking_config: must be an object")
+    budget, level = _field(thinking, "thinkingBudget"), _field(thinking, "thinkingLevel")
+    if budget is not None and level is not None:
+        raise ValueError("thinking_budget and thinking_level are not supported together.")
+    if budget is not None and (not isinstance(budget, int) or budget < -1):
+        raise ValueError(f"thinking_budget: invalid value {budget!r}")
+    if level is not None and level not in GEMINI_THINKING_LEVELS:
+        raise ValueError(f"thinking_level: invalid value {level!r}")
+
+
 def gemini_response(
     call_index: int, body: dict[str, Any], reply: Reply, count_tokens: Callable[[str], int]
 ) -> dict[str, Any]:
-    """The GenerateContentResponse answering `body` (a chat body) with `reply`."""
+    """The GenerateContentResponse answering `body` (a chat body) with `reply`: its
+    `reasoning` billed as `thoughtsTokenCount` (thoughts themselves are not sent back:
+    nobody asks for `include_thoughts`); a reply without content has no parts."""
     prompt = _token_count(count_tokens, body["messages"])
     output = count_tokens(reply.content or "")
+    thoughts = count_tokens(reply.reasoning) if reply.reasoning else 0
+    content: dict[str, Any] = {"role": "model"}
+    if reply.content is not None or not reply.reasoning:
+        content["parts"] = [{"text": reply.content or ""}]
+    usage = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output,
+        "totalTokenCount": prompt + output + thoughts,
+    }
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
     return {
         "candidates": [
             {
-                "content": {"role": "model", "parts": [{"text": reply.content or ""}]},
+                "content": content,
                 "finishReason": "MAX_TOKENS" if reply.finish_reason == "length" else "STOP",
                 "index": 0,
             }
         ],
-        "usageMetadata": {
-            "promptTokenCount": prompt,
-            "candidatesTokenCount": output,
-            "totalTokenCount": prompt + output,
-        },
+        "usageMetadata": usage,
         "modelVersion": body.get("model") or DEFAULT_MODEL_ID,
         "responseId": f"fake-{call_index}",
     }
@@ -347,8 +440,10 @@ class ProviderAPIs:
         batch_api: BatchAPI,
         count_tokens: Callable[[str], int],
         api_key: Callable[[], str | None],
+        rate_limiter: Callable[[], ServerRateLimiter | None] = lambda: None,
     ) -> None:
         self._answer_chat = answer_chat
+        self._rate_limiter = rate_limiter
         self._batch_api = batch_api
         self._count_tokens = count_tokens
         self._api_key = api_key
@@ -419,6 +514,14 @@ class ProviderAPIs:
             body = anthropic_chat_body(params)
         except (ValueError, KeyError, TypeError) as error:
             return anthropic_error(400, str(error))
+        limiter = self._rate_limiter()
+        estimate = self._estimate(body)
+        wait_s = limiter.admit(estimate) if limiter is not None else None
+        if wait_s is not None:
+            limits = limiter.headers("anthropic")
+            return anthropic_error(
+                429, "Number of requests has exceeded your rate limit", None, wait_s, limits
+            )
         index, reply = await self._answer_chat(body, path)
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
@@ -428,7 +531,16 @@ class ProviderAPIs:
         message = anthropic_message(index, body, reply, self._count_tokens)
         if (params or {}).get("cache_control"):
             self._cache_prompt(body, message["usage"])
-        return json_response(200, message)
+        limits = ""
+        if limiter is not None:
+            usage = message["usage"]
+            limiter.correct(estimate, usage["input_tokens"] + usage["output_tokens"])
+            limits = limiter.headers("anthropic")
+        return json_response(200, message, limits)
+
+    def _estimate(self, body: dict[str, Any]) -> int:
+        """What a call counts against a token limit before its reply: prompt and cap."""
+        return _token_count(self._count_tokens, body["messages"]) + int(body.get("max_tokens") or 0)
 
     def _cache_prompt(self, body: dict[str, Any], usage: dict[str, int]) -> None:
         """The prompt cache, as far as a judge sees it: the system prompt is written on its
@@ -588,13 +700,33 @@ class ProviderAPIs:
             body = gemini_chat_body(model, _json_body(raw))
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             return google_error(400, f"Invalid JSON payload received. {error}")
+        limiter = self._rate_limiter()
+        estimate = self._estimate(body)
+        wait_s = limiter.admit(estimate) if limiter is not None else None
+        if wait_s is not None:  # Gemini sends no rate-limit headers: the wait is in RetryInfo
+            return google_error(429, "Resource has been exhausted (e.g. check quota).", wait_s)
         index, reply = await self._answer_chat(body, f"/v1beta/models/{model}:generateContent")
         if reply.status != 200:
             message = reply.error_message or f"simulated error {reply.status}"
             return google_error(reply.status, message, reply.retry_after)
         if reply.raw_body is not None:
             return Response(200, reply.raw_body.encode())
-        return json_response(200, gemini_response(index, body, reply, self._count_tokens))
+        response = gemini_response(index, body, reply, self._count_tokens)
+        self._implicit_cache(body, response["usageMetadata"])
+        if limiter is not None:
+            limiter.correct(estimate, response["usageMetadata"]["totalTokenCount"])
+        return json_response(200, response)
+
+    def _implicit_cache(self, body: dict[str, Any], usage: dict[str, int]) -> None:
+        """Gemini's implicit cache, as far as a judge sees it: a system instruction sent
+        before is served from the cache, counted in `promptTokenCount` and again in
+        `cachedContentTokenCount` (billed at the cache rate)."""
+        system = [m for m in body["messages"] if m["role"] == "system"]
+        cached = _token_count(self._count_tokens, system)
+        key = "gemini:" + json.dumps(system, sort_keys=True)
+        if cached and key in self._cached_prompts:
+            usage["cachedContentTokenCount"] = cached
+        self._cached_prompts.add(key)
 
     def _gemini_create(self, model: str, raw: bytes) -> Response:
         if len(raw) > GEMINI_INLINE_MAX_BYTES:

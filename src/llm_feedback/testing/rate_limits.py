@@ -8,7 +8,10 @@ refused with 429 and a `Retry-After` saying when it would be admitted. An admitt
 request's tokens are counted at that estimate and corrected by its reply's usage.
 Every answer carries the headers OpenAI sends: `x-ratelimit-limit-*`,
 `x-ratelimit-remaining-*` and `x-ratelimit-reset-*` (the time until the bucket is full,
-as "1.5s"). The counters (`rate_limited`: 429s sent) are part of `/_stats`.
+as "1.5s"); Anthropic's routes send Anthropic's (`anthropic-ratelimit-requests-limit`,
+`-remaining`, `-reset` as the RFC 3339 moment it is full; likewise `-tokens-`), Gemini's
+none (a 429 there says its wait in `RetryInfo`). The counters (`rate_limited`: 429s
+sent) are part of `/_stats`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +49,20 @@ class _Bucket:
         needed = min(cost, self.capacity)
         return 0.0 if self.level >= needed else (needed - self.level) / self.rate
 
-    def headers(self, name: str) -> str:
+    def headers(self, name: str, style: str) -> str:
         reset = (self.capacity - self.level) / self.rate
+        remaining = max(0, math.floor(self.level))
+        if style == "anthropic":  # the reset is the moment the bucket is full (RFC 3339)
+            moment = datetime.fromtimestamp(time.time() + reset, UTC)
+            return (
+                f"anthropic-ratelimit-{name}-limit: {self.per_minute:g}\r\n"
+                f"anthropic-ratelimit-{name}-remaining: {remaining}\r\n"
+                f"anthropic-ratelimit-{name}-reset: {moment.isoformat(timespec='milliseconds')}"
+                "\r\n"
+            )
         return (
             f"x-ratelimit-limit-{name}: {self.per_minute:g}\r\n"
-            f"x-ratelimit-remaining-{name}: {max(0, math.floor(self.level))}\r\n"
+            f"x-ratelimit-remaining-{name}: {remaining}\r\n"
             f"x-ratelimit-reset-{name}: {reset:.3f}s\r\n"
         )
 
@@ -107,8 +120,11 @@ class ServerRateLimiter:
                     self._tokens.capacity, self._tokens.level + estimated_tokens - used_tokens
                 )
 
-    def headers(self) -> str:
+    def headers(self, style: str = "openai") -> str:
         """The rate-limit header lines of an answer, as they stand now.
+
+        Args:
+            style: "openai" (`x-ratelimit-*`) or "anthropic" (`anthropic-ratelimit-*`).
 
         Returns:
             "Name: value" lines, each ending in CRLF.
@@ -119,7 +135,7 @@ class ServerRateLimiter:
             for name, bucket in (("requests", self._requests), ("tokens", self._tokens)):
                 if bucket is not None:
                     bucket.refill(now)
-                    lines += bucket.headers(name)
+                    lines += bucket.headers(name, style)
             return lines
 
     def reset(self) -> None:

@@ -71,7 +71,11 @@ class FakeLLMApp:
         self.count_tokens = count_tokens or word_count
         self.batch_api = BatchAPI(batch_script or BatchScript(), self.respond, self.count_tokens)
         self.providers = ProviderAPIs(
-            self.answer, self.batch_api, self.count_tokens, lambda: self.api_key
+            self.answer,
+            self.batch_api,
+            self.count_tokens,
+            lambda: self.api_key,
+            lambda: self.rate_limiter,
         )
         self._responder = responder
         self._latency_s = latency_s
