@@ -2,8 +2,8 @@
 human annotators), and several annotators' labels made one gold.
 
 Categorical verdicts (binary correct/incorrect, pairwise A/B/tie) get Cohen's kappa for
-each two raters (scikit-learn's `cohen_kappa_score`) and, with three raters or more,
-Fleiss' kappa over all of them (statsmodels' `fleiss_kappa`); scores get Spearman's rho.
+each two raters and, with three raters or more, Fleiss' kappa over all of them (both
+from `validation.kappa`, the libraries' kappas); scores get Spearman's rho.
 Both get the exact-match share (the observed agreement). Each statistic is computed over
 the items every compared rater rated, so sparse designs such as MT-Bench's human judgments
 (each expert labels some pairs) are handled, and is NaN where it is undefined (no items, a
@@ -32,9 +32,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats import inter_rater
 
+from llm_feedback.validation.kappa import cohen_kappa, fleiss_kappa
 from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
 
@@ -68,70 +67,6 @@ def exact_match_share(x: pd.Series, y: pd.Series) -> float:
     if len(x) == 0:
         return float("nan")
     return float((np.asarray(x) == np.asarray(y)).mean())
-
-
-def _category_codes(verdicts: pd.DataFrame) -> np.ndarray:
-    """The verdicts as integer category codes, one column per rater: values equal as Python
-    objects share a code (the libraries would sort mixed types, or tell 1 from 1.0)."""
-    codes, _ = pd.factorize(pd.Series(verdicts.to_numpy(dtype=object).ravel()))
-    return codes.reshape(verdicts.shape)
-
-
-def cohen_kappa(
-    x: pd.Series,
-    y: pd.Series,
-    sample_weight: np.ndarray | None = None,
-    weights: str | None = None,
-) -> float:
-    """Cohen's kappa of two raters' categorical verdicts on the same items.
-
-    Args:
-        x: the first rater's verdicts, one per item, no missing values.
-        y: the second rater's verdicts on the same items, in the same order.
-        sample_weight: each item's weight (a bootstrap resample's counts); None: 1 each.
-        weights: None for categories, or "linear" / "quadratic" for ordinal ratings
-            (numbers: a disagreement weighs by how far apart the two are).
-
-    Returns:
-        scikit-learn's `cohen_kappa_score`; NaN without items or when both raters gave
-        one and the same category throughout (chance agreement 1: kappa is 0/0).
-    """
-    if weights is None:
-        codes = _category_codes(
-            pd.DataFrame({"x": np.asarray(x, dtype=object), "y": np.asarray(y, dtype=object)})
-        )
-    else:  # ordinal: codes in the ratings' numeric order, so distances mean something
-        values = np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
-        codes = np.unique(values, return_inverse=True)[1].reshape(values.shape)
-    if sample_weight is not None:
-        weighted = np.asarray(sample_weight, dtype="float64") > 0
-        codes = codes[weighted]
-        sample_weight = np.asarray(sample_weight, dtype="float64")[weighted]
-    if len(codes) == 0 or (codes == codes[0, 0]).all():
-        return float("nan")
-    return float(
-        cohen_kappa_score(codes[:, 0], codes[:, 1], weights=weights, sample_weight=sample_weight)
-    )
-
-
-def fleiss_kappa(verdicts: pd.DataFrame) -> float:
-    """Fleiss' kappa of m >= 2 raters (columns) over items (rows) that every rater rated.
-
-    Args:
-        verdicts: one row per item, one column per rater, no missing values.
-
-    Returns:
-        statsmodels' `fleiss_kappa` (method "fleiss"); NaN without items, with fewer than
-        two raters, or when every verdict is one category (chance agreement 1).
-    """
-    n_items, n_raters = verdicts.shape
-    if n_items == 0 or n_raters < 2:
-        return float("nan")
-    codes = _category_codes(verdicts)
-    if (codes == codes[0, 0]).all():
-        return float("nan")
-    counts, _ = inter_rater.aggregate_raters(codes)
-    return float(inter_rater.fleiss_kappa(counts, method="fleiss"))
 
 
 def agreement_rows(
