@@ -49,7 +49,15 @@ EXACT_MATCH_SHARE = "exact_match_share"
 
 def pearson(x: pd.Series, y: pd.Series) -> float:
     """Pearson's r of two aligned, NaN-free series (pandas' `Series.corr`); NaN with fewer
-    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks."""
+    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        Pearson's r, or NaN.
+    """
     if len(x) < MIN_CORRELATION_PAIRS:
         return float("nan")
     return float(
@@ -58,12 +66,28 @@ def pearson(x: pd.Series, y: pd.Series) -> float:
 
 
 def spearman(x: pd.Series, y: pd.Series) -> float:
-    """Spearman's rho: Pearson's r of the ranks, tied values sharing their mean rank."""
+    """Spearman's rho: Pearson's r of the ranks, tied values sharing their mean rank.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        Spearman's rho, or NaN.
+    """
     return pearson(pd.Series(x).rank(), pd.Series(y).rank())
 
 
 def exact_match_share(x: pd.Series, y: pd.Series) -> float:
-    """Share of items on which the two raters gave the same value; NaN without items."""
+    """Share of items on which the two raters gave the same value; NaN without items.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        The share in [0, 1], or NaN.
+    """
     if len(x) == 0:
         return float("nan")
     return float((np.asarray(x) == np.asarray(y)).mean())
@@ -119,7 +143,14 @@ def agreement_rows(
 
 def majority_label(labels: Sequence[Any]) -> Any:
     """The label most annotators gave; "tie" when the top count is shared; None without
-    labels (missing labels, None, are not votes)."""
+    labels (missing labels, None, are not votes).
+
+    Args:
+        labels: one item's labels, None where an annotator gave none.
+
+    Returns:
+        The majority label, "tie", or None.
+    """
     votes = Counter(label for label in labels if label is not None)
     if not votes:
         return None
@@ -131,7 +162,14 @@ def majority_label(labels: Sequence[Any]) -> Any:
 
 def annotation_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """One row per instance (index `instance_id`), one column per annotator with that
-    annotator's label (None where the annotator did not label the item)."""
+    annotator's label (None where the annotator did not label the item).
+
+    Args:
+        pairs: a pairs table with `gold_annotators` and `gold_labels` lists.
+
+    Returns:
+        The labels, one column per annotator.
+    """
     records: dict[str, dict[str, Any]] = {}
     for row in pairs.itertuples():
         labels = dict(zip(row.gold_annotators, row.gold_labels, strict=True))
@@ -149,6 +187,12 @@ def annotator_agreement(table: pd.DataFrame) -> pd.DataFrame:
     `majority_tie_share` (items whose majority is a tie, though no annotator may have said
     tie), `label_tie_share` (labels that are "tie") and `unanimous_share` (items on which
     every annotator who labelled it agrees, among items with two labels or more).
+
+    Args:
+        table: labels, one column per annotator (`annotation_table`).
+
+    Returns:
+        Long rows `metric`, `value`, `n`, `raters`.
     """
     annotators = list(table.columns)
     rows: list[dict[str, Any]] = []
@@ -220,7 +264,18 @@ def metrics_against_annotators(
     judge: str | None = None,
 ) -> pd.DataFrame:
     """The judge's metric table against the majority gold, then against each annotator's
-    own labels on the items that annotator labelled (`gold_source` says which)."""
+    own labels on the items that annotator labelled (`gold_source` says which).
+
+    Args:
+        verdicts: the judge's verdict frame (see `validation.verdicts`).
+        pairs: the pairs with each annotator's labels.
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        judge: the judge's name for the `judge` column.
+
+    Returns:
+        The metric tables, one after the other, with a `gold_source` column.
+    """
     table = annotation_table(pairs)
     tables = [pairwise_metrics(verdicts, resamples=resamples, seed=seed, judge=judge)]
     tables[0].insert(1, "gold_source", MAJORITY)

@@ -90,7 +90,14 @@ _K = len(VERDICTS)
 
 
 def verdict_probabilities(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(rows x 3 probabilities of A, B, tie; readable mask): one-hot for `verdict`."""
+    """(rows x 3 probabilities of A, B, tie; readable mask): one-hot for `verdict`.
+
+    Args:
+        frame: verdicts with a `verdict` column, or `p_a`, `p_b`, `p_tie`.
+
+    Returns:
+        (the probabilities, rows x 3; whether each row is readable).
+    """
     if "verdict" in frame.columns:
         labels = frame["verdict"].astype(object).tolist()
         probabilities = np.zeros((len(labels), _K))
@@ -271,7 +278,17 @@ def pairwise_metrics(
     judge: str | None = None,
 ) -> pd.DataFrame:
     """The long metric table of `verdicts`: every metric over all items (`category` null)
-    and per category, each with its clustered bootstrap interval."""
+    and per category, each with its clustered bootstrap interval.
+
+    Args:
+        verdicts: the verdict frame (module docstring).
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        judge: the judge's name for the `judge` column.
+
+    Returns:
+        The long metric table (`metric_table`).
+    """
     require_columns(verdicts, ["instance_id", "order", "gold", "len_a", "len_b"], "verdicts")
     if verdicts.empty:
         raise InputError("verdicts: no rows")
@@ -283,7 +300,16 @@ def pairwise_metrics(
 
 
 def metric_value(table: pd.DataFrame, metric: str, category: str | None = None) -> float:
-    """The value of one metric of a metric table (over all items by default)."""
+    """The value of one metric of a metric table (over all items by default).
+
+    Args:
+        table: a metric table.
+        metric: the metric's name.
+        category: the category (None: over all items).
+
+    Returns:
+        The value; KeyError unless exactly one row matches.
+    """
     rows = table[table["metric"] == metric]
     rows = rows[rows["category"].isna()] if category is None else rows[rows["category"] == category]
     if len(rows) != 1:
