@@ -19,6 +19,7 @@ import difflib
 import gc
 import logging
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from kedro.framework.cli.utils import _split_params
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import ProjectMetadata
 from kedro.io.core import Version
+from kedro.validation import ParameterValidationError
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.core.errors import (
@@ -131,6 +133,35 @@ def check_pipeline_names(options: dict) -> None:
         )
 
 
+# One failure of Kedro's parameter validation: "- Parameter '<key>': [Failed to instantiate
+# <Type> for parameter '<key>': ]<the parser's message>".
+KEDRO_PARAMETER_FAILURE = re.compile(
+    r"^- Parameter '(?P<key>[^']*)': (?:Failed to instantiate \w+ for parameter '[^']*': )?"
+    r"(?P<message>.*)$",
+    re.MULTILINE,
+)
+
+
+def parameter_error(error: ParameterValidationError) -> ConfigError:
+    """Kedro's parameter validation failure (a header line and one line per block, the
+    parser's message wrapped in Kedro's words) as one ConfigError of the parsers' messages.
+
+    Args:
+        error: what Kedro raised when a typed block (`params.blocks`) failed its check.
+
+    Returns:
+        A ConfigError whose message is each failing block's message, joined by "; ", each
+        naming its parameter.
+    """
+    messages = [
+        found["message"]
+        if found["key"] in found["message"]
+        else f"{found['key']}: {found['message']}"
+        for found in KEDRO_PARAMETER_FAILURE.finditer(str(error))
+    ]
+    return ConfigError("; ".join(messages) or " ".join(str(error).split()))
+
+
 def _report_expected_error(error: BaseException, expected: BaseException) -> None:
     stop_local_servers()
     logs = _traceback_to_log_files(error)
@@ -177,6 +208,10 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
         stop_local_servers()
         click.echo(f"batches pending: {pending}", err=True)
         sys.exit(BATCH_PENDING_EXIT_CODE)
+    except ParameterValidationError as error:  # a typed block (params.blocks) failed its check
+        if verbose:
+            raise
+        _report_expected_error(error, parameter_error(error))
     except Exception as error:
         expected = expected_error(error)
         if expected is None or verbose:
