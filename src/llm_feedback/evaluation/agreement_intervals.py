@@ -36,7 +36,17 @@ def agreement_interval(
     intervals: EvalIntervalParams,
 ) -> Interval:
     """The interval of one `agreement_rows` row of two raters over `ratings`' items (one
-    per judgment, its instance in `instances`)."""
+    per judgment, its instance in `instances`).
+
+    Args:
+        row: one row of `agreement_rows`.
+        ratings: one column per rater, one row per judgment.
+        instances: each judgment's instance (the bootstrap's cluster).
+        intervals: the evaluate interval settings.
+
+    Returns:
+        (low, high, method); no interval for Fleiss' kappa or below 3 items.
+    """
     raters = str(row["raters"]).split(RATERS_SEPARATOR)
     if len(raters) != 2 or row["statistic"] not in (COHEN_KAPPA, SPEARMAN, EXACT_MATCH_SHARE):
         return NO_INTERVAL
