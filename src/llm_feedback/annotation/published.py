@@ -153,6 +153,12 @@ class PublishedTables:
     """The three tables of a file of published records (see the module docstring)."""
 
     def __init__(self, path: str | Path, judge_model: str = PUBLISHED_JUDGE) -> None:
+        """Read every record of the file and build the three tables.
+
+        Args:
+            path: the published records (a file, or a folder of them).
+            judge_model: the judge named in the tables (the published data's: gpt-4).
+        """
         completions: list[dict[str, Any]] = []
         aspects = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
         critiques = TableBuilder(CRITIQUES_COLUMN_TYPES)
@@ -249,6 +255,11 @@ class PublishedExport:
     `to_parquet` as a Kedro `ParquetDataset` calls it, one row group per chunk."""
 
     def __init__(self, export: UltraFeedbackExport) -> None:
+        """Keep the export to write.
+
+        Args:
+            export: the export, built when written.
+        """
         self._export = export
 
     def __len__(self) -> int:
@@ -262,6 +273,14 @@ class PublishedExport:
     def to_parquet(
         self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
     ) -> None:
+        """Write the public columns, a row group per chunk (Kedro's `ParquetDataset` calls this).
+
+        Args:
+            path: where to write.
+            index: pandas' `index` argument (the public schema has no index).
+            row_group_size: rows per row group (None: one per chunk).
+            **kwargs: further arguments for the Parquet writer.
+        """
         schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
         schema = schema.with_metadata(pandas_metadata(schema))
         write_parquet(path, schema, self.arrow_chunks(), index, row_group_size, **kwargs)
