@@ -131,7 +131,14 @@ def _check_sampling_config(
 def principle_weight_table(
     configured: Mapping[str, Mapping[str, float]] | None,
 ) -> dict[str, dict[str, float]]:
-    """UltraFeedback's weights with the configured sources' weights in place of theirs."""
+    """UltraFeedback's weights with the configured sources' weights in place of theirs.
+
+    Args:
+        configured: the configured source -> {principle: weight} (None: none).
+
+    Returns:
+        The weights by source.
+    """
     defaults = validate_principle_weights(None)
     if configured is None:
         return defaults
@@ -177,6 +184,19 @@ def sample_prompts(
     Returns columns `SAMPLED_PROMPTS_COLUMNS`: completion_idx `int64`, correct_answers and
     incorrect_answers `object` (`list[str]`), reference_answer nullable `str`, all other
     columns `str`; rows ordered by input prompt order, then completion_idx.
+
+    Args:
+        raw: the raw prompts.
+        model_pool: the models' names.
+        n_completions: models per prompt.
+        seed: the sampling seed.
+        principle_weights: source -> {principle: weight} in place of UltraFeedback's.
+        verbalized_calibration_rate: the share of honesty draws made verbalized_calibration.
+        max_prompts: keep a seeded subset of this many prompts (None: all).
+        system_prompts: per principle its phrasings (None: ours).
+
+    Returns:
+        The sampled rows (columns above).
     """
     plan = _plan(
         model_pool,
@@ -334,6 +354,14 @@ class SampledPrompts:
     `frame()` is the whole table."""
 
     def __init__(self, raw: ParquetSource, plan: _Plan, kept: np.ndarray | None, rows: int):
+        """Keep what the draws need; nothing is drawn until written.
+
+        Args:
+            raw: the raw prompts on disk.
+            plan: the checked sampling parameters.
+            kept: which prompts `max_prompts` keeps (None: all).
+            rows: how many rows the table will have.
+        """
         self._raw, self._plan, self._kept, self._rows = raw, plan, kept, rows
 
     def __len__(self) -> int:
@@ -354,7 +382,14 @@ class SampledPrompts:
     def to_parquet(
         self, path: Any, *, index: bool | None = None, row_group_size: int | None = None, **kwargs
     ) -> None:
-        """pandas' arguments; `kwargs` go to `pyarrow.parquet.ParquetWriter`."""
+        """pandas' arguments; `kwargs` go to `pyarrow.parquet.ParquetWriter`.
+
+        Args:
+            path: where to write.
+            index: pandas' `index` argument.
+            row_group_size: rows per row group (None: one per batch).
+            **kwargs: arguments for `pyarrow.parquet.ParquetWriter`.
+        """
         schema = SAMPLED_PROMPTS_ARROW_SCHEMA
         tables = (
             pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
@@ -392,6 +427,19 @@ def sample_prompt_file(
     The whole file is checked here, a batch at a time, before anything is drawn: the
     problems `sample_prompts` would report (those of the first batch that has any), a
     prompt_id repeated in two batches included.
+
+    Args:
+        raw: the raw prompts on disk.
+        model_pool: the models' names.
+        n_completions: models per prompt.
+        seed: the sampling seed.
+        principle_weights: source -> {principle: weight} in place of UltraFeedback's.
+        verbalized_calibration_rate: the share of honesty draws made verbalized_calibration.
+        max_prompts: keep a seeded subset of this many prompts (None: all).
+        system_prompts: per principle its phrasings (None: ours).
+
+    Returns:
+        The sampled prompts, drawn when written.
     """
     plan = _plan(
         model_pool,
