@@ -32,7 +32,14 @@ def json_lines(text: str) -> list[str]:
 
 
 def read_jsonl(path: str | Path) -> pd.DataFrame:
-    """One row per non-blank line, each value kept as JSON gave it (a "4" stays text)."""
+    """One row per non-blank line, each value kept as JSON gave it (a "4" stays text).
+
+    Args:
+        path: a JSON Lines file.
+
+    Returns:
+        The rows.
+    """
     path = Path(path)
     records: list[dict[str, Any]] = []
     with path.open("rb") as handle:
