@@ -132,16 +132,25 @@ def test_the_debt_list_only_shrinks() -> None:
 
 
 def test_the_public_api_packages_have_no_debt() -> None:
-    # What users import first is held fully, not through the list.
+    # What users import is held fully, not through the list: every folder but those still
+    # listed (backends/, judges/ for judge.py and the compatibility layer, pipelines/,
+    # reporting/, testing/, viewer/) and the top-level glue.
     fully = (
-        "publishing/",
         "annotation/",
-        "stats/",
-        "validation/",
+        "completions/",
+        "contamination/",
+        "core/",
+        "engine/",
         "evaluation/",
         "params/",
+        "prompts/",
+        "publishing/",
+        "replies/",
         "runs/",
+        "stats/",
         "storage/",
+        "templates/",
+        "validation/",
     )
     listed = sorted(name for name in debt() if name.startswith(fully))
     assert not listed, listed
