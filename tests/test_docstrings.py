@@ -3,11 +3,13 @@ constructor of `llm_feedback` that takes arguments says what each one is in an `
 section, and what it gives back in `Returns:` (or `Yields:`) when it returns a value.
 
 Public: a name without a leading underscore, defined in its module (a method of a public
-class counts; `__init__` is documented on the method or the class). Left out: properties
-and overloads (no arguments of their own to a caller), and the node functions of
-`pipelines/*/nodes.py`, whose arguments are the datasets and `params:` blocks that their
-`pipeline.py` wires (documented in the catalog and the parameter files) and whose only
-caller is Kedro.
+class counts; `__init__` is documented on the method or the class). Left out, each with
+Kedro as its only caller: properties and overloads (no arguments of their own); the node
+functions of `pipelines/*/*nodes.py`, whose arguments are the datasets and `params:`
+blocks that their `pipeline.py` wires (documented in the catalog and the parameter
+files); each `pipeline.py`'s `create_pipeline` (the registry's convention); and Kedro hook
+implementations (`@hook_impl`), whose arguments Kedro's hook specifications name and
+document.
 
 The functions written before this rule are listed in `docstring_debt.txt`, a list that
 only shrinks: a listed function that gains its sections must leave the list (the test says
@@ -25,8 +27,9 @@ import llm_feedback
 
 PACKAGE = Path(llm_feedback.__file__).parent
 DEBT = Path(__file__).with_name("docstring_debt.txt")
-NODE_MODULES = re.compile(r"pipelines/[a-z_]+/nodes\.py")
-SKIPPED_DECORATORS = {"property", "overload", "setter", "cached_property"}
+NODE_MODULES = re.compile(r"pipelines/[a-z_]+/[a-z_]*nodes\.py")
+PIPELINE_MODULES = re.compile(r"pipelines/[a-z_]+/pipeline\.py")
+SKIPPED_DECORATORS = {"property", "overload", "setter", "cached_property", "hook_impl"}
 
 
 def _arguments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -45,9 +48,11 @@ def _returns_value(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _decorators(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    # `@hook_impl(trylast=True)` is a call of the decorator: its name is the call's.
+    nodes = [node.func if isinstance(node, ast.Call) else node for node in function.decorator_list]
     return {
         node.id if isinstance(node, ast.Name) else node.attr
-        for node in function.decorator_list
+        for node in nodes
         if isinstance(node, ast.Name | ast.Attribute)
     }
 
@@ -84,6 +89,8 @@ def public_callables(
                 if last.startswith("_") and last != "__init__" or name.startswith("_"):
                     continue
                 if _decorators(function) & SKIPPED_DECORATORS or not _arguments(function):
+                    continue
+                if name == "create_pipeline" and PIPELINE_MODULES.fullmatch(relative):
                     continue
                 yield f"{relative}:{name}", function, doc
 
