@@ -86,7 +86,14 @@ def _cached_answers(cache: str | None) -> str:
 
 
 def expected_error(error: BaseException) -> BaseException | None:
-    """The expected error behind `error` (Kedro wraps a dataset's in a DatasetError)."""
+    """The expected error behind `error` (Kedro wraps a dataset's in a DatasetError).
+
+    Args:
+        error: what the run raised.
+
+    Returns:
+        The expected error in its chain of causes, or None.
+    """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -118,7 +125,11 @@ def _traceback_to_log_files(error: BaseException) -> list[str]:
 
 def check_pipeline_names(options: dict) -> None:
     """Refuse `--pipelines`/`--pipeline` names the project does not have, listing those it
-    has (Kedro's own error is a traceback that names none)."""
+    has (Kedro's own error is a traceback that names none).
+
+    Args:
+        options: `kedro run`'s options.
+    """
     asked = list(options.get("pipelines") or [])
     if options.get("pipeline"):
         asked.append(str(options["pipeline"]))
@@ -227,12 +238,24 @@ class OneLineError(click.ClickException):
     """A command's expected error, shown as `kedro run` shows one: `error: <message>`."""
 
     def show(self, file: object = None) -> None:
+        """Print the error as one `error:` line on stderr.
+
+        Args:
+            file: click's output file (unused: always stderr).
+        """
         click.echo(f"error: {self.format_message()}", err=True)
 
 
 def refuse_an_empty_table(dataset: object, table: object, name: str, version: str | None) -> None:
     """`push-to-hub`: a version without rows is refused by name (the Hub's library fails on
-    it with a traceback that names neither the table nor the version)."""
+    it with a traceback that names neither the table nor the version).
+
+    Args:
+        dataset: the catalog dataset pushed.
+        table: what it loaded (a DataFrame or a table on disk).
+        name: the dataset's name.
+        version: the version pushed (None: the latest).
+    """
     rows = table.num_rows if hasattr(table, "num_rows") else len(table)
     if rows:
         return
