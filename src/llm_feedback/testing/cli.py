@@ -109,7 +109,7 @@ def serve_in_subprocess(
 
     Args:
         latency_s: the delay before each answer.
-        responder: the responder's name (None: echo).
+        responder: the responder's name (None: the server's default, schema).
         timeout_s: how long to wait for the server to listen.
         rate_limits: the per-minute limits it enforces.
 
