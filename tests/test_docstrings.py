@@ -148,8 +148,8 @@ def test_the_debt_list_only_shrinks() -> None:
 
 def test_the_public_api_packages_have_no_debt() -> None:
     # What users import is held fully, not through the list: every folder but those still
-    # listed (backends/, judges/ for judge.py and the compatibility layer, pipelines/,
-    # reporting/, testing/, viewer/) and the top-level glue.
+    # listed (backends/, reporting/, viewer/, and judges/ for judge.py, judgment.py and the
+    # compatibility layer, which other work is renaming) and the top-level glue.
     fully = (
         "annotation/",
         "completions/",
@@ -158,6 +158,7 @@ def test_the_public_api_packages_have_no_debt() -> None:
         "engine/",
         "evaluation/",
         "params/",
+        "pipelines/",
         "prompts/",
         "publishing/",
         "replies/",
@@ -165,6 +166,7 @@ def test_the_public_api_packages_have_no_debt() -> None:
         "stats/",
         "storage/",
         "templates/",
+        "testing/",
         "validation/",
     )
     listed = sorted(name for name in debt() if name.startswith(fully))

@@ -87,7 +87,17 @@ def _token_count(count_tokens: Callable[[str], int], messages: list[dict[str, An
 def anthropic_error(
     status: int, message: str, error_type: str | None = None, retry_after: float | None = None
 ) -> Response:
-    """An Anthropic error body, with `retry-after` when given and a request id."""
+    """An Anthropic error body, with `retry-after` when given and a request id.
+
+    Args:
+        status: the HTTP status.
+        message: the error's message.
+        error_type: the body's error type.
+        retry_after: a retry-after in seconds (None: none).
+
+    Returns:
+        The response.
+    """
     kind = error_type or _ANTHROPIC_ERRORS.get(status, "api_error")
     payload = {"type": "error", "error": {"type": kind, "message": message}}
     headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n"
@@ -115,7 +125,14 @@ def _anthropic_part(block: Any) -> dict[str, Any]:
 
 
 def anthropic_chat_body(params: Any) -> dict[str, Any]:
-    """A Messages API request as a chat completions body; ValueError naming what is wrong."""
+    """A Messages API request as a chat completions body; ValueError naming what is wrong.
+
+    Args:
+        params: the Messages API request body.
+
+    Returns:
+        The chat body.
+    """
     if not isinstance(params, dict):
         raise ValueError("the request body must be an object")
     for name in ("model", "max_tokens", "messages"):
@@ -153,7 +170,17 @@ def anthropic_chat_body(params: Any) -> dict[str, Any]:
 def anthropic_message(
     call_index: int, body: dict[str, Any], reply: Reply, count_tokens: Callable[[str], int]
 ) -> dict[str, Any]:
-    """The Message object answering `body` (a chat body) with `reply`."""
+    """The Message object answering `body` (a chat body) with `reply`.
+
+    Args:
+        call_index: the call's number (its id).
+        body: the chat body answered.
+        reply: the scripted reply.
+        count_tokens: counts a text's tokens.
+
+    Returns:
+        The Message object.
+    """
     return {
         "id": f"msg_fake_{call_index}",
         "type": "message",
@@ -173,7 +200,16 @@ def anthropic_message(
 
 # -- Gemini ------------------------------------------------------------------------------
 def google_error(status: int, message: str, retry_after: float | None = None) -> Response:
-    """A Google API error body; a 429 carries `RetryInfo` when `retry_after` is given."""
+    """A Google API error body; a 429 carries `RetryInfo` when `retry_after` is given.
+
+    Args:
+        status: the HTTP status.
+        message: the error's message.
+        retry_after: seconds to retry after (None: none).
+
+    Returns:
+        The response.
+    """
     details: list[dict[str, Any]] = []
     if status == 429:
         details.append(
@@ -242,7 +278,15 @@ def _gemini_parts(parts: Any) -> str | list[dict[str, Any]]:
 
 
 def gemini_chat_body(model: str, request: Any) -> dict[str, Any]:
-    """A generateContent request as a chat completions body; ValueError naming what is wrong."""
+    """A generateContent request as a chat completions body; ValueError naming what is wrong.
+
+    Args:
+        model: the model named in the path.
+        request: the generateContent request body.
+
+    Returns:
+        The chat body.
+    """
     if not isinstance(request, dict) or not isinstance(request.get("contents"), list):
         raise ValueError("contents: required")
     if not request["contents"]:
@@ -279,7 +323,17 @@ def gemini_chat_body(model: str, request: Any) -> dict[str, Any]:
 def gemini_response(
     call_index: int, body: dict[str, Any], reply: Reply, count_tokens: Callable[[str], int]
 ) -> dict[str, Any]:
-    """The GenerateContentResponse answering `body` (a chat body) with `reply`."""
+    """The GenerateContentResponse answering `body` (a chat body) with `reply`.
+
+    Args:
+        call_index: the call's number (its id).
+        body: the chat body answered.
+        reply: the scripted reply.
+        count_tokens: counts a text's tokens.
+
+    Returns:
+        The GenerateContentResponse.
+    """
     prompt = _token_count(count_tokens, body["messages"])
     output = count_tokens(reply.content or "")
     return {
@@ -348,6 +402,14 @@ class ProviderAPIs:
         count_tokens: Callable[[str], int],
         api_key: Callable[[], str | None],
     ) -> None:
+        """Keep what the routes share with the server.
+
+        Args:
+            answer_chat: answers one online call.
+            batch_api: the server's Batch API.
+            count_tokens: counts a text's tokens.
+            api_key: gives the one key accepted (None: any).
+        """
         self._answer_chat = answer_chat
         self._batch_api = batch_api
         self._count_tokens = count_tokens
@@ -360,15 +422,39 @@ class ProviderAPIs:
 
     @staticmethod
     def serves(path: str) -> bool:
-        """Whether `path` is one of these routes (Anthropic's or Gemini's)."""
+        """Whether `path` is one of these routes (Anthropic's or Gemini's).
+
+        Args:
+            path: the request path.
+
+        Returns:
+            True for these routes.
+        """
         return path.startswith(("/v1/messages", "/v1beta/"))
 
     @staticmethod
     def is_chat(path: str) -> bool:
-        """Whether `path` is an online call (counted in flight like a chat request)."""
+        """Whether `path` is an online call (counted in flight like a chat request).
+
+        Args:
+            path: the request path.
+
+        Returns:
+            True for an online call.
+        """
         return path == "/v1/messages" or path.endswith(":generateContent")
 
     async def handle(self, head: RequestHead, path: str, body: bytes) -> Response:
+        """Answer one Anthropic or Gemini request (a wrong key refused as that API refuses it).
+
+        Args:
+            head: the request's head.
+            path: its path.
+            body: its body.
+
+        Returns:
+            The response.
+        """
         if path.startswith("/v1beta/"):
             query = parse_qs(head.target.partition("?")[2])
             key = head.api_key or (query.get("key") or [None])[0]
