@@ -149,8 +149,14 @@ def test_the_debt_list_only_shrinks() -> None:
 def test_the_public_api_packages_have_no_debt() -> None:
     # What users import is held fully, not through the list: every folder but those still
     # listed (backends/, reporting/, viewer/, and judges/ for judge.py, judgment.py and the
-    # compatibility layer, which other work is renaming) and the top-level glue.
+    # compatibility layer, which other work is renaming).
     fully = (
+        "__main__.py",
+        "cli.py",
+        "config_loader.py",
+        "hooks.py",
+        "pipeline_registry.py",
+        "settings.py",
         "annotation/",
         "completions/",
         "contamination/",
