@@ -8,6 +8,15 @@ from kedro.framework.project import configure_project
 
 
 def main(*args, **kwargs):
+    """`python -m llm_feedback`: the project's `kedro run` command.
+
+    Args:
+        *args: passed to the run command.
+        **kwargs: passed to the run command.
+
+    Returns:
+        What the run command returns.
+    """
     package_name = Path(__file__).parent.name
     configure_project(package_name)
     run = find_run_command(package_name)

@@ -19,6 +19,7 @@ import difflib
 import gc
 import logging
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from kedro.framework.cli.utils import _split_params
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import ProjectMetadata
 from kedro.io.core import Version
+from kedro.validation import ParameterValidationError
 
 from llm_feedback.backends import stop_local_servers
 from llm_feedback.core.errors import (
@@ -84,7 +86,14 @@ def _cached_answers(cache: str | None) -> str:
 
 
 def expected_error(error: BaseException) -> BaseException | None:
-    """The expected error behind `error` (Kedro wraps a dataset's in a DatasetError)."""
+    """The expected error behind `error` (Kedro wraps a dataset's in a DatasetError).
+
+    Args:
+        error: what the run raised.
+
+    Returns:
+        The expected error in its chain of causes, or None.
+    """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
@@ -116,7 +125,11 @@ def _traceback_to_log_files(error: BaseException) -> list[str]:
 
 def check_pipeline_names(options: dict) -> None:
     """Refuse `--pipelines`/`--pipeline` names the project does not have, listing those it
-    has (Kedro's own error is a traceback that names none)."""
+    has (Kedro's own error is a traceback that names none).
+
+    Args:
+        options: `kedro run`'s options.
+    """
     asked = list(options.get("pipelines") or [])
     if options.get("pipeline"):
         asked.append(str(options["pipeline"]))
@@ -129,6 +142,35 @@ def check_pipeline_names(options: dict) -> None:
             + (f" (did you mean {close[0]!r}?)" if close else "")
             + f"; the pipelines are {', '.join(known)}"
         )
+
+
+# One failure of Kedro's parameter validation: "- Parameter '<key>': [Failed to instantiate
+# <Type> for parameter '<key>': ]<the parser's message>".
+KEDRO_PARAMETER_FAILURE = re.compile(
+    r"^- Parameter '(?P<key>[^']*)': (?:Failed to instantiate \w+ for parameter '[^']*': )?"
+    r"(?P<message>.*)$",
+    re.MULTILINE,
+)
+
+
+def parameter_error(error: ParameterValidationError) -> ConfigError:
+    """Kedro's parameter validation failure (a header line and one line per block, the
+    parser's message wrapped in Kedro's words) as one ConfigError of the parsers' messages.
+
+    Args:
+        error: what Kedro raised when a typed block (`params.blocks`) failed its check.
+
+    Returns:
+        A ConfigError whose message is each failing block's message, joined by "; ", each
+        naming its parameter.
+    """
+    messages = [
+        found["message"]
+        if found["key"] in found["message"]
+        else f"{found['key']}: {found['message']}"
+        for found in KEDRO_PARAMETER_FAILURE.finditer(str(error))
+    ]
+    return ConfigError("; ".join(messages) or " ".join(str(error).split()))
 
 
 def _report_expected_error(error: BaseException, expected: BaseException) -> None:
@@ -177,6 +219,10 @@ def run(ctx: click.Context, verbose: bool, **options: object) -> None:
         stop_local_servers()
         click.echo(f"batches pending: {pending}", err=True)
         sys.exit(BATCH_PENDING_EXIT_CODE)
+    except ParameterValidationError as error:  # a typed block (params.blocks) failed its check
+        if verbose:
+            raise
+        _report_expected_error(error, parameter_error(error))
     except Exception as error:
         expected = expected_error(error)
         if expected is None or verbose:
@@ -192,12 +238,24 @@ class OneLineError(click.ClickException):
     """A command's expected error, shown as `kedro run` shows one: `error: <message>`."""
 
     def show(self, file: object = None) -> None:
+        """Print the error as one `error:` line on stderr.
+
+        Args:
+            file: click's output file (unused: always stderr).
+        """
         click.echo(f"error: {self.format_message()}", err=True)
 
 
 def refuse_an_empty_table(dataset: object, table: object, name: str, version: str | None) -> None:
     """`push-to-hub`: a version without rows is refused by name (the Hub's library fails on
-    it with a traceback that names neither the table nor the version)."""
+    it with a traceback that names neither the table nor the version).
+
+    Args:
+        dataset: the catalog dataset pushed.
+        table: what it loaded (a DataFrame or a table on disk).
+        name: the dataset's name.
+        version: the version pushed (None: the latest).
+    """
     rows = table.num_rows if hasattr(table, "num_rows") else len(table)
     if rows:
         return

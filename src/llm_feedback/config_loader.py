@@ -41,7 +41,15 @@ REPLACED_BLOCKS = ("model_pool",)
 
 def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
     """How many nodes `node` becomes once every alias is copied out (shared nodes counted
-    each time they are used, computed once each)."""
+    each time they are used, computed once each).
+
+    Args:
+        node: a composed YAML node.
+        sizes: sizes already computed, by node id.
+
+    Returns:
+        The node count.
+    """
     sizes = {} if sizes is None else sizes
     if id(node) in sizes:
         return sizes[id(node)]
@@ -58,7 +66,13 @@ def expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
 
 
 def check_alias_expansion(text: str, source: str, limit: int = MAX_CONFIG_VALUES) -> None:
-    """Raise `ConfigError` when the YAML `text` would expand to more than `limit` values."""
+    """Raise `ConfigError` when the YAML `text` would expand to more than `limit` values.
+
+    Args:
+        text: the YAML text.
+        source: its file, named in the message.
+        limit: the most values allowed.
+    """
     try:
         nodes = list(yaml.compose_all(text, Loader=_COMPOSER))
     except yaml.YAMLError:

@@ -226,7 +226,15 @@ PIPELINE_NEEDS = {"ultrafeedback_fix": "--params ultrafeedback_fix.records_path=
 
 def describe_missing_inputs(missing: list[str], catalog: CatalogProtocol) -> str:
     """What to say of run inputs never written: their names and folders, grouped by the
-    pipeline that writes them, with the command that does."""
+    pipeline that writes them, with the command that does.
+
+    Args:
+        missing: the inputs' names.
+        catalog: the run's catalog.
+
+    Returns:
+        The message.
+    """
     writers: dict[str, str] = {}
     for pipeline_name in pipeline_names()[:-1]:  # each pipeline once, not __default__
         module = importlib.import_module(f"llm_feedback.pipelines.{pipeline_name}.pipeline")
@@ -271,7 +279,13 @@ def project_lineage() -> dict[str, list[str]]:
 
 def refuse_a_stale_push(catalog: CatalogProtocol, name: str, allow_mixed_runs: bool) -> None:
     """`kedro push-to-hub`: refuse to publish the latest `name` when a table it is computed
-    from has a newer version (a later run that did not write it, e.g. failed part-way)."""
+    from has a newer version (a later run that did not write it, e.g. failed part-way).
+
+    Args:
+        catalog: the project's catalog.
+        name: the dataset pushed.
+        allow_mixed_runs: push anyway, with a warning in the log.
+    """
     lineage = project_lineage()
     versions, seen, todo = {}, set(), [name]
     while todo:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kedro.validation import ParameterValidationError
 
 from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.testing.server import fetch_stats, serve_in_subprocess
@@ -65,7 +66,8 @@ def test_a_pool_smaller_than_n_completions_fails_before_generation(run_kedro, fa
 def test_an_unknown_backend_is_named(run_kedro, fake_llm):
     params = {"endpoints": {"local": {"backend": "ollama"}}}
     run_kedro("sample", {"endpoints": endpoints_via(fake_llm)})
-    with pytest.raises(ConfigError, match="unknown backend 'ollama'"):
+    # Kedro's own validation of the endpoints block (params.blocks) stops it, in our words.
+    with pytest.raises((ConfigError, ParameterValidationError), match="unknown backend 'ollama'"):
         run_kedro("generate", params)
 
 

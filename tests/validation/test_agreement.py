@@ -6,7 +6,9 @@ each annotator as well as with the majority."""
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,18 +16,18 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from llm_feedback.validation import agreement
+from llm_feedback.validation import kappa
 from llm_feedback.validation.agreement import (
     agreement_rows,
     annotation_table,
     annotator_agreement,
-    cohen_kappa,
     exact_match_share,
     majority_label,
     metrics_against_annotators,
     spearman,
 )
 from llm_feedback.validation.baselines import both_orders
+from llm_feedback.validation.kappa import cohen_kappa
 from llm_feedback.validation.metrics import metric_value
 
 LABELS = {  # three annotators, ties among the labels, one item the third did not label
@@ -142,12 +144,12 @@ def test_fleiss_kappa_of_three_raters_by_hand():
     #   no,no,no    -> 1;                 yes,no,no  -> 1/3
     # P = (1 + 1/3 + 1 + 1/3) / 4 = 2/3. Six of 12 verdicts are yes: P_e = 0.5^2 + 0.5^2 = 0.5.
     # kappa = (2/3 - 1/2) / (1 - 1/2) = 1/3.
-    assert agreement.fleiss_kappa(verdicts) == pytest.approx(1 / 3)
+    assert kappa.fleiss_kappa(verdicts) == pytest.approx(1 / 3)
     # With two raters Fleiss' kappa pools both raters' shares for chance agreement.
     two = verdicts[["a", "b"]]
     # p_o = 3/4 = 48/64; 5 of 8 verdicts are yes: P_e = 25/64 + 9/64 = 34/64;
     # kappa = (48/64 - 34/64) / (1 - 34/64) = 14/30 = 7/15.
-    assert agreement.fleiss_kappa(two) == pytest.approx(7 / 15)
+    assert kappa.fleiss_kappa(two) == pytest.approx(7 / 15)
 
 
 def test_spearman_ranks_with_ties_share_the_mean_rank():
@@ -172,7 +174,7 @@ def test_undefined_statistics_are_nan_not_errors():
     assert math.isnan(cohen_kappa(same, same))
     assert math.isnan(spearman(pd.Series([1, 2]), pd.Series([2, 1])))  # under 3 pairs
     assert math.isnan(spearman(same, pd.Series([1.0, 2.0, 3.0])))  # a constant rater
-    assert math.isnan(agreement.fleiss_kappa(pd.DataFrame({"a": [], "b": []})))
+    assert math.isnan(kappa.fleiss_kappa(pd.DataFrame({"a": [], "b": []})))
 
 
 def test_agreement_rows_compare_the_items_both_raters_rated():
@@ -209,13 +211,26 @@ def test_kappas_are_the_libraries_on_fixed_data():
         expected = cohen_kappa_score(verdicts[first], verdicts[second])
         assert cohen_kappa(verdicts[first], verdicts[second]) == pytest.approx(expected)
     counts, _ = aggregate_raters(verdicts.to_numpy().astype(str))
-    assert agreement.fleiss_kappa(verdicts) == pytest.approx(fleiss_kappa(counts))
+    assert kappa.fleiss_kappa(verdicts) == pytest.approx(fleiss_kappa(counts))
     # Verdicts read as numbers: a judge's float column (it has NaNs) and another's ints are
     # the same categories, 1.0 being 1.
     x, y = pd.Series([1, 0, 1, 1, 0, 1]), pd.Series([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])
     assert cohen_kappa(x, y) == pytest.approx(cohen_kappa_score(x, y.astype(int)))
     both = pd.DataFrame({"x": x, "y": y, "z": [1, 1, 1, 1, 0, 1]})
     counts, _ = aggregate_raters(both.astype(int).to_numpy())
-    assert agreement.fleiss_kappa(both) == pytest.approx(fleiss_kappa(counts))
+    assert kappa.fleiss_kappa(both) == pytest.approx(fleiss_kappa(counts))
     # One category everywhere: chance agreement is 1, NaN rather than the libraries' warning.
-    assert math.isnan(agreement.fleiss_kappa(pd.DataFrame({"a": ["A"] * 3, "b": ["A"] * 3})))
+    assert math.isnan(kappa.fleiss_kappa(pd.DataFrame({"a": ["A"] * 3, "b": ["A"] * 3})))
+
+
+def test_one_kappa_the_libraries_in_validation_kappa() -> None:
+    # Every kappa of the package comes from validation/kappa.py: no other module calls the
+    # libraries' kappas or writes one out by hand (a chance-agreement formula).
+    package = Path(kappa.__file__).parents[1]
+    calls = re.compile(r"cohen_kappa_score|cohens_kappa|inter_rater\.fleiss_kappa|\bp_e\b")
+    elsewhere = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path != Path(kappa.__file__) and calls.search(path.read_text(encoding="utf-8"))
+    ]
+    assert elsewhere == []

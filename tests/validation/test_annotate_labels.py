@@ -13,7 +13,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.params.report import JudgeRequirement, parse_report
 from llm_feedback.stats.prediction_powered import weighted_estimate
-from llm_feedback.validation.agreement import cohen_kappa
 from llm_feedback.validation.annotate_labels import (
     KAPPA_WEIGHTS,
     RATINGS,
@@ -26,6 +25,7 @@ from llm_feedback.validation.annotate_labels import (
 from llm_feedback.validation.card import ARGMAX, add_card, card_lines, drifts, judge_identity
 from llm_feedback.validation.formats import read_viewer_labels
 from llm_feedback.validation.gate import JudgeRequirementError, check_requirements
+from llm_feedback.validation.kappa import cohen_kappa
 from tests.reporting.builders import Completion, build_frames
 
 IDENTITY = judge_identity("local", "judge-1", "the aspect templates", {"temperature": 0})

@@ -14,9 +14,9 @@ from sklearn.metrics import cohen_kappa_score
 from llm_feedback.core.errors import InputError
 from llm_feedback.validation.baselines import baseline_metrics, baseline_verdicts, both_orders
 from llm_feedback.validation.formats import read_samples
+from llm_feedback.validation.kappa import cohen_kappa_of_tables
 from llm_feedback.validation.metrics import (
     PAIRWISE_METRICS,
-    kappa_from_confusion,
     metric_value,
     pairwise_metrics,
 )
@@ -241,13 +241,21 @@ def test_intervals_are_seeded_clustered_and_named() -> None:
     assert overall.loc["accuracy", "ci_low"] < 0.8 < overall.loc["accuracy", "ci_high"]
 
 
-def test_vectorised_kappa_equals_scikit_learn() -> None:
+def test_kappa_of_tables_equals_scikit_learn() -> None:
     rng = np.random.default_rng(1)
     gold = rng.integers(0, 3, 60)
     verdict = np.where(rng.random(60) < 0.6, gold, rng.integers(0, 3, 60))
     confusion = np.zeros((3, 3))
     np.add.at(confusion, (gold, verdict), 1)
-    assert kappa_from_confusion(confusion) == pytest.approx(cohen_kappa_score(gold, verdict))
+    expected = cohen_kappa_score(gold, verdict)
+    assert cohen_kappa_of_tables(confusion) == pytest.approx(expected)
+    # A stack of tables (a bootstrap's resamples): one kappa each, NaN where undefined.
+    one_category = np.zeros((3, 3))
+    one_category[0, 0] = 5
+    stack = cohen_kappa_of_tables(np.stack([confusion, np.zeros((3, 3)), one_category]))
+    assert stack.shape == (3,)
+    assert stack[0] == pytest.approx(expected)
+    assert np.isnan(stack[1:]).all()
     table = pairwise_metrics(
         attach_pairs(
             pd.DataFrame(

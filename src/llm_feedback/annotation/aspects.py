@@ -173,12 +173,28 @@ DEFAULT_ASPECTS: tuple[str, ...] = (
 
 def aspect_template(aspect: str, templates: Templates = PACKAGE_TEMPLATES) -> str:
     """The template an aspect's calls use: `aspect_<name>` where the folder of replacements
-    (`prompt_templates`) that `templates` reads has one, else the shared `aspect`."""
+    (`prompt_templates`) that `templates` reads has one, else the shared `aspect`.
+
+    Args:
+        aspect: the aspect.
+        templates: the prompt templates.
+
+    Returns:
+        The template's name.
+    """
     own = f"aspect_{aspect}"
     return own if templates.has(own) else "aspect"
 
 
 def get_aspect(name: str) -> AspectSpec:
+    """The registered aspect `name`; ConfigError naming the known aspects else.
+
+    Args:
+        name: the aspect's name.
+
+    Returns:
+        Its spec.
+    """
     try:
         return ASPECTS[name]
     except KeyError:
@@ -196,6 +212,13 @@ def aspect_reply_schema(aspect: str, n_completions: int) -> dict[str, Any]:
 
     Keys rather than a list of numbered items: a constrained decoder then cannot skip a
     text or rate one twice, and every backend's JSON-schema support covers plain objects.
+
+    Args:
+        aspect: the aspect.
+        n_completions: how many texts are shown.
+
+    Returns:
+        The schema (shared: do not change it).
     """
     spec = get_aspect(aspect)
     rating_values: list[Any] = list(RATING_SCALE)
@@ -306,6 +329,19 @@ def build_aspect_request(
     The material (instruction, then the texts) comes before the aspect's rubric, so that the
     calls of one prompt and order differ only after it: a provider's prefix cache serves it
     to every aspect but the first.
+
+    Args:
+        aspect: the aspect.
+        instruction: the prompt's instruction.
+        completions: the completions' texts.
+        order: the shown order.
+        world_knowledge: the world knowledge (truthfulness only).
+        structured: ask for JSON by schema.
+        sampling: the judge's sampling settings.
+        templates: the prompt templates.
+
+    Returns:
+        The request.
     """
     spec = get_aspect(aspect)
     if not completions:

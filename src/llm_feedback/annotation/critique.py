@@ -154,7 +154,14 @@ def _find_score(text: str) -> tuple[_ScoreReading, int | None]:
 
 
 def parse_overall_score(text: str | None) -> float | None:
-    """The 1-10 score in a critique or a score-only reply, or None if absent or out of range."""
+    """The 1-10 score in a critique or a score-only reply, or None if absent or out of range.
+
+    Args:
+        text: the reply (None: no reply).
+
+    Returns:
+        The score, or None.
+    """
     if not text:
         return None
     return _find_score(text)[0][0]
@@ -179,6 +186,18 @@ def build_critique_request(
     The principle (and the system prompt that carried it, when given) tells the teacher what
     the model had been asked to emphasise, so the feedback can hold it to that. `templates`:
     the prompt templates (the package's, or a `prompt_templates` folder's over them).
+
+    Args:
+        instruction: the prompt's instruction.
+        completion: the completion critiqued.
+        principle: the principle it was generated under.
+        system_prompt: the system prompt that carried the principle ("": none).
+        structured: ask for JSON by schema.
+        sampling: the judge's sampling settings.
+        templates: the prompt templates.
+
+    Returns:
+        The request.
     """
     render = templates.render
     if not isinstance(instruction, str) or not instruction.strip():
@@ -232,7 +251,15 @@ def _json_answer(reply: str, key: str) -> dict[str, Any] | None:
 
 
 def parse_critique_reply(reply_text: str | None, structured: bool) -> CritiqueParse:
-    """Feedback text and overall score; never raises, never invents a score."""
+    """Feedback text and overall score; never raises, never invents a score.
+
+    Args:
+        reply_text: the reply (None: no reply).
+        structured: whether JSON was asked for.
+
+    Returns:
+        The feedback and score (None where unread).
+    """
     if not reply_text or not reply_text.strip():
         return CritiqueParse("", None, EMPTY, "empty reply")
     try:
@@ -266,6 +293,16 @@ def build_rescore_request(
     As in UltraFeedback's score fix, the judge sees its critique request again, its stored
     critique as its own earlier turn, and then a request for the score alone. `sampling`
     is the critique's (temperature, top_p, seed, ...); the score has its own small budget.
+
+    Args:
+        critique_request: the critique's request.
+        critique: the stored critique.
+        structured: ask for JSON by schema.
+        sampling: the critique's sampling settings.
+        templates: the prompt templates.
+
+    Returns:
+        The request.
     """
     if not isinstance(critique, str):
         raise InputError(f"the critique to continue is {type(critique).__name__}, not text")
@@ -289,7 +326,14 @@ def build_rescore_request(
 
 
 def parse_rescore_reply(reply_text: str | None) -> float | None:
-    """The new 1-10 score, or None; a JSON reply is read whichever format was asked for."""
+    """The new 1-10 score, or None; a JSON reply is read whichever format was asked for.
+
+    Args:
+        reply_text: the reply (None: no reply).
+
+    Returns:
+        The score, or None.
+    """
     if not reply_text:
         return None
     try:

@@ -104,6 +104,12 @@ def export_problem(aspect: str) -> str | None:
     public `annotations` and the others in `extra_annotations`, as long as its entry is
     keyed by its own name, that name is a lower-case word, and an aspect named as a public
     one has the public field's shape (type codes for truthfulness and helpfulness only).
+
+    Args:
+        aspect: the aspect's name.
+
+    Returns:
+        The reason, in words, or None.
     """
     spec = ASPECTS.get(aspect)
     if spec is None:
@@ -127,7 +133,12 @@ def export_problem(aspect: str) -> str | None:
 
 
 def check_exportable(aspects: Sequence[str], where: str = "annotate.aspects") -> None:
-    """ConfigError naming the first aspect of `aspects` that the export cannot hold."""
+    """Raise ConfigError naming the first aspect of `aspects` that the export cannot hold.
+
+    Args:
+        aspects: the aspects a run is to rate.
+        where: the parameter that named them, for the message.
+    """
     for aspect in aspects:
         problem = export_problem(aspect)
         if problem is not None:
@@ -136,7 +147,14 @@ def check_exportable(aspects: Sequence[str], where: str = "annotate.aspects") ->
 
 def export_aspects(aspects: Sequence[str]) -> dict[str, bool]:
     """The extra aspects of an export that rates `aspects` ({aspect: has type codes}, in
-    registry order): those beyond the public four."""
+    registry order): those beyond the public four.
+
+    Args:
+        aspects: the aspects the run rates.
+
+    Returns:
+        {aspect: whether it has type codes} for the rated aspects beyond the public four.
+    """
     chosen = set(aspects)
     return {
         name: spec.has_types
@@ -146,7 +164,14 @@ def export_aspects(aspects: Sequence[str]) -> dict[str, bool]:
 
 
 def export_schema(aspects: Sequence[str]) -> pa.Schema:
-    """The Arrow schema of the export of a run that rates `aspects`."""
+    """The Arrow schema of the export of a run that rates `aspects`.
+
+    Args:
+        aspects: the aspects the run rates.
+
+    Returns:
+        The public columns plus a rating field and a status for each extra aspect.
+    """
     return ultrafeedback_arrow_schema(export_aspects(aspects))
 
 
@@ -434,6 +459,16 @@ def to_ultrafeedback_records(
     `incorrect_answers` come from `completions_df` when it has them, else they are empty.
     For a whole run, `ultrafeedback_export` builds the same table without holding every
     record.
+
+    Args:
+        completions_df: the run's completions.
+        aspect_df: the aspect annotations (a table or a Parquet version on disk).
+        critiques_df: the critiques (a table or a Parquet version on disk).
+        overall_scores_df: the overall scores.
+        aspects: aspects to export besides those in `aspect_df` (default: none).
+
+    Returns:
+        One UltraFeedback record (a dict) per prompt.
     """
     chunks, _, _ = _record_chunks(
         completions_df, aspect_df, critiques_df, overall_scores_df, aspects
@@ -443,13 +478,27 @@ def to_ultrafeedback_records(
 
 def records_schema(records: Sequence[dict[str, Any]]) -> pa.Schema:
     """The Arrow schema of `to_ultrafeedback_records`' records: the aspects they hold a
-    status for (the public four when there is no completion)."""
+    status for (the public four when there is no completion).
+
+    Args:
+        records: records of `to_ultrafeedback_records`.
+
+    Returns:
+        Their export schema (`export_schema` of the aspects they hold).
+    """
     statuses = next((s for record in records for s in record["annotation_status"]), {})
     return export_schema(list(statuses))
 
 
 def ultrafeedback_frame(records: Sequence[dict[str, Any]]) -> SchemaFrame:
-    """The records as a DataFrame whose `to_parquet` writes their export schema."""
+    """The records as a DataFrame whose `to_parquet` writes their export schema.
+
+    Args:
+        records: records of `to_ultrafeedback_records`.
+
+    Returns:
+        The records, one row per prompt, typed by `records_schema`.
+    """
     return schema_frame(records, records_schema(records))
 
 
@@ -465,6 +514,13 @@ class UltraFeedbackExport(ChunkedParquet):
         prompts: int,
         arrow_schema: pa.Schema,
     ):
+        """Keep what builds the records; nothing is read until written.
+
+        Args:
+            chunks: makes the records again, a list per chunk of prompts, on each call.
+            prompts: how many prompts (records) there are.
+            arrow_schema: the export schema the records are written with.
+        """
         self._chunks = chunks
         self._prompts = prompts
         self.arrow_schema = arrow_schema
@@ -504,7 +560,19 @@ def ultrafeedback_export(
 ) -> UltraFeedbackExport:
     """The export of `to_ultrafeedback_records`'s records, checked now and built when
     written (`UltraFeedbackExport`). Every table may stay on disk (`ParquetSource`): each
-    chunk of prompts reads only its rows, and completions in prompt order are streamed."""
+    chunk of prompts reads only its rows, and completions in prompt order are streamed.
+
+    Args:
+        completions: the run's completions.
+        aspect_df: the aspect annotations.
+        critiques_df: the critiques.
+        overall_scores: the overall scores.
+        aspects: aspects to export besides those in `aspect_df` (default: none).
+        prompts_per_chunk: how many prompts' records are built at a time.
+
+    Returns:
+        The export, built a chunk at a time when written.
+    """
     chunks, prompts, schema = _record_chunks(
         completions, aspect_df, critiques_df, overall_scores, aspects, per_chunk=prompts_per_chunk
     )
@@ -521,6 +589,12 @@ def to_public(data: Any) -> Any:
 
     `concatenate_datasets` takes the export as it is too (our extra columns come out null
     in the public rows); this gives exactly the public features.
+
+    Args:
+        data: the export as a `datasets.Dataset`, a `pyarrow.Table` or a DataFrame.
+
+    Returns:
+        The same kind of object for a Dataset, else a `pyarrow.Table`, public columns only.
     """
     names = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA.names
     if hasattr(data, "select_columns"):

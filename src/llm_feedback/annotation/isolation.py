@@ -41,7 +41,14 @@ def judged_together(injection_flags: Sequence[bool]) -> list[list[int]]:
     """Which of a prompt's completions share an aspect call: all of them, unless some are
     suspected injections; then each of those is judged alone and the clean ones together,
     so that a judge obeying a completion's instructions moves no rating but its own (and that
-    row carries `suspected_injection`)."""
+    row carries `suspected_injection`).
+
+    Args:
+        injection_flags: each completion's suspected-injection flag.
+
+    Returns:
+        Groups of completion indices, one per aspect call.
+    """
     flagged = [index for index, flag in enumerate(injection_flags) if flag]
     clean = [index for index, flag in enumerate(injection_flags) if not flag]
     if not flagged:
@@ -110,6 +117,11 @@ class DifferentialRows:
     """Holds the row of one variant of a suspected completion until the other's arrives."""
 
     def __init__(self, value_column: str) -> None:
+        """Start with no pending row.
+
+        Args:
+            value_column: the column whose two variants are compared.
+        """
         self.value_column = value_column
         self._pending: dict[Any, tuple[str, int, dict[str, Any]]] = {}
 
@@ -138,7 +150,14 @@ class DifferentialRows:
 
 def injection_flags(usable: pd.DataFrame) -> pd.Series:
     """Per completion row, whether it is a suspected injection, read in the context of its
-    instruction (computed once per stage: the scan reads every line of every completion)."""
+    instruction (computed once per stage: the scan reads every line of every completion).
+
+    Args:
+        usable: the completion rows to judge.
+
+    Returns:
+        One flag per row.
+    """
     pairs = zip(usable["response"].astype(str), usable["instruction"].astype(str), strict=True)
     return pd.Series(
         [suspected_injection(response, instruction) for response, instruction in pairs],
@@ -149,7 +168,16 @@ def injection_flags(usable: pd.DataFrame) -> pd.Series:
 
 def aspect_call_count(usable: pd.DataFrame, flagged: pd.Series, calls_per_group: int) -> int:
     """How many aspect calls `aspect_calls` makes (for the progress bar); `flagged` is
-    `injection_flags(usable)`: each suspected completion is rated twice, alone."""
+    `injection_flags(usable)`: each suspected completion is rated twice, alone.
+
+    Args:
+        usable: the completion rows to judge.
+        flagged: `injection_flags(usable)`.
+        calls_per_group: aspect calls per group of completions (aspects x shuffles).
+
+    Returns:
+        The count.
+    """
     per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
     groups = 2 * per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
     return int(groups.sum()) * calls_per_group

@@ -353,6 +353,15 @@ def parse_aspect_reply(
 
     `structured` says which format was asked for; a reply in the other format is still read
     when the expected one is absent (weak judges mix them up).
+
+    Args:
+        aspect: the aspect rated.
+        reply_text: the judge's reply (None: no reply).
+        n_completions: how many texts were shown.
+        structured: whether JSON was asked for.
+
+    Returns:
+        The ratings, by shown position.
     """
     spec = get_aspect(aspect)
     if not reply_text or not reply_text.strip():

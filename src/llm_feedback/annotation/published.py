@@ -159,6 +159,12 @@ class PublishedTables:
     """The three tables of a file of published records (see the module docstring)."""
 
     def __init__(self, path: str | Path, judge_model: str = PUBLISHED_JUDGE) -> None:
+        """Read every record of the file and build the three tables.
+
+        Args:
+            path: the published records (a file, or a folder of them).
+            judge_model: the judge named in the tables (the published data's: gpt-4).
+        """
         completions: list[dict[str, Any]] = []
         aspects = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
         critiques = TableBuilder(CRITIQUES_COLUMN_TYPES)
@@ -251,6 +257,11 @@ class PublishedExport(ChunkedParquet):
     arrow_schema = ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA
 
     def __init__(self, export: UltraFeedbackExport) -> None:
+        """Keep the export to write.
+
+        Args:
+            export: the export, built when written.
+        """
         self._export = export
 
     def __len__(self) -> int:

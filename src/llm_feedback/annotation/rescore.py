@@ -90,7 +90,26 @@ def overall_score_chunks(
 ) -> Iterator[pd.DataFrame]:
     """`overall_scores` a chunk of prompts at a time (a DataFrame of completions is one
     chunk); see `fix_overall_scores`. `templates`: the prompt templates the re-score
-    requests (and the critique requests they repeat) are rendered from."""
+    requests (and the critique requests they repeat) are rendered from.
+
+    Args:
+        completions: the run's completions.
+        aspect_annotations: the aspect annotations.
+        critiques: the critiques.
+        client: the judge that re-scores (None: ConfigError if any score needs it).
+        flip_threshold: a suspicious overall score whose fine-grained score is at most this
+            is flipped.
+        reannotate_threshold: one at most this (and above `flip_threshold`) is re-scored.
+        aspects: the aspects the fine-grained score averages (default: all rated).
+        max_reasks: re-asks of an unreadable reply.
+        fail_loud: raise when too many calls fail.
+        sampling: the critique's sampling settings.
+        prompts_per_chunk: prompts per chunk.
+        templates: the prompt templates.
+
+    Returns:
+        The overall_scores rows, a chunk at a time.
+    """
     validate_thresholds(flip_threshold, reannotate_threshold)
     sampling = dict(sampling or {})
     aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS_READ)
@@ -195,6 +214,16 @@ def fix_overall_scores(
     A suspicious score is asked again as UltraFeedback did: the critique conversation goes
     on after the stored critique, with the critique's `sampling` (`build_rescore_request`).
     `options` are `overall_score_chunks`'.
+
+    Args:
+        completions: the run's completions.
+        aspect_annotations: the aspect annotations.
+        critiques: the critiques.
+        client: the judge that re-scores (None: ConfigError if any score needs it).
+        **options: `overall_score_chunks`' keyword arguments.
+
+    Returns:
+        The overall_scores table.
     """
     chunks = list(
         overall_score_chunks(completions, aspect_annotations, critiques, client, **options)
@@ -210,7 +239,18 @@ def overall_scores_table(
     **options: Any,
 ) -> FrameSpool:
     """`fix_overall_scores` spooled to disk a chunk at a time: a Kedro `ParquetDataset`
-    writes it a row group per chunk."""
+    writes it a row group per chunk.
+
+    Args:
+        completions: the run's completions.
+        aspect_annotations: the aspect annotations.
+        critiques: the critiques.
+        client: the judge that re-scores (None: ConfigError if any score needs it).
+        **options: `overall_score_chunks`' keyword arguments.
+
+    Returns:
+        The spooled table.
+    """
     chunks = overall_score_chunks(completions, aspect_annotations, critiques, client, **options)
     first = next(chunks)  # every table gives at least one chunk
     spool = FrameSpool(first.head(0))

@@ -51,6 +51,13 @@ def fine_grained_scores(
     weighs the same however many of its shuffles came back, and the score is the mean of
     the ratings the export shows. Completions whose every rating is null get a null score
     rather than disappearing.
+
+    Args:
+        aspect_df: the aspect annotations.
+        aspects: the aspects averaged (default: all present).
+
+    Returns:
+        One row per completion with `fine_grained_score`.
     """
     require_columns(aspect_df, [*COMPLETION_KEY, "aspect", "rating"], "aspect_annotations")
     # Only the key and rating columns: filtering the whole table would copy its texts.
@@ -68,7 +75,17 @@ def collect_scores(
     critiques_df: pd.DataFrame,
     aspects: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per completion with its model, fine-grained and original overall score."""
+    """One row per completion with its model, fine-grained and original overall score.
+
+    Args:
+        completions_df: the completions.
+        aspect_df: the aspect annotations.
+        critiques_df: the critiques.
+        aspects: the aspects averaged (default: all present).
+
+    Returns:
+        The rows.
+    """
     require_columns(completions_df, [*COMPLETION_KEY, "model"], "completions")
     require_columns(critiques_df, [*COMPLETION_KEY, "overall_score"], "critiques")
     _require_unique_keys(completions_df, "completions")
@@ -87,6 +104,13 @@ def collect_scores(
 
 
 def validate_thresholds(flip_threshold: float, reannotate_threshold: float) -> None:
+    """Raise ConfigError unless both thresholds lie on the 1-5 scale, the flip one not
+    above the other.
+
+    Args:
+        flip_threshold: at most this fine-grained score flips a suspicious overall score.
+        reannotate_threshold: at most this (above `flip_threshold`) asks the judge again.
+    """
     for name, value in (
         ("flip_threshold", flip_threshold),
         ("reannotate_threshold", reannotate_threshold),
@@ -109,6 +133,14 @@ def plan_score_fix(
 
     Rows planned for re-annotation have action "reannotate" and a null fixed score until
     `apply_reannotated_scores` fills them in.
+
+    Args:
+        overall_scores_df: `collect_scores`' rows.
+        flip_threshold: at most this fine-grained score flips a suspicious overall score.
+        reannotate_threshold: at most this (above `flip_threshold`) asks the judge again.
+
+    Returns:
+        The rows with the planned fix.
     """
     validate_thresholds(flip_threshold, reannotate_threshold)
     require_columns(
@@ -143,7 +175,14 @@ def plan_score_fix(
 
 
 def pending_reannotation(plan_df: pd.DataFrame) -> list[tuple[str, int]]:
-    """Keys of the completions whose score the judge must give again."""
+    """Keys of the completions whose score the judge must give again.
+
+    Args:
+        plan_df: `plan_score_fix`'s rows.
+
+    Returns:
+        (prompt_id, completion_idx) of each.
+    """
     pending = plan_df.loc[plan_df["fix_action"] == "reannotate", list(COMPLETION_KEY)]
     return [(str(prompt), int(idx)) for prompt, idx in pending.itertuples(index=False)]
 
@@ -155,6 +194,13 @@ def apply_reannotated_scores(
 
     Every planned row needs an entry (a missing one is a wiring bug, not a judge failure);
     entries for other rows are ignored.
+
+    Args:
+        plan_df: `plan_score_fix`'s rows.
+        new_scores: the judge's new score per planned row.
+
+    Returns:
+        The rows with their fixed scores.
     """
     require_columns(
         plan_df, [*COMPLETION_KEY, "fix_action", "overall_score_fixed"], "overall_scores"
@@ -183,7 +229,14 @@ def apply_reannotated_scores(
 
 
 def fix_counts(df: pd.DataFrame) -> dict[str, int]:
-    """How many completions each action applied to, plus `no_fine_grained` and `total`."""
+    """How many completions each action applied to, plus `no_fine_grained` and `total`.
+
+    Args:
+        df: the fixed rows.
+
+    Returns:
+        Action -> count.
+    """
     require_columns(df, ["fix_action", "no_fine_grained"], "overall_scores")
     observed = df["fix_action"].value_counts()
     counts = {action: int(observed.get(action, 0)) for action in FIX_ACTIONS}

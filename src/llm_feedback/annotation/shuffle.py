@@ -38,6 +38,16 @@ def shuffle_orders(
     With an `aspect` the orders are that aspect's own; without, every aspect shares them.
     The orders of one call are distinct until all `n_completions!` have been drawn (then the
     cycle repeats), so a second shuffle is never the first one's cached answer.
+
+    Args:
+        prompt_id: the prompt (seeds its orders).
+        n_completions: how many completions it has.
+        n_shuffles: how many orders.
+        seed: the run's shuffle seed.
+        aspect: the aspect whose own orders these are (None: shared).
+
+    Returns:
+        The orders.
     """
     if n_completions < 1:
         raise ConfigError(f"n_completions must be >= 1, got {n_completions}")
@@ -74,5 +84,12 @@ def _draw_order(key: str, n_completions: int) -> list[int]:
 
 
 def positions_by_completion(order: Sequence[int]) -> dict[int, int]:
-    """The inverse of an order: completion index -> position it was shown at."""
+    """The inverse of an order: completion index -> position it was shown at.
+
+    Args:
+        order: an order (position -> completion index).
+
+    Returns:
+        Completion index -> position.
+    """
     return {completion: position for position, completion in enumerate(order)}

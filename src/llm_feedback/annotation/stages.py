@@ -96,7 +96,12 @@ def _check_rows(completions: pd.DataFrame) -> None:
 
 def check_completions(completions: Completions, prompts_per_chunk: int = CHUNK_PROMPTS) -> None:
     """Raise on the input errors of `usable_completions` before any call; a table on disk
-    is checked a chunk of prompts at a time, reading its keys and instructions only."""
+    is checked a chunk of prompts at a time, reading its keys and instructions only.
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        prompts_per_chunk: prompts per chunk read from disk.
+    """
     require_columns(completions, COMPLETION_COLUMNS, "completions")
     for chunk in table_chunks(completions, prompts_per_chunk, KEY_COLUMNS):
         _check_rows(chunk)
@@ -131,7 +136,14 @@ def _log_left_out(left_out: int) -> None:
 
 
 def usable_completions(completions: pd.DataFrame) -> pd.DataFrame:
-    """Completions a judge can read: generated without error and not blank."""
+    """Completions a judge can read: generated without error and not blank.
+
+    Args:
+        completions: the completions.
+
+    Returns:
+        The usable rows.
+    """
     usable, left_out = _usable(completions)
     _log_left_out(left_out)
     return usable
@@ -145,7 +157,16 @@ def usable_chunks(
     """The usable completions as chunks of whole prompts, and `count` of all of them (the
     progress bar's total, so that it shows the time left): a DataFrame is one chunk, a
     table on disk (`ParquetSource`) is checked first, counted in a pass of its own (a judge
-    stage takes hours, the pass seconds), then read a chunk at a time, lazily."""
+    stage takes hours, the pass seconds), then read a chunk at a time, lazily.
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        prompts_per_chunk: prompts per chunk read from disk.
+        count: counts a chunk's work (None: no total).
+
+    Returns:
+        (the chunks, the total or None).
+    """
     if isinstance(completions, pd.DataFrame):
         usable = usable_completions(completions)
         return [usable], None if count is None else count(usable)
@@ -185,7 +206,14 @@ def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:
 
 
 def rating_problems(ratings: Sequence[AspectRating]) -> list[str]:
-    """What went wrong, per unreadable position; empty when every position was read."""
+    """What went wrong, per unreadable position; empty when every position was read.
+
+    Args:
+        ratings: one call's ratings, by position.
+
+    Returns:
+        One message per unreadable position.
+    """
     return [
         f"Text {rating.position + 1}: {rating.error}"
         for rating in ratings
@@ -332,6 +360,20 @@ def aspect_calls(
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
+
+    Args:
+        usable: the usable completions.
+        aspects: the aspects rated.
+        n_shuffles: orders per prompt.
+        shuffle_seed: the orders' seed.
+        aspect_orders: "independent" or "shared".
+        structured: ask for JSON by schema.
+        sampling: the judge's sampling settings.
+        flagged: `injection_flags(usable)`, if made.
+        templates: the prompt templates.
+
+    Returns:
+        (the call, its request), one at a time.
     """
     if aspect_orders not in ASPECT_ORDERS:
         raise ConfigError(
@@ -426,7 +468,16 @@ def split_too_long(call: _AspectCall) -> list[list[int]]:
 
 
 def annotate_aspects(completions: pd.DataFrame, client: LLMClient, **options: Any) -> pd.DataFrame:
-    """`aspect_annotations` as a DataFrame; `options` are `aspect_annotations_table`'s."""
+    """`aspect_annotations` as a DataFrame; `options` are `aspect_annotations_table`'s.
+
+    Args:
+        completions: the completions.
+        client: the judge client.
+        **options: `aspect_annotations_table`'s keyword arguments.
+
+    Returns:
+        The table.
+    """
     return aspect_annotations_table(completions, client, **options).frame()
 
 
@@ -435,7 +486,16 @@ def aspect_annotations_table(
 ) -> SpooledTable:
     """`aspect_annotations`: every usable completion of a prompt rated together, per aspect,
     spooled to disk as the calls finish (a Kedro dataset writes it a row group at a time).
-    `options` are `aspect_annotations_stage`'s."""
+    `options` are `aspect_annotations_stage`'s.
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        client: the judge client.
+        **options: `aspect_annotations_stage`'s keyword arguments.
+
+    Returns:
+        The spooled table.
+    """
     return client.call(aspect_annotations_stage(completions, client, **options)())
 
 
@@ -459,6 +519,22 @@ def aspect_annotations_stage(
     `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
     as the calls are sent. `aspect_orders`: see `aspect_calls`. `templates`: the prompt
     templates (the package's, or a `prompt_templates` folder's over them).
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        client: the judge client.
+        aspects: the aspects rated.
+        n_shuffles: orders per prompt.
+        shuffle_seed: the orders' seed.
+        aspect_orders: "independent" or "shared".
+        max_reasks: re-asks of an unreadable reply.
+        fail_loud: raise when too many calls fail.
+        sampling: the judge's sampling settings.
+        prompts_per_chunk: prompts per chunk read from disk.
+        templates: the prompt templates.
+
+    Returns:
+        The stage.
     """
     aspects = [get_aspect(aspect).name for aspect in aspects]  # unknown: fail before any call
     calls_per_group = len(aspects) * n_shuffles
@@ -632,7 +708,17 @@ def critique_calls(
 ) -> Iterator[tuple[_CritiqueCall, ChatRequest]]:
     """The critique stage's judge calls, built lazily: per usable completion its call and
     request; a suspected injection is critiqued as written and without its suspicious
-    spans (`annotation.isolation`)."""
+    spans (`annotation.isolation`).
+
+    Args:
+        usable: the usable completions.
+        structured: ask for JSON by schema.
+        sampling: the judge's sampling settings.
+        templates: the prompt templates.
+
+    Returns:
+        (the call, its request), one at a time.
+    """
     for row in usable.itertuples(index=False):
         flagged = suspected_injection(str(row.response), str(row.instruction))
         for variant, text in variants(str(row.response), flagged, str(row.instruction)):
@@ -649,7 +735,17 @@ def critique_request(
     sampling: Mapping[str, Any],
     templates: Templates = PACKAGE_TEMPLATES,
 ) -> ChatRequest:
-    """The critique request of one completion row (a named tuple or a Series)."""
+    """The critique request of one completion row (a named tuple or a Series).
+
+    Args:
+        row: one completion row.
+        structured: ask for JSON by schema.
+        sampling: the judge's sampling settings.
+        templates: the prompt templates.
+
+    Returns:
+        The request.
+    """
     return build_critique_request(
         str(row.instruction),
         str(row.response),
@@ -664,13 +760,31 @@ def critique_request(
 def critique_completions(
     completions: pd.DataFrame, client: LLMClient, **options: Any
 ) -> pd.DataFrame:
-    """`critiques` as a DataFrame; `options` are `critiques_table`'s."""
+    """`critiques` as a DataFrame; `options` are `critiques_table`'s.
+
+    Args:
+        completions: the completions.
+        client: the judge client.
+        **options: `critiques_table`'s keyword arguments.
+
+    Returns:
+        The table.
+    """
     return critiques_table(completions, client, **options).frame()
 
 
 def critiques_table(completions: Completions, client: LLMClient, **options: Any) -> SpooledTable:
     """`critiques`: teacher-style feedback and an overall 1-10 score per completion,
-    spooled to disk as the calls finish. `options` are `critiques_stage`'s."""
+    spooled to disk as the calls finish. `options` are `critiques_stage`'s.
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        client: the judge client.
+        **options: `critiques_stage`'s keyword arguments.
+
+    Returns:
+        The spooled table.
+    """
     return client.call(critiques_stage(completions, client, **options)())
 
 
@@ -686,7 +800,20 @@ def critiques_stage(
 ) -> Stage:
     """The critique stage, built (calls counted) and ready to run on `client`'s loop;
     running it gives `critiques`. `completions` on disk are read a chunk of prompts at a
-    time, as in `aspect_annotations_stage`; `templates` as there."""
+    time, as in `aspect_annotations_stage`; `templates` as there.
+
+    Args:
+        completions: the completions, a DataFrame or a table on disk.
+        client: the judge client.
+        max_reasks: re-asks of an unreadable reply.
+        fail_loud: raise when too many calls fail.
+        sampling: the judge's sampling settings.
+        prompts_per_chunk: prompts per chunk read from disk.
+        templates: the prompt templates.
+
+    Returns:
+        The stage.
+    """
     chunks, total = usable_chunks(
         completions,
         prompts_per_chunk,

@@ -77,6 +77,14 @@ def _typed_frame(rows: Iterable[Mapping[str, Any]], dtypes: Mapping[str, Any]) -
 
 
 def aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
+    """The `aspect_annotations` rows of one aspect call, one per completion shown.
+
+    Args:
+        judgement: the call's judgement.
+
+    Returns:
+        The rows.
+    """
     completion_ids = list(
         range(len(judgement.order))
         if judgement.completion_ids is None
@@ -134,13 +142,27 @@ def aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
 
 
 def aspect_annotations_frame(judgements: Iterable[AspectJudgement]) -> pd.DataFrame:
-    """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx)."""
+    """`aspect_annotations` rows: one per (prompt_id, completion_idx, aspect, shuffle_idx).
+
+    Args:
+        judgements: the aspect calls' judgements.
+
+    Returns:
+        The table.
+    """
     rows = (row for judgement in judgements for row in aspect_rows(judgement))
     return _typed_frame(rows, ASPECT_ANNOTATIONS_COLUMN_TYPES)
 
 
 def critique_row(judgement: CritiqueJudgement) -> dict[str, Any]:
-    """The `critiques` row of one critique call."""
+    """The `critiques` row of one critique call.
+
+    Args:
+        judgement: one critique call's judgement.
+
+    Returns:
+        The row.
+    """
     parsed = judgement.parsed
     failed_call = judgement.call_error is not None or parsed is None
     return {
@@ -161,5 +183,12 @@ def critique_row(judgement: CritiqueJudgement) -> dict[str, Any]:
 
 
 def critiques_frame(judgements: Iterable[CritiqueJudgement]) -> pd.DataFrame:
-    """`critiques` rows: one per (prompt_id, completion_idx)."""
+    """`critiques` rows: one per (prompt_id, completion_idx).
+
+    Args:
+        judgements: the critique calls' judgements.
+
+    Returns:
+        The table.
+    """
     return _typed_frame(map(critique_row, judgements), CRITIQUES_COLUMN_TYPES)

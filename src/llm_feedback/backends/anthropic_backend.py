@@ -256,11 +256,26 @@ class AnthropicBackend(BackendTraits):
 
     @classmethod
     def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        """Why Claude judges give no probability verdicts.
+
+        Args:
+            config: the endpoint.
+
+        Returns:
+            The reason, for the log and the judge card.
+        """
         return "Anthropic's Messages API returns no token probabilities"
 
     @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
-        """Claude's bounds on a reasoning budget, refused here rather than by a paid call."""
+        """Claude's bounds on a reasoning budget, refused here rather than by a paid call.
+
+        Args:
+            config: the endpoint.
+
+        Raises:
+            ConfigError: a budget under Claude's minimum or an effort it does not take.
+        """
         if config.reasoning_tokens is not None and config.reasoning_tokens < MIN_THINKING_TOKENS:
             raise ConfigError(
                 f"{config.where}.reasoning_tokens: Claude's extended thinking takes a budget "

@@ -183,14 +183,28 @@ class BackendTraits:
 
     @classmethod
     def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
-        """Why this backend gives no token probabilities whatever the model (None: it may
-        give them, or says nothing): what the log and the judge card state."""
+        """Why this backend gives no token probabilities whatever the model: what the log
+        and the judge card state.
+
+        Args:
+            config: the endpoint.
+
+        Returns:
+            The reason, or None: it may give them, or says nothing.
+        """
         return None
 
     @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
         """Rules this backend sets on the common settings (a provider's own bounds on a
-        reasoning budget): ConfigError naming the setting, when the endpoint is defined."""
+        reasoning budget), checked when the endpoint is defined.
+
+        Args:
+            config: the endpoint.
+
+        Raises:
+            ConfigError: naming the setting the backend refuses.
+        """
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:

@@ -240,12 +240,27 @@ class GeminiBackend(BackendTraits):
 
     @classmethod
     def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
+        """Why Gemini judges give no probability verdicts here.
+
+        Args:
+            config: the endpoint.
+
+        Returns:
+            The reason, for the log and the judge card.
+        """
         # Few Gemini models give them (`response_logprobs`), thinking ones not at all.
         return "the gemini backend asks Gemini for no token probabilities"
 
     @classmethod
     def check_endpoint(cls, config: EndpointConfig) -> None:
-        """Gemini refuses a thinking budget and a thinking level in one request."""
+        """Gemini refuses a thinking budget and a thinking level in one request.
+
+        Args:
+            config: the endpoint.
+
+        Raises:
+            ConfigError: both `reasoning_tokens` and `reasoning_effort` are set.
+        """
         if config.reasoning_tokens is not None and config.reasoning_effort is not None:
             raise ConfigError(
                 f"{config.where}: set reasoning_tokens (Gemini's thinking_budget) or "

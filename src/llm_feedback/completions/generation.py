@@ -27,6 +27,13 @@ Sampled = pd.DataFrame | ParquetSource
 
 
 def validate_sampled_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
+    """Raise InputError, naming the row and column, when the sampled prompts lack a
+    column, name a model not in the pool or hold a blank instruction.
+
+    Args:
+        sampled: the sampled prompts.
+        pool: the model pool, by model name.
+    """
     _require_sampled_columns(sampled.columns)
     _check_rows(sampled, pool)
 
@@ -55,7 +62,15 @@ def _check_rows(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> None:
 
 
 def sent_system_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list[str]:
-    """The system prompt each model was given: none for a model that drops it."""
+    """The system prompt each model was given: none for a model that drops it.
+
+    Args:
+        sampled: the sampled prompts.
+        pool: the model pool, by model name.
+
+    Returns:
+        One system prompt per row ("": none).
+    """
     return [
         "" if pool[model].system_prompt == "drop" or not isinstance(prompt, str) else prompt
         for prompt, model in zip(sampled["system_prompt"], sampled["model"], strict=True)
@@ -63,6 +78,16 @@ def sent_system_prompts(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) ->
 
 
 def build_requests(sampled: pd.DataFrame, pool: Mapping[str, ModelSpec]) -> list[ChatRequest]:
+    """One chat request per sampled row, with its model's sampling settings and system
+    prompt handling.
+
+    Args:
+        sampled: the sampled prompts.
+        pool: the model pool, by model name.
+
+    Returns:
+        The requests, in row order.
+    """
     requests = []
     for instruction, system_prompt, model in zip(
         sampled["instruction"], sent_system_prompts(sampled, pool), sampled["model"], strict=True
@@ -189,7 +214,18 @@ def completions_table(
     `sampled` on disk (`ParquetSource`) is read a record batch at a time as the calls are
     sent, once per endpoint, so memory follows the calls in flight, not the prompts.
     `fail_loud`: raise instead when more calls of an endpoint failed than its
-    `max_failure_share` (the pipeline's node does)."""
+    `max_failure_share` (the pipeline's node does).
+
+    Args:
+        sampled: the sampled prompts, a DataFrame or a table on disk.
+        pool: the model pool, by model name.
+        cache_path: the request cache (None: no cache).
+        progress: show progress bars.
+        fail_loud: raise when too many calls of an endpoint fail.
+
+    Returns:
+        The spooled table.
+    """
     counts = _rows_per_endpoint(sampled, pool)
     endpoints = {spec.endpoint.name: spec.endpoint for spec in pool.values()}
     table = TableBuilder(COMPLETIONS_COLUMN_TYPES)
@@ -220,5 +256,16 @@ def generate_completions(
     progress: bool = True,
     fail_loud: bool = False,
 ) -> pd.DataFrame:
-    """`completions_table` as a DataFrame."""
+    """`completions_table` as a DataFrame.
+
+    Args:
+        sampled: the sampled prompts, a DataFrame or a table on disk.
+        pool: the model pool, by model name.
+        cache_path: the request cache (None: no cache).
+        progress: show progress bars.
+        fail_loud: raise when too many calls of an endpoint fail.
+
+    Returns:
+        The table.
+    """
     return completions_table(sampled, pool, cache_path, progress, fail_loud).frame()

@@ -119,6 +119,13 @@ def validate_principle_weights(
 
     `None` means the default table. Every error names `parameter`, the source and, where
     relevant, the principle, so a typo in a parameters file is easy to find.
+
+    Args:
+        weights: source -> {principle: weight} (None: the default table).
+        parameter: the parameter's name, for messages.
+
+    Returns:
+        The table, normalised per source.
     """
     if weights is None:
         weights = DEFAULT_PRINCIPLE_WEIGHTS
@@ -159,7 +166,15 @@ def validate_principle_weights(
 
 
 def validate_calibration_rate(rate: float, parameter: str = "verbalized_calibration_rate") -> float:
-    """Check the honesty -> verbalized_calibration rate is a probability."""
+    """Check the honesty -> verbalized_calibration rate is a probability.
+
+    Args:
+        rate: the rate.
+        parameter: the parameter's name, for messages.
+
+    Returns:
+        The rate, as a float.
+    """
     if isinstance(rate, bool) or not isinstance(rate, Real) or not 0.0 <= rate <= 1.0:
         raise ConfigError(f"{parameter} must be a number between 0 and 1, got {rate!r}")
     return float(rate)

@@ -129,7 +129,14 @@ def _check_sampling_config(
 def principle_weight_table(
     configured: Mapping[str, Mapping[str, float]] | None,
 ) -> dict[str, dict[str, float]]:
-    """UltraFeedback's weights with the configured sources' weights in place of theirs."""
+    """UltraFeedback's weights with the configured sources' weights in place of theirs.
+
+    Args:
+        configured: the configured source -> {principle: weight} (None: none).
+
+    Returns:
+        The weights by source.
+    """
     defaults = validate_principle_weights(None)
     if configured is None:
         return defaults
@@ -175,6 +182,19 @@ def sample_prompts(
     Returns columns `SAMPLED_PROMPTS_COLUMNS`: completion_idx `int64`, correct_answers and
     incorrect_answers `object` (`list[str]`), reference_answer nullable `str`, all other
     columns `str`; rows ordered by input prompt order, then completion_idx.
+
+    Args:
+        raw: the raw prompts.
+        model_pool: the models' names.
+        n_completions: models per prompt.
+        seed: the sampling seed.
+        principle_weights: source -> {principle: weight} in place of UltraFeedback's.
+        verbalized_calibration_rate: the share of honesty draws made verbalized_calibration.
+        max_prompts: keep a seeded subset of this many prompts (None: all).
+        system_prompts: per principle its phrasings (None: ours).
+
+    Returns:
+        The sampled rows (columns above).
     """
     plan = _plan(
         model_pool,
@@ -334,6 +354,14 @@ class SampledPrompts(ChunkedParquet):
     arrow_schema = SAMPLED_PROMPTS_ARROW_SCHEMA
 
     def __init__(self, raw: ParquetSource, plan: _Plan, kept: np.ndarray | None, rows: int):
+        """Keep what the draws need; nothing is drawn until written.
+
+        Args:
+            raw: the raw prompts on disk.
+            plan: the checked sampling parameters.
+            kept: which prompts `max_prompts` keeps (None: all).
+            rows: how many rows the table will have.
+        """
         self._raw, self._plan, self._kept, self._rows = raw, plan, kept, rows
 
     def __len__(self) -> int:
@@ -352,6 +380,11 @@ class SampledPrompts(ChunkedParquet):
         _log_unweighted_sources(unweighted)
 
     def arrow_chunks(self) -> Iterator[pa.Table]:
+        """The table a batch of prompts at a time, as `ChunkedParquet.to_parquet` writes it.
+
+        Returns:
+            An iterator of Arrow tables in `arrow_schema`.
+        """
         for frame in self.frames():
             yield pa.Table.from_pandas(frame, schema=self.arrow_schema, preserve_index=False)
 
@@ -378,6 +411,19 @@ def sample_prompt_file(
     The whole file is checked here, a batch at a time, before anything is drawn: the
     problems `sample_prompts` would report (those of the first batch that has any), a
     prompt_id repeated in two batches included.
+
+    Args:
+        raw: the raw prompts on disk.
+        model_pool: the models' names.
+        n_completions: models per prompt.
+        seed: the sampling seed.
+        principle_weights: source -> {principle: weight} in place of UltraFeedback's.
+        verbalized_calibration_rate: the share of honesty draws made verbalized_calibration.
+        max_prompts: keep a seeded subset of this many prompts (None: all).
+        system_prompts: per principle its phrasings (None: ours).
+
+    Returns:
+        The sampled prompts, drawn when written.
     """
     plan = _plan(
         model_pool,

@@ -85,10 +85,12 @@ class OverlapIndex:
     """Every benchmark item's word runs, looked up per prompt."""
 
     def __init__(self, items: pd.DataFrame, ngram: int, min_words: int) -> None:
-        """Args:
-        items: `benchmark`, `item_id`, `text` rows.
-        ngram: the run length.
-        min_words: items shorter than this match equal prompts only.
+        """Index the benchmark items' word runs.
+
+        Args:
+            items: `benchmark`, `item_id`, `text` rows.
+            ngram: the run length.
+            min_words: items shorter than this match equal prompts only.
         """
         self.items = items.reset_index(drop=True)
         self.exact: dict[tuple[str, ...], list[int]] = defaultdict(list)

@@ -29,7 +29,13 @@ class EndpointError(RuntimeError):
 
 def require_columns(frame: Any, columns: Iterable[str], dataset: str) -> None:
     """Fail with the dataset and column names when an input (a DataFrame, or a table on
-    disk such as a `ParquetSource`: anything with `columns`) lacks expected columns."""
+    disk such as a `ParquetSource`: anything with `columns`) lacks expected columns.
+
+    Args:
+        frame: the input (anything with `columns`).
+        columns: the columns it must have.
+        dataset: its name, for the message.
+    """
     missing = [column for column in columns if column not in frame.columns]
     if missing:
         raise InputError(f"{dataset}: missing column(s) {', '.join(map(repr, missing))}")

@@ -17,7 +17,15 @@ def lazy_exports(
     package: str, module_of: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The `__getattr__` and `__dir__` of `package`, whose name `n` lives in the submodule
-    `module_of[n]` (relative to the package)."""
+    `module_of[n]` (relative to the package).
+
+    Args:
+        package: the package's name.
+        module_of: exported name -> submodule.
+
+    Returns:
+        (`__getattr__`, `__dir__`).
+    """
     namespace = importlib.import_module(package).__dict__
 
     def __getattr__(name: str) -> Any:

@@ -46,6 +46,14 @@ def reask_request(request: ChatRequest, reply: ChatResult, problem: str) -> Chat
     so the re-ask shows the judge its previous answer and says what was wrong with it; the
     higher `attempt` keeps it a distinct entry of the request cache. A reply cut off by
     max_tokens gets twice the budget: the same budget would cut the answer again.
+
+    Args:
+        request: the request asked.
+        reply: its unreadable reply.
+        problem: what was wrong with it.
+
+    Returns:
+        The re-ask's request.
     """
     changes: dict[str, object] = {"attempt": request.attempt + 1}
     if reply.finish_reason == "length":
@@ -146,7 +154,14 @@ class RunSummary:
     failures_by_reason: dict[str, int] = field(default_factory=dict)
 
     def plus(self, other: RunSummary) -> RunSummary:
-        """The counts of this run and `other` together (a stage run in rounds)."""
+        """The counts of this run and `other` together (a stage run in rounds).
+
+        Args:
+            other: another run's summary.
+
+        Returns:
+            The summed summary.
+        """
         reasons = Counter(self.failures_by_reason) + Counter(other.failures_by_reason)
         return RunSummary(
             tasks=self.tasks + other.tasks,
@@ -163,6 +178,14 @@ class RunSummary:
         return self.tasks - self.failed - self.skipped
 
     def line(self, desc: str) -> str:
+        """The summary as one log line.
+
+        Args:
+            desc: the stage's label.
+
+        Returns:
+            The line: answered, re-asked and failed calls, with the failures' reasons.
+        """
         reasons = ", ".join(
             f"{count} x {reason}"
             for reason, count in sorted(self.failures_by_reason.items(), key=lambda kv: -kv[1])
@@ -177,7 +200,15 @@ class RunSummary:
 
 
 def too_long(config: EndpointConfig, request: ChatRequest) -> str | None:
-    """Why `request` is not sent to `config`'s endpoint, or None when it fits its budget."""
+    """Why `request` is not sent to `config`'s endpoint, or None when it fits its budget.
+
+    Args:
+        config: the endpoint.
+        request: the request.
+
+    Returns:
+        The reason, or None.
+    """
     budget = config.input_token_budget
     if budget is None:
         return None
@@ -203,7 +234,13 @@ class TaskEngine:
     def __init__(self, client: LLMClient, *, max_reasks: int = 2, fail_loud: bool = False) -> None:
         """`fail_loud`: raise `EndpointError` after a run in which a larger share of calls
         failed than the endpoint's `max_failure_share` (pipeline nodes do; a library
-        caller may prefer the rows with their errors)."""
+        caller may prefer the rows with their errors).
+
+        Args:
+            client: the client that sends the calls.
+            max_reasks: re-asks of an unreadable reply.
+            fail_loud: raise on too many failed calls (above).
+        """
         if not isinstance(max_reasks, int) or isinstance(max_reasks, bool) or max_reasks < 0:
             raise ConfigError(f"max_reasks must be an integer >= 0, got {max_reasks!r}")
         self.client = client
@@ -215,12 +252,31 @@ class TaskEngine:
         self, tasks: Iterable[Task], *, desc: str | None = None, total: int | None = None
     ) -> list[Outcome]:
         """Every task's outcome, in order. `tasks` may be lazy (give `total` for the bar):
-        the first calls are in flight while later tasks are still being built."""
+        the first calls are in flight while later tasks are still being built.
+
+        Args:
+            tasks: the tasks, possibly built lazily.
+            desc: the progress bar's label (None: no bar).
+            total: how many tasks there are, for the bar.
+
+        Returns:
+            The outcomes, in task order.
+        """
         return self.client.call(self._collect(tasks, desc, total))
 
     async def arun(
         self, tasks: Iterable[Task], *, desc: str | None = None, total: int | None = None
     ) -> list[Outcome]:
+        """`run` for code already on an event loop.
+
+        Args:
+            tasks: the tasks, possibly built lazily.
+            desc: the progress bar's label (None: no bar).
+            total: how many tasks there are, for the bar.
+
+        Returns:
+            The outcomes, in task order.
+        """
         return await self.client.acall(self._collect(tasks, desc, total))
 
     def run_into(
@@ -234,7 +290,17 @@ class TaskEngine:
         """`sink(index, outcome)` gets each task's outcome once it is final (no re-ask
         left), in completion order, on the client's loop; nothing is kept here. At
         UltraFeedback scale a stage that turns outcomes into columns as they come holds
-        its table, not a million replies and their readings as well."""
+        its table, not a million replies and their readings as well.
+
+        Args:
+            tasks: the tasks, possibly built lazily.
+            sink: gets (task index, outcome).
+            desc: the progress bar's label (None: no bar).
+            total: how many tasks there are, for the bar.
+
+        Returns:
+            The run's counts.
+        """
         return self.client.call(self.stream_into(tasks, sink, desc=desc, total=total))
 
     async def stream_into(
@@ -246,7 +312,17 @@ class TaskEngine:
         total: int | None = None,
     ) -> RunSummary:
         """`run_into` for code running on the client's loop (a stage of `run_together`):
-        several of these at once share the client's concurrency limit, one queue."""
+        several of these at once share the client's concurrency limit, one queue.
+
+        Args:
+            tasks: the tasks, possibly built lazily.
+            sink: gets (task index, outcome).
+            desc: the progress bar's label (None: no bar).
+            total: how many tasks there are, for the bar.
+
+        Returns:
+            The run's counts.
+        """
         return await self._run(tasks, sink, desc, total)
 
     async def _collect(
@@ -367,7 +443,14 @@ def overlaps_stages(client: LLMClient) -> bool:
     """Whether `run_together` runs stages at once on `client`: an endpoint answered one
     request at a time under a concurrency limit (HTTP, the embedded model). A batch backend
     (in-process vLLM, Ray) or a provider's Batch API schedules each stream as a whole, and
-    its stages run one after another."""
+    its stages run one after another.
+
+    Args:
+        client: the judge client.
+
+    Returns:
+        True when stages overlap.
+    """
     return not client.backend.is_batch and not client.config.uses_batch_api
 
 
@@ -380,6 +463,13 @@ def run_together(client: LLMClient, stages: Sequence[Callable[[], Awaitable[T]]]
     A stage that fails (a tripped breaker, `fail_loud`) cancels the others; every answer
     received so far is cached, so the same run resumes. Where the endpoint does not
     overlap streams (`overlaps_stages`) the stages run one after another.
+
+    Args:
+        client: the client whose loop and limit the stages share.
+        stages: the stages, as coroutine functions.
+
+    Returns:
+        Each stage's result, in order.
     """
     return client.call(_together(stages, overlap=overlaps_stages(client)))
 

@@ -37,7 +37,14 @@ Merger = Callable[[Reading, Reading], Reading]
 
 
 def read_text(text: str | None) -> Reading:
-    """The reader of a generation: the reply text is the value."""
+    """The reader of a generation: the reply text is the value.
+
+    Args:
+        text: the reply (None: no reply).
+
+    Returns:
+        The reading.
+    """
     return Reading(text)
 
 
@@ -90,5 +97,13 @@ class Outcome:
 
 
 def failed_reading(read: Reader, error: str | None) -> Reading:
-    """The reading of a failed call: the reader's empty value keeps the shape of the value."""
+    """The reading of a failed call: the reader's empty value keeps the shape of the value.
+
+    Args:
+        read: the task's reader.
+        error: the call's error.
+
+    Returns:
+        The reading, not usable.
+    """
     return dataclasses.replace(read(None), status=CALL_FAILED, ok=False, problem=error)

@@ -73,6 +73,15 @@ class EvaluationResult:
 
 
 def instance_id(instance: Any) -> str:
+    """The instance_id of a genlm instance (a mapping or an object); InputError when it
+    has none usable as a file name.
+
+    Args:
+        instance: the instance.
+
+    Returns:
+        The id, as text.
+    """
     found = instance.get("instance_id") if isinstance(instance, Mapping) else None
     found = getattr(instance, "instance_id", found)
     if found is None or str(found) == "" or any(c in str(found) for c in "/\\"):
@@ -81,7 +90,13 @@ def instance_id(instance: Any) -> str:
 
 
 def check_options(n_replicates: int, overwrite_results: bool, overwrite_outputs: bool) -> None:
-    """The runner's settings, checked before anything is asked."""
+    """The runner's settings, checked before anything is asked.
+
+    Args:
+        n_replicates: replicates per instance, >= 1.
+        overwrite_results: whether results are evaluated again.
+        overwrite_outputs: whether outputs are generated again (needs overwrite_results).
+    """
     if not isinstance(n_replicates, int) or isinstance(n_replicates, bool) or n_replicates < 1:
         raise ConfigError(f"n_replicates must be an integer >= 1, got {n_replicates!r}")
     if overwrite_outputs and not overwrite_results:
@@ -238,7 +253,23 @@ async def evaluate_instances(
     "weighted_accuracy_interval" (95%), "n_instances", and per instance (a list per
     replicate) "all_instance_results" ({"weighted_accuracy", "runtime_seconds", "results":
     [{"score", "desc", "metadata"}]}) and "all_instance_outputs" ({"responses",
-    "runtime_seconds"})."""
+    "runtime_seconds"}).
+
+    Args:
+        dataset: the instances, each with an instance_id.
+        model: the genlm model adaptor (generates an instance's responses).
+        evaluator: the genlm evaluator (scores them).
+        output_dir: where each instance's outputs and results are cached (None: not kept).
+        n_replicates: replicates per instance.
+        overwrite_results: evaluate again what has results.
+        overwrite_outputs: generate again what has outputs.
+        max_instances: how many instances at most.
+        max_concurrent: instances run at once.
+        verbosity: above 0, log each instance's scores.
+
+    Returns:
+        The results dict above.
+    """
     check_options(n_replicates, overwrite_results, overwrite_outputs)
     run = _Run(model, evaluator, output_dir, overwrite_results, overwrite_outputs)
     instances, seen = [], set()

@@ -1,18 +1,14 @@
 """Intervals for the agreement rows of `eval_metrics`, clustered by instance_id like every
 other interval there (`metric_intervals`): exact-match share as a clustered mean,
 Spearman's rho by `stats.intervals.correlation_interval`, Cohen's kappa refitted per
-resample (scikit-learn's `cohen_kappa_score` with the resample's row weights). Fleiss'
+resample (`validation.kappa.cohen_kappa` with the resample's row weights). Fleiss'
 kappa keeps a null interval: no weighted implementation in the libraries we use.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import UndefinedMetricWarning
-from sklearn.metrics import cohen_kappa_score
 
 from llm_feedback.evaluation.config import EvalIntervalParams
 from llm_feedback.evaluation.metric_intervals import NO_INTERVAL, Interval, mean_intervals
@@ -28,6 +24,7 @@ from llm_feedback.validation.agreement import (
     RATERS_SEPARATOR,
     SPEARMAN,
 )
+from llm_feedback.validation.kappa import cohen_kappa
 
 MIN_ITEMS = 3
 
@@ -39,7 +36,17 @@ def agreement_interval(
     intervals: EvalIntervalParams,
 ) -> Interval:
     """The interval of one `agreement_rows` row of two raters over `ratings`' items (one
-    per judgment, its instance in `instances`)."""
+    per judgment, its instance in `instances`).
+
+    Args:
+        row: one row of `agreement_rows`.
+        ratings: one column per rater, one row per judgment.
+        instances: each judgment's instance (the bootstrap's cluster).
+        intervals: the evaluate interval settings.
+
+    Returns:
+        (low, high, method); no interval for Fleiss' kappa or below 3 items.
+    """
     raters = str(row["raters"]).split(RATERS_SEPARATOR)
     if len(raters) != 2 or row["statistic"] not in (COHEN_KAPPA, SPEARMAN, EXACT_MATCH_SHARE):
         return NO_INTERVAL
@@ -57,14 +64,10 @@ def agreement_interval(
     if row["statistic"] == SPEARMAN:
         _, low, high = correlation_interval(x, y, clusters, "spearman", **intervals.kwargs)
         return low, high, method
-    labels_x, labels_y = x.astype(str).to_numpy(), y.astype(str).to_numpy()
 
     def kappa(weights: np.ndarray) -> np.ndarray:
-        with warnings.catch_warnings():
-            # A resample with one category: kappa is undefined (NaN), left out of the interval.
-            warnings.simplefilter("ignore", UndefinedMetricWarning)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.array([cohen_kappa_score(labels_x, labels_y, sample_weight=weights)])
+        # A resample with one category: kappa is undefined (NaN), left out of the interval.
+        return np.array([cohen_kappa(x, y, sample_weight=weights)])
 
     replicates = bootstrap_replicates(
         pd.factorize(clusters)[0], kappa, intervals.n_resamples, intervals.seed

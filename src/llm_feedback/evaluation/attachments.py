@@ -33,7 +33,14 @@ Fail = Callable[[int, str, str], InputError]
 
 
 def samples_dir(frame: Any) -> Path:
-    """The samples file's folder, or the working directory for a frame made in memory."""
+    """The samples file's folder, or the working directory for a frame made in memory.
+
+    Args:
+        frame: the samples (with the file they were read from, if any).
+
+    Returns:
+        The folder relative media paths resolve against.
+    """
     return Path(getattr(frame, "attrs", {}).get(SOURCE_DIR_ATTR) or Path.cwd())
 
 
@@ -80,7 +87,18 @@ def check_attachments(
     fail: Fail,
 ) -> dict[str, list[tuple[Media, ...]]]:
     """Each media column of `values` as one tuple of checked `Media` per row of `samples`
-    (empty without any)."""
+    (empty without any).
+
+    Args:
+        values: each media column's value per row.
+        samples: the samples.
+        config: the evaluate parameters.
+        base_dir: the folder relative paths resolve against.
+        fail: makes the InputError of a bad row.
+
+    Returns:
+        The checked media per column and row.
+    """
     responses, models, turns = (samples[c].tolist() for c in ("response", "model", "turn"))
     checked: dict[str, list[tuple[Media, ...]]] = {}
     default_cap = EndpointConfig.max_media_bytes
@@ -124,7 +142,15 @@ def check_attachments(
 
 
 def media_record(images: tuple[Media, ...], audio: tuple[Media, ...]) -> dict[str, list[str]]:
-    """What an output table keeps of a row's attachments: sources and hashes, no bytes."""
+    """What an output table keeps of a row's attachments: sources and hashes, no bytes.
+
+    Args:
+        images: a row's images.
+        audio: a row's audio.
+
+    Returns:
+        {"images": [...], "audio": [...]} of sources and hashes.
+    """
     return {
         "images": [item.source for item in images],
         "image_sha256": [item.sha256 or "" for item in images],

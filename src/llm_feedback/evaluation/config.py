@@ -98,7 +98,15 @@ def load_evaluator(spec: str, options: Mapping[str, Any]) -> Callable[[Mapping, 
     """`package.module:name` as a scorer `(sample, response) -> score`: a function called
     with `options` as keyword arguments, or a class built with `options` whose
     `evaluate_sample(sample, response)` scores. Errors name `evaluate.evaluator` (or
-    `evaluate.evaluator_options`)."""
+    `evaluate.evaluator_options`).
+
+    Args:
+        spec: `package.module:name`.
+        options: keyword arguments for it.
+
+    Returns:
+        The scorer.
+    """
     where = "evaluate.evaluator"
     module_name, _, attribute = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if not module_name or not attribute:
@@ -428,7 +436,14 @@ class EvaluateParams:
 
     def judge_prompt_for(self, category: str | None) -> str | None:
         """The judge template of rows of `category`: its `judge_prompts` entry, else
-        `custom_prompt` (None: the built-in prompt)."""
+        `custom_prompt` (None: the built-in prompt).
+
+        Args:
+            category: the rows' category (None: none).
+
+        Returns:
+            The template text, or None.
+        """
         return self.judge_prompts.get(category or "", self.custom_prompt)
 
     @property
@@ -439,7 +454,14 @@ class EvaluateParams:
         return {LONE_JUDGE: self.judge}
 
     def generator_for(self, model: str) -> EndpointConfig | None:
-        """The endpoint that generates `model`'s missing responses, or None."""
+        """The endpoint that generates `model`'s missing responses, or None.
+
+        Args:
+            model: the model's name.
+
+        Returns:
+            The endpoint, or None.
+        """
         if isinstance(self.generate_with, Mapping):
             return self.generate_with.get(model)
         return self.generate_with

@@ -50,7 +50,14 @@ _RATES = ("tpr", "tnr")  # a binary judge's rates on the slice, with Wilson inte
 
 
 def has_gold_slice(judgments: pd.DataFrame) -> bool:
-    """Whether some, not all, of the judged responses carry a gold score."""
+    """Whether some, not all, of the judged responses carry a gold score.
+
+    Args:
+        judgments: eval_judgments rows.
+
+    Returns:
+        True when the gold covers a part of them.
+    """
     if GOLD not in judgments.columns or "score" not in judgments.columns:
         return False
     labelled = judgments[GOLD].notna()

@@ -92,7 +92,15 @@ def _reference(sample: Mapping[str, Any]) -> str:
 
 def exact_match(sample: Mapping[str, Any], response: str) -> bool:
     """The response equals the reference once case, punctuation, articles and number
-    notation are set aside (the judge's own exact-match rule)."""
+    notation are set aside (the judge's own exact-match rule).
+
+    Args:
+        sample: the sample, with its reference.
+        response: the response.
+
+    Returns:
+        True on a match.
+    """
     return answers_match(response, _reference(sample))
 
 
@@ -111,12 +119,27 @@ class NumericMatch:
     `abs_tol` (math.isclose); thousands separators are ignored."""
 
     def __init__(self, rel_tol: float = 0.0, abs_tol: float = 1e-9) -> None:
+        """Check and keep the tolerances.
+
+        Args:
+            rel_tol: the relative tolerance, >= 0.
+            abs_tol: the absolute tolerance, >= 0.
+        """
         for name, value in (("rel_tol", rel_tol), ("abs_tol", abs_tol)):
             if not isinstance(value, numbers.Real) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         self.rel_tol, self.abs_tol = float(rel_tol), float(abs_tol)
 
     def evaluate_sample(self, sample: Mapping[str, Any], response: str) -> EvaluatorResult:
+        """Score one response.
+
+        Args:
+            sample: the sample, with its reference.
+            response: the response.
+
+        Returns:
+            The score (1 on a match) and what led to it.
+        """
         expected = _number(_reference(sample).strip())
         if expected is None:
             raise InvalidReference(f"reference {sample['reference']!r} is not a number")
@@ -133,6 +156,12 @@ class RegexMatch:
     given); `ignore_case` as re.IGNORECASE."""
 
     def __init__(self, pattern: str | None = None, ignore_case: bool = False) -> None:
+        """Compile the pattern, if given.
+
+        Args:
+            pattern: the regular expression (None: each row's reference).
+            ignore_case: match without regard to case.
+        """
         self.flags = re.IGNORECASE if ignore_case else 0
         self.pattern = None if pattern is None else self._compile(pattern, ValueError)
 
@@ -143,6 +172,15 @@ class RegexMatch:
             raise error(f"pattern {pattern!r} is not a regular expression: {problem}") from None
 
     def evaluate_sample(self, sample: Mapping[str, Any], response: str) -> EvaluatorResult:
+        """Score one response.
+
+        Args:
+            sample: the sample, with its reference.
+            response: the response.
+
+        Returns:
+            The score (1 on a match) and what led to it.
+        """
         pattern = self.pattern or self._compile(_reference(sample), InvalidReference)
         found = pattern.search(response)
         return EvaluatorResult(
@@ -164,6 +202,12 @@ class CodeTest:
     """
 
     def __init__(self, timeout_s: float = 10.0, test: str | None = None) -> None:
+        """Keep the settings.
+
+        Args:
+            timeout_s: how long the test may run.
+            test: the test snippet (None: each row's reference).
+        """
         if not isinstance(timeout_s, numbers.Real) or isinstance(timeout_s, bool) or timeout_s <= 0:
             raise ValueError(f"timeout_s must be a number > 0, got {timeout_s!r}")
         if test is not None and not isinstance(test, str):
@@ -171,6 +215,15 @@ class CodeTest:
         self.timeout_s, self.test = float(timeout_s), test
 
     def evaluate_sample(self, sample: Mapping[str, Any], response: str) -> EvaluatorResult:
+        """Run one response's code with the test.
+
+        Args:
+            sample: the sample, with its reference.
+            response: the response.
+
+        Returns:
+            The score (1 when the process exits 0 in time) and what led to it.
+        """
         test = self.test if self.test is not None else _reference(sample)
         blocks = _FENCED_CODE.findall(response)
         code = blocks[-1] if blocks else response
@@ -252,6 +305,15 @@ def score_samples(
 
     `fail_loud`: raise `EvaluatorFailure` when responses were there to score and not one
     was scored (pipeline nodes do).
+
+    Args:
+        samples: the prepared samples, with responses.
+        config: the evaluate parameters.
+        cache_path: the request cache, which keeps the scores too (None: no cache).
+        fail_loud: raise `EvaluatorFailure` when nothing could be scored.
+
+    Returns:
+        The eval_judgments rows.
     """
     scorer = config.scorer  # loaded once, when the parameters were checked
     cache = RequestCache(cache_path) if cache_path else None

@@ -18,6 +18,16 @@ logger = logging.getLogger(__name__)
 
 
 def generation_request(sample: Any, config: EvaluateParams) -> ChatRequest:
+    """The request that generates one sample's response: its question between the
+    benchmark's prompts, its earlier turn and attachments.
+
+    Args:
+        sample: one eval_samples row (a named tuple).
+        config: the evaluate parameters.
+
+    Returns:
+        The chat request.
+    """
     messages: list[dict[str, Any]] = []
     if sample.turn == 2:
         messages += [
@@ -58,6 +68,16 @@ def generate_responses(
     audio attached. Answers are cached like judgments; `overwrite_outputs` asks again. A
     failed call leaves the response empty and its error in `generation_error`. `runtime_s`
     records how long each generated response took (a cached one: its original call's time).
+
+    Args:
+        samples: eval_samples rows.
+        config: the evaluate parameters.
+        cache_path: the request cache (None: no cache).
+        progress: show a progress bar.
+        fail_loud: raise when too many calls fail.
+
+    Returns:
+        `samples` with responses, `generation_error` and `runtime_s`.
     """
     samples = samples.copy()
     samples["generation_error"] = pd.Series(pd.NA, index=samples.index, dtype="string")

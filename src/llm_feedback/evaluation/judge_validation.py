@@ -51,13 +51,27 @@ _SOURCE_NAMES = {"argmax": "", "logprobs": "[logprobs]", "logprobs_calibrated": 
 
 def endpoint_name(endpoint: Any) -> str:
     """What names an endpoint in a judge key: its configured name, else URL, else backend
-    (a port that changes between runs of a test server does not make another judge)."""
+    (a port that changes between runs of a test server does not make another judge).
+
+    Args:
+        endpoint: the judge's endpoint.
+
+    Returns:
+        The name.
+    """
     return endpoint.name or endpoint.base_url or endpoint.backend
 
 
 def prompt_template_text(config: EvaluateParams) -> str:
     """The text of the judge's prompt template: the kind's file (every part of it), or the
-    custom prompt, with the per-category prompts after it."""
+    custom prompt, with the per-category prompts after it.
+
+    Args:
+        config: the evaluate parameters.
+
+    Returns:
+        The text.
+    """
     template = config.kind.template
     if config.custom_prompt is not None:
         text = config.custom_prompt
@@ -70,7 +84,14 @@ def prompt_template_text(config: EvaluateParams) -> str:
 
 
 def evaluation_identity(config: EvaluateParams) -> dict[str, str] | None:
-    """The identity columns of the evaluation's one judge (None: a panel or an evaluator)."""
+    """The identity columns of the evaluation's one judge (None: a panel or an evaluator).
+
+    Args:
+        config: the evaluate parameters.
+
+    Returns:
+        The identity columns, or None.
+    """
     if config.judge is None or config.evaluator is not None:
         return None
     judge = config.judge
@@ -88,6 +109,14 @@ def evaluation_identity(config: EvaluateParams) -> dict[str, str] | None:
 
 
 def evaluation_judge_key(config: EvaluateParams) -> str | None:
+    """The judge key of the evaluation's one judge.
+
+    Args:
+        config: the evaluate parameters.
+
+    Returns:
+        The key, or None for a panel or an evaluator.
+    """
     identity = evaluation_identity(config)
     return None if identity is None else identity["judge_key"]
 
@@ -95,7 +124,15 @@ def evaluation_judge_key(config: EvaluateParams) -> str | None:
 def check_judge_requirement(cards: pd.DataFrame, config: EvaluateParams) -> list[str]:
     """`evaluate.judge_requirement` checked on the judge's latest cards (`validation.gate`):
     a line per requirement met; JudgeRequirementError, naming the judge, the metric, its
-    bound and the requirement, for the first one not met or without a card."""
+    bound and the requirement, for the first one not met or without a card.
+
+    Args:
+        cards: the judge_validation cards.
+        config: the evaluate parameters.
+
+    Returns:
+        One line per requirement met.
+    """
     identity = evaluation_identity(config)
     if not config.judge_requirement or identity is None:  # a panel with one is refused
         return []
@@ -110,7 +147,15 @@ def check_judge_requirement(cards: pd.DataFrame, config: EvaluateParams) -> list
 
 def requirement_lines(cards: pd.DataFrame, config: EvaluateParams) -> str:
     """The judge card's lines on `evaluate.judge_requirement`: each requirement met, or the
-    one that stops the run (empty without a requirement)."""
+    one that stops the run (empty without a requirement).
+
+    Args:
+        cards: the judge_validation cards.
+        config: the evaluate parameters.
+
+    Returns:
+        The lines, as one text.
+    """
     try:
         lines = check_judge_requirement(cards, config)
     except JudgeRequirementError as error:
@@ -119,7 +164,15 @@ def requirement_lines(cards: pd.DataFrame, config: EvaluateParams) -> str:
 
 
 def validation_set_name(config: EvaluateParams, samples_path: str | None) -> str:
-    """`evaluate.validation_set`, else the samples file's folder and name."""
+    """`evaluate.validation_set`, else the samples file's folder and name.
+
+    Args:
+        config: the evaluate parameters.
+        samples_path: the samples file (None: given in memory).
+
+    Returns:
+        The name.
+    """
     if config.validation_set:
         return config.validation_set
     if not samples_path:
@@ -136,6 +189,15 @@ class EvaluationValidation:
 
 
 def has_gold(judgments: pd.DataFrame, config: EvaluateParams) -> bool:
+    """Whether the judgments carry a gold to validate the judge against.
+
+    Args:
+        judgments: eval_judgments rows.
+        config: the evaluate parameters.
+
+    Returns:
+        True with a pairwise `gold` or a `recorded_score`.
+    """
     if config.kind.compares:
         return GOLD in judgments.columns and bool(judgments[GOLD].notna().any())
     return "recorded_score" in judgments.columns and judgments["recorded_score"].notna().any()
@@ -201,11 +263,27 @@ def _metric_rows(validation: Validation, config: EvaluateParams) -> pd.DataFrame
 
 
 def merged_cards(previous: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
-    """`previous` cards, then `card`: every earlier run is kept (`card.add_card`)."""
+    """`previous` cards, then `card`: every earlier run is kept (`card.add_card`).
+
+    Args:
+        previous: the cards so far.
+        card: this run's card rows.
+
+    Returns:
+        All the rows.
+    """
     return add_card(previous, card)
 
 
 def empty_validation(previous: pd.DataFrame) -> EvaluationValidation:
+    """A validation that adds nothing: the earlier cards, empty tables.
+
+    Args:
+        previous: the cards so far.
+
+    Returns:
+        The validation.
+    """
     return EvaluationValidation(
         cards=normalised(previous),
         annotators=pd.DataFrame(columns=list(EVAL_ANNOTATOR_AGREEMENT_COLUMN_TYPES)).astype(
@@ -229,7 +307,19 @@ def validate_evaluation(
     """The judge's card from this run's judgments (see the module docstring); nothing new
     when the samples have no gold or the run has no single judge. Where the judgments carry
     probability verdicts (`evaluation.probabilities`), the card has the probability-weighted
-    and calibrated verdicts' metrics beside the argmax ones."""
+    and calibrated verdicts' metrics beside the argmax ones.
+
+    Args:
+        judgments: this run's eval_judgments.
+        samples: the samples judged.
+        config: the evaluate parameters.
+        previous: the cards so far.
+        validation_set: the validation set's name.
+        created_at: when the card is made (ISO time).
+
+    Returns:
+        The cards, the annotators' agreement and the judge's metrics against each annotator.
+    """
     identity = evaluation_identity(config)
     if identity is None or not has_gold(judgments, config):
         return empty_validation(previous)

@@ -59,29 +59,66 @@ logger = logging.getLogger(__name__)
 
 
 def text_or_none(value: Any) -> str | None:
-    """A table cell as text, None when missing."""
+    """A table cell as text, None when missing.
+
+    Args:
+        value: a table cell.
+
+    Returns:
+        The text, or None.
+    """
     return None if value is None or pd.isna(value) else str(value)
 
 
 def known_reference(value: Any) -> str | None:
-    """A reference that can be judged against, else None."""
+    """A reference that can be judged against, else None.
+
+    Args:
+        value: a reference cell.
+
+    Returns:
+        The reference, or None.
+    """
     return None if is_unknown_reference(value) else str(value)
 
 
 def judgment_column_types(kind: JudgeKind) -> dict[str, str]:
     """The columns and dtypes of `eval_judgments` for a kind: its family's table plus the
-    kind's own extra columns."""
+    kind's own extra columns.
+
+    Args:
+        kind: the judge kind.
+
+    Returns:
+        Column name -> dtype.
+    """
     table = EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if kind.compares else EVAL_JUDGMENTS_COLUMN_TYPES
     return {**table, **kind.extra_columns}
 
 
 def judgment_table(records: list[dict[str, Any]], kind: JudgeKind) -> pd.DataFrame:
+    """Judgment records as `eval_judgments` rows, typed for their kind.
+
+    Args:
+        records: the rows.
+        kind: the judge kind.
+
+    Returns:
+        The table.
+    """
     types = judgment_column_types(kind)
     return pd.DataFrame(records, columns=list(types)).astype(types)
 
 
 def carried_column_names(columns: Any) -> list[str]:
-    """The user's sample columns beyond eval_samples' own."""
+    """The user's sample columns beyond eval_samples' own.
+
+    Args:
+        columns: the samples' columns.
+
+    Returns:
+        The carried columns' names.
+    """
     own = set(EVAL_SAMPLES_COLUMN_TYPES) | set(EVAL_SAMPLES_INTERNAL_COLUMNS)
     return [str(column) for column in columns if column not in own]
 
@@ -91,7 +128,16 @@ def with_carried_columns(
 ) -> pd.DataFrame:
     """`judgments` with the samples' own further columns (`samples.carried_columns`): by
     sample; for a comparing kind as `<column>_a` / `<column>_b` from model_a's and
-    model_b's rows, the gold columns (the instance's) as they are, from model_a's row."""
+    model_b's rows, the gold columns (the instance's) as they are, from model_a's row.
+
+    Args:
+        judgments: eval_judgments rows.
+        samples: the samples judged.
+        config: the evaluate parameters.
+
+    Returns:
+        The judgments with the carried columns.
+    """
     carried = carried_column_names(samples.columns)
     if not carried or judgments.empty:
         return judgments
@@ -149,7 +195,16 @@ def _plan(sample: Any, config: EvaluateParams, judge: Judge) -> JudgeTask | str:
 
 
 def sample_columns(sample: Any, config: EvaluateParams, judge_model: str) -> dict[str, Any]:
-    """The columns of a judgment row that come from its sample (and the judge's name)."""
+    """The columns of a judgment row that come from its sample (and the judge's name).
+
+    Args:
+        sample: one eval_samples row (a named tuple).
+        config: the evaluate parameters.
+        judge_model: the judge's name.
+
+    Returns:
+        Column -> value.
+    """
     return {
         "instance_id": sample.instance_id,
         "turn": sample.turn,
@@ -173,7 +228,17 @@ def judgment_rows(
     sample: Any, judgment: Judgment, config: EvaluateParams, judge_model: str
 ) -> list[dict[str, Any]]:
     """The rows of one sample's judgment: sample, call and kind columns (a rubric makes one
-    row per criterion)."""
+    row per criterion).
+
+    Args:
+        sample: one eval_samples row (a named tuple).
+        judgment: its judgment.
+        config: the evaluate parameters.
+        judge_model: the judge's name.
+
+    Returns:
+        The rows.
+    """
     record = {
         **sample_columns(sample, config, judge_model),
         **judgment.call_columns(),
@@ -184,7 +249,16 @@ def judgment_rows(
 
 def judgment_without_call(sample: Any, status: str, config: EvaluateParams) -> Judgment:
     """The judgment standing in for a call: an exact match passes at the top of the scale;
-    a missing response or an unknown reference has no value."""
+    a missing response or an unknown reference has no value.
+
+    Args:
+        sample: one eval_samples row (a named tuple).
+        status: why no call is made (a parse status).
+        config: the evaluate parameters.
+
+    Returns:
+        The judgment.
+    """
     value = float(config.scale[1]) if status == EXACT_MATCH else None
     error = text_or_none(getattr(sample, "generation_error", None))
     return Judgment.without_call(status, value, error=error)
@@ -199,7 +273,18 @@ def open_judge(
     judge: JudgeParams | None = None,
 ) -> Judge:
     """The judge `config` names (or `judge`, one of its panel), with its sampling, re-asks
-    and `overwrite_results`."""
+    and `overwrite_results`.
+
+    Args:
+        config: the evaluate parameters.
+        cache_path: the request cache (None: no cache).
+        progress: show a progress bar.
+        fail_loud: raise when too many calls fail.
+        judge: one judge of the panel (None: the configured judge).
+
+    Returns:
+        The judge, open.
+    """
     top_logprobs = config.judge_top_logprobs_asked if judge is None else 0
     if judge is None and config.logprobs_off_reason is not None:
         logger.info("evaluate: log-probability verdicts off: %s", config.logprobs_off_reason)
@@ -227,7 +312,16 @@ def _steps(sample: Any, config: EvaluateParams, judge: Judge) -> list[JudgeTask 
 
 def judge_samples(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> pd.DataFrame:
     """One judgment row per sample (per sample and criterion for a rubric), or per pair of
-    models for a comparing kind. All requests are built before the first call."""
+    models for a comparing kind. All requests are built before the first call.
+
+    Args:
+        samples: the samples, with responses.
+        config: the evaluate parameters.
+        judge: the open judge.
+
+    Returns:
+        The eval_judgments rows.
+    """
     if config.kind.compares:
         return _judge_pairs(samples, config, judge)
     rows = list(samples.itertuples())
@@ -345,7 +439,12 @@ _TO_BE_GENERATED = "(the response to be generated)"
 def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
     """Build the judge prompt of one row of each kind before anything is called, so that a
     `custom_prompt` or `judge_prompts` template that lacks a field fails before generation
-    pays for answers it could never judge."""
+    pays for answers it could never judge.
+
+    Args:
+        samples: the samples.
+        config: the evaluate parameters.
+    """
     if config.custom_prompt is None and not config.judge_prompts:
         return
     judge = Judge(
@@ -376,7 +475,16 @@ def check_judge_prompts(samples: pd.DataFrame, config: EvaluateParams) -> None:
 
 def judge_tasks(samples: pd.DataFrame, config: EvaluateParams, judge: Judge) -> list[JudgeTask]:
     """Every judge call `judge_samples` makes of `samples`, in its order (what a run plan
-    prices): one per sample that needs the judge, or both orders of every pair."""
+    prices): one per sample that needs the judge, or both orders of every pair.
+
+    Args:
+        samples: the samples.
+        config: the evaluate parameters.
+        judge: the judge.
+
+    Returns:
+        The tasks, in call order.
+    """
     if not config.kind.compares:
         plan = [_steps(sample, config, judge) for sample in samples.itertuples()]
         return [step for steps in plan for step in steps if isinstance(step, JudgeTask)]

@@ -31,7 +31,16 @@ def mean_intervals(
     observations: pd.DataFrame, intervals: EvalIntervalParams, weight: str | None = None
 ) -> dict[str, Interval]:
     """{model: (ci_low, ci_high, ci_method)} of the (weighted) mean of `value` per model,
-    from rows of model, instance_id, value[, weight] (NaN values left out)."""
+    from rows of model, instance_id, value[, weight] (NaN values left out).
+
+    Args:
+        observations: rows of model, instance_id, value[, weight].
+        intervals: the evaluate interval settings.
+        weight: the weight column (None: unweighted).
+
+    Returns:
+        The interval per model.
+    """
     table = grouped_mean_intervals(
         observations, "value", "instance_id", ["model"], weight=weight, **intervals.kwargs
     )
@@ -41,14 +50,30 @@ def mean_intervals(
 
 
 def scaled(interval: Interval, offset: float, factor: float) -> Interval:
-    """The interval of factor * (x - offset) (a linear map keeps percentile bounds)."""
+    """The interval of factor * (x - offset) (a linear map keeps percentile bounds).
+
+    Args:
+        interval: (ci_low, ci_high, ci_method) of x.
+        offset: subtracted first.
+        factor: then multiplied by.
+
+    Returns:
+        The mapped interval.
+    """
     low, high, method = interval
     return factor * (low - offset), factor * (high - offset), method
 
 
 def win_rate_observations(judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, comparison): the model's score in it (1 win, 0.5 tie, 0 loss,
-    NaN without an outcome) and the comparison's instance_id."""
+    NaN without an outcome) and the comparison's instance_id.
+
+    Args:
+        judgments: eval_judgments' pairwise rows.
+
+    Returns:
+        The observations.
+    """
     outcome = judgments["outcome"].astype("object")
     as_a = outcome.map({"A": 1.0, "tie": 0.5, "B": 0.0}).astype("float64")
     return pd.DataFrame(
@@ -69,6 +94,14 @@ def paired_differences(
 
     Columns: model, value (the difference), n (shared instances), ci_low, ci_high,
     ci_method. Empty when the baseline is absent or alone.
+
+    Args:
+        observations: rows of model, instance_id, value.
+        baseline: the baseline model.
+        intervals: the evaluate interval settings.
+
+    Returns:
+        The differences (columns above).
     """
     check_bootstrap(intervals.n_resamples, intervals.confidence)
     per_instance = (
@@ -104,7 +137,15 @@ def paired_differences(
 
 
 def baseline_model(models: pd.Series, chosen: str | None) -> str | None:
-    """The chosen baseline, or the first model by name (None without models)."""
+    """The chosen baseline, or the first model by name (None without models).
+
+    Args:
+        models: the models' names.
+        chosen: the configured baseline (None: none).
+
+    Returns:
+        The baseline, or None.
+    """
     names = sorted(models.dropna().unique())
     if chosen is not None:
         return chosen
@@ -112,5 +153,13 @@ def baseline_model(models: pd.Series, chosen: str | None) -> str | None:
 
 
 def interval_fields(interval: Interval) -> Mapping[str, object]:
+    """An interval as a metric row's columns.
+
+    Args:
+        interval: (ci_low, ci_high, ci_method).
+
+    Returns:
+        {ci_low, ci_high, ci_method}.
+    """
     low, high, method = interval
     return {"ci_low": low, "ci_high": high, "ci_method": method}

@@ -59,6 +59,15 @@ def ensemble_weighted_accuracy(
     Per (instance, replicate): the sum of score x weight over the ensemble's responses;
     then the mean over each instance's replicates, then over instances. Weights are used
     as given (genlm's are normalised per ensemble); a missing score drops its response.
+
+    Args:
+        scores: each response's score.
+        weights: each response's weight.
+        instances: each response's instance.
+        replicates: each response's replicate.
+
+    Returns:
+        (the accuracy, the number of instances).
     """
     table = pd.DataFrame(
         {"instance": instances, "replicate": replicates, "product": scores * weights}
@@ -420,6 +429,13 @@ def compute_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataF
     responses): as the scale minimum with `missing: zero`, left out with `exclude`;
     invalid judgments are never counted. The same metrics follow for each `category` and
     each `level` of the samples (rows with that column set; the other one null).
+
+    Args:
+        judgments: eval_judgments rows.
+        config: the evaluate parameters.
+
+    Returns:
+        The long metric table.
     """
     kind = config.kind
     if not kind.compares:

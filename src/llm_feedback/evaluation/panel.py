@@ -74,6 +74,16 @@ def judge_all(
     empty. A panel's judges run at the same time, each
     in a thread of its own. When one fails (or on Ctrl-C) the panel stops at once: closing
     the judges cancels the calls still in flight, and every answer received is cached.
+
+    Args:
+        samples: the prepared samples, with responses.
+        config: the evaluate parameters.
+        cache_path: the request cache (None: no cache).
+        progress: show progress bars.
+        fail_loud: raise when too many calls fail.
+
+    Returns:
+        (eval_judgments, eval_panel_judgments).
     """
     judgments, panel = _judge_all(samples, config, cache_path, progress, fail_loud)
     return with_carried_columns(judgments, samples, config), panel
@@ -121,7 +131,15 @@ def _judge_all(
 
 
 def panel_judgments(per_judge: Mapping[str, pd.DataFrame], kind: JudgeKind) -> pd.DataFrame:
-    """Every judge's judgments, one row per judge and judgment, `judge` naming the judge."""
+    """Every judge's judgments, one row per judge and judgment, `judge` naming the judge.
+
+    Args:
+        per_judge: each judge's judgment rows, by name.
+        kind: the judge kind.
+
+    Returns:
+        The rows of every judge.
+    """
     types = {"judge": "string", **judgment_column_types(kind)}
     frames = [frame.assign(judge=name) for name, frame in per_judge.items()]
     stacked = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(types))
@@ -167,6 +185,13 @@ def aggregate_panel(per_judge: Mapping[str, pd.DataFrame], config: EvaluateParam
     """One judgment row per sample (pairwise: per pair) from every judge's rows.
 
     The judges judged the same samples in the same order, so their rows align by position.
+
+    Args:
+        per_judge: each judge's judgment rows, by name.
+        config: the evaluate parameters.
+
+    Returns:
+        The panel's judgment rows.
     """
     names = list(per_judge)
     frames = list(per_judge.values())
@@ -249,6 +274,13 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
     exact-match share. With `recorded_score`s: the same between the recording and each
     judge, and the panel. `n` counts the compared items, `n_missing` the asked ones left
     out because a rater gave no value.
+
+    Args:
+        judgments: eval_judgments rows, with each judge's column.
+        config: the evaluate parameters.
+
+    Returns:
+        The agreement rows.
     """
     kind = config.kind
     value = kind.value_column
@@ -306,7 +338,15 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
 
 def metrics_with_agreement(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
     """`eval_metrics`: `compute_metrics`' rows, the means corrected by a slice of gold
-    scores (`corrected`), then the agreement rows."""
+    scores (`corrected`), then the agreement rows.
+
+    Args:
+        judgments: eval_judgments rows.
+        config: the evaluate parameters.
+
+    Returns:
+        The eval_metrics rows.
+    """
     parts = [
         compute_metrics(judgments, config),
         corrected_metrics(judgments, config),

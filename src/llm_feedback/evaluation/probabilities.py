@@ -35,7 +35,14 @@ _SHOWN = {"A": "first", "B": "second", "tie": "tie"}
 
 def verdict_anchor(text: str | None) -> int | None:
     """Where a pairwise reply states its verdict: the JSON "verdict" (what the reader takes
-    first), else the last `[[A|B|C]]`; None when neither is there."""
+    first), else the last `[[A|B|C]]`; None when neither is there.
+
+    Args:
+        text: the judge's reply (None: no reply).
+
+    Returns:
+        The verdict's character offset, or None.
+    """
     if not text:
         return None
     found = _JSON_VERDICT.search(text)
@@ -47,7 +54,14 @@ def verdict_anchor(text: str | None) -> int | None:
 
 def rating_anchor(text: str | None) -> int | None:
     """Where a rating reply states its rating: the JSON "rating", else the first `[[N]]` or
-    "Rating: N"; None when none is there."""
+    "Rating: N"; None when none is there.
+
+    Args:
+        text: the judge's reply (None: no reply).
+
+    Returns:
+        The rating's character offset, or None.
+    """
     if not text:
         return None
     found = _JSON_RATING.search(text) or _MARKED_RATING.search(text)
@@ -59,7 +73,16 @@ def rating_anchor(text: str | None) -> int | None:
 def score_probability_columns(
     judgment: Judgment, kind: JudgeKind, options: KindOptions
 ) -> dict[str, Any]:
-    """`expected_score` and `logprobs_usable` of one scored judgment."""
+    """`expected_score` and `logprobs_usable` of one scored judgment.
+
+    Args:
+        judgment: the judgment, with its label log-probabilities.
+        kind: the judge kind (its scale).
+        options: the kind's settings.
+
+    Returns:
+        The two columns.
+    """
     if kind.logprob_labels is None or judgment.label_logprobs is None:
         return {"expected_score": math.nan, "logprobs_usable": False}
     low, high = options.scale
@@ -90,7 +113,14 @@ def _order_probabilities(judgment: Judgment, shown_first_is_a: bool) -> tuple[fl
 
 
 def pair_probability_columns(pair: PairJudgment | None) -> dict[str, Any]:
-    """The probability columns of one comparison (None: no comparison was made)."""
+    """The probability columns of one comparison (None: no comparison was made).
+
+    Args:
+        pair: the comparison's judgments in both orders, or None.
+
+    Returns:
+        The probability columns.
+    """
     columns: dict[str, Any] = {"logprobs_usable": False, "prob_margin": math.nan}
     orders = () if pair is None else pair.orders
     margins = []

@@ -73,7 +73,15 @@ def pairwise_battles(judgments: pd.DataFrame, samples: pd.DataFrame) -> pd.DataF
     list_items): one row per pairwise judgment with an outcome. The instance is the
     judgment's `prompt_key` where it has one (recorded pairs of one prompt share it), else
     its instance_id; probability is A's probability-weighted win, (1 + prob_margin) / 2,
-    where the judgment has one."""
+    where the judgment has one.
+
+    Args:
+        judgments: eval_judgments' pairwise rows.
+        samples: the samples with the responses judged.
+
+    Returns:
+        The battles.
+    """
     features = style_features(samples["response"].astype("string").astype(object))
     styled = pd.concat([samples[SAMPLE_KEY], features], axis=1)
     battles = judgments.assign(
@@ -100,7 +108,16 @@ def model_ranking(
 ) -> ModelComparison:
     """`EVAL_MODEL_RANKING_COLUMN_TYPES` rows, one per model, and the style coefficients
     (`STYLE_COEFFICIENTS_COLUMN_TYPES`); both empty unless the mode compares and the
-    judgments hold at least two models with an outcome."""
+    judgments hold at least two models with an outcome.
+
+    Args:
+        judgments: eval_judgments rows.
+        samples: the samples with the responses judged.
+        config: the evaluate parameters.
+
+    Returns:
+        The ranking and the style coefficients.
+    """
     if not config.kind.compares:
         return _empty()
     battles = pairwise_battles(judgments, samples)
@@ -141,7 +158,15 @@ def gamed_difficulty_by_prompt(gamed: GamedBaselines, samples: pd.DataFrame) -> 
     are (`prompt_key`, else instance_id): by the instruction's text where the file names
     it, else by position, the prompts numbered in the order they first appear in `samples`
     (AlpacaEval's own order when a model with every instruction comes first, as in
-    its published annotations)."""
+    its published annotations).
+
+    Args:
+        gamed: the gamed-baselines file's contents.
+        samples: the samples.
+
+    Returns:
+        The difficulty per battle instance.
+    """
     keys = samples["instance_id"]
     if PROMPT_KEY in samples.columns:
         keys = samples[PROMPT_KEY].fillna(keys)

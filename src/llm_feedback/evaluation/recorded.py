@@ -65,7 +65,14 @@ _SIGNATURES = {
 
 
 def recorded_format(data: dict[str, Any]) -> str | None:
-    """The recorded-verdict format whose fields the record `data` has, or None."""
+    """The recorded-verdict format whose fields the record `data` has, or None.
+
+    Args:
+        data: one record.
+
+    Returns:
+        The format's name, or None.
+    """
     for name, signature in _SIGNATURES.items():
         if signature <= data.keys():
             return name
@@ -75,7 +82,14 @@ def recorded_format(data: dict[str, Any]) -> str | None:
 
 
 def prompt_key(text: str) -> str:
-    """A short stable id of a prompt's text (pairs on one prompt share it)."""
+    """A short stable id of a prompt's text (pairs on one prompt share it).
+
+    Args:
+        text: the prompt's text.
+
+    Returns:
+        The id.
+    """
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -229,7 +243,17 @@ def arena_hard_rows(
     path: Path, records: list[Record], baseline: str, answers_dir: Path | None = None
 ) -> list[dict[str, Any]]:
     """The pairs of Arena-Hard judgment records: A the baseline's answer, B the model's;
-    game 1 as Arena-Hard played it (baseline first), game 2 turned to the pair's sides."""
+    game 1 as Arena-Hard played it (baseline first), game 2 turned to the pair's sides.
+
+    Args:
+        path: the judgment file, named in errors.
+        records: its records.
+        baseline: the baseline model.
+        answers_dir: the models' answer files (default: Arena-Hard's layout beside the judgments).
+
+    Returns:
+        The eval_samples rows, two per pair.
+    """
     judge_folder = path.resolve() if path.is_dir() else path.resolve().parent
     folder = answers_dir or judge_folder.parent.parent / "model_answer"
     if not folder.is_dir():
@@ -278,7 +302,17 @@ def arena_hard_rows(
 def read_recorded(
     where: Path, records: list[Record], chosen: str, config_baseline: str | None = None
 ) -> pd.DataFrame:
-    """eval_samples rows (two per recorded pair) of `records` in format `chosen`."""
+    """eval_samples rows (two per recorded pair) of `records` in format `chosen`.
+
+    Args:
+        where: the file or folder read, named in errors.
+        records: its records.
+        chosen: the recorded format.
+        config_baseline: Arena-Hard's baseline model (default gpt-4-0314).
+
+    Returns:
+        The eval_samples rows.
+    """
     if not records:
         raise InputError(f"{where}: no records")
     if chosen == ALPACA_EVAL:
@@ -296,7 +330,14 @@ def read_recorded(
 
 
 def has_recorded_verdicts(samples: pd.DataFrame) -> bool:
-    """Whether the samples carry recorded pairwise verdicts (then nothing is judged)."""
+    """Whether the samples carry recorded pairwise verdicts (then nothing is judged).
+
+    Args:
+        samples: eval_samples rows.
+
+    Returns:
+        True when they do.
+    """
     columns = [c for c in (PREFERENCE, *GAME_COLUMNS) if c in samples.columns]
     return bool(columns) and samples[columns].notna().any(axis=None)
 
@@ -312,6 +353,13 @@ def recorded_judgments(samples: pd.DataFrame, config: EvaluateParams) -> list[di
     (1.5 a tie); two recorded games give their winners as `verdict_a_first` /
     `verdict_b_first` and the outcome as two judged orders give it. A pair without a
     recording is an `empty` row without outcome.
+
+    Args:
+        samples: the recorded pairs' eval_samples rows.
+        config: the evaluate parameters.
+
+    Returns:
+        The eval_judgments records.
     """
     records = []
     for (instance_id, turn, replicate), pair in samples.groupby(

@@ -46,6 +46,26 @@ def run_evaluation(
     value in `score_<name>`). genlm.eval form (a `model` and `evaluator`, by keyword or in
     the second and third places; the fourth is then `output_dir`): an awaitable of the
     results dict of `adaptor.evaluate_instances`, its settings checked at the call.
+
+    Args:
+        eval_samples: table form: the samples (a DataFrame); genlm form: the instances.
+        params: table form: the evaluate block; genlm form: the model, in this place.
+        endpoints: table form: the endpoint definitions; genlm form: the evaluator.
+        cache_path: table form: the request cache (None: no cache); genlm form: the output folder.
+        progress: show progress bars.
+        dataset: genlm form: the instances.
+        model: genlm form: the model adaptor.
+        evaluator: genlm form: the evaluator.
+        output_dir: genlm form: where results are written.
+        n_replicates: genlm form: replicates per instance.
+        overwrite_results: genlm form: evaluate again what has results.
+        overwrite_outputs: genlm form: generate again what has outputs.
+        max_instances: genlm form: how many instances at most.
+        max_concurrent: genlm form: instances run at once.
+        verbosity: genlm form: how much to print.
+
+    Returns:
+        Table form: (judgments, metrics); genlm form: an awaitable of the results dict.
     """
     table_form = model is None and evaluator is None and dataset is None
     if table_form and isinstance(eval_samples, pd.DataFrame):

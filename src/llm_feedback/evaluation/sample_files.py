@@ -50,7 +50,14 @@ _RECORD_SUFFIXES = (".json", ".jsonl", ".parquet")
 def load_samples_records(path: Path) -> list[Record]:
     """The records of a samples file, or of every JSON, JSON Lines and Parquet file under a
     folder (in path order, each record named by its file: a benchmark's results as
-    published, e.g. AlpacaEval's `results/<model>/<annotator>/annotations.json`)."""
+    published, e.g. AlpacaEval's `results/<model>/<annotator>/annotations.json`).
+
+    Args:
+        path: a samples file, or a folder of them.
+
+    Returns:
+        The records.
+    """
     if not path.is_dir():
         return load_records(path)
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _RECORD_SUFFIXES)
@@ -66,7 +73,14 @@ def load_samples_records(path: Path) -> list[Record]:
 
 def read_samples_file(path: str | Path) -> pd.DataFrame:
     """The records of `path` (a file, or a folder of them: `load_samples_records`) as they
-    are, one row each (JSON's own types kept)."""
+    are, one row each (JSON's own types kept).
+
+    Args:
+        path: a samples file, or a folder of them.
+
+    Returns:
+        One row per record.
+    """
     path = Path(path)
     frame = pd.DataFrame.from_records([record.data for record in load_samples_records(path)])
     frame.attrs[SAMPLES_PATH_ATTR] = str(path)
@@ -76,6 +90,15 @@ def read_samples_file(path: str | Path) -> pd.DataFrame:
 
 
 def is_native(frame: pd.DataFrame) -> bool:
+    """Whether a frame is already eval_samples-shaped (the required columns, no gold
+    fields to convert).
+
+    Args:
+        frame: the samples as read.
+
+    Returns:
+        True when it needs no conversion.
+    """
     columns = set(frame.columns)
     return set(EVAL_SAMPLES_REQUIRED_COLUMNS) <= columns and not columns & set(_GOLD_FIELDS)
 

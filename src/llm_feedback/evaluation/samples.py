@@ -180,6 +180,13 @@ def validate_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     """The checked samples with the columns of `EVAL_SAMPLES_COLUMN_TYPES` and a `turn`.
 
     The index is the input's row number, which every later error names.
+
+    Args:
+        frame: the samples as read.
+        config: the evaluate parameters.
+
+    Returns:
+        The checked samples.
     """
     if not isinstance(frame, pd.DataFrame):
         raise InputError(f"eval_samples must be a DataFrame, got {type(frame).__name__}")
@@ -273,7 +280,15 @@ def _with_recorded_score(frame: pd.DataFrame) -> pd.DataFrame:
 
 def carried_columns(frame: pd.DataFrame, config: EvaluateParams) -> list[str]:
     """The user's columns beyond eval_samples' own, kept through to eval_judgments;
-    InputError for one whose name (or `_a` / `_b` form, pairwise) eval_judgments uses."""
+    InputError for one whose name (or `_a` / `_b` form, pairwise) eval_judgments uses.
+
+    Args:
+        frame: the samples as read.
+        config: the evaluate parameters.
+
+    Returns:
+        The carried columns' names.
+    """
     carried = carried_column_names(frame.columns)
     pairwise = config.kind.compares
     table = EVAL_PAIRWISE_JUDGMENTS_COLUMN_TYPES if pairwise else EVAL_JUDGMENTS_COLUMN_TYPES
@@ -360,6 +375,13 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
     """`max_instances` first instances; replicates 0..n_replicates-1 of each response.
 
     A missing replicate becomes a row to generate, which needs `generate_with`.
+
+    Args:
+        samples: the checked samples.
+        config: the evaluate parameters.
+
+    Returns:
+        The selected rows.
     """
     if config.max_instances is not None:
         kept = samples["instance_id"].drop_duplicates().iloc[: config.max_instances]
@@ -401,7 +423,15 @@ def select_samples(samples: pd.DataFrame, config: EvaluateParams) -> pd.DataFram
 
 def prepare_samples(frame: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
     """Validate and select the samples; every row without a response must be generable,
-    and every custom judge prompt must render for the rows it judges."""
+    and every custom judge prompt must render for the rows it judges.
+
+    Args:
+        frame: the samples as read.
+        config: the evaluate parameters.
+
+    Returns:
+        The samples to judge.
+    """
     samples = select_samples(validate_samples(frame, config), config)
     for row, response, model in zip(
         samples.index, samples["response"], samples["model"], strict=True

@@ -63,6 +63,12 @@ def normalize_answer(text: object) -> str:
     and number notation do not matter ("The 1,000.0 km!" -> "1000 km").
 
     It errs towards keeping differences, since a match skips the judge call.
+
+    Args:
+        text: a short answer.
+
+    Returns:
+        Its comparable form.
     """
     if not isinstance(text, str) and _is_missing_scalar(text):
         return ""
@@ -74,7 +80,14 @@ def normalize_answer(text: object) -> str:
 
 def is_unknown_reference(reference: object) -> bool:
     """True for a reference that cannot be judged against: None, NaN / NA, blank, a
-    placeholder such as "unknown" or "n/a", or a list holding only such values."""
+    placeholder such as "unknown" or "n/a", or a list holding only such values.
+
+    Args:
+        reference: a reference answer, or a list of them.
+
+    Returns:
+        True when it cannot be judged against.
+    """
     if isinstance(reference, str):
         return reference.strip().lower() in _UNKNOWN_REFERENCES
     if _is_answer_list(reference):
@@ -85,7 +98,15 @@ def is_unknown_reference(reference: object) -> bool:
 def exact_match(prediction: object, reference: object) -> bool:
     """Whether the normalised prediction equals the normalised reference, or one of them
     when `reference` is a list of acceptable answers. Blank predictions and unknown
-    references never match."""
+    references never match.
+
+    Args:
+        prediction: the response's answer.
+        reference: the reference, or a list of acceptable answers.
+
+    Returns:
+        True on a match.
+    """
     predicted = normalize_answer(prediction)
     if not predicted:
         return False

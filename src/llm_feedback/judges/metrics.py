@@ -82,6 +82,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
     Computed as 1 - prod_{i=n-c+1..n} (1 - k/i), which never forms the huge binomial
     coefficients. NaN when k > n (the estimator needs at least k samples).
+
+    Args:
+        n: the samples.
+        c: the correct ones.
+        k: the attempts allowed.
+
+    Returns:
+        pass@k, or NaN.
     """
     n, c, k = operator.index(n), operator.index(c), operator.index(k)
     if k < 1:
@@ -122,6 +130,17 @@ def pass_at_k_table(
     (NaN) counts as incorrect with `missing="zero"` or is dropped with "exclude"; either
     way `n_missing` reports how many there were. Rows judged "invalid" (an unknown
     reference) should be removed before, as they are not replicates.
+
+    Args:
+        frame: the replicated judgments.
+        instance_col: the column naming each instance.
+        correct_col: the 0/1 correctness column.
+        ks: the k values (default 1 up to the largest n).
+        model_col: the column naming the model.
+        missing: "zero" or "exclude" for a missing correctness.
+
+    Returns:
+        One row per (model, k).
     """
     if missing not in MISSING_POLICIES:
         raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
@@ -189,6 +208,18 @@ def pass_at_k_first_table(
     of k attempts. An instance with fewer than k attempts is left out of that k (counted
     in `n_instances_too_few`); a missing correctness is a failed attempt with
     `missing="zero"` and no attempt with "exclude", counted in `n_missing` either way.
+
+    Args:
+        frame: the replicated judgments.
+        instance_col: the column naming each instance.
+        order_col: the column ordering each instance's attempts.
+        correct_col: the 0/1 correctness column.
+        ks: the k values (default 1 up to the largest n).
+        model_col: the column naming the model.
+        missing: "zero" or "exclude" for a missing correctness.
+
+    Returns:
+        One row per (model, k).
     """
     if missing not in MISSING_POLICIES:
         raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
@@ -230,6 +261,14 @@ def normalised_mean(scores: object, low: float, high: float) -> float:
     """Mean score mapped to 0-100 (low -> 0, high -> 100; x20 on a 0-5 scale).
 
     Missing values (NaN, None) are ignored; no values left gives NaN.
+
+    Args:
+        scores: the scores.
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        The mean on 0-100, or NaN.
     """
     _check_scale(low, high)
     values = _as_float(scores, "scores")
@@ -246,6 +285,13 @@ def weighted_accuracy(correct: object, weights: object) -> float:
 
     `correct` holds 0/1 (or a fraction per response); a missing correctness drops that
     response and its weight. NaN when nothing is left or the weights sum to zero.
+
+    Args:
+        correct: each response's correctness.
+        weights: each response's weight.
+
+    Returns:
+        The accuracy, or NaN.
     """
     correctness = _as_float(correct, "correct")
     weight = _as_float(weights, "weights")
@@ -281,6 +327,18 @@ def aggregate_scores(
     (a reply that could not be parsed) gets zero credit with `missing="zero"`: it counts
     as the scale minimum, 0 on the normalised scale. With "exclude" it is left out of the
     means. It is counted in `n_missing` either way, and logged.
+
+    Args:
+        frame: the judgments.
+        score_col: the score column.
+        mode: the judge kind whose scale applies.
+        low: the scale's minimum, if not the kind's.
+        high: the scale's maximum, if not the kind's.
+        missing: "zero" or "exclude" for a missing score.
+        model_col: the column naming the model.
+
+    Returns:
+        One row per model.
     """
     if missing not in MISSING_POLICIES:
         raise ConfigError(f"missing must be one of {MISSING_POLICIES}, got {missing!r}")
@@ -351,6 +409,13 @@ def pairwise_outcome(verdict_ab: object, verdict_ba: object) -> str | None:
     `verdict_ab` comes from the order (A, B), `verdict_ba` from the swapped order (B, A),
     each "A" (the first shown won), "B" or "tie". Orders that agree give their winner;
     orders that disagree (position bias) give "tie"; a missing verdict gives None.
+
+    Args:
+        verdict_ab: the verdict of the order (A, B).
+        verdict_ba: the verdict of the order (B, A).
+
+    Returns:
+        "A", "B", "tie" or None.
     """
     first = _verdict(verdict_ab, "verdict_ab")
     second = _verdict(verdict_ba, "verdict_ba")
@@ -360,7 +425,15 @@ def pairwise_outcome(verdict_ab: object, verdict_ba: object) -> str | None:
 
 
 def is_position_consistent(verdict_ab: object, verdict_ba: object) -> bool | None:
-    """Whether both orders picked the same response (or both a tie); None if one is missing."""
+    """Whether both orders picked the same response (or both a tie); None if one is missing.
+
+    Args:
+        verdict_ab: the verdict of the order (A, B).
+        verdict_ba: the verdict of the order (B, A).
+
+    Returns:
+        True, False or None.
+    """
     first = _verdict(verdict_ab, "verdict_ab")
     second = _verdict(verdict_ba, "verdict_ba")
     if first is None or second is None:
@@ -378,6 +451,15 @@ def pairwise_win_rates(
 
     `outcome_col` holds "A" (model_a won), "B" or "tie", as `pairwise_outcome` returns;
     win_rate = (wins + ties / 2) / n over the comparisons with an outcome (NaN if none).
+
+    Args:
+        frame: one row per comparison.
+        model_a_col: the column naming model A.
+        model_b_col: the column naming model B.
+        outcome_col: the outcome column.
+
+    Returns:
+        One row per model.
     """
     require_columns(frame, (model_a_col, model_b_col, outcome_col), "judgments")
     _require_no_nulls(frame, (model_a_col, model_b_col))

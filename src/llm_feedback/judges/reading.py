@@ -48,32 +48,76 @@ class ParseResult(Generic[T]):
 
 
 def value_reading(parsed: ParseResult[Any]) -> Reading:
-    """The engine's reading of a parse: usable when a value was found."""
+    """The engine's reading of a parse: usable when a value was found.
+
+    Args:
+        parsed: the parse result.
+
+    Returns:
+        The reading.
+    """
     return Reading(parsed.value, parsed.status, parsed.value is not None)
 
 
 def judges_own_text(text: str) -> str:
     """The judge's own lines: material it echoed (marker blocks) and quoted lines ("> ")
-    dropped, so a score written inside the judged text never counts as the judge's."""
+    dropped, so a score written inside the judged text never counts as the judge's.
+
+    Args:
+        text: the judge's reply.
+
+    Returns:
+        The reply without echoed material.
+    """
     return "\n".join(unquoted_lines(text))
 
 
 def is_blank(text: object) -> bool:
+    """Whether a reply holds no text (not a string, or only whitespace).
+
+    Args:
+        text: the reply.
+
+    Returns:
+        True when blank.
+    """
     return not isinstance(text, str) or not text.strip()
 
 
 def strip_emphasis(text: str) -> str:
-    """Drop markdown emphasis and code marks, which judges sprinkle around their verdicts."""
+    """Drop markdown emphasis and code marks, which judges sprinkle around their verdicts.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The text without `*` and backquotes.
+    """
     return text.replace("*", "").replace("`", "")
 
 
 def loose_key(name: str) -> str:
-    """Loose key for matching names: case, spaces, dashes and underscores do not matter."""
+    """Loose key for matching names: case, spaces, dashes and underscores do not matter.
+
+    Args:
+        name: a name.
+
+    Returns:
+        Its key.
+    """
     return re.sub(r"[\W_]+", "_", str(name).lower()).strip("_")
 
 
 def lookup(data: Mapping[str, Any], *names: str) -> Any:
-    """The value of the first of `names` in `data`, keys matched loosely; None if none."""
+    """The value of the first of `names` in `data`, keys matched loosely; None if none.
+
+    Args:
+        data: a JSON object.
+        *names: the names tried, in order.
+
+    Returns:
+        The value, or None.
+    """
     loose = {loose_key(key): value for key, value in data.items()}
     for name in names:
         if loose_key(name) in loose:
@@ -82,7 +126,14 @@ def lookup(data: Mapping[str, Any], *names: str) -> Any:
 
 
 def as_number(value: Any) -> float | None:
-    """A number from a JSON value: int, float or numeric string; bools are not numbers."""
+    """A number from a JSON value: int, float or numeric string; bools are not numbers.
+
+    Args:
+        value: a JSON value.
+
+    Returns:
+        The number, or None.
+    """
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -94,15 +145,41 @@ def as_number(value: Any) -> float | None:
 
 
 def in_range(value: float, low: float, high: float) -> bool:
+    """Whether `value` lies on the scale, bounds included.
+
+    Args:
+        value: a rating.
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        True when it does.
+    """
     return low <= value <= high
 
 
 def check_range(low: float, high: float) -> None:
+    """Raise ConfigError unless low < high.
+
+    Args:
+        low: the scale's minimum.
+        high: the scale's maximum.
+    """
     if not low < high:
         raise ConfigError(f"a score range needs low < high, got ({low}, {high})")
 
 
 def rating_result(value: float, low: float, high: float) -> ParseResult[float]:
+    """A found rating as a parse result: ok on the scale, else out of range.
+
+    Args:
+        value: the rating found.
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        The parse result.
+    """
     if in_range(value, low, high):
         return ParseResult(value, OK)
     return ParseResult(None, OUT_OF_RANGE)
@@ -127,6 +204,14 @@ def parse_rating(text: str | None, low: float, high: float) -> ParseResult[float
     "overall score is 4/5"); a bare fraction "4/5" over `high`; a reply that is just a
     number. A labelled fraction over another denominator ("Score: 8/10" on 0-5) or a value
     outside the scale gives "out_of_range".
+
+    Args:
+        text: the judge's reply (None: no reply).
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        The rating and the parse status.
     """
     check_range(low, high)
     if is_blank(text):

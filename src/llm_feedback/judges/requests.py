@@ -48,7 +48,14 @@ _FORMATTER = string.Formatter()
 
 
 def template_fields(template: str) -> set[str]:
-    """The named fields a `str.format` template uses; ConfigError if it is not one."""
+    """The named fields a `str.format` template uses; ConfigError if it is not one.
+
+    Args:
+        template: the template's text.
+
+    Returns:
+        The field names.
+    """
     try:
         parts = list(_FORMATTER.parse(template))
     except ValueError as error:
@@ -80,6 +87,15 @@ def render_template(
 
     `required` lists groups of synonyms; the template must use at least one field of
     each group, so that no input the judge is given is silently left out of the prompt.
+
+    Args:
+        template: the template's text.
+        values: the fields this judge supplies.
+        required: groups of synonymous fields, one of each to be used.
+        judge: the judge kind, named in errors.
+
+    Returns:
+        The rendered text.
     """
     fields = template_fields(template)
     unknown = sorted(fields - values.keys())
@@ -104,6 +120,14 @@ def fenced_values(
 
     Synonyms share a label and so show the same block. The nonce hashes every untrusted
     value of the request and its kind; {fencing_notice} explains the marker lines.
+
+    Args:
+        values: the fields' texts.
+        labels: field -> the label of its fenced block (untrusted fields only).
+        kind: the judge kind, hashed into the nonce.
+
+    Returns:
+        The fields, untrusted ones fenced, plus `fencing_notice`.
     """
     untrusted = {labels[name]: text for name, text in values.items() if name in labels}
     nonce = request_nonce(untrusted, kind)
@@ -123,20 +147,44 @@ def render_prompt(
     judge: str,
     **ours: str,
 ) -> str:
-    """The user message: `custom_prompt` if given, else our `template` with `ours` added."""
+    """The user message: `custom_prompt` if given, else our `template` with `ours` added.
+
+    Args:
+        custom_prompt: the user's template (None: ours).
+        template: our template's text.
+        values: the fields this judge supplies.
+        required: groups of synonymous fields, one of each to be used.
+        judge: the judge kind, named in errors.
+        **ours: fields only our template gets.
+
+    Returns:
+        The user message.
+    """
     if custom_prompt is not None:
         return render_template(custom_prompt, values, required, judge)
     return render_template(template, {**values, **ours}, required, judge)
 
 
 def check_text(**values: Any) -> None:
+    """Raise InputError naming the first judge input that is not a string.
+
+    Args:
+        **values: the inputs, by name.
+    """
     for name, value in values.items():
         if not isinstance(value, str):
             raise InputError(f"judge input {name!r} must be a string, got {type(value).__name__}")
 
 
 def check_score_range(score_range: Sequence[int]) -> tuple[int, int]:
-    """(low, high) integers with low < high; ConfigError naming `score_range` else."""
+    """(low, high) integers with low < high; ConfigError naming `score_range` else.
+
+    Args:
+        score_range: the (low, high) given.
+
+    Returns:
+        (low, high).
+    """
     if isinstance(score_range, str) or not isinstance(score_range, Sequence):
         raise ConfigError(f"score_range must be two integers (low, high), got {score_range!r}")
     if len(score_range) != 2 or not all(
@@ -157,7 +205,18 @@ def judge_request(
     sampling: Mapping[str, Any],
 ) -> ChatRequest:
     """The request of one judgment: deterministic sampling and the kind's token budget
-    unless `sampling` says otherwise, the JSON schema when the reply is structured."""
+    unless `sampling` says otherwise, the JSON schema when the reply is structured.
+
+    Args:
+        user: the user message.
+        system: the system prompt (None: none).
+        max_tokens: the kind's token budget.
+        json_schema: the reply's schema (None: free text).
+        sampling: the caller's sampling overrides.
+
+    Returns:
+        The request.
+    """
     settings = {**JUDGE_SAMPLING, "max_tokens": max_tokens, **sampling}
     if json_schema is not None:
         settings["json_schema"] = json_schema
@@ -165,7 +224,15 @@ def judge_request(
 
 
 def attach_images(request: ChatRequest, images: Sequence[Media]) -> ChatRequest:
-    """`request` with `images` after its user message, which first says they are there."""
+    """`request` with `images` after its user message, which first says they are there.
+
+    Args:
+        request: the request.
+        images: the images (none: the request as it is).
+
+    Returns:
+        The request with the images.
+    """
     if not images:
         return request
     *earlier, last = request.messages
@@ -176,12 +243,26 @@ def attach_images(request: ChatRequest, images: Sequence[Media]) -> ChatRequest:
 
 
 def json_reply_instruction(fields: str) -> str:
-    """An instruction to reply with a JSON object whose keys and placeholders are `fields`."""
+    """An instruction to reply with a JSON object whose keys and placeholders are `fields`.
+
+    Args:
+        fields: the JSON keys and placeholders, as text.
+
+    Returns:
+        The instruction.
+    """
     return render("json_reply", fields=fields)
 
 
 def object_reply_schema(properties: dict[str, Any]) -> dict[str, Any]:
-    """A JSON schema of an object with exactly `properties`, all required."""
+    """A JSON schema of an object with exactly `properties`, all required.
+
+    Args:
+        properties: property name -> its schema.
+
+    Returns:
+        The schema.
+    """
     return {
         "type": "object",
         "properties": properties,
@@ -192,7 +273,15 @@ def object_reply_schema(properties: dict[str, Any]) -> dict[str, Any]:
 
 def rating_reply_schema(low: int, high: int) -> dict[str, Any]:
     """{"rating": int, "explanation": str}; the rating first, so that a reply cut short by
-    max_tokens still carries it."""
+    max_tokens still carries it.
+
+    Args:
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        The schema.
+    """
     return object_reply_schema(
         {
             "rating": {"type": "integer", "minimum": low, "maximum": high},
@@ -202,6 +291,15 @@ def rating_reply_schema(low: int, high: int) -> dict[str, Any]:
 
 
 def rating_json_reply(low: int, high: int) -> str:
+    """The instruction to reply with a JSON rating on the scale and an explanation.
+
+    Args:
+        low: the scale's minimum.
+        high: the scale's maximum.
+
+    Returns:
+        The instruction.
+    """
     return json_reply_instruction(render("json_reply", "rating_fields", low=low, high=high))
 
 
@@ -210,6 +308,13 @@ def with_optional_sections(kind: str, names: Sequence[str]) -> str:
 
     The sections go into the template before rendering, so that their fields are checked
     and rendered like every other one.
+
+    Args:
+        kind: the template's name.
+        names: the optional inputs given.
+
+    Returns:
+        The template's text.
     """
     sections = "".join(f"\n{load_template(kind, name)}\n" for name in names)
     return load_template(kind).replace("{optional_sections}", sections)
@@ -251,7 +356,18 @@ REFERENCE_REQUIRED = (("question",), ("reference", "answer"), ("prediction",))
 def reference_values(
     question: str, reference: str, prediction: str, kind: str, prediction_label: str
 ) -> dict[str, str]:
-    """The fenced fields of a judgment against a reference answer."""
+    """The fenced fields of a judgment against a reference answer.
+
+    Args:
+        question: the question.
+        reference: the reference answer.
+        prediction: the response judged.
+        kind: the judge kind, hashed into the nonce.
+        prediction_label: the label of the response's fenced block.
+
+    Returns:
+        The fenced fields.
+    """
     check_text(question=question, reference=reference, prediction=prediction)
     values = {
         "question": question,

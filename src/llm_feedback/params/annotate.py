@@ -77,6 +77,16 @@ _SECTIONS = (
 def parse_annotate(
     annotate: Any, endpoints: Mapping[str, Any] | None, prompt_templates: Any = None
 ) -> AnnotateParams:
+    """Read `params:annotate`, its judge resolved against `endpoints`.
+
+    Args:
+        annotate: the block.
+        endpoints: the `endpoints` block (None: none defined).
+        prompt_templates: the `prompt_templates` folder (None: the package's templates).
+
+    Returns:
+        The checked parameters.
+    """
     defaults = defaults_of(AnnotateParams)
     block = Block(annotate, "annotate", _SECTIONS, defaults)
     aspects = block.raw("aspects")

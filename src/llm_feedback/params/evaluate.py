@@ -60,7 +60,15 @@ def _generators(
 
 
 def parse_evaluate(evaluate: Any, endpoints: Mapping[str, Any] | None) -> EvaluateParams:
-    """`params:evaluate` with its judge and generators resolved against `endpoints`."""
+    """`params:evaluate` with its judge and generators resolved against `endpoints`.
+
+    Args:
+        evaluate: the block.
+        endpoints: the `endpoints` block (None: none defined).
+
+    Returns:
+        The checked parameters.
+    """
     allowed = [item.name for item in fields(EvaluateParams) if item.init]
     defaults = {
         name: value for name, value in defaults_of(EvaluateParams).items() if name in allowed

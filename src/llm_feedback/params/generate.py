@@ -20,5 +20,15 @@ class GenerateParams:
 def parse_generate(
     endpoints: Mapping[str, Any], model_pool: Mapping[str, Any], generation: Any
 ) -> GenerateParams:
+    """Read `params:generation` and the model pool, each model on its endpoint.
+
+    Args:
+        endpoints: the `endpoints` block.
+        model_pool: the `model_pool` block.
+        generation: the `generation` block (the pool's default sampling).
+
+    Returns:
+        The checked parameters.
+    """
     defaults = check_sampling(generation, "generation")
     return GenerateParams(parse_model_pool(model_pool, parse_endpoints(endpoints), defaults))

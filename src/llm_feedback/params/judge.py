@@ -14,7 +14,16 @@ __all__ = ["JudgeParams", "parse_judge"]
 
 
 def parse_judge(block: Any, path: str, endpoints: Mapping[str, Any] | None) -> JudgeParams:
-    """`block` is `{endpoint: <name | env | inline mapping>, temperature: ..., ...}`."""
+    """`block` is `{endpoint: <name | env | inline mapping>, temperature: ..., ...}`.
+
+    Args:
+        block: the judge's block.
+        path: its dotted name, for messages.
+        endpoints: the `endpoints` block (None: none defined).
+
+    Returns:
+        The judge's parameters.
+    """
     if not isinstance(block, Mapping):
         raise ConfigError(
             f"{path} must be a mapping {{endpoint: ..., temperature: ..., max_tokens: ...}}, "

@@ -62,7 +62,16 @@ def _named_blocks(judges: Any, path: str) -> list[tuple[str, Any, str]]:
 
 
 def parse_panel(block: Any, path: str, endpoints: Mapping[str, Any] | None) -> PanelParams:
-    """`block` is `{judges: [...] or {name: ...}, aggregate: mean | majority}`."""
+    """`block` is `{judges: [...] or {name: ...}, aggregate: mean | majority}`.
+
+    Args:
+        block: the panel's block.
+        path: its dotted name, for messages.
+        endpoints: the `endpoints` block (None: none defined).
+
+    Returns:
+        The panel's parameters.
+    """
     panel = Block(block, path, ("judges", "aggregate"), {})
     judges: dict[str, JudgeParams] = {}
     for name, judge_block, where in _named_blocks(panel.raw("judges"), f"{path}.judges"):

@@ -54,7 +54,15 @@ REQUIRED: Mapping[tuple[str, str], tuple[str, ...]] = MappingProxyType(
 
 def check_prompt_templates(folder: str | Path | None, parameter: str) -> str | None:
     """The folder as a string once every file in it has been checked (None: none given);
-    ConfigError naming the parameter, the file, the part and the placeholder."""
+    ConfigError naming the parameter, the file, the part and the placeholder.
+
+    Args:
+        folder: the templates folder (None: none).
+        parameter: the parameter that names it, for messages.
+
+    Returns:
+        The folder as a string, or None.
+    """
     if folder is None:
         return None
     if not isinstance(folder, str | Path) or not str(folder).strip():
@@ -71,7 +79,14 @@ def check_prompt_templates(folder: str | Path | None, parameter: str) -> str | N
 
 def system_prompts(folder: str | Path | None) -> dict[str, tuple[str, ...]]:
     """The principles' generation system prompts: `principles.txt` of `folder` over ours
-    (a plain dict: Kedro's MemoryDataset copies it)."""
+    (a plain dict: Kedro's MemoryDataset copies it).
+
+    Args:
+        folder: the templates folder (None: ours only).
+
+    Returns:
+        Principle -> its system prompts.
+    """
     path = None if folder is None else Path(folder) / f"{PRINCIPLES_FILE}.txt"
     if path is None or not path.is_file():
         return dict(SYSTEM_PROMPTS)

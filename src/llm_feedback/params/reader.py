@@ -31,6 +31,14 @@ class Block:
     def __init__(
         self, values: Any, path: str, allowed: Iterable[str], defaults: Mapping[str, Any]
     ) -> None:
+        """Check the block's keys; ConfigError naming an unknown one.
+
+        Args:
+            values: the block as written (None: empty).
+            path: its dotted name, for messages.
+            allowed: the keys it may have.
+            defaults: the default of each key that has one.
+        """
         if values is None:
             values = {}
         if not isinstance(values, Mapping):
@@ -51,9 +59,25 @@ class Block:
         return f"{path}.{key}" if path else key
 
     def name(self, key: str) -> str:
+        """The dotted name of a setting, for messages.
+
+        Args:
+            key: the setting's key in this block.
+
+        Returns:
+            The name.
+        """
         return self._name(self.path, key)
 
     def raw(self, key: str) -> Any:
+        """A setting as written, else its default; ConfigError when required and absent.
+
+        Args:
+            key: the setting's key in this block.
+
+        Returns:
+            The value.
+        """
         value = self.values.get(key, _MISSING)
         if value is _MISSING:
             if key not in self.defaults:
@@ -62,6 +86,16 @@ class Block:
         return value
 
     def integer(self, key: str, minimum: int | None = None, nullable: bool = False) -> int | None:
+        """An integer setting; ConfigError naming it when it is not one.
+
+        Args:
+            key: the setting's key in this block.
+            minimum: the least value allowed (None: no bound).
+            nullable: whether null is accepted (and returned as None).
+
+        Returns:
+            The integer, or None.
+        """
         value = self.raw(key)
         if value is None and nullable:
             return None
@@ -82,6 +116,17 @@ class Block:
         maximum: float | None = None,
         nullable: bool = False,
     ) -> float | None:
+        """A number setting; ConfigError naming it when it is not one in bounds.
+
+        Args:
+            key: the setting's key in this block.
+            minimum: the least value allowed (None: no bound).
+            maximum: the greatest value allowed (None: no bound).
+            nullable: whether null is accepted (and returned as None).
+
+        Returns:
+            The number as a float, or None.
+        """
         value = self.raw(key)
         if value is None and nullable:
             return None
@@ -99,12 +144,29 @@ class Block:
         return float(value)
 
     def boolean(self, key: str) -> bool:
+        """A true/false setting; ConfigError naming it otherwise.
+
+        Args:
+            key: the setting's key in this block.
+
+        Returns:
+            The boolean.
+        """
         value = self.raw(key)
         if not isinstance(value, bool):
             raise ConfigError(f"{self.name(key)} must be true or false, got {value!r}")
         return value
 
     def choice(self, key: str, choices: Iterable[str]) -> str:
+        """A setting that must be one of `choices`; ConfigError naming them otherwise.
+
+        Args:
+            key: the setting's key in this block.
+            choices: the values allowed.
+
+        Returns:
+            The value.
+        """
         value = self.raw(key)
         choices = tuple(choices)
         if value not in choices:
@@ -114,6 +176,15 @@ class Block:
         return value
 
     def text(self, key: str, nullable: bool = False) -> str | None:
+        """A string setting; ConfigError naming it otherwise.
+
+        Args:
+            key: the setting's key in this block.
+            nullable: whether null is accepted (and returned as None).
+
+        Returns:
+            The string, or None.
+        """
         value = self.raw(key)
         if value is None and nullable:
             return None
@@ -122,6 +193,15 @@ class Block:
         return value
 
     def mapping(self, key: str, nullable: bool = False) -> Mapping[str, Any] | None:
+        """A mapping setting; ConfigError naming it otherwise.
+
+        Args:
+            key: the setting's key in this block.
+            nullable: whether null is accepted (and returned as None).
+
+        Returns:
+            The mapping, or None.
+        """
         value = self.raw(key)
         if value is None and nullable:
             return None
@@ -130,4 +210,14 @@ class Block:
         return value
 
     def block(self, key: str, allowed: Iterable[str], defaults: Mapping[str, Any]) -> Block:
+        """A nested block, read like this one.
+
+        Args:
+            key: the setting's key in this block.
+            allowed: the keys it may have.
+            defaults: the default of each key that has one.
+
+        Returns:
+            The nested block.
+        """
         return Block(self.values.get(key), self.name(key), allowed, defaults)

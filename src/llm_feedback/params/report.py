@@ -98,7 +98,15 @@ class ReportParams:
 def parse_requirements(value: Any, where: str) -> tuple[JudgeRequirement, ...]:
     """`<where>` (`report.judge_requirement`, `evaluate.judge_requirement`): null, one
     {metric, min_lower_bound, validation_set} mapping, or a list of them (e.g. TPR and
-    TNR); a metric no judge card measures is refused here, before any call."""
+    TNR); a metric no judge card measures is refused here, before any call.
+
+    Args:
+        value: the requirement(s) as written.
+        where: the parameter's dotted name, for messages.
+
+    Returns:
+        The requirements (none for null).
+    """
     if value is None or (isinstance(value, list | tuple) and not value):
         return ()
     # Only with a requirement: the card module brings matplotlib, which annotate runs skip.
@@ -136,6 +144,14 @@ def _test_fraction(pairs: Block) -> float:
 
 
 def parse_report(report: Any) -> ReportParams:
+    """Read `params:report`.
+
+    Args:
+        report: the block (None: the defaults).
+
+    Returns:
+        The checked parameters.
+    """
     block = Block(
         report,
         "report",

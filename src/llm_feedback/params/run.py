@@ -34,6 +34,14 @@ class RunOptions:
 
 
 def parse_run_options(parameters: Mapping[str, Any]) -> RunOptions:
+    """Read the top-level run options (`plan_only`, `max_cost_usd`).
+
+    Args:
+        parameters: all of the run's parameters.
+
+    Returns:
+        The options.
+    """
     present = {key: parameters[key] for key in RUN_OPTION_KEYS if key in parameters}
     block = Block(present, "", RUN_OPTION_KEYS, defaults_of(RunOptions))
     return RunOptions(
@@ -96,7 +104,15 @@ def describe_pool(checked: CheckedRun) -> str | None:
 
 
 def check_run(parameters: Mapping[str, Any], blocks: Iterable[str]) -> CheckedRun:
-    """Parse each block the run reads (`blocks`: parameter names such as "annotate")."""
+    """Parse each block the run reads (`blocks`: parameter names such as "annotate").
+
+    Args:
+        parameters: all of the run's parameters.
+        blocks: the blocks the run reads.
+
+    Returns:
+        Each block parsed (None: not read).
+    """
     blocks = set(blocks)
     endpoints = parameters.get("endpoints")
 

@@ -64,6 +64,16 @@ def _per_source(counts: Any) -> dict[str, int] | None:
 
 
 def parse_sample(sample: Any, model_pool: Any, prompt_templates: Any = None) -> SampleParams:
+    """Read `params:sample`, the pool's model names and the templates folder.
+
+    Args:
+        sample: the block.
+        model_pool: the `model_pool` block.
+        prompt_templates: the `prompt_templates` folder (None: the package's templates).
+
+    Returns:
+        The checked parameters.
+    """
     if not isinstance(model_pool, Mapping) or not model_pool:
         raise ConfigError("model_pool must map model names to definitions")
     allowed = [

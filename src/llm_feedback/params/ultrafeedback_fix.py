@@ -29,6 +29,17 @@ class UltraFeedbackFixParams:
 def parse_ultrafeedback_fix(
     block_values: Any, annotate: Any, endpoints: Mapping[str, Any] | None, prompt_templates: Any
 ) -> UltraFeedbackFixParams:
+    """Read `params:ultrafeedback_fix` and the annotate block it judges with.
+
+    Args:
+        block_values: the block.
+        annotate: the `annotate` block.
+        endpoints: the `endpoints` block (None: none defined).
+        prompt_templates: the `prompt_templates` folder (None: the package's templates).
+
+    Returns:
+        The checked parameters.
+    """
     defaults = defaults_of(UltraFeedbackFixParams)
     allowed = [name for name in defaults if name != "annotate"]
     block = Block(block_values, "ultrafeedback_fix", allowed, defaults)

@@ -83,7 +83,17 @@ def replace_atomically(
     A local file is flushed to disk before `os.replace`; another file system gets its own
     move. On any failure (Ctrl-C included) the temporary file is removed and `path` is as
     it was; a full or read-only disk is an `OutputError` naming `named` (default: `path`)
-    and saying what is `kept`."""
+    and saying what is `kept`.
+
+    Args:
+        fs: the fsspec filesystem.
+        protocol: its protocol.
+        path: the file to replace.
+        write: writes the content to an open handle.
+        mode: the handle's mode.
+        named: the dataset, named in an `OutputError` (default: `path`).
+        kept: what stays as it was, said in an `OutputError`.
+    """
     folder, name = posixpath.split(path)
     temporary = posixpath.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.partial")
     try:
@@ -153,6 +163,13 @@ def preview_cell(value: Any, limit: int = CELL_CHARS) -> Any:
     Text is cut to `limit` characters; a list or struct (a numpy array from Parquet, a
     dict from a struct column) becomes JSON text, its strings cut to `STRING_CHARS` and
     levels from `NESTED_DEPTH` on summarised as "{…N fields}" / "[…N items]".
+
+    Args:
+        value: the cell.
+        limit: the most characters of text.
+
+    Returns:
+        The cell as kedro-viz shows it.
     """
     if isinstance(value, NESTED):
         safe = json.dumps(_compact(value, 0), ensure_ascii=False)
@@ -163,7 +180,15 @@ def preview_cell(value: Any, limit: int = CELL_CHARS) -> Any:
 
 def table_preview(frame: pd.DataFrame, nrows: int = PREVIEW_ROWS) -> dict[str, Any]:
     """`frame`'s first `nrows` rows in pandas' "split" layout (what kedro-viz's table
-    preview reads), every cell JSON-safe."""
+    preview reads), every cell JSON-safe.
+
+    Args:
+        frame: the table.
+        nrows: how many rows.
+
+    Returns:
+        The "split" layout.
+    """
     head = frame.head(nrows)
     return {
         "index": [preview_cell(label) for label in head.index],
@@ -200,6 +225,13 @@ class ParquetDataset(_KedroParquetDataset):
     DEFAULT_SAVE_ARGS: ClassVar[dict[str, Any]] = {"row_group_size": ROW_GROUP_ROWS}
 
     def __init__(self, *, save_args: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Kedro's `ParquetDataset`, with our `part_bytes` save argument taken out of pandas'.
+
+        Args:
+            save_args: pandas' save arguments, plus `part_bytes` (default:
+                $LLM_FEEDBACK_PART_BYTES, else `parquet_parts.PART_BYTES`).
+            **kwargs: `kedro_datasets.pandas.ParquetDataset`'s arguments.
+        """
         super().__init__(save_args=save_args, **kwargs)
         # Ours, not pandas': a table that would be a larger file is written as parts.
         configured = self._save_args.pop("part_bytes", os.environ.get(PART_BYTES_ENV))
@@ -209,7 +241,11 @@ class ParquetDataset(_KedroParquetDataset):
         """Write the table in a staging folder, then move it over the target
         (`parquet_parts.save_parquet`): one file, or a folder of parts once it would pass
         `part_bytes`. A run killed or failing while writing leaves nothing that a later run
-        or notebook would load as the latest version."""
+        or notebook would load as the latest version.
+
+        Args:
+            data: the table (a DataFrame, or a table that writes itself).
+        """
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
         try:
             save_parquet(
@@ -248,7 +284,14 @@ class ParquetDataset(_KedroParquetDataset):
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
         """The first `nrows` rows of the version the catalog would load; reads only the
-        first row group it needs."""
+        first row group it needs.
+
+        Args:
+            nrows: how many rows.
+
+        Returns:
+            The preview.
+        """
         columns = self._load_args.get("columns")
         source = self.source()
         rows = source.head(nrows, columns).to_pylist()
@@ -286,6 +329,11 @@ class TextDataset(_KedroTextDataset):
     the same arguments."""
 
     def save(self, data: str) -> None:
+        """Write the text to a temporary file, then move it over the target.
+
+        Args:
+            data: the text.
+        """
         save_path = get_filepath_str(self._get_save_path(), self._protocol)
         encoded = data.encode(self._fs_open_args_save.get("encoding") or "utf-8")
         replace_atomically(
@@ -294,6 +342,14 @@ class TextDataset(_KedroTextDataset):
         self._invalidate_cache()
 
     def preview(self, max_chars: int = TEXT_CHARS) -> TextPreview:
+        """The file's beginning, for kedro-viz.
+
+        Args:
+            max_chars: the most characters shown.
+
+        Returns:
+            The preview.
+        """
         return TextPreview(_truncate(self.load(), max_chars))
 
 
@@ -333,6 +389,14 @@ class PartitionedDataset(_KedroPartitionedDataset):
         )
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        """The first rows of the partitions, in name order, each with its partition's name.
+
+        Args:
+            nrows: how many rows.
+
+        Returns:
+            The preview.
+        """
         heads: list[pd.DataFrame] = []
         remaining = nrows
         for partition, load in sorted(self.load().items()):
@@ -353,6 +417,12 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     """Read-only: `type: llm_feedback.pipelines.datasets.JSONLinesDataset`, `filepath`."""
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        """Name the file; nothing is read until `load`.
+
+        Args:
+            filepath: the JSON Lines file.
+            metadata: Kedro's free-form dataset metadata.
+        """
         self._filepath = require_local(filepath, "JSON Lines input")  # read with line numbers
         self.metadata = metadata
 
@@ -368,9 +438,22 @@ class JSONLinesDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
         return frame
 
     def save(self, data: pd.DataFrame) -> None:
+        """Refuse: the file is input data.
+
+        Args:
+            data: what a node would write.
+        """
         raise DatasetError(f"{self._filepath} is input data; this dataset does not write it")
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        """The file's first rows, for kedro-viz.
+
+        Args:
+            nrows: how many rows.
+
+        Returns:
+            The preview.
+        """
         return TablePreview(table_preview(self.load(), nrows))
 
     def _describe(self) -> dict[str, Any]:
@@ -386,6 +469,13 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     an empty frame of those columns before the first one is written."""
 
     def __init__(self, filepath: str, columns: str, metadata: dict[str, Any] | None = None) -> None:
+        """Name the versioned table and its columns' table in schema.py.
+
+        Args:
+            filepath: the versioned dataset's folder.
+            columns: the name of its column table in schema.py.
+            metadata: Kedro's free-form dataset metadata.
+        """
         from llm_feedback.storage import schema  # noqa: PLC0415 - the table named in the catalog
 
         self._filepath = filepath
@@ -415,9 +505,22 @@ class LatestParquetDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
         return ParquetSource(latest, self._fs).read()
 
     def save(self, data: pd.DataFrame) -> None:
+        """Refuse: this dataset only reads.
+
+        Args:
+            data: what a node would write.
+        """
         raise DatasetError(f"{self._filepath}: this dataset reads the latest version only")
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        """The latest version's first rows, for kedro-viz.
+
+        Args:
+            nrows: how many rows.
+
+        Returns:
+            The preview.
+        """
         return TablePreview(table_preview(self.load(), nrows))
 
     def _describe(self) -> dict[str, Any]:
@@ -434,6 +537,12 @@ class OptionalCSVDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
     llm_feedback.pipelines.datasets.OptionalCSVDataset`, `filepath`."""
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        """Name the file; nothing is read until `load`.
+
+        Args:
+            filepath: the CSV file.
+            metadata: Kedro's free-form dataset metadata.
+        """
         self._filepath = filepath
         self._fs, self._path = fsspec.core.url_to_fs(filepath)
         protocol = self._fs.protocol
@@ -447,10 +556,23 @@ class OptionalCSVDataset(AbstractDataset[pd.DataFrame, pd.DataFrame]):
             return pd.read_csv(handle)
 
     def save(self, data: pd.DataFrame) -> None:
+        """Write the table as CSV to a temporary file, then move it over the target.
+
+        Args:
+            data: the table.
+        """
         encoded = data.to_csv(index=False).encode("utf-8")
         replace_atomically(self._fs, self._protocol, self._path, lambda h: h.write(encoded))
 
     def preview(self, nrows: int = PREVIEW_ROWS) -> TablePreview:
+        """The table's first rows, for kedro-viz.
+
+        Args:
+            nrows: how many rows.
+
+        Returns:
+            The preview.
+        """
         return TablePreview(table_preview(self.load(), nrows))
 
     def _describe(self) -> dict[str, Any]:

@@ -48,22 +48,61 @@ def _parse_once(parse: Callable[..., Parsed], *blocks: Any) -> Parsed:
 def sample_params(
     sample: Mapping[str, Any], model_pool: Mapping[str, Any], prompt_templates: str | None = None
 ) -> SampleParams:
+    """`params.parse_sample` of the blocks, once per distinct content.
+
+    Args:
+        sample: `params:sample`.
+        model_pool: `params:model_pool`.
+        prompt_templates: `params:prompt_templates` (None: the package's templates).
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(params.parse_sample, sample, model_pool, prompt_templates)
 
 
 def generate_params(
     endpoints: Mapping[str, Any], model_pool: Mapping[str, Any], generation: Mapping[str, Any]
 ) -> GenerateParams:
+    """`params.parse_generate` of the blocks, once per distinct content.
+
+    Args:
+        endpoints: `params:endpoints`.
+        model_pool: `params:model_pool`.
+        generation: `params:generation`.
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(params.parse_generate, endpoints, model_pool, generation)
 
 
 def annotate_params(
     annotate: Mapping[str, Any], endpoints: Mapping[str, Any], prompt_templates: str | None = None
 ) -> AnnotateParams:
+    """`params.parse_annotate` of the blocks, once per distinct content.
+
+    Args:
+        annotate: `params:annotate`.
+        endpoints: `params:endpoints`.
+        prompt_templates: `params:prompt_templates` (None: the package's templates).
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(params.parse_annotate, annotate, endpoints, prompt_templates)
 
 
 def evaluate_params(evaluate: Mapping[str, Any], endpoints: Mapping[str, Any]) -> EvaluateParams:
+    """`params.parse_evaluate` of the blocks, once per distinct content.
+
+    Args:
+        evaluate: `params:evaluate`.
+        endpoints: `params:endpoints`.
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(params.parse_evaluate, evaluate, endpoints)
 
 
@@ -73,10 +112,29 @@ def ultrafeedback_fix_params(
     endpoints: Mapping[str, Any],
     prompt_templates: str | None,
 ) -> UltraFeedbackFixParams:
+    """`params.ultrafeedback_fix.parse_ultrafeedback_fix` of the blocks, once per distinct content.
+
+    Args:
+        ultrafeedback_fix: `params:ultrafeedback_fix`.
+        annotate: `params:annotate`.
+        endpoints: `params:endpoints`.
+        prompt_templates: `params:prompt_templates` (None: the package's templates).
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(
         parse_ultrafeedback_fix, ultrafeedback_fix, annotate, endpoints, prompt_templates
     )
 
 
 def report_params(report: Mapping[str, Any]) -> ReportParams:
+    """`params.parse_report` of the block, once per distinct content.
+
+    Args:
+        report: `params:report`.
+
+    Returns:
+        The parsed parameters.
+    """
     return _parse_once(params.parse_report, report)

@@ -48,7 +48,17 @@ def plan_for_run(
     checked: CheckedRun,
 ) -> pd.DataFrame:
     """`checked`: the blocks the hook parsed (a block the run's nodes do not read, such as
-    `report` for a run without the report pipeline, is parsed here)."""
+    `report` for a run without the report pipeline, is parsed here).
+
+    Args:
+        pipeline: the pipeline the run would run.
+        catalog: the run's catalog (the tables the run would read).
+        parameters: the run's parameters.
+        checked: the blocks the hook parsed.
+
+    Returns:
+        The plan (`runs.plan.plan_run` and the evaluate stages').
+    """
     nodes = {node.name for node in pipeline.nodes}
     endpoints = parameters.get("endpoints")
     generate = None

@@ -50,7 +50,15 @@ def load_run_record(catalog: CatalogProtocol, version: str) -> dict[str, Any] | 
 
 
 def read_version(catalog: CatalogProtocol, name: str) -> str | None:
-    """The version of `name` a run reads (--load-versions, else the latest), None if none."""
+    """The version of `name` a run reads (--load-versions, else the latest), None if none.
+
+    Args:
+        catalog: the run's catalog.
+        name: a versioned dataset's name.
+
+    Returns:
+        The version, or None.
+    """
     dataset = catalog.get(name)
     try:
         return dataset.resolve_load_version() if dataset is not None else None

@@ -38,6 +38,15 @@ class StaticSiteDataset(AbstractVersionedDataset[StaticSite, str]):
         fs_args: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
+        """A versioned folder for a static site, as the catalog configures it.
+
+        Args:
+            filepath: the site's folder.
+            version: Kedro's load and save versions.
+            credentials: arguments for the fsspec filesystem.
+            fs_args: more arguments for the fsspec filesystem.
+            metadata: Kedro's free-form dataset metadata.
+        """
         protocol, path = get_protocol_and_path(filepath, version)
         self._protocol = protocol
         self._fs = fsspec.filesystem(protocol, **(credentials or {}), **(fs_args or {}))

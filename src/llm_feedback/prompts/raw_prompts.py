@@ -56,7 +56,15 @@ def _raise_if_problems(name: str, problems: list[str]) -> None:
 
 
 def derive_prompt_id(source: str, instruction: str) -> str:
-    """A stable id for a prompt that has none: the source plus a hash of source and text."""
+    """A stable id for a prompt that has none: the source plus a hash of source and text.
+
+    Args:
+        source: the prompt's source.
+        instruction: its text.
+
+    Returns:
+        The id.
+    """
     digest = hashlib.blake2b(f"{source}\x1f{instruction}".encode(), digest_size=8).hexdigest()
     return f"{source}-{digest}"
 
@@ -207,6 +215,14 @@ def validate_raw_prompts(
 
     Dtypes: prompt_id, source, instruction, reference_answer `str` (reference nullable);
     correct_answers, incorrect_answers `object` holding `list[str]`.
+
+    Args:
+        df: the raw prompts (or a part of them).
+        name: the dataset's name, for messages.
+        first_row: the table row of `df`'s first row.
+
+    Returns:
+        The clean frame.
     """
     return _validate(df, name, first_row)
 
@@ -215,7 +231,13 @@ def check_unique_prompt_ids(
     batches: Iterable[tuple[int, Sequence[str]]], rows: Collection[int], name: str
 ) -> None:
     """Raise `InputError` naming each of `rows` whose prompt_id an earlier one of them has:
-    `batches` gives a table's prompt ids a part at a time, with each part's first row."""
+    `batches` gives a table's prompt ids a part at a time, with each part's first row.
+
+    Args:
+        batches: (first row, prompt ids) per part of the table.
+        rows: the rows whose repeats are reported.
+        name: the dataset's name, for messages.
+    """
     if not rows:
         return
     first_seen: dict[str, int] = {}
@@ -240,6 +262,12 @@ def combine_prompt_sources(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
     Each frame is validated under its own name, so an error points at the right dataset;
     a prompt_id used by two datasets is reported with both.
+
+    Args:
+        frames: raw prompts, by dataset name.
+
+    Returns:
+        The validated prompts, concatenated.
     """
     if not isinstance(frames, Mapping) or not frames:
         raise InputError("combine_prompt_sources: expected at least one named prompt dataset")
@@ -279,6 +307,13 @@ def truthfulqa_to_raw_prompts(df: pd.DataFrame, name: str = "TruthfulQA") -> pd.
     separated by `;`), and optionally `Best Answer`, which becomes the reference answer and
     is added to the correct answers if it is not already there. A byte-order mark or
     whitespace around header names is ignored. prompt_ids are derived from the question.
+
+    Args:
+        df: the TruthfulQA CSV's rows.
+        name: the dataset's name, for messages.
+
+    Returns:
+        The raw prompts.
     """
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"{name}: expected a pandas DataFrame, got {type(df).__name__}")
@@ -346,6 +381,18 @@ def world_knowledge_text(
     incorrect_answers: Sequence[str],
     reference_answer: Any,
 ) -> str:
+    """`world_knowledge` of a prompt's fields: the false-premise note, the answer lists,
+    or the reference answer.
+
+    Args:
+        source: the prompt's source.
+        correct_answers: its known correct answers.
+        incorrect_answers: its known incorrect answers.
+        reference_answer: its reference answer (missing: none).
+
+    Returns:
+        The text ("" when none).
+    """
     parts: list[str] = []
     if source == "false_qa":
         parts.append(FALSE_PREMISE_NOTE)
@@ -365,6 +412,12 @@ def world_knowledge(row: Mapping[str, Any] | pd.Series) -> str:
     false_qa prompts get a note that the question rests on a false premise. Prompts with
     known correct/incorrect answers (truthful_qa) get those lists; otherwise a reference
     answer (flan) is shown. Sources with none of these get "".
+
+    Args:
+        row: one raw or sampled prompt.
+
+    Returns:
+        The text ("" when none).
     """
     correct = row.get("correct_answers")
     incorrect = row.get("incorrect_answers")

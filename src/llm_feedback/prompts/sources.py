@@ -146,7 +146,15 @@ SOURCES = (*_READERS, "truthful_qa")
 
 def read_source(source: str, path: str | Path) -> pd.DataFrame:
     """One source's public file as raw prompts (`source`, `instruction`, answer columns;
-    `task` for FLAN), each prompt once."""
+    `task` for FLAN), each prompt once.
+
+    Args:
+        source: the source's name.
+        path: its public file.
+
+    Returns:
+        The raw prompts.
+    """
     path = Path(path)
     if source == "truthful_qa":
         return truthfulqa_to_raw_prompts(_csv(path), str(path))
@@ -189,7 +197,16 @@ def sample_per_source(
     frame: pd.DataFrame, counts: Mapping[str, int] | None, seed: int
 ) -> pd.DataFrame:
     """At most `counts[source]` prompts of each source (all of a source not in `counts`),
-    seeded; a frame with a `task` column is sampled in equal shares per task (FLAN)."""
+    seeded; a frame with a `task` column is sampled in equal shares per task (FLAN).
+
+    Args:
+        frame: raw prompts of several sources.
+        counts: prompts per source (None: all).
+        seed: the sampling seed.
+
+    Returns:
+        The sampled prompts.
+    """
     if not counts:
         return frame
     picked = []

@@ -99,12 +99,28 @@ class CardFacts:
 
 
 def size_category(n_rows: int) -> str:
+    """The Hub's size category of a dataset.
+
+    Args:
+        n_rows: the dataset's number of rows.
+
+    Returns:
+        The Hub's label for it, such as "1K<n<10K".
+    """
     return next((label for bound, label in SIZE_CATEGORIES if n_rows < bound), "n>100M")
 
 
 def counts_of(name: str, frames: Iterable[pd.DataFrame]) -> dict[str, Mapping[str, int]]:
     """Generator models, prompt sources and principles counted in the pushed table, given
-    as frames (one, or a batch of rows each)."""
+    as frames (one, or a batch of rows each).
+
+    Args:
+        name: the dataset's catalog name (which columns it has to count).
+        frames: the pushed table, whole or a batch of rows at a time.
+
+    Returns:
+        The counts by kind ("models", "sources", "principles"), each by value.
+    """
     models: Counter[str] = Counter()
     principles: Counter[str] = Counter()
     sources: Counter[str] = Counter()
@@ -193,7 +209,15 @@ def judge_endpoint_record(endpoint: Any, model_file: str = "") -> dict[str, Any]
     """What the run record keeps of the judge's endpoint: its configured name, backend,
     model, model file and base URL, the URL without user, password, query or fragment
     (`validation.card.public_endpoint`; None for an in-process model). The report shows
-    it; a dataset card, which is public, leaves the URL out."""
+    it; a dataset card, which is public, leaves the URL out.
+
+    Args:
+        endpoint: the judge's `EndpointConfig`.
+        model_file: the model file of an in-process model ("" when none).
+
+    Returns:
+        The record's endpoint fields.
+    """
     from llm_feedback.validation.card import public_endpoint  # noqa: PLC0415 - matplotlib
 
     url = endpoint.options.public_url()
@@ -211,7 +235,16 @@ def judge_endpoint_words(
 ) -> str:
     """The card's line on the recorded judge's endpoint: its configured name, backend,
     sampling and judge key, as the run recorded them. The URL is left out: a card is
-    public, an endpoint's address is not."""
+    public, an endpoint's address is not.
+
+    Args:
+        endpoint: the recorded endpoint (`judge_endpoint_record`).
+        sampling: the recorded judge sampling settings.
+        judge_key: the recorded judge key (None: not recorded).
+
+    Returns:
+        The line, in words.
+    """
     parts = (
         [f"backend {markdown_text(str(endpoint['backend']))}"] if endpoint.get("backend") else []
     )
@@ -252,13 +285,27 @@ def card_settings(parts: Mapping[str, Mapping[str, Any]]) -> tuple[str | None, d
 def run_settings(parameters: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """(the judge, in words; the settings the card lists) from one run's parameters, every
     stage as that run configured it (`stage_settings`). Endpoint URLs and keys are left
-    out: they are private."""
+    out: they are private.
+
+    Args:
+        parameters: the run's parameters (all blocks).
+
+    Returns:
+        (the judge in words, or None; the settings the card lists).
+    """
     return card_settings({stage: stage_settings(parameters, stage) for stage in CARD_STAGES})
 
 
 def judge_validation_section(markdown: str | None) -> str:
     """The card's "Judge validation" body: the judge card's markdown as given, or a plain
-    statement that the judge has not been validated."""
+    statement that the judge has not been validated.
+
+    Args:
+        markdown: the judge card's markdown (None: no validation).
+
+    Returns:
+        The section's body.
+    """
     text = (markdown or "").strip()
     return text if text else NOT_VALIDATED
 
@@ -345,6 +392,14 @@ def annotate_judge_agreement(cards: pd.DataFrame, judge_key: str | None) -> str:
 
 
 def card_metadata(facts: CardFacts) -> dict[str, Any]:
+    """The card's YAML metadata (license, tags, size, configs, dataset_info).
+
+    Args:
+        facts: what the card says of the dataset.
+
+    Returns:
+        The metadata, as the Hub reads it.
+    """
     data_dir = facts.config_name
     metadata: dict[str, Any] = {
         "license": facts.license,
@@ -422,7 +477,15 @@ def contamination_section(counts: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def dataset_card(facts: CardFacts, judge_card: str | None = None) -> str:
-    """The README.md text: `---` YAML metadata `---`, then the body."""
+    """The README.md text: `---` YAML metadata `---`, then the body.
+
+    Args:
+        facts: what the card says of the dataset.
+        judge_card: the judge's validation (markdown; None: not validated).
+
+    Returns:
+        The card's text.
+    """
     metadata = yaml.safe_dump(card_metadata(facts), sort_keys=False, allow_unicode=True)
     layout = (
         "the openbmb/UltraFeedback layout (one row per prompt, its completions with their "
@@ -491,7 +554,14 @@ def feature_list(schema: pa.Schema) -> list[dict[str, Any]]:
     """The card's `dataset_info.features` for `schema`, as `datasets.Features.from_arrow_schema
     (schema)._to_yaml_list()` writes it (tests/test_hub_card.py compares the two). Written
     here because importing `datasets` costs a second or two of every annotate run, which
-    writes this card."""
+    writes this card.
+
+    Args:
+        schema: the Arrow schema of the pushed table.
+
+    Returns:
+        One `{name, dtype}` (or nested) entry per column.
+    """
     return [{"name": column.name, **_feature(column.type)} for column in schema]
 
 
@@ -526,7 +596,21 @@ def export_card(
     `judge_endpoint` are the data's lineage (`runs.record.card_lineage` and
     `RecordedJudge.endpoint_words` of the run's `run_lineage`), never the configuration of
     a run that only writes the card; None says "not recorded". `kedro push-to-hub` builds
-    its own card from the data it sends."""
+    its own card from the data it sends.
+
+    Args:
+        completions: the run's completions, one export row per prompt.
+        judge: the recorded judge, in words (None: not recorded).
+        settings: the recorded settings of the run's stages.
+        features: the card's `dataset_info.features` (default: from `export_schema`).
+        judge_card: the judge's validation (markdown).
+        contamination: the `contamination_counts` table.
+        judge_endpoint: the recorded judge endpoint, in words.
+        export_schema: the export's Arrow schema (default: the public four aspects').
+
+    Returns:
+        The card's text.
+    """
     from llm_feedback.storage.schema import (
         ULTRAFEEDBACK_ARROW_SCHEMA,
         ULTRAFEEDBACK_PUBLIC_ARROW_SCHEMA,
@@ -556,7 +640,14 @@ def export_card(
 
 def contamination_rows(counts: pd.DataFrame | None) -> tuple[Mapping[str, Any], ...]:
     """`contamination_counts` as `CardFacts.contamination`: its rows, none when the table is
-    missing or empty (no benchmark checked)."""
+    missing or empty (no benchmark checked).
+
+    Args:
+        counts: the `contamination_counts` table, or None.
+
+    Returns:
+        One mapping per row.
+    """
     if counts is None or counts.empty:
         return ()
     return tuple(counts.to_dict("records"))

@@ -99,7 +99,15 @@ class HubPush:
 
 def hub_token(credentials: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, str]:
     """The Hub token and where it came from: credentials.yml's `huggingface.token`, else
-    the HF_TOKEN environment variable."""
+    the HF_TOKEN environment variable.
+
+    Args:
+        credentials: the project's credentials (conf/local/credentials.yml).
+        environ: the environment variables.
+
+    Returns:
+        (token, where it came from, for messages); ConfigError when there is none.
+    """
     entry = credentials.get(CREDENTIALS_KEY) or {}
     token = entry.get("token") if isinstance(entry, Mapping) else None
     if token:
@@ -189,7 +197,29 @@ def build_push(
     `judge_card` (the judge's validation, markdown) go into the card, and `contamination`
     (`contamination_counts`). A `ParquetSource` is read a batch at a time and pushed from
     an Arrow file in `workdir` (which must outlive the push), so a table of a million
-    prompts is never held."""
+    prompts is never held.
+
+    Args:
+        table: the dataset's rows, in memory or as a Parquet version read in batches.
+        name: the dataset's catalog name (`ultrafeedback`, `preference_pairs`, ...).
+        repo_id: the Hub repository, "owner/name".
+        token: the Hub token (from `hub_token`).
+        token_source: where the token came from, named in messages.
+        private: create the repository private.
+        split: the one split's name (default "train"); refused for pairs with their own.
+        public_only: drop the project's own columns (default: True for `ultrafeedback`).
+        license: the card's license identifier.
+        judge: the judge model named in the card.
+        judge_endpoint: the judge's endpoint, described in the card.
+        settings: the run's settings for the card (see `runs.record.card_lineage`).
+        judge_card: the judge's validation section (markdown) for the card.
+        workdir: where a `ParquetSource` is written as Arrow; must outlive the push.
+        contamination: the `contamination_counts` table for the card.
+        test_split: (test_fraction, split_seed) of the run that wrote h4 pairs.
+
+    Returns:
+        The checked push, ready for `send_push`.
+    """
     try:
         import datasets
         from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -315,7 +345,14 @@ def _split_note(test_split: tuple[float, int] | None, from_column: bool) -> str:
 
 
 def send_push(push: HubPush) -> str:
-    """Upload a built push; returns the commit's URL."""
+    """Upload a built push, then its card.
+
+    Args:
+        push: what `build_push` made.
+
+    Returns:
+        The URL of the Hub commit.
+    """
     commit = push.data.push_to_hub(
         push.repo_id,
         config_name=push.config_name,
@@ -330,7 +367,15 @@ def send_push(push: HubPush) -> str:
 def merged_card(card: str, on_hub: Mapping[str, Any] | None) -> str:
     """`card` with the `configs` and `dataset_info` of every configuration the repository
     already holds (what `push_to_hub` wrote for this one and the others): a repository can
-    hold both datasets, and our card must not drop the other one's metadata."""
+    hold both datasets, and our card must not drop the other one's metadata.
+
+    Args:
+        card: our card: YAML metadata between `---` lines, then markdown.
+        on_hub: the metadata of the card on the Hub (None: no card there).
+
+    Returns:
+        `card` with the merged metadata.
+    """
     import yaml
 
     head, body = card.split("\n---\n", 1)

@@ -14,6 +14,12 @@ def iter_json_objects(text: str) -> Iterator[dict[str, Any]]:
 
     Where an opening brace does not start valid JSON the search resumes one character
     later, so a reply cut short by max_tokens still yields its first complete inner object.
+
+    Args:
+        text: a reply.
+
+    Returns:
+        The objects, one at a time.
     """
     index = text.find("{")
     while index != -1:
@@ -28,8 +34,24 @@ def iter_json_objects(text: str) -> Iterator[dict[str, Any]]:
 
 
 def json_objects_in(text: str) -> list[dict[str, Any]]:
+    """Every top-level JSON object in `text` (`iter_json_objects`), as a list.
+
+    Args:
+        text: a reply.
+
+    Returns:
+        The objects.
+    """
     return list(iter_json_objects(text))
 
 
 def first_json_object(text: str) -> dict[str, Any] | None:
+    """The first top-level JSON object in `text`.
+
+    Args:
+        text: a reply.
+
+    Returns:
+        The object, or None.
+    """
     return next(iter_json_objects(text), None)

@@ -127,7 +127,15 @@ def request_nonce(*parts: object, hex_digits: int = 12) -> str:
 
     `parts` hold every text the request fences, so no text can carry the code of its own
     block; fewer `hex_digits` make each marker line cheaper (a byte-level BPE spends about a
-    token per hex digit) at no loss of that property."""
+    token per hex digit) at no loss of that property.
+
+    Args:
+        *parts: every text the request fences.
+        hex_digits: the code's length.
+
+    Returns:
+        The code, in hex.
+    """
     encoded = json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()[:hex_digits]
 
@@ -172,7 +180,14 @@ def neutralise(text: str) -> str:
     parser, a judge or a block marker could mistake for ours.
 
     Lines are cut where the judge would break them (every Unicode line break) and tested
-    in their normalised form; each is shown as written, with the break that ended it."""
+    in their normalised form; each is shown as written, with the break that ended it.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The text with those lines quoted.
+    """
     parts = lines_and_breaks(text)
     written = parts[::2]
     # ASCII text is its own normalised form (and `_must_quote` does not read it).
@@ -187,18 +202,50 @@ def neutralise(text: str) -> str:
 
 
 def fenced_block(label: str, text: str, nonce: str) -> str:
-    """`text` between marker lines that only this request's nonce can open and close."""
+    """`text` between marker lines that only this request's nonce can open and close.
+
+    Args:
+        label: the block's label (QUESTION, RESPONSE, ...).
+        text: the untrusted text.
+        nonce: the request's nonce.
+
+    Returns:
+        The block.
+    """
     return f"<<<{label} BEGIN {nonce}>>>\n{neutralise(text)}\n<<<{label} END {nonce}>>>"
 
 
 def strip_echoed_blocks(reply: str) -> str:
+    """The reply without the material blocks it echoed.
+
+    Args:
+        reply: the judge's reply.
+
+    Returns:
+        The reply.
+    """
     return ECHOED_BLOCK.sub("", reply)
 
 
 def is_quoted(line: str) -> bool:
+    """Whether a line is quoted (starts with ">" after any indent).
+
+    Args:
+        line: one line.
+
+    Returns:
+        True when quoted.
+    """
     return line.lstrip().startswith(">")
 
 
 def unquoted_lines(reply: str) -> list[str]:
-    """The reply's own lines: echoed material blocks and quoted lines removed."""
+    """The reply's own lines: echoed material blocks and quoted lines removed.
+
+    Args:
+        reply: the judge's reply.
+
+    Returns:
+        The lines.
+    """
     return [line for line in strip_echoed_blocks(reply).splitlines() if not is_quoted(line)]

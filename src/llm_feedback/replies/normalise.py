@@ -136,7 +136,14 @@ FOREIGN_TEXT_WORDS: tuple[str, ...] = (
 
 
 def normalise(text: str) -> str:
-    """`text` in compatibility form, without invisible characters, with "\n" line breaks."""
+    """`text` in compatibility form, without invisible characters, with "\n" line breaks.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The normalised text.
+    """
     if text.isascii():
         # NFKC and the invisible characters leave ASCII as it is: only its line breaks vary.
         return _LINE_BREAK.sub("\n", text)
@@ -151,18 +158,39 @@ def lines_and_breaks(text: str) -> list[str]:
 
     No character's compatibility form holds a line break, so `normalise(line)` of each line
     is one line: together they are the lines of `normalise(text)` (an invisible character
-    alone between CR and LF makes an extra empty one)."""
+    alone between CR and LF makes an extra empty one).
+
+    Args:
+        text: the text.
+
+    Returns:
+        Lines and breaks, alternating.
+    """
     return _LINE_BOUNDARY.split(text)
 
 
 def skeleton(text: str) -> str:
-    """`normalise(text)` with lookalike letters folded to Latin and case folded."""
+    """`normalise(text)` with lookalike letters folded to Latin and case folded.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The folded text.
+    """
     return fold(normalise(text))
 
 
 def fold(normalised: str) -> str:
     """`skeleton` of text that is already `normalise`d (normalising is idempotent, so a
-    caller holding normalised lines need not normalise each again)."""
+    caller holding normalised lines need not normalise each again).
+
+    Args:
+        normalised: text already `normalise`d.
+
+    Returns:
+        The folded text.
+    """
     if normalised.isascii():
         return normalised.lower()  # the lookalikes are all outside ASCII
     return normalised.casefold().translate(_LOOKALIKES)
@@ -195,7 +223,14 @@ def _without_accents(word: str) -> str:
 
 def label_pattern(words: tuple[str, ...]) -> str:
     """A regex alternative matching each word as `skeleton` writes it, accents optional,
-    longest first."""
+    longest first.
+
+    Args:
+        words: the label words.
+
+    Returns:
+        The regex alternative.
+    """
     variants = {
         form.translate(_LOOKALIKES) for word in words for form in (word, _without_accents(word))
     }

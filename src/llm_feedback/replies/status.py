@@ -56,9 +56,24 @@ PROBLEM_BY_STATUS = {
 
 
 def is_unreadable(status: str) -> bool:
+    """Whether a status means the reply could not be read (and is re-asked).
+
+    Args:
+        status: a parse status.
+
+    Returns:
+        True for an `UNREADABLE` status.
+    """
     return status in UNREADABLE
 
 
 def status_of_failure(error: str | None) -> str:
-    """The status of a row whose call gave no reply: skipped, or failed."""
+    """The status of a row whose call gave no reply: skipped, or failed.
+
+    Args:
+        error: the call's error (None: it was skipped).
+
+    Returns:
+        The status.
+    """
     return SKIPPED_TOO_LONG if (error or "").startswith(SKIPPED_TOO_LONG) else CALL_FAILED

@@ -35,7 +35,15 @@ def mixed_runs(
 ) -> list[StaleInput]:
     """Each dataset in `versions` older than one of its sources (direct or through tables
     not in `versions`) that is in `versions` too. `computed_from` maps a dataset to the
-    datasets its producing node reads."""
+    datasets its producing node reads.
+
+    Args:
+        versions: dataset -> the version (run) read.
+        computed_from: dataset -> the datasets its producing node reads.
+
+    Returns:
+        The stale inputs.
+    """
     stale = []
     for dataset, version in versions.items():
         seen: set[str] = set()
@@ -54,6 +62,15 @@ def mixed_runs(
 
 
 def describe_mixed_runs(stale: Sequence[StaleInput], allow_parameter: str) -> str:
+    """The error message for inputs from different runs, with what to do about it.
+
+    Args:
+        stale: the stale inputs (`mixed_runs`).
+        allow_parameter: the parameter that allows mixed runs.
+
+    Returns:
+        The message.
+    """
     return (
         "the inputs of the report (or export) come from different runs (a run that failed "
         "part-way, or a "

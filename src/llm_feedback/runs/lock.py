@@ -31,6 +31,11 @@ from llm_feedback.storage.remote_root import (
 
 class RunLock:
     def __init__(self, path: str | Path) -> None:
+        """Name the lock file; nothing is locked until `acquire`.
+
+        Args:
+            path: the lock file, local.
+        """
         self.path = require_local(path, "run lock")  # a remote root: remote_lock.py
         self._file: IO[str] | None = None
 
@@ -76,6 +81,13 @@ class RootGuard:
     error hooks)."""
 
     def __init__(self, lock: _Lock, sync: CacheSync | None, root: str | None = None) -> None:
+        """Hold the lock and, for a remote root, the cache sync.
+
+        Args:
+            lock: the local or remote lock.
+            sync: the request cache's sync with a remote root (None: local).
+            root: the remote root's URL, for messages (None: local).
+        """
         self.lock = lock
         self.sync = sync
         self.root = root
@@ -138,7 +150,15 @@ class RootGuard:
 def root_guard(parameters: dict[str, Any], cache: str) -> RootGuard:
     """The guard of a run whose request cache is `cache` (the `request_cache` parameter):
     a local `flock` beside it for a local data root, the remote lock and cache sync for a
-    remote one."""
+    remote one.
+
+    Args:
+        parameters: the run's parameters.
+        cache: the request cache's path.
+
+    Returns:
+        The guard, not acquired yet.
+    """
     local_cache = require_local(cache, "request_cache")
     root = parameters.get("data_root")
     if not is_remote(root):

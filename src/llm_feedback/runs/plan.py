@@ -91,7 +91,14 @@ def _filled_chars(schema: Any, string_chars: int) -> int:
 
 
 def estimated_input_tokens(request: ChatRequest) -> int:
-    """What the prompt of `request` is expected to be billed (see the module's rules)."""
+    """What the prompt of `request` is expected to be billed (see the module's rules).
+
+    Args:
+        request: the request.
+
+    Returns:
+        The tokens.
+    """
     return sum(
         -(-len(message["content"]) // CHARS_PER_TOKEN) + MESSAGE_FRAMING_TOKENS
         for message in request.messages
@@ -100,7 +107,14 @@ def estimated_input_tokens(request: ChatRequest) -> int:
 
 def estimated_output_tokens(request: ChatRequest) -> int:
     """What the reply to `request` is expected to cost (see the module's rules); a
-    reasoning judge's thinking budget is counted whole (its thinking is billed)."""
+    reasoning judge's thinking budget is counted whole (its thinking is billed).
+
+    Args:
+        request: the request.
+
+    Returns:
+        The tokens.
+    """
     if request.json_schema is None:
         return request.token_budget
     filled = _filled_chars(request.json_schema, FREE_TEXT_CHARS) // CHARS_PER_TOKEN + 1
@@ -129,6 +143,14 @@ class Stage:
         requests: Iterable[ChatRequest],
         cache_path: str | Path | None,
     ) -> None:
+        """Key every request as the endpoint would get it and look it up in the cache;
+        nothing is sent.
+
+        Args:
+            endpoint: the stage's endpoint.
+            requests: its requests.
+            cache_path: the request cache (None: nothing is cached).
+        """
         backend = make_backend(endpoint)  # not opened: nothing starts, nothing is sent
         self.endpoint = endpoint
         self.requests = [sent_form(endpoint, request) for request in requests]
@@ -140,7 +162,16 @@ class Stage:
         return [self.cached[key].text if key in self.cached else None for key in self.keys]
 
     def rows(self, stage: str, labels: Iterable[str], basis: str) -> list[dict[str, Any]]:
-        """One row per model label: calls, cached calls and the tokens of the calls to send."""
+        """One row per model label: calls, cached calls and the tokens of the calls to send.
+
+        Args:
+            stage: the stage's name.
+            labels: each request's model label.
+            basis: how the tokens were found (counted or estimated).
+
+        Returns:
+            The rows.
+        """
         rows: dict[str, dict[str, Any]] = defaultdict(
             lambda: dict.fromkeys(
                 ("calls", "cached_calls", "duplicate_calls", "skipped", "in", "out"), 0
@@ -213,7 +244,15 @@ def minutes_at_limits(endpoint: EndpointConfig, calls: int, tokens: int) -> floa
 
 def placeholder_response(position: int, request: ChatRequest) -> str:
     """A reply not generated yet, as long as its estimate; distinct texts, so that real
-    completions are not judged as duplicates."""
+    completions are not judged as duplicates.
+
+    Args:
+        position: the completion's position in the plan.
+        request: its generation request.
+
+    Returns:
+        The placeholder text.
+    """
     length = estimated_output_tokens(request) * CHARS_PER_TOKEN
     return (f"{position} " + "lorem ipsum " * (length // 12 + 1))[:length]
 
@@ -262,6 +301,18 @@ def plan_run(
     judge_stages: which of the judge's stages ("annotate", "critique") the run includes.
     Columns: see `schema.RUN_PLAN_COLUMN_TYPES`; prompt_tokens and completion_tokens are
     those of the calls to send, estimated_cost their price.
+
+    Args:
+        sampled: the sampled prompts.
+        completions: the completions to judge, or None.
+        generate: generate's parameters (None: not run).
+        annotate: annotate's parameters (None: not run).
+        prices: USD per 1k tokens by model.
+        cache_path: the request cache (None: nothing is cached).
+        judge_stages: the judge's stages the run includes.
+
+    Returns:
+        The plan.
     """
     rows: list[dict[str, Any]] = []
     basis = COUNTED
@@ -312,7 +363,15 @@ def plan_run(
 
 
 def describe_plan(plan: pd.DataFrame, max_cost_usd: float | None = None) -> str:
-    """The plan as text: a Markdown table, the total and the rules behind the figures."""
+    """The plan as text: a Markdown table, the total and the rules behind the figures.
+
+    Args:
+        plan: the plan.
+        max_cost_usd: the run's cost limit (None: none).
+
+    Returns:
+        The text.
+    """
     total = float(plan["estimated_cost"].sum())
     lines = [
         "Run plan (nothing is sent to make it)",
@@ -358,7 +417,12 @@ def describe_plan(plan: pd.DataFrame, max_cost_usd: float | None = None) -> str:
 
 
 def check_cost_limit(plan: pd.DataFrame, max_cost_usd: float | None) -> None:
-    """Raise `CostLimitExceeded` naming the estimate and the limit when the plan costs more."""
+    """Raise `CostLimitExceeded` naming the estimate and the limit when the plan costs more.
+
+    Args:
+        plan: the plan.
+        max_cost_usd: the run's cost limit (None: none).
+    """
     if max_cost_usd is None:
         return
     total = float(plan["estimated_cost"].sum())
@@ -408,7 +472,17 @@ def plan_evaluation(
     cache_path: str | Path | None,
 ) -> pd.DataFrame:
     """The evaluate stages' plan rows (`schema.RUN_PLAN_COLUMN_TYPES`) for the prepared
-    `samples` (`evaluation.prepare_samples`)."""
+    `samples` (`evaluation.prepare_samples`).
+
+    Args:
+        samples: the prepared samples.
+        config: the evaluate parameters.
+        prices: USD per 1k tokens by model.
+        cache_path: the request cache (None: nothing is cached).
+
+    Returns:
+        The plan rows.
+    """
     rows, answered, known = _generation_rows(samples, config, cache_path)
     # Recorded pairwise verdicts are judged without a call (`evaluation.recorded`).
     recorded = config.kind.compares and has_recorded_verdicts(samples)

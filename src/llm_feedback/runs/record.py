@@ -43,7 +43,16 @@ NOT_RECORDED = "not recorded"
 
 def stage_part(stage: str, run: str | None, settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """One stage's entry: the run (version) that wrote its output and its settings, or
-    `recorded: false` when no record of that run exists."""
+    `recorded: false` when no record of that run exists.
+
+    Args:
+        stage: the stage's name.
+        run: the version that wrote its output (None: unknown).
+        settings: the stage's settings in that run's record (None: no record).
+
+    Returns:
+        The entry.
+    """
     if settings is None:
         return {"run": run, "recorded": False}
     return {"run": run, "recorded": True, **settings}
@@ -114,7 +123,14 @@ def card_lineage(
 
 def judge_identity_of(record: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The identity of the judge that rated the recorded data (`validation.card`), if
-    recorded."""
+    recorded.
+
+    Args:
+        record: a run record (None: none).
+
+    Returns:
+        The identity, or None.
+    """
     part = ((record or {}).get("stages") or {}).get("annotate") or {}
     identity = part.get("judge_identity")
     return dict(identity) if identity else None
@@ -182,7 +198,14 @@ def recorded_judge(record: Mapping[str, Any] | None) -> RecordedJudge:
 
 def recorded_test_split(record: Mapping[str, Any] | None) -> tuple[float, int] | None:
     """(test_fraction, split_seed) of the preference pairs the recorded report run wrote,
-    when its settings name a test fraction (a run before the split existed names none)."""
+    when its settings name a test fraction (a run before the split existed names none).
+
+    Args:
+        record: a run record (None: none).
+
+    Returns:
+        (test_fraction, split_seed), or None.
+    """
     part = ((record or {}).get("stages") or {}).get("report") or {}
     pairs = (part.get("preference_pairs") or {}) if part.get("recorded") else {}
     if "test_fraction" not in pairs:

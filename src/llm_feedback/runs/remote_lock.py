@@ -37,6 +37,13 @@ class RemoteLock:
     def __init__(
         self, url: str, heartbeat_s: float = HEARTBEAT_S, stale_after_s: float = STALE_AFTER_S
     ) -> None:
+        """Name the lock object; nothing is locked until `acquire`.
+
+        Args:
+            url: the lock object's URL.
+            heartbeat_s: how often the holder renews it.
+            stale_after_s: how old a lock may be before another run takes it over.
+        """
         self.url = url
         self.fs, self.path = fsspec.core.url_to_fs(url)
         self.heartbeat_s = heartbeat_s

@@ -97,7 +97,14 @@ class MlflowSettings:
 
 
 def parse_tracking(block: Any) -> MlflowSettings:
-    """The `tracking` parameter block; each error names the parameter at fault."""
+    """The `tracking` parameter block; each error names the parameter at fault.
+
+    Args:
+        block: the `tracking` block (None: tracking off).
+
+    Returns:
+        The MLflow settings.
+    """
     if block is None:
         return MlflowSettings()
     if not isinstance(block, Mapping):
@@ -130,7 +137,15 @@ def parse_tracking(block: Any) -> MlflowSettings:
 
 
 def flatten_params(parameters: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Parameters as MLflow params: dotted names, text values, secrets redacted."""
+    """Parameters as MLflow params: dotted names, text values, secrets redacted.
+
+    Args:
+        parameters: the run's parameters.
+        prefix: the dotted name of the block they are in.
+
+    Returns:
+        Dotted name -> text.
+    """
     flat: dict[str, str] = {}
     for name, value in parameters.items():
         key = f"{prefix}{name}"
@@ -145,11 +160,27 @@ def flatten_params(parameters: Mapping[str, Any], prefix: str = "") -> dict[str,
 
 
 def metric_key(text: str) -> str:
+    """`text` as an MLflow metric key: characters MLflow refuses replaced, cut to its length limit.
+
+    Args:
+        text: the key wanted.
+
+    Returns:
+        The key.
+    """
     return _KEY_CHARS.sub("_", text)[:MAX_KEY]
 
 
 def table_metrics(name: str, frame: pd.DataFrame) -> dict[str, float]:
-    """Each finite number of `frame` as a metric `<name>/<labels of its row>/<column>`."""
+    """Each finite number of `frame` as a metric `<name>/<labels of its row>/<column>`.
+
+    Args:
+        name: the table's name.
+        frame: the table.
+
+    Returns:
+        Metric key -> value.
+    """
     if len(frame) > MAX_METRIC_ROWS:
         return {}
     labels = [
@@ -272,7 +303,14 @@ def _unique_key(key: str, taken: Mapping[str, float]) -> str:
 
 def cost_metrics(cost_table: pd.DataFrame) -> dict[str, float]:
     """The run's totals from `cost_table`; the upper bound of calls whose reply was never
-    received (stage `unseen`) apart."""
+    received (stage `unseen`) apart.
+
+    Args:
+        cost_table: the report's cost table.
+
+    Returns:
+        Metric key -> value.
+    """
     stages = cost_table.get("stage")
     unseen = stages == "unseen" if stages is not None else None
     metrics = {}
@@ -296,6 +334,11 @@ class MlflowTracker:
     """One MLflow run through `MlflowClient` (no global MLflow state is touched)."""
 
     def __init__(self, settings: MlflowSettings) -> None:
+        """Open a client on the tracking store; ConfigError when MLflow is not installed.
+
+        Args:
+            settings: the `tracking.mlflow` settings.
+        """
         try:
             from mlflow.tracking import MlflowClient
         except ImportError:
@@ -318,6 +361,16 @@ class MlflowTracker:
         self.run_id: str | None = None
 
     def start(self, run_name: str, tags: Mapping[str, str], params: Mapping[str, str]) -> str:
+        """Start the run (its experiment made if new) and log its parameters.
+
+        Args:
+            run_name: the run's name, unless the settings name one.
+            tags: the run's tags.
+            params: the flattened parameters.
+
+        Returns:
+            The run's id.
+        """
         experiment = self.client.get_experiment_by_name(self.settings.experiment)
         experiment_id = (
             experiment.experiment_id
@@ -336,6 +389,12 @@ class MlflowTracker:
         return self.run_id
 
     def log_table(self, name: str, frame: pd.DataFrame) -> None:
+        """Log a table as a JSON artifact and its headline figures as metrics.
+
+        Args:
+            name: the table's name.
+            frame: the table.
+        """
         self.client.log_table(self.run_id, data=frame, artifact_file=f"tables/{name}.json")
         self.log_metrics(headline_metrics(name, frame))
 
@@ -374,6 +433,11 @@ class MlflowTracker:
         self.client.log_inputs(self.run_id, datasets=[entry])
 
     def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Log metrics, in batches MLflow accepts.
+
+        Args:
+            metrics: metric key -> value.
+        """
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
@@ -382,12 +446,29 @@ class MlflowTracker:
             self.client.log_batch(self.run_id, metrics=entries[start : start + METRICS_PER_BATCH])
 
     def log_figure(self, name: str, figure: Any) -> None:
+        """Log a figure as `figures/<name>.png`.
+
+        Args:
+            name: the figure's name.
+            figure: a matplotlib figure.
+        """
         self.client.log_figure(self.run_id, figure, f"figures/{name}.png")
 
     def log_text(self, path: str, text: str) -> None:
+        """Log a text artifact.
+
+        Args:
+            path: its artifact path.
+            text: the text.
+        """
         self.client.log_text(self.run_id, text, path)
 
     def end(self, status: str) -> None:
+        """End the run, if one is open.
+
+        Args:
+            status: MLflow's run status (FINISHED, FAILED, ...).
+        """
         if self.run_id is not None:
             self.client.set_terminated(self.run_id, status)
             self.run_id = None

@@ -136,7 +136,15 @@ class GamedBaselines:
 def oriented_preferences(battles: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """The battles against `baseline` from the other model's side: prompt (the battle's
     `instance`), model, preference (its probability-weighted win, else its outcome),
-    probabilistic (whether it had one), length and baseline_length (characters)."""
+    probabilistic (whether it had one), length and baseline_length (characters).
+
+    Args:
+        battles: the battles table.
+        baseline: the baseline model.
+
+    Returns:
+        One row per battle against the baseline, from the other model's side.
+    """
     as_a = battles["model_b"].to_numpy() == baseline
     as_b = battles["model_a"].to_numpy() == baseline
     rows = as_a | as_b
@@ -163,7 +171,15 @@ def oriented_preferences(battles: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def head_to_head(preference: np.ndarray) -> dict[str, float]:
-    """AlpacaEval's head-to-head figures of one model's preferences (NaN ones left out)."""
+    """AlpacaEval's head-to-head figures of one model's preferences (NaN ones left out).
+
+    Args:
+        preference: one model's preferences against the baseline, in [0, 1].
+
+    Returns:
+        win_rate and standard_error (percent), the win, loss and draw counts, n_total
+        and discrete_win_rate.
+    """
     p = preference[~np.isnan(preference)]
     discrete = np.where(p == 0.5, 0.5, np.round(p))
     n = len(p)
@@ -288,7 +304,14 @@ def length_controlled(
 def fitted_difficulty(oriented: pd.DataFrame) -> pd.Series:
     """Per prompt, a difficulty from the run's models: minus the logit of the mean
     preference of every model against the baseline on it (clipped to [0.001, 0.999]),
-    centred; a prompt the models lose more often is harder."""
+    centred; a prompt the models lose more often is harder.
+
+    Args:
+        oriented: `oriented_preferences` of every model.
+
+    Returns:
+        The difficulty of each prompt, indexed by prompt.
+    """
     mean = oriented.groupby("prompt")["preference"].mean()
     value = -logit(mean.clip(_DIFFICULTY_CLIP, 1 - _DIFFICULTY_CLIP))
     return value - value.mean()

@@ -297,7 +297,15 @@ def _game_battles(level: object, plain: object) -> tuple[float, int] | None:
 def arena_hard_battles(judgments: pd.DataFrame, instance: str = "instance_id") -> pd.DataFrame:
     """One row per battle: instance, model_a, model_b, outcome (A's score), judgment (the
     judgment's row number), and each side's `ARENA_HARD_STYLE` counts (`_a`, `_b`) where
-    the judgments carry them; both games of every judgment whose two games were read."""
+    the judgments carry them; both games of every judgment whose two games were read.
+
+    Args:
+        judgments: pairwise judgments, two games each.
+        instance: the column naming each judgment's instance.
+
+    Returns:
+        The battles table.
+    """
     carried = [
         f"{feature}_{side}"
         for feature in ARENA_HARD_STYLE
@@ -338,7 +346,17 @@ def battle_bootstrap(
     scores: np.ndarray, n_resamples: int, seed: int, confidence: float
 ) -> tuple[float, float]:
     """Arena-Hard's interval of a mean: the battles resampled with replacement, the
-    percentiles of the resampled means."""
+    percentiles of the resampled means.
+
+    Args:
+        scores: the battles' scores.
+        n_resamples: how many resamples.
+        seed: the resampling seed.
+        confidence: the interval's confidence level.
+
+    Returns:
+        (low, high).
+    """
     rng = np.random.default_rng(seed)
     means = scores[rng.integers(0, len(scores), (n_resamples, len(scores)))].mean(axis=1)
     tail = (1 - confidence) / 2 * 100
@@ -356,7 +374,19 @@ def arena_hard_scores(
     length_unit: str = TOKENS,
 ) -> pd.DataFrame:
     """`ARENA_HARD_COLUMNS`, one row per model that met `baseline`, best first, from
-    `arena_hard_battles` (`length_unit`: what their `length_a` / `length_b` count)."""
+    `arena_hard_battles` (`length_unit`: what their `length_a` / `length_b` count).
+
+    Args:
+        battles: `arena_hard_battles`' table.
+        baseline: the baseline model.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+        length_unit: what `length_a` / `length_b` count (tokens or characters).
+
+    Returns:
+        The score table, best first.
+    """
     if battles.empty or baseline not in set(battles["model_a"]) | set(battles["model_b"]):
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in ARENA_HARD_COLUMNS.items()})
     # Only the fit is used (the intervals are below): the fewest resamples it allows.

@@ -15,13 +15,28 @@ import pandas as pd
 
 
 class Battles:
+    """A battles table read a batch at a time (from a spool on disk), for the fits."""
+
     def __init__(self, batches: Callable[[], Iterator[pd.DataFrame]], columns: Sequence[str]):
+        """Keep how to read the batches.
+
+        Args:
+            batches: returns a new iterator over the table's batches on each call.
+            columns: the table's columns.
+        """
         self._batches = batches
         self.columns = list(columns)
 
     @classmethod
     def of(cls, battles: pd.DataFrame | Battles) -> Battles:
-        """`battles` as a `Battles` (a DataFrame as its only batch)."""
+        """`battles` as a `Battles` (a DataFrame as its only batch).
+
+        Args:
+            battles: a battles table, or a `Battles` (returned as it is).
+
+        Returns:
+            The `Battles`.
+        """
         if isinstance(battles, Battles):
             return battles
         return cls(lambda: iter([battles]), battles.columns)

@@ -64,6 +64,14 @@ def position_slope(
     one shuffle suffices. `SlopeTally` gives the same from rows met a chunk at a time.
 
     Columns: the `by` columns, n, slope, ci_low, ci_high, method.
+
+    Args:
+        ratings: one row per rating (module docstring).
+        by: the grouping columns.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
     """
     tally = SlopeTally(by, confidence=confidence)
     tally.count(ratings)
@@ -78,6 +86,12 @@ class SlopeTally:
     cluster covariance (with the same small-sample factor), from sums."""
 
     def __init__(self, by: Sequence[str] = ("aspect",), *, confidence: float = DEFAULT_CONFIDENCE):
+        """Start with no rows.
+
+        Args:
+            by: the grouping columns.
+            confidence: the intervals' confidence level.
+        """
         self.by, self.confidence = list(by), confidence
         self._moments: dict[tuple, np.ndarray] = {}  # n, sum x, sum y, sum xx, sum xy
         self._spread: dict[tuple, tuple[float, float]] = {}  # least and greatest position
@@ -85,6 +99,11 @@ class SlopeTally:
         self._meat: dict[tuple, np.ndarray] = {}
 
     def count(self, ratings: pd.DataFrame) -> None:
+        """First walk: add a chunk to the regression's moments.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         for key, part in _groups(_rated(ratings, ["position", *self.by]), self.by):
             x, y = part["position"].to_numpy(dtype="float64"), part["rating"].to_numpy()
             sums = np.array([len(x), x.sum(), y.sum(), (x * x).sum(), (x * y).sum()])
@@ -94,6 +113,11 @@ class SlopeTally:
             self._prompts[key] += part["prompt_id"].nunique()
 
     def add(self, ratings: pd.DataFrame) -> None:
+        """Second walk: add a chunk's per-prompt scores at the fit.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         for key, part in _groups(_rated(ratings, ["position", *self.by]), self.by):
             fit = self._fit(key)
             if fit is None:
@@ -162,7 +186,18 @@ def mean_by_position(
 ) -> pd.DataFrame:
     """Mean rating per group and shown position with clustered bootstrap intervals.
 
-    Columns: the `by` columns, position, n, estimate, ci_low, ci_high, method."""
+    Columns: the `by` columns, position, n, estimate, ci_low, ci_high, method.
+
+    Args:
+        ratings: one row per rating (module docstring).
+        by: the grouping columns.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
+    """
     frame = _rated(ratings, ["position", *by])
     return grouped_mean_intervals(
         frame,
@@ -190,6 +225,16 @@ def length_correlation(
     `LengthCorrelation` gives the same from rows met a chunk at a time.
 
     Columns: the `by` columns, n, spearman, ci_low, ci_high, method.
+
+    Args:
+        ratings: one row per rating (module docstring).
+        by: the grouping columns.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
     """
     tally = LengthCorrelation(by, n_resamples=n_resamples, seed=seed, confidence=confidence)
     tally.count(ratings)
@@ -201,6 +246,12 @@ class LengthCorrelation:
     """`length_correlation` in two walks (`count`, then `add`, over the same chunks)."""
 
     def __init__(self, by: Sequence[str] = ("aspect",), **bootstrap: float) -> None:
+        """Start with no rows.
+
+        Args:
+            by: the grouping columns.
+            **bootstrap: n_resamples, seed and confidence of the intervals.
+        """
         self.by = list(by)
         self.method = bootstrap_method(int(bootstrap.get("n_resamples", DEFAULT_RESAMPLES)))
         self._tally = CorrelationTally("spearman", **bootstrap)
@@ -214,10 +265,20 @@ class LengthCorrelation:
         return names, frame
 
     def count(self, ratings: pd.DataFrame) -> None:
+        """First walk: count a chunk's pairs and values.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         names, frame = self._rows(ratings)
         self._tally.count(names, frame["rating"].to_numpy(), frame["length"].to_numpy())
 
     def add(self, ratings: pd.DataFrame) -> None:
+        """Second walk: add a chunk to every resample's totals.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         names, frame = self._rows(ratings)
         x, y = frame["rating"].to_numpy(), frame["length"].to_numpy()
         self._tally.add(names, x, y, frame["prompt_id"].to_numpy())
@@ -258,6 +319,17 @@ def rating_by_length_bins(
 
     Columns: the `by` columns, length_bin, length_low, length_high, n, estimate, ci_low,
     ci_high, method.
+
+    Args:
+        ratings: one row per rating (module docstring).
+        by: the grouping columns.
+        n_bins: how many length bins at most.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
     """
     tally = LengthBins(by, n_bins=n_bins, n_resamples=n_resamples, seed=seed, confidence=confidence)
     tally.count(ratings)
@@ -273,6 +345,13 @@ class LengthBins:
     edges follow from the counts), `add` bins the rows and adds them to the means."""
 
     def __init__(self, by: Sequence[str] = ("aspect",), *, n_bins: int = 10, **bootstrap) -> None:
+        """Start with no rows.
+
+        Args:
+            by: the grouping columns.
+            n_bins: how many length bins at most.
+            **bootstrap: n_resamples, seed and confidence of the intervals.
+        """
         self.by, self.n_bins = list(by), n_bins
         self._lengths: Counter = Counter()
         self._edges: np.ndarray | None = None
@@ -280,10 +359,20 @@ class LengthBins:
         self._ranges: dict[int, tuple[float, float]] = {}
 
     def count(self, ratings: pd.DataFrame) -> None:
+        """First walk: count each length of a chunk.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         frame = _rated(ratings, ["length", *self.by]).dropna(subset=["length"])
         self._lengths.update(frame["length"].value_counts().to_dict())
 
     def add(self, ratings: pd.DataFrame) -> None:
+        """Second walk: bin a chunk's rows and add them to the means.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         if not self._lengths:
             return
         if self._edges is None:
@@ -344,6 +433,16 @@ def self_preference(
 
     Columns: judge_model, the `by` columns, n_own, n_others, mean_own, mean_others,
     difference, ci_low, ci_high, method. Empty when no judge generated completions.
+
+    Args:
+        ratings: one row per rating (module docstring).
+        by: the grouping columns.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
     """
     tally = SelfPreference(by, n_resamples=n_resamples, seed=seed, confidence=confidence)
     tally.add(ratings)
@@ -366,6 +465,14 @@ class SelfPreference:
         seed: int = 0,
         confidence: float = DEFAULT_CONFIDENCE,
     ) -> None:
+        """Start with no rows.
+
+        Args:
+            by: the grouping columns.
+            n_resamples: bootstrap resamples of each interval.
+            seed: the bootstrap's seed.
+            confidence: the intervals' confidence level.
+        """
         check_bootstrap(n_resamples, confidence)
         self.by, self.n_resamples, self.confidence = list(by), n_resamples, confidence
         self._column: dict[tuple, int] = {}  # (judge, *group) -> its 4 columns' start / 4
@@ -374,6 +481,11 @@ class SelfPreference:
         self._models: set[str] = set()
 
     def add(self, ratings: pd.DataFrame) -> None:
+        """Add a chunk of rows to each judge's sums and resampled totals.
+
+        Args:
+            ratings: a chunk of whole prompts' ratings.
+        """
         frame = _rated(ratings, ["model", "judge_model", *self.by])
         self._models.update(frame["model"].dropna().unique())
         frame = frame.dropna(subset=["judge_model"])

@@ -51,6 +51,16 @@ def compare_models(
     (`length_controlled_win_rates`; the baseline's own row has none of these);
     style_controlled_score with its bounds and style_method (`style_controlled_ranking`).
     `battles` may be a `stats.battles.Battles`, read a batch at a time.
+
+    Args:
+        battles: the battles (columns above), or a `Battles`.
+        baseline: the model others are compared with.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The comparison: the ranking table above, with the style control's fit.
     """
     bootstrap = {"n_resamples": n_resamples, "seed": seed, "confidence": confidence}
     battles = Battles.of(battles)  # a table larger than memory is read a batch at a time

@@ -47,6 +47,14 @@ class CorrelationTally:
         seed: int | np.random.Generator = 0,
         confidence: float = DEFAULT_CONFIDENCE,
     ) -> None:
+        """Start an empty tally.
+
+        Args:
+            kind: "spearman" or "pearson".
+            n_resamples: bootstrap resamples of each interval.
+            seed: the bootstrap's seed, or a generator.
+            confidence: the intervals' confidence level.
+        """
         if kind not in ("pearson", "spearman"):
             raise ConfigError(f"kind: expected 'pearson' or 'spearman', got {kind!r}")
         check_bootstrap(n_resamples, confidence)
@@ -60,6 +68,13 @@ class CorrelationTally:
         self._whole = np.zeros(0)
 
     def count(self, groups: np.ndarray, x: np.ndarray, y: np.ndarray) -> None:
+        """First pass over a chunk: count the pairs (and, for ranks, the values) per group.
+
+        Args:
+            groups: each row's group.
+            x: each row's first value.
+            y: each row's second value.
+        """
         for group, a, b in _pairs(groups, x, y):
             self._n[group] += len(a)
             self._sums[group] = self._sums.get(group, np.zeros(2)) + [a.sum(), b.sum()]
@@ -71,6 +86,14 @@ class CorrelationTally:
     def add(
         self, groups: np.ndarray, x: np.ndarray, y: np.ndarray, clusters: pd.Series | np.ndarray
     ) -> None:
+        """Second pass over the same chunk: add its sums to every resample's totals.
+
+        Args:
+            groups: each row's group.
+            x: each row's first value.
+            y: each row's second value.
+            clusters: each row's cluster (the bootstrap resamples clusters).
+        """
         if self._totals is None:
             self._start()
         present = ~(pd.isna(x) | pd.isna(y))

@@ -34,7 +34,14 @@ STEP_TOLERANCE, MAX_STEPS, DIVERGED, SINGULAR = 1e-10, 100, 30.0, 1e12
 
 
 def one_step_method(n_resamples: int) -> str:
-    """The `method` label of a one-step clustered bootstrap of a fit."""
+    """The `method` label of a one-step clustered bootstrap of a fit.
+
+    Args:
+        n_resamples: the bootstrap's resamples.
+
+    Returns:
+        The label.
+    """
     return f"{bootstrap_method(n_resamples)}-one-step"
 
 
@@ -48,7 +55,18 @@ def newton_cluster_sums(
     """(n_clusters, k + k (k + 1) / 2) per-cluster sums of each row's score x (y - p) and
     of the upper triangle of its information p (1 - p) x x' at `params`: what
     `one_step_estimates` needs, for any resample, after a product with its counts. Summed
-    a column at a time, so that memory stays that of one column of rows."""
+    a column at a time, so that memory stays that of one column of rows.
+
+    Args:
+        response: each row's response.
+        design: the design matrix (rows x k).
+        params: the full-sample fit.
+        cluster_codes: each row's cluster, 0 to n_clusters - 1.
+        n_clusters: how many clusters.
+
+    Returns:
+        The per-cluster sums.
+    """
     k = design.shape[1]
     p = expit(design @ params)
     residual, curvature = response - p, p * (1 - p)
@@ -78,7 +96,20 @@ def resampled_newton_totals(
     """Each resample's totals of `newton_cluster_sums` (`cluster`: each row's cluster id,
     `intervals.cluster_ids`), made a block of rows at a time: the per-cluster sums are
     never held for all clusters at once. `totals`: an accumulator to add these rows to
-    (a fit whose rows come a batch at a time), returned as it stands."""
+    (a fit whose rows come a batch at a time), returned as it stands.
+
+    Args:
+        response: each row's response.
+        design: the design matrix (rows x k).
+        params: the full-sample fit.
+        cluster: each row's cluster id.
+        n_resamples: how many resamples.
+        seed: the resampling seed, or a generator.
+        totals: an accumulator to add to (None: a new one).
+
+    Returns:
+        (n_resamples, k + k (k + 1) / 2) totals.
+    """
     k = design.shape[1]
     totals = totals or ResampledTotals(n_resamples, seed, k + k * (k + 1) // 2)
     for start in range(0, len(response), NEWTON_BLOCK_ROWS):
@@ -92,7 +123,15 @@ def resampled_newton_totals(
 def one_step_estimates(params: np.ndarray, totals: np.ndarray) -> np.ndarray:
     """(n_resamples, k) one-step estimates from the resampled totals of
     `newton_cluster_sums`; NaN where a resample's information is singular (e.g. no row
-    of a model drawn) or the full-sample fit is undefined."""
+    of a model drawn) or the full-sample fit is undefined.
+
+    Args:
+        params: the full-sample fit.
+        totals: the resampled totals.
+
+    Returns:
+        The estimates, one row per resample.
+    """
     k = len(params)
     estimates = np.full((len(totals), k), np.nan)
     if np.isnan(params).any():

@@ -34,11 +34,24 @@ INTERVAL_COLUMNS = ("estimate", "ci_low", "ci_high", "method")
 
 
 def bootstrap_method(n_resamples: int) -> str:
-    """The `method` label of a clustered percentile Poisson bootstrap."""
+    """The `method` label of a clustered percentile Poisson bootstrap.
+
+    Args:
+        n_resamples: the bootstrap's resamples.
+
+    Returns:
+        The label.
+    """
     return f"poisson-bootstrap-{n_resamples}-cluster"
 
 
 def check_bootstrap(n_resamples: int, confidence: float) -> None:
+    """Raise ConfigError unless the bootstrap's settings can make an interval.
+
+    Args:
+        n_resamples: the resamples, an integer >= 10.
+        confidence: the confidence level, in (0, 1).
+    """
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 10:
         raise ConfigError(f"n_resamples: expected an integer >= 10, got {n_resamples!r}")
     if not 0 < confidence < 1:
@@ -75,7 +88,14 @@ def _mix(values: np.ndarray) -> np.ndarray:
 
 def cluster_ids(keys: pd.Series | pd.DataFrame | np.ndarray) -> np.ndarray:
     """The uint64 id of each cluster key (a column, or a frame of key columns): pandas'
-    stable hash of the values, so that a prompt has one id in every table and chunk."""
+    stable hash of the values, so that a prompt has one id in every table and chunk.
+
+    Args:
+        keys: each row's cluster key: a column, or a frame of key columns.
+
+    Returns:
+        One uint64 id per row.
+    """
     if not isinstance(keys, pd.DataFrame):  # one key column hashes as a frame of one
         keys = pd.DataFrame({"key": np.asarray(keys)})
     return pd.util.hash_pandas_object(keys, index=False).to_numpy(dtype="uint64")
@@ -91,7 +111,17 @@ def poisson_weights(
     ids: np.ndarray, first: int, last: int, seed: int | np.random.Generator = 0
 ) -> np.ndarray:
     """(last - first, len(ids)) uint8: the Poisson(1) weight of each cluster `ids` in the
-    resamples numbered first..last - 1 (a Generator seed draws a key from it once)."""
+    resamples numbered first..last - 1 (a Generator seed draws a key from it once).
+
+    Args:
+        ids: the clusters' ids.
+        first: the first resample's number.
+        last: one past the last resample's number.
+        seed: the resampling seed, or a generator.
+
+    Returns:
+        The weights, one row per resample.
+    """
     rows = _mix(np.arange(first, last, dtype="uint64") + _seed_key(seed))
     mixed = _mix(np.asarray(ids, dtype="uint64")[None, :] ^ rows[:, None])
     return _POISSON_TABLE[mixed >> np.uint64(64 - _TABLE_BITS)]
@@ -104,7 +134,16 @@ def resample_counts(
     numbered 0..n_clusters - 1 (row r: each cluster's weight in resample r), for statistics
     that need each resample's row weights (a model fit); the same seed gives the same
     resamples. For an integer seed they are made once and kept, up to `KEPT_COUNTS`, for
-    the next statistic over as many clusters."""
+    the next statistic over as many clusters.
+
+    Args:
+        n_clusters: how many clusters.
+        n_resamples: how many resamples.
+        seed: the resampling seed, or a generator.
+
+    Returns:
+        The weights, a chunk of resamples at a time.
+    """
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(0, 2**63))
     if n_clusters * n_resamples <= KEPT_COUNTS:
@@ -141,12 +180,28 @@ class ResampledTotals:
     def __init__(
         self, n_resamples: int, seed: int | np.random.Generator = 0, width: int = 0
     ) -> None:
+        """Start with zero totals.
+
+        Args:
+            n_resamples: how many resamples.
+            seed: the resampling seed, or a generator (drawn from once).
+            width: how many sums per cluster at the start (more may come with `add`).
+        """
         self.n_resamples = n_resamples
         # A Generator is drawn from once here, so that every chunk gets the same resamples.
         self.seed = int(_seed_key(seed)) if isinstance(seed, np.random.Generator) else seed
         self.totals = np.zeros((n_resamples, width))
 
     def add(self, ids: np.ndarray, sums: np.ndarray) -> ResampledTotals:
+        """Add a chunk of clusters' sums, weighted in each resample.
+
+        Args:
+            ids: the chunk's cluster ids (`cluster_ids`).
+            sums: their (m, K) sums.
+
+        Returns:
+            This object, for chaining.
+        """
         if len(ids) == 0:  # no cluster: nothing to weigh
             return self
         sums = np.asarray(sums, dtype="float64").reshape(len(ids), -1)
@@ -172,7 +227,16 @@ def cluster_sums(
 ) -> np.ndarray:
     """(n_clusters, K) per-cluster sums of the (n, K) `values` by cluster `codes`
     (bincount per column: much faster than np.add.at); `n_clusters` defaults to the
-    largest code + 1 (give it when some clusters have no row here)."""
+    largest code + 1 (give it when some clusters have no row here).
+
+    Args:
+        codes: each row's cluster code.
+        values: the (n, K) values.
+        n_clusters: how many clusters (default: the largest code + 1).
+
+    Returns:
+        The (n_clusters, K) sums.
+    """
     values = np.asarray(values, dtype="float64").reshape(len(codes), -1)
     if n_clusters is None:
         n_clusters = int(codes.max()) + 1 if len(codes) else 0
@@ -186,7 +250,15 @@ def percentile_interval(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval per column of (n_resamples, n_statistics) replicates; a
     resample where a statistic is undefined (NaN) is left out of that statistic's
-    interval, and a statistic undefined in every resample gets NaN bounds."""
+    interval, and a statistic undefined in every resample gets NaN bounds.
+
+    Args:
+        replicates: (n_resamples, n_statistics) replicates.
+        confidence: the interval's confidence level.
+
+    Returns:
+        (lows, highs), one per statistic.
+    """
     replicates = np.asarray(replicates, dtype="float64")
     if replicates.ndim == 1:
         replicates = replicates[:, None]
@@ -203,7 +275,16 @@ def percentile_interval(
 
 def resample_matrix(n_clusters: int, n_resamples: int, seed: int) -> np.ndarray:
     """All (n_resamples, n_clusters) counts of `resample_counts` at once, for statistics
-    that need each resample's row weights rather than its totals."""
+    that need each resample's row weights rather than its totals.
+
+    Args:
+        n_clusters: how many clusters.
+        n_resamples: how many resamples.
+        seed: the resampling seed.
+
+    Returns:
+        The (n_resamples, n_clusters) counts.
+    """
     return np.vstack(list(resample_counts(n_clusters, n_resamples, seed)))
 
 
@@ -212,7 +293,16 @@ def resampled_totals(
 ) -> np.ndarray:
     """(n_resamples, K) totals of (n_clusters, K) per-cluster sums in each clustered
     bootstrap resample (cluster i's id is i): the building block of any statistic that is a
-    function of sums (a mean, a difference of means, a correlation from its moment sums)."""
+    function of sums (a mean, a difference of means, a correlation from its moment sums).
+
+    Args:
+        cluster_sums: the (n_clusters, K) per-cluster sums.
+        n_resamples: how many resamples.
+        seed: the resampling seed, or a generator.
+
+    Returns:
+        The (n_resamples, K) totals.
+    """
     cluster_sums = np.asarray(cluster_sums, dtype="float64")
     ids = np.arange(len(cluster_sums), dtype="uint64")
     sums = cluster_sums.reshape(len(ids), -1)
@@ -228,7 +318,17 @@ def bootstrap_replicates(
     """(n_resamples, k) replicates of a statistic that is not a ratio of sums (a model
     fit): `statistic(row_weights)` gets each row's weight in the resample (its cluster's
     count, so a cluster's rows move together) and returns k numbers. A resample that
-    weighs no row (every weight 0, as a Poisson draw of a few clusters can be) is NaN."""
+    weighs no row (every weight 0, as a Poisson draw of a few clusters can be) is NaN.
+
+    Args:
+        cluster_codes: each row's cluster code.
+        statistic: the statistic of the row weights, k numbers.
+        n_resamples: how many resamples.
+        seed: the resampling seed, or a generator.
+
+    Returns:
+        The (n_resamples, k) replicates.
+    """
     cluster_codes = np.asarray(cluster_codes)
     n_clusters = int(cluster_codes.max()) + 1 if len(cluster_codes) else 0
     weights = [
@@ -256,7 +356,20 @@ def correlation_interval(
     clustered bootstrap percentile interval. r is recomputed per resample from resampled
     moment sums (n, sum x, sum y, sum x^2, sum y^2, sum xy), a matrix product per chunk of
     resamples; for Spearman the full-sample ranks are kept (a re-rank per resample would
-    cost a sort each and changes ranks by O(1/n)). NaN below 3 pairs or when constant."""
+    cost a sort each and changes ranks by O(1/n)). NaN below 3 pairs or when constant.
+
+    Args:
+        x: the first values.
+        y: the second values.
+        clusters: each pair's cluster.
+        kind: "spearman" or "pearson".
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed, or a generator.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        (estimate, ci_low, ci_high).
+    """
     check_bootstrap(n_resamples, confidence)
     frame = pd.DataFrame(
         {
@@ -286,7 +399,14 @@ def correlation_interval(
 
 
 def pearson_from_sums(totals: np.ndarray) -> np.ndarray:
-    """Pearson's r per row of (n, sum x, sum y, sum x^2, sum y^2, sum xy); NaN if constant."""
+    """Pearson's r per row of (n, sum x, sum y, sum x^2, sum y^2, sum xy); NaN if constant.
+
+    Args:
+        totals: rows of (n, sum x, sum y, sum x^2, sum y^2, sum xy).
+
+    Returns:
+        Pearson's r per row.
+    """
     n, sx, sy, sxx, syy, sxy = totals.T
     covariance = n * sxy - sx * sy
     spread = (n * sxx - sx * sx) * (n * syy - sy * sy)
@@ -298,7 +418,16 @@ def wilson_interval(
     successes: float | np.ndarray, trials: float | np.ndarray, confidence: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval of a proportion (statsmodels' `proportion_confint`), NaN where
-    there are no trials. For rows that are independent draws (no clustering)."""
+    there are no trials. For rows that are independent draws (no clustering).
+
+    Args:
+        successes: the successes.
+        trials: the trials.
+        confidence: the interval's confidence level.
+
+    Returns:
+        (lows, highs).
+    """
     successes = np.asarray(successes, dtype="float64")
     trials = np.asarray(trials, dtype="float64")
     safe = np.where(trials > 0, trials, 1.0)
@@ -319,14 +448,25 @@ def grouped_mean_intervals(
 ) -> pd.DataFrame:
     """Mean of `value` per `by` group with a clustered bootstrap interval.
 
-    frame: one row per observation; `value` numeric (NaN rows are left out; a 0/1 column
-    gives a rate); `cluster` the column(s) naming the resampling unit (e.g. prompt_id);
-    `by` the grouping columns (e.g. model, aspect); `weight` an optional per-row weight
-    (e.g. 0.5 for each of a pair's two orders). All groups share the same resamples of
-    clusters, so intervals of different groups come from the same bootstrap draws.
+    All groups share the same resamples of clusters, so intervals of different groups
+    come from the same bootstrap draws. `GroupedMeans` gives the same table from the rows a
+    chunk at a time.
 
-    Returns one row per group (sorted): the `by` columns, n (rows used), estimate, ci_low,
-    ci_high, method. `GroupedMeans` gives the same table from the rows a chunk at a time.
+    Args:
+        frame: one row per observation.
+        value: the numeric column averaged (NaN rows are left out; a 0/1 column gives a
+            rate).
+        cluster: the column(s) naming the resampling unit (e.g. prompt_id).
+        by: the grouping columns (e.g. model, aspect).
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed, or a generator.
+        confidence: the intervals' confidence level.
+        weight: an optional per-row weight column (e.g. 0.5 for each of a pair's two
+            orders).
+
+    Returns:
+        One row per group (sorted): the `by` columns, n (rows used), estimate, ci_low,
+        ci_high, method.
     """
     means = GroupedMeans(
         value, cluster, by, n_resamples=n_resamples, seed=seed, confidence=confidence
@@ -349,6 +489,16 @@ class GroupedMeans:
         seed: int | np.random.Generator = 0,
         confidence: float = DEFAULT_CONFIDENCE,
     ) -> None:
+        """Start with no rows.
+
+        Args:
+            value: the column averaged.
+            cluster: the column(s) naming the resampling unit.
+            by: the grouping columns.
+            n_resamples: bootstrap resamples of each interval.
+            seed: the bootstrap's seed, or a generator.
+            confidence: the intervals' confidence level.
+        """
         check_bootstrap(n_resamples, confidence)
         self.value, self.by = value, list(by)
         self.clusters = [cluster] if isinstance(cluster, str) else list(cluster)
@@ -360,6 +510,15 @@ class GroupedMeans:
         self._resampled = ResampledTotals(n_resamples, seed)
 
     def add(self, frame: pd.DataFrame, weight: str | None = None) -> GroupedMeans:
+        """Add a chunk of rows.
+
+        Args:
+            frame: rows with the value, cluster and grouping columns.
+            weight: an optional per-row weight column.
+
+        Returns:
+            This object, for chaining.
+        """
         required = [self.value, *self.clusters, *self.by, *([weight] if weight else [])]
         require_columns(frame, required, "frame")
         values = pd.to_numeric(frame[self.value]).to_numpy(dtype="float64", na_value=np.nan)
@@ -432,7 +591,15 @@ def _factorized(frame: pd.DataFrame, columns: list[str]) -> tuple[np.ndarray, pd
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    """numerator / denominator, NaN where the denominator is 0."""
+    """numerator / denominator, NaN where the denominator is 0.
+
+    Args:
+        numerator: the numerators.
+        denominator: the denominators.
+
+    Returns:
+        The ratios.
+    """
     return np.divide(
         numerator,
         denominator,

@@ -82,6 +82,17 @@ def length_controlled_win_rates(
     Columns: model, baseline, n_battles, win_rate, win_rate_ci_low, win_rate_ci_high,
     win_rate_method, lc_win_rate, lc_win_rate_ci_low, lc_win_rate_ci_high, length_coefficient,
     length_coefficient_ci_low, length_coefficient_ci_high, lc_method.
+
+    Args:
+        pairs: the battles, with `length_a` / `length_b`, or a `Battles`.
+        baseline: the baseline model.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+        raw: `ranking.win_rates` of the same battles and bootstrap, if made.
+
+    Returns:
+        One row per model that met the baseline (columns above).
     """
     check_bootstrap(n_resamples, confidence)
     battles = Battles.of(pairs)
@@ -251,7 +262,14 @@ _LIST_ITEM = (re.compile(r"^\s*\d+\.\s", re.MULTILINE), re.compile(r"^\s*[-*+]\s
 
 def without_code(text: str) -> str:
     """`text` with the content of its fenced code blocks taken out (every occurrence of
-    it, the fences left: what Arena-Hard counts Markdown on)."""
+    it, the fences left: what Arena-Hard counts Markdown on).
+
+    Args:
+        text: a Markdown answer.
+
+    Returns:
+        The text without its code blocks' content.
+    """
     for content in _FENCED.findall(text):
         if content:
             text = text.replace(content, "")
@@ -262,7 +280,14 @@ def markdown_counts(text: str) -> dict[str, int]:
     """Arena-Hard's Markdown counts of one answer: headers (lines of 1-6 `#` then a
     space), bold (`**...**` and `__...__` spans, each kind counted separately) and
     list_items (ordered `1. ` and unordered `- `, `* `, `+ ` lines), code blocks removed
-    first (`without_code`)."""
+    first (`without_code`).
+
+    Args:
+        text: a Markdown answer.
+
+    Returns:
+        {headers, bold, list_items}.
+    """
     prose = without_code(text)
     return {
         "headers": len(_HEADER.findall(prose)),
@@ -273,7 +298,14 @@ def markdown_counts(text: str) -> dict[str, int]:
 
 def style_features(texts: pd.Series) -> pd.DataFrame:
     """Per text: length (characters) and `markdown_counts` (headers, bold, list_items,
-    counted as Arena-Hard counts them). A missing text counts 0 everywhere."""
+    counted as Arena-Hard counts them). A missing text counts 0 everywhere.
+
+    Args:
+        texts: the answers.
+
+    Returns:
+        One row per text: length and the Markdown counts.
+    """
     text = texts.fillna("").astype(str)
     counts = pd.DataFrame(
         [markdown_counts(value) for value in text],

@@ -121,6 +121,16 @@ def win_rates(
 
     Columns: model, baseline, n_battles, wins, ties, losses, win_rate, ci_low, ci_high,
     method. One row per model that met the baseline, sorted by model.
+
+    Args:
+        pairs: the battles, or a `Battles`.
+        baseline: the baseline model.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The table (columns above).
     """
     means = GroupedMeans(
         "score", "instance", ["model"], n_resamples=n_resamples, seed=seed, confidence=confidence
@@ -151,7 +161,16 @@ def oriented_batches(
 ) -> Iterator[pd.DataFrame]:
     """The battles against `baseline` a batch at a time, each as `oriented_against` sees
     them, with per name c of `differences` a column `c_difference`: the model's `c_a` or
-    `c_b` less the baseline's."""
+    `c_b` less the baseline's.
+
+    Args:
+        pairs: the battles, or a `Battles`.
+        baseline: the baseline model.
+        differences: columns whose model-minus-baseline difference to add.
+
+    Returns:
+        The oriented battles, a batch at a time.
+    """
     for rows in Battles.of(pairs).batches():
         batch = readable_pairs(rows)
         oriented = oriented_against(batch, baseline)
@@ -168,7 +187,15 @@ def oriented_batches(
 
 def oriented_against(pairs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Battles against `baseline` seen from the other model: instance, model, score (the
-    model's outcome, 1 win, 0.5 tie, 0 loss) and the row's position in `pairs` (`row`)."""
+    model's outcome, 1 win, 0.5 tie, 0 loss) and the row's position in `pairs` (`row`).
+
+    Args:
+        pairs: the battles.
+        baseline: the baseline model.
+
+    Returns:
+        The oriented battles.
+    """
     as_a = pairs["model_b"].to_numpy() == baseline
     as_b = pairs["model_a"].to_numpy() == baseline
     outcome = pairs["outcome"].to_numpy(dtype="float64")
@@ -207,6 +234,15 @@ def bradley_terry(
     Columns: model, score, ci_low, ci_high, rank (1 = highest score), n_battles, method,
     resamples (`RANKING_COLUMN_TYPES`), and n_unreadable: the model's battles left out for want
     of an outcome (`check_pairs`; a model with none readable has no row).
+
+    Args:
+        pairs: the battles, or a `Battles`.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The ranking (columns above).
     """
     check_bootstrap(n_resamples, confidence)
     matchups: dict[tuple[str, str], int] = {}  # (model_a, model_b) -> its column pair
@@ -278,7 +314,19 @@ def ranking_table(
     n_resamples: int,
 ) -> pd.DataFrame:
     """`RANKING_COLUMN_TYPES` of scored models, best first (rank 1 = the highest score, ties
-    sharing the better rank; an undefined score ranks last)."""
+    sharing the better rank; an undefined score ranks last).
+
+    Args:
+        models: the models' names.
+        score: their scores.
+        interval: (lows, highs) of their scores.
+        n_battles: their battles.
+        method: the interval's method label.
+        n_resamples: the bootstrap's resamples.
+
+    Returns:
+        The ranking, best first.
+    """
     table = pd.DataFrame(
         {
             "model": models,

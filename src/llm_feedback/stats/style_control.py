@@ -75,6 +75,16 @@ def style_controlled_ranking(
     its normalised difference. Intervals: clustered bootstrap by instance (`n_resamples`,
     `seed`; one-step estimates, `stats.glm_bootstrap`), the same resamples as
     `bradley_terry`'s.
+
+    Args:
+        pairs: the battles, with each feature as `<feature>_a` / `<feature>_b`.
+        features: the style features controlled for.
+        n_resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        confidence: the intervals' confidence level.
+
+    Returns:
+        The scores with their intervals and each feature's coefficient.
     """
     check_bootstrap(n_resamples, confidence)
     battles = Battles.of(pairs)

@@ -119,7 +119,14 @@ def json_object(line: str, path: str | Path, number: int) -> dict[str, Any] | No
 
 
 def read_jsonl(path: str | Path) -> pd.DataFrame:
-    """One row per non-blank line, each value kept as JSON gave it (a "4" stays text)."""
+    """One row per non-blank line, each value kept as JSON gave it (a "4" stays text).
+
+    Args:
+        path: a JSON Lines file.
+
+    Returns:
+        The rows.
+    """
     path = Path(path)
     records: list[dict[str, Any]] = []
     with path.open("rb") as handle:

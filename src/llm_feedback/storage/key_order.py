@@ -24,7 +24,16 @@ def positions_in_key_order(
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(batch, position within the batch) of every spooled row, in key order, `group_rows`
     rows at a time (the last group may be smaller). `read_keys(batch)` gives a batch's keys;
-    `least` holds each batch's least key."""
+    `least` holds each batch's least key.
+
+    Args:
+        read_keys: gives a batch's keys.
+        least: each batch's least key.
+        group_rows: rows per group.
+
+    Returns:
+        (batch numbers, positions) a group at a time.
+    """
     by_least = np.argsort(least, kind="stable")
     keys = np.empty(0, dtype=np.int64)
     batches = np.empty(0, dtype=np.int64)

@@ -40,12 +40,28 @@ STAGING_SUFFIX = ".partial"
 
 
 def part_name(number: int) -> str:
+    """The file name of part `number`: `part-NNNNN.parquet`.
+
+    Args:
+        number: the part's number.
+
+    Returns:
+        The name.
+    """
     return f"{PART_PREFIX}{number:05d}{PART_SUFFIX}"
 
 
 def part_paths(path: str, filesystem: Any = None) -> list[str]:
     """The files of the table at `path`: `[path]` for one file, else the folder's parts in
-    order. `filesystem`: an fsspec filesystem, or None for a local path."""
+    order. `filesystem`: an fsspec filesystem, or None for a local path.
+
+    Args:
+        path: the table's file or folder.
+        filesystem: an fsspec filesystem (None: local).
+
+    Returns:
+        The files, in order.
+    """
     if filesystem is None:
         if not os.path.isdir(path):
             return [path]
@@ -70,6 +86,13 @@ class PartedTarget:
     one after another, each closed once it holds `part_bytes`."""
 
     def __init__(self, filesystem: Any, folder: str, part_bytes: int = PART_BYTES) -> None:
+        """Name the folder; no part is open until a write.
+
+        Args:
+            filesystem: the fsspec filesystem.
+            folder: the folder the parts go in.
+            part_bytes: the size a part is closed at.
+        """
         if part_bytes <= 0:
             raise ValueError(f"part_bytes must be positive, got {part_bytes}")
         self.filesystem = filesystem
@@ -89,7 +112,14 @@ class PartedTarget:
         row_group_size: int | None = None,
         **kwargs: Any,
     ) -> None:
-        """`tables` cast to `schema`, as row groups of parts; at least one part, if empty."""
+        """`tables` cast to `schema`, as row groups of parts; at least one part, if empty.
+
+        Args:
+            schema: the table's schema.
+            tables: the table, a piece at a time.
+            row_group_size: rows per row group (None: one per piece).
+            **kwargs: arguments for `pyarrow.parquet.ParquetWriter`.
+        """
         handle = writer = None
         try:
             for group in _row_groups(tables, row_group_size):
@@ -113,7 +143,12 @@ class PartedTarget:
     def write_frame(self, frame: pd.DataFrame, **save_args: Any) -> None:
         """A DataFrame written by its own `to_parquet` (pandas' metadata, attributes and
         index as pandas writes them); a file past `part_bytes` is then split into parts a
-        row group at a time (a frame that large is rare: the large tables stream)."""
+        row group at a time (a frame that large is rare: the large tables stream).
+
+        Args:
+            frame: the frame.
+            **save_args: arguments for its `to_parquet`.
+        """
         whole = posixpath.join(self.folder, "whole.parquet")
         with self.filesystem.open(whole, "wb") as handle:
             frame.to_parquet(handle, **save_args)
@@ -155,7 +190,17 @@ def save_parquet(
     to `path` as one file or a folder of parts, through a staging folder beside it; a
     failure or a kill (Ctrl-C included) removes the staging folder and leaves `path` as it
     was. `versioned`: `path` is Kedro's `<table>/<version>/<name>`, and a killed save's
-    staging is looked for in every version's folder."""
+    staging is looked for in every version's folder.
+
+    Args:
+        filesystem: the fsspec filesystem.
+        protocol: its protocol.
+        path: where the table goes.
+        data: the table.
+        save_args: arguments for `to_parquet`.
+        part_bytes: the size a part is closed at.
+        versioned: whether `path` is in Kedro's version folders.
+    """
     remove_abandoned_staging(filesystem, path, versioned)
     folder, name = posixpath.split(path)
     owner = f"{socket.gethostname()}-{os.getpid()}"
@@ -176,7 +221,16 @@ def save_parquet(
 def remove_abandoned_staging(filesystem: Any, path: str, versioned: bool = False) -> list[str]:
     """Remove the staging folders of `path` (in its version folders, if `versioned`) whose
     process, on this host, is gone: a save killed without its cleanup (SIGKILL, out of
-    memory). A version folder left holding nothing else goes too. Returns what was removed."""
+    memory). A version folder left holding nothing else goes too. Returns what was removed.
+
+    Args:
+        filesystem: the fsspec filesystem.
+        path: the table's path.
+        versioned: whether `path` is in Kedro's version folders.
+
+    Returns:
+        The paths removed.
+    """
     folder, name = posixpath.split(path)
     parent = posixpath.dirname(folder) if versioned else folder
     pattern = posixpath.join(parent, "*" if versioned else "", f".{name}.*{STAGING_SUFFIX}")

@@ -74,6 +74,13 @@ class ParquetSource:
     `key_reader`, ...): what one read holds besides a chunk, whatever the table's size."""
 
     def __init__(self, path: str, filesystem: Any = None, batch_rows: int = ROW_GROUP_ROWS):
+        """Name the table; nothing is read until asked for.
+
+        Args:
+            path: the table's file or folder of parts.
+            filesystem: an fsspec filesystem (None: local).
+            batch_rows: rows per record batch when streamed.
+        """
         self.path = path
         self.filesystem = filesystem
         self.batch_rows = batch_rows
@@ -122,7 +129,15 @@ class ParquetSource:
 
     def head(self, rows: int, columns: Sequence[str] | None = None) -> pa.Table:
         """The first `rows` rows (of `columns`, those it has), reading no further than it
-        needs: a few pages of the first row groups, not whole groups of text."""
+        needs: a few pages of the first row groups, not whole groups of text.
+
+        Args:
+            rows: how many rows.
+            columns: the columns wanted (None: all; those the table has).
+
+        Returns:
+            The rows.
+        """
         wanted = self._present(columns)
         pieces, held = [], 0
         for parquet in self._files():
@@ -138,7 +153,14 @@ class ParquetSource:
 
     def read(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
         """The whole table, or those of `columns` it has (the caller checks for the ones
-        it requires, and names the dataset when one is missing)."""
+        it requires, and names the dataset when one is missing).
+
+        Args:
+            columns: the columns wanted (None: all; those the table has).
+
+        Returns:
+            The table.
+        """
         wanted = self._present(columns)
         try:
             return pd.read_parquet(self.path, columns=wanted, filesystem=self.filesystem)
@@ -152,7 +174,16 @@ class ParquetSource:
     ) -> pd.DataFrame:
         """The rows whose `column` is one of `values`, in table order; `columns` as in
         `read`. The key column is read once and kept; of the rest, only the row groups
-        holding those rows."""
+        holding those rows.
+
+        Args:
+            column: the column matched.
+            values: the values wanted.
+            columns: the columns wanted (None: all; those the table has).
+
+        Returns:
+            The rows.
+        """
         files = list(self._files())
         if column not in self._keys:
             keys = [parquet.read(columns=[column]).column(column) for parquet in files]
@@ -196,7 +227,14 @@ class ParquetSource:
     # -- streaming -------------------------------------------------------------------
     def in_key_order(self, key: str = "prompt_id") -> bool:
         """Whether `key` never decreases down the file: read a record batch at a time,
-        keeping only the last value, so checking costs no more memory at a million rows."""
+        keeping only the last value, so checking costs no more memory at a million rows.
+
+        Args:
+            key: the key column.
+
+        Returns:
+            True when in order.
+        """
         previous = None
         for batch in self._batches([key]):
             values = batch.column(0)
@@ -210,14 +248,28 @@ class ParquetSource:
         return True
 
     def distinct(self, column: str) -> list[Any]:
-        """The distinct values of `column`, read a record batch at a time."""
+        """The distinct values of `column`, read a record batch at a time.
+
+        Args:
+            column: the column.
+
+        Returns:
+            The values, in first-seen order.
+        """
         seen: dict[Any, None] = {}
         for batch in self._batches([column]):
             seen.update(dict.fromkeys(pc.unique(batch.column(0)).to_pylist()))
         return list(seen)
 
     def distinct_count(self, key: str = "prompt_id") -> int:
-        """How many keys a file in key order holds (`in_key_order`), counted by batches."""
+        """How many keys a file in key order holds (`in_key_order`), counted by batches.
+
+        Args:
+            key: the key column.
+
+        Returns:
+            The count.
+        """
         count, previous = 0, None
         for batch in self._batches([key]):
             values = batch.column(0)
@@ -230,7 +282,14 @@ class ParquetSource:
 
     def row_batches(self, columns: Sequence[str] | None = None) -> Iterator[pd.DataFrame]:
         """The table as DataFrames of `batch_rows` rows, indexed by row position in the
-        file: for steps whose rows are independent of each other (generation)."""
+        file: for steps whose rows are independent of each other (generation).
+
+        Args:
+            columns: the columns wanted (None: all; those the table has).
+
+        Returns:
+            The batches.
+        """
         start = 0
         for batch in self._batches(self._present(columns)):
             yield _indexed(pa.Table.from_batches([batch]), start, None)
@@ -244,7 +303,16 @@ class ParquetSource:
     ) -> Iterator[pd.DataFrame]:
         """The table as DataFrames of `keys_per_chunk` keys each (the last may hold fewer),
         every row of a key in the same chunk, indexed by row position in the file. The file
-        must hold each key's rows together (`in_key_order`)."""
+        must hold each key's rows together (`in_key_order`).
+
+        Args:
+            keys_per_chunk: keys per chunk.
+            columns: the columns wanted (None: all; those the table has).
+            key: the key column.
+
+        Returns:
+            The chunks.
+        """
         wanted = None if columns is None else [key, *(c for c in columns if c != key)]
         wanted = self._present(wanted)
         carried: list[pa.RecordBatch] = []
@@ -269,7 +337,15 @@ class ParquetSource:
                 yield _indexed(tail, seen, columns)
 
     def key_reader(self, columns: Sequence[str] | None = None, key: str = "prompt_id"):
-        """A `KeyOrderedReader` over this file: the rows up to a key, chunk after chunk."""
+        """A `KeyOrderedReader` over this file: the rows up to a key, chunk after chunk.
+
+        Args:
+            columns: the columns wanted (None: all; those the table has).
+            key: the key column.
+
+        Returns:
+            The reader.
+        """
         return KeyOrderedReader(self, columns, key)
 
 
@@ -280,6 +356,13 @@ class KeyOrderedReader:
     gets each chunk's rows of this table while holding one chunk of it."""
 
     def __init__(self, source: ParquetSource, columns: Sequence[str] | None, key: str) -> None:
+        """Open the file's batches; nothing is read until `through`.
+
+        Args:
+            source: the table, in key order.
+            columns: the columns wanted (None: all).
+            key: the key column.
+        """
         self._key = key
         self._columns = columns
         self._wanted = source._present(
@@ -290,6 +373,14 @@ class KeyOrderedReader:
         self._held: pa.Table | None = None
 
     def through(self, last: Any) -> pd.DataFrame:
+        """The rows not given yet whose key is at most `last`.
+
+        Args:
+            last: the greatest key of the caller's chunk.
+
+        Returns:
+            The rows.
+        """
         pieces: list[pa.Table] = []
         while True:
             if self._held is None or self._held.num_rows == 0:
@@ -318,7 +409,16 @@ def file_batches(
     """The file's record batches, `batch_rows` rows at most, a row group at a time: one
     `iter_batches` of some of a file's columns over all its groups keeps memory for every
     group it has passed (pyarrow 26: about 10 MiB per 32k rows of text), so streaming a
-    large file that way grows with it; a fresh iterator per row group stays flat."""
+    large file that way grows with it; a fresh iterator per row group stays flat.
+
+    Args:
+        parquet: the open file.
+        batch_rows: rows per batch at most.
+        columns: the columns wanted (None: all; those the table has).
+
+    Returns:
+        The batches.
+    """
     for group in range(parquet.num_row_groups):
         yield from parquet.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns)
 
@@ -350,7 +450,16 @@ def table_chunks(
 ) -> Iterator[pd.DataFrame]:
     """A table as chunks of whole prompts, at least one: a DataFrame as itself, a file
     `ParquetSource.key_chunks` of `prompts` prompts, or, when the file is not in prompt
-    order, read whole (it cannot be streamed; the caller sorts it)."""
+    order, read whole (it cannot be streamed; the caller sorts it).
+
+    Args:
+        table: a DataFrame or a table on disk.
+        prompts: prompts per chunk.
+        columns: the columns wanted (None: all; those the table has).
+
+    Returns:
+        The chunks.
+    """
     if isinstance(table, pd.DataFrame):
         yield table if columns is None else table[[c for c in columns if c in table.columns]]
         return
@@ -369,7 +478,15 @@ def table_batches(
     table: pd.DataFrame | ParquetSource, columns: Sequence[str] | None = None
 ) -> Iterator[pd.DataFrame]:
     """A table as DataFrames indexed by row position, for steps whose rows are independent
-    of each other: a DataFrame whole, a file `ParquetSource.row_batches`."""
+    of each other: a DataFrame whole, a file `ParquetSource.row_batches`.
+
+    Args:
+        table: a DataFrame or a table on disk.
+        columns: the columns wanted (None: all; those the table has).
+
+    Returns:
+        The batches.
+    """
     if isinstance(table, pd.DataFrame):
         yield table.reset_index(drop=True)
         return
@@ -382,7 +499,15 @@ def rows_by_prompt(
     """`rows(prompts, last)`: `table`'s rows of `prompts` (a chunk's, the greatest `last`),
     for chunks asked in prompt order: read in step when the file is in prompt order (a
     `KeyOrderedReader`: a row with no prompt among the chunks comes with the chunk after
-    it), picked out of the row groups holding them otherwise."""
+    it), picked out of the row groups holding them otherwise.
+
+    Args:
+        table: a DataFrame or a table on disk.
+        columns: the columns wanted.
+
+    Returns:
+        The function `rows(prompts, last)`.
+    """
     if isinstance(table, pd.DataFrame):
         return _frame_rows_by_prompt(table[[name for name in columns if name in table.columns]])
     if table.in_key_order("prompt_id"):
@@ -410,7 +535,15 @@ def _frame_rows_by_prompt(frame: pd.DataFrame) -> Callable[[Any, Any], pd.DataFr
 
 
 def as_frame(table: pd.DataFrame | ParquetSource, columns=None) -> pd.DataFrame:
-    """A DataFrame of `table`, for the steps that need all of it at once."""
+    """A DataFrame of `table`, for the steps that need all of it at once.
+
+    Args:
+        table: a DataFrame or a table on disk.
+        columns: the columns wanted (None: all; those the table has).
+
+    Returns:
+        The DataFrame.
+    """
     if isinstance(table, pd.DataFrame):
         return table if columns is None else table[[c for c in columns if c in table.columns]]
     return table.read(columns)

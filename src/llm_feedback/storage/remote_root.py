@@ -44,7 +44,14 @@ LOCAL_PROTOCOLS = (None, "file", "local")
 
 
 def is_remote(path: str | os.PathLike[str] | None) -> bool:
-    """Whether `path` is an fsspec URL of a non-local filesystem (s3://, gs://, memory://)."""
+    """Whether `path` is an fsspec URL of a non-local filesystem (s3://, gs://, memory://).
+
+    Args:
+        path: a path or URL (None: none).
+
+    Returns:
+        True for a remote URL.
+    """
     if path is None:
         return False
     protocol, _ = split_protocol(str(path))
@@ -52,7 +59,15 @@ def is_remote(path: str | os.PathLike[str] | None) -> bool:
 
 
 def require_local(path: str | os.PathLike[str], what: str) -> Path:
-    """`path` as a local Path, or a clear refusal for a remote URL."""
+    """`path` as a local Path, or a clear refusal for a remote URL.
+
+    Args:
+        path: a path or URL.
+        what: what the path is for, named in the refusal.
+
+    Returns:
+        The local path.
+    """
     if is_remote(path):
         raise ConfigError(
             f"{what}: {path} is a remote URL where a local path is needed; on a remote "
@@ -75,7 +90,14 @@ def local_root(root: str) -> str:
     """The local folder that stands for `root` where a local file is needed: `root` itself
     when local, else `<cache home>/<hash of the URL>` (one mirror per remote root).
 
-    Registered as the `local_root` resolver of the configuration (settings.py)."""
+    Registered as the `local_root` resolver of the configuration (settings.py).
+
+    Args:
+        root: the data root, a folder or URL.
+
+    Returns:
+        The local folder.
+    """
     if not is_remote(root):
         return root
     digest = hashlib.sha256(str(root).rstrip("/").encode()).hexdigest()[:16]
@@ -83,6 +105,14 @@ def local_root(root: str) -> str:
 
 
 def remote_cache_url(root: str) -> str:
+    """Where a remote data root keeps its request cache.
+
+    Args:
+        root: the remote data root's URL.
+
+    Returns:
+        The cache's URL.
+    """
     return f"{str(root).rstrip('/')}/{REMOTE_CACHE}"
 
 
@@ -90,6 +120,12 @@ class CacheSync:
     """The request cache at `local_cache` kept in step with its copy at `remote_cache`."""
 
     def __init__(self, remote_cache: str, local_cache: str | Path) -> None:
+        """Name both copies; nothing is copied until `pull`.
+
+        Args:
+            remote_cache: the cache's URL at the remote root.
+            local_cache: the local cache file.
+        """
         self.remote_cache = remote_cache
         self.fs, self._remote = fsspec.core.url_to_fs(remote_cache)
         self.local = require_local(local_cache, "request_cache")

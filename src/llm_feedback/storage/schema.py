@@ -637,6 +637,12 @@ def ultrafeedback_arrow_schema(extra_aspects: Mapping[str, bool] | None = None) 
     extra aspects, so the schema grows only with the aspects a run rates beyond the four.
     An extra aspect with type codes has the public typed struct (`Type`, `Rationale`,
     `Rating`, `Rationale For Rating`), one without `Rating` and `Rationale`.
+
+    Args:
+        extra_aspects: {aspect: whether it has type codes} beyond the public four (None: none).
+
+    Returns:
+        The schema.
     """
     extras = dict(extra_aspects or {})
     clash = sorted(set(extras) & set(ULTRAFEEDBACK_ASPECTS))
@@ -672,7 +678,14 @@ def ultrafeedback_arrow_schema(extra_aspects: Mapping[str, bool] | None = None) 
 
 def ultrafeedback_extra_aspects(schema: pa.Schema) -> dict[str, bool]:
     """The extra aspects ({aspect: typed}) of an export's schema (written, or inferred from
-    a frame of its records); ValueError when it is not an export's schema."""
+    a frame of its records); ValueError when it is not an export's schema.
+
+    Args:
+        schema: an export's schema.
+
+    Returns:
+        {aspect: typed}.
+    """
     extras: dict[str, bool] = {}
     if "extra_annotations" in schema.names:
         entry = schema.field("extra_annotations").type
@@ -755,7 +768,14 @@ PAIR_COUNTS_COLUMN_TYPES = {
 
 def pandas_dtypes(schema: pa.Schema) -> dict[str, str]:
     """The in-memory pandas dtype of each column of `schema`: "str" for text, the numpy
-    dtype for numbers and booleans, "object" (Python lists and dicts) for nested types."""
+    dtype for numbers and booleans, "object" (Python lists and dicts) for nested types.
+
+    Args:
+        schema: an Arrow schema.
+
+    Returns:
+        Column -> dtype.
+    """
     flat = {pa.string(): "str", pa.float64(): "float64", pa.int64(): "int64", pa.bool_(): "bool"}
     return {field.name: flat.get(field.type, "object") for field in schema}
 
@@ -773,6 +793,17 @@ class SchemaFrame(pd.DataFrame):
     arrow_schema: pa.Schema | None = None
 
     def to_parquet(self, path: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """pandas' `to_parquet`, written with the frame's Arrow schema (and no index)
+        unless told otherwise; ValueError when the columns do not match it.
+
+        Args:
+            path: where to write (pandas' `path`).
+            *args: pandas' positional arguments.
+            **kwargs: pandas' keyword arguments.
+
+        Returns:
+            What pandas' `to_parquet` returns.
+        """
         if self.arrow_schema is not None and "schema" not in kwargs:
             if list(self.columns) != self.arrow_schema.names:
                 raise ValueError(
@@ -801,14 +832,29 @@ class SchemaFrame(pd.DataFrame):
 
 def pandas_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
     """The schema metadata pandas writes for a frame of `pandas_dtypes(schema)` (Python
-    values in nested columns), which `read_parquet` reads back to the same dtypes."""
+    values in nested columns), which `read_parquet` reads back to the same dtypes.
+
+    Args:
+        schema: an Arrow schema.
+
+    Returns:
+        The metadata (its b"pandas" entry).
+    """
     described = pa.Table.from_pandas(schema_frame([], schema), schema=schema, preserve_index=False)
     return described.schema.metadata
 
 
 def schema_frame(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> SchemaFrame:
     """`rows` (dicts of Python values) as a `SchemaFrame` with `schema`'s columns, in its
-    order, and the dtypes of `pandas_dtypes(schema)`; empty rows give an empty, typed frame."""
+    order, and the dtypes of `pandas_dtypes(schema)`; empty rows give an empty, typed frame.
+
+    Args:
+        rows: the rows.
+        schema: the Arrow schema.
+
+    Returns:
+        The frame.
+    """
     dtypes = pandas_dtypes(schema)
     columns = {
         name: pd.Series([row[name] for row in rows], dtype=dtype) for name, dtype in dtypes.items()

@@ -109,6 +109,12 @@ class TableBuilder:
     RECENT_TEXTS = 65_536
 
     def __init__(self, dtypes: Mapping[str, str], spool_dir: str | Path | None = None) -> None:
+        """Start an empty spool.
+
+        Args:
+            dtypes: column -> pandas dtype (those a table can spool).
+            spool_dir: where the spool folder goes (None: the system's temporary folder).
+        """
         unknown = {name: dtype for name, dtype in dtypes.items() if dtype not in _SPOOLED_TYPES}
         if unknown:
             raise ValueError(f"columns of dtypes a table cannot spool: {unknown}")
@@ -140,6 +146,12 @@ class TableBuilder:
         return Path(self._folder.name) / f"{stem}.arrow"
 
     def add(self, key: int, row: Mapping[str, Any]) -> None:
+        """Add one row; every `CHUNK_ROWS` rows go to disk.
+
+        Args:
+            key: the row's place in the finished table's order.
+            row: column -> value.
+        """
         self._keys.append(key)
         for name, values in self._pending.items():
             value = row[name]
@@ -224,6 +236,15 @@ class SpooledTable(ChunkedParquet):
         least_keys: np.ndarray,
         texts: Mapping[str, tuple[Path, np.ndarray]],
     ) -> None:
+        """Take over what `TableBuilder.finish` spooled.
+
+        Args:
+            folder: the spool folder (removed with the table).
+            dtypes: column -> pandas dtype.
+            n_rows: how many rows there are.
+            least_keys: each spooled batch's least key.
+            texts: per category column, its texts' file and each batch's first code.
+        """
         self._folder = folder  # removed with the table
         self._dtypes = dict(dtypes)
         self._n_rows = n_rows
@@ -304,7 +325,16 @@ def write_parquet(
 ) -> None:
     """`tables` written as one Parquet file with `schema` (its metadata too) as they come,
     or as parts when `path` is a `PartedTarget`, for a `to_parquet` that takes pandas'
-    arguments: pyarrow, no index; `kwargs` go to `pyarrow.parquet.ParquetWriter`."""
+    arguments: pyarrow, no index; `kwargs` go to `pyarrow.parquet.ParquetWriter`.
+
+    Args:
+        path: where to write (a path, a file, or a `PartedTarget`).
+        schema: the table's schema.
+        tables: the table, a piece at a time.
+        index: pandas' `index` argument (no index is written).
+        row_group_size: rows per row group at most (None: one per piece).
+        **kwargs: arguments for `pyarrow.parquet.ParquetWriter`.
+    """
     if index or kwargs.pop("engine", "pyarrow") != "pyarrow":
         raise ValueError("this table is written by pyarrow, without index")
     if isinstance(path, PartedTarget):
@@ -382,6 +412,12 @@ class FrameSpool(ChunkedParquet):
     """
 
     def __init__(self, empty: pd.DataFrame, spool_dir: str | Path | None = None) -> None:
+        """Start an empty spool.
+
+        Args:
+            empty: an empty frame of the layout (what an empty spool writes).
+            spool_dir: where the spool folder goes (None: the system's temporary folder).
+        """
         self._folder = tempfile.TemporaryDirectory(prefix="llmfb-frames-", dir=spool_dir)
         self._path = Path(self._folder.name) / "frames.arrow"
         self._empty = empty
@@ -391,6 +427,11 @@ class FrameSpool(ChunkedParquet):
         self._closed = False
 
     def append(self, frame: pd.DataFrame) -> None:
+        """Add a chunk to the spool; the first fixes the schema.
+
+        Args:
+            frame: the chunk.
+        """
         if self._closed:
             raise ValueError("this spool is finished and takes no more rows")
         if self._schema is None:

@@ -56,7 +56,15 @@ _PART_LINE = re.compile(r"--- (?P<name>[a-z0-9_]+) ---")
 
 
 def read_parts(text: str, where: str) -> dict[str, str]:
-    """The main text ("") and the named parts of a template file's text."""
+    """The main text ("") and the named parts of a template file's text.
+
+    Args:
+        text: the file's text.
+        where: the file, named in errors.
+
+    Returns:
+        Part name -> text.
+    """
     parts: dict[str, list[str]] = {"": []}
     current = ""
     for line in text.split("\n"):
@@ -94,6 +102,11 @@ class Templates:
     what renders prompts (its parts and lookups are cached with it)."""
 
     def __init__(self, folder: str | Path | None = None) -> None:
+        """Read nothing yet: each file is read when first asked for.
+
+        Args:
+            folder: the folder of replacements (None: the package's templates only).
+        """
         self.folder = None if folder is None else Path(folder)
         self._parts: dict[str, dict[str, str]] = {}
         # Lookups that failed too: a missing variant (`aspect_honesty`) is asked for by
@@ -105,7 +118,14 @@ class Templates:
 
     def parts(self, name: str) -> dict[str, str]:
         """The main text ("") and named parts of template `name`, replacements applied;
-        LookupError when there is no such template."""
+        LookupError when there is no such template.
+
+        Args:
+            name: the template's name.
+
+        Returns:
+            Part name -> text.
+        """
         if name not in self._parts:
             self._parts[name] = self._read(name)
         return self._parts[name]
@@ -127,7 +147,14 @@ class Templates:
         return parts
 
     def has(self, name: str) -> bool:
-        """Whether `name` (a package template or, in the folder, a variant) exists."""
+        """Whether `name` (a package template or, in the folder, a variant) exists.
+
+        Args:
+            name: the template's name.
+
+        Returns:
+            True when it exists.
+        """
         if name not in self._has:
             try:
                 self.parts(name)
@@ -138,7 +165,15 @@ class Templates:
         return self._has[name]
 
     def load(self, name: str, part: str = "") -> str:
-        """The text of template `name` (its main text, or its part `part`)."""
+        """The text of template `name` (its main text, or its part `part`).
+
+        Args:
+            name: the template's name.
+            part: the part ("": the main text).
+
+        Returns:
+            The text; LookupError when there is no such part.
+        """
         parts = self.parts(name)
         try:
             return parts[part]
@@ -146,7 +181,16 @@ class Templates:
             raise LookupError(f"template {name!r} has no part {part!r}") from None
 
     def render(self, name: str, part: str = "", /, **values: object) -> str:
-        """`load(name, part)` filled in with `values` by `str.format`."""
+        """`load(name, part)` filled in with `values` by `str.format`.
+
+        Args:
+            name: the template's name.
+            part: the part ("": the main text).
+            **values: the placeholders' values.
+
+        Returns:
+            The rendered text.
+        """
         return self.load(name, part).format_map(values)
 
 
@@ -155,12 +199,26 @@ PACKAGE_TEMPLATES = Templates()
 
 
 def has_template(name: str) -> bool:
-    """Whether the package has template `name`."""
+    """Whether the package has template `name`.
+
+    Args:
+        name: the template's name.
+
+    Returns:
+        True when it exists.
+    """
     return PACKAGE_TEMPLATES.has(name)
 
 
 def template_fields(text: str) -> set[str]:
-    """The placeholder names of a `str.format` template; ValueError when it is malformed."""
+    """The placeholder names of a `str.format` template; ValueError when it is malformed.
+
+    Args:
+        text: the template's text.
+
+    Returns:
+        The names.
+    """
     return {
         re.split(r"[.\[]", field, maxsplit=1)[0]
         for _, field, _, _ in string.Formatter().parse(text)
@@ -181,6 +239,16 @@ def check_template_folder(
     placeholders a replacement must keep; `keys`: per family the allowed variant keys
     (`aspect_<key>`); `owned_elsewhere`: file names another module checks. Returns the
     names of the files found; ConfigError naming file, part and placeholder otherwise.
+
+    Args:
+        folder: the folder of replacements.
+        replaceable: the families that may be replaced.
+        required: per (family, part) the placeholders a replacement must keep.
+        keys: per family the allowed variant keys.
+        owned_elsewhere: file names another module checks.
+
+    Returns:
+        The names of the files found.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -231,12 +299,29 @@ def check_template_folder(
 
 def load_template(name: str, part: str = "") -> str:
     """The text of the package's `templates/<name>.txt` (its main text, or its part
-    `part`); cached."""
+    `part`); cached.
+
+    Args:
+        name: the template's name.
+        part: the part ("": the main text).
+
+    Returns:
+        The text.
+    """
     return PACKAGE_TEMPLATES.load(name, part)
 
 
 def render(name: str, part: str = "", /, **values: object) -> str:
-    """`load_template(name, part)` filled in with `values` by `str.format`."""
+    """`load_template(name, part)` filled in with `values` by `str.format`.
+
+    Args:
+        name: the template's name.
+        part: the part ("": the main text).
+        **values: the placeholders' values.
+
+    Returns:
+        The rendered text.
+    """
     return PACKAGE_TEMPLATES.render(name, part, **values)
 
 

@@ -54,7 +54,14 @@ BUSY_RETRY_AFTER_S = 0.05
 
 
 def batch_route(path: str) -> str | None:
-    """`/files...` or `/batches...` from the OpenAI (`/v1`) or Azure (`/openai`) path."""
+    """`/files...` or `/batches...` from the OpenAI (`/v1`) or Azure (`/openai`) path.
+
+    Args:
+        path: the request path.
+
+    Returns:
+        The route, or None for another path.
+    """
     for prefix in _BATCH_API_PREFIXES:
         rest = path[len(prefix) :] if path.startswith(prefix) else None
         if rest is not None and rest.startswith(("/files", "/batches")):
@@ -83,6 +90,13 @@ class BatchAPI:
     def __init__(
         self, script: BatchScript, answer_chat: ChatAnswerer, count_tokens: Callable[[str], int]
     ) -> None:
+        """Start with no files or batches.
+
+        Args:
+            script: how the batches behave.
+            answer_chat: answers one chat body of a batch line.
+            count_tokens: counts a text's tokens.
+        """
         self.script = script
         #: Answers one line of a batch (the Anthropic and Gemini batches use it too).
         self.answer_chat = answer_chat
@@ -97,6 +111,16 @@ class BatchAPI:
         self.lock = threading.Lock()
 
     def handle(self, method: str, route: str, body: bytes) -> Response:
+        """Answer one Files or Batches request (429 while scripted busy).
+
+        Args:
+            method: the HTTP method.
+            route: the route (`batch_route`).
+            body: the request body.
+
+        Returns:
+            The response.
+        """
         with self.lock:
             if self.refuses_as_busy():
                 return error_response(429, "busy, try later", retry_after=BUSY_RETRY_AFTER_S)

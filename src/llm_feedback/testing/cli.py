@@ -32,7 +32,14 @@ _BUILTIN_RESPONDERS = {"echo": echo_responder, "schema": schema_responder, "chao
 
 
 def resolve_responder(spec: str) -> Responder:
-    """``echo``, ``schema``, ``chaos`` or ``package.module:callable`` to a responder."""
+    """``echo``, ``schema``, ``chaos`` or ``package.module:callable`` to a responder.
+
+    Args:
+        spec: the responder's name or `module:callable`.
+
+    Returns:
+        The responder.
+    """
     if spec in _BUILTIN_RESPONDERS:
         return _BUILTIN_RESPONDERS[spec]
     module_name, separator, attribute = spec.partition(":")
@@ -45,6 +52,11 @@ def resolve_responder(spec: str) -> Responder:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m llm_feedback.testing.server`: serve until SIGTERM or SIGINT.
+
+    Args:
+        argv: the command-line arguments (None: sys.argv).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m llm_feedback.testing.server",
         description="Serve a fake OpenAI-compatible chat API until SIGTERM or SIGINT.",
@@ -94,6 +106,15 @@ def serve_in_subprocess(
     `rate_limits` the per-minute limits it enforces (``--rpm``, ``--tpm``, ``--burst``).
     The child can import whatever this process can. It is terminated on exit, exceptions
     included.
+
+    Args:
+        latency_s: the delay before each answer.
+        responder: the responder's name (None: the server's default, schema).
+        timeout_s: how long to wait for the server to listen.
+        rate_limits: the per-minute limits it enforces.
+
+    Returns:
+        The base URL, once (a context manager's value).
     """
     command = [sys.executable, "-m", "llm_feedback.testing.server"]
     command += ["--latency", repr(latency_s), "--port", "0"]
@@ -149,7 +170,15 @@ def _terminate(child: subprocess.Popen[str]) -> None:
 
 
 def fetch_stats(base_url: str, timeout_s: float = 5.0) -> dict[str, int]:
-    """``GET /_stats`` of the server at `base_url` (its ``/v1`` suffix is ignored)."""
+    """``GET /_stats`` of the server at `base_url` (its ``/v1`` suffix is ignored).
+
+    Args:
+        base_url: the server's URL.
+        timeout_s: the request's timeout.
+
+    Returns:
+        The counters.
+    """
     parts = urlsplit(base_url)
     # An explicit empty ProxyHandler: an HTTP(S)_PROXY in the environment must not
     # capture requests to the local server.

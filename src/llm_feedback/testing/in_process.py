@@ -21,6 +21,15 @@ async def serve_until_stopped(
     stop_requested: asyncio.Event,
     on_listening: Callable[[int], None],
 ) -> None:
+    """Serve `app` until `stop_requested` is set.
+
+    Args:
+        app: the fake server's app.
+        host: the host to listen on.
+        port: the port (0: a free one).
+        stop_requested: set to stop.
+        on_listening: gets the port once listening.
+    """
     server = await asyncio.start_server(app.handle_connection, host, port)
     on_listening(server.sockets[0].getsockname()[1])
     await stop_requested.wait()
@@ -30,6 +39,15 @@ async def serve_until_stopped(
 
 
 def base_url_for(host: str, port: int) -> str:
+    """The `/v1` base URL a client reaches the server at (a wildcard host is reached on 127.0.0.1).
+
+    Args:
+        host: the host the server listens on.
+        port: its port.
+
+    Returns:
+        The URL.
+    """
     reachable_host = "127.0.0.1" if host in ("", "0.0.0.0") else host
     if ":" in reachable_host:
         reachable_host = f"[{reachable_host}]"
@@ -62,7 +80,19 @@ class FakeLLMServer:
         whitespace-separated words. Given a tokenizer's count (where tests compare token
         figures), prompts are billed as OpenAI bills chat: plus 3 tokens a message and 3.
         `rate_limits`: per-minute limits on requests and tokens, enforced with 429s and
-        announced in rate-limit headers (testing/rate_limits.py)."""
+        announced in rate-limit headers (testing/rate_limits.py).
+
+        Args:
+            responder: answers each chat request (None: `schema_responder`).
+            latency_s: the delay before each answer.
+            host: the host to listen on.
+            port: the port (0: a free one).
+            record: keep each request body in `requests`.
+            api_key: the one key accepted (None: any).
+            batch: how the Batch API routes behave.
+            count_tokens: how `usage` counts tokens.
+            rate_limits: per-minute limits on requests and tokens.
+        """
         self._app = FakeLLMApp(
             responder or schema_responder,
             latency_s,

@@ -45,6 +45,16 @@ class RequestHead(NamedTuple):
 
 
 def json_response(status: int, payload: Any, extra_headers: str = "") -> Response:
+    """A JSON response, compactly encoded.
+
+    Args:
+        status: the HTTP status.
+        payload: the JSON value.
+        extra_headers: more header lines, each ending in CRLF.
+
+    Returns:
+        The response.
+    """
     return Response(status, json.dumps(payload, separators=(",", ":")).encode(), extra_headers)
 
 
@@ -55,7 +65,18 @@ def error_response(
     error_type: str | None = None,
     code: str | None = None,
 ) -> Response:
-    """An OpenAI-style error body; `error_type` and `code` default to the status's."""
+    """An OpenAI-style error body; `error_type` and `code` default to the status's.
+
+    Args:
+        status: the HTTP status.
+        message: the error's message.
+        retry_after: a Retry-After in seconds (None: none).
+        error_type: the body's error type.
+        code: the body's error code.
+
+    Returns:
+        The response.
+    """
     default_type, default_code = _ERROR_TYPES.get(status, ("server_error", "server_error"))
     error_type, code = error_type or default_type, code or default_code
     payload = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
@@ -69,6 +90,14 @@ def models_response() -> Response:
 
 
 def word_count(text: str | None) -> int:
+    """The whitespace-separated words of a text (the default token count).
+
+    Args:
+        text: the text (None: none).
+
+    Returns:
+        The count.
+    """
     return len(text.split()) if text else 0
 
 
@@ -77,13 +106,28 @@ _TOKEN = re.compile(r"\s*\w+|\s*[^\w\s]|\s+")
 
 
 def tokens(content: str) -> list[str]:
-    """The fake tokenizer of scripted probabilities: joined, the tokens are `content`."""
+    """The fake tokenizer of scripted probabilities: joined, the tokens are `content`.
+
+    Args:
+        content: the reply text.
+
+    Returns:
+        The tokens.
+    """
     return _TOKEN.findall(content)
 
 
 def logprobs_body(body: dict[str, Any], reply: Reply) -> dict[str, Any] | None:
     """The choice's `logprobs` object for a request that asks for them (see
-    `Reply.probabilities`); None when it does not, or the reply scripts none."""
+    `Reply.probabilities`); None when it does not, or the reply scripts none.
+
+    Args:
+        body: the chat request body.
+        reply: the scripted reply.
+
+    Returns:
+        The `logprobs` object, or None.
+    """
     if not body.get("logprobs") or reply.probabilities is None or reply.content is None:
         return None
     top = int(body.get("top_logprobs") or 0)
@@ -109,7 +153,18 @@ def completion(
     reply: Reply,
     count_tokens: Callable[[str], int],
 ) -> dict[str, Any]:
-    """The chat completion object for `reply`, its `usage` counted by `count_tokens`."""
+    """The chat completion object for `reply`, its `usage` counted by `count_tokens`.
+
+    Args:
+        call_index: the call's number (its id).
+        model: the model named in the reply.
+        body: the chat request body.
+        reply: the scripted reply.
+        count_tokens: counts a text's tokens.
+
+    Returns:
+        The chat completion object.
+    """
     messages = [message for message in body["messages"] if isinstance(message, dict)]
     prompt_tokens = sum(count_tokens(message_text(message)) for message in messages)
     if count_tokens is not word_count:
@@ -146,7 +201,14 @@ def completion(
 
 
 def parse_head(head: bytes) -> RequestHead:
-    """Method, target, Content-Length, keep-alive and the API key from a request head."""
+    """Method, target, Content-Length, keep-alive and the API key from a request head.
+
+    Args:
+        head: the request's head bytes.
+
+    Returns:
+        The parsed head.
+    """
     request_line, *header_lines = head.decode("latin-1").split("\r\n")
     parts = request_line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
@@ -189,6 +251,15 @@ def _status_line(status: int) -> str:
 
 
 def encode(response: Response, keep_alive: bool) -> bytes:
+    """A response as HTTP/1.1 bytes.
+
+    Args:
+        response: the response.
+        keep_alive: whether the connection stays open.
+
+    Returns:
+        The bytes.
+    """
     connection_header = "" if keep_alive else "Connection: close\r\n"
     head = (
         f"{_status_line(response.status)}"

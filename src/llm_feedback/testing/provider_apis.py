@@ -104,7 +104,18 @@ def anthropic_error(
     retry_after: float | None = None,
     extra_headers: str = "",
 ) -> Response:
-    """An Anthropic error body, with `retry-after` when given and a request id."""
+    """An Anthropic error body, with `retry-after` when given and a request id.
+
+    Args:
+        status: the HTTP status.
+        message: the error's message.
+        error_type: the body's error type.
+        retry_after: a retry-after in seconds (None: none).
+        extra_headers: further response header lines.
+
+    Returns:
+        The response.
+    """
     kind = error_type or _ANTHROPIC_ERRORS.get(status, "api_error")
     payload = {"type": "error", "error": {"type": kind, "message": message}}
     headers = f"request-id: req_fake_{time.monotonic_ns()}\r\n" + extra_headers
@@ -132,7 +143,14 @@ def _anthropic_part(block: Any) -> dict[str, Any]:
 
 
 def anthropic_chat_body(params: Any) -> dict[str, Any]:
-    """A Messages API request as a chat completions body; ValueError naming what is wrong."""
+    """A Messages API request as a chat completions body; ValueError naming what is wrong.
+
+    Args:
+        params: the Messages API request body.
+
+    Returns:
+        The chat body.
+    """
     if not isinstance(params, dict):
         raise ValueError("the request body must be an object")
     for name in ("model", "max_tokens", "messages"):
@@ -199,7 +217,17 @@ def anthropic_message(
 ) -> dict[str, Any]:
     """The Message object answering `body` (a chat body) with `reply`: its `reasoning` as a
     thinking block before the answer's text block (none when the reply has no content, as
-    a reply cut off while thinking), billed inside `output_tokens`."""
+    a reply cut off while thinking), billed inside `output_tokens`.
+
+    Args:
+        call_index: the call's number (its id).
+        body: the chat body answered.
+        reply: the scripted reply.
+        count_tokens: counts a text's tokens.
+
+    Returns:
+        The Message object.
+    """
     content: list[dict[str, Any]] = []
     thinking = count_tokens(reply.reasoning) if reply.reasoning else 0
     if reply.reasoning:
@@ -228,7 +256,16 @@ def anthropic_message(
 
 # -- Gemini ------------------------------------------------------------------------------
 def google_error(status: int, message: str, retry_after: float | None = None) -> Response:
-    """A Google API error body; a 429 carries `RetryInfo` when `retry_after` is given."""
+    """A Google API error body; a 429 carries `RetryInfo` when `retry_after` is given.
+
+    Args:
+        status: the HTTP status.
+        message: the error's message.
+        retry_after: seconds to retry after (None: none).
+
+    Returns:
+        The response.
+    """
     details: list[dict[str, Any]] = []
     if status == 429:
         details.append(
@@ -297,7 +334,15 @@ def _gemini_parts(parts: Any) -> str | list[dict[str, Any]]:
 
 
 def gemini_chat_body(model: str, request: Any) -> dict[str, Any]:
-    """A generateContent request as a chat completions body; ValueError naming what is wrong."""
+    """A generateContent request as a chat completions body; ValueError naming what is wrong.
+
+    Args:
+        model: the model named in the path.
+        request: the generateContent request body.
+
+    Returns:
+        The chat body.
+    """
     if not isinstance(request, dict) or not isinstance(request.get("contents"), list):
         raise ValueError("contents: required")
     if not request["contents"]:
@@ -365,7 +410,17 @@ def gemini_response(
 ) -> dict[str, Any]:
     """The GenerateContentResponse answering `body` (a chat body) with `reply`: its
     `reasoning` billed as `thoughtsTokenCount` (thoughts themselves are not sent back:
-    nobody asks for `include_thoughts`); a reply without content has no parts."""
+    nobody asks for `include_thoughts`); a reply without content has no parts.
+
+    Args:
+        call_index: the call's number (its id).
+        body: the chat body answered.
+        reply: the scripted reply.
+        count_tokens: counts a text's tokens.
+
+    Returns:
+        The GenerateContentResponse.
+    """
     prompt = _token_count(count_tokens, body["messages"])
     output = count_tokens(reply.content or "")
     thoughts = count_tokens(reply.reasoning) if reply.reasoning else 0
@@ -442,6 +497,15 @@ class ProviderAPIs:
         api_key: Callable[[], str | None],
         rate_limiter: Callable[[], ServerRateLimiter | None] = lambda: None,
     ) -> None:
+        """Keep what the routes share with the server.
+
+        Args:
+            answer_chat: answers one online call.
+            batch_api: the server's Batch API.
+            count_tokens: counts a text's tokens.
+            api_key: gives the one key accepted (None: any).
+            rate_limiter: gives the server's per-minute limits (None: none).
+        """
         self._answer_chat = answer_chat
         self._rate_limiter = rate_limiter
         self._batch_api = batch_api
@@ -455,15 +519,39 @@ class ProviderAPIs:
 
     @staticmethod
     def serves(path: str) -> bool:
-        """Whether `path` is one of these routes (Anthropic's or Gemini's)."""
+        """Whether `path` is one of these routes (Anthropic's or Gemini's).
+
+        Args:
+            path: the request path.
+
+        Returns:
+            True for these routes.
+        """
         return path.startswith(("/v1/messages", "/v1beta/"))
 
     @staticmethod
     def is_chat(path: str) -> bool:
-        """Whether `path` is an online call (counted in flight like a chat request)."""
+        """Whether `path` is an online call (counted in flight like a chat request).
+
+        Args:
+            path: the request path.
+
+        Returns:
+            True for an online call.
+        """
         return path == "/v1/messages" or path.endswith(":generateContent")
 
     async def handle(self, head: RequestHead, path: str, body: bytes) -> Response:
+        """Answer one Anthropic or Gemini request (a wrong key refused as that API refuses it).
+
+        Args:
+            head: the request's head.
+            path: its path.
+            body: its body.
+
+        Returns:
+            The response.
+        """
         if path.startswith("/v1beta/"):
             query = parse_qs(head.target.partition("?")[2])
             key = head.api_key or (query.get("key") or [None])[0]

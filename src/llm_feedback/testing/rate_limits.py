@@ -71,6 +71,11 @@ class ServerRateLimiter:
     """The fake server's enforcement of `RateLimits` (thread-safe)."""
 
     def __init__(self, limits: RateLimits) -> None:
+        """A token bucket per configured limit (none for a limit not set).
+
+        Args:
+            limits: the per-minute limits.
+        """
         self._requests = (
             _Bucket(limits.requests_per_minute, limits.burst_s)
             if limits.requests_per_minute

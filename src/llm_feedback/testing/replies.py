@@ -67,7 +67,14 @@ Responder: TypeAlias = Callable[[dict[str, Any], RequestContext], str | Reply]
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """The text of a message whose content is a string or a list of content parts."""
+    """The text of a message whose content is a string or a list of content parts.
+
+    Args:
+        message: a chat message.
+
+    Returns:
+        Its text.
+    """
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -84,7 +91,15 @@ def _last_user_text(body: dict[str, Any]) -> str:
 
 
 def echo_responder(body: dict[str, Any], ctx: RequestContext) -> str:
-    """Answers ``"Echo: <first 40 characters of the last user message>"``."""
+    """Answers ``"Echo: <first 40 characters of the last user message>"``.
+
+    Args:
+        body: the request's JSON body.
+        ctx: the request's context (attempt, path, ...).
+
+    Returns:
+        The echo.
+    """
     return f"Echo: {_last_user_text(body)[:40]}"
 
 
@@ -98,6 +113,13 @@ def schema_responder(body: dict[str, Any], ctx: RequestContext) -> str:
     different valid values (integers spread over their range, enum members varied).
     Without a schema it echoes; under plain ``json_object`` the echo is wrapped as
     ``{"echo": ...}`` so that the reply still is the JSON object that mode promises.
+
+    Args:
+        body: the request's JSON body.
+        ctx: the request's context (attempt, path, ...).
+
+    Returns:
+        The JSON document (or the echo).
     """
     response_format = body.get("response_format")
     schema: Any = body.get("guided_json")

@@ -65,6 +65,17 @@ class FakeLLMApp:
         count_tokens: Callable[[str], int] | None = None,
         rate_limits: RateLimits | None = None,
     ) -> None:
+        """Set up the routes and counters.
+
+        Args:
+            responder: answers each chat request.
+            latency_s: the delay before each answer.
+            record: keep each request body.
+            api_key: the one key accepted (None: any).
+            batch_script: how the Batch API routes behave.
+            count_tokens: how `usage` counts tokens (None: words).
+            rate_limits: per-minute limits on requests and tokens.
+        """
         self.api_key = api_key  # when set, every other key is answered with 401
         # Per-minute limits on chat requests and tokens (testing/rate_limits.py).
         self.rate_limiter = ServerRateLimiter(rate_limits) if rate_limits else None
@@ -135,6 +146,12 @@ class FakeLLMApp:
     async def handle_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        """Serve one HTTP/1.1 connection, request after request, until it closes.
+
+        Args:
+            reader: the connection's reader.
+            writer: its writer.
+        """
         with self._lock:
             self.connections += 1
         try:
@@ -268,7 +285,15 @@ class FakeLLMApp:
 
     async def answer(self, body: dict[str, Any], path: str) -> tuple[int, Reply]:
         """One online call of any API (`body` in chat completions form): counted, answered
-        by the responder and delayed by the server's latency and the reply's own."""
+        by the responder and delayed by the server's latency and the reply's own.
+
+        Args:
+            body: the call's body, in chat completions form.
+            path: the route it came in on.
+
+        Returns:
+            (the call's number, the reply).
+        """
         with self._lock:
             call_index = self.chat_requests
             self.chat_requests += 1
@@ -279,7 +304,16 @@ class FakeLLMApp:
         return call_index, reply
 
     def respond(self, body: dict[str, Any], call_index: int, path: str) -> Reply:
-        """The responder's reply to one chat body (from the chat route or a batch line)."""
+        """The responder's reply to one chat body (from the chat route or a batch line).
+
+        Args:
+            body: the chat body.
+            call_index: the call's number.
+            path: the route it came in on.
+
+        Returns:
+            The reply.
+        """
         key = _messages_key(body["messages"])
         with self._lock:
             key_call_index = self._attempts_per_key.get(key, 0)

@@ -21,10 +21,25 @@ class SchemaFiller:
     _WORDS = ("alpha", "bravo", "delta", "kilo", "lima", "oscar", "sierra", "tango")
 
     def __init__(self, root: dict[str, Any], rng: random.Random) -> None:
+        """Keep the root schema (for `$ref`s) and the random source.
+
+        Args:
+            root: the whole schema.
+            rng: the seeded random source.
+        """
         self._root = root
         self._rng = rng
 
     def make(self, schema: dict[str, Any], depth: int = 0) -> Any:
+        """One value that validates against `schema`.
+
+        Args:
+            schema: a (sub)schema.
+            depth: how deep in the document it is.
+
+        Returns:
+            The value.
+        """
         schema = self._resolve(schema)
         if "const" in schema:
             return schema["const"]

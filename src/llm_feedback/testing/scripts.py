@@ -27,6 +27,13 @@ def scripted(
 
     A rule's matcher is a substring looked for in every message's content, or a predicate
     on the request body; its answer is a string, a `Reply` or another responder.
+
+    Args:
+        rules: (matcher, answer) pairs, tried in order.
+        default: the responder when no rule matches.
+
+    Returns:
+        The responder.
     """
 
     def matches(matcher: Matcher, body: dict[str, Any]) -> bool:
@@ -46,7 +53,17 @@ def scripted(
 def flaky(
     inner: Responder, failures: int, status: int = 429, retry_after: float | None = 0.05
 ) -> Responder:
-    """Fails the first `failures` attempts of each distinct request, then asks `inner`."""
+    """Fails the first `failures` attempts of each distinct request, then asks `inner`.
+
+    Args:
+        inner: the responder after the failures.
+        failures: failed attempts per distinct request.
+        status: the failures' HTTP status.
+        retry_after: their Retry-After seconds (None: no header).
+
+    Returns:
+        The responder.
+    """
 
     def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
         if ctx.key_call_index < failures:
@@ -88,7 +105,16 @@ CONTEXT_REFUSALS: dict[str, Reply] = {
 
 def context_limited(inner: Responder, max_body_chars: int, style: str = "openai") -> Responder:
     """Refuses every request whose JSON body is longer than `max_body_chars` as a server
-    whose model context it exceeds (`CONTEXT_REFUSALS[style]`); asks `inner` otherwise."""
+    whose model context it exceeds (`CONTEXT_REFUSALS[style]`); asks `inner` otherwise.
+
+    Args:
+        inner: the responder for requests that fit.
+        max_body_chars: the longest body accepted.
+        style: whose refusal wording (`CONTEXT_REFUSALS` key).
+
+    Returns:
+        The responder.
+    """
     refusal = CONTEXT_REFUSALS[style]
 
     def respond(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
@@ -104,6 +130,12 @@ def sequence(replies: Sequence[str | Reply]) -> Responder:
 
     The position is kept by the responder itself (not reset by `/_reset`), so that a
     sequence nested in `scripted` advances only on the calls routed to it.
+
+    Args:
+        replies: the replies, in order.
+
+    Returns:
+        The responder.
     """
     if not replies:
         raise ValueError("sequence() needs at least one reply")
@@ -135,6 +167,13 @@ def chaos_responder(body: dict[str, Any], ctx: RequestContext) -> str | Reply:
 
     Each attempt of a request draws anew (seeded by the messages and the attempt number),
     so retries and re-asks eventually get through, and a run can be repeated exactly.
+
+    Args:
+        body: the request's JSON body.
+        ctx: the request's context (attempt, path, ...).
+
+    Returns:
+        The reply, or a fault as a `Reply`.
     """
     draw = random.Random(f"{ctx.messages_key}:{ctx.key_call_index}").random()
     edge = 0.0

@@ -2,8 +2,8 @@
 human annotators), and several annotators' labels made one gold.
 
 Categorical verdicts (binary correct/incorrect, pairwise A/B/tie) get Cohen's kappa for
-each two raters (scikit-learn's `cohen_kappa_score`) and, with three raters or more,
-Fleiss' kappa over all of them (statsmodels' `fleiss_kappa`); scores get Spearman's rho.
+each two raters and, with three raters or more, Fleiss' kappa over all of them (both
+from `validation.kappa`, the libraries' kappas); scores get Spearman's rho.
 Both get the exact-match share (the observed agreement). Each statistic is computed over
 the items every compared rater rated, so sparse designs such as MT-Bench's human judgments
 (each expert labels some pairs) are handled, and is NaN where it is undefined (no items, a
@@ -32,9 +32,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats import inter_rater
 
+from llm_feedback.validation.kappa import cohen_kappa, fleiss_kappa
 from llm_feedback.validation.metric_table import DEFAULT_RESAMPLES, DEFAULT_SEED
 from llm_feedback.validation.metrics import pairwise_metrics
 
@@ -50,7 +49,15 @@ EXACT_MATCH_SHARE = "exact_match_share"
 
 def pearson(x: pd.Series, y: pd.Series) -> float:
     """Pearson's r of two aligned, NaN-free series (pandas' `Series.corr`); NaN with fewer
-    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks."""
+    than 3 pairs or a constant series. Spearman's rho is this applied to the ranks.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        Pearson's r, or NaN.
+    """
     if len(x) < MIN_CORRELATION_PAIRS:
         return float("nan")
     return float(
@@ -59,79 +66,31 @@ def pearson(x: pd.Series, y: pd.Series) -> float:
 
 
 def spearman(x: pd.Series, y: pd.Series) -> float:
-    """Spearman's rho: Pearson's r of the ranks, tied values sharing their mean rank."""
+    """Spearman's rho: Pearson's r of the ranks, tied values sharing their mean rank.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        Spearman's rho, or NaN.
+    """
     return pearson(pd.Series(x).rank(), pd.Series(y).rank())
 
 
 def exact_match_share(x: pd.Series, y: pd.Series) -> float:
-    """Share of items on which the two raters gave the same value; NaN without items."""
+    """Share of items on which the two raters gave the same value; NaN without items.
+
+    Args:
+        x: one rater's values.
+        y: the other's, on the same items.
+
+    Returns:
+        The share in [0, 1], or NaN.
+    """
     if len(x) == 0:
         return float("nan")
     return float((np.asarray(x) == np.asarray(y)).mean())
-
-
-def _category_codes(verdicts: pd.DataFrame) -> np.ndarray:
-    """The verdicts as integer category codes, one column per rater: values equal as Python
-    objects share a code (the libraries would sort mixed types, or tell 1 from 1.0)."""
-    codes, _ = pd.factorize(pd.Series(verdicts.to_numpy(dtype=object).ravel()))
-    return codes.reshape(verdicts.shape)
-
-
-def cohen_kappa(
-    x: pd.Series,
-    y: pd.Series,
-    sample_weight: np.ndarray | None = None,
-    weights: str | None = None,
-) -> float:
-    """Cohen's kappa of two raters' categorical verdicts on the same items.
-
-    Args:
-        x: the first rater's verdicts, one per item, no missing values.
-        y: the second rater's verdicts on the same items, in the same order.
-        sample_weight: each item's weight (a bootstrap resample's counts); None: 1 each.
-        weights: None for categories, or "linear" / "quadratic" for ordinal ratings
-            (numbers: a disagreement weighs by how far apart the two are).
-
-    Returns:
-        scikit-learn's `cohen_kappa_score`; NaN without items or when both raters gave
-        one and the same category throughout (chance agreement 1: kappa is 0/0).
-    """
-    if weights is None:
-        codes = _category_codes(
-            pd.DataFrame({"x": np.asarray(x, dtype=object), "y": np.asarray(y, dtype=object)})
-        )
-    else:  # ordinal: codes in the ratings' numeric order, so distances mean something
-        values = np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
-        codes = np.unique(values, return_inverse=True)[1].reshape(values.shape)
-    if sample_weight is not None:
-        weighted = np.asarray(sample_weight, dtype="float64") > 0
-        codes = codes[weighted]
-        sample_weight = np.asarray(sample_weight, dtype="float64")[weighted]
-    if len(codes) == 0 or (codes == codes[0, 0]).all():
-        return float("nan")
-    return float(
-        cohen_kappa_score(codes[:, 0], codes[:, 1], weights=weights, sample_weight=sample_weight)
-    )
-
-
-def fleiss_kappa(verdicts: pd.DataFrame) -> float:
-    """Fleiss' kappa of m >= 2 raters (columns) over items (rows) that every rater rated.
-
-    Args:
-        verdicts: one row per item, one column per rater, no missing values.
-
-    Returns:
-        statsmodels' `fleiss_kappa` (method "fleiss"); NaN without items, with fewer than
-        two raters, or when every verdict is one category (chance agreement 1).
-    """
-    n_items, n_raters = verdicts.shape
-    if n_items == 0 or n_raters < 2:
-        return float("nan")
-    codes = _category_codes(verdicts)
-    if (codes == codes[0, 0]).all():
-        return float("nan")
-    counts, _ = inter_rater.aggregate_raters(codes)
-    return float(inter_rater.fleiss_kappa(counts, method="fleiss"))
 
 
 def agreement_rows(
@@ -184,7 +143,14 @@ def agreement_rows(
 
 def majority_label(labels: Sequence[Any]) -> Any:
     """The label most annotators gave; "tie" when the top count is shared; None without
-    labels (missing labels, None, are not votes)."""
+    labels (missing labels, None, are not votes).
+
+    Args:
+        labels: one item's labels, None where an annotator gave none.
+
+    Returns:
+        The majority label, "tie", or None.
+    """
     votes = Counter(label for label in labels if label is not None)
     if not votes:
         return None
@@ -196,7 +162,14 @@ def majority_label(labels: Sequence[Any]) -> Any:
 
 def annotation_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """One row per instance (index `instance_id`), one column per annotator with that
-    annotator's label (None where the annotator did not label the item)."""
+    annotator's label (None where the annotator did not label the item).
+
+    Args:
+        pairs: a pairs table with `gold_annotators` and `gold_labels` lists.
+
+    Returns:
+        The labels, one column per annotator.
+    """
     records: dict[str, dict[str, Any]] = {}
     for row in pairs.itertuples():
         labels = dict(zip(row.gold_annotators, row.gold_labels, strict=True))
@@ -214,6 +187,12 @@ def annotator_agreement(table: pd.DataFrame) -> pd.DataFrame:
     `majority_tie_share` (items whose majority is a tie, though no annotator may have said
     tie), `label_tie_share` (labels that are "tie") and `unanimous_share` (items on which
     every annotator who labelled it agrees, among items with two labels or more).
+
+    Args:
+        table: labels, one column per annotator (`annotation_table`).
+
+    Returns:
+        Long rows `metric`, `value`, `n`, `raters`.
     """
     annotators = list(table.columns)
     rows: list[dict[str, Any]] = []
@@ -285,7 +264,18 @@ def metrics_against_annotators(
     judge: str | None = None,
 ) -> pd.DataFrame:
     """The judge's metric table against the majority gold, then against each annotator's
-    own labels on the items that annotator labelled (`gold_source` says which)."""
+    own labels on the items that annotator labelled (`gold_source` says which).
+
+    Args:
+        verdicts: the judge's verdict frame (see `validation.verdicts`).
+        pairs: the pairs with each annotator's labels.
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        judge: the judge's name for the `judge` column.
+
+    Returns:
+        The metric tables, one after the other, with a `gold_source` column.
+    """
     table = annotation_table(pairs)
     tables = [pairwise_metrics(verdicts, resamples=resamples, seed=seed, judge=judge)]
     tables[0].insert(1, "gold_source", MAJORITY)

@@ -237,7 +237,14 @@ def _rating_table(scores: pd.DataFrame, resamples: int, seed: int, judge: str) -
 
 def derived_verdicts(pairs: pd.DataFrame) -> pd.DataFrame:
     """The verdict frame (`verdicts`) of the matched pairs: the judge prefers the completion
-    with the higher mean rating (one call, original order); None where either is unreadable."""
+    with the higher mean rating (one call, original order); None where either is unreadable.
+
+    Args:
+        pairs: the matched pairs, two rows per instance, each with the judge's mean rating.
+
+    Returns:
+        The verdict frame.
+    """
     table = pairs_table(pairs)
     judge = pairs.groupby("instance_id", sort=False)["judge"].agg(["first", "last"])
     first, second = judge["first"].to_numpy(), judge["last"].to_numpy()

@@ -29,7 +29,14 @@ BASELINES = (ALWAYS_FIRST, ALWAYS_LONGER, RANDOM)
 
 def both_orders(pairs: pd.DataFrame) -> pd.DataFrame:
     """A verdict frame skeleton of `pairs` (from `pairs_table`): every instance in both
-    orders, without verdicts (for baselines when no judge has been run)."""
+    orders, without verdicts (for baselines when no judge has been run).
+
+    Args:
+        pairs: the pairs table (`pairs_table`).
+
+    Returns:
+        The verdict frame's rows, one per instance and order, `verdict` None.
+    """
     skeleton = pd.DataFrame(
         [(instance, order) for instance in pairs["instance_id"] for order in ORDERS],
         columns=["instance_id", "order"],
@@ -38,7 +45,15 @@ def both_orders(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def baseline_verdicts(verdicts: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """`verdicts`' calls answered by `baseline` (a verdict column, or p_* for random)."""
+    """`verdicts`' calls answered by `baseline` (a verdict column, or p_* for random).
+
+    Args:
+        verdicts: the verdict frame whose calls are answered.
+        baseline: the baseline's name (always_first, always_longer, random).
+
+    Returns:
+        The same calls with the baseline's verdicts.
+    """
     frame = verdicts.drop(columns=[c for c in ("verdict", "p_a", "p_b", "p_tie") if c in verdicts])
     if baseline == ALWAYS_FIRST:
         return frame.assign(verdict=np.where(frame["order"] == ORIGINAL, "A", "B").astype(object))
@@ -55,7 +70,16 @@ def baseline_metrics(
     verdicts: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> pd.DataFrame:
     """The metric table of every baseline on `verdicts`' calls, `judge` naming it; the same
-    seed as the judge's table gives the same resampled items, so intervals compare."""
+    seed as the judge's table gives the same resampled items, so intervals compare.
+
+    Args:
+        verdicts: the verdict frame whose calls the baselines answer.
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed (the judge's, so intervals compare).
+
+    Returns:
+        The baselines' metric tables, one after the other.
+    """
     tables = [
         pairwise_metrics(
             baseline_verdicts(verdicts, name), resamples=resamples, seed=seed, judge=name

@@ -96,7 +96,14 @@ def pairwise_rates(verdicts: pd.DataFrame, *, judge: str | None = None) -> pd.Da
 
 
 def is_binary_scale(scores: pd.DataFrame) -> bool:
-    """Whether every readable judge score and every gold score is 0 or 1."""
+    """Whether every readable judge score and every gold score is 0 or 1.
+
+    Args:
+        scores: the judge's `score` and the `gold_score` per item.
+
+    Returns:
+        True when both are binary (and there is at least one value).
+    """
     values = pd.concat(
         [pd.to_numeric(scores["score"], errors="coerce"), scores["gold_score"]]
     ).dropna()

@@ -74,7 +74,14 @@ CARD_METRICS = (
 
 
 def public_endpoint(endpoint: str) -> str:
-    """An endpoint name or URL without a user, password, query string or fragment."""
+    """An endpoint name or URL without a user, password, query string or fragment.
+
+    Args:
+        endpoint: an endpoint name or URL.
+
+    Returns:
+        What may be shown of it.
+    """
     if "://" not in endpoint:
         return endpoint
     parts = urlsplit(endpoint)
@@ -129,7 +136,18 @@ def judge_key(
     **identity: Any,
 ) -> str:
     """The key a judge's card is filed under (16 hex digits); `identity` as
-    `judge_identity`'s keyword arguments."""
+    `judge_identity`'s keyword arguments.
+
+    Args:
+        endpoint: the endpoint's name or URL.
+        model: the model name sent to the endpoint.
+        prompt_template: the full text of the judge's prompt templates.
+        sampling: the decoding settings.
+        **identity: `judge_identity`'s keyword arguments (model_file, task).
+
+    Returns:
+        The key.
+    """
     return judge_identity(endpoint, model, prompt_template, sampling, **identity)["judge_key"]
 
 
@@ -144,7 +162,20 @@ def card_frame(
     usable_probability_share: float = 0.0,
 ) -> pd.DataFrame:
     """The judge_validation rows of one validation run: `judge_tables` maps a verdict
-    source ("argmax", "logprobs", "logprobs_calibrated") to its metric table."""
+    source ("argmax", "logprobs", "logprobs_calibrated") to its metric table.
+
+    Args:
+        identity: the judge's identity (`judge_identity`).
+        validation_set: the validation set's name.
+        judge_tables: metric tables by verdict source.
+        baselines: the baselines' metric tables (None: none).
+        created_at: when the card was made (ISO time).
+        position_bias: P(first) - P(second) from the probabilities (NaN: none).
+        usable_probability_share: the share of calls with usable log-probabilities.
+
+    Returns:
+        The card rows.
+    """
     parts = []
     for source, table in judge_tables.items():
         parts.append(table.assign(kind=JUDGE, judge=identity["judge_model"], verdict_source=source))
@@ -163,14 +194,29 @@ def card_frame(
 
 def normalised(cards: pd.DataFrame) -> pd.DataFrame:
     """`cards` with every judge_validation column, in order and type: a card written before
-    a column existed (judge_model_file, task) has it empty."""
+    a column existed (judge_model_file, task) has it empty.
+
+    Args:
+        cards: judge_validation rows, of any age.
+
+    Returns:
+        The rows with every column.
+    """
     columns = list(JUDGE_VALIDATION_COLUMN_TYPES)
     return cards.reindex(columns=columns).astype(JUDGE_VALIDATION_COLUMN_TYPES)
 
 
 def add_card(previous: pd.DataFrame, card: pd.DataFrame) -> pd.DataFrame:
     """Every card of `previous`, then `card`: history is kept, a newer run of the same
-    judge on the same set is shown over it (`_latest`), never written over it."""
+    judge on the same set is shown over it (`_latest`), never written over it.
+
+    Args:
+        previous: the cards so far.
+        card: the new card's rows.
+
+    Returns:
+        All the rows.
+    """
     parts = [normalised(part) for part in (previous, card) if len(part)]
     return pd.concat(parts, ignore_index=True) if parts else normalised(card)
 
@@ -457,7 +503,15 @@ def _identity_line(first: pd.Series) -> str:
 
 
 def card_lines(cards: pd.DataFrame, key: str) -> str:
-    """The judge card of `key` as Markdown, or the plain statement that there is none."""
+    """The judge card of `key` as Markdown, or the plain statement that there is none.
+
+    Args:
+        cards: judge_validation rows.
+        key: the judge's key.
+
+    Returns:
+        The Markdown.
+    """
     rows = _latest(cards, key) if len(cards) else cards
     if rows.empty:
         return (
@@ -628,7 +682,15 @@ def validation_standing(
 
 def accuracy_figure(cards: pd.DataFrame, key: str | None = None) -> Figure:
     """Accuracy with its 95% interval for each judge (and verdict source) and baseline, over
-    all items; `key` limits it to one judge's latest card."""
+    all items; `key` limits it to one judge's latest card.
+
+    Args:
+        cards: judge_validation rows.
+        key: one judge's key (None: every judge).
+
+    Returns:
+        The figure.
+    """
     rows = cards[(cards["metric"] == "accuracy") & cards["category"].isna()]
     if key is not None:
         rows = _latest(cards, key)

@@ -227,7 +227,15 @@ _SIGNATURES = {
 
 
 def detect_format(path: Path, records: list[Record]) -> str:
-    """The format whose fields the first record has; InputError when none fits."""
+    """The format whose fields the first record has; InputError when none fits.
+
+    Args:
+        path: the file, named in errors.
+        records: its records.
+
+    Returns:
+        The format's name.
+    """
     first = records[0]
     for name, signature in _SIGNATURES.items():
         if signature <= first.data.keys():
@@ -264,7 +272,16 @@ def read_samples(
     pairwise: bool | None = None,
 ) -> pd.DataFrame:
     """Gold-labelled samples from `path` in `format` ("auto", or one of `FORMATS`); for a
-    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any)."""
+    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any).
+
+    Args:
+        path: a JSON or JSONL file.
+        format: "auto" or one of `FORMATS`.
+        pairwise: for a file of both kinds, which to read (None: pairs if any).
+
+    Returns:
+        The samples, with gold columns.
+    """
     path = Path(path)
     if format != AUTO and format not in FORMATS:
         raise InputError(
@@ -295,7 +312,17 @@ def read_records(
     pairwise: bool | None = None,
 ) -> pd.DataFrame:
     """The samples of `records` (read from `path`, which errors name) in `format`; for a
-    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any)."""
+    file of both kinds (the viewer's), `pairwise` picks the kind (None: pairs if any).
+
+    Args:
+        path: the file the records came from, named in errors.
+        records: its records.
+        format: one of `FORMATS`.
+        pairwise: for a file of both kinds, which to read (None: pairs if any).
+
+    Returns:
+        The samples, with gold columns.
+    """
     if not records:
         raise InputError(f"{path}: no records")
     if format == VIEWER:
@@ -340,5 +367,12 @@ def read_viewer_labels(path: str | Path) -> ViewerLabels:
 
 
 def is_pairwise(samples: pd.DataFrame) -> bool:
-    """Whether `samples` (from `read_samples`) are pairwise (they have `gold`)."""
+    """Whether `samples` (from `read_samples`) are pairwise (they have `gold`).
+
+    Args:
+        samples: samples from `read_samples`.
+
+    Returns:
+        True for pairs.
+    """
     return "gold" in samples.columns

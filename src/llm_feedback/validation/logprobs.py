@@ -56,7 +56,14 @@ NO_LOGPROBS = "no logprobs"
 
 
 def logprob_content(response: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
-    """`choices[0].logprobs.content` of a chat completion (a dict), None when absent."""
+    """`choices[0].logprobs.content` of a chat completion (a dict), None when absent.
+
+    Args:
+        response: a chat completion, as a dict.
+
+    Returns:
+        The per-token entries, or None.
+    """
     try:
         content = response["choices"][0]["logprobs"]["content"]
     except (KeyError, IndexError, TypeError):
@@ -65,7 +72,15 @@ def logprob_content(response: Mapping[str, Any]) -> list[Mapping[str, Any]] | No
 
 
 def verdict_position(content: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> int | None:
-    """Index of the last generated token that is one of `labels`; None when none is."""
+    """Index of the last generated token that is one of `labels`; None when none is.
+
+    Args:
+        content: the per-token entries.
+        labels: the label tokens.
+
+    Returns:
+        The index, or None.
+    """
     wanted = set(labels)
     for position in range(len(content) - 1, -1, -1):
         label = normalise(str(content[position].get("token", "")))
@@ -82,7 +97,15 @@ def label_distribution(
     entry: Mapping[str, Any], labels: Sequence[str]
 ) -> tuple[dict[str, float], float] | None:
     """(probability of each label renormalised over the labels, the labels' raw mass) at
-    one position; None when no top token is a label."""
+    one position; None when no top token is a label.
+
+    Args:
+        entry: one token's entry, with its top alternatives.
+        labels: the label tokens.
+
+    Returns:
+        (the distribution, the raw mass), or None.
+    """
     mass = dict.fromkeys(labels, 0.0)
     alternatives = entry.get("top_logprobs") or [entry]
     for alternative in alternatives:
@@ -101,7 +124,15 @@ def chosen_entry(
 ) -> Mapping[str, Any] | None:
     """The verdict's label entry (`backends.token_logprobs.label_entries`): the one whose
     token covers character `anchor` of the reply (where the reader found the verdict),
-    else the last one; None when there is none."""
+    else the last one; None when there is none.
+
+    Args:
+        entries: the label entries.
+        anchor: the verdict's character offset in the reply (None: take the last).
+
+    Returns:
+        The entry, or None.
+    """
     if not entries:
         return None
     if anchor is not None:
@@ -135,7 +166,16 @@ def rating_verdict(
     argmax_score: float | None,
 ) -> dict[str, Any]:
     """The expected score over the rating tokens `scale` beside the argmax score, from a
-    reply's whole `logprobs.content`."""
+    reply's whole `logprobs.content`.
+
+    Args:
+        content: the per-token entries (None: none returned).
+        scale: the rating values.
+        argmax_score: the reply text's rating.
+
+    Returns:
+        argmax_score, expected_score, coverage, source and fallback_reason.
+    """
     labels = [str(value) for value in scale]
     return rating_from_labels(_entries(content, labels), scale, argmax_score)
 
@@ -146,7 +186,17 @@ def rating_from_labels(
     argmax_score: float | None,
     anchor: int | None = None,
 ) -> dict[str, Any]:
-    """`rating_verdict` from the label entries a reply kept, the verdict at `anchor`."""
+    """`rating_verdict` from the label entries a reply kept, the verdict at `anchor`.
+
+    Args:
+        entries: the label entries the reply kept.
+        scale: the rating values.
+        argmax_score: the reply text's rating.
+        anchor: the verdict's character offset in the reply.
+
+    Returns:
+        As `rating_verdict`.
+    """
     labels = [str(value) for value in scale]
     distribution, coverage, reason = _distribution(entries, labels, anchor)
     if distribution is None:
@@ -183,6 +233,16 @@ def pairwise_verdict(
 
     `argmax_verdict` is the reply text's verdict as shown ("first", "second", "tie" or
     None when unreadable); the fallback's probabilities are its one-hot (NaN when None).
+
+    Args:
+        content: the per-token entries (None: none returned).
+        argmax_verdict: the reply text's verdict as shown.
+        first_label: the token of the response shown first.
+        second_label: the token of the response shown second.
+        tie_label: the tie's token (None: no tie).
+
+    Returns:
+        The probabilities, margin, source and fallback reason.
     """
     labels = [first_label, second_label, *([tie_label] if tie_label else [])]
     return pairwise_from_labels(
@@ -203,7 +263,19 @@ def pairwise_from_labels(
     second_label: str = "B",
     tie_label: str | None = None,
 ) -> dict[str, Any]:
-    """`pairwise_verdict` from the label entries a reply kept, the verdict at `anchor`."""
+    """`pairwise_verdict` from the label entries a reply kept, the verdict at `anchor`.
+
+    Args:
+        entries: the label entries the reply kept.
+        argmax_verdict: the reply text's verdict as shown.
+        anchor: the verdict's character offset in the reply.
+        first_label: the token of the response shown first.
+        second_label: the token of the response shown second.
+        tie_label: the tie's token (None: no tie).
+
+    Returns:
+        As `pairwise_verdict`.
+    """
     labels = [first_label, second_label, *([tie_label] if tie_label else [])]
     distribution, coverage, reason = _distribution(entries, labels, anchor)
     if distribution is None:
@@ -230,7 +302,14 @@ def pairwise_from_labels(
 
 def probability_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     """A verdict frame (`p_a`, `p_b`, `p_tie` in ORIGINAL labels) from calls with
-    `instance_id`, `order`, `p_first`, `p_second`, `p_tie` (shown positions)."""
+    `instance_id`, `order`, `p_first`, `p_second`, `p_tie` (shown positions).
+
+    Args:
+        calls: the per-call probabilities, in shown positions.
+
+    Returns:
+        The verdict frame.
+    """
     original = (calls["order"] == ORIGINAL).to_numpy()
     first, second = calls["p_first"].to_numpy(), calls["p_second"].to_numpy()
     return calls.drop(columns=["p_first", "p_second"]).assign(
@@ -240,7 +319,14 @@ def probability_verdicts(calls: pd.DataFrame) -> pd.DataFrame:
 
 def position_bias(calls: pd.DataFrame) -> tuple[float, int]:
     """(b, the number of items it is measured on): the mean first-minus-second margin over
-    both orders of every item whose two calls have usable probabilities."""
+    both orders of every item whose two calls have usable probabilities.
+
+    Args:
+        calls: the per-call probabilities and margins.
+
+    Returns:
+        (b, the number of items).
+    """
     paired, keys = _paired(calls)
     if paired.empty:
         return float("nan"), 0
@@ -281,7 +367,16 @@ def calibrated_verdicts(
 ) -> pd.DataFrame:
     """`calls` with `calibrated_margin` (original labels: > 0 favours A) and `verdict` from
     it; calls without usable probabilities keep their argmax verdict (`source` says so).
-    `bias` is one value for every call, or one per call (`cross_fitted_bias`)."""
+    `bias` is one value for every call, or one per call (`cross_fitted_bias`).
+
+    Args:
+        calls: the per-call probabilities and margins.
+        bias: the position bias to remove.
+        tie_band: margins within it are ties.
+
+    Returns:
+        The calls with their calibrated verdicts.
+    """
     shown = calls["margin"].to_numpy(dtype="float64") - np.asarray(bias, dtype="float64")
     sign = np.where((calls["order"] == SWAPPED).to_numpy(), -1.0, 1.0)
     margin = sign * shown
@@ -308,7 +403,15 @@ def _original_label(shown: str | None, order: str) -> str | None:
 
 def order_averaged_verdicts(calls: pd.DataFrame, *, tie_band: float = 0.0) -> pd.DataFrame:
     """Both calls of an item given the verdict of the mean of their original-label margins
-    (the position bias cancels); items lacking a usable order keep their argmax verdicts."""
+    (the position bias cancels); items lacking a usable order keep their argmax verdicts.
+
+    Args:
+        calls: the per-call probabilities and margins.
+        tie_band: margins within it are ties.
+
+    Returns:
+        The calls with their order-averaged verdicts.
+    """
     frame = calibrated_verdicts(calls, 0.0, tie_band=tie_band)
     keys = ["instance_id", *(["replicate"] if "replicate" in calls.columns else [])]
     grouped = frame.groupby(keys)["calibrated_margin"]
@@ -334,7 +437,15 @@ def calls_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.Dat
     `replicate`, `order`, `p_first`, `p_second`, `p_tie`, `margin`, `source`,
     `argmax_verdict`, in SHOWN positions) from eval_judgments' pairwise rows with their
     probability columns (`evaluation.probabilities`: P(A) - P(B) and P(tie) per order in
-    the row's labels; NaN: the call's argmax verdict stands, as its one-hot)."""
+    the row's labels; NaN: the call's argmax verdict stands, as its one-hot).
+
+    Args:
+        judgments: eval_judgments' pairwise rows with probability columns.
+        pairs: the pairs table.
+
+    Returns:
+        The per-call frame.
+    """
     first_model = dict(zip(pairs["instance_id"], pairs["model_a"], strict=True))
     rows = []
     for row in judgments.itertuples(index=False):

@@ -34,7 +34,15 @@ METRIC_COLUMNS = (
 
 
 def ci_method(resamples: int, seed: int) -> str:
-    """How an interval was computed, as the table's `ci_method` says it."""
+    """How an interval was computed, as the table's `ci_method` says it.
+
+    Args:
+        resamples: the bootstrap's resamples.
+        seed: its seed.
+
+    Returns:
+        The description, naming both.
+    """
     return f"cluster bootstrap percentile 95% (instances; {resamples} resamples, seed {seed})"
 
 
@@ -49,7 +57,21 @@ def metric_row(
     category: Any = None,
     judge: Any = None,
 ) -> dict[str, Any]:
-    """One row of the metric table; `replicates` None: a count, no interval."""
+    """One row of the metric table; `replicates` None: a count, no interval.
+
+    Args:
+        metric: the metric's name.
+        value: its value.
+        replicates: its bootstrap replicates (None: no interval).
+        n: the calls or units it is over.
+        resamples: the bootstrap's resamples.
+        seed: its seed.
+        category: the category (None: all items).
+        judge: the judge's name.
+
+    Returns:
+        The row, with the interval from the replicates.
+    """
     if replicates is None:
         low = high = float("nan")
         method, count = None, 0
@@ -71,14 +93,28 @@ def metric_row(
 
 
 def metric_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The long metric table, typed."""
+    """The long metric table, typed.
+
+    Args:
+        rows: rows of `metric_row`.
+
+    Returns:
+        The table, with its columns typed.
+    """
     # The dtypes of judge_validation's columns of the same names: one declaration.
     dtypes = {column: JUDGE_VALIDATION_COLUMN_TYPES[column] for column in METRIC_COLUMNS}
     return pd.DataFrame(rows, columns=list(METRIC_COLUMNS)).astype(dtypes)
 
 
 def categories(frame: pd.DataFrame) -> list[Any]:
-    """None (all items) first, then every category present, in order of appearance."""
+    """None (all items) first, then every category present, in order of appearance.
+
+    Args:
+        frame: a frame, with or without a `category` column.
+
+    Returns:
+        None, then the categories.
+    """
     if "category" not in frame.columns:
         return [None]
     present = [c for c in dict.fromkeys(frame["category"]) if isinstance(c, str)]

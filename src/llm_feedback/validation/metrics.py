@@ -46,10 +46,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import cohen_kappa_score
 
 from llm_feedback.core.errors import InputError, require_columns
 from llm_feedback.stats.intervals import cluster_sums, ratio, resample_matrix
+from llm_feedback.validation.kappa import cohen_kappa_of_tables
 from llm_feedback.validation.metric_table import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -90,7 +90,14 @@ _K = len(VERDICTS)
 
 
 def verdict_probabilities(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(rows x 3 probabilities of A, B, tie; readable mask): one-hot for `verdict`."""
+    """(rows x 3 probabilities of A, B, tie; readable mask): one-hot for `verdict`.
+
+    Args:
+        frame: verdicts with a `verdict` column, or `p_a`, `p_b`, `p_tie`.
+
+    Returns:
+        (the probabilities, rows x 3; whether each row is readable).
+    """
     if "verdict" in frame.columns:
         labels = frame["verdict"].astype(object).tolist()
         probabilities = np.zeros((len(labels), _K))
@@ -188,16 +195,6 @@ def _sums(units: _Units) -> tuple[list[str], np.ndarray]:
     return names, matrix
 
 
-def kappa_from_confusion(confusion: np.ndarray) -> np.ndarray:
-    """Cohen's kappa of (..., k, k) confusion counts, vectorised over leading axes.
-    (Written out because scikit-learn scores one sample at a time, not 2,000 resamples;
-    the point value itself comes from scikit-learn.)"""
-    total = confusion.sum(axis=(-2, -1))
-    observed = ratio(np.trace(confusion, axis1=-2, axis2=-1), total)
-    chance = ratio((confusion.sum(axis=-1) * confusion.sum(axis=-2)).sum(axis=-1), total**2)
-    return ratio(observed - chance, 1 - chance)
-
-
 def _values(names: list[str], sums: np.ndarray) -> dict[str, np.ndarray]:
     """Every metric from (..., k) sums, vectorised over resamples."""
     get = dict(zip(names, np.moveaxis(sums, -1, 0), strict=True))
@@ -218,7 +215,7 @@ def _values(names: list[str], sums: np.ndarray) -> dict[str, np.ndarray]:
         "gold_longer_share": ratio(get["gold_longer"], get["readable_unequal"]),
         "tie_rate": ratio(get["ties"], get["readable"]),
         "unreadable_share": ratio(get["unreadable"], get["calls"]),
-        "cohen_kappa": kappa_from_confusion(confusion.reshape(*confusion.shape[:-1], _K, _K)),
+        "cohen_kappa": cohen_kappa_of_tables(confusion.reshape(*confusion.shape[:-1], _K, _K)),
         "accuracy_original_order_readable": original_readable,
         "accuracy_swapped_order_readable": swapped_readable,
         "accuracy_readable": _average(original_readable, swapped_readable),
@@ -255,20 +252,6 @@ _DENOMINATORS = {
 }
 
 
-def sklearn_kappa(units: _Units) -> float:
-    """Cohen's kappa of the readable calls against the gold, by scikit-learn (expected
-    counts as sample weights when verdicts are probabilities)."""
-    gold = np.repeat(units.gold.argmax(axis=1), _K)
-    verdict = np.tile(np.arange(_K), units.n)
-    weights = (units.p[ORIGINAL] + units.p[SWAPPED]).reshape(-1)
-    used = weights > 0
-    if not used.any() or len(set(gold[used]) | set(verdict[used])) < 2:
-        return float("nan")  # one category only: chance agreement is 1, kappa 0/0
-    return float(
-        cohen_kappa_score(gold[used], verdict[used], labels=[0, 1, 2], sample_weight=weights[used])
-    )
-
-
 def _table_rows(verdicts: pd.DataFrame, resamples: int, seed: int, category: Any, judge: Any):
     units = _Units(verdicts)
     names, per_unit = _sums(units)
@@ -276,7 +259,6 @@ def _table_rows(verdicts: pd.DataFrame, resamples: int, seed: int, category: Any
     point = _values(names, per_cluster.sum(axis=0))
     replicates = _values(names, resample_matrix(units.n_clusters, resamples, seed) @ per_cluster)
     totals = dict(zip(names, per_cluster.sum(axis=0), strict=True))
-    point["cohen_kappa"] = np.float64(sklearn_kappa(units))
     rows = []
     for metric in PAIRWISE_METRICS:
         options = {"resamples": resamples, "seed": seed, "category": category, "judge": judge}
@@ -296,7 +278,17 @@ def pairwise_metrics(
     judge: str | None = None,
 ) -> pd.DataFrame:
     """The long metric table of `verdicts`: every metric over all items (`category` null)
-    and per category, each with its clustered bootstrap interval."""
+    and per category, each with its clustered bootstrap interval.
+
+    Args:
+        verdicts: the verdict frame (module docstring).
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        judge: the judge's name for the `judge` column.
+
+    Returns:
+        The long metric table (`metric_table`).
+    """
     require_columns(verdicts, ["instance_id", "order", "gold", "len_a", "len_b"], "verdicts")
     if verdicts.empty:
         raise InputError("verdicts: no rows")
@@ -308,7 +300,16 @@ def pairwise_metrics(
 
 
 def metric_value(table: pd.DataFrame, metric: str, category: str | None = None) -> float:
-    """The value of one metric of a metric table (over all items by default)."""
+    """The value of one metric of a metric table (over all items by default).
+
+    Args:
+        table: a metric table.
+        metric: the metric's name.
+        category: the category (None: over all items).
+
+    Returns:
+        The value; KeyError unless exactly one row matches.
+    """
     rows = table[table["metric"] == metric]
     rows = rows[rows["category"].isna()] if category is None else rows[rows["category"] == category]
     if len(rows) != 1:

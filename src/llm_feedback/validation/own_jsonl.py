@@ -36,7 +36,14 @@ def _kind(data: dict[str, Any]) -> str | None:
 
 
 def matches(data: dict[str, Any]) -> bool:
-    """Whether a record has our JSONL shape, pairwise or pointwise."""
+    """Whether a record has our JSONL shape, pairwise or pointwise.
+
+    Args:
+        data: one record.
+
+    Returns:
+        True when it has our shape.
+    """
     return "question" in data and _kind(data) is not None
 
 
@@ -75,7 +82,15 @@ def _scores(path: Path, record: Record) -> tuple[list[float], list[str]]:
 
 
 def rows(path: Path, records: list[Record]) -> list[dict[str, Any]]:
-    """eval_samples-shaped rows with gold columns (see `formats`)."""
+    """eval_samples-shaped rows with gold columns (see `formats`).
+
+    Args:
+        path: the file, named in errors.
+        records: its records.
+
+    Returns:
+        The rows.
+    """
     kind = None
     out: list[dict[str, Any]] = []
     for record in records:

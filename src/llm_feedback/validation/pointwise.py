@@ -43,7 +43,16 @@ _CHUNK = 250  # resamples at a time: memory is rows x chunk
 
 def weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Pearson's r of x and y (n,) under row weights (..., n), vectorised over resamples.
-    (Written out: scipy has no weighted, batched Pearson; the point value uses scipy.)"""
+    (Written out: scipy has no weighted, batched Pearson; the point value uses scipy.)
+
+    Args:
+        x: the first values (n,).
+        y: the second values (n,).
+        weights: row weights (..., n).
+
+    Returns:
+        r per leading index.
+    """
     total = weights.sum(-1)
     mean_x = ratio((weights * x).sum(-1), total)[..., None]
     mean_y = ratio((weights * y).sum(-1), total)[..., None]
@@ -56,7 +65,15 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.nd
 def weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Mid-ranks of `values` (n,) in each resample where row i appears weights[..., i]
     times: the ranks scipy's `rankdata` would give the repeated rows, computed from the
-    weights without repeating them (scipy ranks one sample at a time)."""
+    weights without repeating them (scipy ranks one sample at a time).
+
+    Args:
+        values: the values (n,).
+        weights: row weights (..., n).
+
+    Returns:
+        The mid-ranks (..., n).
+    """
     order = np.argsort(values, kind="stable")
     unique, inverse = np.unique(values, return_inverse=True)
     # The last sorted position of each distinct value: cumulative weight through it.
@@ -68,7 +85,16 @@ def weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 
 def weighted_spearman(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Spearman's rho under row weights (..., n): Pearson's r of the weighted mid-ranks."""
+    """Spearman's rho under row weights (..., n): Pearson's r of the weighted mid-ranks.
+
+    Args:
+        x: the first values (n,).
+        y: the second values (n,).
+        weights: row weights (..., n).
+
+    Returns:
+        rho per leading index.
+    """
     rank_x, rank_y = weighted_ranks(x, weights), weighted_ranks(y, weights)
     total = weights.sum(-1, keepdims=True)
     mean_x = ratio((weights * rank_x).sum(-1, keepdims=True), total)
@@ -161,7 +187,17 @@ def pointwise_metrics(
     judge: str | None = None,
 ) -> pd.DataFrame:
     """The long metric table of a judge's scores against the gold, over all items and per
-    category, each rate and mean with its clustered bootstrap interval."""
+    category, each rate and mean with its clustered bootstrap interval.
+
+    Args:
+        scores: instance_id, score, gold_score and optional category.
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+        judge: the judge's name for the `judge` column.
+
+    Returns:
+        The long metric table.
+    """
     require_columns(scores, ["instance_id", "score", "gold_score"], "pointwise scores")
     if scores.empty:
         raise InputError("pointwise scores: no rows")

@@ -49,7 +49,14 @@ def _plain(value: Any) -> Any:
 
 
 def load_records(path: Path) -> list[Record]:
-    """Every record of `path`; InputError naming the line for bad bytes or bad JSON."""
+    """Every record of `path`; InputError naming the line for bad bytes or bad JSON.
+
+    Args:
+        path: a JSON or JSONL file.
+
+    Returns:
+        Its records, in order.
+    """
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
         return [
@@ -87,7 +94,18 @@ def field(
     path: Path, record: Record, name: str, kind: type | tuple[type, ...], *, required: bool = True
 ) -> Any:
     """`record`'s field `name`, checked to be of `kind` (bool is no integer; a whole float
-    is accepted as an integer, as JSON writers differ); None when absent and not required."""
+    is accepted as an integer, as JSON writers differ); None when absent and not required.
+
+    Args:
+        path: the file, named in errors.
+        record: one record.
+        name: the field.
+        kind: the type(s) it must have.
+        required: whether it must be present.
+
+    Returns:
+        The value, or None.
+    """
     if name not in record.data or record.data[name] is None:
         if required:
             raise InputError(f"{path}, {record.where}: missing field {name!r}")
@@ -107,7 +125,18 @@ def field(
 def text_field(
     path: Path, record: Record, name: str, *, allow_empty: bool = False, required: bool = True
 ) -> str | None:
-    """A text field; empty text is refused unless `allow_empty` (a response may be empty)."""
+    """A text field; empty text is refused unless `allow_empty` (a response may be empty).
+
+    Args:
+        path: the file, named in errors.
+        record: one record.
+        name: the field.
+        allow_empty: whether empty text is accepted.
+        required: whether it must be present.
+
+    Returns:
+        The text, or None.
+    """
     value = field(path, record, name, str, required=required)
     if value is not None and not allow_empty and not value.strip():
         raise InputError(f"{path}, {record.where}, field {name!r}: is empty")
@@ -126,7 +155,20 @@ def pair_rows(
 ) -> list[dict[str, Any]]:
     """The two rows of one pairwise instance: `responses` is ((model, text) shown first,
     (model, text) shown second); `extra` columns go on both rows (a value that is a pair
-    of per-response values is split between them)."""
+    of per-response values is split between them).
+
+    Args:
+        instance_id: the instance's id.
+        question: the question.
+        responses: ((model, text) shown first, (model, text) shown second).
+        labels: the annotators' labels.
+        annotators: the annotators' names, in the labels' order.
+        category: the instance's category.
+        **extra: more columns for both rows.
+
+    Returns:
+        The two rows.
+    """
     gold = majority_label(labels)
     rows = []
     for position, (model, response) in enumerate(responses):

@@ -66,7 +66,22 @@ def validate_pairwise(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> Validation:
-    """Validate a pairwise judge: give `judgments` (eval_judgments rows) or `verdicts`."""
+    """Validate a pairwise judge: give `judgments` (eval_judgments rows) or `verdicts`.
+
+    Args:
+        samples: the gold-labelled samples (`formats`).
+        identity: the judge's identity (`card.judge_identity`).
+        validation_set: the validation set's name.
+        created_at: when the card was made (ISO time).
+        judgments: eval_judgments' pairwise rows.
+        verdicts: a verdict frame, in their place.
+        calls: per-call top log-probability verdicts, when the endpoint returned them.
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+
+    Returns:
+        The card rows, the annotators' agreement and the judge against each annotator.
+    """
     pairs = pairs_table(samples)
     if (judgments is None) == (verdicts is None):
         raise InputError("validate_pairwise: give either judgments or verdicts")
@@ -125,7 +140,19 @@ def validate_pointwise(
 ) -> Validation:
     """Validate a pointwise judge: `scores` has `instance_id`, `score` (the judge's, NaN
     when unreadable), `gold_score`, optional `category` and `expected_score` (from
-    `logprobs.rating_verdict`, validated beside the argmax when present)."""
+    `logprobs.rating_verdict`, validated beside the argmax when present).
+
+    Args:
+        scores: instance_id, score, gold_score, optional category and expected_score.
+        identity: the judge's identity (`card.judge_identity`).
+        validation_set: the validation set's name.
+        created_at: when the card was made (ISO time).
+        resamples: bootstrap resamples of each interval.
+        seed: the bootstrap's seed.
+
+    Returns:
+        The card rows, with empty annotators' tables.
+    """
     options: dict[str, Any] = {"resamples": resamples, "seed": seed}
     model = identity["judge_model"]
     tables = {

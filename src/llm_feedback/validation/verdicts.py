@@ -48,7 +48,14 @@ PAIR_COLUMNS = (
 
 
 def pairs_table(samples: pd.DataFrame) -> pd.DataFrame:
-    """One row per pairwise instance of `samples` (see the module docstring)."""
+    """One row per pairwise instance of `samples` (see the module docstring).
+
+    Args:
+        samples: gold-labelled pairwise samples, two rows per instance.
+
+    Returns:
+        The pairs, one row per instance.
+    """
     require_columns(samples, ["instance_id", "response", "model", "gold"], "pairwise samples")
     rows: list[dict[str, Any]] = []
     for instance_id, group in samples.groupby("instance_id", sort=False):
@@ -86,7 +93,15 @@ def _label(value: Any) -> str | None:
 
 def attach_pairs(verdicts: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """`verdicts` (instance_id, order, verdict or p_*) with the instances' gold, lengths and
-    category; InputError for an instance that is not in `pairs` or an unknown order."""
+    category; InputError for an instance that is not in `pairs` or an unknown order.
+
+    Args:
+        verdicts: verdict rows (instance_id, order, verdict or p_*).
+        pairs: the pairs table.
+
+    Returns:
+        The verdicts with gold, len_a, len_b and category.
+    """
     unknown = set(verdicts["instance_id"]) - set(pairs["instance_id"])
     if unknown:
         raise InputError(f"verdicts: instance_id {sorted(unknown)[0]!r} is not in the samples")
@@ -120,7 +135,15 @@ def _second_order_asked(row: Any) -> bool:
 
 def verdicts_from_judgments(judgments: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """The verdict frame of eval_judgments' pairwise rows: one verdict row per order asked
-    (two where the row was judged in both orders, one where its second order was not run)."""
+    (two where the row was judged in both orders, one where its second order was not run).
+
+    Args:
+        judgments: eval_judgments rows.
+        pairs: the pairs table.
+
+    Returns:
+        The verdict frame.
+    """
     require_columns(
         judgments,
         ["instance_id", "model_a", "model_b", "verdict_a_first", "verdict_b_first"],
@@ -163,7 +186,16 @@ _LLMBAR_ORDERS = {"swap = False": ORIGINAL, "swap = True": SWAPPED}
 def verdicts_from_llmbar(result_path: str | Path, pairs: pd.DataFrame, *, round_index: int = 0):
     """The verdict frame of LLMBar's `result.json` (items in `dataset.json` order, each with
     `results`: rounds of {"swap = False": {"winner": "1"|"2"}, "swap = True": {...}}, the
-    winner naming the original output) for the round `round_index` (Vanilla: the first)."""
+    winner naming the original output) for the round `round_index` (Vanilla: the first).
+
+    Args:
+        result_path: LLMBar's result.json.
+        pairs: the pairs table of the same dataset.
+        round_index: the round read (0: the first).
+
+    Returns:
+        The verdict frame.
+    """
     path = Path(result_path)
     items = json.loads(path.read_text(encoding="utf-8"))
     if len(items) != len(pairs):

@@ -43,17 +43,38 @@ _FLIPPED = {"A": "B", "B": "A", "tie": "tie"}
 
 
 def is_pair(data: dict[str, Any]) -> bool:
-    """Whether a record has the viewer's pairwise shape (a reviewer's choice of two)."""
+    """Whether a record has the viewer's pairwise shape (a reviewer's choice of two).
+
+    Args:
+        data: one record.
+
+    Returns:
+        True for a pairwise label.
+    """
     return {"response_a", "response_b", "label", "annotator"} <= data.keys()
 
 
 def is_score(data: dict[str, Any]) -> bool:
-    """Whether a record has the viewer's pointwise shape (a reviewer's score of one)."""
+    """Whether a record has the viewer's pointwise shape (a reviewer's score of one).
+
+    Args:
+        data: one record.
+
+    Returns:
+        True for a pointwise label.
+    """
     return {"response", "gold_score", "annotator"} <= data.keys()
 
 
 def matches(data: dict[str, Any]) -> bool:
-    """Whether a record is a line of the viewer's labels file, of either shape."""
+    """Whether a record is a line of the viewer's labels file, of either shape.
+
+    Args:
+        data: one record.
+
+    Returns:
+        True for either shape.
+    """
     return "instance_id" in data and (is_pair(data) or is_score(data))
 
 
@@ -187,7 +208,15 @@ def _pair_ids(pairs: list[_Item]) -> list[str]:
 
 def item_rows(path: Path, records: list[Record]) -> tuple[list[dict], list[dict]]:
     """(pairwise rows, pointwise rows) of the viewer labels in `records`, read from `path`
-    (which errors name with the record's line)."""
+    (which errors name with the record's line).
+
+    Args:
+        path: the labels file, named in errors.
+        records: its records.
+
+    Returns:
+        (pairwise rows, pointwise rows).
+    """
     items: dict[tuple, _Item] = {}
     for record in records:
         if is_pair(record.data):
@@ -244,7 +273,16 @@ def item_rows(path: Path, records: list[Record]) -> tuple[list[dict], list[dict]
 
 def rows(path: Path, records: list[Record], pairwise: bool | None = None) -> list[dict]:
     """The rows of one kind for a judge: pairs when `pairwise` (or, when None, when there
-    are any), else scores; the labels of the other kind are left out, and logged."""
+    are any), else scores; the labels of the other kind are left out, and logged.
+
+    Args:
+        path: the labels file, named in errors.
+        records: its records.
+        pairwise: which kind to read (None: pairs if any).
+
+    Returns:
+        The rows of that kind.
+    """
     pairs, scores = item_rows(path, records)
     if pairwise is None:
         pairwise = bool(pairs)

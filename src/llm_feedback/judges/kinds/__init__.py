@@ -45,7 +45,14 @@ _KINDS: dict[str, JudgeKind] = {}
 
 
 def register_kind(kind: JudgeKind) -> JudgeKind:
-    """Add `kind` under its name; registering the same kind again changes nothing."""
+    """Add `kind` under its name; registering the same kind again changes nothing.
+
+    Args:
+        kind: the kind.
+
+    Returns:
+        The kind, as registered.
+    """
     if not isinstance(kind, JudgeKind):
         raise ConfigError(f"a judge kind must be a JudgeKind, got {type(kind).__name__}")
     known = _KINDS.get(kind.name)
@@ -56,7 +63,11 @@ def register_kind(kind: JudgeKind) -> JudgeKind:
 
 
 def unregister_kind(name: str) -> None:
-    """Remove the kind registered as `name` (a test's own kind, afterwards); no-op if none."""
+    """Remove the kind registered as `name` (a test's own kind, afterwards); no-op if none.
+
+    Args:
+        name: the kind's name.
+    """
     _KINDS.pop(name, None)
 
 
@@ -65,7 +76,15 @@ def kind_names() -> tuple[str, ...]:
 
 
 def get_kind(name: str, where: str = "mode") -> JudgeKind:
-    """The registered kind `name`; ConfigError naming `where` and the known kinds else."""
+    """The registered kind `name`; ConfigError naming `where` and the known kinds else.
+
+    Args:
+        name: the kind's name.
+        where: the parameter that named it, for the message.
+
+    Returns:
+        The kind.
+    """
     try:
         return _KINDS[name]
     except (KeyError, TypeError):
@@ -76,7 +95,15 @@ def get_kind(name: str, where: str = "mode") -> JudgeKind:
 
 def load_kind(spec: str, where: str = "mode") -> JudgeKind:
     """The kind `spec` names: a registered name, or `package.module:ATTRIBUTE` (a
-    `JudgeKind` in an importable module, registered on the way)."""
+    `JudgeKind` in an importable module, registered on the way).
+
+    Args:
+        spec: a registered name, or `package.module:ATTRIBUTE`.
+        where: the parameter that named it, for the message.
+
+    Returns:
+        The kind.
+    """
     if not isinstance(spec, str) or ":" not in spec:
         return get_kind(spec, where)
     module_name, _, attribute = spec.partition(":")

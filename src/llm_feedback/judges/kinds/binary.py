@@ -72,7 +72,21 @@ def build_binary_request(
     system: str | None = JUDGE_SYSTEM_PROMPT,
     **sampling: Any,
 ) -> ChatRequest:
-    """Ask whether `prediction` is correct given `reference`: "0/1" or "yes/no" reply."""
+    """Ask whether `prediction` is correct given `reference`: "0/1" or "yes/no" reply.
+
+    Args:
+        question: the question.
+        reference: the reference answer.
+        prediction: the response judged.
+        output_format: "0/1" or "yes/no".
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
+    """
     if output_format not in BINARY_OUTPUT_FORMATS:
         raise ConfigError(
             f"output_format must be one of {BINARY_OUTPUT_FORMATS}, got {output_format!r}"
@@ -132,6 +146,13 @@ def parse_binary(text: str | None, output_format: str = "0/1") -> ParseResult[in
     being a lone token ("1", "Yes.", "**No**"); the last labelled verdict ("Answer: yes");
     a leading yes/no word; correctness words ("not correct" and "incorrect" count as 0);
     and finally the lone tokens of `output_format` if they all agree.
+
+    Args:
+        text: the judge's reply (None: no reply).
+        output_format: the wording asked for.
+
+    Returns:
+        1 or 0 and the parse status.
     """
     if output_format not in BINARY_OUTPUT_FORMATS:
         raise ConfigError(
@@ -177,12 +198,30 @@ def _implicit_binary(cleaned: str, output_format: str) -> ParseResult[int]:
 
 
 def binary_reader(output_format: str) -> Reader:
+    """The reader of a binary reply in `output_format`.
+
+    Args:
+        output_format: "0/1", "yes/no" or "graded".
+
+    Returns:
+        The reader.
+    """
     if output_format == "graded":
         return read_graded
     return lambda text: value_reading(parse_binary(text, output_format))
 
 
 def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequest, Reader]:
+    """The request for one item and the reader of its reply (the kind's `ask`).
+
+    Args:
+        item: what the judgment is about.
+        options: the kind's settings.
+        asking: structured replies and sampling overrides.
+
+    Returns:
+        (the request, the reader).
+    """
     output_format = options.reply_format or "0/1"
     if output_format not in BINARY_FORMATS:
         raise ConfigError(f"output_format must be one of {BINARY_FORMATS}, got {output_format!r}")
@@ -204,13 +243,27 @@ def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequ
 
 
 def columns(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
+    """The kind's columns of one judgment row: score, correct and the grading details.
+
+    Args:
+        judgment: the judgment.
+        options: the kind's settings.
+
+    Returns:
+        One row's columns.
+    """
     value = judgment.value
     details = {name: judgment.details.get(name) for name in GRADING_DETAILS}
     return [{"score": value, "correct": None if value is None else bool(value), **details}]
 
 
 def panel_columns(panel: pd.DataFrame, judges: list[pd.DataFrame]) -> None:
-    """The panel's verdict decides its `correct`."""
+    """The panel's verdict decides its `correct`.
+
+    Args:
+        panel: the panel's combined rows, filled in place.
+        judges: each judge's rows.
+    """
     panel["correct"] = panel["score"].map(lambda score: None if pd.isna(score) else bool(score))
 
 

@@ -68,7 +68,20 @@ def build_reference_grading_request(
     system: str | None = JUDGE_SYSTEM_PROMPT,
     **sampling: Any,
 ) -> ChatRequest:
-    """Ask for `extracted_final_answer`, `reasoning`, `correct: yes|no`, `confidence: N%`."""
+    """Ask for `extracted_final_answer`, `reasoning`, `correct: yes|no`, `confidence: N%`.
+
+    Args:
+        question: the question.
+        reference: the reference answer.
+        prediction: the response graded.
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
+    """
     values = reference_values(question, reference, prediction, "reference_grading", "RESPONSE")
     user = render_prompt(
         custom_prompt,
@@ -132,6 +145,12 @@ def parse_reference_grading(text: str | None) -> ParseResult[ReferenceGrading]:
     The value is always a full record (missing fields are None). Status: "ok" with all four
     fields, "partial" when `correct` was read but another field was not, "no_match" when
     `correct` could not be read (the record may still hold the other fields).
+
+    Args:
+        text: the judge's reply (None: no reply).
+
+    Returns:
+        The record and its parse status.
     """
     if is_blank(text):
         return ParseResult(ReferenceGrading(**dict.fromkeys(_FIELDS)), EMPTY)
@@ -164,7 +183,14 @@ def parse_reference_grading(text: str | None) -> ParseResult[ReferenceGrading]:
 
 
 def read_graded(text: str | None) -> Reading:
-    """The verdict (1/0) as the value; the other fields as the reading's details."""
+    """The verdict (1/0) as the value; the other fields as the reading's details.
+
+    Args:
+        text: the judge's reply (None: no reply).
+
+    Returns:
+        The reading.
+    """
     parsed = parse_reference_grading(text)
     record = parsed.value
     correct = None if record["correct"] is None else int(record["correct"])

@@ -58,7 +58,15 @@ MAX_TOKENS = 1024
 
 
 def pairwise_reply_schema(score_range: tuple[int, int], output: str = "both") -> dict:
-    """JSON schema for a pairwise reply; the verdict is "A", "B" or "C" (tie)."""
+    """JSON schema for a pairwise reply; the verdict is "A", "B" or "C" (tie).
+
+    Args:
+        score_range: (low, high) of the scores.
+        output: what the reply holds: "both", "scores" or "verdict".
+
+    Returns:
+        The schema.
+    """
     if output not in PAIRWISE_OUTPUTS:
         raise ConfigError(f"output must be one of {PAIRWISE_OUTPUTS}, got {output!r}")
     low, high = check_score_range(score_range)
@@ -92,6 +100,24 @@ def build_pairwise_request(
 
     Given `prior_question` and `prior_responses` (the first answers of A and B), the
     responses are the second turn of two conversations, shown whole.
+
+    Args:
+        question: the question.
+        response_a: the response shown first.
+        response_b: the response shown second.
+        context: extra context for the judge (None: none).
+        reference: a reference answer (None: none).
+        score_range: (low, high) of the scores.
+        output: "both", "scores" or "verdict".
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        prior_question: the first turn's question (a second-turn comparison).
+        prior_responses: the first answers of A and B.
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
     """
     schema = pairwise_reply_schema(score_range, output)  # validates output and score_range
     low, high = check_score_range(score_range)
@@ -151,6 +177,15 @@ def build_pairwise_requests_both_orders(
     (the orders of `JudgeItem.both_orders`, as the `Judge` and the pipeline ask them).
 
     Combine the two parsed verdicts with `metrics.pairwise_outcome`.
+
+    Args:
+        question: the question.
+        response_a: one response.
+        response_b: the other.
+        **options: `build_pairwise_request`'s keyword arguments.
+
+    Returns:
+        (A shown first, B shown first).
     """
     item = JudgeItem(question, response_a, other_response=response_b)
     first, second = (
@@ -200,6 +235,13 @@ def parse_pairwise(
     An explicit verdict (`[[A]]`, `[[B]]`, `[[C]]` for a tie, or JSON "verdict") wins;
     without one, two valid scores decide it. Contradicting verdict marks give "ambiguous".
     The value is always a `PairwiseReply`; status "ok" means a verdict was found.
+
+    Args:
+        text: the judge's reply (None: no reply).
+        score_range: (low, high) of valid scores.
+
+    Returns:
+        The reply's verdict and scores, and the parse status.
     """
     low, high = score_range
     check_range(low, high)
@@ -246,7 +288,14 @@ def parse_pairwise(
 
 
 def pairwise_reader(scale: tuple[int, int]) -> Reader:
-    """{"verdict", "scores": [first shown, second shown]}; usable with a verdict."""
+    """{"verdict", "scores": [first shown, second shown]}; usable with a verdict.
+
+    Args:
+        scale: (low, high) of the scores.
+
+    Returns:
+        The reader.
+    """
 
     def read(text: str | None) -> Reading:
         parsed = parse_pairwise(text, scale)
@@ -274,7 +323,16 @@ def _options(item: JudgeItem, options: KindOptions, asking: Asking) -> dict[str,
 
 
 def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequest, Reader]:
-    """One order: `item.response` shown first, `item.other_response` second."""
+    """One order: `item.response` shown first, `item.other_response` second.
+
+    Args:
+        item: what the judgment is about.
+        options: the kind's settings.
+        asking: structured replies and sampling overrides.
+
+    Returns:
+        (the request, the reader).
+    """
     request = build_pairwise_request(
         item.question, item.response, item.other_response, **_options(item, options, asking)
     )
@@ -282,7 +340,15 @@ def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequ
 
 
 def columns(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
-    """A comparison's columns (a `PairJudgment`; None: no comparison was made)."""
+    """A comparison's columns (a `PairJudgment`; None: no comparison was made).
+
+    Args:
+        judgment: the comparison, or None.
+        options: the kind's settings.
+
+    Returns:
+        One row's columns.
+    """
     if judgment is None:
         return [{}]
     return [
@@ -299,7 +365,12 @@ def columns(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
 
 def panel_columns(panel: pd.DataFrame, judges: list[pd.DataFrame]) -> None:
     """Scores are averaged over the judges; the panel is position-inconsistent if one judge
-    was, consistent if all were, else unknown."""
+    was, consistent if all were, else unknown.
+
+    Args:
+        panel: the panel's combined rows, filled in place.
+        judges: each judge's rows.
+    """
     for column in ("score_a", "score_b"):
         panel[column] = pd.concat([frame[column] for frame in judges], axis=1).mean(axis=1)
     known = [frame["consistent"].astype(object) for frame in judges]

@@ -43,7 +43,14 @@ from llm_feedback.templates import has_template, load_template, read_parts, rend
 
 
 def is_template_text(template: str) -> bool:
-    """Whether `template` is a template's text rather than the name of a package one."""
+    """Whether `template` is a template's text rather than the name of a package one.
+
+    Args:
+        template: a template's name or text.
+
+    Returns:
+        True for text.
+    """
     return "{" in template or "\n" in template
 
 
@@ -92,7 +99,20 @@ class ReferenceScale:
         system: str | None = JUDGE_SYSTEM_PROMPT,
         **sampling: Any,
     ) -> ChatRequest:
-        """Ask for a rating of `prediction` against `reference` on the kind's scale."""
+        """Ask for a rating of `prediction` against `reference` on the kind's scale.
+
+        Args:
+            question: the question.
+            reference: the reference answer.
+            prediction: the response rated.
+            custom_prompt: a template in place of the built-in one.
+            structured: ask for a JSON reply by schema.
+            system: the system prompt (None: none).
+            **sampling: decoding settings for the request.
+
+        Returns:
+            The request.
+        """
         low, high = self.scale
         values = reference_values(question, reference, prediction, self.name, self.prediction_label)
         user = render_prompt(
@@ -107,7 +127,14 @@ class ReferenceScale:
         return judge_request(user, system, self.max_tokens, schema, sampling)
 
     def read(self, text: str | None) -> Reading:
-        """The rating on the scale (mapped to 0-100 with `to_0_100`), None when unreadable."""
+        """The rating on the scale (mapped to 0-100 with `to_0_100`), None when unreadable.
+
+        Args:
+            text: the judge's reply (None: no reply).
+
+        Returns:
+            The reading.
+        """
         low, high = self.scale
         reading = value_reading(parse_rating(text, low, high))
         if not self.to_0_100 or reading.value is None:
@@ -117,6 +144,16 @@ class ReferenceScale:
     def ask(
         self, item: JudgeItem, options: KindOptions, asking: Asking
     ) -> tuple[ChatRequest, Reader]:
+        """The request for one item and the reader of its reply (the kind's `ask`).
+
+        Args:
+            item: what the judgment is about.
+            options: the kind's settings.
+            asking: structured replies and sampling overrides.
+
+        Returns:
+            (the request, the reader).
+        """
         request = self.request(
             item.question,
             item.reference,
@@ -151,7 +188,18 @@ def reference_scale_kind(
     """The `JudgeKind` rating a prediction against the reference on `scale` (low, high:
     whole numbers) with `template` (a package template's name or the text); see the module
     docstring. Register it (`register_kind`) or name it in `evaluate.mode` as
-    `package.module:KIND`."""
+    `package.module:KIND`.
+
+    Args:
+        name: the kind's name.
+        scale: (low, high), whole numbers.
+        template: a package template's name, or the template's text.
+        to_0_100: report ratings mapped to 0-100.
+        max_tokens: the reply's token limit.
+
+    Returns:
+        The kind.
+    """
     if not is_template_text(template) and not has_template(template):
         raise LookupError(f"judge kind {name}: no prompt template {template!r} in the package")
     return ReferenceScale(name, scale, template, to_0_100, max_tokens).kind

@@ -56,6 +56,11 @@ _OVERALL_WITH_REFERENCE = (
 
 
 def check_criteria(criteria: Mapping[str, str]) -> None:
+    """Raise ConfigError unless `criteria` maps non-empty names to text descriptions.
+
+    Args:
+        criteria: criterion name -> description.
+    """
     if not isinstance(criteria, Mapping) or not criteria:
         raise ConfigError("criteria must be a non-empty mapping {name: description}")
     for name, description in criteria.items():
@@ -69,6 +74,13 @@ def rubric_reply_schema(criteria: Mapping[str, str], score_range: tuple[int, int
     """JSON schema for a rubric reply: {"scores": {criterion: int}, "justification": str}.
 
     Scores come before the justification so that a reply cut short still has them.
+
+    Args:
+        criteria: criterion name -> description.
+        score_range: (low, high) of the scores.
+
+    Returns:
+        The schema.
     """
     check_criteria(criteria)
     low, high = check_score_range(score_range)
@@ -94,7 +106,23 @@ def build_rubric_request(
     system: str | None = JUDGE_SYSTEM_PROMPT,
     **sampling: Any,
 ) -> ChatRequest:
-    """Ask for an integer score per criterion as JSON, plus a short justification."""
+    """Ask for an integer score per criterion as JSON, plus a short justification.
+
+    Args:
+        question: the question.
+        response: the response graded.
+        criteria: criterion name -> description.
+        score_range: (low, high) of the scores.
+        reference: a reference answer (None: none).
+        context: extra context for the judge (None: none).
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
+    """
     check_criteria(criteria)
     low, high = check_score_range(score_range)
     check_text(question=question, response=response)
@@ -153,6 +181,14 @@ def parse_rubric_scores(
     Criteria missing from the JSON are looked for as "name: N" in the text. The value
     always has every criterion, None where missing, non-integer or out of range. Status:
     "ok" (all scored), "partial", "out_of_range" (none valid, some out of range), "no_match".
+
+    Args:
+        text: the judge's reply (None: no reply).
+        criteria: the criteria (names, or name -> description).
+        score_range: (low, high) of valid scores.
+
+    Returns:
+        The scores and the parse status.
     """
     low, high = score_range
     check_range(low, high)
@@ -186,6 +222,16 @@ def parse_rubric_scores(
 
 
 def rubric_reader(criteria: Mapping[str, str], scale: tuple[int, int]) -> Reader:
+    """The reader of a rubric reply.
+
+    Args:
+        criteria: criterion name -> description.
+        scale: (low, high) of the scores.
+
+    Returns:
+        The reader.
+    """
+
     def read(text: str | None) -> Reading:
         parsed = parse_rubric_scores(text, criteria, scale)
         return Reading(parsed.value, parsed.status, parsed.status == OK)
@@ -194,6 +240,16 @@ def rubric_reader(criteria: Mapping[str, str], scale: tuple[int, int]) -> Reader
 
 
 def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequest, Reader]:
+    """The request for one item and the reader of its reply (the kind's `ask`).
+
+    Args:
+        item: what the judgment is about.
+        options: the kind's settings.
+        asking: structured replies and sampling overrides.
+
+    Returns:
+        (the request, the reader).
+    """
     request = build_rubric_request(
         item.question,
         item.response,
@@ -211,7 +267,16 @@ def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequ
 def overall_ask(
     item: JudgeItem, options: KindOptions, asking: Asking
 ) -> tuple[ChatRequest, Reader]:
-    """One grade on any scale, asked as the rubric of one criterion ("overall")."""
+    """One grade on any scale, asked as the rubric of one criterion ("overall").
+
+    Args:
+        item: what the judgment is about.
+        options: the kind's settings.
+        asking: structured replies and sampling overrides.
+
+    Returns:
+        (the request, the reader).
+    """
     description = _OVERALL if item.reference is None else _OVERALL_WITH_REFERENCE
     criteria = {OVERALL_CRITERION: description}
     request, read_scores = ask(item, KindOptions(options.scale, criteria), asking)
@@ -224,7 +289,15 @@ def overall_ask(
 
 
 def columns(judgment: Any, options: KindOptions) -> list[dict[str, Any]]:
-    """One row per criterion; a call that read some criteria only succeeds on those."""
+    """One row per criterion; a call that read some criteria only succeeds on those.
+
+    Args:
+        judgment: the judgment.
+        options: the kind's settings.
+
+    Returns:
+        One row per criterion.
+    """
     scores = judgment.value or dict.fromkeys(options.criteria)
     if judgment.value is None:
         return [{"criterion": name, "score": None} for name in scores]

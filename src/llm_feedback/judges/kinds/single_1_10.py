@@ -64,6 +64,13 @@ def parse_bracket_rating(
     Reproduces FastChat's parsed scores; where FastChat records -1 (no rating found, or the
     `$ERROR$` marker of a failed call) this returns None with "no_match". Out-of-scale
     values are only rejected when `score_range` is given, as FastChat does not check them.
+
+    Args:
+        text: the judge's reply (None: no reply).
+        score_range: (low, high) to reject ratings outside (None: no check).
+
+    Returns:
+        The rating and the parse status.
     """
     if is_blank(text):
         return ParseResult(None, EMPTY)
@@ -79,7 +86,14 @@ def parse_bracket_rating(
 
 
 def rating_reader(structured: bool) -> Reader:
-    """FastChat's rule for free text; the JSON rating of a structured reply."""
+    """FastChat's rule for free text; the JSON rating of a structured reply.
+
+    Args:
+        structured: whether replies are JSON by schema.
+
+    Returns:
+        The reader.
+    """
     if structured:
         return lambda text: value_reading(parse_rating(text, *MT_BENCH_SCALE))
     return lambda text: value_reading(parse_bracket_rating(text, MT_BENCH_SCALE))
@@ -120,7 +134,20 @@ def build_single_rating_request(
     system: str | None = JUDGE_SYSTEM_PROMPT,
     **sampling: Any,
 ) -> ChatRequest:
-    """MT-Bench-style 1-10 grading of one answer, with or without a reference answer."""
+    """MT-Bench-style 1-10 grading of one answer, with or without a reference answer.
+
+    Args:
+        question: the question.
+        answer: the answer rated.
+        reference: a reference answer (None: none).
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
+    """
     check_text(question=question, answer=answer)
     values = {"question": question, "answer": answer, "prediction": answer}
     labels = {"question": "QUESTION", "answer": "ANSWER", "prediction": "ANSWER"}
@@ -139,6 +166,15 @@ def build_single_rating_request(
 
 
 def two_turns(name: str, turns: Sequence[str]) -> tuple[str, str]:
+    """The two turns of `turns`; InputError unless there are exactly two texts.
+
+    Args:
+        name: the field's name, for the message.
+        turns: the turns.
+
+    Returns:
+        (first, second).
+    """
     if isinstance(turns, str) or len(turns) != 2:
         raise InputError(f"{name} must hold exactly two turns, got {turns!r}")
     first, second = turns
@@ -156,7 +192,20 @@ def build_multi_turn_rating_request(
     system: str | None = JUDGE_SYSTEM_PROMPT,
     **sampling: Any,
 ) -> ChatRequest:
-    """MT-Bench-style 1-10 grading of the answer to turn 2, given the first exchange."""
+    """MT-Bench-style 1-10 grading of the answer to turn 2, given the first exchange.
+
+    Args:
+        questions: the two turns' questions.
+        answers: the two turns' answers.
+        references: the two turns' reference answers (None: none).
+        custom_prompt: a template in place of the built-in one.
+        structured: ask for a JSON reply by schema.
+        system: the system prompt (None: none).
+        **sampling: decoding settings for the request.
+
+    Returns:
+        The request.
+    """
     question_1, question_2 = two_turns("questions", questions)
     answer_1, answer_2 = two_turns("answers", answers)
     values = {
@@ -184,6 +233,16 @@ def build_multi_turn_rating_request(
 
 
 def ask(item: JudgeItem, options: KindOptions, asking: Asking) -> tuple[ChatRequest, Reader]:
+    """The request for one item and the reader of its reply (the kind's `ask`).
+
+    Args:
+        item: what the judgment is about.
+        options: the kind's settings.
+        asking: structured replies and sampling overrides.
+
+    Returns:
+        (the request, the reader).
+    """
     settings = {"custom_prompt": item.custom_prompt, "structured": asking.structured}
     if item.is_second_turn:
         both_known = item.prior_reference is not None and item.reference is not None

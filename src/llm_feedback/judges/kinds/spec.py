@@ -92,7 +92,14 @@ PanelColumns = Callable[[pd.DataFrame, list[pd.DataFrame]], None]
 
 
 def scale_labels(options: KindOptions) -> tuple[str, ...]:
-    """The rating tokens of a whole-number scale: "1" ... "10"."""
+    """The rating tokens of a whole-number scale: "1" ... "10".
+
+    Args:
+        options: the kind's settings (its scale).
+
+    Returns:
+        The tokens, lowest first.
+    """
     low, high = options.scale
     return tuple(str(value) for value in range(int(low), int(high) + 1))
 

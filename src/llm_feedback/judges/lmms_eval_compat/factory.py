@@ -101,14 +101,29 @@ class CompatForm:
         return [given for given in self.inputs if isinstance(given, Each)]
 
     def method_name(self, batch: bool, awaitable: bool) -> str:
-        """The name of a call form: `evaluate_<name>`, then `_batch`, then `_async`."""
+        """The name of a call form: `evaluate_<name>`, then `_batch`, then `_async`.
+
+        Args:
+            batch: the batch form.
+            awaitable: the async form.
+
+        Returns:
+            The method's name.
+        """
         return f"evaluate_{self.name}{'_batch' if batch else ''}{'_async' if awaitable else ''}"
 
     def _images(self, batch: bool) -> list[str]:
         return (["item_images", "images_list"] if batch else ["images"]) if self.images else []
 
     def signature(self, batch: bool) -> inspect.Signature:
-        """The signature of the one-item (`batch` False) or batch form, `self` first."""
+        """The signature of a call form, `self` first.
+
+        Args:
+            batch: the batch form (False: the one-item form).
+
+        Returns:
+            Its signature.
+        """
         return self._signatures[batch]
 
     def _make_signature(self, batch: bool) -> inspect.Signature:

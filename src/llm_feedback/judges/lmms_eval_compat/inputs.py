@@ -58,7 +58,18 @@ def with_template_fields(custom_prompt: str | None, fields: Mapping[str, Any]) -
     """`custom_prompt` with the caller's extra `fields` filled in and every other field left
     for the judge; each field given must be one the template uses (a misspelt keyword
     argument fails here, before any call). The values are the caller's own and are shown
-    as given, not fenced."""
+    as given, not fenced.
+
+    Args:
+        custom_prompt: the caller's template (None: the kind's own).
+        fields: the caller's extra template fields.
+
+    Returns:
+        The template with those fields filled in.
+
+    Raises:
+        InputError: a field the template does not use, or fields without a template.
+    """
     if not fields:
         return custom_prompt
     names = ", ".join(sorted(fields))
@@ -86,7 +97,15 @@ def with_template_fields(custom_prompt: str | None, fields: Mapping[str, Any]) -
 
 
 def with_system_prompt(request: ChatRequest, system_prompt: str | None) -> ChatRequest:
-    """`request` with `system_prompt` in place of its system message (None: unchanged)."""
+    """`request` with `system_prompt` in place of its system message.
+
+    Args:
+        request: the judge's request.
+        system_prompt: the caller's system prompt (None: the request unchanged).
+
+    Returns:
+        The request.
+    """
     if system_prompt is None:
         return request
     if not isinstance(system_prompt, str) or not system_prompt.strip():
@@ -100,7 +119,15 @@ def with_system_prompt(request: ChatRequest, system_prompt: str | None) -> ChatR
 
 
 def prompted(tasks: list[JudgeTask], system_prompt: str | None) -> list[JudgeTask]:
-    """The tasks with the call's `system_prompt` in place of the judge's (None: as built)."""
+    """The tasks with the call's `system_prompt` in place of the judge's.
+
+    Args:
+        tasks: the judge's tasks.
+        system_prompt: the call's system prompt (None: the tasks as built).
+
+    Returns:
+        The tasks.
+    """
     if system_prompt is None:
         return tasks
     return [
@@ -111,7 +138,14 @@ def prompted(tasks: list[JudgeTask], system_prompt: str | None) -> list[JudgeTas
 
 def image_source(image: str | bytes | Media) -> str | Media:
     """A path, URL, data: URI or `Media` as given; raw bytes as a data: URI (their format is
-    then checked by content, like a file's)."""
+    then checked by content, like a file's).
+
+    Args:
+        image: the image as the caller gave it.
+
+    Returns:
+        What the judge's request takes.
+    """
     if not isinstance(image, bytes | bytearray):
         return image
     mime = _IMAGE_TYPES.get(sniff_format(bytes(image)) or "", "application/octet-stream")
@@ -119,7 +153,18 @@ def image_source(image: str | bytes | Media) -> str | Media:
 
 
 def pick_item_images(item_images: Sequence[Any] | None, images_list: Sequence[Any] | None):
-    """The batch's images per item, under either name (lmms-eval's `images_list`)."""
+    """The batch's images per item, under either name (lmms-eval's `images_list`).
+
+    Args:
+        item_images: the images per item, by our name.
+        images_list: the images per item, by lmms-eval's.
+
+    Returns:
+        Whichever was given (None: neither).
+
+    Raises:
+        InputError: both were given.
+    """
     if item_images is not None and images_list is not None:
         raise InputError("pass the images per item as item_images or images_list, not both")
     return images_list if item_images is None else item_images

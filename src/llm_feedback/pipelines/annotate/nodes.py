@@ -16,6 +16,7 @@ from llm_feedback.annotation.export import UltraFeedbackExport, export_schema
 from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.stages import Completions, check_completions, judge_tables
 from llm_feedback.backends import LLMClient
+from llm_feedback.params.blocks import EndpointsBlock
 from llm_feedback.pipelines.parsed_params import annotate_params
 from llm_feedback.publishing.dataset_card import export_card, feature_list
 from llm_feedback.runs.record import card_lineage, recorded_judge
@@ -27,7 +28,7 @@ from llm_feedback.storage.spool import FrameSpool, SpooledTable
 def judge_completions(
     completions: Completions,
     annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> tuple[SpooledTable, SpooledTable]:
@@ -55,7 +56,7 @@ def fix_scores(
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> FrameSpool:
@@ -83,7 +84,7 @@ def export_ultrafeedback(
     critiques: ParquetSource,
     overall_scores: ParquetSource,
     annotate: Mapping[str, Any],
-    endpoints: Mapping[str, Any],
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
 ) -> UltraFeedbackExport:
     params = annotate_params(annotate, endpoints, prompt_templates)

@@ -22,6 +22,7 @@ from llm_feedback.evaluation import (
 )
 from llm_feedback.evaluation.benchmarks import benchmark_name, metrics_per_benchmark, with_benchmark
 from llm_feedback.evaluation.judge_validation import check_judge_requirement, requirement_lines
+from llm_feedback.params.blocks import EndpointsBlock
 from llm_feedback.pipelines.parsed_params import evaluate_params
 from llm_feedback.validation.card import accuracy_figure, card_lines
 from llm_feedback.viewer import StaticSite, evaluation_site
@@ -29,7 +30,9 @@ from llm_feedback.viewer import StaticSite, evaluation_site
 Params = Mapping[str, Any]
 
 
-def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> pd.DataFrame:
+def prepare(
+    eval_samples: pd.DataFrame, evaluate: Params, endpoints: EndpointsBlock
+) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
     # Every row names its benchmark: its own, else evaluate.benchmark or the file's name.
     name = benchmark_name(params.benchmark, eval_samples.attrs.get(SAMPLES_PATH_ATTR))
@@ -45,14 +48,14 @@ def prepare(eval_samples: pd.DataFrame, evaluate: Params, endpoints: Params) -> 
 
 
 def generate(
-    samples: pd.DataFrame, evaluate: Params, endpoints: Params, request_cache: str | None
+    samples: pd.DataFrame, evaluate: Params, endpoints: EndpointsBlock, request_cache: str | None
 ) -> pd.DataFrame:
     params = evaluate_params(evaluate, endpoints)
     return generate_responses(samples, params, request_cache, fail_loud=True)
 
 
 def judge(
-    samples: pd.DataFrame, evaluate: Params, endpoints: Params, request_cache: str | None
+    samples: pd.DataFrame, evaluate: Params, endpoints: EndpointsBlock, request_cache: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     return judge_all(samples, evaluate_params(evaluate, endpoints), request_cache, fail_loud=True)
 
@@ -61,7 +64,7 @@ def validate_judge(
     eval_judgments: pd.DataFrame,
     samples: pd.DataFrame,
     evaluate: Params,
-    endpoints: Params,
+    endpoints: EndpointsBlock,
     previous_cards: pd.DataFrame,
     eval_samples: pd.DataFrame,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, Figure]:
@@ -90,7 +93,7 @@ def validate_judge(
 def summarise(
     eval_judgments: pd.DataFrame,
     evaluate: Params,
-    endpoints: Params,
+    endpoints: EndpointsBlock,
     validation_metrics: pd.DataFrame,
     judge_cards: pd.DataFrame,
 ) -> pd.DataFrame:

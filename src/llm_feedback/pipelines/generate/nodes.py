@@ -4,13 +4,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_feedback.completions.generation import Sampled, completions_table
+from llm_feedback.params.blocks import EndpointsBlock
 from llm_feedback.pipelines.parsed_params import generate_params
 from llm_feedback.storage.spool import SpooledTable
 
 
 def generate(
     sampled_prompts: Sampled,
-    endpoints: Mapping[str, Any],
+    endpoints: EndpointsBlock,
     model_pool: Mapping[str, Any],
     generation: Mapping[str, Any],
     request_cache: str | None,

@@ -11,6 +11,7 @@ import pandas as pd
 from llm_feedback.backends.cache import unseen_calls
 from llm_feedback.core.errors import ConfigError, InputError
 from llm_feedback.params import ReportParams
+from llm_feedback.params.blocks import ReportBlock
 from llm_feedback.pipelines.parsed_params import report_params
 from llm_feedback.publishing.dataset_card import contamination_rows, contamination_section
 from llm_feedback.reporting import (
@@ -88,7 +89,7 @@ def rank_models(
     completions: ParquetSource,
     overall_scores: ParquetSource,
     aspect_annotations: ParquetSource,
-    report: Mapping[str, Any],
+    report: ReportBlock,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     params = report_params(report)
     # The battles are spooled to a temporary file that the fits pass over a batch at a time.
@@ -107,7 +108,7 @@ def estimate_costs(
     aspect_annotations: ParquetSource,
     critiques: ParquetSource,
     overall_scores: ParquetSource,
-    report: Mapping[str, Any],
+    report: ReportBlock,
     parameters: Mapping[str, Any],
 ) -> pd.DataFrame:
     # The cache path is read from all parameters: `params:request_cache` as an input would
@@ -130,7 +131,7 @@ def preference_pairs(
     overall_scores: ParquetSource,
     aspect_annotations: ParquetSource,
     decontamination_questions: str | pd.DataFrame,
-    report: Mapping[str, Any],
+    report: ReportBlock,
 ) -> PairsResult:
     # The drops and counts are counted now; the pairs are built as they are saved, a chunk
     # of prompts at a time from the tables on disk.
@@ -219,7 +220,7 @@ def validate_annotate_judge(
     completions: ParquetSource,
     aspect_annotations: ParquetSource,
     previous: pd.DataFrame,
-    report: Mapping[str, Any],
+    report: ReportBlock,
     run_lineage: Mapping[str, Any],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The viewer labels of `report.labels.path` matched to annotate's ratings: the cards
@@ -266,7 +267,7 @@ def validate_annotate_judge(
 
 def render_report(
     input_versions: Mapping[str, str],
-    report: Mapping[str, Any],
+    report: ReportBlock,
     completions: ParquetSource,
     judgment_viewer: str,
     judge_cards: pd.DataFrame,

@@ -7,6 +7,7 @@ import pandas as pd
 
 from llm_feedback.completions.sampling import SampledPrompts, sample_prompt_file, sample_prompts
 from llm_feedback.contamination.overlap import decontaminate
+from llm_feedback.params.blocks import DecontaminationBlock
 from llm_feedback.params.decontamination import parse_decontamination
 from llm_feedback.pipelines.parsed_params import sample_params
 from llm_feedback.prompts.raw_prompts import combine_prompt_sources
@@ -19,7 +20,7 @@ def combine_sources(
     sample: Mapping[str, Any],
     model_pool: Mapping[str, Any],
     prompt_templates: str | None,
-    decontamination: Mapping[str, Any] | None,
+    decontamination: DecontaminationBlock | None,
 ) -> dict[str, pd.DataFrame]:
     """Every file under data/01_raw/prompts is one prompt source (unless `prompt_files` is
     false), and each public source file of `source_files`; `per_source` caps each. The

@@ -17,6 +17,7 @@ from llm_feedback.annotation.score_fix import (
 )
 from llm_feedback.annotation.stages import aspect_annotations_table, critiques_table
 from llm_feedback.backends import LLMClient
+from llm_feedback.params.blocks import EndpointsBlock
 from llm_feedback.pipelines.parsed_params import ultrafeedback_fix_params
 from llm_feedback.storage.parquet_source import ParquetSource
 from llm_feedback.storage.spool import SpooledTable
@@ -27,7 +28,10 @@ Blocks = Mapping[str, Any]
 
 
 def read_records(
-    ultrafeedback_fix: Blocks, annotate: Blocks, endpoints: Blocks, prompt_templates: str | None
+    ultrafeedback_fix: Blocks,
+    annotate: Blocks,
+    endpoints: EndpointsBlock,
+    prompt_templates: str | None,
 ) -> tuple[pd.DataFrame, SpooledTable, SpooledTable]:
     params = ultrafeedback_fix_params(ultrafeedback_fix, annotate, endpoints, prompt_templates)
     tables = PublishedTables(params.records_path, params.judge_model)
@@ -39,7 +43,7 @@ def rejudge_aspects(
     published: ParquetSource,
     ultrafeedback_fix: Blocks,
     annotate: Blocks,
-    endpoints: Blocks,
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame:
@@ -71,7 +75,7 @@ def recritique(
     published: ParquetSource,
     ultrafeedback_fix: Blocks,
     annotate: Blocks,
-    endpoints: Blocks,
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame | SpooledTable:
@@ -97,7 +101,7 @@ def fix_scores(
     critiques: ParquetSource,
     ultrafeedback_fix: Blocks,
     annotate: Blocks,
-    endpoints: Blocks,
+    endpoints: EndpointsBlock,
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> pd.DataFrame:
