@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llm_feedback.annotation.critique import build_rescore_request, parse_rescore_reply
+from llm_feedback.annotation.rescore_ahead import rescore_reading, rescore_request
 from llm_feedback.annotation.score_fix import (
     ASPECT_COLUMNS_READ,
     CRITIQUE_COLUMNS_READ,
@@ -29,12 +29,10 @@ from llm_feedback.annotation.score_fix import (
     plan_score_fix,
     validate_thresholds,
 )
-from llm_feedback.annotation.stages import critique_request
 from llm_feedback.backends import LLMClient
 from llm_feedback.backends.client_state import request_key, sent_form
 from llm_feedback.core.errors import ConfigError
-from llm_feedback.engine import Reading, Task, TaskEngine
-from llm_feedback.replies.status import NO_MATCH, OK
+from llm_feedback.engine import Task, TaskEngine
 from llm_feedback.storage.parquet_source import (
     CHUNK_PROMPTS,
     ParquetSource,
@@ -58,13 +56,6 @@ COMPLETION_COLUMNS_READ = (
     "system_prompt",
 )
 Table = pd.DataFrame | ParquetSource
-
-
-def _rescore_reading(text: str | None) -> Reading:
-    score = parse_rescore_reply(text)
-    if score is None:
-        return Reading(None, NO_MATCH, ok=False, problem="no overall score from 1 to 10")
-    return Reading(score, OK)
 
 
 def _pending_rows(df: pd.DataFrame, pending: list[tuple[str, int]]) -> pd.DataFrame:
@@ -147,14 +138,8 @@ class _ChunkFixer:
             critique_texts = _pending_rows(critiques, pending)["critique"].reindex(pending)
             tasks = [
                 Task(
-                    build_rescore_request(
-                        critique_request(row, structured, self.sampling, self.templates),
-                        "" if pd.isna(critique) else str(critique),
-                        structured=structured,
-                        sampling=self.sampling,
-                        templates=self.templates,
-                    ),
-                    _rescore_reading,
+                    rescore_request(row, critique, structured, self.sampling, self.templates),
+                    rescore_reading,
                 )
                 for row, critique in zip(
                     rows.itertuples(index=False), critique_texts.tolist(), strict=True
