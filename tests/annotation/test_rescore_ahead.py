@@ -10,10 +10,12 @@ import json
 
 import pandas as pd
 
+from llm_feedback.annotation import rescore_ahead
 from llm_feedback.annotation.rescore import overall_scores_table
 from llm_feedback.annotation.rescore_ahead import ScoreFixAhead
 from llm_feedback.annotation.stages import judge_tables
-from llm_feedback.backends import LLMClient
+from llm_feedback.backends import EndpointConfig, LLMClient
+from llm_feedback.backends.client_state import CHUNK
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 
 from .test_one_queue import ASPECTS, LATENCY_S, LIMIT, REFILL_S, _endpoint, longest_idle_stretch
@@ -111,3 +113,34 @@ def test_without_a_request_cache_nothing_is_sent_ahead():
         with LLMClient(_endpoint(server), None, progress=False) as client:
             _judge(completions, client, fix)
         assert "rescore" not in [_kind(body) for body in server.requests]
+
+
+def test_prompts_finished_mid_run_are_planned_in_batches(tmp_path, monkeypatch):
+    """While a stage still holds calls the client has not taken (it takes `CHUNK` at a
+    time, queueing 4 per slot), finished prompts are planned a batch at a time: the first
+    re-score arrives before the aspect stage could have handed over its last call, and the
+    fix finds every re-score in the cache."""
+    monkeypatch.setattr(rescore_ahead, "PLAN_BATCH_PROMPTS", 4)
+    completions = completions_frame(300)  # 600 aspect calls and 1,200 critique calls
+    fix = ScoreFixAhead(**FIX, aspects=ASPECTS, sampling=SAMPLING, max_reasks=2)
+    with FakeLLMServer(tens_for_some, latency_s=0.01) as server:
+        endpoint = EndpointConfig.from_dict(
+            {
+                "backend": "openai",
+                "model": "judge",
+                "base_url": server.base_url,
+                "max_concurrent": 16,
+            },
+            name="judge",
+        )
+        cache = tmp_path / "ahead.sqlite"
+        with LLMClient(endpoint, cache, progress=False) as client:
+            aspects, critiques = _judge(completions, client, fix)
+        kinds = [_kind(body) for body in server.requests]
+        first = kinds.index("rescore")
+        assert kinds[:first].count("aspect") < kinds.count("aspect") - CHUNK - 4 * 16
+        server.reset()
+        with LLMClient(endpoint, cache, progress=False) as client:
+            scores = _fix(completions, aspects.frame(), critiques.frame(), client)
+        assert server.request_count == 0
+    assert (scores["fix_action"] == "reannotated").sum() == kinds.count("rescore")

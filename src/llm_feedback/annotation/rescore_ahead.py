@@ -49,10 +49,11 @@ from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 logger = logging.getLogger(__name__)
 
 ASPECTS_STAGE, CRITIQUES_STAGE = "aspects", "critiques"
-# Finished prompts planned together: one small plan per prompt would cost the client's loop
-# milliseconds each, time taken from the calls. Once the stages have sent every call, each
-# prompt is planned as it finishes: their tail is short, and the re-scores fill it.
-PLAN_BATCH_PROMPTS = 8
+# Finished prompts planned together: a plan costs about the same (tens of milliseconds, in
+# pandas) for one prompt or a hundred, and holds the interpreter from the client's loop.
+# Once the stages have handed over every call, whatever has finished is planned as soon as
+# the previous plan is done: the tail is short, and its re-scores fill it.
+PLAN_BATCH_PROMPTS = 64
 
 
 def rescore_reading(text: str | None) -> Reading:
@@ -162,7 +163,6 @@ class RescoreAhead:
         self.watches = {ASPECTS_STAGE: _StageWatch(), CRITIQUES_STAGE: _StageWatch()}
         self.completions: dict[str, dict[int, Any]] = defaultdict(dict)
         self.ready: dict[str, None] = {}  # finished prompts not yet planned, in order
-        self.batches: list[_Finished] = []
         self.wake = asyncio.Event()
         self.sent_calls = 0
 
@@ -208,7 +208,6 @@ class RescoreAhead:
             for watch in self.watches.values():
                 for prompt_id in list(watch.rows):
                     self._check(prompt_id)
-            self._close_batch()
         self.wake.set()
 
     # -- planning -------------------------------------------------------------------------
@@ -221,12 +220,17 @@ class RescoreAhead:
             watch.outstanding.pop(prompt_id, None)
             watch.passed.discard(prompt_id)
         self.ready[prompt_id] = None
-        tail = all(watch.sent_all for watch in watches)
-        if tail or len(self.ready) >= PLAN_BATCH_PROMPTS:
-            self._close_batch()
+        if self._plan_now():
+            self.wake.set()
 
-    def _close_batch(self) -> None:
-        """Hand the finished prompts' rows to `stage`, which plans them off the loop."""
+    def _plan_now(self) -> bool:
+        """Whether the finished prompts are planned now: a batch's worth, or the tail."""
+        watches = self.watches.values()
+        tail = all(watch.sent_all for watch in watches)
+        return bool(self.ready) and (tail or len(self.ready) >= PLAN_BATCH_PROMPTS)
+
+    def _take_ready(self) -> _Finished | None:
+        """The finished prompts' rows, taken for a plan; None when none has a 10."""
         prompts, self.ready = list(self.ready), {}
         aspects, critiques = self.watches[ASPECTS_STAGE], self.watches[CRITIQUES_STAGE]
         finished = _Finished(
@@ -236,8 +240,8 @@ class RescoreAhead:
         )
         # Only a 10 is ever re-scored: prompts without one need no plan.
         if any(row["overall_score"] == SUSPICIOUS_OVERALL_SCORE for row in finished.critiques):
-            self.batches.append(finished)
-            self.wake.set()
+            return finished
+        return None
 
     def _plan(self, finished: _Finished) -> list[Task]:
         """The re-score tasks of finished prompts, as the fix node plans them (run in a
@@ -280,16 +284,22 @@ class RescoreAhead:
         def count(_index: int, _outcome: Outcome) -> None:
             self.sent_calls += 1
 
+        def done() -> bool:
+            return all(watch.done for watch in self.watches.values())
+
         try:
-            while True:
+            while not done() or self.ready:
                 await self.wake.wait()
                 self.wake.clear()
-                while self.batches:
-                    tasks = await asyncio.to_thread(self._plan, self.batches.pop(0))
+                # What finished during a plan is planned next (the prompts of a stage
+                # that ended meanwhile included).
+                while self._plan_now() or (done() and self.ready):
+                    finished = self._take_ready()
+                    tasks = (
+                        [] if finished is None else await asyncio.to_thread(self._plan, finished)
+                    )
                     if tasks:
                         sending.append(asyncio.ensure_future(engine.stream_into(tasks, count)))
-                if all(watch.done for watch in self.watches.values()) and not self.batches:
-                    break
             await asyncio.gather(*sending)
         finally:
             for future in sending:  # a failing judge stage cancels this one: nothing left
