@@ -144,3 +144,27 @@ def test_prompts_finished_mid_run_are_planned_in_batches(tmp_path, monkeypatch):
             scores = _fix(completions, aspects.frame(), critiques.frame(), client)
         assert server.request_count == 0
     assert (scores["fix_action"] == "reannotated").sum() == kinds.count("rescore")
+
+
+def test_sending_ahead_stops_when_too_many_prompts_wait_and_the_fix_sends_the_rest(
+    tmp_path, monkeypatch, caplog
+):
+    """Past `MAX_WAITING_PROMPTS` prompts held for the slower stage, the rows are let go
+    (memory stays bounded): the fix node sends the re-scores itself, same table."""
+    monkeypatch.setattr(rescore_ahead, "MAX_WAITING_PROMPTS", 0)
+    completions = completions_frame(4)
+    fix = ScoreFixAhead(**FIX, aspects=ASPECTS, sampling=SAMPLING, max_reasks=2)
+    with FakeLLMServer(tens_for_some, latency_s=0.01) as server:
+        with LLMClient(_endpoint(server), tmp_path / "ahead.sqlite", progress=False) as client:
+            aspects, critiques = _judge(completions, client, fix)
+            assert "rescore" not in [_kind(body) for body in server.requests]
+            scores = _fix(completions, aspects.frame(), critiques.frame(), client)
+        rescores = [_kind(body) for body in server.requests].count("rescore")
+    assert "left to the fix_overall_scores node" in caplog.text
+    assert rescores > 0 and (scores["fix_action"] == "reannotated").sum() == rescores
+    with FakeLLMServer(tens_for_some, latency_s=0.01) as server:
+        with LLMClient(_endpoint(server), None, progress=False) as client:
+            alone = _fix(
+                completions, *(t.frame() for t in _judge(completions, client, None)), client
+            )
+    pd.testing.assert_frame_equal(scores, alone)

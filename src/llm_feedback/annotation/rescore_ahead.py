@@ -44,6 +44,7 @@ from llm_feedback.annotation.score_fix import (
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.engine import Outcome, Reading, Task, TaskEngine, overlaps_stages
 from llm_feedback.replies.status import NO_MATCH, OK
+from llm_feedback.storage.parquet_source import CHUNK_PROMPTS
 from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,10 @@ ASPECTS_STAGE, CRITIQUES_STAGE = "aspects", "critiques"
 # Once the stages have handed over every call, whatever has finished is planned as soon as
 # the previous plan is done: the tail is short, and its re-scores fill it.
 PLAN_BATCH_PROMPTS = 64
+# Prompts whose rows may wait for the slower stage (with two shuffles the aspects take twice
+# the critiques' calls): beyond this many, sending ahead stops and the fix node sends the
+# rest, so memory stays within a chunk of prompts however far the stages drift apart.
+MAX_WAITING_PROMPTS = CHUNK_PROMPTS
 
 
 def rescore_reading(text: str | None) -> Reading:
@@ -165,6 +170,7 @@ class RescoreAhead:
         self.ready: dict[str, None] = {}  # finished prompts not yet planned, in order
         self.wake = asyncio.Event()
         self.sent_calls = 0
+        self.stopped = False
 
     @staticmethod
     def applies(client: LLMClient) -> bool:
@@ -175,6 +181,8 @@ class RescoreAhead:
     # -- the stages' hooks ----------------------------------------------------------------
 
     def sent(self, stage: str, prompt_id: str) -> None:
+        if self.stopped:
+            return
         watch = self.watches[stage]
         watch.outstanding[prompt_id] += 1
         if watch.current != prompt_id:
@@ -184,18 +192,27 @@ class RescoreAhead:
                 self._check(previous)
 
     def replaced(self, stage: str, prompt_id: str, parts: int) -> None:
-        self.watches[stage].outstanding[prompt_id] += parts - 1
+        if not self.stopped:
+            self.watches[stage].outstanding[prompt_id] += parts - 1
 
     def taken(self, stage: str, prompt_id: str, rows: Sequence[dict[str, Any]] = ()) -> None:
+        if self.stopped:
+            return
         watch = self.watches[stage]
         watch.outstanding[prompt_id] -= 1
         watch.rows[prompt_id].extend(rows)
+        if len(watch.rows) > MAX_WAITING_PROMPTS:
+            self._stop()
+            return
         self._check(prompt_id)
 
     def completion(self, row: Any) -> None:
-        self.completions[str(row.prompt_id)][int(row.completion_idx)] = row
+        if not self.stopped:
+            self.completions[str(row.prompt_id)][int(row.completion_idx)] = row
 
     def sent_all(self, stage: str) -> None:
+        if self.stopped:
+            return
         watch = self.watches[stage]
         watch.sent_all = True
         for prompt_id in list(watch.outstanding):
@@ -203,11 +220,24 @@ class RescoreAhead:
 
     def stage_done(self, stage: str) -> None:
         self.watches[stage].done = True
-        if all(watch.done for watch in self.watches.values()):
+        if all(watch.done for watch in self.watches.values()) and not self.stopped:
             # Prompts one stage never reached (no usable completion there) are finished too.
             for watch in self.watches.values():
                 for prompt_id in list(watch.rows):
                     self._check(prompt_id)
+        self.wake.set()
+
+    def _stop(self) -> None:
+        """Stop sending ahead: the rows held are let go, the fix node sends the rest."""
+        logger.warning(
+            "score fix: more than %d prompts waited for the other judge stage; the re-scores "
+            "not sent yet are left to the fix_overall_scores node",
+            MAX_WAITING_PROMPTS,
+        )
+        self.stopped = True
+        self.watches = {ASPECTS_STAGE: _StageWatch(), CRITIQUES_STAGE: _StageWatch()}
+        self.completions.clear()
+        self.ready.clear()
         self.wake.set()
 
     # -- planning -------------------------------------------------------------------------
@@ -288,12 +318,12 @@ class RescoreAhead:
             return all(watch.done for watch in self.watches.values())
 
         try:
-            while not done() or self.ready:
+            while not self.stopped and (not done() or self.ready):
                 await self.wake.wait()
                 self.wake.clear()
                 # What finished during a plan is planned next (the prompts of a stage
                 # that ended meanwhile included).
-                while self._plan_now() or (done() and self.ready):
+                while not self.stopped and (self._plan_now() or (done() and self.ready)):
                     finished = self._take_ready()
                     tasks = (
                         [] if finished is None else await asyncio.to_thread(self._plan, finished)
