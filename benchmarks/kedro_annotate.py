@@ -8,10 +8,10 @@ and body of every judge call, so afterwards the very same requests go through a 
 
     python benchmarks/kedro_annotate.py [--prompts 800] [--latency 0.2] [--concurrency 32]
 
-Calls/s are over the judge window: first call received to last call answered (aspects and
-critiques, sent together on one queue by one node, then the score fix's re-scores, with the
-save and load between those nodes); the process wall time adds Python, Kedro and Parquet
-around it.
+Calls/s are over the judge window: first call received to last call answered (aspects,
+critiques and the score fix's re-scores, sent together on one queue by one node, the
+re-scores as each prompt's judge calls finish; the fix node after it reads them from the
+request cache); the process wall time adds Python, Kedro and Parquet around it.
 """
 
 from __future__ import annotations

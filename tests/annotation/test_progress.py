@@ -85,5 +85,10 @@ def test_each_judge_stage_on_disk_shows_its_total_and_the_time_left(tmp_path, ca
             rescored = server.request_count - sent
     if not rescored:
         pytest.fail("the score fix sent no call: nothing to show a bar for")
-    done, total = final_bar(capsys.readouterr().err, "re-annotate overall scores")
-    assert done == total and total > 0
+    # One bar for the stage, its total every chunk's re-scores (counted before the first
+    # call): not a bar per chunk of prompts.
+    assert final_bar(capsys.readouterr().err, "re-annotate overall scores") == (
+        rescored,
+        rescored,
+    )
+    assert rescored > PROMPTS // CHUNK  # more than any one chunk's calls

@@ -263,6 +263,31 @@ def test_the_overall_score_fix_at_its_boundaries(run_kedro, aspect_rating, overa
     assert (overall_scores["overall_score_original"] == overall).all()
 
 
+def test_the_score_fix_re_scores_go_on_the_judge_stages_queue(run_kedro):
+    """`judge_completions` sends each finished prompt's re-scores beside the judge calls;
+    `fix_overall_scores`, run after it, finds every one in the request cache."""
+    with FakeLLMServer(_scripted_scores(3, 10)) as server:  # every 10 is re-annotated
+        params = {"sample": {"max_prompts": 2}, "endpoints": endpoints_via(server)}
+        for name in ("sample", "generate"):
+            run_kedro(name, params)
+        before = server.request_count
+        run_kedro("annotate", params, node_names=["judge_completions"])
+        judged = server.requests[before:]
+        rescores = [
+            body
+            for body in judged
+            if any(message["role"] == "assistant" for message in body["messages"])
+        ]
+        sent = server.request_count
+        catalog = run_kedro("annotate", params, from_nodes=["fix_overall_scores"])["catalog"]
+        assert server.request_count == sent  # the fix node sent nothing
+    overall_scores = catalog.load("overall_scores").read()
+    assert (overall_scores["fix_action"] == "reannotated").all()
+    assert (overall_scores["overall_score_fixed"] == 7.0).all()
+    # Every re-score came from the judge node (identical requests are sent once).
+    assert 0 < len(rescores) <= len(overall_scores)
+
+
 def test_completion_text_cannot_inject_ratings(run_kedro):
     """Free-text judging: the judge parrots the prompt, whose completions claim 'Rating: 5'."""
     injected = (

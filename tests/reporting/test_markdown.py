@@ -14,7 +14,7 @@ from llm_feedback.reporting import (
     render_markdown_report,
 )
 
-from .builders import build_frames, empty_frames, typical_specs
+from .builders import Completion, build_frames, empty_frames, typical_specs
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -262,3 +262,23 @@ def test_the_run_section_counts_a_completions_file_in_batches_as_the_frame(tmp_p
     unordered = tmp_path / "unordered.parquet"
     frames.completions.iloc[::-1].to_parquet(unordered, row_group_size=2)
     assert describe_run(ParquetSource(str(unordered), batch_rows=2), costs, "today") == expected
+
+
+def test_the_headline_calls_out_overall_scores_that_barely_vary():
+    """22 of 24 critiques gave 10 (as the embedded judge's did): the headline says the
+    overall score cannot tell the completions apart; typical_specs' spread scores do not."""
+    specs = [
+        Completion(f"p{prompt}", model, overall=7 if prompt == 0 and model in "ab" else 10)
+        for prompt in range(6)
+        for model in "abcd"
+    ]
+    report = render_markdown_report(report_tables(build_frames(specs)), {}, {}, {})
+    headline = report.split("## Headline")[1].split("\n## ")[0]
+    assert "**Caveat: the overall scores barely vary**: 22 of 24 read critiques gave 10" in (
+        headline
+    )
+    assert "share 0.9167 [" in headline
+    assert "report.pairs.score: mean_aspects" in headline
+
+    spread = render_markdown_report(report_tables(build_frames(typical_specs())), {}, {}, {})
+    assert "barely vary" not in spread

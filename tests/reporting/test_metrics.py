@@ -543,3 +543,20 @@ def test_tables_round_trip_through_parquet(frames, tmp_path):
         path = tmp_path / f"{name}.parquet"
         table.to_parquet(path)
         pd.testing.assert_frame_equal(pd.read_parquet(path), table)
+
+
+def test_judge_health_names_the_critiques_most_frequent_score_and_its_share():
+    """typical_specs' 10 read overall scores give 9 and 10 twice each: the tie goes to the
+    higher score, 2 of 10, with its Wilson interval; no score read: no such row."""
+    frames = build_frames(typical_specs())
+    table = judge_health(frames.aspect_annotations, frames.critiques, frames.overall_scores)
+    assert health_value(table, "modal_score", "critique") == 10
+    assert health_value(table, "modal_score_count", "critique") == 2
+    share = row(table, metric="modal_score_share", scope="critique")
+    assert share["value"] == pytest.approx(2 / 10)
+    assert share["ci_method"] == "wilson"
+    assert share["ci_low"] < 0.2 < share["ci_high"]
+
+    empty = empty_frames()
+    table = judge_health(empty.aspect_annotations, empty.critiques, empty.overall_scores)
+    assert not table["metric"].str.startswith("modal_score").any()

@@ -231,6 +231,34 @@ def build_critique_request(
     return ChatRequest.from_prompt(user, system=render("system_teacher"), **request_sampling)
 
 
+def critique_request(
+    row: Any,
+    structured: bool,
+    sampling: Mapping[str, Any],
+    templates: Templates = PACKAGE_TEMPLATES,
+) -> ChatRequest:
+    """The critique request of one completion row.
+
+    Args:
+        row: One completion row (a named tuple or a Series).
+        structured: Ask for JSON by schema.
+        sampling: The judge's sampling settings.
+        templates: The prompt templates.
+
+    Returns:
+        The request.
+    """
+    return build_critique_request(
+        str(row.instruction),
+        str(row.response),
+        str(row.principle or "helpfulness"),
+        str(getattr(row, "system_prompt", "") or ""),
+        structured=structured,
+        sampling=sampling,
+        templates=templates,
+    )
+
+
 def _json_score(value: Any) -> _ScoreReading:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None, f"overall_score {value!r} is not a number", NO_MATCH

@@ -4,21 +4,24 @@ asked again.
 Each chunk of completions (`parquet_source.table_chunks`) meets its prompts' rows of the
 judge tables: read on in step when a table is on disk in prompt order (a streaming
 merge-join, `KeyOrderedReader`), picked out otherwise. So the fix holds one chunk of each
-table, not the tables, and its output is spooled (`overall_scores_table`).
+table (and the re-scores' answers), not the tables, and its output is spooled
+(`overall_scores_table`). Its re-scores are counted first and sent in one stream, across
+the chunks: one progress bar with the stage's total, and no chunk's tail idles the judge.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from llm_feedback.annotation.critique import build_rescore_request, parse_rescore_reply
+from llm_feedback.annotation.rescore_ahead import rescore_reading, rescore_request
 from llm_feedback.annotation.score_fix import (
     ASPECT_COLUMNS_READ,
     CRITIQUE_COLUMNS_READ,
@@ -29,12 +32,10 @@ from llm_feedback.annotation.score_fix import (
     plan_score_fix,
     validate_thresholds,
 )
-from llm_feedback.annotation.stages import critique_request
-from llm_feedback.backends import LLMClient
+from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.backends.client_state import request_key, sent_form
 from llm_feedback.core.errors import ConfigError
-from llm_feedback.engine import Reading, Task, TaskEngine
-from llm_feedback.replies.status import NO_MATCH, OK
+from llm_feedback.engine import Outcome, Task, TaskEngine
 from llm_feedback.storage.parquet_source import (
     CHUNK_PROMPTS,
     ParquetSource,
@@ -58,13 +59,6 @@ COMPLETION_COLUMNS_READ = (
     "system_prompt",
 )
 Table = pd.DataFrame | ParquetSource
-
-
-def _rescore_reading(text: str | None) -> Reading:
-    score = parse_rescore_reply(text)
-    if score is None:
-        return Reading(None, NO_MATCH, ok=False, problem="no overall score from 1 to 10")
-    return Reading(score, OK)
 
 
 def _pending_rows(df: pd.DataFrame, pending: list[tuple[str, int]]) -> pd.DataFrame:
@@ -92,6 +86,11 @@ def overall_score_chunks(
     chunk); see `fix_overall_scores`. `templates`: the prompt templates the re-score
     requests (and the critique requests they repeat) are rendered from.
 
+    The tables are read three times, a chunk at a time: to count the re-scores (so that
+    their progress bar shows the stage's total and the time left), to send them all in one
+    stream (no chunk's tail leaves the judge idle before the next chunk's calls), and to
+    write each chunk's rows with the answers.
+
     Args:
         completions: the run's completions.
         aspect_annotations: the aspect annotations.
@@ -111,95 +110,143 @@ def overall_score_chunks(
         The overall_scores rows, a chunk at a time.
     """
     validate_thresholds(flip_threshold, reannotate_threshold)
-    sampling = dict(sampling or {})
-    aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS_READ)
-    critique_rows = rows_by_prompt(critiques, CRITIQUE_COLUMNS_READ)
-    fixer = _ChunkFixer(
-        client,
-        TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud) if client else None,
-        flip_threshold,
-        reannotate_threshold,
-        aspects,
-        sampling,
-        templates,
-    )
+    fix = _Fix(completions, aspect_annotations, critiques, prompts_per_chunk)
+    thresholds = (flip_threshold, reannotate_threshold, aspects)
+    total = sum(len(pending_reannotation(plan)) for _, plan, _ in fix.plans(*thresholds))
+    answers: dict[tuple[str, int], _Answer] = {}
+    if total:
+        if client is None:
+            raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
+        answers = _rescore(
+            TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud),
+            fix.plans(*thresholds, texts=True),
+            total,
+            sampling=dict(sampling or {}),
+            templates=templates,
+        )
+    # Identical requests are sent once: only the first copy carries the call's usage.
+    charged: set[bytes] = set()
     counts: Counter[str] = Counter()
-    for chunk in table_chunks(completions, prompts_per_chunk, COMPLETION_COLUMNS_READ):
-        prompts = chunk["prompt_id"].unique()
-        last = chunk["prompt_id"].max() if len(chunk) else ""
-        scores = fixer.fix(chunk, aspect_rows(prompts, last), critique_rows(prompts, last))
+    for _, plan, _ in fix.plans(*thresholds):
+        scores = _with_answers(plan, answers, charged)
         counts.update(fix_counts(scores))
         yield scores
     logger.info("score fix: %s", ", ".join(f"{k}={v}" for k, v in counts.items()))
 
 
-@dataclass
-class _ChunkFixer:
-    """The fix of one chunk's completions, given its rows of the judge tables."""
+# What counting and writing read: the key and model, and the critiques' scores.
+KEY_COLUMNS_READ = ("prompt_id", "completion_idx", "model")
+SCORE_COLUMNS_READ = ("prompt_id", "completion_idx", "overall_score")
 
-    client: LLMClient | None
-    engine: TaskEngine | None
-    flip_threshold: float
-    reannotate_threshold: float
-    aspects: Sequence[str] | None
-    sampling: Mapping[str, Any]
-    templates: Templates = PACKAGE_TEMPLATES
-    # Identical requests are sent once: only the first copy carries the call's usage. A
-    # digest per request sent, not its texts: a million prompts' re-scores are gigabytes.
-    sent: set[bytes] = field(default_factory=set)
 
-    def fix(
-        self, completions: pd.DataFrame, aspect_rows: pd.DataFrame, critiques: pd.DataFrame
-    ) -> pd.DataFrame:
-        scores = collect_scores(completions, aspect_rows, critiques, aspects=self.aspects)
-        plan = plan_score_fix(scores, self.flip_threshold, self.reannotate_threshold)
-        pending = pending_reannotation(plan)
-        new_scores: dict[tuple[str, int], float | None] = {}
-        rescore_tokens: dict[tuple[str, int], tuple[int, int]] = {}
-        if pending:
-            if self.client is None or self.engine is None:
-                raise ConfigError("the score fix needs a judge to re-annotate suspicious scores")
-            structured = self.client.supports_json_schema
+@dataclass(frozen=True, slots=True)
+class _Fix:
+    """The tables the fix reads, walked a chunk of prompts at a time."""
+
+    completions: Table
+    aspect_annotations: Table
+    critiques: Table
+    prompts_per_chunk: int
+
+    def plans(
+        self,
+        flip_threshold: float,
+        reannotate_threshold: float,
+        aspects: Sequence[str] | None,
+        *,
+        texts: bool = False,
+    ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+        """Per chunk: its completions, its plan (`plan_score_fix`) and its critique rows;
+        `texts`: with what a re-score request repeats (instruction, response, critique)."""
+        aspect_rows = rows_by_prompt(self.aspect_annotations, ASPECT_COLUMNS_READ)
+        critique_columns = CRITIQUE_COLUMNS_READ if texts else SCORE_COLUMNS_READ
+        critique_rows = rows_by_prompt(self.critiques, critique_columns)
+        completion_columns = COMPLETION_COLUMNS_READ if texts else KEY_COLUMNS_READ
+        for chunk in table_chunks(self.completions, self.prompts_per_chunk, completion_columns):
+            prompts = chunk["prompt_id"].unique()
+            last = chunk["prompt_id"].max() if len(chunk) else ""
+            critiques = critique_rows(prompts, last)
+            scores = collect_scores(chunk, aspect_rows(prompts, last), critiques, aspects=aspects)
+            yield chunk, plan_score_fix(scores, flip_threshold, reannotate_threshold), critiques
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A re-score's outcome as the table keeps it, and its request's identity (a digest,
+    not its texts: a million prompts' re-scores are gigabytes)."""
+
+    score: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    request: bytes
+
+
+def _rescore(
+    engine: TaskEngine,
+    plans: Iterator[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]],
+    total: int,
+    *,
+    sampling: Mapping[str, Any],
+    templates: Templates,
+) -> dict[tuple[str, int], _Answer]:
+    """Every planned re-score, in one stream of `total` calls; answers by completion."""
+    client = engine.client
+    structured = client.supports_json_schema
+    sent: dict[int, tuple[tuple[str, int], bytes]] = {}  # task index -> key, while out
+    indices = itertools.count()
+    answers: dict[tuple[str, int], _Answer] = {}
+
+    def tasks() -> Iterator[Task]:
+        for chunk, plan, critiques in plans:
+            pending = pending_reannotation(plan)
+            if not pending:
+                continue
             # Indexing only the pending rows: indexing whole tables would copy their texts.
             # Rows in `pending`'s order, read as tuples: a `.loc` per row cost 0.4 ms.
-            rows = _pending_rows(completions, pending).reindex(pending)
-            critique_texts = _pending_rows(critiques, pending)["critique"].reindex(pending)
-            tasks = [
-                Task(
-                    build_rescore_request(
-                        critique_request(row, structured, self.sampling, self.templates),
-                        "" if pd.isna(critique) else str(critique),
-                        structured=structured,
-                        sampling=self.sampling,
-                        templates=self.templates,
-                    ),
-                    _rescore_reading,
-                )
-                for row, critique in zip(
-                    rows.itertuples(index=False), critique_texts.tolist(), strict=True
-                )
-            ]
-            outcomes = self.engine.run(tasks, desc="re-annotate overall scores")
-            new_scores = {key: out.value for key, out in zip(pending, outcomes, strict=True)}
-            for key, task, outcome in zip(pending, tasks, outcomes, strict=True):
-                request = self._identity(task)
-                if request not in self.sent:
-                    self.sent.add(request)
-                    rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
-        overall_scores = apply_reannotated_scores(plan, new_scores)
-        # The re-score calls' usage, for the cost table (0 where no call was made).
-        keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
-        for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
-            overall_scores[column] = np.array(
-                [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
-            )
-        return overall_scores
+            rows = _pending_rows(chunk, pending).reindex(pending)
+            texts = _pending_rows(critiques, pending)["critique"].reindex(pending)
+            for key, row, critique in zip(
+                pending, rows.itertuples(index=False), texts.tolist(), strict=True
+            ):
+                request = rescore_request(row, critique, structured, sampling, templates)
+                sent[next(indices)] = key, _identity(client, request)
+                yield Task(request, rescore_reading)
 
-    def _identity(self, task: Task) -> bytes:
-        """The client's own identity of a request (its cache key), as bytes to keep small."""
-        config = self.client.config
-        key = request_key(config, self.client.backend, sent_form(config, task.request))
-        return bytes.fromhex(key)
+    def take(index: int, outcome: Outcome) -> None:
+        key, request = sent.pop(index)
+        answers[key] = _Answer(
+            outcome.value, outcome.prompt_tokens, outcome.completion_tokens, request
+        )
+
+    engine.run_into(tasks(), take, desc="re-annotate overall scores", total=total)
+    return answers
+
+
+def _with_answers(
+    plan: pd.DataFrame, answers: Mapping[tuple[str, int], _Answer], charged: set[bytes]
+) -> pd.DataFrame:
+    """A chunk's plan with its new scores and the re-score calls' usage (0 where no call
+    was made, or an identical request already carries it)."""
+    pending = pending_reannotation(plan)
+    tokens: dict[tuple[str, int], tuple[int, int]] = {}
+    for key in pending:
+        answer = answers[key]
+        if answer.request not in charged:
+            charged.add(answer.request)
+            tokens[key] = (answer.prompt_tokens, answer.completion_tokens)
+    overall_scores = apply_reannotated_scores(plan, {key: answers[key].score for key in pending})
+    keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
+    for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
+        overall_scores[column] = np.array(
+            [tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
+        )
+    return overall_scores
+
+
+def _identity(client: LLMClient, request: ChatRequest) -> bytes:
+    """The client's own identity of a request (its cache key), as bytes to keep small."""
+    config = client.config
+    return bytes.fromhex(request_key(config, client.backend, sent_form(config, request)))
 
 
 def fix_overall_scores(

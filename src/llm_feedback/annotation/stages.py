@@ -25,7 +25,7 @@ import pandas as pd
 from llm_feedback.annotation.aspects import build_aspect_request, get_aspect
 from llm_feedback.annotation.critique import (
     CritiqueParse,
-    build_critique_request,
+    critique_request,
     parse_critique_reply,
 )
 from llm_feedback.annotation.isolation import (
@@ -36,6 +36,12 @@ from llm_feedback.annotation.isolation import (
     variants,
 )
 from llm_feedback.annotation.parsing import AspectRating, parse_aspect_reply
+from llm_feedback.annotation.rescore_ahead import (
+    ASPECTS_STAGE,
+    CRITIQUES_STAGE,
+    RescoreAhead,
+    ScoreFixAhead,
+)
 from llm_feedback.annotation.shuffle import ASPECT_ORDERS, INDEPENDENT, shuffle_orders
 from llm_feedback.annotation.tables import (
     AspectJudgement,
@@ -512,9 +518,11 @@ def aspect_annotations_stage(
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
     templates: Templates = PACKAGE_TEMPLATES,
+    ahead: RescoreAhead | None = None,
 ) -> Stage:
     """The aspect stage, built (aspects checked, calls counted) and ready to run on
-    `client`'s loop; running it gives `aspect_annotations`.
+    `client`'s loop; running it gives `aspect_annotations`. `ahead`: told of each prompt's
+    calls and rows, to send its re-scores once both judge stages have finished it.
 
     `completions` on disk (`ParquetSource`) are read `prompts_per_chunk` prompts at a time
     as the calls are sent. `aspect_orders`: see `aspect_calls`. `templates`: the prompt
@@ -532,6 +540,7 @@ def aspect_annotations_stage(
         sampling: the judge's sampling settings.
         prompts_per_chunk: prompts per chunk read from disk.
         templates: the prompt templates.
+        ahead: the score fix's early re-scores (None: none).
 
     Returns:
         The stage.
@@ -577,7 +586,11 @@ def aspect_annotations_stage(
                 flagged=usable.get(_FLAGS),
                 templates=templates,
             ):
+                if ahead:
+                    ahead.sent(ASPECTS_STAGE, call.prompt_id)
                 yield task(call, request)
+        if ahead:
+            ahead.sent_all(ASPECTS_STAGE)
 
     table = TableBuilder(ASPECT_ANNOTATIONS_COLUMN_TYPES)
     tally = _ParseTally()
@@ -588,11 +601,16 @@ def aspect_annotations_stage(
 
     def parts(refused: list[_AspectCall]) -> Iterator[Task]:
         for call in refused:
-            for members in split_too_long(call):
+            sent_again = [
+                task(part, request)
+                for members in split_too_long(call)
                 for part, request in _member_calls(
                     call.prompt, call.aspect, members, shape, shuffles=[call.shuffle_idx]
-                ):
-                    yield task(part, request)
+                )
+            ]
+            if ahead:
+                ahead.replaced(ASPECTS_STAGE, call.prompt_id, len(sent_again))
+            yield from sent_again
 
     def take(index: int, outcome: Outcome) -> None:
         call = calls.pop(index)  # rows as each call's outcome is final
@@ -623,6 +641,8 @@ def aspect_annotations_stage(
         for position, row in enumerate(rows):
             table.add(index << 16 | position, row)  # rows in call order, then position
             tally.count(row)
+        if ahead:
+            ahead.taken(ASPECTS_STAGE, call.prompt_id, rows)
 
     async def run() -> SpooledTable:
         nonlocal indices
@@ -651,6 +671,8 @@ def aspect_annotations_stage(
         if fail_loud:
             engine.raise_if_failing(summary, "annotate aspects")
         tally.log("aspect ratings")
+        if ahead:
+            ahead.stage_done(ASPECTS_STAGE)
         return table.finish()
 
     return run
@@ -729,34 +751,6 @@ def critique_calls(
             )
 
 
-def critique_request(
-    row: Any,
-    structured: bool,
-    sampling: Mapping[str, Any],
-    templates: Templates = PACKAGE_TEMPLATES,
-) -> ChatRequest:
-    """The critique request of one completion row (a named tuple or a Series).
-
-    Args:
-        row: one completion row.
-        structured: ask for JSON by schema.
-        sampling: the judge's sampling settings.
-        templates: the prompt templates.
-
-    Returns:
-        The request.
-    """
-    return build_critique_request(
-        str(row.instruction),
-        str(row.response),
-        str(row.principle or "helpfulness"),
-        str(getattr(row, "system_prompt", "") or ""),
-        structured=structured,
-        sampling=sampling,
-        templates=templates,
-    )
-
-
 def critique_completions(
     completions: pd.DataFrame, client: LLMClient, **options: Any
 ) -> pd.DataFrame:
@@ -797,10 +791,11 @@ def critiques_stage(
     sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
     templates: Templates = PACKAGE_TEMPLATES,
+    ahead: RescoreAhead | None = None,
 ) -> Stage:
     """The critique stage, built (calls counted) and ready to run on `client`'s loop;
     running it gives `critiques`. `completions` on disk are read a chunk of prompts at a
-    time, as in `aspect_annotations_stage`; `templates` as there.
+    time, as in `aspect_annotations_stage`; `templates` and `ahead` as there.
 
     Args:
         completions: the completions, a DataFrame or a table on disk.
@@ -810,6 +805,7 @@ def critiques_stage(
         sampling: the judge's sampling settings.
         prompts_per_chunk: prompts per chunk read from disk.
         templates: the prompt templates.
+        ahead: the score fix's early re-scores, told of each finished prompt (None: none).
 
     Returns:
         The stage.
@@ -836,7 +832,12 @@ def critiques_stage(
                 usable, structured=structured, sampling=sampling, templates=templates
             ):
                 completions_judged[next(indices)] = call
+                if ahead:
+                    ahead.sent(CRITIQUES_STAGE, str(call.row.prompt_id))
+                    ahead.completion(call.row)
                 yield Task(request, read)
+        if ahead:
+            ahead.sent_all(CRITIQUES_STAGE)
 
     table = TableBuilder(CRITIQUE_TABLE_TYPES)
     tally = _ParseTally()
@@ -860,15 +861,21 @@ def critiques_stage(
         if call.variant:
             kept = differential.add((prompt_id, completion_idx), call.variant, index, row)
             if kept is None:
+                if ahead:
+                    ahead.taken(CRITIQUES_STAGE, prompt_id)
                 return
             index, row = kept
         table.add(index, row)
         tally.count(row)
+        if ahead:
+            ahead.taken(CRITIQUES_STAGE, prompt_id, [row])
 
     async def run() -> SpooledTable:
         engine = TaskEngine(client, max_reasks=max_reasks, fail_loud=fail_loud)
         await engine.stream_into(tasks(), take, desc="critique", total=total)
         tally.log("critiques")
+        if ahead:
+            ahead.stage_done(CRITIQUES_STAGE)
         return table.finish()
 
     return run
@@ -891,6 +898,7 @@ def judge_tables(
     critique_sampling: Mapping[str, Any] | None = None,
     prompts_per_chunk: int = CHUNK_PROMPTS,
     templates: Templates = PACKAGE_TEMPLATES,
+    score_fix: ScoreFixAhead | None = None,
 ) -> tuple[SpooledTable, SpooledTable]:
     """`aspect_annotations` and `critiques` of `completions`, their calls sent together on
     `client`'s one queue (`engine.run_together`): under the endpoint's concurrency limit the
@@ -914,11 +922,18 @@ def judge_tables(
         critique_sampling: The critique calls' sampling settings.
         prompts_per_chunk: Prompts each stage reads at a time from a table on disk.
         templates: The prompt templates both stages render their requests from.
+        score_fix: The score fix's settings: its re-score calls are sent on the same queue
+            as each prompt's judge calls finish (`rescore_ahead`), into the request cache
+            the fix node then reads; None, no cache, or a backend that runs streams in
+            turn: the fix node sends them itself.
 
     Returns:
         (`aspect_annotations`, `critiques`), spooled.
     """
-    stages = [
+    ahead = None
+    if score_fix is not None and RescoreAhead.applies(client):
+        ahead = RescoreAhead(client, score_fix, templates)
+    stages: list[Callable[[], Awaitable[Any]]] = [
         aspect_annotations_stage(
             completions,
             client,
@@ -931,6 +946,7 @@ def judge_tables(
             sampling=aspect_sampling,
             prompts_per_chunk=prompts_per_chunk,
             templates=templates,
+            ahead=ahead,
         ),
         critiques_stage(
             completions,
@@ -940,7 +956,10 @@ def judge_tables(
             sampling=critique_sampling,
             prompts_per_chunk=prompts_per_chunk,
             templates=templates,
+            ahead=ahead,
         ),
     ]
-    aspect_table, critique_table = run_together(client, stages)
+    if ahead is not None:
+        stages.append(ahead.stage)
+    aspect_table, critique_table, *_ = run_together(client, stages)
     return aspect_table, critique_table

@@ -76,7 +76,9 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     "judge_health": (
         "Judge health",
         "Rates are shares of all judgments of the scope, with Wilson intervals; reasks is "
-        "the total number of times a malformed reply was re-asked.",
+        "the total number of times a malformed reply was re-asked. modal_score: the "
+        "overall score the critiques gave most often, with how many gave it and their share "
+        "of the read critiques (near 1: the overall score cannot tell completions apart).",
     ),
     "judge_bias": (
         "Judge bias",
@@ -377,6 +379,8 @@ def _judge_health_tables(table: pd.DataFrame) -> str:
             if c in wide
         ]
         wide[counts] = wide[counts].astype("int64")
+        if "modal_score_count" in wide:  # the critiques' only: null for the aspects
+            wide["modal_score_count"] = wide["modal_score_count"].astype("Int64")
         parts.append(markdown_table(with_intervals(wide)))
     if not fixes.empty:
         wide = _wide_with_bounds(fixes)
@@ -431,6 +435,9 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         shares = _judgment_shares(health)
         if shares:
             lines.append(shares)
+        warning = score_spread_warning(health)
+        if warning:
+            lines.append(warning)
         counts = health[health["metric"] == "fix_count"].set_index("scope")["value"]
         if counts.sum() > 0:
             lines.append(
@@ -478,6 +485,40 @@ def _headline(tables: Mapping[str, pd.DataFrame]) -> list[str]:
             )
         lines.append(line + ".")
     return lines
+
+
+# The share of read critiques giving one overall score above which the headline says the
+# score cannot tell completions apart (an embedded judge gave 10 in 22 of 24).
+DEGENERATE_SCORE_SHARE = 0.8
+
+
+def score_spread_warning(health: pd.DataFrame) -> str | None:
+    """The headline's callout when the critiques' overall scores barely vary: the share of
+    read critiques that gave the most frequent score (`judge_health`'s modal_score_share)
+    reaches `DEGENERATE_SCORE_SHARE`.
+
+    Args:
+        health: the judge_health table.
+
+    Returns:
+        Markdown, or None (scores spread, or none read).
+    """
+    rows = health[health["scope"] == "critique"].set_index("metric")
+    if "modal_score_share" not in rows.index:
+        return None
+    share = rows.loc["modal_score_share"]
+    if pd.isna(share["value"]) or share["value"] < DEGENERATE_SCORE_SHARE:
+        return None
+    gave = int(rows.loc["modal_score_count", "value"])
+    read = round(gave / share["value"])
+    score = _cell(float(rows.loc["modal_score", "value"]))
+    interval = _interval_cell(share["value"], share.get("ci_low"), share.get("ci_high"))
+    return (
+        f"**Caveat: the overall scores barely vary**: {gave:,} of {read:,} read critiques "
+        f"gave {score} (share {interval}). The overall score, and the ranking and "
+        "preference pairs built on it (report.pairs.score: overall), can hardly tell the "
+        "completions apart; the aspect ratings (report.pairs.score: mean_aspects) may."
+    )
 
 
 BIAS_HEADLINES = {

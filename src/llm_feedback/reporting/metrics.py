@@ -83,6 +83,10 @@ def judge_health(
       rows, parse_errors, parse_error_rate, call_errors, call_error_rate, reasks
       (total re-asks), suspected_injections (rows whose completion addresses the judge
       or carries a verdict), and for aspects na_rate. Rates are shares of all rows of the scope.
+    Scope "critique" also has modal_score (the overall score the read critiques gave most
+      often; ties: the higher), modal_score_count (how many gave it) and modal_score_share
+      (their share of the read critiques): near 1, the overall score cannot tell the
+      completions apart.
     Scope is a fix action (kept, reannotated, flipped, no_overall_score) for:
       fix_count and fix_share (share of the overall_scores rows); every action is listed,
       0 when absent.
@@ -106,6 +110,7 @@ def judge_health(
         )
     critique_counts = _health_counts(critiques, by_aspect=False)
     rows += _call_health(critique_counts.iloc[0], scope="critique")
+    rows += _modal_score(critiques)
 
     fix_counts, total = pd.Series(dtype="int64"), 0
     for batch in table_batches(overall_scores, ["fix_action"]):
@@ -134,7 +139,7 @@ def judge_health(
     return typed_frame(table, JUDGE_HEALTH_COLUMN_TYPES)
 
 
-RATE_METRICS = ("parse_error_rate", "call_error_rate", "na_rate", "fix_share")
+RATE_METRICS = ("parse_error_rate", "call_error_rate", "na_rate", "fix_share", "modal_score_share")
 HEALTH_COUNTS = ("rows", "parse_errors", "call_errors", "skipped_too_long", "reasks", "na")
 
 
@@ -169,6 +174,30 @@ def _health_counts(table: Table, by_aspect: bool) -> pd.DataFrame:
     if "suspected_injection" not in present:
         summed = summed.drop(columns="suspected")
     return summed
+
+
+def _modal_score(critiques: Table) -> list[dict[str, object]]:
+    """The critiques' most frequent overall score and its share of the read ones (none when
+    the table has no score column or no score was read)."""
+    if "overall_score" not in critiques.columns:
+        return []
+    counts = pd.Series(dtype="int64")
+    for batch in table_batches(critiques, ["overall_score"]):
+        scores = pd.to_numeric(batch["overall_score"], errors="coerce").dropna()
+        counts = counts.add(scores.value_counts(), fill_value=0)
+    read = int(counts.sum())
+    if not read:
+        return []
+    top = counts[counts == counts.max()].index.max()  # a tie goes to the higher score
+    values = {
+        "modal_score": float(top),
+        "modal_score_count": int(counts[top]),
+        "modal_score_share": _share(int(counts[top]), read),
+    }
+    return [
+        {"metric": metric, "scope": "critique", "value": value, "trials": read}
+        for metric, value in values.items()
+    ]
 
 
 def _flags(batch: pd.DataFrame, column: str) -> np.ndarray | int:

@@ -14,6 +14,7 @@ import pandas as pd
 from llm_feedback.annotation import ultrafeedback_export
 from llm_feedback.annotation.export import UltraFeedbackExport, export_schema
 from llm_feedback.annotation.rescore import overall_scores_table
+from llm_feedback.annotation.rescore_ahead import ScoreFixAhead
 from llm_feedback.annotation.stages import Completions, check_completions, judge_tables
 from llm_feedback.backends import LLMClient
 from llm_feedback.params.blocks import EndpointsBlock
@@ -32,7 +33,9 @@ def judge_completions(
     prompt_templates: str | None,
     request_cache: str | None,
 ) -> tuple[SpooledTable, SpooledTable]:
-    """`aspect_annotations` and `critiques`, both stages' calls on one queue of the judge."""
+    """`aspect_annotations` and `critiques`, both stages' calls on one queue of the judge,
+    with the score fix's re-scores of each finished prompt (answered into the request cache
+    that `fix_scores` reads)."""
     params = annotate_params(annotate, endpoints, prompt_templates)
     check_completions(completions)  # bad input fails before the judge starts
     with LLMClient(params.endpoint, request_cache) as judge:
@@ -48,6 +51,13 @@ def judge_completions(
             critique_sampling=params.critique_sampling,
             fail_loud=True,
             templates=params.templates,
+            score_fix=ScoreFixAhead(
+                params.score_fix.flip_threshold,
+                params.score_fix.reannotate_threshold,
+                params.fine_grained_aspects,
+                params.critique_sampling,
+                params.max_reasks,
+            ),
         )
 
 
