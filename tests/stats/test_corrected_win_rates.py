@@ -93,7 +93,10 @@ def test_labels_drawn_with_unequal_probabilities_are_weighted():
         rng = np.random.default_rng(1000 + seed)
         unsure = rng.random(PAIRS) < 0.3
         selected, probability = select_for_labels(np.where(unsure, 4.0, 1.0), LABELS, rng)
-        judgments, share = simulated(rng, selected, selection_probability=probability)
+        # As eval_judgments carries a native samples column: `<column>_a` and `_b`.
+        judgments, share = simulated(
+            rng, selected, selection_probability_a=probability, selection_probability_b=probability
+        )
         metrics = corrected_metrics(judgments, CONFIG)
         a_better = metrics[metrics["metric"] == A_BETTER]
         assert set(a_better["estimator"]) == {"judge", "prediction_powered"}
