@@ -1,7 +1,8 @@
 """A pairwise run's win rates and "A is better" share corrected by a slice of gold verdicts
 (`evaluation.corrected`): a simulated judge right on 80% of the pairs, a random slice of
 them labelled; over many seeds the prediction-powered 95% interval covers the gold share of
-all the pairs at least 93% of the time, while the judge-only one, beside it, misses it."""
+all the pairs at least 93% of the time, while the judge-only one, beside it, misses it.
+Native samples may leave a pair's gold out (on both its rows)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from llm_feedback.core.errors import InputError
 from llm_feedback.evaluation.corrected import A_BETTER, corrected_metrics
+from llm_feedback.evaluation.samples import validate_samples
 from llm_feedback.params import parse_evaluate
 from llm_feedback.stats.prediction_powered import select_for_labels
 
@@ -105,3 +108,23 @@ def test_labels_drawn_with_unequal_probabilities_are_weighted():
         assert powered["n_labels"] == selected.sum()
         covered += covers(powered, share)
     assert covered / (SEEDS // 3) >= 0.9
+
+
+def native_pairs(gold: list[str | None]) -> pd.DataFrame:
+    """Native pairwise samples: two rows an instance, `gold` given row by row."""
+    return pd.DataFrame(
+        {
+            "instance_id": [f"q{number // 2}" for number in range(len(gold))],
+            "question": [f"Q{number // 2}?" for number in range(len(gold))],
+            "response": [f"answer {number}" for number in range(len(gold))],
+            "model": ["m1", "m2"] * (len(gold) // 2),
+            "gold": gold,
+        }
+    )
+
+
+def test_native_samples_may_leave_the_gold_of_a_pair_out():
+    samples = validate_samples(native_pairs(["A", "A", None, None, "tie", "tie"]), CONFIG)
+    assert samples["gold"].notna().tolist() == [True, True, False, False, True, True]
+    with pytest.raises(InputError, match=r"row 3 \(instance_id 'q1'\), column 'gold': differs"):
+        validate_samples(native_pairs(["A", "A", "B", None]), CONFIG)
