@@ -202,6 +202,32 @@ def test_own_jsonl_pairwise_and_pointwise(tmp_path: Path) -> None:
     assert "gold" not in pointwise.columns
 
 
+def test_own_jsonl_pairs_with_gold_on_a_slice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Pairs without a label (none, or null) are judged only; the labelled share is logged."""
+    pairs = [
+        {"instance_id": "q1", "question": "Q?", "response_a": "x", "response_b": "y"},
+        {"instance_id": "q2", "question": "R?", "response_a": "x", "response_b": "y", "label": "B"},
+        {
+            "instance_id": "q3",
+            "question": "S?",
+            "response_a": "x",
+            "response_b": "y",
+            "label": None,
+        },
+    ]
+    with caplog.at_level(logging.INFO, logger="llm_feedback.validation.own_jsonl"):
+        samples = read_samples(write_jsonl(tmp_path / "pairs.jsonl", pairs))
+    assert samples.attrs["samples_format"] == "jsonl"
+    assert samples["gold"].fillna("none").tolist() == ["none", "none", "B", "B", "none", "none"]
+    assert samples["gold_labels"].iloc[0] == []
+    assert "1 of 3 pairs carry gold (33%)" in caplog.text
+    unlabelled = [{key: value for key, value in pair.items() if key != "label"} for pair in pairs]
+    with pytest.raises(InputError, match=r"line 1: .*no pair of the file has a label"):
+        read_samples(write_jsonl(tmp_path / "none.jsonl", unlabelled))
+
+
 def test_auto_detection_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = write_json(tmp_path / "dataset.json", LLMBAR_ITEMS)
     with caplog.at_level(logging.INFO, logger="llm_feedback.validation.formats"):

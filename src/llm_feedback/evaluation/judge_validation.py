@@ -204,12 +204,21 @@ def has_gold(judgments: pd.DataFrame, config: EvaluateParams) -> bool:
 
 
 def _pairwise_samples(samples: pd.DataFrame) -> pd.DataFrame:
-    """The two rows per instance that `validate_pairwise` reads: each instance's first
-    turn and replicate, in row order (the first row A). MT-Bench's human judgments name
-    each turn an instance of its own, so both turns are validated."""
+    """The two rows per labelled instance that `validate_pairwise` reads: each instance's
+    first turn and replicate, in row order (the first row A). MT-Bench's human judgments
+    name each turn an instance of its own, so both turns are validated. Where only a slice
+    of the pairs carries gold, only that slice is validated (its counts are the card's n)."""
     first_turn = samples.groupby("instance_id", sort=False)["turn"].transform("min")
     first = samples[(samples["turn"] == first_turn) & (samples["replicate"] == 0)]
     pairs = first.drop_duplicates(["instance_id", "model"]).copy()
+    labelled = pairs[GOLD].notna()
+    if not labelled.all():
+        logger.info(
+            "evaluate: the judge is validated on the %d of %d pairs that carry gold",
+            pairs.loc[labelled, "instance_id"].nunique(),
+            pairs["instance_id"].nunique(),
+        )
+        pairs = pairs[labelled].copy()
     pairs["response"] = pairs["response"].astype(object).where(pairs["response"].notna(), "")
     return pairs
 

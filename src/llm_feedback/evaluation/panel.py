@@ -337,8 +337,8 @@ def agreement_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
 
 
 def metrics_with_agreement(judgments: pd.DataFrame, config: EvaluateParams) -> pd.DataFrame:
-    """`eval_metrics`: `compute_metrics`' rows, the means corrected by a slice of gold
-    scores (`corrected`), then the agreement rows.
+    """`eval_metrics`: `compute_metrics`' rows, the means and win rates corrected by a
+    slice of gold labels (`corrected`), then the agreement rows.
 
     Args:
         judgments: eval_judgments rows.

@@ -16,8 +16,9 @@ MT-Bench multi-turn style, in mode `single_1_10`).
 
 Pairwise samples (mode `pairwise`) are two rows per instance: the first row's response is
 "A", the second's "B". They may carry a human label: `gold` ("A", "B" or "tie", the same
-on both rows), `gold_labels` and `gold_annotators` (each annotator's label and name), as
-`validation.formats` reads them from the published files. Any other column is kept through
+on both rows; null on both where only a slice of the pairs is labelled), `gold_labels` and
+`gold_annotators` (each annotator's label and name), as `validation.formats` reads them
+from the published files. Any other column is kept through
 to `eval_judgments` (pairwise: as `<column>_a` / `<column>_b`, the gold columns as they
 are); a column whose name eval_judgments already uses is refused by name.
 """
@@ -312,10 +313,11 @@ def carried_columns(frame: pd.DataFrame, config: EvaluateParams) -> list[str]:
 
 
 def _check_gold(frame: pd.DataFrame, samples: pd.DataFrame, check: _RowChecker) -> None:
-    """Gold labels are pairwise verdicts, one per instance, on its two rows."""
+    """Gold labels are pairwise verdicts, one per instance, on its two rows; an instance
+    may have none (a slice of the pairs labelled), on both rows."""
     gold = _values(frame, "gold")
     for row, value in enumerate(gold):
-        if value not in VERDICTS:
+        if value is not None and value not in VERDICTS:
             raise check.fail(row, "gold", f"must be A, B or tie, got {value!r}")
     firsts = samples.assign(gold=gold).drop_duplicates(["instance_id", "turn", "model"])
     for instance_id, group in firsts.groupby(["instance_id", "turn"], sort=False):
@@ -326,7 +328,7 @@ def _check_gold(frame: pd.DataFrame, samples: pd.DataFrame, check: _RowChecker) 
                 f"a labelled pair has two responses (the first A, the second B); instance "
                 f"{instance_id[0]!r} has {group['model'].nunique()}",
             )
-        if group["gold"].nunique() != 1:
+        if group["gold"].nunique(dropna=False) != 1:
             raise check.fail(int(group.index[1]), "gold", "differs from the instance's first row")
 
 

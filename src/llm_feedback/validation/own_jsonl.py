@@ -13,10 +13,16 @@ annotator1, annotator2, ...) or an object {annotator: label}. Pointwise:
 with `scores` (a list or an object) for several annotators. Optional: `instance_id`
 (default `item-<line>`), `model_a` / `model_b` (default `response_a` / `response_b`),
 `model` (default `response`), `category`. One file holds one kind: pairwise or pointwise.
+
+Gold on a slice of the pairs: a pairwise line may leave its label out (no `label` /
+`labels`, or null), so long as some line of the file has one; its rows get no gold (the
+judge judges it; the labelled lines are the human slice that validates the judge and
+corrects its win rates). The labelled share is logged.
 """
 
 from __future__ import annotations
 
+import logging
 import numbers
 from pathlib import Path
 from typing import Any
@@ -24,19 +30,27 @@ from typing import Any
 from llm_feedback.core.errors import InputError
 from llm_feedback.validation.records import Record, field, pair_rows, text_field
 
+logger = logging.getLogger(__name__)
+
 PAIRWISE_LABELS = ("A", "B", "tie")
+_PAIR_LABEL_FIELDS = ("label", "labels")
 
 
 def _kind(data: dict[str, Any]) -> str | None:
-    if {"response_a", "response_b"} <= data.keys() and data.keys() & {"label", "labels"}:
+    if {"response_a", "response_b"} <= data.keys():
         return "pairwise"
     if "response" in data and data.keys() & {"score", "scores"}:
         return "pointwise"
     return None
 
 
+def _labelled(data: dict[str, Any]) -> bool:
+    """Whether a pairwise line carries a label (a null one is none)."""
+    return any(data.get(name) is not None for name in _PAIR_LABEL_FIELDS)
+
+
 def matches(data: dict[str, Any]) -> bool:
-    """Whether a record has our JSONL shape, pairwise or pointwise.
+    """Whether a record has our JSONL shape, pairwise (labelled or not) or pointwise.
 
     Args:
         data: one record.
@@ -81,8 +95,27 @@ def _scores(path: Path, record: Record) -> tuple[list[float], list[str]]:
     return [float(score) for score in scores], annotators
 
 
+def _check_some_labelled(path: Path, records: list[Record], labelled: int) -> None:
+    """A pairwise file needs gold on some pair (a file of none is no gold-labelled file)."""
+    if not labelled:
+        raise InputError(
+            f"{path}, {records[0].where}: expected question with response_a, response_b and "
+            "label(s) on at least one pair (no pair of the file has a label)"
+        )
+    if labelled < len(records):
+        logger.info(
+            "%s: %d of %d pairs carry gold (%.0f%%): the rest are judged, the labelled ones "
+            "validate the judge and correct its win rates",
+            path,
+            labelled,
+            len(records),
+            100 * labelled / len(records),
+        )
+
+
 def rows(path: Path, records: list[Record]) -> list[dict[str, Any]]:
-    """eval_samples-shaped rows with gold columns (see `formats`).
+    """eval_samples-shaped rows with gold columns (see `formats`); an unlabelled pair's
+    rows have none.
 
     Args:
         path: the file, named in errors.
@@ -92,6 +125,7 @@ def rows(path: Path, records: list[Record]) -> list[dict[str, Any]]:
         The rows.
     """
     kind = None
+    labelled = 0
     out: list[dict[str, Any]] = []
     for record in records:
         this = _kind(record.data) if "question" in record.data else None
@@ -108,7 +142,8 @@ def rows(path: Path, records: list[Record]) -> list[dict[str, Any]]:
         question = text_field(path, record, "question")
         category = text_field(path, record, "category", required=False)
         if kind == "pairwise":
-            labels, annotators = _labels(path, record)
+            labels, annotators = _labels(path, record) if _labelled(record.data) else ([], [])
+            labelled += bool(labels)
             model_a = text_field(path, record, "model_a", required=False) or "response_a"
             model_b = text_field(path, record, "model_b", required=False) or "response_b"
             if model_a == model_b:
@@ -138,4 +173,6 @@ def rows(path: Path, records: list[Record]) -> list[dict[str, Any]]:
                     "gold_annotators": annotators,
                 }
             )
+    if kind == "pairwise":
+        _check_some_labelled(path, records, labelled)
     return out
