@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 import time
 import uuid
 from collections import Counter
@@ -358,9 +357,8 @@ class BatchJobs:
                 )
                 if response.status not in RETRYABLE_STATUS:
                     break
-            ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
             if attempt < self.config.max_retries:
-                await asyncio.sleep(random.uniform(ceiling / 2, ceiling))
+                await asyncio.sleep(self.config.backoff_s(attempt))
         what = route.partition("/")[0]
         raise EndpointError(f"{self.config.describe()}: {method} {what} failed: {redact(problem)}")
 

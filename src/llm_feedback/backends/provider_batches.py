@@ -19,7 +19,6 @@ import asyncio
 import base64
 import logging
 import os
-import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -305,15 +304,8 @@ class ProviderBatchJobs:
                 problem = str(error)
                 if attempt == self.config.max_retries:
                     break
-                await asyncio.sleep(_backoff(self.config, attempt, error.retry_after))
+                await asyncio.sleep(self.config.backoff_s(attempt, error.retry_after))
             except EndpointError as error:
                 problem = str(error)
                 break
         raise EndpointError(f"{self.config.describe()}: {what} failed: {redact(problem)}")
-
-
-def _backoff(config: EndpointConfig, attempt: int, retry_after: float | None) -> float:
-    if retry_after is not None:
-        return min(retry_after, config.backoff_max_s)
-    ceiling = min(config.backoff_max_s, config.backoff_base_s * 2**attempt)
-    return random.uniform(ceiling / 2, ceiling)
