@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import httpx2
 
 from llm_feedback.backends.base import BackendTraits, EndpointConfig, RetryableError
+from llm_feedback.backends.batch_api import BatchState
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import Media, MediaError
@@ -40,7 +41,7 @@ from llm_feedback.backends.openai_backend import (
 )
 from llm_feedback.backends.options import bounds
 from llm_feedback.backends.preflight import probe_over_http
-from llm_feedback.backends.provider_batches import BatchState, ProviderBatchJobs, ProviderOptions
+from llm_feedback.backends.provider_batches import ProviderBatchJobs, ProviderOptions
 from llm_feedback.backends.secrets import redact
 from llm_feedback.core.errors import ConfigError, EndpointError
 

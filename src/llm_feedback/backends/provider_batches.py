@@ -1,8 +1,8 @@
 """Batch APIs reached through a provider's own SDK: Anthropic Message Batches and Gemini
 batch mode (`mode: batch` on an `anthropic` or `gemini` endpoint).
 
-The same contract as the OpenAI / Azure Batch API (backends/batch_api.py): `LLMClient` hands
-over the requests the cache did not answer; they are split into batches within the
+The same cycle as the OpenAI / Azure Batch API's (`batch_api.LedgerBatchJobs`): `LLMClient`
+hands over the requests the cache did not answer; they are split into batches within the
 provider's limits (requests and bytes per batch), each batch is recorded in the ledger beside
 the request cache before any wait (a run killed while polling resumes the same batches
 instead of paying twice), polled with backoff, and its results are handed back by the
@@ -17,24 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import logging
 import os
-import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
 import orjson
 
 from llm_feedback.backends.base import EndpointConfig, RetryableError
-from llm_feedback.backends.batch_api import BatchLedger, SubmittedBatch
+from llm_feedback.backends.batch_api import (
+    BatchLedger,
+    BatchState,
+    LedgerBatchJobs,
+    SubmittedBatch,
+)
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError
 from llm_feedback.backends.options import BackendOptions, bounds
 from llm_feedback.backends.secrets import redact
-from llm_feedback.core.errors import BatchPending, ConfigError, EndpointError
-
-logger = logging.getLogger(__name__)
+from llm_feedback.core.errors import ConfigError, EndpointError
 
 _DAY_S = 86_400.0
 # What the batch body adds around each request's JSON (separators, the list's brackets).
@@ -77,19 +78,6 @@ class ProviderOptions(BackendOptions):
 
     def public_url(self) -> str | None:
         return self.resolved_base_url()
-
-
-@dataclass(frozen=True)
-class BatchState:
-    """A batch as one retrieve saw it."""
-
-    finished: bool
-    status: str  # the provider's own word (in_progress, ended, JOB_STATE_SUCCEEDED, ...)
-    succeeded: int = 0
-    failed: int = 0
-    total: int = 0
-    # Why requests without a result have none (the batch expired, failed, was cancelled).
-    reason: str = ""
 
 
 class ProviderBatchAPI(Protocol):
@@ -150,51 +138,29 @@ def _as_sent(value: Any) -> Any:
 
 
 @dataclass
-class ProviderBatchJobs:
-    """Submits requests as provider batches and collects their answers, for one endpoint
-    (the interface of batch_api.BatchJobs)."""
+class ProviderBatchJobs(LedgerBatchJobs):
+    """Submits requests as provider batches and collects their answers, for one endpoint."""
 
     config: EndpointConfig
     api: ProviderBatchAPI
     ledger: BatchLedger
     namespace: str
 
-    async def answer(
-        self, pending: dict[str, ChatRequest], on_answer: Callable[[str, ChatResult], None]
-    ) -> dict[str, str]:
-        """Answer `pending` (cache key -> request) through batches, resuming recorded ones.
-
-        Args:
-            pending: The requests to answer, by cache key.
-            on_answer: Gets every answer as it is collected (also those of keys outside
-                `pending` that a resumed batch carries: they were paid for) and every
-                request that could not be put into a batch, as a failure.
-
-        Returns:
-            The keys no batch answered, each with the reason.
-        """
-        resumed = [
-            batch
-            for batch in self.ledger.load()
-            if (batch.namespace, batch.model) == (self.namespace, self.config.model)
-            and not pending.keys().isdisjoint(batch.custom_ids)
-        ]
-        covered = {key for batch in resumed for key in batch.custom_ids}
-        if resumed:
-            logger.info(
-                "%s: resuming %d submitted batch(es) (%s) for %d requests",
-                self.config.describe(),
-                len(resumed),
-                ", ".join(batch.id for batch in resumed),
-                len(covered & pending.keys()),
-            )
-        fresh = [key for key in pending if key not in covered]
+    async def _submit(
+        self,
+        keys: list[str],
+        pending: dict[str, ChatRequest],
+        on_answer: Callable[[str, ChatResult], None],
+    ) -> list[SubmittedBatch]:
         submitted = []
-        for keys, entries, size in sized_chunks(
-            self._entries(fresh, pending, on_answer), self.api.max_requests, self.api.max_bytes
+        for chunk_keys, entries, size in sized_chunks(
+            self._entries(keys, pending, on_answer), self.api.max_requests, self.api.max_bytes
         ):
-            submitted.append(await self._submit(keys, entries, size))
-        return await self._collect([*resumed, *submitted], pending, on_answer)
+            batch_id = await self._retrying(
+                "create batch", lambda chunk=entries: self.api.create(chunk)
+            )
+            submitted.append(self._record(batch_id, chunk_keys, size))
+        return submitted
 
     def _entries(
         self,
@@ -208,91 +174,17 @@ class ProviderBatchJobs:
             except MediaError as error:  # this row's own failure, not the batch's
                 on_answer(key, ChatResult.failure(str(error), model=self.config.model))
 
-    async def _submit(self, keys: list[str], entries: list[dict[str, Any]], size: int):
-        batch_id = await self._retrying("create batch", lambda: self.api.create(entries))
-        batch = SubmittedBatch(
-            id=batch_id,
-            namespace=self.namespace,
-            model=self.config.model,
-            custom_ids=tuple(keys),
-            submitted_at=time.time(),
-        )
-        self.ledger.add(batch)  # before any wait: a killed run resumes this batch
-        logger.info(
-            "%s: submitted batch %s with %d requests (%d bytes)",
-            self.config.describe(),
-            batch_id,
-            len(keys),
-            size,
-        )
-        return batch
+    async def _retrieve(self, batch_id: str) -> BatchState:
+        return await self._retrying(f"retrieve batch {batch_id}", lambda: self.api.state(batch_id))
 
-    async def _collect(
-        self,
-        batches: list[SubmittedBatch],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
-    ) -> dict[str, str]:
-        unanswered: dict[str, str] = {}
-        waiting = {batch.id: batch for batch in batches}
-        options = self.config.options
-        delay = options.batch_poll_seconds
-        while waiting:
-            succeeded = failed = total = 0
-            statuses: dict[str, int] = {}
-            for batch_id, batch in list(waiting.items()):
-                state = await self._state(batch_id)
-                statuses[state.status] = statuses.get(state.status, 0) + 1
-                succeeded, failed = succeeded + state.succeeded, failed + state.failed
-                total += state.total or len(batch.custom_ids)
-                if not state.finished:
-                    continue
-                results = await self._retrying(
-                    f"results of batch {batch_id}", lambda b=batch_id: self.api.results(b)
-                )
-                answered: dict[str, str] = {}
-                for key, result in results:
-                    if result.ok:
-                        result.via_batch = True
-                        on_answer(key, result)
-                        answered[key] = ""
-                    else:
-                        answered.setdefault(key, result.error or "no result")
-                reason = state.reason or f"batch {batch_id} {state.status}"
-                for key in batch.custom_ids:
-                    if key in pending and answered.get(key) != "":
-                        unanswered[key] = f"{reason}: {answered.get(key) or 'no result'}"
-                self.ledger.remove(batch_id)
-                del waiting[batch_id]
-            logger.info(
-                "%s: batches %s; requests %d of %d succeeded, %d failed",
-                self.config.describe(),
-                ", ".join(f"{n} {status}" for status, n in sorted(statuses.items())),
-                succeeded,
-                total,
-                failed,
-            )
-            if waiting and not options.batch_wait:
-                raise BatchPending(
-                    f"{self.config.describe()}: {len(waiting)} batch(es) submitted and not "
-                    f"finished ({', '.join(waiting)}), recorded in {self.ledger.path}; "
-                    "run the same command later to collect their answers (batch_wait: false)"
-                )
-            if waiting:
-                await asyncio.sleep(delay)
-                delay = min(delay * 1.5, options.batch_poll_max_seconds)
-        return unanswered
-
-    async def _state(self, batch_id: str) -> BatchState:
-        try:
-            return await self._retrying(
-                f"retrieve batch {batch_id}", lambda: self.api.state(batch_id)
-            )
-        except EndpointError as error:
-            raise EndpointError(
-                f"{error}; batch {batch_id} is recorded in {self.ledger.path}: if the "
-                "provider no longer knows it, remove its entry and its requests are submitted anew"
-            ) from None
+    async def _results(
+        self, batch: SubmittedBatch, state: BatchState, pending: dict[str, ChatRequest]
+    ) -> AsyncIterator[tuple[str, ChatResult]]:
+        results = await self._retrying(
+            f"results of batch {batch.id}", lambda: self.api.results(batch.id)
+        )
+        for answer in results:
+            yield answer
 
     async def _retrying(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
         """`call()` with the endpoint's retries; EndpointError naming `what` when it fails."""
