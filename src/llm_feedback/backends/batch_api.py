@@ -24,7 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import orjson
 
@@ -49,6 +49,7 @@ FINISHED = frozenset({"completed", "expired", "cancelled", "failed"})
 COMPLETION_WINDOW = "24h"
 # What a batch output line adds around its reply body (ids, status, request id).
 BATCH_LINE_ENVELOPE_BYTES = 4096
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -274,25 +275,46 @@ class LedgerBatchJobs:
             ) from None
 
 
+def batch_chunks(
+    items: Iterable[tuple[str, T, int]], max_requests: int, max_bytes: int
+) -> Iterator[tuple[list[str], list[T], int]]:
+    """A Batch API's requests cut into batches within its limits.
+
+    Args:
+        items: (key, request as the batch holds it, its size in bytes) in order.
+        max_requests: The most requests a batch may hold.
+        max_bytes: The most bytes a batch's requests may add up to.
+
+    Yields:
+        (keys, requests, bytes) chunks, in order.
+
+    Raises:
+        EndpointError: A request alone is larger than `max_bytes`.
+    """
+    keys: list[str] = []
+    chunk: list[T] = []
+    size = 0
+    for key, item, length in items:
+        if length > max_bytes:
+            raise EndpointError(
+                f"request {key} alone is {length} bytes, over batch_max_bytes ({max_bytes})"
+            )
+        if keys and (len(keys) == max_requests or size + length > max_bytes):
+            yield keys, chunk, size
+            keys, chunk, size = [], [], 0
+        keys.append(key)
+        chunk.append(item)
+        size += length
+    if keys:
+        yield keys, chunk, size
+
+
 def jsonl_chunks(
     lines: Iterable[tuple[str, bytes]], max_requests: int, max_bytes: int
 ) -> Iterator[tuple[list[str], bytes]]:
     """(custom_ids, JSONL file) chunks of at most `max_requests` lines and `max_bytes`."""
-    ids: list[str] = []
-    parts: list[bytes] = []
-    size = 0
-    for custom_id, line in lines:
-        if len(line) + 1 > max_bytes:
-            raise EndpointError(
-                f"request {custom_id} alone is {len(line)} bytes, over batch_max_bytes"
-            )
-        if ids and (len(ids) == max_requests or size + len(line) + 1 > max_bytes):
-            yield ids, b"".join(parts)
-            ids, parts, size = [], [], 0
-        ids.append(custom_id)
-        parts.append(line + b"\n")
-        size += len(line) + 1
-    if ids:
+    framed = ((custom_id, line + b"\n", len(line) + 1) for custom_id, line in lines)
+    for ids, parts, _ in batch_chunks(framed, max_requests, max_bytes):
         yield ids, b"".join(parts)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -30,6 +30,7 @@ from llm_feedback.backends.batch_api import (
     BatchState,
     LedgerBatchJobs,
     SubmittedBatch,
+    batch_chunks,
 )
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.media import MediaError
@@ -106,30 +107,6 @@ class ProviderBatchAPI(Protocol):
         ...
 
 
-def sized_chunks(
-    entries: Iterable[tuple[str, dict[str, Any]]], max_requests: int, max_bytes: int
-) -> Iterator[tuple[list[str], list[dict[str, Any]], int]]:
-    """(keys, entries, bytes) chunks of at most `max_requests` entries whose JSON adds up
-    to at most `max_bytes`; EndpointError for an entry that alone is larger."""
-    keys: list[str] = []
-    chunk: list[dict[str, Any]] = []
-    size = 0
-    for key, entry in entries:
-        length = len(orjson.dumps(entry, default=_as_sent)) + _ENTRY_OVERHEAD_BYTES
-        if length > max_bytes:
-            raise EndpointError(
-                f"request {key} alone is {length} bytes, over batch_max_bytes ({max_bytes})"
-            )
-        if keys and (len(keys) == max_requests or size + length > max_bytes):
-            yield keys, chunk, size
-            keys, chunk, size = [], [], 0
-        keys.append(key)
-        chunk.append(entry)
-        size += length
-    if keys:
-        yield keys, chunk, size
-
-
 def _as_sent(value: Any) -> Any:
     """Bytes (inline media) as the SDK sends them: base64 text."""
     if isinstance(value, bytes):
@@ -152,9 +129,13 @@ class ProviderBatchJobs(LedgerBatchJobs):
         pending: dict[str, ChatRequest],
         on_answer: Callable[[str, ChatResult], None],
     ) -> list[SubmittedBatch]:
+        sized = (
+            (key, entry, len(orjson.dumps(entry, default=_as_sent)) + _ENTRY_OVERHEAD_BYTES)
+            for key, entry in self._entries(keys, pending, on_answer)
+        )
         submitted = []
-        for chunk_keys, entries, size in sized_chunks(
-            self._entries(keys, pending, on_answer), self.api.max_requests, self.api.max_bytes
+        for chunk_keys, entries, size in batch_chunks(
+            sized, self.api.max_requests, self.api.max_bytes
         ):
             batch_id = await self._retrying(
                 "create batch", lambda chunk=entries: self.api.create(chunk)
