@@ -118,7 +118,7 @@ class LedgerBatchJobs:
     """Submits requests as batches and collects their answers, for one endpoint: what
     every Batch API shares. Batches the ledger records for the endpoint are resumed, the
     rest submitted (`_submit`), each recorded in the ledger before any wait (`_record`),
-    polled with backoff (`_retrieve`) and, once finished, read (`_read_finished`)."""
+    polled with backoff (`_retrieve`) and, once finished, read (`_results`)."""
 
     #: The provider's word for a request its batch answered, as the progress line says it.
     answered_word: ClassVar[str] = "succeeded"
