@@ -50,6 +50,8 @@ COMPLETION_WINDOW = "24h"
 # What a batch output line adds around its reply body (ids, status, request id).
 BATCH_LINE_ENVELOPE_BYTES = 4096
 T = TypeVar("T")
+#: Gets each answer a batch gave, by its request's cache key.
+OnAnswer = Callable[[str, ChatResult], None]
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,7 @@ class LedgerBatchJobs:
     #: The endpoint's cache namespace: batches of other endpoints are kept apart.
     namespace: str
 
-    async def answer(
-        self, pending: dict[str, ChatRequest], on_answer: Callable[[str, ChatResult], None]
-    ) -> dict[str, str]:
+    async def answer(self, pending: dict[str, ChatRequest], on_answer: OnAnswer) -> dict[str, str]:
         """Answer `pending` (cache key -> request) through batches, resuming recorded ones.
 
         Args:
@@ -162,10 +162,7 @@ class LedgerBatchJobs:
         return await self._collect([*resumed, *submitted], pending, on_answer)
 
     async def _submit(
-        self,
-        keys: list[str],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        self, keys: list[str], pending: dict[str, ChatRequest], on_answer: OnAnswer
     ) -> list[SubmittedBatch]:
         """Submit `keys`' requests in batches within the API's limits, each `_record`ed."""
         raise NotImplementedError
@@ -185,7 +182,7 @@ class LedgerBatchJobs:
         batch: SubmittedBatch,
         state: BatchState,
         pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        on_answer: OnAnswer,
     ) -> dict[str, str]:
         """Hand every successful answer of a finished batch to `on_answer`; returns
         key -> "" for each answer, -> why for each failed request."""
@@ -219,10 +216,7 @@ class LedgerBatchJobs:
         return batch
 
     async def _collect(
-        self,
-        batches: list[SubmittedBatch],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        self, batches: list[SubmittedBatch], pending: dict[str, ChatRequest], on_answer: OnAnswer
     ) -> dict[str, str]:
         unanswered: dict[str, str] = {}
         waiting = {batch.id: batch for batch in batches}
@@ -343,10 +337,7 @@ class BatchJobs(LedgerBatchJobs):
         self._route = route
 
     async def _submit(
-        self,
-        keys: list[str],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        self, keys: list[str], pending: dict[str, ChatRequest], on_answer: OnAnswer
     ) -> list[SubmittedBatch]:
         lines = (
             (key, orjson.dumps(self._line(key, pending[key]))) for key in keys

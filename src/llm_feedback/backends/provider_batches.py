@@ -29,6 +29,7 @@ from llm_feedback.backends.batch_api import (
     BatchLedger,
     BatchState,
     LedgerBatchJobs,
+    OnAnswer,
     SubmittedBatch,
     batch_chunks,
 )
@@ -124,10 +125,7 @@ class ProviderBatchJobs(LedgerBatchJobs):
     namespace: str
 
     async def _submit(
-        self,
-        keys: list[str],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        self, keys: list[str], pending: dict[str, ChatRequest], on_answer: OnAnswer
     ) -> list[SubmittedBatch]:
         sized = (
             (key, entry, len(orjson.dumps(entry, default=_as_sent)) + _ENTRY_OVERHEAD_BYTES)
@@ -144,10 +142,7 @@ class ProviderBatchJobs(LedgerBatchJobs):
         return submitted
 
     def _entries(
-        self,
-        keys: list[str],
-        pending: dict[str, ChatRequest],
-        on_answer: Callable[[str, ChatResult], None],
+        self, keys: list[str], pending: dict[str, ChatRequest], on_answer: OnAnswer
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         for key in keys:
             try:
