@@ -7,7 +7,7 @@ import httpx2
 import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
-from llm_feedback.backends.batch_api import LEDGER_SUFFIX
+from llm_feedback.backends.batch_api import LEDGER_SUFFIX, batch_chunks, jsonl_chunks
 from llm_feedback.core.errors import BatchPending, ConfigError, EndpointError
 from llm_feedback.testing.server import BatchScript, FakeLLMServer, Reply, flaky, scripted
 
@@ -273,3 +273,21 @@ def test_busy_batch_calls_are_retried(cache):
         results = _complete(_endpoint(server), cache, _requests(3))
     assert all(r.ok and r.via_batch for r in results)
     assert server.batch_counts["batches_created"] == 1
+
+
+def test_batches_are_cut_within_both_limits_and_a_request_over_the_byte_limit_is_refused():
+    sized = [(f"k{i}", f"entry {i}", 400) for i in range(5)]
+    assert [keys for keys, _, _ in batch_chunks(sized, 2, 10_000)] == [
+        ["k0", "k1"],
+        ["k2", "k3"],
+        ["k4"],
+    ]
+    assert [(keys, size) for keys, _, size in batch_chunks(sized, 100, 1000)] == [
+        (["k0", "k1"], 800),
+        (["k2", "k3"], 800),
+        (["k4"], 400),
+    ]
+    lines = [("a", b'{"n": 1}'), ("b", b'{"n": 2}')]
+    assert list(jsonl_chunks(lines, 100, 1000)) == [(["a", "b"], b'{"n": 1}\n{"n": 2}\n')]
+    with pytest.raises(EndpointError, match=r"request big alone is 1001 bytes.*\(1000\)"):
+        list(batch_chunks([("big", "x", 1001)], 100, 1000))

@@ -13,7 +13,7 @@ import pytest
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
 from llm_feedback.backends.rate_limit import BURST_S
 from llm_feedback.testing.server import FakeLLMServer, RateLimits, echo_responder
-from tests.backends.test_provider_backends import PROVIDERS
+from tests.backends.test_provider_backends import PROVIDERS, endpoint
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
@@ -23,18 +23,9 @@ SERVER_BURST_S = 2 * BURST_S
 RPM = 1200.0  # 20 a second: within what one SDK client sends on a shared 2-core machine
 
 
-def endpoint(server: FakeLLMServer, backend: str, **settings) -> EndpointConfig:
-    definition = {
-        "backend": backend,
-        "model": "fake-model",
-        "base_url": server.base_url.removesuffix("/v1"),
-        "backoff_base_s": 0.01,
-        "backoff_max_s": 5.0,
-        "max_retries": 20,
-        "max_concurrent": 16,
-        **settings,
-    }
-    return EndpointConfig.from_dict(definition, name="limited")
+def limited(server: FakeLLMServer, backend: str, **settings) -> EndpointConfig:
+    """A provider endpoint that retries long enough to ride out the server's refusals."""
+    return endpoint(server, backend, max_retries=20, max_concurrent=16, **settings)
 
 
 def run(server: FakeLLMServer, config: EndpointConfig, n: int):
@@ -51,7 +42,7 @@ def test_configured_limits_pace_without_a_429(backend):
     n = 120
     limits = RateLimits(requests_per_minute=RPM, burst_s=SERVER_BURST_S)
     with FakeLLMServer(echo_responder, rate_limits=limits) as server:
-        results, elapsed = run(server, endpoint(server, backend, requests_per_minute=RPM), n)
+        results, elapsed = run(server, limited(server, backend, requests_per_minute=RPM), n)
         stats = server.stats()
     assert all(result.ok for result in results)
     assert stats["rate_limited"] == 0 and stats["chat_requests"] == n
@@ -63,7 +54,7 @@ def test_anthropics_headers_set_the_pace_where_none_is_configured():
     n = 120
     limits = RateLimits(requests_per_minute=RPM, burst_s=SERVER_BURST_S)
     with FakeLLMServer(echo_responder, rate_limits=limits) as server:
-        results, elapsed = run(server, endpoint(server, "anthropic"), n)
+        results, elapsed = run(server, limited(server, "anthropic"), n)
         stats = server.stats()
     assert all(result.ok for result in results)
     # The first answers' headers name the limit: from then on no refusal.
@@ -76,7 +67,7 @@ def test_geminis_429s_are_retried_after_the_wait_they_name():
     delays hold every send, and every call is answered."""
     limits = RateLimits(requests_per_minute=RPM, burst_s=SERVER_BURST_S)
     with FakeLLMServer(echo_responder, rate_limits=limits) as server:
-        results, _ = run(server, endpoint(server, "gemini"), 80)
+        results, _ = run(server, limited(server, "gemini"), 80)
         stats = server.stats()
     assert all(result.ok for result in results)
     assert stats["rate_limited"] > 0 and stats["chat_requests"] == 80

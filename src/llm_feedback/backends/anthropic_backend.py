@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import httpx2
 import orjson
 
-from llm_feedback.backends.base import BackendTraits, EndpointConfig, RetryableError
+from llm_feedback.backends.base import EndpointConfig, RetryableError
+from llm_feedback.backends.batch_api import BatchState
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import Media, MediaError
@@ -47,15 +48,14 @@ from llm_feedback.backends.openai_backend import (
     too_large_message,
 )
 from llm_feedback.backends.options import bounds
-from llm_feedback.backends.preflight import probe_over_http
-from llm_feedback.backends.provider_batches import BatchState, ProviderBatchJobs, ProviderOptions
+from llm_feedback.backends.provider_batches import ProviderOptions
+from llm_feedback.backends.provider_sdk import ProviderSDKBackend, ProviderSDKBatches
 from llm_feedback.backends.secrets import redact
-from llm_feedback.core.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import anthropic
 
-    from llm_feedback.backends.batch_api import BatchLedger
 
 # Message Batches limits: requests and bytes per batch.
 BATCH_MAX_REQUESTS = 100_000
@@ -230,29 +230,11 @@ def _detail(error: anthropic.APIStatusError) -> str:
     return redact(f"{kind}: {detail.get('message') or error.message}")
 
 
-def _status_message(error: anthropic.APIStatusError) -> str:
-    return f"HTTP {error.status_code}: {_detail(error)}"
-
-
-class AnthropicBackend(BackendTraits):
+class AnthropicBackend(ProviderSDKBackend):
     """Claude through the official `anthropic` SDK (a `RequestBackend`)."""
 
-    is_batch = False
-    default_concurrency = 32
+    name = "anthropic"
     options_type: ClassVar[type] = AnthropicOptions
-
-    def __init__(self, config: EndpointConfig) -> None:
-        self.config = config
-        self.model = config.model
-        self._base_url = config.options.resolved_base_url()
-
-    @classmethod
-    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
-        probe_over_http(config, timeout_s)
-
-    @classmethod
-    def uses_batch_api(cls, config: EndpointConfig) -> bool:
-        return config.options.mode == "batch"
 
     @classmethod
     def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
@@ -287,16 +269,6 @@ class AnthropicBackend(BackendTraits):
                 f"got {config.reasoning_effort}"
             )
 
-    @property
-    def cache_namespace(self) -> str:
-        return f"anthropic:{self._base_url}"
-
-    def open(self) -> None:
-        """Nothing to start for a remote API."""
-
-    def close(self) -> None:
-        """Nothing to stop for a remote API."""
-
     def make_sdk_client(self) -> anthropic.AsyncAnthropic:
         """One SDK client per event loop (its connection pool belongs to that loop)."""
         anthropic = _sdk()
@@ -314,12 +286,19 @@ class AnthropicBackend(BackendTraits):
             http_client=http_client,
         )
 
+    def sdk_errors(self) -> tuple[type[Exception], ...]:
+        anthropic = _sdk()
+        return (anthropic.APIStatusError, anthropic.APIConnectionError)
+
+    def status_message(self, error: anthropic.APIStatusError) -> str:
+        return f"HTTP {error.status_code}: {_detail(error)}"
+
     def classify(self, error: Exception) -> Exception:
         """An SDK error as what the client acts on: RetryableError (busy, overloaded, cut
         off), EndpointError (a rejected key), or the error itself (this request's own)."""
         anthropic = _sdk()
         if isinstance(error, anthropic.APIStatusError):
-            message = _status_message(error)
+            message = self.status_message(error)
             if error.status_code in AUTH_STATUS:
                 return auth_failure(self.config, error.status_code, message)
             if error.status_code in ANTHROPIC_RETRYABLE:
@@ -358,12 +337,7 @@ class AnthropicBackend(BackendTraits):
         except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
             if isinstance(error, anthropic.APIStatusError):
                 self._observe(error.response.headers)  # a 429's say what is left
-            verdict = self.classify(error)
-            if verdict is error:
-                return ChatResult.failure(
-                    _status_message(error), time.perf_counter() - started, self.model
-                )
-            raise verdict from None
+            return self.own_failure(error, started)
         latency = time.perf_counter() - started
         try:
             return message_result(orjson.loads(content), latency, self.model)
@@ -374,10 +348,6 @@ class AnthropicBackend(BackendTraits):
         """Hand Anthropic's rate-limit headers to the client's pacing (`on_headers`)."""
         if self.on_headers is not None:
             self.on_headers(rate_limit_headers(headers))
-
-    async def probe(self, sdk: anthropic.AsyncAnthropic, timeout_s: float) -> bool:
-        """Whether the API answers a model listing within `timeout_s`."""
-        return (await self.ask(sdk, "models", timeout_s)).status == 200
 
     async def ask(self, sdk: anthropic.AsyncAnthropic, route: str, timeout_s: float):
         """The preflight's question: the models list, or one token of chat."""
@@ -396,22 +366,13 @@ class AnthropicBackend(BackendTraits):
             return ProbeAnswer(None, redact(str(error.__cause__ or error)))
         return ProbeAnswer(200, "")
 
-    def batch_jobs(self, sdk: anthropic.AsyncAnthropic, ledger: BatchLedger) -> ProviderBatchJobs:
-        """The Message Batches jobs of this endpoint (`mode: batch`)."""
-        return ProviderBatchJobs(
-            self.config, MessageBatches(self, sdk), ledger, self.cache_namespace
-        )
+    def batch_api(self, sdk: anthropic.AsyncAnthropic) -> MessageBatches:
+        """Message Batches (`mode: batch`)."""
+        return MessageBatches(self, sdk)
 
 
-class MessageBatches:
+class MessageBatches(ProviderSDKBatches):
     """Anthropic's Message Batches: create, retrieve, results (JSONL) through the SDK."""
-
-    def __init__(self, backend: AnthropicBackend, sdk: anthropic.AsyncAnthropic) -> None:
-        self._backend = backend
-        self._sdk = sdk
-        options = backend.config.options
-        self.max_requests = options.batch_max_requests
-        self.max_bytes = options.batch_max_bytes
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
         caching = self._backend.config.options.prompt_caching
@@ -459,16 +420,6 @@ class MessageBatches:
                 answer = ChatResult.failure(_UNANSWERED.get(result.type, result.type))
             found.append((line.custom_id, answer))
         return found
-
-    async def _call(self, call: Any) -> Any:
-        anthropic = _sdk()
-        try:
-            return await call
-        except (anthropic.APIStatusError, anthropic.APIConnectionError) as error:
-            verdict = self._backend.classify(error)
-            if verdict is error:
-                raise EndpointError(_status_message(error)) from None
-            raise verdict from None
 
 
 def _sdk() -> Any:

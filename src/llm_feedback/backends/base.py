@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -486,6 +487,22 @@ class EndpointConfig:
     def uses_structured_output(self) -> bool:
         # llama.cpp, vLLM and OpenAI all enforce JSON schemas; other servers may not.
         return True if self.structured_output is None else self.structured_output
+
+    def backoff_s(self, attempt: int, retry_after: float | None = None) -> float:
+        """How long to wait before retry number `attempt + 1` of a call to this endpoint.
+
+        Args:
+            attempt: The failed attempt's number, from 0.
+            retry_after: The wait the server asked for (Retry-After), if any.
+
+        Returns:
+            The server's wait capped at `backoff_max_s`, else exponential backoff from
+            `backoff_base_s` with jitter, within `backoff_max_s`.
+        """
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max_s)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2**attempt)
+        return random.uniform(ceiling / 2, ceiling)  # jitter spreads out synchronized retries
 
     def reply_byte_limit(self, max_tokens: int) -> int:
         """The largest reply body accepted for a request of `max_tokens`."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import threading
 import time
 from collections.abc import Iterable
@@ -429,7 +428,7 @@ class LLMClient:
                     break
                 self.stats.retries += 1
                 self._retry_log.note(last_error)
-                await asyncio.sleep(self._backoff(attempt, error.retry_after))
+                await asyncio.sleep(self.config.backoff_s(attempt, error.retry_after))
             else:
                 if limiter is not None:
                     limiter.settle(estimate, result)
@@ -439,12 +438,6 @@ class LLMClient:
             latency_s=time.perf_counter() - started,
             model=self.config.model,
         )
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.config.backoff_max_s)
-        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2**attempt)
-        return random.uniform(ceiling / 2, ceiling)  # jitter spreads out synchronized retries
 
 
 # -- the ways `stream` sends misses besides its own concurrent sends: a batch backend in

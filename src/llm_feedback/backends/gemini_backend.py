@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx2
 
-from llm_feedback.backends.base import BackendTraits, EndpointConfig, RetryableError
+from llm_feedback.backends.base import EndpointConfig, RetryableError
+from llm_feedback.backends.batch_api import BatchState
 from llm_feedback.backends.contract import ChatRequest, ChatResult
 from llm_feedback.backends.error_bodies import cap_error_body
 from llm_feedback.backends.media import Media, MediaError
@@ -39,15 +40,14 @@ from llm_feedback.backends.openai_backend import (
     auth_failure,
 )
 from llm_feedback.backends.options import bounds
-from llm_feedback.backends.preflight import probe_over_http
-from llm_feedback.backends.provider_batches import BatchState, ProviderBatchJobs, ProviderOptions
+from llm_feedback.backends.provider_batches import ProviderOptions
+from llm_feedback.backends.provider_sdk import ProviderSDKBackend, ProviderSDKBatches
 from llm_feedback.backends.secrets import redact
-from llm_feedback.core.errors import ConfigError, EndpointError
+from llm_feedback.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from google import genai
 
-    from llm_feedback.backends.batch_api import BatchLedger
 
 # Inline batch requests may add up to 20 MB; Google documents no cap on their number, so
 # 100,000 a batch by default keeps one batch's results bounded in memory.
@@ -199,10 +199,6 @@ def _rejects_key(details: Any) -> bool:
     )
 
 
-def _status_message(error: Any) -> str:
-    return f"HTTP {error.code}: {_detail(error)}"
-
-
 def _detail(error: Any) -> str:
     """A Google error's status and message ("RESOURCE_EXHAUSTED: ..."), masked."""
     return redact(f"{error.status}: {error.message}")
@@ -218,25 +214,11 @@ class GeminiConnection:
         await self.client.aio.aclose()
 
 
-class GeminiBackend(BackendTraits):
+class GeminiBackend(ProviderSDKBackend):
     """Gemini through the official `google-genai` SDK (a `RequestBackend`)."""
 
-    is_batch = False
-    default_concurrency = 32
+    name = "gemini"
     options_type: ClassVar[type] = GeminiOptions
-
-    def __init__(self, config: EndpointConfig) -> None:
-        self.config = config
-        self.model = config.model
-        self._base_url = config.options.resolved_base_url()
-
-    @classmethod
-    def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
-        probe_over_http(config, timeout_s)
-
-    @classmethod
-    def uses_batch_api(cls, config: EndpointConfig) -> bool:
-        return config.options.mode == "batch"
 
     @classmethod
     def logprobs_unavailable(cls, config: EndpointConfig) -> str | None:
@@ -267,16 +249,6 @@ class GeminiBackend(BackendTraits):
                 "reasoning_effort (Gemini 3's thinking_level), not both: the API refuses both"
             )
 
-    @property
-    def cache_namespace(self) -> str:
-        return f"gemini:{self._base_url}"
-
-    def open(self) -> None:
-        """Nothing to start for a remote API."""
-
-    def close(self) -> None:
-        """Nothing to stop for a remote API."""
-
     def make_sdk_client(self) -> GeminiConnection:
         """One SDK client per event loop (its connection pool belongs to that loop)."""
         genai = _sdk()
@@ -296,12 +268,18 @@ class GeminiBackend(BackendTraits):
         client = genai.Client(api_key=self.config.api_key() or "not-set", http_options=options)
         return GeminiConnection(client)
 
+    def sdk_errors(self) -> tuple[type[Exception], ...]:
+        return (_sdk().errors.APIError, httpx2.TransportError)
+
+    def status_message(self, error: Any) -> str:
+        return f"HTTP {error.code}: {_detail(error)}"
+
     def classify(self, error: Exception) -> Exception:
         """An SDK error as what the client acts on: RetryableError (rate limited, busy,
         cut off), EndpointError (a rejected key), or the error itself (this request's own)."""
         genai = _sdk()
         if isinstance(error, genai.errors.APIError):
-            message = _status_message(error)
+            message = self.status_message(error)
             if error.code in AUTH_STATUS or _rejects_key(error.details):
                 status = error.code if error.code in AUTH_STATUS else 401
                 return auth_failure(self.config, status, message)
@@ -332,19 +310,10 @@ class GeminiBackend(BackendTraits):
                 model=self.model, contents=contents, config=config
             )
         except (genai.errors.APIError, httpx2.TransportError) as error:
-            verdict = self.classify(error)
-            if verdict is error:
-                return ChatResult.failure(
-                    _status_message(error), time.perf_counter() - started, self.model
-                )
-            raise verdict from None
+            return self.own_failure(error, started)
         except (ValueError, TypeError) as error:  # a body the SDK cannot read
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
         return response_result(response, time.perf_counter() - started, self.model)
-
-    async def probe(self, sdk: GeminiConnection, timeout_s: float) -> bool:
-        """Whether the API knows the model, within `timeout_s`."""
-        return (await self.ask(sdk, "models", timeout_s)).status == 200
 
     async def ask(self, sdk: GeminiConnection, route: str, timeout_s: float) -> ProbeAnswer:
         """The preflight's question: the model's own entry (a wrong name is a 404)."""
@@ -362,22 +331,16 @@ class GeminiBackend(BackendTraits):
             return ProbeAnswer(None, redact(f"{type(error).__name__}: {error}"))
         return ProbeAnswer(200, "")
 
-    def batch_jobs(self, sdk: GeminiConnection, ledger: BatchLedger) -> ProviderBatchJobs:
-        """The batch-mode jobs of this endpoint (`mode: batch`)."""
-        return ProviderBatchJobs(
-            self.config, GeminiBatches(self, sdk), ledger, self.cache_namespace
-        )
+    def batch_api(self, sdk: GeminiConnection) -> GeminiBatches:
+        """Gemini's batch mode (`mode: batch`)."""
+        return GeminiBatches(self, sdk)
 
 
-class GeminiBatches:
+class GeminiBatches(ProviderSDKBatches):
     """Gemini batch mode with inline requests: create, get, read the inlined responses."""
 
     def __init__(self, backend: GeminiBackend, sdk: GeminiConnection) -> None:
-        self._backend = backend
-        self._sdk = sdk
-        options = backend.config.options
-        self.max_requests = options.batch_max_requests
-        self.max_bytes = options.batch_max_bytes
+        super().__init__(backend, sdk)
         # The job as the last poll saw it: a finished one carries its responses already.
         self._seen: dict[str, Any] = {}
 
@@ -431,16 +394,6 @@ class GeminiBatches:
                 continue
             found.append((key, answer))
         return found
-
-    async def _call(self, call: Any) -> Any:
-        genai = _sdk()
-        try:
-            return await call
-        except (genai.errors.APIError, httpx2.TransportError) as error:
-            verdict = self._backend.classify(error)
-            if verdict is error:
-                raise EndpointError(_status_message(error)) from None
-            raise verdict from None
 
 
 def _sdk() -> Any:
