@@ -302,3 +302,20 @@ def test_busy_batch_calls_are_retried_after_the_providers_wait(backend, tmp_path
     assert all(r.ok and r.via_batch for r in results)
     assert server.batch_counts["batches_created"] == 1
     assert elapsed < 10  # each wait was the provider's 0.05 s, not the 10 s backoff
+
+
+@pytest.mark.parametrize("backend", PROVIDERS)
+def test_a_long_thought_within_the_thinking_budget_is_not_refused_as_too_large(backend, tmp_path):
+    """The reply's size limit counts the thinking budget: ~80 kB of thought, over what the
+    verdict's 32 tokens alone allow, is a reply like any other."""
+    thought = "thought " * 10_000
+
+    def thinker(body, ctx):
+        return Reply(content='{"score": 8}', reasoning=thought)
+
+    with FakeLLMServer(thinker) as server:
+        config = endpoint(server, backend, reasoning_tokens=4096)
+        with LLMClient(config, None, progress=False) as client:
+            [result] = client.complete_many(judge_requests(1))
+    assert result.ok, result.error
+    assert result.text == '{"score": 8}'

@@ -323,7 +323,7 @@ class AnthropicBackend(ProviderSDKBackend):
         if timeout_s is not None:
             params["timeout"] = timeout_s
         started = time.perf_counter()
-        limit = self.config.reply_byte_limit(request.max_tokens)
+        limit = self.config.reply_byte_limit(request.token_budget)
         try:
             async with sdk.messages.with_streaming_response.create(**params) as streamed:
                 self._observe(streamed.http_response.headers)
