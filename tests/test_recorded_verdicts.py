@@ -491,9 +491,9 @@ def test_style_control_takes_away_an_advantage_owed_to_length_alone():
 
 
 @needs_arena_hard
-def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_format(tmp_path):
-    """Arena-Hard's show_result.py style control, run by benchmarks/anchors.py on judgments
-    written in its format over the shared answers (recorded in
+def test_scores_and_intervals_reproduce_arena_hards_on_judgments_in_its_format(tmp_path):
+    """Arena-Hard's show_result.py, plain and style-controlled, run by benchmarks/anchors.py
+    on judgments written in its format over the shared answers (recorded in
     benchmarks/results/anchors.json), against eval_arena_hard on the same judgments."""
     recorded = json.loads((PROJECT_ROOT / "benchmarks/results/anchors.json").read_text())
     theirs = recorded["arena_hard"]["reference"]
@@ -518,9 +518,9 @@ def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_forma
 
     judged = anchors.arena_hard_bench(tmp_path)
     endpoints = {"local": {"backend": "openai", "model": "none", "base_url": "http://127.0.0.1:9"}}
-    ours: dict[str, list[float]] = {}
+    ours: dict[str, list[dict]] = {}
     samples = judgments = None
-    for seed in range(3):
+    for seed in range(8):
         config = parse_evaluate(
             {
                 "mode": "pairwise",
@@ -539,12 +539,29 @@ def test_style_controlled_scores_reproduce_arena_hards_on_judgments_in_its_forma
             with pytest.warns(TokenCountWarning):
                 table = arena_hard_win_rates(judgments, samples, config)
         for row in table.to_dict("records"):
-            ours.setdefault(row["model"], []).append(row["style_controlled_score"])
+            ours.setdefault(row["model"], []).append(row)
     assert set(ours) == set(anchors.ARENA_MODELS)
-    for model, scores in ours.items():
-        their = np.mean([run["score"] for run in their_style[model]])
-        # Both are medians of 100 bootstrap fits: a few seeds' means agree within 0.5.
-        assert np.mean(scores) == pytest.approx(their, abs=0.5), model
+
+    def mean(runs: list[dict], key: str) -> float:
+        return float(np.mean([run[key] for run in runs]))
+
+    for model, rows in ours.items():
+        frame = pd.DataFrame(rows)
+        plain, styled = theirs["scores"][model], their_style[model]
+        # The plain score is the fit, no resample: its mean over the recorded seeds within
+        # 0.1. The rest are bootstrap figures (a seed's half-width moves by 0.3): eight
+        # seeds' means agree within 0.5.
+        assert frame["score"].mean() == pytest.approx(mean(plain, "score"), abs=0.1), model
+        below = (frame["score"] - frame["arena_hard_ci_low"]).mean()
+        above = (frame["arena_hard_ci_high"] - frame["score"]).mean()
+        assert below == pytest.approx(mean(plain, "minus"), abs=0.5), model
+        assert above == pytest.approx(mean(plain, "plus"), abs=0.5), model
+        score = frame["style_controlled_score"]
+        assert score.mean() == pytest.approx(mean(styled, "score"), abs=0.5), model
+        below = (score - frame["style_ci_low"]).mean()
+        above = (frame["style_ci_high"] - score).mean()
+        assert below == pytest.approx(mean(styled, "minus"), abs=0.5), model
+        assert above == pytest.approx(mean(styled, "plus"), abs=0.5), model
 
 
 def test_recorded_verdicts_with_gold_labels_get_a_judge_card(run_kedro, tmp_path):
