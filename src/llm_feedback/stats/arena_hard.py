@@ -30,9 +30,9 @@ deviation over all battles. The Bradley-Terry fit of the battle scores (logistic
 without intercept) on each model's and the baseline's indicator and the four covariates
 gives each model's win probability against the baseline; it is fitted as Arena-Hard fits
 it (`arena_hard_fit`: its torch L-BFGS, 50 steps of 0.1 from 0.5, followed in numpy),
-which stops short of the optimum by up to 0.1 points. As Arena-Hard, the figure is the
-median over 100 fits on battles resampled with replacement, the interval their 5th and
-95th percentiles, the covariates' coefficients their medians.
+which stops short of the optimum. As Arena-Hard, the figure is the median over 100 fits on
+battles resampled with replacement, the interval their 5th and 95th percentiles, the
+covariates' coefficients their medians.
 """
 
 from __future__ import annotations
@@ -231,9 +231,9 @@ def arena_hard_fit(design: np.ndarray, score: np.ndarray) -> np.ndarray:
     every weight starting at 0.5, minimised by torch's L-BFGS as it configures it (no line
     search, steps of `ARENA_HARD_LBFGS["lr"]`, at most 50 iterations), here in numpy.
 
-    It stops short of the maximum-likelihood fit: on the anchors' judgments the converged
-    fit is up to 0.1 points further from 50% (`benchmarks/anchors.py`), so its own
-    optimiser is followed step for step, not a solver's optimum.
+    It stops short of the maximum-likelihood fit (on the judgments `benchmarks/anchors.py`
+    writes, 0.08 points nearer 50% than the converged fit): its own optimiser is followed
+    step for step, not a solver's optimum.
 
     Args:
         design: (battles, weights) as show_result.py builds it: per model its indicator,
