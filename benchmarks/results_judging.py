@@ -500,6 +500,7 @@ def _arena_hard(arena: dict, seeds: int) -> str:
             "Judgments written in Arena-Hard's format (500 questions, two games each, verdict "
             "levels drawn by a fixed hash) read by its `show_result.py` (plain leaderboard; "
             "run as a script, unchanged"
+            + (f", arena-hard-auto at {theirs['commit']}" if theirs.get("commit") else "")
             + (f", torch/numpy/pandas {theirs['versions']}" if theirs.get("versions") else "")
             + ") and by ours (`eval_arena_hard`), each with 100 bootstrap resamples, means "
             f"over {seeds} seeds (its printed figures are rounded to 0.1). Largest difference: "
@@ -577,8 +578,8 @@ def _arena_hard_style(ours: dict, theirs: dict) -> list[str]:
                 if unit != "characters"
                 else "made by its `add_markdown_info.py` functions with an encoder of characters"
             )
-            + ") and ours (`eval_arena_hard`'s `style_controlled_score`, scikit-learn's "
-            "logistic regression); the median of 100 battle-bootstrap fits and its 90% "
+            + ") and ours (`eval_arena_hard`'s `style_controlled_score`, its L-BFGS fit "
+            "followed step for step in numpy); the median of 100 battle-bootstrap fits and its 90% "
             f"interval, means over {seeds} seeds (its) and {len(first)} (ours), its printed "
             "figures rounded to 0.1. Largest difference (score, bounds and half-widths): "
             f"{max(gaps):.2f} points. Covariate coefficients (length, headers, list items, "

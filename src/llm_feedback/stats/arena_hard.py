@@ -26,12 +26,13 @@ bold spans (`stats.length_control.markdown_counts`, fenced code removed first). 
 battle against the baseline: the length covariate (model - baseline) / (model + baseline);
 each Markdown count as a density, count / (length + 1), and its covariate (model -
 baseline) / (model + baseline + 1); every covariate centred and divided by its standard
-deviation over all battles. The Bradley-Terry fit (logistic regression without intercept,
-no penalty, scikit-learn) of the battle scores on each model's indicator (the baseline's
-strength 0) and the four covariates gives each model's win probability against the
-baseline; as Arena-Hard, the figure is the median over 100 fits on battles resampled with
-replacement, the interval their 5th and 95th percentiles, the covariates' coefficients
-their medians.
+deviation over all battles. The Bradley-Terry fit of the battle scores (logistic loss
+without intercept) on each model's and the baseline's indicator and the four covariates
+gives each model's win probability against the baseline; it is fitted as Arena-Hard fits
+it (`arena_hard_fit`: its torch L-BFGS, 50 steps of 0.1 from 0.5, followed in numpy),
+which stops short of the optimum. As Arena-Hard, the figure is the median over 100 fits on
+battles resampled with replacement, the interval their 5th and 95th percentiles, the
+covariates' coefficients their medians.
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
 
 from llm_feedback.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from llm_feedback.stats.length_control import style_features
@@ -68,6 +67,9 @@ LEVEL_BATTLES = {
 PLAIN_BATTLES = {"A": (1.0, 1), "tie": (0.5, 1), "B": (0.0, 1)}
 ARENA_HARD_RESAMPLES = 100  # show_result.py's bootstrap rounds
 ARENA_HARD_CONFIDENCE = 0.90  # its 5th to 95th percentile
+# Its fit_pairwise_model: torch.optim.LBFGS(lr=0.1, max_iter=50, tolerance_grad=1e-9,
+# tolerance_change=1e-9), every weight starting at 0.5.
+ARENA_HARD_LBFGS = {"lr": 0.1, "max_iter": 50, "tolerance": 1e-9, "start": 0.5}
 
 ARENA_HARD_COLUMNS = {
     "model": "string",
@@ -223,28 +225,85 @@ def style_covariates(model: np.ndarray, baseline: np.ndarray) -> np.ndarray:
     return np.divide(centred, spread, out=np.zeros_like(centred), where=spread > 0)
 
 
-def _bradley_terry_fit(design: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """The unpenalised logistic regression without intercept of battle scores in [0, 1]
-    (a tie half a win): each battle once as a win weighted by its score, once as a loss."""
-    model = LogisticRegression(C=np.inf, fit_intercept=False, max_iter=1000, tol=1e-10)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # separation: a model always won
-        model.fit(
-            np.vstack([design, design]),
-            np.concatenate([np.ones(len(score)), np.zeros(len(score))]),
-            sample_weight=np.concatenate([score, 1 - score]),
-        )
-    return model.coef_[0]
+def arena_hard_fit(design: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The Bradley-Terry fit as Arena-Hard's `utils/math_utils.fit_pairwise_model` makes it:
+    the summed logistic loss of battle scores in [0, 1] (a tie half a win) on `design`,
+    every weight starting at 0.5, minimised by torch's L-BFGS as it configures it (no line
+    search, steps of `ARENA_HARD_LBFGS["lr"]`, at most 50 iterations), here in numpy.
+
+    It stops short of the maximum-likelihood fit (on the judgments `benchmarks/anchors.py`
+    writes, 0.08 points nearer 50% than the converged fit): its own optimiser is followed
+    step for step, not a solver's optimum.
+
+    Args:
+        design: (battles, weights) as show_result.py builds it: per model its indicator,
+            the baseline's column -1, then the covariates.
+        score: (battles,) the model's score of each battle.
+
+    Returns:
+        (weights,) the fitted weights.
+    """
+    lr, max_iter, tolerance = (ARENA_HARD_LBFGS[k] for k in ("lr", "max_iter", "tolerance"))
+
+    def loss_and_gradient(weights: np.ndarray) -> tuple[float, np.ndarray]:
+        logits = design @ weights
+        loss = float(np.sum(np.logaddexp(0.0, logits) - score * logits))
+        return loss, design.T @ (expit(logits) - score)
+
+    weights = np.full(design.shape[1], ARENA_HARD_LBFGS["start"])
+    loss, gradient = loss_and_gradient(weights)
+    if np.abs(gradient).max() <= tolerance:
+        return weights
+    # torch.optim.LBFGS.step without a line search; its history (100) outlasts 50 iterations
+    # and its evaluation limit (62) is never reached first.
+    differences: list[np.ndarray] = []
+    steps: list[np.ndarray] = []
+    inverse_curvatures: list[float] = []
+    scale, direction, step, previous_gradient = 1.0, -gradient, 0.0, gradient
+    for iteration in range(1, max_iter + 1):
+        if iteration > 1:
+            difference, moved = gradient - previous_gradient, direction * step
+            curvature = float(difference @ moved)
+            if curvature > 1e-10:
+                differences.append(difference)
+                steps.append(moved)
+                inverse_curvatures.append(1.0 / curvature)
+                scale = curvature / float(difference @ difference)
+            direction = -gradient
+            alphas = [0.0] * len(steps)
+            for i in reversed(range(len(steps))):
+                alphas[i] = float(steps[i] @ direction) * inverse_curvatures[i]
+                direction = direction - alphas[i] * differences[i]
+            direction = direction * scale
+            for i in range(len(steps)):
+                beta = float(differences[i] @ direction) * inverse_curvatures[i]
+                direction = direction + (alphas[i] - beta) * steps[i]
+        previous_gradient, previous_loss = gradient, loss
+        step = min(1.0, 1.0 / np.abs(gradient).sum()) * lr if iteration == 1 else lr
+        if gradient @ direction > -tolerance:
+            break
+        weights = weights + step * direction
+        if iteration == max_iter:
+            break
+        loss, gradient = loss_and_gradient(weights)
+        if (
+            np.abs(gradient).max() <= tolerance
+            or np.abs(step * direction).max() <= tolerance
+            or abs(loss - previous_loss) < tolerance
+        ):
+            break
+    return weights
 
 
 def style_controlled(
-    oriented: pd.DataFrame, unit: str, seed: int
+    oriented: pd.DataFrame, baseline: str, unit: str, seed: int
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Arena-Hard's style-controlled score of every model against the baseline.
 
     Args:
         oriented: one row per battle against the baseline: model, score (the model's: 1, 0.5
             or 0) and `ARENA_HARD_STYLE` with `_model` and `_baseline`.
+        baseline: the baseline's name (its column in the design, as Arena-Hard's).
         unit: what `length` counted (for the method's label).
         seed: the bootstrap's seed.
 
@@ -253,7 +312,11 @@ def style_controlled(
         covariates' coefficients, each the median over the resamples).
     """
     models = sorted(oriented["model"].unique())
-    indicator = (oriented["model"].to_numpy()[:, None] == np.array(models)[None, :]).astype(float)
+    # show_result.py's one_hot_encode: a column per model and the baseline, sorted by name,
+    # the model's 1 and the baseline's -1 (the fit's path, not its optimum, depends on it).
+    columns = np.array(sorted({*models, baseline}))
+    played = oriented["model"].to_numpy()[:, None] == columns[None, :]
+    indicator = played.astype(float) - (columns == baseline)[None, :]
     covariates = style_covariates(
         oriented[[f"{f}_model" for f in ARENA_HARD_STYLE]].to_numpy(dtype="float64"),
         oriented[[f"{f}_baseline" for f in ARENA_HARD_STYLE]].to_numpy(dtype="float64"),
@@ -261,8 +324,12 @@ def style_controlled(
     design = np.column_stack([indicator, covariates])
     score = oriented["score"].to_numpy(dtype="float64")
     draws = np.random.default_rng(seed).integers(0, len(score), (ARENA_HARD_RESAMPLES, len(score)))
-    fits = np.array([_bradley_terry_fit(design[rows], score[rows]) for rows in draws])
-    strengths = expit(fits[:, : len(models)]) * 100
+    fits = np.array([arena_hard_fit(design[rows], score[rows]) for rows in draws])
+    strength = fits[:, : len(columns)]
+    position = {name: n for n, name in enumerate(columns)}
+    strengths = (
+        expit(strength[:, [position[m] for m in models]] - strength[:, [position[baseline]]]) * 100
+    )
     tail = (1 - ARENA_HARD_CONFIDENCE) / 2
     low, median, high = np.quantile(strengths, [tail, 0.5, 1 - tail], axis=0)
     method = (
@@ -279,7 +346,7 @@ def style_controlled(
             "length_unit": unit,
         }
     )
-    coefficients = np.median(fits[:, len(models) :], axis=0)
+    coefficients = np.median(fits[:, len(columns) :], axis=0)
     return table, {
         f"coef_{f}": float(c) for f, c in zip(ARENA_HARD_STYLE, coefficients, strict=True)
     }
@@ -405,7 +472,7 @@ def arena_hard_scores(
             a, b = against[f"{feature}_a"].to_numpy(), against[f"{feature}_b"].to_numpy()
             oriented[f"{feature}_model"] = np.where(as_a[against.index], a, b)
             oriented[f"{feature}_baseline"] = np.where(as_a[against.index], b, a)
-        style, coefficients = style_controlled(oriented, length_unit, seed)
+        style, coefficients = style_controlled(oriented, baseline, length_unit, seed)
         style = style.set_index("model")
     rows = []
     for name, mine in oriented.groupby("model", sort=True):
