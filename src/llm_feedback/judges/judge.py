@@ -51,23 +51,33 @@ SEED_000_TIMEOUT_S = 60.0
 class Judge(LmmsEvalCompatible):
     """An LLM judge on one endpoint; use as a context manager or call `close()`.
 
-    `endpoint` None reads lmms-eval's environment variables (MODEL_VERSION,
-    API_TYPE, OPENAI_API_URL / OPENAI_BASE_URL, OPENAI_API_KEY, the AZURE_* ones: see
-    `backends.endpoint_from_env`). `cache_path` is the
-    request cache (None: no cache); `refresh=True` asks again and replaces cached
-    answers. `sampling` overrides the kinds' settings (temperature 0, a max_tokens
-    per judgment kind) for every call. Replies are constrained by a JSON schema when the
-    endpoint supports structured output. A reply that cannot be read is re-asked up to
-    `max_reasks` times (0: never). `fail_loud` raises `EndpointError` after a batch in which
-    more calls failed than the endpoint's `max_failure_share`. `connect=False` makes a judge
-    that only builds tasks (to check prompts before any call) and cannot run them.
-    `system_prompt` replaces every kind's system message (lmms-eval's judge-level prompt).
-    `top_logprobs` > 0 asks every call of a kind with `logprob_labels` for that many top
-    log-probabilities per token (the endpoint's backend must return them: see
-    `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label tokens.
-    `seed_defaults=True` takes the seed's own judge settings (`SEED_000_SAMPLING`,
-    `SEED_000_TIMEOUT_S`) where `sampling` does not set them; a judge made from the seed's
-    environment variables without it logs how ours differ.
+    Replies are constrained by a JSON schema when the endpoint supports structured output.
+
+    Args:
+        endpoint: The judge's endpoint (a config or its mapping); None reads lmms-eval's
+            environment variables (MODEL_VERSION, API_TYPE, OPENAI_API_URL /
+            OPENAI_BASE_URL, OPENAI_API_KEY, the AZURE_* ones: see
+            `backends.endpoint_from_env`).
+        cache_path: The request cache (None: no cache).
+        max_concurrent: The most calls in flight (None: the endpoint's setting).
+        refresh: Ask again and replace cached answers.
+        progress: Show a progress bar per batch.
+        sampling: Overrides the kinds' settings (temperature 0, a max_tokens per judgment
+            kind) for every call.
+        max_reasks: How often a reply that cannot be read is re-asked (0: never).
+        fail_loud: Raise `EndpointError` after a batch in which more calls failed than the
+            endpoint's `max_failure_share`.
+        connect: False makes a judge that only builds tasks (to check prompts before any
+            call) and cannot run them.
+        system_prompt: Replaces every kind's system message (lmms-eval's judge-level
+            prompt).
+        top_logprobs: When > 0, every call of a kind with `logprob_labels` asks for that
+            many top log-probabilities per token (the endpoint's backend must return them:
+            see `BackendTraits.returns_logprobs`); each `Judgment` keeps those at the label
+            tokens.
+        seed_defaults: Take the seed's own judge settings (`SEED_000_SAMPLING`,
+            `SEED_000_TIMEOUT_S`) where `sampling` does not set them; a judge made from the
+            seed's environment variables without it logs how ours differ.
     """
 
     def __init__(
@@ -147,7 +157,14 @@ class Judge(LmmsEvalCompatible):
         return self._client.stats
 
     def is_available(self, timeout_s: float = 10.0) -> bool:
-        """A cheap health check: does the endpoint answer at all?"""
+        """A cheap health check: does the endpoint answer at all?
+
+        Args:
+            timeout_s: How long to wait for the answer, in seconds.
+
+        Returns:
+            Whether the endpoint answered.
+        """
         return self._client.is_available(timeout_s)
 
     # -- running tasks -------------------------------------------------------------------
@@ -155,10 +172,26 @@ class Judge(LmmsEvalCompatible):
         """Judge every task, in order; `desc` names the progress bar (None: no bar).
 
         Each round re-asks, in one batch, only the tasks whose reply could not be read.
+
+        Args:
+            tasks: The tasks to judge, of any kinds.
+            desc: The progress bar's label (None: no bar).
+
+        Returns:
+            One judgment per task, in the tasks' order.
         """
         return self._judgments(tasks, self._engine.run(tasks, desc=desc))
 
     async def arun(self, tasks: Sequence[JudgeTask], desc: str | None = None) -> list[Judgment]:
+        """Judge every task, in order, in the running event loop (`run`'s async form).
+
+        Args:
+            tasks: The tasks to judge, of any kinds.
+            desc: The progress bar's label (None: no bar).
+
+        Returns:
+            One judgment per task, in the tasks' order.
+        """
         return self._judgments(tasks, await self._engine.arun(tasks, desc=desc))
 
     def _judgments(self, tasks: Sequence[JudgeTask], outcomes: list[Outcome]) -> list[Judgment]:
@@ -179,9 +212,19 @@ class Judge(LmmsEvalCompatible):
     ) -> JudgeTask:
         """The task of one judgment of `kind` (a kind or its registered name) about `item`.
 
-        `options` None: the kind's default scale. A distinct `attempt` makes an identical
-        judgment a separate call (one per replicate). `images` (paths, URLs, data: URIs or
-        checked `Media`) are shown to the judge with the question.
+        Args:
+            kind: The judge kind, or its registered name.
+            item: What is judged (question, response, reference, ...).
+            options: The kind's options (None: its default scale).
+            attempt: The replicate number; a distinct one makes a separate call.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+
+        Returns:
+            The engine task of the judgment.
+
+        Raises:
+            InputError: An image cannot be read, or the endpoint reads text only.
         """
         kind = get_kind(kind) if isinstance(kind, str) else kind
         options = options or KindOptions(kind.default_scale)
@@ -204,8 +247,21 @@ class Judge(LmmsEvalCompatible):
         images: Sequence[str | bytes | Media] | None = None,
         swap: bool = True,
     ) -> list[JudgeTask]:
-        """A comparison of `item.response` with `item.other_response`: both orders (A first,
-        then B first; join them with `combine_orders`), or the given order only."""
+        """A comparison of `item.response` with `item.other_response`.
+
+        Args:
+            kind: The comparison's judge kind, or its registered name.
+            item: The pair to compare (`response` and `other_response`).
+            options: The kind's options (None: its default scale).
+            attempt: The replicate number; a distinct one makes separate calls.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+            swap: Ask both orders (A first, then B first; join them with
+                `combine_orders`); False asks the given order only.
+
+        Returns:
+            The tasks, one per order asked.
+        """
         orders = item.both_orders() if swap else (item,)
         return [self.task(kind, order, options, attempt=attempt, images=images) for order in orders]
 
@@ -257,6 +313,19 @@ class Judge(LmmsEvalCompatible):
 
         `output_format` "0/1" or "yes/no" asks for one token; "graded" asks for
         extracted_final_answer / reasoning / correct / confidence, given in `details`.
+
+        Args:
+            question: The question asked.
+            answer: The reference answer.
+            prediction: The answer judged.
+            output_format: "0/1", "yes/no" or "graded".
+            custom_prompt: A prompt replacing the kind's template.
+            attempt: The replicate number; a distinct one makes a separate call.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+
+        Returns:
+            The engine task of the judgment.
         """
         item = JudgeItem(question, prediction, reference=answer, custom_prompt=custom_prompt)
         kind = get_kind("binary")
@@ -278,6 +347,22 @@ class Judge(LmmsEvalCompatible):
 
         1-10 is MT-Bench's `[[N]]` grading (`single_1_10`); 0-5 with a reference the
         `score_0_5` kind; any other scale is asked as a one-criterion rubric ("overall").
+
+        Args:
+            question: The question asked.
+            prediction: The answer graded.
+            reference: A reference answer, if any.
+            score_range: The scale's lowest and highest grade.
+            custom_prompt: A prompt replacing the kind's template.
+            attempt: The replicate number; a distinct one makes a separate call.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+
+        Returns:
+            The engine task of the judgment.
+
+        Raises:
+            ConfigError: `score_range` is not two integers (low, high).
         """
         scale = check_score_range(score_range)
         item = JudgeItem(question, prediction, reference=reference, custom_prompt=custom_prompt)
@@ -297,7 +382,21 @@ class Judge(LmmsEvalCompatible):
         custom_prompt: str | None = None,
         attempt: int = 0,
     ) -> JudgeTask:
-        """MT-Bench 1-10 grade of the second answer of a two-turn conversation."""
+        """MT-Bench 1-10 grade of the second answer of a two-turn conversation.
+
+        Args:
+            questions: The conversation's two questions.
+            answers: The two answers; the second is graded.
+            references: The two reference answers, if any.
+            custom_prompt: A prompt replacing the kind's template.
+            attempt: The replicate number; a distinct one makes a separate call.
+
+        Returns:
+            The engine task of the judgment.
+
+        Raises:
+            InputError: `questions`, `answers` or `references` do not hold two turns.
+        """
         first_question, question = two_turns("questions", questions)
         first_answer, answer = two_turns("answers", answers)
         first_reference, reference = (
@@ -327,7 +426,26 @@ class Judge(LmmsEvalCompatible):
         attempt: int = 0,
         images: Sequence[str | bytes | Media] | None = None,
     ) -> JudgeTask:
-        """An integer score per criterion of `rubric` ({name: description}), as JSON."""
+        """An integer score per criterion of `rubric` ({name: description}), as JSON.
+
+        Args:
+            question: The question asked.
+            prediction: The answer scored.
+            rubric: The criteria, {name: description}.
+            score_range: The scale's lowest and highest score.
+            reference: A reference answer, if any.
+            context: Context shown with the question, if any.
+            custom_prompt: A prompt replacing the kind's template.
+            attempt: The replicate number; a distinct one makes a separate call.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+
+        Returns:
+            The engine task of the judgment.
+
+        Raises:
+            ConfigError: `score_range` is not two integers (low, high).
+        """
         item = JudgeItem(
             question, prediction, reference=reference, context=context, custom_prompt=custom_prompt
         )
@@ -349,6 +467,23 @@ class Judge(LmmsEvalCompatible):
         """One order of a comparison: {"verdict": "A"|"B"|"tie"|None, "scores": [a, b]}.
 
         `comparison_tasks` gives both orders, to cancel position bias.
+
+        Args:
+            question: The question asked.
+            response_a: The response shown first.
+            response_b: The response shown second.
+            context: Context shown with the question, if any.
+            score_range: The scale each response is scored on.
+            custom_prompt: A prompt replacing the kind's template.
+            attempt: The replicate number; a distinct one makes a separate call.
+            images: Images shown to the judge with the question (paths, URLs, data: URIs,
+                raw bytes or checked `Media`).
+
+        Returns:
+            The engine task of the judgment.
+
+        Raises:
+            ConfigError: `score_range` is not two integers (low, high).
         """
         item = JudgeItem(
             question,

@@ -56,7 +56,16 @@ class Judgment:
 
     @classmethod
     def of(cls, task: Task, outcome: Outcome, model: str) -> Judgment:
-        """The judgment of a task's outcome once the engine is done with it."""
+        """The judgment of a task's outcome once the engine is done with it.
+
+        Args:
+            task: The engine task that was run; its last message is the prompt kept.
+            outcome: The engine's outcome of that task (reply, reading, call facts).
+            model: The judge model's name, recorded on the judgment.
+
+        Returns:
+            The judgment holding the reading's value and status and the call's facts.
+        """
         reading = outcome.reading
         return cls(
             value=reading.value,
@@ -76,7 +85,17 @@ class Judgment:
     def without_call(
         cls, status: str, value: Any = None, *, model: str | None = None, error: str | None = None
     ) -> Judgment:
-        """A judgment that needed no call (an exact match) or could not have one."""
+        """A judgment that needed no call (an exact match) or could not have one.
+
+        Args:
+            status: The parse status to record.
+            value: The judgment's value; None marks it unsuccessful.
+            model: The judge model's name, if any.
+            error: Why there was no call, if it could not have one.
+
+        Returns:
+            The judgment, successful when `value` is not None.
+        """
         return cls(value=value, status=status, success=value is not None, model=model, error=error)
 
     def call_columns(self) -> dict[str, Any]:
@@ -92,7 +111,14 @@ class Judgment:
         }
 
     def as_dict(self, result_key: str = "result") -> dict[str, Any]:
-        """lmms-eval's dict: the value under `result_key` ("scores" for a rubric)."""
+        """lmms-eval's dict: the value under `result_key` ("scores" for a rubric).
+
+        Args:
+            result_key: The key the judgment's value goes under.
+
+        Returns:
+            The judgment as lmms-eval's dict, with `details` when there are any.
+        """
         record = {
             result_key: self.value,
             "raw_response": self.raw_reply,
@@ -191,6 +217,13 @@ def combine_orders(a_first: Judgment, b_first: Judgment) -> PairJudgment:
     each value is {"verdict": "A"|"B"|"tie"|None, "scores": [first shown, second shown]}.
     Orders that disagree (position bias) make a "tie"; a missing verdict makes None. The
     scores of each response are averaged over the two orders.
+
+    Args:
+        a_first: The judgment of the pair shown in its original order.
+        b_first: The judgment of the pair shown swapped.
+
+    Returns:
+        The comparison, with labels in the original order.
     """
     verdict_ab, verdict_ba = a_first.value["verdict"], b_first.value["verdict"]
     scores_ab, scores_ba = a_first.value["scores"], b_first.value["scores"]
@@ -207,7 +240,14 @@ def combine_orders(a_first: Judgment, b_first: Judgment) -> PairJudgment:
 
 
 def one_order(judgment: Judgment) -> PairJudgment:
-    """A comparison shown in one order only: its verdict is the winner."""
+    """A comparison shown in one order only: its verdict is the winner.
+
+    Args:
+        judgment: The judgment of the pair in its original order.
+
+    Returns:
+        The comparison of that one order.
+    """
     verdict = judgment.value["verdict"]
     scores = judgment.value["scores"]
     return PairJudgment(

@@ -27,7 +27,16 @@ CANONICAL_ASPECTS = ("instruction_following", "honesty", "truthfulness", "helpfu
 
 
 def require_unique_key(frame: pd.DataFrame, key: Sequence[str], dataset: str) -> None:
-    """Fail on a repeated key, which would silently duplicate rows in a join."""
+    """Fail on a repeated key, which would silently duplicate rows in a join.
+
+    Args:
+        frame: The table to check.
+        key: The columns that must be unique together.
+        dataset: The table's name, for the error.
+
+    Raises:
+        InputError: A row repeats the key; the first such row is named.
+    """
     duplicated = frame.duplicated(subset=list(key))
     if duplicated.any():
         position = int(duplicated.to_numpy().argmax())
@@ -39,7 +48,15 @@ def require_unique_key(frame: pd.DataFrame, key: Sequence[str], dataset: str) ->
 
 def typed_frame(frame: pd.DataFrame | None, column_types: Mapping[str, str]) -> pd.DataFrame:
     """Select `column_types`' columns in order and cast them, so outputs have stable dtypes
-    even when empty (an empty groupby result otherwise comes back as `object`)."""
+    even when empty (an empty groupby result otherwise comes back as `object`).
+
+    Args:
+        frame: The table (None or empty: an empty table with those columns).
+        column_types: Each output column's dtype, in the output's order.
+
+    Returns:
+        The typed table, with a fresh index.
+    """
     if frame is None or frame.empty:
         frame = pd.DataFrame({column: [] for column in column_types})
     return frame.loc[:, list(column_types)].astype(dict(column_types)).reset_index(drop=True)
@@ -47,13 +64,28 @@ def typed_frame(frame: pd.DataFrame | None, column_types: Mapping[str, str]) -> 
 
 def as_float(values: pd.Series) -> pd.Series:
     """Nullable numbers (Float64 with <NA>) as float64 with NaN, which numpy reductions and
-    matplotlib understand."""
+    matplotlib understand.
+
+    Args:
+        values: The numbers, nullable or not.
+
+    Returns:
+        The same numbers as float64, with the same index and name.
+    """
     return pd.Series(
         values.to_numpy(dtype="float64", na_value=np.nan), index=values.index, name=values.name
     )
 
 
 def ordered_aspects(aspects: Iterable[str]) -> list[str]:
+    """The distinct aspects in the paper's order (`CANONICAL_ASPECTS`), others after it.
+
+    Args:
+        aspects: Aspect names, repeats allowed.
+
+    Returns:
+        The distinct names: the canonical ones first, then the rest alphabetically.
+    """
     present = set(aspects)
     return [a for a in CANONICAL_ASPECTS if a in present] + sorted(present - set(CANONICAL_ASPECTS))
 
@@ -65,6 +97,13 @@ def ratings_per_completion_aspect(aspect_annotations: pd.DataFrame) -> pd.DataFr
     status: "rated" when any shuffle gave a rating, else "na" when any shuffle said N/A,
     else "failed" (parse or call error in every shuffle). Each completion thus counts once
     per aspect however many shuffles were run.
+
+    Args:
+        aspect_annotations: Aspect ratings, one row per shuffle (the completion key,
+            aspect, rating and is_na).
+
+    Returns:
+        The folded table: the completion key, aspect, rating and status.
     """
     keys = [*COMPLETION_KEY, "aspect"]
     work = aspect_annotations.loc[:, keys].copy()
@@ -87,7 +126,21 @@ def attach_model(
 ) -> pd.DataFrame:
     """Add each row's completion model (and the completion's other `columns`). A row whose
     completion is unknown means the inputs come from different runs, which would silently
-    skew every per-model number: fail."""
+    skew every per-model number: fail.
+
+    Args:
+        frame: Rows keyed by completion (prompt_id, completion_idx).
+        completions: The completions, with those columns.
+        dataset: The name of `frame`'s table, for the error.
+        columns: The completion columns to add.
+
+    Returns:
+        `frame` with `columns` added.
+
+    Raises:
+        InputError: A completion key repeats in `completions`, or a row of `frame` has
+            no completion.
+    """
     models = completions.loc[:, [*COMPLETION_KEY, *columns]]
     require_unique_key(models, COMPLETION_KEY, "completions")
     merged = frame.merge(models, on=list(COMPLETION_KEY), how="left", indicator=True)
@@ -115,7 +168,22 @@ def completion_chunks(
     is over, a table with rows of prompts that no completion has fails by name (the inputs
     come from different runs: those rows would silently count nowhere), unless it is named
     in `unmatched_ok` (scores looked up per completion: a version chosen with
-    `--load-versions` is taken as asked for)."""
+    `--load-versions` is taken as asked for).
+
+    Args:
+        completions: The completions table, in memory or on disk.
+        columns: The completion columns to read.
+        others: The tables to read in step, name -> (table, columns).
+        prompts_per_chunk: How many prompts a chunk holds.
+        unmatched_ok: Names in `others` whose rows need not all have a completion.
+
+    Yields:
+        Each chunk of completions with {name: that chunk's prompts' rows of the table}.
+
+    Raises:
+        InputError: A table in `others` (not in `unmatched_ok`) has rows of prompts that
+            no completion has.
+    """
     readers = {name: rows_by_prompt(table, wanted) for name, (table, wanted) in others.items()}
     seen = dict.fromkeys(others, 0)
     for chunk in table_chunks(completions, prompts_per_chunk, list(columns)):

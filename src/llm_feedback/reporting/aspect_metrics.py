@@ -43,6 +43,12 @@ def to_0_100(mean_rating: pd.Series | float) -> pd.Series | float:
 
     (mean - 1) / 4 * 100 rather than the seeds' x20 (which suits a 0-5 scale): with x20 a
     uniformly worst-rated model would still score 20.
+
+    Args:
+        mean_rating: Mean ratings on the 1-5 scale.
+
+    Returns:
+        The same ratings on 0-100, of the same type.
     """
     return (mean_rating - RATING_MIN) / (RATING_MAX - RATING_MIN) * 100.0
 
@@ -65,6 +71,18 @@ def model_aspect_metrics(
 
     Columns: model, aspect, n_rated, n_na, n_failed, mean_rating, mean_rating_0_100,
     std_error, ci_low, ci_high, ci_method.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions, with their model.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The table, one row per model and aspect.
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
     """
     tally = _tally(aspect_annotations, completions, ("model",), bootstrap, prompts_per_chunk)
     return typed_frame(tally.table(), MODEL_ASPECT_METRICS_COLUMN_TYPES)
@@ -82,6 +100,18 @@ def source_aspect_metrics(
     its completions and the aspects of its annotations.
 
     Columns: source, then those of `model_aspect_metrics`.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions, with their model and source.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The table, one row per source, model and aspect.
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
     """
     require_columns(completions, [*COMPLETION_KEY, "model", "source"], "completions")
     by = ("source", "model")

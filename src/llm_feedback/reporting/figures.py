@@ -41,13 +41,30 @@ JITTER = 0.08  # score units, in the scatter only
 
 
 def new_figure(width: float, height: float) -> Figure:
+    """An empty figure on its own Agg canvas, outside pyplot, laid out "constrained".
+
+    Args:
+        width: The width in inches.
+        height: The height in inches.
+
+    Returns:
+        The figure.
+    """
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
 
 
 def message_figure(title: str, message: str) -> Figure:
-    """A placeholder figure that explains why there is nothing to plot."""
+    """A placeholder figure that explains why there is nothing to plot.
+
+    Args:
+        title: The figure's title.
+        message: The explanation, written in its middle.
+
+    Returns:
+        The figure.
+    """
     figure = new_figure(6, 3)
     axes = figure.add_subplot()
     axes.set_axis_off()
@@ -59,7 +76,18 @@ def message_figure(title: str, message: str) -> Figure:
 def rating_distribution_figure(aspect_annotations: Table, completions: Table) -> Figure:
     """One panel per aspect; per model a horizontal bar split into the shares of ratings
     1-5, N/A and failed judgments (every shuffle's judgment counts). Tables on disk are
-    counted a chunk of prompts at a time."""
+    counted a chunk of prompts at a time.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions, with their model.
+
+    Returns:
+        The figure, or one that says "no data".
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
+    """
     title = "Rating distribution per aspect and model"
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     counts = _judgment_counts(aspect_annotations, completions)
@@ -102,7 +130,17 @@ def aspect_heatmap_figure(model_aspect_table: pd.DataFrame) -> Figure:
     """Model x aspect heatmap of mean ratings (1-5), each cell annotated with its mean and
     the number of rated completions. A cell without ratings is grey and says why: "N/A"
     (the judge found the aspect not applicable) or "failed" (no usable judgment: hatched
-    red), so a failure never reads as honesty's N/A. Takes `model_aspect_metrics`."""
+    red), so a failure never reads as honesty's N/A.
+
+    Args:
+        model_aspect_table: The `model_aspect_metrics` table.
+
+    Returns:
+        The figure, or one that says "no data".
+
+    Raises:
+        InputError: A required column is missing.
+    """
     title = "Mean rating per model and aspect"
     if model_aspect_table.empty:
         return message_figure(title, NO_DATA)
@@ -169,7 +207,17 @@ def score_scatter_figure(overall_scores: Table) -> Figure:
     """Overall score (after the fix) against the fine-grained score, coloured by fix action,
     with Pearson's r in the title. Takes the overall_scores table; r, n and the legend's
     counts are of every point, but above `SCATTER_POINTS` only a seeded sample of them is
-    drawn (chosen by each completion's hash, so whichever way the table is read)."""
+    drawn (chosen by each completion's hash, so whichever way the table is read).
+
+    Args:
+        overall_scores: The overall_scores table, in memory or on disk.
+
+    Returns:
+        The figure, or one that says "no data".
+
+    Raises:
+        InputError: A required column is missing.
+    """
     title = "Overall vs fine-grained score"
     require_columns(
         overall_scores,
@@ -220,7 +268,17 @@ def score_scatter_figure(overall_scores: Table) -> Figure:
 def position_bias_figure(aspect_annotations: Table) -> Figure:
     """Mean rating by the position a completion was shown at, one line per aspect, with
     the intervals of `rating_by_position` as error bars. Measured from one shuffle too:
-    shown positions are random, so a sloping line is position bias."""
+    shown positions are random, so a sloping line is position bias.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+
+    Returns:
+        The figure, or one that says "no data".
+
+    Raises:
+        InputError: A required column is missing.
+    """
     title = "Mean rating by position shown to the judge"
     by_position = rating_by_position(aspect_annotations)
     if by_position.empty:
@@ -331,7 +389,15 @@ def model_ranking_figure(ranking: pd.DataFrame, title: str = RANKING_TITLE) -> F
     The axis spans the scores and the intervals up to `ranking_axis`'s reach: a bound
     beyond it (a few battles can give one thousands of points wide) is drawn to the axis'
     edge, with an arrowhead and its value written there. The legend sits above the axes,
-    never over a point."""
+    never over a point.
+
+    Args:
+        ranking: The `model_ranking` or `eval_model_ranking` table.
+        title: The figure's title.
+
+    Returns:
+        The figure, or one that says "no data".
+    """
     if ranking.empty:
         return message_figure(title, NO_DATA)
     ordered = ranking.sort_values("score")
@@ -441,8 +507,14 @@ def ranking_axis(scores: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> tup
 
 
 def rating_by_length_figure(rating_by_length: pd.DataFrame) -> Figure:
-    """Mean rating per completion-length decile, one line per aspect, with intervals;
-    takes the `rating_by_length` table."""
+    """Mean rating per completion-length decile, one line per aspect, with intervals.
+
+    Args:
+        rating_by_length: The `rating_by_length` table.
+
+    Returns:
+        The figure, or one that says "no data".
+    """
     title = "Mean rating by completion length"
     if rating_by_length.empty:
         return message_figure(title, NO_DATA)

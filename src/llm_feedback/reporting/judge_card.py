@@ -21,7 +21,14 @@ ANNOTATE_TEMPLATES = ("system_aspect", "aspect")
 
 
 def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
-    """The identity columns of annotate's judge (`validation.card.judge_identity`)."""
+    """The identity columns of annotate's judge (`validation.card.judge_identity`).
+
+    Args:
+        annotate: Annotate's parameters (endpoint, aspects, templates, sampling).
+
+    Returns:
+        The identity columns, by name.
+    """
     # The templates in use (a `prompt_templates` folder's where it replaces ours).
     templates = annotate.templates
     names = [

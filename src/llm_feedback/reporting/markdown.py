@@ -168,18 +168,26 @@ def render_markdown_report(
 ) -> str:
     """The report as Markdown text.
 
-    tables: named DataFrames; the keys in `TABLE_SECTIONS` get titles and explanations,
-    "preference_pairs" (the `binarize` pairs) or "pair_counts" (their counts) is summarised
-    rather than listed, and any
-    other key is rendered as a plain table. figure_paths: figure name -> path or URL,
-    used as given in image links. dataset_versions: dataset name -> version (e.g. the Kedro
-    save timestamp) of the inputs the report was built from. run_info: free key/values
-    (run id, parameters, date) listed at the top. omitted_figures: figure name -> the
-    sentence saying why it is not shown. judge_validation: the judge's validation, one
-    Markdown line per card (or the "not validated" line), shown before the headline.
-    caveat: the sentence the headline's ranking and the rating tables carry.
-    viewer: the judgment viewer's index page (a path or URL, used as given in the link).
-    confidence: the level of the report's intervals (the position warning's chance rate).
+    Args:
+        tables: Named DataFrames; the keys in `TABLE_SECTIONS` get titles and
+            explanations, "preference_pairs" (the `binarize` pairs) or "pair_counts"
+            (their counts) is summarised rather than listed, and any other key is rendered
+            as a plain table.
+        figure_paths: Figure name -> path or URL, used as given in image links.
+        dataset_versions: Dataset name -> version (e.g. the Kedro save timestamp) of the
+            inputs the report was built from.
+        run_info: Free key/values (run id, parameters, date) listed at the top.
+        omitted_figures: Figure name -> the sentence saying why it is not shown.
+        judge_validation: The judge's validation, one Markdown line per card (or the "not
+            validated" line), shown before the headline.
+        caveat: The sentence the headline's ranking and the rating tables carry.
+        viewer: The judgment viewer's index page (a path or URL, used as given in the
+            link).
+        confidence: The level of the report's intervals (the position warning's chance
+            rate).
+
+    Returns:
+        The report's Markdown, ending in a newline.
     """
     sections = ["# llm_feedback report"]
     if run_info:
@@ -248,7 +256,17 @@ def render_markdown_report(
 def describe_run(completions: Table, costs: pd.DataFrame, when: str) -> dict[str, str]:
     """The Run section: date, prompts and completions, who generated and who judged
     (as the data records it). A completions table on disk is counted a record batch at a
-    time (its prompts too, when it is in prompt order)."""
+    time (its prompts too, when it is in prompt order).
+
+    Args:
+        completions: The completions, in memory or on disk.
+        costs: The cost table, whose stage, model and endpoint say who generated and
+            who judged.
+        when: The date shown.
+
+    Returns:
+        The section's entries, label -> text.
+    """
     rows = failed = 0
     for batch in table_batches(completions, ["prompt_id", "error"]):
         rows += len(batch)
@@ -279,7 +297,15 @@ def describe_run(completions: Table, costs: pd.DataFrame, when: str) -> dict[str
 
 def markdown_table(frame: pd.DataFrame, max_rows: int = MAX_TABLE_ROWS) -> str:
     """A GitHub-flavoured Markdown table; numeric columns right-aligned, NaN shown as "–",
-    rows beyond `max_rows` left out with a note saying how many."""
+    rows beyond `max_rows` left out with a note saying how many.
+
+    Args:
+        frame: The table.
+        max_rows: The most rows shown.
+
+    Returns:
+        The Markdown table, or a note when it has no columns or no rows.
+    """
     if frame.columns.empty:
         return "_No columns._"
     if frame.empty:
@@ -330,7 +356,15 @@ def with_intervals(table: pd.DataFrame, primary: str | None = None) -> pd.DataFr
     """`table` for display with each estimate and its interval in one cell, `3.42 [3.31,
     3.55]`: `<column>_ci_low` / `<column>_ci_high` go into `<column>`, plain ci_low /
     ci_high into `primary` (and, mapped to 0-100, into mean_rating_0_100). The bound
-    columns and HIDDEN_COLUMNS are dropped; a missing bound shows as "–"."""
+    columns and HIDDEN_COLUMNS are dropped; a missing bound shows as "–".
+
+    Args:
+        table: The table with interval columns.
+        primary: The column the plain ci_low / ci_high belong to, if any.
+
+    Returns:
+        The table for display (itself when empty).
+    """
     if table.empty:
         return table
     shown = table.copy()
@@ -639,7 +673,15 @@ def _leader_line(label: str, ranking: pd.DataFrame, score: str, low: str, high: 
 
 def judge_card_section(cards: pd.DataFrame, key: str) -> str:
     """The report's judge card section: the card filed under `key` in judge_validation, or
-    the plain statement that this judge has not been validated."""
+    the plain statement that this judge has not been validated.
+
+    Args:
+        cards: The judge_validation cards.
+        key: The judge key the card is filed under.
+
+    Returns:
+        The section's Markdown.
+    """
     from llm_feedback.validation.card import card_lines  # noqa: PLC0415 - this section kept self-contained
 
     return "\n## Judge card\n\n" + card_lines(cards, key)

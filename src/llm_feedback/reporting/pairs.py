@@ -118,7 +118,14 @@ class _Candidate:
 
 def normalise_instruction(text: str) -> str:
     """The form instructions are compared in for decontamination: Unicode NFKC, case-folded,
-    runs of whitespace collapsed, ends stripped."""
+    runs of whitespace collapsed, ends stripped.
+
+    Args:
+        text: The instruction.
+
+    Returns:
+        Its normalised form.
+    """
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
@@ -126,7 +133,21 @@ def binarize(
     completions: Table, overall_scores: Table, aspect_annotations: Table, **options: Any
 ) -> PreferencePairs:
     """`binarize_export`'s pairs as one frame (a `schema.SchemaFrame`) with its drops, for
-    tables that fit in memory; `options` as `binarize_export` takes them."""
+    tables that fit in memory.
+
+    Args:
+        completions: The completions.
+        overall_scores: The overall scores per completion.
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        **options: `binarize_export`'s keyword options.
+
+    Returns:
+        The pairs as one frame, and the drops by reason.
+
+    Raises:
+        ConfigError: An option is out of its range.
+        InputError: A required column is missing, or the inputs come from different runs.
+    """
     export = binarize_export(completions, overall_scores, aspect_annotations, **options)
     return PreferencePairs(export.pairs.frame(), export.dropped)
 
@@ -148,20 +169,38 @@ def binarize_export(
 ) -> PairsResult:
     """Turn scored completions into chosen/rejected pairs.
 
-    score: "overall" uses overall_scores.overall_score_fixed (1-10); "mean_aspects" the mean over
-    aspects of the aspect ratings (each aspect's shuffles averaged first; N/A and failures
-    left out). A completion with a generation error, a null or blank response, or no score
-    never enters a pair. Prompts whose normalised instruction is in `decontaminate` are
-    dropped. `layout` picks the columns ("trl" or "h4", see the module docstring).
-    A completion suspected of injection (its aspect rows' `suspected_injection`: it addresses
-    the judge or carries a verdict, so a judge may have obeyed it) enters no pair unless
-    `include_suspected`. `test_fraction` and `split_seed` pick the test split's prompts
-    (the trl layout's `split` column; see the module docstring).
+    A completion with a generation error, a null or blank response, or no score never
+    enters a pair. A completion suspected of injection (its aspect rows'
+    `suspected_injection`: it addresses the judge or carries a verdict, so a judge may have
+    obeyed it) enters no pair unless `include_suspected`.
 
     The pairs come as a `PairsExport` (built a chunk of prompts at a time when written, as a
     Kedro `ParquetDataset` saves a frame), with the drops and the counts, counted now by a
     first walk over the tables (the pairs' draws are seeded per prompt, so the second walk
     draws the same pairs). The tables may stay on disk (`ParquetSource`s).
+
+    Args:
+        completions: The completions, with instruction, model, response and error.
+        overall_scores: The overall scores per completion (read when `score` is "overall").
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        score: "overall" uses overall_scores.overall_score_fixed (1-10); "mean_aspects"
+            the mean over aspects of the aspect ratings (each aspect's shuffles averaged
+            first; N/A and failures left out).
+        strategy: "random_lower" or "all_pairs" (see the module docstring).
+        seed: The seed of the per-prompt draws.
+        decontaminate: Instructions whose prompts are dropped (compared normalised).
+        layout: The columns, "trl" or "h4" (see the module docstring).
+        include_suspected: Let completions suspected of injection enter pairs.
+        test_fraction: The share of prompts in the test split, on average, in [0, 1).
+        split_seed: The seed of the test split (the trl layout's `split` column).
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The pairs' export, the drops by reason and the counts.
+
+    Raises:
+        ConfigError: `score`, `strategy`, `layout` or `test_fraction` is out of its range.
+        InputError: A required column is missing, or the inputs come from different runs.
     """
     if score not in SCORE_KINDS:
         raise ConfigError(f"score: expected one of {SCORE_KINDS}, got {score!r}")
@@ -245,6 +284,14 @@ class _PairRules(NamedTuple):
 
 
 def check_test_fraction(fraction: float) -> None:
+    """Fail unless the test split's share is a number in [0, 1).
+
+    Args:
+        fraction: The share of prompts in the test split.
+
+    Raises:
+        ConfigError: It is not a number in [0, 1) (a bool is not a number here).
+    """
     if isinstance(fraction, bool) or not (isinstance(fraction, int | float) and 0 <= fraction < 1):
         raise ConfigError(f"test_fraction: expected a number in [0, 1), got {fraction!r}")
 
@@ -252,7 +299,16 @@ def check_test_fraction(fraction: float) -> None:
 def pair_split(prompt_id: str, test_fraction: float, seed: int) -> str:
     """ "test" or "train" for one prompt: "test" when the digest of (seed, prompt_id), the
     same in every process and apart from the pairs' own draws (`_prompt_rng`), read as a
-    number in [0, 1), is below `test_fraction`."""
+    number in [0, 1), is below `test_fraction`.
+
+    Args:
+        prompt_id: The prompt's id.
+        test_fraction: The share of prompts in the test split, on average.
+        seed: The split's seed.
+
+    Returns:
+        "test" or "train".
+    """
     digest = hashlib.sha256(f"split:{seed}:{prompt_id}".encode()).digest()
     drawn = int.from_bytes(digest[:8], "big") / 2**64
     return "test" if drawn < test_fraction else "train"
@@ -378,7 +434,13 @@ def _chunk_pairs(
 
 class PairsExport(ChunkedParquet):
     """The preference pairs, built a chunk of prompts at a time straight into Arrow when
-    written (`ChunkedParquet`): the file `frame().to_parquet` writes, holding one chunk."""
+    written (`ChunkedParquet`): the file `frame().to_parquet` writes, holding one chunk.
+
+    Args:
+        walk: The walk over the tables that yields each chunk's pairs.
+        schema: The layout's Arrow schema.
+        n_pairs: How many pairs the walk yields (counted by a first walk).
+    """
 
     def __init__(self, walk: _PairWalk, schema: pa.Schema, n_pairs: int) -> None:
         self._walk, self.arrow_schema, self._pairs = walk, schema, n_pairs
@@ -400,7 +462,19 @@ def completion_scores(
     overall_scores: pd.DataFrame | None, aspect_annotations: pd.DataFrame | None, score: ScoreKind
 ) -> pd.DataFrame:
     """(prompt_id, completion_idx, score) for the score kind the pairs use: "overall" the
-    fixed overall score (1-10), "mean_aspects" the mean aspect rating (shuffles averaged)."""
+    fixed overall score (1-10), "mean_aspects" the mean aspect rating (shuffles averaged).
+
+    Args:
+        overall_scores: The overall scores per completion (needed for "overall").
+        aspect_annotations: The aspect ratings (needed for "mean_aspects").
+        score: The score kind.
+
+    Returns:
+        One row per scored completion.
+
+    Raises:
+        InputError: The table the kind reads lacks a required column.
+    """
     return _scores(overall_scores, aspect_annotations, score)
 
 

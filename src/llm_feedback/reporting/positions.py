@@ -58,6 +58,17 @@ def position_consistency(
     disk is read a chunk of prompts at a time.
 
     Columns: aspect, n_compared, share_changed, mean_abs_change, their intervals, ci_method.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The table, one row per aspect.
+
+    Raises:
+        InputError: A required column is missing.
     """
     if _shuffles(aspect_annotations) is None:
         return typed_frame(None, POSITION_CONSISTENCY_COLUMN_TYPES)
@@ -128,6 +139,17 @@ def shuffle_agreement(
     walked twice, a chunk of prompts at a time (Spearman's ranks need the first walk).
 
     Columns: aspect, raters, statistic, value, n, ci_low, ci_high, ci_method.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The table, two rows (Spearman, exact match) per aspect and two shuffles.
+
+    Raises:
+        InputError: A required column is missing.
     """
     shuffles = _shuffles(aspect_annotations)
     if shuffles is None:
@@ -224,6 +246,16 @@ def rating_by_position(
     holds its rows).
 
     Columns: aspect, position, n_rated, mean_rating, ci_low, ci_high, ci_method.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        bootstrap: The bootstrap settings of the intervals.
+
+    Returns:
+        The table, one row per aspect and position.
+
+    Raises:
+        InputError: A required column is missing.
     """
     require_columns(aspect_annotations, ANNOTATION_COLUMNS, "aspect_annotations")
     means = GroupedMeans("rating", "prompt_id", ["aspect", "position"], **bootstrap.kwargs)

@@ -25,7 +25,14 @@ def _ratings_written_by(judge: RecordedJudge) -> str:
 def recorded_judge_line(judge: RecordedJudge) -> str:
     """The report's line naming the judge that rated the data, as its run recorded it:
     model, endpoint name, backend, base URL (no password, query or fragment), model
-    file, sampling and judge key; or the status line of a judge not recorded."""
+    file, sampling and judge key; or the status line of a judge not recorded.
+
+    Args:
+        judge: The judge as the data's lineage recorded it.
+
+    Returns:
+        The line, in Markdown.
+    """
     if not judge.recorded:
         return not_recorded_line(judge)
     endpoint, identity = judge.endpoint, judge.identity or {}
@@ -46,7 +53,14 @@ def recorded_judge_line(judge: RecordedJudge) -> str:
 
 
 def not_recorded_line(judge: RecordedJudge) -> str:
-    """The status line of ratings whose judge no run record names."""
+    """The status line of ratings whose judge no run record names.
+
+    Args:
+        judge: The lineage's judge, not recorded (its `run` may still be known).
+
+    Returns:
+        The line, in Markdown.
+    """
     written = (
         f"the run that wrote these ratings ({code_span(judge.run)}) left no run record "
         "naming its judge (written before runs kept records, or its record is missing)"
@@ -61,5 +75,12 @@ def not_recorded_line(judge: RecordedJudge) -> str:
 
 
 def not_recorded_standing(judge: RecordedJudge) -> ValidationStanding:
-    """The first screen's standing of ratings whose judge is not recorded."""
+    """The first screen's standing of ratings whose judge is not recorded.
+
+    Args:
+        judge: The lineage's judge, not recorded.
+
+    Returns:
+        A standing that is not validated, with the status line and its caveat.
+    """
     return ValidationStanding(False, (not_recorded_line(judge),), NOT_RECORDED_CAVEAT)

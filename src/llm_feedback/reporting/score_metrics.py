@@ -48,6 +48,16 @@ def model_score_metrics(
     Columns: model, n, mean_overall_original, mean_overall_fixed, mean_fine_grained,
     n_paired, pearson_overall_vs_fine_grained, spearman_overall_vs_fine_grained, their
     intervals, ci_method.
+
+    Args:
+        overall_scores: The scores per completion, in memory or on disk.
+        bootstrap: The bootstrap settings of the intervals.
+
+    Returns:
+        The table, one row per model.
+
+    Raises:
+        InputError: A required column is missing.
     """
     require_columns(overall_scores, ["prompt_id", "model", *SCORE_COLUMNS], "overall_scores")
     means = {

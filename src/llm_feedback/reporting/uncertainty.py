@@ -61,7 +61,18 @@ def mean_intervals(
     frame: pd.DataFrame, value: str, by: list[str], bootstrap: Bootstrap, prefix: str = ""
 ) -> pd.DataFrame:
     """`by` columns plus `<prefix>ci_low`, `<prefix>ci_high` (and `ci_method` when there is
-    no prefix) of the per-group mean of `value`, clustered by prompt_id."""
+    no prefix) of the per-group mean of `value`, clustered by prompt_id.
+
+    Args:
+        frame: The rows, with prompt_id, `value` and the `by` columns.
+        value: The column averaged.
+        by: The grouping columns.
+        bootstrap: The bootstrap settings of the intervals.
+        prefix: Put before the interval columns' names.
+
+    Returns:
+        One row per group: the `by` columns and the interval's.
+    """
     table = grouped_mean_intervals(frame, value, "prompt_id", by, **bootstrap.kwargs)
     renamed = {"ci_low": f"{prefix}ci_low", "ci_high": f"{prefix}ci_high", "method": "ci_method"}
     return table.rename(columns=renamed).drop(columns=["n", "estimate"])
@@ -76,6 +87,16 @@ def annotate_battles(completions: pd.DataFrame, scores: pd.DataFrame) -> pd.Data
     Columns: instance (prompt_id), model_a, model_b, outcome (1 / 0.5 / 0 for A), and per
     side (`_a`, `_b`) the responses' `STYLE_FEATURES`: length (characters), headers, bold,
     list_items.
+
+    Args:
+        completions: The completions, with model, response and error.
+        scores: The score of each completion.
+
+    Returns:
+        The battles, one row per two usable completions of a prompt.
+
+    Raises:
+        InputError: A required column is missing.
     """
     require_columns(completions, [*COMPLETION_KEY, "model", "response", "error"], "completions")
     scored = completions.loc[:, [*COMPLETION_KEY, "model", "response", "error"]].merge(
@@ -111,7 +132,23 @@ def ranking_battles(
 ) -> Battles:
     """`annotate_battles` of each chunk of prompts (battles are prompt-local), spooled to a
     Parquet file in `folder` (their covariates, no texts) and read back a row group at a
-    time: the ranking's fits pass over them several times without holding them."""
+    time: the ranking's fits pass over them several times without holding them.
+
+    Args:
+        completions: The completions, in memory or on disk.
+        overall_scores: The overall scores per completion (read when `score` is "overall").
+        aspect_annotations: The aspect ratings (read for any other `score`).
+        score: The score that decides a battle: "overall" (the fixed overall score) or
+            "mean_aspects" (the mean aspect rating).
+        folder: Where the battles' Parquet file is written.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The battles, read back from the file (or in memory when there are none).
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
+    """
     if score == "overall":
         others = {"overall_scores": (overall_scores, [*COMPLETION_KEY, "overall_score_fixed"])}
     else:
@@ -156,6 +193,14 @@ def model_ranking(
     style-controlled score; and the style coefficients (`llm_feedback.stats.comparison`).
 
     Columns: `MODEL_RANKING_COLUMN_TYPES` and `STYLE_COEFFICIENTS_COLUMN_TYPES` (schema.py).
+
+    Args:
+        battles: The battles (`annotate_battles`' columns), in memory or spooled.
+        baseline: The model the win rates are against (None: the first by name).
+        bootstrap: The bootstrap settings of the intervals.
+
+    Returns:
+        The ranking and the style coefficients (empty tables when there are no battles).
     """
     models = Battles.of(battles).models()
     if not models:
@@ -175,7 +220,18 @@ def model_ranking(
 
 def bias_ratings(aspect_annotations: pd.DataFrame, completions: pd.DataFrame) -> pd.DataFrame:
     """One row per judgment (every shuffle) with prompt_id, aspect, position, rating,
-    model, judge_model and the completion's response length."""
+    model, judge_model and the completion's response length.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions of those ratings, with model and response.
+
+    Returns:
+        The judgments, with their completion's model and length.
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
+    """
     require_columns(aspect_annotations, ["judge_model", "position"], "aspect_annotations")
     ratings = aspect_annotations.loc[
         :, [*COMPLETION_KEY, "aspect", "position", "judge_model"]
@@ -220,6 +276,18 @@ def judge_bias(
         own minus the others' (scope `judge_model / aspect`).
     Tables on disk are walked twice, a chunk of prompts at a time (the fits' sums, then
     the spreads around them).
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions, with model and response.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The diagnostics, ordered by diagnostic and then aspect.
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
     """
     slope = SlopeTally(confidence=bootstrap.confidence)
     lengths = LengthCorrelation(**bootstrap.kwargs)
@@ -278,7 +346,20 @@ def rating_by_length(
 ) -> pd.DataFrame:
     """Mean rating per aspect and completion-length decile, with intervals (the figure's
     data); tables on disk walked twice (the lengths' deciles, then the means). Columns:
-    `RATING_BY_LENGTH_COLUMN_TYPES`."""
+    `RATING_BY_LENGTH_COLUMN_TYPES`.
+
+    Args:
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        completions: The completions, with model and response.
+        bootstrap: The bootstrap settings of the intervals.
+        prompts_per_chunk: How many prompts a chunk read from disk holds.
+
+    Returns:
+        The table, one row per aspect and length decile.
+
+    Raises:
+        InputError: A required column is missing, or the inputs come from different runs.
+    """
     bins = LengthBins(**bootstrap.kwargs)
     for _, folded in _bias_chunks(aspect_annotations, completions, prompts_per_chunk):
         bins.count(folded)

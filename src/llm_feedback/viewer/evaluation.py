@@ -74,7 +74,20 @@ def evaluation_site(
     shard_size: int = SHARD_SIZE,
 ) -> StaticSite:
     """The site of `eval_judgments`, with the questions, references and responses of
-    `samples` (the evaluate pipeline's answered samples)."""
+    `samples` (the evaluate pipeline's answered samples).
+
+    Args:
+        samples: The answered samples (instance_id, question, response, model, ...).
+        eval_judgments: The judgments (instance_id, mode, parse_status, ...).
+        title: The site's title.
+        shard_size: Records per shard file.
+
+    Returns:
+        The site, ready to write.
+
+    Raises:
+        InputError: A required column is missing.
+    """
     require_columns(samples, ("instance_id", "question", "response", "model"), "eval_samples")
     require_columns(eval_judgments, ("instance_id", "mode", "parse_status"), "eval_judgments")
     samples = samples.assign(turn=samples["turn"] if "turn" in samples else 1)

@@ -131,7 +131,23 @@ def feedback_site(
     empty), DataFrames or `ParquetSource`s. Prompts keep the order of `completions`. The
     tables are read when the site is written, a chunk of `prompts_per_chunk` prompts at a
     time (files in prompt order, as the annotate stages write them), so a site of a million
-    prompts costs the memory of one chunk; their columns are checked now."""
+    prompts costs the memory of one chunk; their columns are checked now.
+
+    Args:
+        completions: The completions.
+        aspect_annotations: The aspect ratings, one row per shuffle.
+        critiques: The critiques.
+        overall_scores: The overall scores.
+        title: The site's title.
+        shard_size: Records per shard file.
+        prompts_per_chunk: How many prompts a chunk read holds.
+
+    Returns:
+        The site, ready to write.
+
+    Raises:
+        InputError: A required column is missing.
+    """
     for table, columns, name in (
         (completions, COMPLETION_COLUMNS, "completions"),
         (aspect_annotations, ASPECT_COLUMNS, "aspect_annotations"),

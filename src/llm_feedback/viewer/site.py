@@ -190,7 +190,11 @@ class StaticSite:
         }
 
     def write(self, directory: Path) -> None:
-        """Write the whole site into `directory` (created; must not hold another site)."""
+        """Write the whole site into `directory` (created; must not hold another site).
+
+        Args:
+            directory: The site's folder: the assets, then the data files under data/.
+        """
         (directory / "data").mkdir(parents=True, exist_ok=True)
         assets = resources.files("llm_feedback.viewer") / "assets"
         for name in ASSETS:
@@ -268,13 +272,30 @@ def _call(function: str, *arguments: Any) -> str:
 
 
 def snippet(text: Any) -> str:
+    """A text's index preview: its first `SNIPPET_CHARS` characters, "…" marking a cut.
+
+    Args:
+        text: Any value (None: empty), shown as its string.
+
+    Returns:
+        The preview.
+    """
     text = "" if text is None else str(text)
     return text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 1] + "…"
 
 
 def column(frame: Any, name: str, default: Any = None) -> list[Any]:
     """`frame[name]` as a list, None for NA (numpy scalars are turned into Python's when
-    written, by `_json_default`); `default` where the column is absent."""
+    written, by `_json_default`); `default` where the column is absent.
+
+    Args:
+        frame: The table.
+        name: The column's name.
+        default: Each row's value when the column is absent.
+
+    Returns:
+        One value per row.
+    """
     if name not in frame.columns:
         return [default] * len(frame)
     series = frame[name]
