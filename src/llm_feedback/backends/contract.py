@@ -242,6 +242,11 @@ class ChatResult:
     label_logprobs: list[dict[str, Any]] | None = None
     # Of `completion_tokens`, those a reasoning model spent thinking (billed as output).
     reasoning_tokens: int = 0
+    # Of `prompt_tokens`, those the provider's prompt cache served (billed at its cached
+    # rate) and those it wrote (Anthropic bills writes above the input price); None where
+    # the reply does not say.
+    cached_prompt_tokens: int | None = None
+    cache_write_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -512,6 +512,14 @@ COMPLETIONS_COLUMN_TYPES = {
 # `overall_scores` has no dtype map of its own: `annotation.score_fix` builds it from
 # `completions` and `critiques` by merges, keyed by `COMPLETION_KEY`.
 
+# Of a judge row's prompt tokens, those the provider's prompt cache served and wrote (billed
+# apart: reporting/cost_prices.py); null where the API did not say. Tables written before
+# these columns read as null.
+CACHE_TOKEN_COLUMN_TYPES = {
+    "cached_prompt_tokens": "float64",
+    "cache_write_tokens": "float64",
+}
+
 # `types` holds Python lists of strings (Parquet list<string>).
 ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "prompt_id": "string",
@@ -538,6 +546,7 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "raw_reply": "category",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
     "completion_tokens": "float64",
+    **CACHE_TOKEN_COLUMN_TYPES,
 }
 
 CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {
