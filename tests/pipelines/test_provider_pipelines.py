@@ -15,6 +15,8 @@ import yaml
 from llm_feedback.backends import BACKENDS
 from llm_feedback.backends.base import kind_of
 from llm_feedback.core.errors import PlanOnly
+from llm_feedback.templates import PACKAGE_TEMPLATES
+from llm_feedback.testing.protocol import word_count
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 from tests.test_kedro_viz import project_copy  # noqa: F401 (a fixture)
@@ -146,3 +148,63 @@ def test_the_plan_prices_the_provider_model_at_its_batch_rate(backend, run_kedro
     assert online["priced"].all() and (online["model"] == model).all()
     cost = online["estimated_cost"].sum()
     assert cost > 0 and batch["estimated_cost"].sum() == pytest.approx(cost / 2)
+
+
+# USD per 1k tokens of the judge, and each provider's published cache rates (read, write).
+PRICE = {"prompt_per_1k": 1.0, "completion_per_1k": 4.0}
+CACHE_RATES = {"anthropic": (0.1, 1.25), "gemini": (0.1, 1.0)}
+
+
+def cache_counts(bodies: list[dict], system: str) -> tuple[int, int]:
+    """(read, written) tokens of the test server's prompt cache over the bodies whose system
+    prompt is `system`, counted as the server counts them (a system prompt is written, or
+    for Gemini merely seen, by its first call and read by each later one); a body that
+    continues a conversation (the score fix's re-score) is left out."""
+    calls = [
+        body
+        for body in bodies
+        if body["messages"][0] == {"role": "system", "content": system}
+        and not any(m["role"] == "assistant" for m in body["messages"])
+    ]
+    size = word_count(system)
+    return size * (len(calls) - 1), size
+
+
+@pytest.mark.parametrize("backend", PROVIDERS)
+def test_the_cost_table_prices_prompt_cache_reads_and_writes(backend, run_kedro):
+    model = {"anthropic": "claude-haiku-4-5", "gemini": "gemini-2.5-flash"}[backend]
+    caching = {"prompt_caching": True} if backend == "anthropic" else {}
+    with FakeLLMServer() as server:
+        params = {
+            "sample": {"max_prompts": 2},
+            "endpoints": provider_endpoint(server, backend, model=model, **caching),
+            "report": {"prices": {model: PRICE}},
+        }
+        for name in ("sample", "generate"):
+            run_kedro(name, params)
+        server.reset()  # the judges' calls alone
+        run_kedro("annotate", params)
+        bodies = server.requests
+        costs = run_kedro("report", params)["catalog"].load("cost_table")
+
+    read_share, write_share = CACHE_RATES[backend]
+    for stage, system in (
+        ("annotate", PACKAGE_TEMPLATES.render("system_aspect")),
+        ("critique", PACKAGE_TEMPLATES.render("system_teacher")),
+    ):
+        read, written = cache_counts(bodies, system)
+        row = costs[costs["stage"] == stage].iloc[0]
+        if backend == "gemini":
+            written = 0  # implicit caching writes nothing billed
+        assert (row["cached_prompt_tokens"], row["cache_write_tokens"]) == (read, written)
+        assert read > 0 and row["prompt_tokens"] > read + written
+        uncached = row["prompt_tokens"] - read - written
+        by_hand = (
+            uncached * PRICE["prompt_per_1k"]
+            + read * PRICE["prompt_per_1k"] * read_share
+            + written * PRICE["prompt_per_1k"] * write_share
+            + row["completion_tokens"] * PRICE["completion_per_1k"]
+        ) / 1000
+        assert row["estimated_cost"] == pytest.approx(by_hand)
+        assert row["cache_pricing"].startswith(f"{backend}'s published rates: reads 0.1x input")
+    assert (costs.loc[costs["stage"] == "generate", "cached_prompt_tokens"] == 0).all()

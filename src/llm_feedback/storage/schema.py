@@ -417,9 +417,13 @@ COST_TABLE_COLUMN_TYPES = {
     "model": "str",
     "mode": "str",  # online | batch (Batch API rows, at the batch price)
     "prompt_tokens": "int64",
+    # Of prompt_tokens, served and written by the provider's prompt cache (0: none reported)
+    "cached_prompt_tokens": "int64",
+    "cache_write_tokens": "int64",
     "completion_tokens": "int64",
     "estimated_cost": "float64",
     "priced": "bool",
+    "cache_pricing": "str",  # how cache tokens were priced (reporting/cache_prices.py)
     "usage_estimated": "bool",  # some replies had no usage: their tokens are estimated
     # Stage `unseen`: calls sent whose reply never arrived (a killed run), at most this cost.
     "unseen_calls": "int64",
