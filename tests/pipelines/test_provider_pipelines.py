@@ -158,13 +158,10 @@ CACHE_RATES = {"anthropic": (0.1, 1.25), "gemini": (0.1, 1.0)}
 def cache_counts(bodies: list[dict], system: str) -> tuple[int, int]:
     """(read, written) tokens of the test server's prompt cache over the bodies whose system
     prompt is `system`, counted as the server counts them (a system prompt is written, or
-    for Gemini merely seen, by its first call and read by each later one); a body that
-    continues a conversation (the score fix's re-score) is left out."""
+    for Gemini merely seen, by its first call and read by each later one, the score fix's
+    re-scores among them)."""
     calls = [
-        body
-        for body in bodies
-        if body["messages"][0] == {"role": "system", "content": system}
-        and not any(m["role"] == "assistant" for m in body["messages"])
+        body for body in bodies if body["messages"][0] == {"role": "system", "content": system}
     ]
     size = word_count(system)
     return size * (len(calls) - 1), size

@@ -41,6 +41,7 @@ from llm_feedback.storage.parquet_source import (
     rows_by_prompt,
     table_chunks,
 )
+from llm_feedback.storage.schema import CACHE_TOKEN_COLUMN_TYPES
 from llm_feedback.storage.spool import FrameSpool
 from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
@@ -166,13 +167,23 @@ class _ChunkFixer:
                 request = self._identity(task)
                 if request not in self.sent:
                     self.sent.add(request)
-                    rescore_tokens[key] = (outcome.prompt_tokens, outcome.completion_tokens)
+                    rescore_tokens[key] = (
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        outcome.cached_prompt_tokens,
+                        outcome.cache_write_tokens,
+                    )
         overall_scores = apply_reannotated_scores(plan, new_scores)
         # The re-score calls' usage, for the cost table (0 where no call was made).
         keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
         for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
             overall_scores[column] = np.array(
                 [rescore_tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
+            )
+        for part, column in enumerate(CACHE_TOKEN_COLUMN_TYPES, start=2):  # null: unsaid
+            overall_scores[column] = np.array(
+                [(rescore_tokens.get(key) or (0, 0, None, None))[part] for key in keys],
+                dtype="float64",
             )
         return overall_scores
 

@@ -63,7 +63,7 @@ _JUDGED = (
 )
 ASPECT_COLUMNS = (*_JUDGED, "aspect", "shuffle_idx", "position", "suspected_injection")
 CRITIQUE_COLUMNS = (*_JUDGED, "suspected_injection")
-SCORE_COLUMNS = ("prompt_id", "completion_idx", *TOKEN_COLUMNS)
+SCORE_COLUMNS = ("prompt_id", "completion_idx", *TOKEN_COLUMNS, *CACHE_COLUMNS)
 # What the tally sums per group.
 SUMS = (*TOKEN_COLUMNS, *CACHE_COLUMNS, "estimated_rows")
 
