@@ -182,7 +182,10 @@ def test_the_cost_table_prices_prompt_cache_reads_and_writes(backend, run_kedro)
         server.reset()  # the judges' calls alone
         run_kedro("annotate", params)
         bodies = server.requests
-        costs = run_kedro("report", params)["catalog"].load("cost_table")
+        report = run_kedro("report", params)["catalog"]
+        costs = report.load("cost_table")
+        completions = report.load("completions")
+        completions = completions if isinstance(completions, pd.DataFrame) else completions.read()
 
     read_share, write_share = CACHE_RATES[backend]
     for stage, system in (
@@ -204,4 +207,6 @@ def test_the_cost_table_prices_prompt_cache_reads_and_writes(backend, run_kedro)
         ) / 1000
         assert row["estimated_cost"] == pytest.approx(by_hand)
         assert row["cache_pricing"].startswith(f"{backend}'s published rates: reads 0.1x input")
-    assert (costs.loc[costs["stage"] == "generate", "cached_prompt_tokens"] == 0).all()
+    generate = costs[costs["stage"] == "generate"]
+    for column in ("cached_prompt_tokens", "cache_write_tokens"):  # the generation's too
+        assert generate[column].sum() == completions[column].fillna(0).sum()

@@ -44,6 +44,7 @@ COMPLETION_COLUMNS = (
     "endpoint",
     "backend",
     *TOKEN_COLUMNS,
+    *CACHE_COLUMNS,
     "via_batch",
     "error",
     "instruction",
@@ -182,7 +183,8 @@ def usage_totals(
         prompts = chunk["prompt_id"].unique()
         last = chunk["prompt_id"].max() if len(chunk) else ""
         keys = chunk.loc[:, ["endpoint", "backend", "model"]]
-        generated = estimate_missing_usage("generate", chunk.loc[:, TOKEN_COLUMNS], chunk)
+        counts = [c for c in (*TOKEN_COLUMNS, *CACHE_COLUMNS) if c in chunk.columns]
+        generated = estimate_missing_usage("generate", chunk.loc[:, counts], chunk)
         tally.add("generate", keys.assign(mode=_modes(chunk, "via_batch")), _tokens(generated))
         texts = request_texts(chunk)  # what the judge requests showed, for their identities
 

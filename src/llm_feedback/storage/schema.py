@@ -486,6 +486,14 @@ SAMPLED_PROMPTS_COLUMNS: tuple[str, ...] = (
 
 # --- generate: completions ----------------------------------------------------------------
 
+# Of a row's prompt tokens, those the provider's prompt cache served and wrote (billed
+# apart: reporting/cache_prices.py); null where the API did not say. Tables written before
+# these columns read as null.
+CACHE_TOKEN_COLUMN_TYPES = {
+    "cached_prompt_tokens": "float64",
+    "cache_write_tokens": "float64",
+}
+
 # `correct_answers` / `incorrect_answers` are carried from `sampled_prompts` (Python lists of
 # strings, empty when the source has none) for the UltraFeedback export.
 COMPLETIONS_COLUMN_TYPES = {
@@ -505,6 +513,7 @@ COMPLETIONS_COLUMN_TYPES = {
     "finish_reason": "string",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
+    **CACHE_TOKEN_COLUMN_TYPES,
     "latency_s": "float64",
     "cached": "bool",
     "via_batch": "bool",  # answered through a Batch API (priced at the batch rate)
@@ -515,14 +524,6 @@ COMPLETIONS_COLUMN_TYPES = {
 
 # `overall_scores` has no dtype map of its own: `annotation.score_fix` builds it from
 # `completions` and `critiques` by merges, keyed by `COMPLETION_KEY`.
-
-# Of a judge row's prompt tokens, those the provider's prompt cache served and wrote (billed
-# apart: reporting/cost_prices.py); null where the API did not say. Tables written before
-# these columns read as null.
-CACHE_TOKEN_COLUMN_TYPES = {
-    "cached_prompt_tokens": "float64",
-    "cache_write_tokens": "float64",
-}
 
 # `types` holds Python lists of strings (Parquet list<string>).
 ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
