@@ -386,3 +386,29 @@ def test_the_prompt_tokens_the_servers_cache_served_are_read_and_cached(transpor
     assert all(r.prompt_tokens == first.prompt_tokens for r in later)
     assert all(r.cached for r in again)
     assert [r.cached_prompt_tokens for r in again] == [0, CACHE_MIN_TOKENS, CACHE_MIN_TOKENS]
+
+
+def test_an_unreadable_cache_count_is_unknown_not_a_failed_reply():
+    from llm_feedback.backends.anthropic_backend import message_result
+    from llm_feedback.backends.openai_backend import reply_fields
+
+    message = {"role": "assistant", "content": "5"}
+    odd = {
+        "prompt_tokens": 9,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": "x"},
+    }
+    assert reply_fields(message, odd, "stop")["cached_prompt_tokens"] is None
+    assert reply_fields(message, {"prompt_tokens": 9}, "stop")["cached_prompt_tokens"] is None
+    claude = message_result(
+        {
+            "type": "message",
+            "content": [{"type": "text", "text": "5"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 9, "output_tokens": 1, "cache_read_input_tokens": "x"},
+        },
+        0.0,
+        "claude",
+    )
+    assert claude.ok and claude.prompt_tokens == 9
+    assert claude.cached_prompt_tokens is None and claude.cache_write_tokens is None

@@ -164,7 +164,7 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     usage = payload.get("usage") or {}
     # Cached prompt parts are billed apart from `input_tokens`, but they are prompt all the same.
     prompt = sum(
-        int(usage.get(name) or 0)
+        _count(usage.get(name)) or 0
         for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
     text = "".join(texts) if texts else None
@@ -189,7 +189,9 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
 
 
 def _count(value: Any) -> int | None:
-    return None if value is None else int(value)
+    """A usage count, None where the reply has none (or not a number)."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    return int(value) if numeric else None
 
 
 def rate_limit_headers(headers: Mapping[str, str], now: float | None = None) -> dict[str, str]:
