@@ -577,6 +577,12 @@ def test_cost_table_prices_prompt_cache_tokens_at_published_or_configured_rates(
     assert own["cache_pricing"].endswith("(cached_prompt_per_1k from report.prices)")
     assert critique["cached_prompt_tokens"] == critique["cache_write_tokens"] == 0
     assert critique["cache_pricing"] == "no cache tokens"
+    # Through a Batch API, the cache's shares of the batch price: half of everything.
+    batch = annotations.assign(judge_via_batch=True)
+    by_batch = cost_table(frames.completions, batch, critiques, PRICES)
+    assert row(by_batch, stage="annotate")["estimated_cost"] == pytest.approx(
+        published["estimated_cost"] / 2
+    )
     assert critique["estimated_cost"] == pytest.approx(
         (
             frames.critiques["prompt_tokens"].sum() * 0.01
