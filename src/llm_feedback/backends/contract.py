@@ -12,7 +12,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.media import MEDIA_TOKEN_ESTIMATE, Media, content_media, content_text
@@ -247,7 +247,6 @@ class ChatResult:
     # the reply does not say.
     cached_prompt_tokens: int | None = None
     cache_write_tokens: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
