@@ -86,6 +86,7 @@ def test_plan_then_run_same_calls_and_tokens_within_20_percent(tmp_path, count_t
         planned, printed = plan(data_root, server.base_url, FEW_PROMPTS)
         assert server.request_count == 0  # planning calls nothing, not even the preflight
         assert "Run plan" in printed and "calls to send" in printed
+        assert "assuming no prompt-cache hits" in " ".join(printed.split())
         assert set(planned["stage"]) == {"generate", "annotate", "critique"}
         assert set(planned.loc[planned["stage"] != "generate", "basis"]) == {ESTIMATED}
         assert not list(data_root.glob("0[2-7]_*/*.parquet"))  # no stage wrote anything

@@ -9,6 +9,7 @@ import pytest
 
 from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient, register_credentials
 from llm_feedback.core.errors import ConfigError, EndpointError
+from llm_feedback.testing.routes import CACHE_MIN_TOKENS
 from llm_feedback.testing.server import FakeLLMServer, Reply, echo_responder, flaky, scripted
 
 
@@ -362,3 +363,52 @@ def test_a_tripped_breaker_ends_a_long_stream_at_once():
             with pytest.raises(EndpointError, match="10 of 10 calls failed, stopping"):
                 client.complete_many(prompts(500))
         assert server.request_count < 20
+
+
+@pytest.mark.parametrize("transport", ["lean", "sdk"])
+def test_the_prompt_tokens_the_servers_cache_served_are_read_and_cached(transport, tmp_path):
+    system = "judge kindly " * (CACHE_MIN_TOKENS // 2)  # long enough for OpenAI's cache
+    requests = [
+        ChatRequest.from_prompt(f"question {i}", system=system, temperature=0.0) for i in range(3)
+    ]
+    cache = tmp_path / "cache.sqlite"
+    with FakeLLMServer(echo_responder) as server:
+        config = endpoint(server, max_concurrent=1, transport=transport)
+        with LLMClient(config, cache, progress=False) as client:
+            first, *later = client.complete_many(requests)
+        with LLMClient(config, cache, progress=False) as client:
+            again = client.complete_many(requests)
+
+    # `prompt_tokens_details.cached_tokens`: the system message after its first call, of
+    # the prompt all the same; OpenAI reports no cache writes.
+    assert first.cached_prompt_tokens == 0 and first.cache_write_tokens is None
+    assert [r.cached_prompt_tokens for r in later] == [CACHE_MIN_TOKENS] * 2
+    assert all(r.prompt_tokens == first.prompt_tokens for r in later)
+    assert all(r.cached for r in again)
+    assert [r.cached_prompt_tokens for r in again] == [0, CACHE_MIN_TOKENS, CACHE_MIN_TOKENS]
+
+
+def test_an_unreadable_cache_count_is_unknown_not_a_failed_reply():
+    from llm_feedback.backends.anthropic_backend import message_result
+    from llm_feedback.backends.openai_backend import reply_fields
+
+    message = {"role": "assistant", "content": "5"}
+    odd = {
+        "prompt_tokens": 9,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": "x"},
+    }
+    assert reply_fields(message, odd, "stop")["cached_prompt_tokens"] is None
+    assert reply_fields(message, {"prompt_tokens": 9}, "stop")["cached_prompt_tokens"] is None
+    claude = message_result(
+        {
+            "type": "message",
+            "content": [{"type": "text", "text": "5"}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 9, "output_tokens": 1, "cache_read_input_tokens": "x"},
+        },
+        0.0,
+        "claude",
+    )
+    assert claude.ok and claude.prompt_tokens == 9
+    assert claude.cached_prompt_tokens is None and claude.cache_write_tokens is None

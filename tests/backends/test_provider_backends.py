@@ -269,10 +269,12 @@ def test_claude_prompt_caching_reads_the_shared_instructions_from_the_cache(cach
 
     assert all(result.ok for result in (first, *later))
     if caching:  # written by the first call, read by the others; all of it still prompt
-        assert first.extra == {"cache_creation_input_tokens": 5}
-        assert all(result.extra == {"cache_read_input_tokens": 5} for result in later)
+        assert (first.cache_write_tokens, first.cached_prompt_tokens) == (5, 0)
+        assert all((r.cache_write_tokens, r.cached_prompt_tokens) == (0, 5) for r in later)
     else:
-        assert first.extra == {} and all(result.extra == {} for result in later)
+        assert all(
+            (r.cache_write_tokens, r.cached_prompt_tokens) == (0, 0) for r in (first, *later)
+        )
     assert first.prompt_tokens == later[0].prompt_tokens > 5
 
 
@@ -284,8 +286,8 @@ def test_gemini_reports_what_its_implicit_cache_served():
 
     assert all(result.ok for result in (first, *later))
     # The shared instructions, served from the cache after the first call; still prompt.
-    assert first.extra == {}
-    assert all(result.extra == {"cached_content_token_count": 5} for result in later)
+    assert first.cached_prompt_tokens == 0 and first.cache_write_tokens is None
+    assert all(result.cached_prompt_tokens == 5 for result in later)
     assert first.prompt_tokens == later[0].prompt_tokens > 5
 
 

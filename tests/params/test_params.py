@@ -45,6 +45,13 @@ def test_the_shipped_parameters_parse():
 def test_defaults_come_from_the_dataclasses():
     assert parse_sample({}, POOL) == SampleParams(models=("a", "b"))
     assert parse_report({}) == ReportParams()
+    cache = {
+        "cached_prompt_per_1k": 0.1,
+        "batch_cached_prompt_per_1k": 0.05,
+        "cache_write_per_1k": 2,
+    }
+    entry = {"prompt_per_1k": 1, "completion_per_1k": 1, **cache}
+    assert parse_report({"prices": {"x": entry}}).prices == {"x": entry}
     annotate = parse_annotate({"judge": {"endpoint": "local"}}, ENDPOINTS)
     defaults = AnnotateParams(judge=annotate.judge)
     assert (annotate.aspects, annotate.n_shuffles, annotate.max_reasks, annotate.score_fix) == (
@@ -157,6 +164,16 @@ def test_defaults_come_from_the_dataclasses():
                 }
             ),
             "report.prices.x.batch_prompt_per_1k must be a number >= 0",
+        ),
+        (
+            lambda: parse_report(
+                {
+                    "prices": {
+                        "x": {"prompt_per_1k": 1, "completion_per_1k": 1, "cache_write_per_1k": "a"}
+                    }
+                }
+            ),
+            "report.prices.x.cache_write_per_1k must be a number >= 0",
         ),
         (
             lambda: parse_evaluate({"judge": {"endpoint": "local"}, "mode": "vibes"}, ENDPOINTS),

@@ -15,6 +15,8 @@ import yaml
 from llm_feedback.backends import BACKENDS
 from llm_feedback.backends.base import kind_of
 from llm_feedback.core.errors import PlanOnly
+from llm_feedback.templates import PACKAGE_TEMPLATES
+from llm_feedback.testing.protocol import word_count
 from llm_feedback.testing.server import FakeLLMServer, Reply, schema_responder
 from tests.conftest import KEDRO_CLI_ENV, PROJECT_ROOT
 from tests.test_kedro_viz import project_copy  # noqa: F401 (a fixture)
@@ -146,3 +148,83 @@ def test_the_plan_prices_the_provider_model_at_its_batch_rate(backend, run_kedro
     assert online["priced"].all() and (online["model"] == model).all()
     cost = online["estimated_cost"].sum()
     assert cost > 0 and batch["estimated_cost"].sum() == pytest.approx(cost / 2)
+
+
+# USD per 1k tokens of the judge; per backend its model and that provider's published cache
+# rates (read, write: none billed where the provider writes without charge).
+PRICE = {"prompt_per_1k": 1.0, "completion_per_1k": 4.0}
+CACHE_CASES = {
+    "anthropic": ("claude-haiku-4-5", 0.1, 1.25),
+    "gemini": ("gemini-2.5-flash", 0.1, None),
+    "openai": ("gpt-4o-mini", 0.5, None),
+}
+
+
+def cache_counts(bodies: list[dict], system: str) -> tuple[int, int]:
+    """(read, written) tokens of the test server's prompt cache over the bodies whose system
+    prompt is `system`, counted as the server counts them (a system prompt is written, or
+    for Gemini and OpenAI merely seen, by its first call and read by each later one, the
+    score fix's re-scores among them)."""
+    calls = [
+        body for body in bodies if body["messages"][0] == {"role": "system", "content": system}
+    ]
+    size = word_count(system)
+    return size * (len(calls) - 1), size
+
+
+def judge_systems(folder: Path) -> dict[str, str]:
+    """System prompts long enough for OpenAI's cache (1,024 tokens), as a templates folder."""
+    systems = {}
+    for stage, name in (("annotate", "system_aspect"), ("critique", "system_teacher")):
+        systems[stage] = f"You are a careful {stage} judge. " + "Weigh each answer. " * 520
+        (folder / f"{name}.txt").write_text(systems[stage] + "\n", encoding="utf-8")
+    return systems
+
+
+@pytest.mark.parametrize("backend", sorted(CACHE_CASES))
+def test_the_cost_table_prices_prompt_cache_reads_and_writes(backend, run_kedro, tmp_path):
+    model, read_share, write_share = CACHE_CASES[backend]
+    with FakeLLMServer() as server:
+        endpoint = provider_endpoint(server, backend, model=model)
+        params = {"sample": {"max_prompts": 2}, "report": {"prices": {model: PRICE}}}
+        systems = {
+            "annotate": PACKAGE_TEMPLATES.render("system_aspect"),
+            "critique": PACKAGE_TEMPLATES.render("system_teacher"),
+        }
+        if backend == "anthropic":
+            endpoint["local"]["prompt_caching"] = True
+        if backend == "openai":
+            endpoint["local"]["base_url"] = server.base_url
+            systems = judge_systems(tmp_path)
+            params["prompt_templates"] = str(tmp_path)
+        params["endpoints"] = endpoint
+        for name in ("sample", "generate"):
+            run_kedro(name, params)
+        server.reset()  # the judges' calls alone
+        run_kedro("annotate", params)
+        bodies = server.requests
+        report = run_kedro("report", params)["catalog"]
+        costs = report.load("cost_table")
+        completions = report.load("completions")
+        completions = completions if isinstance(completions, pd.DataFrame) else completions.read()
+
+    for stage, system in systems.items():
+        read, written = cache_counts(bodies, system)
+        written = 0 if write_share is None else written
+        row = costs[costs["stage"] == stage].iloc[0]
+        assert (row["cached_prompt_tokens"], row["cache_write_tokens"]) == (read, written)
+        assert read > 0 and row["prompt_tokens"] > read + written
+        uncached = row["prompt_tokens"] - read - written
+        by_hand = (
+            uncached * PRICE["prompt_per_1k"]
+            + read * PRICE["prompt_per_1k"] * read_share
+            + written * PRICE["prompt_per_1k"] * (write_share or 0)
+            + row["completion_tokens"] * PRICE["completion_per_1k"]
+        ) / 1000
+        assert row["estimated_cost"] == pytest.approx(by_hand)
+        assert row["cache_pricing"].startswith(
+            f"{backend}'s published rates: reads {read_share:g}x input"
+        )
+    generate = costs[costs["stage"] == "generate"]
+    for column in ("cached_prompt_tokens", "cache_write_tokens"):  # the generation's too
+        assert generate[column].sum() == completions[column].fillna(0).sum()

@@ -142,9 +142,10 @@ def test_the_headline_says_when_tokens_were_estimated():
     assert "tokens estimated where the server sent no usage (critique" in report
     # The estimate is ~3 characters a token of the rebuilt critique prompts; the cost is
     # 4,045 x 0.01 / 1000 + 66 x 0.03 / 1000.
-    assert "| critique | judge | judge-1 | online | 4,045 | 66 | 0.04243 | yes | yes |" in unpadded(
-        report
-    )
+    assert (
+        "| critique | judge | judge-1 | online | 4,045 | 0 | 0 | 66 | 0.04243 | yes "
+        "| no cache tokens | yes |"
+    ) in unpadded(report)
 
 
 def test_style_control_is_shown_beside_the_raw_ranking_with_its_coefficients():

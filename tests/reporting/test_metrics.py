@@ -560,3 +560,64 @@ def test_judge_health_names_the_critiques_most_frequent_score_and_its_share():
     empty = empty_frames()
     table = judge_health(empty.aspect_annotations, empty.critiques, empty.overall_scores)
     assert not table["metric"].str.startswith("modal_score").any()
+
+
+def test_cost_table_prices_prompt_cache_tokens_at_published_or_configured_rates(tmp_path):
+    frames = build_frames(typical_specs())
+    annotations = frames.aspect_annotations.assign(
+        judge_backend="anthropic", cached_prompt_tokens=100.0, cache_write_tokens=np.nan
+    )
+    annotations.loc[annotations.index[0], "cache_write_tokens"] = 50.0  # null: none reported
+    # Old critiques (no cache columns) on disk: read as no cache tokens.
+    critiques = on_disk(tmp_path, "critiques", frames.critiques)
+    configured = {"judge-1": {**PRICES["judge-1"], "cached_prompt_per_1k": 0.002}}
+
+    published = row(
+        cost_table(frames.completions, annotations, critiques, PRICES), stage="annotate"
+    )
+    own = row(cost_table(frames.completions, annotations, critiques, configured), stage="annotate")
+    critique = row(cost_table(frames.completions, annotations, critiques, PRICES), stage="critique")
+
+    prompt, completion = annotations["prompt_tokens"].sum(), annotations["completion_tokens"].sum()
+    read, written = 100 * len(annotations), 50
+    assert (published["cached_prompt_tokens"], published["cache_write_tokens"]) == (read, written)
+    uncached = prompt - read - written
+    assert published["estimated_cost"] == pytest.approx(
+        (uncached * 0.01 + read * 0.001 + written * 0.0125 + completion * 0.03) / 1000
+    )
+    assert published["cache_pricing"] == (
+        "anthropic's published rates: reads 0.1x input, writes 1.25x"
+    )
+    assert own["estimated_cost"] == pytest.approx(
+        (uncached * 0.01 + read * 0.002 + written * 0.0125 + completion * 0.03) / 1000
+    )
+    assert own["cache_pricing"].endswith("(cached_prompt_per_1k from report.prices)")
+    assert critique["cached_prompt_tokens"] == critique["cache_write_tokens"] == 0
+    assert critique["cache_pricing"] == "no cache tokens"
+    # Through a Batch API, the cache's shares of the batch price: half of everything.
+    batch = annotations.assign(judge_via_batch=True)
+    by_batch = cost_table(frames.completions, batch, critiques, PRICES)
+    assert row(by_batch, stage="annotate")["estimated_cost"] == pytest.approx(
+        published["estimated_cost"] / 2
+    )
+    assert critique["estimated_cost"] == pytest.approx(
+        (
+            frames.critiques["prompt_tokens"].sum() * 0.01
+            + frames.critiques["completion_tokens"].sum() * 0.03
+        )
+        / 1000
+    )
+
+
+def test_a_cache_rate_no_provider_publishes_is_the_input_price():
+    frames = build_frames(typical_specs())
+    annotations = frames.aspect_annotations.assign(cached_prompt_tokens=100.0)
+    cached = row(
+        cost_table(frames.completions, annotations, frames.critiques, PRICES), stage="annotate"
+    )
+    plain = row(
+        cost_table(frames.completions, frames.aspect_annotations, frames.critiques, PRICES),
+        stage="annotate",
+    )
+    assert cached["estimated_cost"] == pytest.approx(plain["estimated_cost"])
+    assert cached["cache_pricing"] == "no published cache rate: at the input price"

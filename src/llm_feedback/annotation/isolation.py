@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from llm_feedback.replies.injection import suspected_injection, without_suspicious_spans
+from llm_feedback.storage.schema import CACHE_TOKEN_COLUMN_TYPES
 
 # The two variants of a suspected completion that the differential check rates.
 AS_WRITTEN = "as_written"
@@ -109,6 +110,10 @@ def kept_row(
     for column in ("prompt_tokens", "completion_tokens"):
         if column in row:
             row[column] = (written.get(column) or 0) + (without.get(column) or 0)
+    for column in CACHE_TOKEN_COLUMN_TYPES:  # null only where neither call's reply said
+        counts = [v for v in (written.get(column), without.get(column)) if not pd.isna(v)]
+        if column in row:
+            row[column] = sum(counts) if counts else None
     row["suspected_injection"] = True
     return row
 

@@ -152,6 +152,8 @@ def _aspect_row(
         **_published_judge(judge_model),
         "prompt_tokens": 0.0,
         "completion_tokens": 0.0,
+        "cached_prompt_tokens": None,
+        "cache_write_tokens": None,
     }
 
 

@@ -42,6 +42,7 @@ from llm_feedback.storage.parquet_source import (
     rows_by_prompt,
     table_chunks,
 )
+from llm_feedback.storage.schema import CACHE_TOKEN_COLUMN_TYPES
 from llm_feedback.storage.spool import FrameSpool
 from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
@@ -178,6 +179,8 @@ class _Answer:
     score: float | None
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int | None
+    cache_write_tokens: int | None
     request: bytes
 
 
@@ -215,7 +218,12 @@ def _rescore(
     def take(index: int, outcome: Outcome) -> None:
         key, request = sent.pop(index)
         answers[key] = _Answer(
-            outcome.value, outcome.prompt_tokens, outcome.completion_tokens, request
+            outcome.value,
+            outcome.prompt_tokens,
+            outcome.completion_tokens,
+            outcome.cached_prompt_tokens,
+            outcome.cache_write_tokens,
+            request,
         )
 
     engine.run_into(tasks(), take, desc="re-annotate overall scores", total=total)
@@ -228,17 +236,26 @@ def _with_answers(
     """A chunk's plan with its new scores and the re-score calls' usage (0 where no call
     was made, or an identical request already carries it)."""
     pending = pending_reannotation(plan)
-    tokens: dict[tuple[str, int], tuple[int, int]] = {}
+    tokens: dict[tuple[str, int], tuple[int, int, int | None, int | None]] = {}
     for key in pending:
         answer = answers[key]
         if answer.request not in charged:
             charged.add(answer.request)
-            tokens[key] = (answer.prompt_tokens, answer.completion_tokens)
+            tokens[key] = (
+                answer.prompt_tokens,
+                answer.completion_tokens,
+                answer.cached_prompt_tokens,
+                answer.cache_write_tokens,
+            )
     overall_scores = apply_reannotated_scores(plan, {key: answers[key].score for key in pending})
     keys = list(zip(overall_scores["prompt_id"], overall_scores["completion_idx"], strict=True))
     for column, part in (("prompt_tokens", 0), ("completion_tokens", 1)):
         overall_scores[column] = np.array(
             [tokens.get(key, (0, 0))[part] for key in keys], dtype="int64"
+        )
+    for part, column in enumerate(CACHE_TOKEN_COLUMN_TYPES, start=2):  # null: unsaid
+        overall_scores[column] = np.array(
+            [(tokens.get(key) or (0, 0, None, None))[part] for key in keys], dtype="float64"
         )
     return overall_scores
 

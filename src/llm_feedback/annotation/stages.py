@@ -61,7 +61,11 @@ from llm_feedback.replies.status import (
     is_unreadable,
 )
 from llm_feedback.storage.parquet_source import CHUNK_PROMPTS, ParquetSource, table_chunks
-from llm_feedback.storage.schema import ASPECT_ANNOTATIONS_COLUMN_TYPES, CRITIQUES_COLUMN_TYPES
+from llm_feedback.storage.schema import (
+    ASPECT_ANNOTATIONS_COLUMN_TYPES,
+    CACHE_TOKEN_COLUMN_TYPES,
+    CRITIQUES_COLUMN_TYPES,
+)
 from llm_feedback.storage.spool import SpooledTable, TableBuilder
 from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
@@ -72,6 +76,7 @@ CRITIQUE_TABLE_TYPES = {
     **CRITIQUES_COLUMN_TYPES,
     "prompt_tokens": "float64",
     "completion_tokens": "float64",
+    **CACHE_TOKEN_COLUMN_TYPES,
 }
 COMPLETION_COLUMNS = ("prompt_id", "completion_idx", "instruction", "response", "principle")
 
@@ -205,6 +210,17 @@ def _call_fields(client: LLMClient, outcome: Outcome) -> dict[str, Any]:
         "judge_via_batch": outcome.reply.via_batch,
         "raw_reply": outcome.text,
         "reasks": outcome.reasks,
+    }
+
+
+def _token_fields(outcome: Outcome) -> dict[str, Any]:
+    """What a judgement records of its calls' tokens: prompt, completion, and of the prompt
+    what the provider's cache served and wrote (None where no reply said)."""
+    return {
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "cached_prompt_tokens": outcome.cached_prompt_tokens,
+        "cache_write_tokens": outcome.cache_write_tokens,
     }
 
 
@@ -629,8 +645,7 @@ def aspect_annotations_stage(
             completion_ids=call.completion_ids,
             injection_flags=call.injection_flags,
             raw_replies=[rating.reply for rating in ratings] or None,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
+            **_token_fields(outcome),
         )
         rows = aspect_rows(judgement)
         if call.variant:
@@ -856,8 +871,7 @@ def critiques_stage(
                 suspected_injection=call.suspected_injection,
             )
         )
-        row["prompt_tokens"] = outcome.prompt_tokens
-        row["completion_tokens"] = outcome.completion_tokens
+        row.update(_token_fields(outcome))
         if call.variant:
             kept = differential.add((prompt_id, completion_idx), call.variant, index, row)
             if kept is None:

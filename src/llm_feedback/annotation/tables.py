@@ -50,6 +50,8 @@ class AspectJudgement:
     raw_replies: Sequence[str | None] | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,13 @@ def aspect_rows(judgement: AspectJudgement) -> list[dict[str, Any]]:
                 # A call rates every shown completion; each row carries its share.
                 "prompt_tokens": judgement.prompt_tokens / len(judgement.order),
                 "completion_tokens": judgement.completion_tokens / len(judgement.order),
+                **{
+                    name: None if count is None else count / len(judgement.order)
+                    for name, count in (
+                        ("cached_prompt_tokens", judgement.cached_prompt_tokens),
+                        ("cache_write_tokens", judgement.cache_write_tokens),
+                    )
+                },
             }
         )
     return rows

@@ -164,7 +164,7 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     usage = payload.get("usage") or {}
     # Cached prompt parts are billed apart from `input_tokens`, but they are prompt all the same.
     prompt = sum(
-        int(usage.get(name) or 0)
+        _count(usage.get(name)) or 0
         for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
     text = "".join(texts) if texts else None
@@ -173,11 +173,6 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         text = ""  # thought to the end of its budget: an answered call without a verdict
     # Thinking is billed inside `output_tokens`; `output_tokens_details` says how much of it.
     details = usage.get("output_tokens_details") or {}
-    cache = {
-        name: int(usage.get(name) or 0)
-        for name in ("cache_creation_input_tokens", "cache_read_input_tokens")
-        if usage.get(name)
-    }
     return ChatResult(
         text=text,
         finish_reason=_FINISH.get(stop, stop),
@@ -187,8 +182,16 @@ def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (stop_reason {stop})",
-        extra=cache,  # how much of the prompt the cache wrote or served (billed apart)
+        # How much of the prompt the cache served or wrote (billed apart); None if unsaid.
+        cached_prompt_tokens=_count(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=_count(usage.get("cache_creation_input_tokens")),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A usage count, None where the reply has none (or not a number)."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    return int(value) if numeric else None
 
 
 def rate_limit_headers(headers: Mapping[str, str], now: float | None = None) -> dict[str, str]:

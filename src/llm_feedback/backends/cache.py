@@ -431,6 +431,9 @@ def _encode(result: ChatResult) -> str:
         fields["label_logprobs"] = result.label_logprobs
     if result.reasoning_tokens:  # absent otherwise, as in answers cached before them
         fields["reasoning_tokens"] = result.reasoning_tokens
+    for name in ("cached_prompt_tokens", "cache_write_tokens"):
+        if getattr(result, name) is not None:  # absent where the reply did not say
+            fields[name] = getattr(result, name)
     return json.dumps(fields, ensure_ascii=False)
 
 

@@ -12,7 +12,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from llm_feedback.backends.media import MEDIA_TOKEN_ESTIMATE, Media, content_media, content_text
@@ -242,7 +242,11 @@ class ChatResult:
     label_logprobs: list[dict[str, Any]] | None = None
     # Of `completion_tokens`, those a reasoning model spent thinking (billed as output).
     reasoning_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    # Of `prompt_tokens`, those the provider's prompt cache served (billed at its cached
+    # rate) and those it wrote (Anthropic bills writes above the input price); None where
+    # the reply does not say.
+    cached_prompt_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -162,7 +162,9 @@ def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
     text = "".join(texts) if texts else None
     if text is None and thoughts and finish == "MAX_TOKENS":
         text = ""  # thought to the end of its budget: an answered call without a verdict
-    cached = int(getattr(usage, "cached_content_token_count", None) or 0)
+    # Of the prompt, what Gemini's cache served (implicit or explicit; billed apart): the
+    # count is left out when nothing was, and unknown only without usage at all.
+    cached = None if usage is None else int(getattr(usage, "cached_content_token_count", 0) or 0)
     return ChatResult(
         text=text,
         finish_reason=_FINISH.get(finish, str(finish).lower() if finish else None),
@@ -172,8 +174,7 @@ def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
         latency_s=latency_s,
         model=model,
         error=None if text is not None else f"empty reply (finish_reason {finish})",
-        # Of the prompt, what Gemini's cache served (implicit or explicit; billed apart).
-        extra={"cached_content_token_count": cached} if cached else {},
+        cached_prompt_tokens=cached,
     )
 
 

@@ -166,7 +166,8 @@ def reply_fields(message: Any, usage: Any, finish_reason: str | None) -> dict[st
         finish_reason: The choice's finish reason.
 
     Returns:
-        `text`, `prompt_tokens`, `completion_tokens`, `reasoning_tokens` and `error`.
+        `text`, `prompt_tokens`, `completion_tokens`, `reasoning_tokens`,
+        `cached_prompt_tokens` and `error`.
     """
     text = message.get("content")
     if isinstance(text, str):
@@ -183,8 +184,24 @@ def reply_fields(message: Any, usage: Any, finish_reason: str | None) -> dict[st
             int(usage.get("completion_tokens") or 0), thinking
         ),
         "reasoning_tokens": thinking,
+        "cached_prompt_tokens": cached_prompt_tokens(usage),
         "error": None if text is not None else "empty reply",
     }
+
+
+def cached_prompt_tokens(usage: dict[str, Any]) -> int | None:
+    """Of a chat completion's prompt, the tokens its server's prompt cache served.
+
+    Args:
+        usage: The body's `usage` object.
+
+    Returns:
+        `prompt_tokens_details.cached_tokens` (OpenAI bills them at a discount; vLLM reports
+        its prefix cache's hits there), None where the reply does not say.
+    """
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:

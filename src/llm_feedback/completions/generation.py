@@ -187,6 +187,8 @@ def _answer_endpoint(
             finish_reason=reply.finish_reason,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
+            cached_prompt_tokens=reply.cached_prompt_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
             latency_s=reply.latency_s,
             cached=reply.cached,
             via_batch=reply.via_batch,

@@ -108,6 +108,8 @@ class _Running:
             reply,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
+            cached_prompt_tokens=reply.cached_prompt_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
             cached=reply.cached,
             error=reply.error,
         )
@@ -126,8 +128,7 @@ class _Running:
     def take_reask(self, request: ChatRequest, reply: ChatResult) -> None:
         outcome = self.outcome
         outcome.reasks += 1
-        outcome.prompt_tokens += reply.prompt_tokens
-        outcome.completion_tokens += reply.completion_tokens
+        outcome.add_usage(reply)
         outcome.cached = outcome.cached and reply.cached
         if not reply.ok:  # the earlier reading stays, with the reason it was not replaced
             outcome.error = reply.error

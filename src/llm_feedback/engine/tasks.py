@@ -76,12 +76,29 @@ class Outcome:
     reasks: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of `prompt_tokens`, read from and written to the provider's prompt cache (None: no
+    # reply said).
+    cached_prompt_tokens: int | None = None
+    cache_write_tokens: int | None = None
     cached: bool = True
     error: str | None = None
 
     @property
     def value(self) -> Any:
         return self.reading.value
+
+    def add_usage(self, reply: ChatResult) -> None:
+        """Count a re-ask's reply in the task's tokens.
+
+        Args:
+            reply: The re-ask's reply; its cache counts add only where it reports them.
+        """
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        for name in ("cached_prompt_tokens", "cache_write_tokens"):
+            mine, theirs = getattr(self, name), getattr(reply, name)
+            if theirs is not None:
+                setattr(self, name, (mine or 0) + theirs)
 
     @property
     def status(self) -> str:

@@ -10,10 +10,13 @@ from typing import Any
 
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.params.reader import Block, defaults_of
+from llm_feedback.reporting.cache_prices import CACHE_PRICE_KEYS
 from llm_feedback.reporting.pairs import LAYOUTS, SCORE_KINDS, STRATEGIES
 
 PRICE_KEYS = ("prompt_per_1k", "completion_per_1k")
 BATCH_PRICE_KEYS = ("batch_prompt_per_1k", "batch_completion_per_1k")
+# Optional: prompt-cache prices (default: the provider's published rates, reporting.cache_prices).
+CACHE_KEYS = tuple(f"{batch}{key}" for batch in ("", "batch_") for key in CACHE_PRICE_KEYS)
 
 
 @dataclass(frozen=True)
@@ -182,11 +185,13 @@ def parse_report(report: Any) -> ReportParams:
         if (
             not isinstance(entry, Mapping)
             or not set(PRICE_KEYS) <= set(entry)
-            or not set(entry) <= {*PRICE_KEYS, *BATCH_PRICE_KEYS}
+            or not set(entry) <= {*PRICE_KEYS, *BATCH_PRICE_KEYS, *CACHE_KEYS}
         ):
             raise ConfigError(
                 f"{where} must be {{prompt_per_1k: ..., completion_per_1k: ...}}, optionally "
-                "with batch_prompt_per_1k and batch_completion_per_1k (default: half)"
+                "with batch_prompt_per_1k and batch_completion_per_1k (default: half) and "
+                "cached_prompt_per_1k and cache_write_per_1k (default: the provider's "
+                "published cache rates)"
             )
         for key, value in entry.items():
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from llm_feedback.core.errors import InputError
+from llm_feedback.reporting.cache_prices import CACHE_COLUMNS
 from llm_feedback.reporting.costs import (
     TOKEN_COLUMNS,
     aspect_call_identities,
@@ -43,6 +44,7 @@ COMPLETION_COLUMNS = (
     "endpoint",
     "backend",
     *TOKEN_COLUMNS,
+    *CACHE_COLUMNS,
     "via_batch",
     "error",
     "instruction",
@@ -51,16 +53,26 @@ COMPLETION_COLUMNS = (
     "system_prompt",
     "world_knowledge",
 )
-_JUDGED = ("prompt_id", "completion_idx", *JUDGE, "judge_via_batch", *TOKEN_COLUMNS, "raw_reply")
+_JUDGED = (
+    "prompt_id",
+    "completion_idx",
+    *JUDGE,
+    "judge_via_batch",
+    *TOKEN_COLUMNS,
+    *CACHE_COLUMNS,  # absent from tables written before them: none counted
+    "raw_reply",
+)
 ASPECT_COLUMNS = (*_JUDGED, "aspect", "shuffle_idx", "position", "suspected_injection")
 CRITIQUE_COLUMNS = (*_JUDGED, "suspected_injection")
-SCORE_COLUMNS = ("prompt_id", "completion_idx", *TOKEN_COLUMNS)
+SCORE_COLUMNS = ("prompt_id", "completion_idx", *TOKEN_COLUMNS, *CACHE_COLUMNS)
+# What the tally sums per group.
+SUMS = (*TOKEN_COLUMNS, *CACHE_COLUMNS, "estimated_rows")
 
 
 @dataclass
 class _Tally:
     codes: dict[tuple[Hashable, ...], int] = field(default_factory=dict)
-    totals: dict[int, np.ndarray] = field(default_factory=dict)  # group -> the 3 sums
+    totals: dict[int, np.ndarray] = field(default_factory=dict)  # group -> `SUMS` sums
     # Per stage, the request hashes of the calls counted so far, sorted: 8 bytes a call.
     sent: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -97,12 +109,12 @@ class _Tally:
         self.sent[stage] = np.sort(np.concatenate([sent, identities[first]]), kind="stable")
 
     def _add_total(self, code: int, sums: np.ndarray) -> None:
-        self.totals[code] = self.totals.get(code, np.zeros(3)) + sums
+        self.totals[code] = self.totals.get(code, np.zeros(len(SUMS))) + sums
 
     def table(self) -> pd.DataFrame:
         keys = {code: key for key, code in self.codes.items()}
         rows = [(*keys[code], *sums) for code, sums in self.totals.items()]
-        table = pd.DataFrame(rows, columns=[*GROUP, *TOKEN_COLUMNS, "estimated_rows"])
+        table = pd.DataFrame(rows, columns=[*GROUP, *SUMS])
         table["estimated_rows"] = table["estimated_rows"].astype("int64")
         return table
 
@@ -122,8 +134,16 @@ def _modes(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def _tokens(frame: pd.DataFrame) -> np.ndarray:
+    """The `SUMS` of each row: a cache count the row does not record counts 0."""
+    caches = [
+        frame[column].to_numpy(dtype="float64", na_value=0.0)
+        if column in frame.columns
+        else np.zeros(len(frame))
+        for column in CACHE_COLUMNS
+    ]
     return np.column_stack(
         [frame[column].to_numpy(dtype="float64") for column in TOKEN_COLUMNS]
+        + caches
         + [frame["usage_estimated"].to_numpy(dtype="float64")]
     )
 
@@ -150,8 +170,8 @@ def usage_totals(
 ) -> pd.DataFrame:
     """Tokens per (stage, endpoint, backend, model, mode), summed over the requests sent
     (estimated where a reply had no usage, from the judge requests rebuilt with
-    `templates`): columns `GROUP`, prompt_tokens, completion_tokens (float sums of the
-    rows' shares) and estimated_rows."""
+    `templates`): columns `GROUP`, prompt_tokens, completion_tokens, cached_prompt_tokens,
+    cache_write_tokens (float sums of the rows' shares) and estimated_rows."""
     tally = _Tally()
     aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS)
     critique_rows = rows_by_prompt(critiques, CRITIQUE_COLUMNS)
@@ -163,7 +183,8 @@ def usage_totals(
         prompts = chunk["prompt_id"].unique()
         last = chunk["prompt_id"].max() if len(chunk) else ""
         keys = chunk.loc[:, ["endpoint", "backend", "model"]]
-        generated = estimate_missing_usage("generate", chunk.loc[:, TOKEN_COLUMNS], chunk)
+        counts = [c for c in (*TOKEN_COLUMNS, *CACHE_COLUMNS) if c in chunk.columns]
+        generated = estimate_missing_usage("generate", chunk.loc[:, counts], chunk)
         tally.add("generate", keys.assign(mode=_modes(chunk, "via_batch")), _tokens(generated))
         texts = request_texts(chunk)  # what the judge requests showed, for their identities
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from llm_feedback.annotation.aspects import build_aspect_request
 from llm_feedback.annotation.critique import build_critique_request
-from llm_feedback.storage.schema import COMPLETION_KEY
+from llm_feedback.storage.schema import CACHE_TOKEN_COLUMN_TYPES, COMPLETION_KEY
 from llm_feedback.templates import PACKAGE_TEMPLATES, Templates
 
 TOKEN_COLUMNS = ["prompt_tokens", "completion_tokens"]
@@ -147,8 +147,9 @@ def rescore_usage(
     columns = ["prompt_tokens", "completion_tokens"]
     if overall_scores is None or not set(columns) <= set(overall_scores.columns):
         return None
+    cache = [c for c in CACHE_TOKEN_COLUMN_TYPES if c in overall_scores.columns]
     calls = overall_scores.loc[
-        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns]
+        overall_scores[columns].fillna(0).sum(axis=1) > 0, [*COMPLETION_KEY, *columns, *cache]
     ]
     if calls.empty:
         return None
@@ -168,6 +169,7 @@ def rescore_usage(
             "model": who["judge_model"],
             "prompt_tokens": joined["prompt_tokens"].astype("float64"),
             "completion_tokens": joined["completion_tokens"].astype("float64"),
+            **{column: joined[column].astype("float64") for column in cache},
             "usage_estimated": False,
             "stage": "critique",
             # The score fix sends through its critique's client: the same mode.

@@ -110,7 +110,9 @@ TABLE_SECTIONS: dict[str, tuple[str, str]] = {
     "cost_table": (
         "Tokens and estimated cost",
         "Cost uses the configured price per 1k tokens; models without a price count as 0. "
-        "Rows of mode batch were answered through a Batch API, at the batch price. Sums of "
+        "Rows of mode batch were answered through a Batch API, at the batch price. Of the "
+        "prompt tokens, those a provider's prompt cache served or wrote (cached_prompt_tokens, "
+        "cache_write_tokens) are priced as cache_pricing says. Sums of "
         "recorded tokens, not estimates from a sample: no intervals. Rows of stage unseen are "
         "calls sent whose reply was never received (a killed or interrupted run), which may "
         "have been billed: at most their cost, with a reply of max_tokens each.",

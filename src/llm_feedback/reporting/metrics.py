@@ -20,6 +20,7 @@ from llm_feedback.reporting._frames import (
     ordered_aspects,
     typed_frame,
 )
+from llm_feedback.reporting.cache_prices import CACHE_COLUMNS, CACHE_PRICE_KEYS, prompt_cost_per_1k
 from llm_feedback.reporting.cost_tally import Table, usage_totals
 from llm_feedback.reporting.costs import CHARS_PER_TOKEN
 from llm_feedback.stats.intervals import (
@@ -269,10 +270,16 @@ def cost_table(
     estimate, flagged `usage_estimated` (`llm_feedback.reporting.costs`), from the judge
     requests rebuilt with `templates` (the run's `prompt_templates` folder over the package).
 
-    Columns: stage, endpoint, model, mode, prompt_tokens, completion_tokens, estimated_cost,
-    priced, usage_estimated, unseen_calls.
+    Of the prompt tokens, those a provider's prompt cache served or wrote (judge rows that
+    record them) are priced at the cache's prices (`reporting.cache_prices`), the rule in
+    `cache_pricing`.
+
+    Columns: stage, endpoint, model, mode, prompt_tokens, cached_prompt_tokens,
+    cache_write_tokens, completion_tokens, estimated_cost, priced, cache_pricing,
+    usage_estimated, unseen_calls.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
+    counted = [*token_columns, *CACHE_COLUMNS]
     require_columns(completions, ["model", "endpoint", "backend", *token_columns], "completions")
     judge_columns = ["judge_model", "judge_endpoint", "judge_backend", *token_columns]
     require_columns(aspect_annotations, judge_columns, "aspect_annotations")
@@ -288,8 +295,8 @@ def cost_table(
         table = pd.concat([table, _unseen_rows(unseen)], ignore_index=True)
     # Rows carry float shares of their call's tokens: summed first, then rounded, so that a
     # call's shares add up to its usage exactly (a truncated share each would not).
-    for column in token_columns:
-        table[column] = table[column].round().astype("int64")
+    for column in counted:
+        table[column] = table[column].fillna(0).round().astype("int64")
     estimated = int(table["estimated_rows"].sum())
     if estimated:
         logger.warning(
@@ -347,10 +354,13 @@ def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) 
         )
         for key in ("prompt_per_1k", "completion_per_1k")
     )
+    # Cached prompt tokens at the cache's prices, where the usage has them.
+    prompt_cost, cache_rules = prompt_cost_per_1k(usage, prices, prompt_price, price_per_1k)
     usage["estimated_cost"] = (
-        usage["prompt_tokens"].to_numpy(dtype="float64") * prompt_price
-        + usage["completion_tokens"].to_numpy(dtype="float64") * completion_price
+        prompt_cost + usage["completion_tokens"].to_numpy(dtype="float64") * completion_price
     ) / 1000
+    if cache_rules is not None:
+        usage["cache_pricing"] = cache_rules
     return usage
 
 
@@ -372,7 +382,12 @@ def _check_prices(prices: Mapping[str, Mapping[str, float]]) -> None:
     for model, entry in prices.items():
         batch_keys = [
             key
-            for key in ("batch_prompt_per_1k", "batch_completion_per_1k")
+            for key in (
+                "batch_prompt_per_1k",
+                "batch_completion_per_1k",
+                *CACHE_PRICE_KEYS,
+                *(f"batch_{key}" for key in CACHE_PRICE_KEYS),
+            )
             if key in (entry or {})
         ]
         for key in ("prompt_per_1k", "completion_per_1k", *batch_keys):

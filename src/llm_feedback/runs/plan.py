@@ -388,7 +388,8 @@ def describe_plan(plan: pd.DataFrame, max_cost_usd: float | None = None) -> str:
         f"({int(plan['cached_calls'].sum()):,} already in the request cache), "
         f"~{int(plan['prompt_tokens'].sum()):,} input and "
         f"~{int(plan['completion_tokens'].sum()):,} output tokens, "
-        f"estimated cost ${total:,.4f}"
+        f"estimated cost ${total:,.4f} (assuming no prompt-cache hits: every input token "
+        "at the input price)"
         + (f" (max_cost_usd ${max_cost_usd:,.4f})" if max_cost_usd is not None else "")
         + ".",
     ]

@@ -417,9 +417,13 @@ COST_TABLE_COLUMN_TYPES = {
     "model": "str",
     "mode": "str",  # online | batch (Batch API rows, at the batch price)
     "prompt_tokens": "int64",
+    # Of prompt_tokens, served and written by the provider's prompt cache (0: none reported)
+    "cached_prompt_tokens": "int64",
+    "cache_write_tokens": "int64",
     "completion_tokens": "int64",
     "estimated_cost": "float64",
     "priced": "bool",
+    "cache_pricing": "str",  # how cache tokens were priced (reporting/cache_prices.py)
     "usage_estimated": "bool",  # some replies had no usage: their tokens are estimated
     # Stage `unseen`: calls sent whose reply never arrived (a killed run), at most this cost.
     "unseen_calls": "int64",
@@ -482,6 +486,14 @@ SAMPLED_PROMPTS_COLUMNS: tuple[str, ...] = (
 
 # --- generate: completions ----------------------------------------------------------------
 
+# Of a row's prompt tokens, those the provider's prompt cache served and wrote (billed
+# apart: reporting/cache_prices.py); null where the API did not say. Tables written before
+# these columns read as null.
+CACHE_TOKEN_COLUMN_TYPES = {
+    "cached_prompt_tokens": "float64",
+    "cache_write_tokens": "float64",
+}
+
 # `correct_answers` / `incorrect_answers` are carried from `sampled_prompts` (Python lists of
 # strings, empty when the source has none) for the UltraFeedback export.
 COMPLETIONS_COLUMN_TYPES = {
@@ -501,6 +513,7 @@ COMPLETIONS_COLUMN_TYPES = {
     "finish_reason": "string",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
+    **CACHE_TOKEN_COLUMN_TYPES,
     "latency_s": "float64",
     "cached": "bool",
     "via_batch": "bool",  # answered through a Batch API (priced at the batch rate)
@@ -538,6 +551,7 @@ ASPECT_ANNOTATIONS_COLUMN_TYPES: Mapping[str, Any] = {
     "raw_reply": "category",
     "prompt_tokens": "float64",  # this row's share of its call's tokens
     "completion_tokens": "float64",
+    **CACHE_TOKEN_COLUMN_TYPES,
 }
 
 CRITIQUES_COLUMN_TYPES: Mapping[str, Any] = {

@@ -51,6 +51,10 @@ def _azure_deployment(path: str) -> str | None:
     return None
 
 
+# OpenAI caches a prompt's prefix from this many tokens on (its prompt caching guide).
+CACHE_MIN_TOKENS = 1024
+
+
 class FakeLLMApp:
     """Request handling and counters, shared by the in-thread and the subprocess server."""
 
@@ -103,6 +107,7 @@ class FakeLLMApp:
         self._in_flight_log: list[tuple[float, int]] = []
         self._recorded: list[dict[str, Any]] = []
         self._attempts_per_key: dict[str, int] = {}
+        self._cached_prompts: set[str] = set()  # system messages seen (`_automatic_cache`)
         models_route = ("GET", models_response)
         self._routes: dict[str, tuple[str, Callable[[], Response]]] = {
             "/v1/models": models_route,
@@ -256,11 +261,26 @@ class FakeLLMApp:
             return Response(200, reply.raw_body.encode())
         model = body.get("model") or _azure_deployment(path) or DEFAULT_MODEL_ID
         answer = completion(call_index, model, body, reply, self.count_tokens)
+        self._automatic_cache(body, answer["usage"])
         headers = ""
         if self.rate_limiter is not None:
             self.rate_limiter.correct(estimate, answer["usage"]["total_tokens"])
             headers = self.rate_limiter.headers()
         return json_response(200, answer, headers)
+
+    def _automatic_cache(self, body: dict[str, Any], usage: dict[str, Any]) -> None:
+        """OpenAI's automatic prompt cache, as far as a judge sees it: system messages of
+        at least `CACHE_MIN_TOKENS` sent before are served from the cache, counted in
+        `prompt_tokens` and again in `prompt_tokens_details.cached_tokens` (billed at the
+        cached rate)."""
+        system = [m for m in body["messages"] if isinstance(m, dict) and m.get("role") == "system"]
+        tokens = sum(self.count_tokens(message_text(m)) for m in system)
+        key = json.dumps(system, sort_keys=True)
+        with self._lock:
+            seen = key in self._cached_prompts
+            if tokens >= CACHE_MIN_TOKENS:
+                self._cached_prompts.add(key)
+        usage["prompt_tokens_details"] = {"cached_tokens": tokens if seen else 0}
 
     def _admit(self, body: Any) -> tuple[int, Response | None]:
         """(the tokens counted for a chat request, the response refusing it or None): a
