@@ -84,9 +84,24 @@ class EndpointsBlock(CheckedBlock):
     def check(values: Mapping[str, Any]) -> None:
         """Parse `values` as the endpoint definitions (ConfigError when they are not).
 
+        A `credentials:` entry name is not resolved here: conf/local/credentials.yml is
+        registered by the run's hooks (`kedro viz build` validates without them), and a
+        run checks the name when it parses its endpoint, before any call.
+
         Args:
             values: the block's settings.
         """
         from llm_feedback.backends.endpoints import parse_endpoints
 
-        parse_endpoints(values)
+        parse_endpoints(
+            {
+                name: _without_credentials(definition)
+                if isinstance(definition, Mapping)
+                else definition
+                for name, definition in values.items()
+            }
+        )
+
+
+def _without_credentials(definition: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in definition.items() if key != "credentials"}
