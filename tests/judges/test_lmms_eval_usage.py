@@ -192,7 +192,7 @@ def test_the_seeds_judge_defaults_are_a_switch_and_ours_are_stated(monkeypatch, 
     """Seed 000's judge samples at temperature 0.7, top_p 0.95 with a 60 s timeout; ours
     differ (temperature 0, the endpoint's timeout): a judge from the seed's environment
     says so, and `seed_defaults=True` sends the seed's settings."""
-    from llm_feedback.judges.judge import SEED_000_SAMPLING, SEED_000_TIMEOUT_S
+    from llm_feedback.judges.config import JUDGE_PRESETS
 
     with FakeLLMServer() as server:
         monkeypatch.setenv("OPENAI_API_URL", f"{server.base_url}/chat/completions")
@@ -203,12 +203,12 @@ def test_the_seeds_judge_defaults_are_a_switch_and_ours_are_stated(monkeypatch, 
             caplog.text
         )
         with Judge(seed_defaults=True) as seeds:
-            assert seeds._client.config.timeout_s == SEED_000_TIMEOUT_S
+            assert seeds._client.config.timeout_s == JUDGE_PRESETS["lmms_eval"].timeout_s
             seeds.evaluate_binary("What is 3 + 3?", "6", "6", "0/1")
         with Judge(seed_defaults=True, sampling={"temperature": 0.2}) as mixed:
             mixed.evaluate_binary("What is 4 + 4?", "8", "8", "0/1")
     sent = [{key: body.get(key) for key in ("temperature", "top_p")} for body in server.requests]
     assert len(sent) == 3
     assert sent[0] == {"temperature": 0, "top_p": 1}
-    assert sent[1] == SEED_000_SAMPLING
+    assert sent[1] == JUDGE_PRESETS["lmms_eval"].sampling
     assert sent[2] == {"temperature": 0.2, "top_p": 0.95}

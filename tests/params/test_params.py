@@ -225,3 +225,18 @@ def test_the_published_records_are_a_file_or_a_folder_that_exists(tmp_path):
     assert parse(tmp_path / "shards").records_path == str(tmp_path / "shards")
     (tmp_path / "records.jsonl").write_text("")
     assert parse(tmp_path / "records.jsonl").records_path == str(tmp_path / "records.jsonl")
+
+
+def test_a_judge_preset_sets_sampling_and_timeout_and_the_block_overrides_its_sampling():
+    from llm_feedback.judges.config import JUDGE_PRESETS  # noqa: PLC0415
+    from llm_feedback.params.judge import parse_judge  # noqa: PLC0415
+
+    endpoints = {"j": {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}
+    preset = JUDGE_PRESETS["lmms_eval"]
+    judge = parse_judge({"endpoint": "j", "preset": "lmms_eval"}, "evaluate.judge", endpoints)
+    assert dict(judge.sampling) == dict(preset.sampling)
+    assert judge.endpoint.timeout_s == preset.timeout_s
+    own = parse_judge(
+        {"endpoint": "j", "preset": "lmms_eval", "temperature": 0}, "evaluate.judge", endpoints
+    )
+    assert own.sampling["temperature"] == 0 and own.sampling["top_p"] == preset.sampling["top_p"]

@@ -127,3 +127,31 @@ def test_an_unknown_judge_endpoint_fails_before_any_call(run_kedro, fake_llm):
     with pytest.raises(ConfigError, match="evaluate.judge.endpoint: 'gpt-judge' is not defined"):
         run_kedro("evaluate", params)
     assert fake_llm.request_count == 0
+
+
+def test_the_lmms_eval_preset_sends_its_sampling_unless_the_block_overrides_it(run_kedro, fake_llm):
+    """`evaluate.judge.preset: lmms_eval` is the seed evaluator's judge settings: its
+    temperature and top_p reach every request, a setting of the block wins over it, and an
+    unknown preset is refused before any call."""
+    from llm_feedback.judges.config import JUDGE_PRESETS  # noqa: PLC0415
+
+    preset = JUDGE_PRESETS["lmms_eval"]
+    params = {
+        "endpoints": endpoints_via(fake_llm),
+        "evaluate": {
+            "mode": "single_1_10",
+            "max_instances": 2,
+            "judge": {"endpoint": "local", "preset": "lmms_eval", "max_tokens": 300},
+        },
+    }
+    run_kedro("evaluate", params)
+    bodies = fake_llm.requests
+    assert bodies
+    assert {(body["temperature"], body["top_p"]) for body in bodies} == {
+        (preset.sampling["temperature"], preset.sampling["top_p"])
+    }
+
+    params["evaluate"]["judge"]["preset"] = "fastchat"
+    with pytest.raises(ConfigError, match=r"evaluate\.judge\.preset: unknown preset 'fastchat'"):
+        run_kedro("evaluate", params)
+    assert fake_llm.request_count == len(bodies)

@@ -31,6 +31,7 @@ from llm_feedback.backends.endpoints import resolve_endpoint
 from llm_feedback.backends.media import Media, MediaError, load_media
 from llm_feedback.core.errors import InputError
 from llm_feedback.engine import Outcome, Reader, TaskEngine
+from llm_feedback.judges.config import JUDGE_PRESETS
 from llm_feedback.judges.judgment import JudgeTask, Judgment
 from llm_feedback.judges.kinds import Asking, JudgeItem, JudgeKind, KindOptions, get_kind
 from llm_feedback.judges.kinds.rubric import overall_ask
@@ -42,10 +43,8 @@ from llm_feedback.judges.requests import attach_images, check_score_range
 
 logger = logging.getLogger(__name__)
 
-# The seed evaluator's own judge settings (lmms-eval's judge server config, "seed 000"),
-# which ours differ from: temperature 0, top_p 1 and the endpoint's timeout (120 s) here.
-SEED_000_SAMPLING = {"temperature": 0.7, "top_p": 0.95}
-SEED_000_TIMEOUT_S = 60.0
+# The seed evaluator's own judge settings (the `lmms_eval` preset), which ours differ from.
+SEED_000 = JUDGE_PRESETS["lmms_eval"]
 
 
 class Judge(LmmsEvalCompatible):
@@ -103,17 +102,17 @@ class Judge(LmmsEvalCompatible):
             config = dataclasses.replace(config, max_concurrent=max_concurrent)
         self.sampling = check_sampling(sampling, "judge sampling")
         if seed_defaults:
-            self.sampling = {**SEED_000_SAMPLING, **self.sampling}
-            config = dataclasses.replace(config, timeout_s=SEED_000_TIMEOUT_S)
+            self.sampling = {**SEED_000.sampling, **self.sampling}
+            config = dataclasses.replace(config, timeout_s=SEED_000.timeout_s)
         elif endpoint is None:
             logger.info(
                 "judge %s: our defaults differ from the seed's (temperature %s, top_p %s, "
                 "%g s timeout): temperature 0 and top_p 1 unless `sampling` says otherwise, "
                 "a %g s timeout; Judge(seed_defaults=True) takes the seed's",
                 config.model,
-                SEED_000_SAMPLING["temperature"],
-                SEED_000_SAMPLING["top_p"],
-                SEED_000_TIMEOUT_S,
+                SEED_000.sampling["temperature"],
+                SEED_000.sampling["top_p"],
+                SEED_000.timeout_s,
                 config.timeout_s,
             )
         self._client = LLMClient(config, cache_path, progress=progress, refresh=refresh)
