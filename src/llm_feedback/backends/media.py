@@ -130,7 +130,7 @@ def load_media(
             files. None: any path (the caller's own code gave it).
 
     Returns:
-        The checked media, known by its content hash.
+        The media (a file or data: URI known by its content hash; a URL as given).
 
     Raises:
         ValueError: `kind` is not a media kind.
