@@ -117,7 +117,8 @@ class StreamState:
     forget_answered: bool = False
 
     def keep(self, index: int, result: ChatResult) -> None:
-        """Keep a delivered result for the stream's list, unless it is a cached answer to drop.
+        """Keep a delivered result for the stream's list, unless the stream drops answers
+        the cache holds (a successful result, with `drop_cached`).
 
         Args:
             index: The request's index in the stream.
