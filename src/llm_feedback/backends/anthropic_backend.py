@@ -92,7 +92,17 @@ class AnthropicOptions(ProviderOptions):
 
 
 def image_block(media: Media) -> dict[str, Any]:
-    """An image as a Messages API content block (base64, or the URL Claude fetches)."""
+    """An image as a Messages API content block (base64, or the URL Claude fetches).
+
+    Args:
+        media: The image.
+
+    Returns:
+        The content block.
+
+    Raises:
+        MediaError: The media is not an image (Claude takes no audio), or cannot be read.
+    """
     if media.kind != "image":
         raise MediaError(f"{media.source}: Claude's Messages API takes images, not {media.kind}")
     if media.is_url:
@@ -154,7 +164,19 @@ def message_params(model: str, request: ChatRequest, cache_prompt: bool = False)
 
 def message_result(payload: Any, latency_s: float, model: str) -> ChatResult:
     """A Message object (decoded JSON) as a result; raises KeyError/TypeError/ValueError when
-    it is not one."""
+    it is not one.
+
+    Args:
+        payload: The decoded Message object.
+        latency_s: Seconds the call took.
+        model: The model that answered.
+
+    Returns:
+        The result; a failed one for an empty reply.
+
+    Raises:
+        ValueError: The payload is not a message object.
+    """
     if payload.get("type") != "message" or not isinstance(payload.get("content"), list):
         raise ValueError("not a message object")
     # Thinking comes in blocks of its own (`thinking`, `redacted_thinking`) before the
@@ -306,7 +328,14 @@ class AnthropicBackend(ProviderSDKBackend):
 
     def classify(self, error: Exception) -> Exception:
         """An SDK error as what the client acts on: RetryableError (busy, overloaded, cut
-        off), EndpointError (a rejected key), or the error itself (this request's own)."""
+        off), EndpointError (a rejected key), or the error itself (this request's own).
+
+        Args:
+            error: An error the SDK raised.
+
+        Returns:
+            The error the client acts on.
+        """
         anthropic = _sdk()
         if isinstance(error, anthropic.APIStatusError):
             message = self.status_message(error)
@@ -325,7 +354,21 @@ class AnthropicBackend(ProviderSDKBackend):
     async def send(
         self, sdk: anthropic.AsyncAnthropic, request: ChatRequest, timeout_s: float | None = None
     ) -> ChatResult:
-        """Answer one request; RetryableError for a failure worth retrying."""
+        """Answer one request; RetryableError for a failure worth retrying.
+
+        Args:
+            sdk: The SDK client of the client's event loop.
+            request: The request.
+            timeout_s: This request's own timeout (default: the endpoint's).
+
+        Returns:
+            The result; a failed one for an unreadable attachment, a reply too large or an
+            error of the request's own.
+
+        Raises:
+            RetryableError: A failure worth retrying, or a malformed reply.
+            EndpointError: The endpoint rejected the key or refused access.
+        """
         anthropic = _sdk()
         try:
             params = message_params(self.model, request, self.config.options.prompt_caching)
@@ -361,7 +404,16 @@ class AnthropicBackend(ProviderSDKBackend):
             self.on_headers(rate_limit_headers(headers))
 
     async def ask(self, sdk: anthropic.AsyncAnthropic, route: str, timeout_s: float):
-        """The preflight's question: the models list, or one token of chat."""
+        """The preflight's question: the models list, or one token of chat.
+
+        Args:
+            sdk: The SDK client.
+            route: "models" to list the models; anything else asks one token of chat.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            The HTTP status and message it got (status None when nothing answered).
+        """
         anthropic = _sdk()
         try:
             if route == "models":
@@ -393,14 +445,51 @@ class MessageBatches(ProviderSDKBatches):
     """Anthropic's Message Batches: create, retrieve, results (JSONL) through the SDK."""
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
+        """`request` as a Message Batches request, known by `key`.
+
+        Args:
+            key: The request's cache key (its `custom_id`).
+            request: The request.
+
+        Returns:
+            The batch request.
+
+        Raises:
+            MediaError: An attachment cannot be read.
+        """
         caching = self._backend.config.options.prompt_caching
         return {"custom_id": key, "params": message_params(self._backend.model, request, caching)}
 
     async def create(self, entries: list[dict[str, Any]]) -> str:
+        """Submit one message batch.
+
+        Args:
+            entries: The batch requests (`entry`).
+
+        Returns:
+            The batch's id.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         batch = await self._call(self._sdk.messages.batches.create(requests=entries))
         return batch.id
 
     async def state(self, batch_id: str) -> BatchState:
+        """Where the batch stands, from its request counts.
+
+        Args:
+            batch_id: The batch's id.
+
+        Returns:
+            Whether it ended, its status, and its succeeded, failed (errored, canceled or
+            expired) and total requests.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         batch = await self._call(self._sdk.messages.batches.retrieve(batch_id))
         counts = batch.request_counts
         ended = batch.processing_status == "ended"
@@ -414,6 +503,19 @@ class MessageBatches(ProviderSDKBatches):
         )
 
     async def results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
+        """(key, result) for every request of an ended batch.
+
+        Args:
+            batch_id: The batch's id.
+
+        Returns:
+            (cache key, result) pairs; errored, canceled, expired or malformed ones are failed
+            results.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         return await self._call(self._read_results(batch_id))
 
     async def _read_results(self, batch_id: str) -> list[tuple[str, ChatResult]]:

@@ -56,6 +56,13 @@ class RetryableError(Exception):
     def __init__(
         self, message: str, retry_after: float | None = None, timed_out: bool = False
     ) -> None:
+        """A retryable failure.
+
+        Args:
+            message: What went wrong.
+            retry_after: Seconds the server asked to wait before retrying; None if it said nothing.
+            timed_out: Whether the request ran past its timeout.
+        """
         super().__init__(message)
         self.retry_after = retry_after
         self.timed_out = timed_out
@@ -96,11 +103,30 @@ class RequestBackend(Backend, Protocol):
         ...
 
     async def send(self, sdk: Any, request: ChatRequest) -> ChatResult:
-        """Answer one request; raise `RetryableError` for a failure worth retrying."""
+        """Answer one request; raise `RetryableError` for a failure worth retrying.
+
+        Args:
+            sdk: The connection `make_sdk_client` made for the client's event loop.
+            request: The request to answer.
+
+        Returns:
+            The result (a failed one for a failure not worth retrying).
+
+        Raises:
+            RetryableError: The failure is worth retrying (a rate limit, a timeout, a 5xx).
+        """
         ...
 
     async def probe(self, sdk: Any, timeout_s: float) -> bool:
-        """A cheap health check: can the endpoint answer at all? Never raises."""
+        """A cheap health check: can the endpoint answer at all? Never raises.
+
+        Args:
+            sdk: The connection `make_sdk_client` made for the client's event loop.
+            timeout_s: Seconds to wait for the answer.
+
+        Returns:
+            Whether the endpoint answered.
+        """
         ...
 
 
@@ -109,7 +135,14 @@ class BatchBackend(Backend, Protocol):
     """A backend that takes every uncached request of a call at once."""
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
-        """One result per request, in order (blocking; the client runs it in a thread)."""
+        """One result per request, in order (blocking; the client runs it in a thread).
+
+        Args:
+            requests: The requests to answer.
+
+        Returns:
+            One result per request, in the order of `requests`.
+        """
         ...
 
     def is_ready(self) -> bool:
@@ -123,7 +156,14 @@ class StreamingBatchBackend(BatchBackend, Protocol):
     caches them at once and a killed job resumes where it stopped."""
 
     def generate_stream(self, requests: Sequence[ChatRequest]) -> Iterator[tuple[int, ChatResult]]:
-        """(position in `requests`, result) pairs in any order, one per request (blocking)."""
+        """(position in `requests`, result) pairs in any order, one per request (blocking).
+
+        Args:
+            requests: The requests to answer.
+
+        Yields:
+            (position in `requests`, result) for each request, as each is answered.
+        """
         ...
 
 
@@ -149,37 +189,87 @@ class BackendTraits:
 
     @classmethod
     def build(cls, config: EndpointConfig) -> Backend:
+        """The backend for an endpoint: this class built with its config.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The backend.
+        """
         return cls(config)  # type: ignore[call-arg, return-value]
 
     @classmethod
     def concurrency_for(cls, config: EndpointConfig) -> int:
-        """Requests in flight at once when the endpoint sets no `max_concurrent`."""
+        """Requests in flight at once when the endpoint sets no `max_concurrent`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The number of concurrent requests (`default_concurrency` unless overridden).
+        """
         return cls.default_concurrency
 
     @classmethod
     def context_budget(cls, config: EndpointConfig) -> int | None:
-        """Tokens one request may use when the endpoint sets no `max_input_tokens`."""
+        """Tokens one request may use when the endpoint sets no `max_input_tokens`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The token budget, or None when the backend knows none.
+        """
         return None
 
     @classmethod
     def chunk_size(cls, config: EndpointConfig) -> int:
-        """Requests a batch backend is handed at a time (bounded memory for huge stages)."""
+        """Requests a batch backend is handed at a time (bounded memory for huge stages).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The number of requests per chunk.
+        """
         return 4096
 
     @classmethod
     def sends_from_worker_processes(cls, config: EndpointConfig) -> bool:
-        """Whether large streams may be sent from worker processes (backends/workers.py)."""
+        """Whether large streams may be sent from worker processes (backends/workers.py).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            True when worker processes may send this endpoint's requests.
+        """
         return False
 
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
-        """Whether misses go through a provider's Batch API (backends/batch_api.py)."""
+        """Whether misses go through a provider's Batch API (backends/batch_api.py).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            True when cache misses are sent as a provider batch.
+        """
         return False
 
     @classmethod
     def returns_logprobs(cls, config: EndpointConfig) -> bool:
         """Whether a request may ask for top log-probabilities and its reply keeps them
-        (`ChatRequest.top_logprobs`, backends/token_logprobs.py)."""
+        (`ChatRequest.top_logprobs`, backends/token_logprobs.py).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            True when the backend returns token log-probabilities for this endpoint.
+        """
         return False
 
     @classmethod
@@ -210,7 +300,16 @@ class BackendTraits:
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
         """The preflight: raise ConfigError / EndpointError when the endpoint cannot do its
-        job; a plugged-in backend checks itself when it opens."""
+        job; a plugged-in backend checks itself when it opens.
+
+        Args:
+            config: The endpoint.
+            timeout_s: Seconds a check may wait on the endpoint.
+
+        Raises:
+            ConfigError: The endpoint's settings cannot work (in backends that check).
+            EndpointError: The endpoint cannot be reached or used (in backends that check).
+        """
 
 
 #: Backend name (an endpoint's `backend:`) -> the class (or factory) that builds it.
@@ -220,7 +319,20 @@ _PLUGIN_KINDS: dict[str, type[BackendTraits]] = {}
 
 
 def register_backend(name: str, factory: BackendFactory, *, replace: bool = False) -> None:
-    """Make `backend: <name>` available to endpoint definitions."""
+    """Make `backend: <name>` available to endpoint definitions.
+
+    Args:
+        name: The name endpoint definitions give as `backend:`.
+        factory: The class (or factory) that builds the backend from an `EndpointConfig`;
+            it carries the `is_batch` (bool) and `default_concurrency` (int >= 1) class
+            attributes.
+        replace: Whether a different factory already registered under `name` may be replaced.
+
+    Raises:
+        ValueError: `name` is empty, or already registered to another factory without
+            `replace`.
+        TypeError: `factory` lacks a valid `is_batch` or `default_concurrency`.
+    """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
     if not isinstance(getattr(factory, "is_batch", None), bool):
@@ -237,7 +349,17 @@ def register_backend(name: str, factory: BackendFactory, *, replace: bool = Fals
 
 
 def kind_of(name: str) -> type[BackendTraits]:
-    """The traits of backend `name`: its class, or the defaults around a plain factory."""
+    """The traits of backend `name`: its class, or the defaults around a plain factory.
+
+    Args:
+        name: A registered backend name.
+
+    Returns:
+        The backend's `BackendTraits` class (one made once per plain factory).
+
+    Raises:
+        ConfigError: `name` is not a registered backend.
+    """
     factory = backend_factory(name)
     if isinstance(factory, type) and issubclass(factory, BackendTraits):
         return factory
@@ -253,7 +375,17 @@ def kind_of(name: str) -> type[BackendTraits]:
 
 
 def backend_factory(name: str) -> BackendFactory:
-    """The registered factory for `name`; ConfigError naming the known ones otherwise."""
+    """The registered factory for `name`; ConfigError naming the known ones otherwise.
+
+    Args:
+        name: A backend name.
+
+    Returns:
+        The class (or factory) registered under `name`.
+
+    Raises:
+        ConfigError: `name` is not registered (the message names those that are).
+    """
     try:
         return BACKENDS[name]
     except (KeyError, TypeError):
@@ -263,7 +395,19 @@ def backend_factory(name: str) -> BackendFactory:
 
 
 def make_backend(config: EndpointConfig) -> Backend:
-    """The backend for an endpoint, checked against the protocol of its kind."""
+    """The backend for an endpoint, checked against the protocol of its kind.
+
+    Args:
+        config: The endpoint.
+
+    Returns:
+        The backend its `backend:` kind builds.
+
+    Raises:
+        ConfigError: The endpoint's backend is not registered.
+        TypeError: The built object does not implement `Backend`, or not the protocol its
+            `is_batch` promises (`BatchBackend` or `RequestBackend`).
+    """
     backend = kind_of(config.backend).build(config)
     if not isinstance(backend, Backend):
         raise TypeError(
@@ -283,7 +427,14 @@ _registered_credentials: dict[str, dict[str, Any]] = {}
 
 
 def register_credentials(credentials: Mapping[str, Any]) -> None:
-    """Make named credentials entries available to endpoints (called by the Kedro hook)."""
+    """Make named credentials entries available to endpoints (called by the Kedro hook).
+
+    Replaces the entries registered before; every value of an entry is registered as a
+    secret, to be masked in logs.
+
+    Args:
+        credentials: Entry name -> mapping of settings (entries not mappings are skipped).
+    """
     _registered_credentials.clear()
     for name, entry in (credentials or {}).items():
         if isinstance(entry, Mapping):
@@ -395,7 +546,22 @@ class EndpointConfig:
     @classmethod
     def from_dict(cls, definition: Mapping[str, Any], name: str = "") -> EndpointConfig:
         """An endpoint from its flat definition: the common settings and the options of
-        its backend side by side."""
+        its backend side by side.
+
+        Settings of another backend (left by swapping `backend:` on the command line) are
+        named in a warning and set aside.
+
+        Args:
+            definition: The endpoint's settings as configured, `backend` and `model` among them.
+            name: The endpoint's name in `endpoints:` (for messages, and its default `name`).
+
+        Returns:
+            The endpoint.
+
+        Raises:
+            ConfigError: The definition is not a mapping, lacks `backend` or `model`, names an
+                unknown backend or setting, or holds an invalid value.
+        """
         where = f"endpoints.{name}" if name else "endpoint"
         if not isinstance(definition, Mapping):
             raise ConfigError(f"{where} must be a mapping, got {definition!r}")
@@ -505,7 +671,14 @@ class EndpointConfig:
         return random.uniform(ceiling / 2, ceiling)  # jitter spreads out synchronized retries
 
     def reply_byte_limit(self, max_tokens: int) -> int:
-        """The largest reply body accepted for a request of `max_tokens`."""
+        """The largest reply body accepted for a request of `max_tokens`.
+
+        Args:
+            max_tokens: The request's answer budget in tokens.
+
+        Returns:
+            `max_reply_bytes` when set, otherwise an envelope allowance plus a per-token one.
+        """
         if self.max_reply_bytes is not None:
             return self.max_reply_bytes
         return REPLY_ENVELOPE_BYTES + REPLY_BYTES_PER_TOKEN * max(max_tokens, 1)
@@ -576,6 +749,15 @@ def endpoint_from_env(overrides: Mapping[str, Any] | None = None) -> EndpointCon
     OPENAI_API_VERSION or API_VERSION. Without API_TYPE, the Azure SDK's own variables
     (an Azure endpoint and key, no OpenAI URL or key) select Azure. Without MODEL_VERSION the
     model is lmms-eval's default judge, `DEFAULT_JUDGE_MODEL`. Explicit overrides win.
+
+    Args:
+        overrides: Endpoint settings that replace those read from the environment.
+
+    Returns:
+        The endpoint.
+
+    Raises:
+        ConfigError: API_TYPE is neither 'openai' nor 'azure', or the settings are invalid.
     """
     api_type = os.environ.get("API_TYPE", _implied_api_type()).strip().lower()
     if api_type not in ("openai", "azure"):

@@ -71,6 +71,14 @@ class BatchLedger:
     """
 
     def __init__(self, cache_path: str | Path) -> None:
+        """The ledger beside a request cache.
+
+        Args:
+            cache_path: The request cache's file; the ledger is that path plus `LEDGER_SUFFIX`.
+
+        Raises:
+            ConfigError: The path is a remote URL (the ledger must be a local file).
+        """
         self.path = require_local(f"{cache_path}{LEDGER_SUFFIX}", "batch ledger")
 
     def load(self) -> list[SubmittedBatch]:
@@ -88,9 +96,19 @@ class BatchLedger:
             ) from None
 
     def add(self, batch: SubmittedBatch) -> None:
+        """Record a submitted batch.
+
+        Args:
+            batch: The batch.
+        """
         self._write([*self.load(), batch])
 
     def remove(self, batch_id: str) -> None:
+        """Drop a collected batch from the ledger.
+
+        Args:
+            batch_id: The batch's id.
+        """
         self._write([batch for batch in self.load() if batch.id != batch_id])
 
     def _write(self, batches: list[SubmittedBatch]) -> None:
@@ -306,7 +324,19 @@ def batch_chunks(
 def jsonl_chunks(
     lines: Iterable[tuple[str, bytes]], max_requests: int, max_bytes: int
 ) -> Iterator[tuple[list[str], bytes]]:
-    """(custom_ids, JSONL file) chunks of at most `max_requests` lines and `max_bytes`."""
+    """(custom_ids, JSONL file) chunks of at most `max_requests` lines and `max_bytes`.
+
+    Args:
+        lines: (custom_id, JSON line without its newline) for each request.
+        max_requests: The most lines a file holds.
+        max_bytes: The most bytes a file holds.
+
+    Yields:
+        (the custom ids, the JSONL file's bytes) for each chunk, in order.
+
+    Raises:
+        EndpointError: A line alone is larger than `max_bytes`.
+    """
     framed = ((custom_id, line + b"\n", len(line) + 1) for custom_id, line in lines)
     for ids, parts, _ in batch_chunks(framed, max_requests, max_bytes):
         yield ids, b"".join(parts)
@@ -328,6 +358,17 @@ class BatchJobs(LedgerBatchJobs):
         *,
         route: str,
     ) -> None:
+        """The Batch API jobs of one endpoint.
+
+        Args:
+            config: The endpoint.
+            connection: Its lean connection (for `/files` and `/batches`).
+            ledger: The ledger of submitted batches.
+            namespace: The endpoint's cache namespace (batches of other endpoints are kept
+                apart).
+            request_body: Makes a request's chat completions body.
+            route: The route batch lines name (Azure's has no version prefix).
+        """
         self.config = config
         self._connection = connection
         self.ledger = ledger

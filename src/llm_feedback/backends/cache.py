@@ -113,7 +113,14 @@ def unseen_calls(path: str | Path | None) -> pd.DataFrame:
 
 
 def unsaved_path(path: Path) -> Path:
-    """Where answers that the cache refused are kept until the next run reads them back."""
+    """Where answers that the cache refused are kept until the next run reads them back.
+
+    Args:
+        path: The request cache's file.
+
+    Returns:
+        The path of the unsaved answers' JSONL file beside it.
+    """
     return path.with_name(path.name + ".unsaved.jsonl")
 
 
@@ -133,6 +140,15 @@ def fallback_unsaved_path(path: Path) -> Path:
 
 class RequestCache:
     def __init__(self, path: str | Path) -> None:
+        """Open (or create) the cache, read back answers left unsaved, and start its writer.
+
+        Args:
+            path: The cache's SQLite file (local).
+
+        Raises:
+            ConfigError: The path is a remote URL.
+            CacheError: The file is not a usable cache or cannot be opened.
+        """
         self.path = require_local(path, "request_cache")  # SQLite needs a local file
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._refuse_unusable_file()
@@ -232,6 +248,17 @@ class RequestCache:
 
     # -- reading and writing ---------------------------------------------------------
     def get_many(self, keys: Iterable[str]) -> dict[str, ChatResult]:
+        """The cached answers among `keys`, after every answer already put is written.
+
+        Args:
+            keys: The cache keys to look up.
+
+        Returns:
+            Key -> answer for the keys the cache holds.
+
+        Raises:
+            CacheError: The cache cannot be read, or the writer failed.
+        """
         self.flush()  # a lookup must see every answer already handed to put()
         unique = list(dict.fromkeys(keys))
         found: dict[str, ChatResult] = {}
@@ -250,10 +277,31 @@ class RequestCache:
         return found
 
     def get(self, key: str) -> ChatResult | None:
+        """The cached answer of one key.
+
+        Args:
+            key: The cache key.
+
+        Returns:
+            The answer, or None when the cache does not hold it.
+
+        Raises:
+            CacheError: The cache cannot be read, or the writer failed.
+        """
         return self.get_many([key]).get(key)
 
     def put(self, key: str, result: ChatResult) -> None:
-        """Queue an answer for the writer; raises the writer's failure, if any, at once."""
+        """Queue an answer for the writer; raises the writer's failure, if any, at once.
+
+        Failed results are not cached.
+
+        Args:
+            key: The request's cache key.
+            result: Its answer.
+
+        Raises:
+            CacheError: The writer failed earlier.
+        """
         if result.ok:
             self._pending.put((key, result))
         self._raise_failure()
@@ -281,7 +329,11 @@ class RequestCache:
         self._pending.put(_Sent(key, (endpoint, backend, model, prompt_tokens, max_tokens)))
 
     def mark_answered(self, key: str) -> None:
-        """The call of `key` got its reply (an answer or an error): no longer in flight."""
+        """The call of `key` got its reply (an answer or an error): no longer in flight.
+
+        Args:
+            key: The request's cache key.
+        """
         self._pending.put(_Answered(key))
 
     def flush(self) -> None:

@@ -67,7 +67,15 @@ class LLMClient:
         progress: bool = True,
         refresh: bool = False,
     ) -> None:
-        """`refresh=True` ignores cached answers (and replaces them): a deliberate redo."""
+        """A client for one endpoint; it opens its backend when entered as a context manager.
+
+        Args:
+            config: The endpoint.
+            cache_path: The request cache's file; None (or the endpoint's `cache: false`) for no
+                cache.
+            progress: Whether to show a progress bar for multi-request calls.
+            refresh: Ignore cached answers (and replace them): a deliberate redo.
+        """
         self.config = config
         self.backend = make_backend(config)
         self.cache = RequestCache(cache_path) if cache_path and config.cache else None
@@ -151,16 +159,44 @@ class LLMClient:
 
     # -- public API ------------------------------------------------------------------
     def call(self, coroutine: Any) -> Any:
-        """Run `coroutine` on the client's loop and wait for it (any thread, any runner)."""
+        """Run `coroutine` on the client's loop and wait for it (any thread, any runner).
+
+        Args:
+            coroutine: The coroutine to run.
+
+        Returns:
+            What the coroutine returns.
+
+        Raises:
+            RuntimeError: The client is not open.
+        """
         return self._run(coroutine)
 
     async def acall(self, coroutine: Any) -> Any:
-        """Await `coroutine` run on the client's loop, from another event loop."""
+        """Await `coroutine` run on the client's loop, from another event loop.
+
+        Args:
+            coroutine: The coroutine to run.
+
+        Returns:
+            What the coroutine returns.
+
+        Raises:
+            RuntimeError: The client is not open.
+        """
         if self._loop is None:
             raise RuntimeError("the client is not open; use it as a context manager")
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, self._loop))
 
     def complete(self, request: ChatRequest) -> ChatResult:
+        """Answer one request (from the cache when it holds the answer).
+
+        Args:
+            request: The request.
+
+        Returns:
+            Its result.
+        """
         return self.complete_many([request], desc=None)[0]
 
     def complete_many(
@@ -175,19 +211,56 @@ class LLMClient:
         `on_result(index, result)` runs as each answer arrives (on the client's loop thread),
         so callers can parse replies while the rest are still in flight. `requests` may be
         a lazy iterable (give `total` for the progress bar): sending starts at once.
+
+        Args:
+            requests: The requests, a list or a lazy iterable.
+            desc: The progress bar's and log line's label; None for neither.
+            on_result: Called with (index, result) as each answer arrives.
+            total: The number of requests, when `requests` cannot tell it.
+
+        Returns:
+            One result per request, in order.
+
+        Raises:
+            EndpointError: The circuit breaker stopped a failing endpoint.
         """
         return self._run(self.stream(requests, desc, on_result, total))
 
     async def acomplete(self, request: ChatRequest) -> ChatResult:
+        """`complete` for a caller on another event loop.
+
+        Args:
+            request: The request.
+
+        Returns:
+            Its result.
+        """
         return (await self.acomplete_many([request], desc=None))[0]
 
     async def acomplete_many(
         self, requests: Iterable[ChatRequest], desc: str | None = None
     ) -> list[ChatResult]:
+        """`complete_many` for a caller on another event loop.
+
+        Args:
+            requests: The requests.
+            desc: The progress bar's and log line's label; None for neither.
+
+        Returns:
+            One result per request, in order.
+        """
         return await self.acall(self.stream(list(requests), desc))
 
     def is_available(self, timeout_s: float = 10.0) -> bool:
-        """A cheap health check: can the endpoint answer at all?"""
+        """A cheap health check: can the endpoint answer at all?
+
+        Args:
+            timeout_s: Seconds a request backend's probe may wait (a batch backend says whether
+                it is ready).
+
+        Returns:
+            Whether the endpoint can answer.
+        """
         if isinstance(self.backend, BatchBackend):
             return self.backend.is_ready()
         return self._run(self.backend.probe(self.sdk, timeout_s))
@@ -210,6 +283,19 @@ class LLMClient:
         `keep_results=False`, for a caller that takes each answer in `on_result`: answers
         the cache holds are not kept after delivery (a quarter of a million judge replies
         would otherwise stay in memory to the end), and come back as None.
+
+        Args:
+            requests: The requests, a list or a lazy iterable.
+            desc: The progress bar's and log line's label; None for neither.
+            on_result: Called with (index, result) as each answer arrives.
+            total: The number of requests, when `requests` cannot tell it.
+            keep_results: Whether to keep every result for the returned list.
+
+        Returns:
+            One result per request, in order (None for those not kept).
+
+        Raises:
+            EndpointError: The circuit breaker stopped a failing endpoint.
         """
         batch = StreamState(
             deliver=on_result or ignore_result,
@@ -260,7 +346,21 @@ class LLMClient:
         return batch.result_list()
 
     def admit(self, batch: StreamState, chunk: list[ChatRequest]) -> list[int]:
-        """Register a chunk of requests; return the indices that must be sent."""
+        """Register a chunk of requests; return the indices that must be sent.
+
+        Cached answers are delivered at once, and a request identical to an earlier one waits
+        for that one's answer.
+
+        Args:
+            batch: The stream's state.
+            chunk: The next requests of the stream.
+
+        Returns:
+            The stream indices of the requests to send.
+
+        Raises:
+            InputError: A request carries images or audio and the endpoint reads text only.
+        """
         chunk = [sent_form(self.config, request) for request in chunk]
         if not self.config.accepts_media:
             # The samples' checks refuse such rows earlier; this guards direct callers.
@@ -335,6 +435,13 @@ class LLMClient:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def deliver_answer(self, batch: StreamState, index: int, result: ChatResult) -> None:
+        """Hand an answer to its request and to every identical request waiting on it.
+
+        Args:
+            batch: The stream's state.
+            index: The stream index of the request that was sent.
+            result: Its answer.
+        """
         batch.requests.pop(index, None)  # answered: its prompt need not stay in memory
         batch.failed += not result.ok
         for shared in (index, *batch.waiting.pop(index, ())):
@@ -343,6 +450,19 @@ class LLMClient:
         batch.bar.update(1)
 
     async def fetch(self, request: ChatRequest, key: str, misses: int) -> ChatResult:
+        """Send one uncached request (through the worker pool for a large stream) and record it.
+
+        Args:
+            request: The request.
+            key: Its cache key.
+            misses: The stream's uncached requests so far (decides whether workers send it).
+
+        Returns:
+            Its result.
+
+        Raises:
+            EndpointError: The circuit breaker stopped a failing endpoint.
+        """
         async with self._semaphore:
             if self.cache is not None:  # until its answer: a kill leaves it as unseen
                 self.cache.mark_sent(
@@ -362,6 +482,16 @@ class LLMClient:
         return result
 
     def record_answer(self, key: str, result: ChatResult) -> None:
+        """Count an answer in the stats and cache it when it succeeded; trip the breaker on too
+        many failures.
+
+        Args:
+            key: The request's cache key.
+            result: Its answer.
+
+        Raises:
+            EndpointError: Too many calls failed (the circuit breaker).
+        """
         if self.cache is not None:
             self.cache.mark_answered(key)
         self.stats.calls += 1
@@ -403,7 +533,14 @@ class LLMClient:
 
     async def send_uncached(self, request: ChatRequest) -> ChatResult:
         """One request straight to the backend with the endpoint's retries, and nothing else
-        (no cache, deduplication or breaker): what a worker process does for its parent."""
+        (no cache, deduplication or breaker): what a worker process does for its parent.
+
+        Args:
+            request: The request.
+
+        Returns:
+            Its result.
+        """
         return await self._send_with_retries(request)
 
     async def _send_with_retries(self, request: ChatRequest) -> ChatResult:
@@ -446,7 +583,13 @@ async def run_in_process(
     client: LLMClient, batch: StreamState, requests: Iterable[ChatRequest]
 ) -> None:
     """A `BatchBackend` gets the misses `chunk_size` at a time (vLLM: `engine_chunk_size`):
-    each chunk is answered, cached and released before later requests are even built."""
+    each chunk is answered, cached and released before later requests are even built.
+
+    Args:
+        client: The client whose backend answers.
+        batch: The stream's state.
+        requests: The stream's requests, a list or a lazy iterable.
+    """
     size = client.config.kind.chunk_size(client.config)
     todo: list[int] = []
 
@@ -470,7 +613,15 @@ async def run_in_process(
 
 async def run_batch_api(client: LLMClient, batch: StreamState) -> None:
     """Misses go through the endpoint's Batch API; what no batch answered is retried
-    through the normal endpoint or recorded as failed (`batch_unanswered`)."""
+    through the normal endpoint or recorded as failed (`batch_unanswered`).
+
+    Args:
+        client: The client whose endpoint's Batch API answers.
+        batch: The stream's state, every request admitted.
+
+    Raises:
+        ConfigError: The client has no request cache (batch ids are kept beside it).
+    """
     if client.cache is None:
         raise ConfigError(
             f"{client.config.describe()}: mode batch needs the request cache (batch ids and "
@@ -528,7 +679,12 @@ async def run_batch_api(client: LLMClient, batch: StreamState) -> None:
 async def run_streaming(client: LLMClient, batch: StreamState) -> None:
     """Hand every uncached request to a streaming batch backend (Ray); record each
     answer (cache included) as it arrives, on this loop, while the backend works in a
-    thread."""
+    thread.
+
+    Args:
+        client: The client whose backend answers.
+        batch: The stream's state, every request admitted.
+    """
     todo = list(batch.first_index.values())
     requests = [batch.requests[index] for index in todo]
     loop = asyncio.get_running_loop()

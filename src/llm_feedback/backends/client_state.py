@@ -22,14 +22,35 @@ CHUNK = 256  # requests hashed and looked up per step while earlier ones are in 
 
 
 def ignore_result(index: int, result: ChatResult) -> None:
-    """The default `on_result`: callers that only want the list."""
+    """The default `on_result`: callers that only want the list.
+
+    Args:
+        index: The answered request's index (ignored).
+        result: Its result (ignored).
+    """
 
 
 def length_of(requests: Iterable[ChatRequest]) -> int | None:
+    """The number of requests, when the iterable can tell it without being consumed.
+
+    Args:
+        requests: The requests, a collection or a lazy iterable.
+
+    Returns:
+        Their number, or None for an iterable without a length.
+    """
     return len(requests) if isinstance(requests, Sized) else None
 
 
 def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
+    """The requests, `CHUNK` at a time, taken from the iterable only as each chunk is asked for.
+
+    Args:
+        requests: The requests, a collection or a lazy iterable.
+
+    Yields:
+        Lists of up to `CHUNK` requests, in order.
+    """
     iterator = iter(requests)
     while chunk := list(itertools.islice(iterator, CHUNK)):
         yield chunk
@@ -37,7 +58,15 @@ def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
 
 def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
     """The request as this endpoint sends it: with its JSON schema's strings capped and
-    its reasoning budget (`reasoning_tokens`, `reasoning_effort`) where it sets one."""
+    its reasoning budget (`reasoning_tokens`, `reasoning_effort`) where it sets one.
+
+    Args:
+        config: The endpoint.
+        request: The request as made.
+
+    Returns:
+        The request to send (and to key the cache by).
+    """
     # Before the cache key: a different cap or budget is a different request.
     if config.reasoning_tokens is not None or config.reasoning_effort is not None:
         request = dataclasses.replace(
@@ -51,7 +80,16 @@ def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
 
 
 def request_key(config: EndpointConfig, backend: Backend, request: ChatRequest) -> str:
-    """The request cache's key for a request in its sent form (see `sent_form`)."""
+    """The request cache's key for a request in its sent form (see `sent_form`).
+
+    Args:
+        config: The endpoint.
+        backend: Its backend (whose `cache_namespace` is part of the key).
+        request: The request in its sent form.
+
+    Returns:
+        The cache key.
+    """
     return request.cache_key(backend.cache_namespace, config.model)
 
 
@@ -79,13 +117,25 @@ class StreamState:
     forget_answered: bool = False
 
     def keep(self, index: int, result: ChatResult) -> None:
+        """Keep a delivered result for the stream's list, unless the stream drops answers
+        the cache holds (a successful result, with `drop_cached`).
+
+        Args:
+            index: The request's index in the stream.
+            result: Its result.
+        """
         if not (self.drop_cached and result.ok):
             self.results[index] = result
 
     def forget(self, index: int, result: ChatResult) -> None:
         """An answered request that later duplicates need not share: the cache holds its
         answer, and a lookup sees every answer already written (`RequestCache.get_many`
-        flushes first), so a later identical request is a cache hit."""
+        flushes first), so a later identical request is a cache hit.
+
+        Args:
+            index: The answered request's index in the stream.
+            result: Its result (only a successful one is forgotten).
+        """
         if self.forget_answered and result.ok:
             del self.first_index[self.keys.pop(index)]
 
@@ -108,12 +158,22 @@ class RetryLog:
     """Retries at WARNING, a summary line every few seconds rather than one per retry."""
 
     def __init__(self, describe: Callable[[], str]) -> None:
+        """A retry log for one endpoint.
+
+        Args:
+            describe: Gives the endpoint's description for the log lines.
+        """
         self._describe = describe
         self._count = 0
         self._last_error = ""
         self._since = time.monotonic()
 
     def note(self, error: str) -> None:
+        """Count a retry; log a summary at the first one and then every `RETRY_LOG_EVERY_S`.
+
+        Args:
+            error: Why the request is retried.
+        """
         self._count += 1
         self._last_error = error
         now = time.monotonic()

@@ -54,7 +54,19 @@ def _encoded_schema(schema: Any) -> str:
 
 
 def check_sampling(settings: Any, where: str) -> dict[str, Any]:
-    """`settings` as sampling keyword arguments; ConfigError naming `where` if it is not one."""
+    """Validate a block of sampling settings and return them as keyword arguments.
+
+    Args:
+        settings: The block as configured: a mapping of `SAMPLING_KEYS`, or None.
+        where: The block's name in the configuration, used in error messages.
+
+    Returns:
+        The settings as sampling keyword arguments (`{}` when `settings` is None).
+
+    Raises:
+        ConfigError: `settings` is not a mapping, names an unknown key, or holds a value out
+            of range (naming `where` and the key).
+    """
     if settings is None:
         return {}
     if not isinstance(settings, Mapping):
@@ -150,6 +162,16 @@ class ChatRequest:
 
     @classmethod
     def from_prompt(cls, user: str, system: str | None = None, **sampling: Any) -> ChatRequest:
+        """A request of one user turn, after a system turn when one is given.
+
+        Args:
+            user: The user turn's text.
+            system: The system prompt; None or empty for none.
+            **sampling: Sampling settings, as `from_messages` takes them.
+
+        Returns:
+            The request.
+        """
         messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": user}
         ]
@@ -157,7 +179,15 @@ class ChatRequest:
 
     @classmethod
     def from_messages(cls, messages: Sequence[dict[str, str]], **sampling: Any) -> ChatRequest:
-        """A request from chat turns and sampling settings as parameter blocks give them."""
+        """A request from chat turns and sampling settings as parameter blocks give them.
+
+        Args:
+            messages: The chat turns, each a mapping with `role` and `content`.
+            **sampling: The request's other fields (`temperature`, `stop` as a list, ...).
+
+        Returns:
+            The request.
+        """
         stop = sampling.pop("stop", None)
         return cls(messages=tuple(messages), stop=tuple(stop) if stop else None, **sampling)
 
@@ -177,12 +207,29 @@ class ChatRequest:
         return [part for message in self.messages for part in content_media(message["content"])]
 
     def with_bounded_strings(self, max_chars: int) -> ChatRequest:
-        """This request with every free-text field of its JSON schema capped at max_chars."""
+        """This request with every free-text field of its JSON schema capped at max_chars.
+
+        Args:
+            max_chars: The longest string the schema lets each free-text field hold.
+
+        Returns:
+            A copy with the capped schema, or this request when it has no schema.
+        """
         if self.json_schema is None:
             return self
         return dataclasses.replace(self, json_schema=_bounded_schema(self.json_schema, max_chars))
 
     def cache_key(self, backend: str, model: str) -> str:
+        """The request's cache key: a hash of everything that shapes the reply.
+
+        Args:
+            backend: The backend's name.
+            model: The model's name.
+
+        Returns:
+            The SHA-256 hex digest of the backend, model, messages, sampling and attempt (and
+            of the log-probability and reasoning settings when they are set).
+        """
         payload = {
             "backend": backend,
             "model": model,
@@ -254,6 +301,16 @@ class ChatResult:
 
     @classmethod
     def failure(cls, error: str, latency_s: float = 0.0, model: str = "") -> ChatResult:
+        """A failed result: no text, with the error that explains why.
+
+        Args:
+            error: What went wrong.
+            latency_s: Seconds the failed call took.
+            model: The model that was called.
+
+        Returns:
+            The result.
+        """
         return cls(text=None, error=error, latency_s=latency_s, model=model)
 
 

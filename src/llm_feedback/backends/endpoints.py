@@ -20,6 +20,17 @@ FROM_ENVIRONMENT = "env"
 
 
 def parse_endpoints(definitions: Mapping[str, Any]) -> dict[str, EndpointConfig]:
+    """The endpoints of the `endpoints` parameter block, each checked.
+
+    Args:
+        definitions: Endpoint name -> its definition.
+
+    Returns:
+        Endpoint name -> its `EndpointConfig`.
+
+    Raises:
+        ConfigError: The block is empty or not a mapping, or a definition is invalid.
+    """
     if not isinstance(definitions, Mapping) or not definitions:
         raise ConfigError("parameter 'endpoints' must map endpoint names to definitions")
     return {
@@ -44,6 +55,14 @@ class ResponseCleanup:
     strip: tuple[str, ...] = ()
 
     def apply(self, text: str | None) -> str | None:
+        """The completion cleaned up as configured.
+
+        Args:
+            text: The raw completion; None for a failed call.
+
+        Returns:
+            The cleaned text (None stays None; the text unchanged when nothing is configured).
+        """
         if text is None or (self.cut_at_newlines is None and not self.strip):
             return text
         if self.cut_at_newlines is not None:
@@ -86,6 +105,21 @@ def parse_model_pool(
     endpoints: Mapping[str, EndpointConfig],
     defaults: Mapping[str, Any],
 ) -> dict[str, ModelSpec]:
+    """The completion models of the `model_pool` parameter block, each checked.
+
+    Args:
+        pool: Model name -> its definition (an `endpoint`, optionally `system_prompt`,
+            `response_cleanup` and sampling settings).
+        endpoints: The defined endpoints, by name.
+        defaults: Sampling settings a model's own settings override.
+
+    Returns:
+        Model name -> its `ModelSpec`.
+
+    Raises:
+        ConfigError: The block is empty or not a mapping, or a model names no or an undefined
+            endpoint, or has an invalid setting.
+    """
     if not isinstance(pool, Mapping) or not pool:
         raise ConfigError("parameter 'model_pool' must map model names to definitions")
     specs = {}
@@ -127,7 +161,21 @@ def resolve_endpoint(
 ) -> EndpointConfig:
     """The one way an endpoint is named anywhere: the name of an endpoint defined under
     `endpoints`, "env" (the seed environment variables, unless an endpoint is called so),
-    an inline definition, or None (the environment too)."""
+    an inline definition, or None (the environment too).
+
+    Args:
+        reference: The endpoint's name, an inline definition, a ready `EndpointConfig`, or
+            None.
+        endpoints: The `endpoints` parameter block.
+        where: Where the reference stands in the configuration, for error messages.
+
+    Returns:
+        The endpoint.
+
+    Raises:
+        ConfigError: The reference is of the wrong type, names an undefined endpoint, or
+            leads to an invalid definition.
+    """
     if isinstance(reference, EndpointConfig):
         return reference
     if reference is None:

@@ -50,7 +50,12 @@ class _CappedBody(httpx2.AsyncByteStream):
 
 
 async def cap_error_body(response: httpx2.Response) -> None:
-    """httpx response hook: an error body is cut to `ERROR_BODY_BYTES` (decompressed)."""
+    """httpx response hook: an error body is cut to `ERROR_BODY_BYTES` (decompressed).
+
+    Args:
+        response: The response (changed in place: its stream capped, its encoding header
+            dropped).
+    """
     if response.status_code < 400:
         return
     encoding = response.headers.get("content-encoding", "identity").strip().lower()

@@ -139,7 +139,16 @@ def generate_args(request: ChatRequest) -> tuple[list[dict[str, Any]], dict[str,
 def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
     """A GenerateContentResponse as a result: the text of its first candidate (thoughts
     left out), its finish reason, and its tokens (thinking billed as output, and counted
-    apart as reasoning tokens); a reply cut off while thinking has an empty answer."""
+    apart as reasoning tokens); a reply cut off while thinking has an empty answer.
+
+    Args:
+        response: The GenerateContentResponse.
+        latency_s: Seconds the call took.
+        model: The model that answered.
+
+    Returns:
+        The result; a failed one for a blocked prompt or an empty reply.
+    """
     usage = response.usage_metadata
     prompt = int(getattr(usage, "prompt_token_count", None) or 0)
     thoughts = int(getattr(usage, "thoughts_token_count", None) or 0)
@@ -179,7 +188,14 @@ def response_result(response: Any, latency_s: float, model: str) -> ChatResult:
 
 
 def retry_delay(details: Any) -> float | None:
-    """The wait a Gemini error asks for: its RetryInfo detail's `retryDelay` ("30s")."""
+    """The wait a Gemini error asks for: its RetryInfo detail's `retryDelay` ("30s").
+
+    Args:
+        details: The error's decoded body.
+
+    Returns:
+        Seconds to wait, or None when the error names no delay.
+    """
     error = details.get("error") if isinstance(details, dict) else None
     for detail in (error or {}).get("details") or []:
         if isinstance(detail, dict) and detail.get("@type") == _RETRY_INFO:
@@ -285,7 +301,14 @@ class GeminiBackend(ProviderSDKBackend):
 
     def classify(self, error: Exception) -> Exception:
         """An SDK error as what the client acts on: RetryableError (rate limited, busy,
-        cut off), EndpointError (a rejected key), or the error itself (this request's own)."""
+        cut off), EndpointError (a rejected key), or the error itself (this request's own).
+
+        Args:
+            error: An error the SDK raised.
+
+        Returns:
+            The error the client acts on.
+        """
         genai = _sdk()
         if isinstance(error, genai.errors.APIError):
             message = self.status_message(error)
@@ -305,7 +328,21 @@ class GeminiBackend(ProviderSDKBackend):
     async def send(
         self, sdk: GeminiConnection, request: ChatRequest, timeout_s: float | None = None
     ) -> ChatResult:
-        """Answer one request; RetryableError for a failure worth retrying."""
+        """Answer one request; RetryableError for a failure worth retrying.
+
+        Args:
+            sdk: The connection of the client's event loop.
+            request: The request.
+            timeout_s: This request's own timeout (default: the endpoint's).
+
+        Returns:
+            The result; a failed one for an unreadable attachment or an error of the request's
+            own.
+
+        Raises:
+            RetryableError: A failure worth retrying, or a body the SDK cannot read.
+            EndpointError: The endpoint rejected the key.
+        """
         genai = _sdk()
         try:
             contents, config = generate_args(request)
@@ -325,7 +362,16 @@ class GeminiBackend(ProviderSDKBackend):
         return response_result(response, time.perf_counter() - started, self.model)
 
     async def ask(self, sdk: GeminiConnection, route: str, timeout_s: float) -> ProbeAnswer:
-        """The preflight's question: the model's own entry (a wrong name is a 404)."""
+        """The preflight's question: the model's own entry (a wrong name is a 404).
+
+        Args:
+            sdk: The connection.
+            route: Unused: Gemini is always asked for the model's entry.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            The HTTP status and message it got (status None when nothing answered).
+        """
         genai = _sdk()
         try:
             await sdk.client.aio.models.get(
@@ -356,15 +402,45 @@ class GeminiBatches(ProviderSDKBatches):
     """Gemini batch mode with inline requests: create, get, read the inlined responses."""
 
     def __init__(self, backend: GeminiBackend, sdk: GeminiConnection) -> None:
+        """Batch calls through the backend's SDK client.
+
+        Args:
+            backend: The Gemini backend.
+            sdk: Its connection.
+        """
         super().__init__(backend, sdk)
         # The job as the last poll saw it: a finished one carries its responses already.
         self._seen: dict[str, Any] = {}
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
+        """`request` as an inline batch request, its key in the metadata.
+
+        Args:
+            key: The request's cache key.
+            request: The request.
+
+        Returns:
+            The inline request (`contents`, `config`, `metadata`).
+
+        Raises:
+            MediaError: An attachment cannot be read.
+        """
         contents, config = generate_args(request)
         return {"contents": contents, "config": config, "metadata": {"key": key}}
 
     async def create(self, entries: list[dict[str, Any]]) -> str:
+        """Submit one batch job of inline requests.
+
+        Args:
+            entries: The inline requests (`entry`).
+
+        Returns:
+            The job's name, its id.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         job = await self._call(
             self._sdk.client.aio.batches.create(
                 model=self._backend.model,
@@ -375,6 +451,18 @@ class GeminiBatches(ProviderSDKBatches):
         return job.name
 
     async def state(self, batch_id: str) -> BatchState:
+        """Where the job stands (the job kept, so that `results` need not fetch it again).
+
+        Args:
+            batch_id: The job's name.
+
+        Returns:
+            Whether it finished, its state, and its succeeded and failed responses.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         job = await self._call(self._sdk.client.aio.batches.get(name=batch_id))
         self._seen[batch_id] = job
         status = getattr(job.state, "value", str(job.state))
@@ -388,6 +476,18 @@ class GeminiBatches(ProviderSDKBatches):
         )
 
     async def results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
+        """(key, result) for every inlined response of a finished job that names its key.
+
+        Args:
+            batch_id: The job's name.
+
+        Returns:
+            (cache key, result) pairs; a response with an error is a failed result.
+
+        Raises:
+            RetryableError: A failure worth retrying.
+            EndpointError: Any other failure.
+        """
         job = self._seen.pop(batch_id, None)
         if job is None:
             job = await self._call(self._sdk.client.aio.batches.get(name=batch_id))

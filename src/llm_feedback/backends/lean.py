@@ -76,6 +76,14 @@ class LeanConnection:
     """
 
     def __init__(self, session: aiohttp.ClientSession, chat_url: str, api_root: str, query: str):
+        """A connection over an open aiohttp session.
+
+        Args:
+            session: The session (its connection pool) of the client's event loop.
+            chat_url: The chat completions URL.
+            api_root: The API's root URL, other routes below it.
+            query: The query string every API URL ends with ("" for none).
+        """
         self.session = session
         self.chat_url = chat_url
         self._api_root = api_root
@@ -83,6 +91,14 @@ class LeanConnection:
         self.models_url = self.api_url("models")
 
     def api_url(self, route: str) -> str:
+        """The URL of another route of the same API.
+
+        Args:
+            route: The route below the API's root (`files`, `batches/...`).
+
+        Returns:
+            The full URL, query included.
+        """
         return f"{self._api_root}/{route}{self._query}"
 
     async def request(
@@ -95,7 +111,24 @@ class LeanConnection:
     ) -> LeanResponse:
         """One HTTP exchange, its body read whole (up to `max_bytes`, counted after
         decompression as it arrives: `ReplyTooLarge` beyond); raises `TransportTimeout` or
-        `TransportFailure` (their messages name the cause), never an aiohttp error."""
+        `TransportFailure` (their messages name the cause), never an aiohttp error.
+
+        Args:
+            method: The HTTP method.
+            url: The URL.
+            timeout_s: The exchange's total timeout; None for the session's.
+            max_bytes: The largest body accepted; None for no limit.
+            **kwargs: Further arguments of aiohttp's `request` (`data`, `headers`, ...).
+
+        Returns:
+            The status, headers and body.
+
+        Raises:
+            TransportTimeout: The exchange ran past its timeout.
+            TransportFailure: The request did not reach the server or the answer did not arrive
+                whole.
+            ReplyTooLarge: The body was larger than `max_bytes`.
+        """
         if timeout_s is not None:
             kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout_s)
         try:
@@ -136,7 +169,14 @@ async def _read_capped(response: aiohttp.ClientResponse, max_bytes: int) -> byte
 def environment_proxy(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
     """The proxy that HTTPS_PROXY / HTTP_PROXY / NO_PROXY name for `url`, and its
     credentials. Read once per session: aiohttp's own `trust_env` reads the environment
-    and ~/.netrc on a thread for every request, which costs more CPU than the request."""
+    and ~/.netrc on a thread for every request, which costs more CPU than the request.
+
+    Args:
+        url: The URL the session will call.
+
+    Returns:
+        (proxy URL, its credentials), or (None, None) when no proxy applies.
+    """
     parts = urllib.parse.urlsplit(url)
     if urllib.request.proxy_bypass(parts.hostname or ""):
         return None, None
@@ -153,7 +193,17 @@ def chat_result(
     payload: Any, latency_s: float, model: str, request: ChatRequest | None = None
 ) -> ChatResult:
     """A decoded chat completion body as a result, with the log-probabilities `request`
-    asked for; raises one of `UNREADABLE` when the body is not a chat completion."""
+    asked for; raises one of `UNREADABLE` when the body is not a chat completion.
+
+    Args:
+        payload: The decoded body.
+        latency_s: Seconds the call took.
+        model: The model that answered.
+        request: The request answered; None to keep no log-probabilities.
+
+    Returns:
+        The result.
+    """
     choice = payload["choices"][0]
     return ChatResult(
         finish_reason=choice.get("finish_reason"),
@@ -168,7 +218,15 @@ def chat_result(
 
 def error_message(status: int, content: bytes | Any) -> str:
     """The SDK's wording ("Error code: 429 - <server message>"), so logs read the same.
-    `content` is the raw body, or a body already decoded (a batch's error line)."""
+    `content` is the raw body, or a body already decoded (a batch's error line).
+
+    Args:
+        status: The HTTP status.
+        content: The raw body, or a decoded one.
+
+    Returns:
+        The message, with a context-length error's code in front of the server's message.
+    """
     try:
         payload = orjson.loads(content) if isinstance(content, bytes) else content
     except orjson.JSONDecodeError:
@@ -195,14 +253,38 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
 
     @classmethod
     def build(cls, config: EndpointConfig) -> OpenAICompatibleBackend:
+        """This backend, or the SDK backend for `transport: sdk`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The backend.
+        """
         return cls.sdk_backend(config) if config.options.transport == "sdk" else cls(config)
 
     @classmethod
     def sends_from_worker_processes(cls, config: EndpointConfig) -> bool:
+        """Large streams are sent from worker processes on the lean transport only.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            Whether the endpoint's transport is lean.
+        """
         return config.options.transport == "lean"
 
     @classmethod
     def uses_batch_api(cls, config: EndpointConfig) -> bool:
+        """Misses go through the Batch API in `mode: batch`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            Whether the endpoint's mode is batch.
+        """
         return config.options.mode == "batch"
 
     def _routes(self, key: str | None) -> tuple[str, str, str, dict[str, str]]:
@@ -242,7 +324,23 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
     async def send(
         self, connection: LeanConnection, request: ChatRequest, timeout_s: float | None = None
     ) -> ChatResult:
-        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
+        """Answer one request over the lean transport, its reply read up to the endpoint's
+        byte limit.
+
+        Args:
+            connection: The connection of the client's event loop.
+            request: The request.
+            timeout_s: This request's own timeout (default: the endpoint's).
+
+        Returns:
+            The result; a failed one for an unreadable attachment, a reply too large or an
+            HTTP error not worth retrying.
+
+        Raises:
+            EndpointError: The endpoint rejected the key or refused access (401/403).
+            RetryableError: A retryable status, a timeout, a connection failure or a malformed
+                reply.
+        """
         try:
             body = orjson.dumps(self.request_body(request))
         except MediaError as error:
@@ -281,6 +379,15 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
             raise RetryableError(redact(f"malformed response: {error!r}")) from None
 
     async def probe(self, connection: LeanConnection, timeout_s: float) -> bool:
+        """Whether the server answers a model listing within `timeout_s`.
+
+        Args:
+            connection: The connection of the client's event loop.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            True when it answered 200; False otherwise.
+        """
         try:
             response = await connection.request("GET", connection.models_url, timeout_s)
         except (TransportTimeout, TransportFailure):
@@ -288,7 +395,16 @@ class LeanOpenAIBackend(OpenAICompatibleBackend):
         return response.status == 200
 
     async def ask(self, connection: LeanConnection, route: str, timeout_s: float) -> ProbeAnswer:
-        """The preflight's question (`GET models`, or one token of chat), on this transport."""
+        """The preflight's question (`GET models`, or one token of chat), on this transport.
+
+        Args:
+            connection: The connection.
+            route: "models" to list the models; anything else asks one token of chat.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            The HTTP status and message it got (status None when nothing answered).
+        """
         if route == "models":
             method, url, kwargs = "GET", connection.models_url, {}
         else:

@@ -89,19 +89,49 @@ class LocalModelBackend(PacedSends, OpenAICompatibleBackend):
 
     @classmethod
     def concurrency_for(cls, config: EndpointConfig) -> int:
+        """One request per llama.cpp slot: the endpoint's `parallel_slots`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The number of concurrent requests.
+        """
         return config.options.parallel_slots
 
     @classmethod
     def context_budget(cls, config: EndpointConfig) -> int | None:
+        """A request's tokens are bounded by one slot's context: `context_per_slot`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The tokens a request may use.
+        """
         return config.options.context_per_slot
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """The model file exists (the server itself starts when the backend opens).
+
+        Args:
+            config: The endpoint.
+            timeout_s: Unused: nothing is asked of a server.
+
+        Raises:
+            ConfigError: The model file is not found.
+        """
         path = _model_file(config)
         if not path.is_file():
             raise ConfigError(f"{config.where}.model_path: model file {path} not found")
 
     def __init__(self, config: EndpointConfig) -> None:
+        """A backend whose embedded server starts when it opens, on this machine's loopback.
+
+        Args:
+            config: The endpoint.
+        """
         super().__init__(config, base_url="http://127.0.0.1")
         options = config.options
         self._model_path = Path(options.model_path) if options.model_path else None

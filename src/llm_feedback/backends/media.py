@@ -37,7 +37,14 @@ class MediaError(ValueError):
 
 
 def sniff_format(data: bytes) -> str | None:
-    """The format whose magic bytes `data` starts with: png, jpeg, webp, wav, mp3 or None."""
+    """The format whose magic bytes `data` starts with: png, jpeg, webp, wav, mp3 or None.
+
+    Args:
+        data: The file's bytes (its first few suffice).
+
+    Returns:
+        The format's name, or None when none matches.
+    """
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "png"
     if data.startswith(b"\xff\xd8\xff"):
@@ -112,9 +119,24 @@ def load_media(
 ) -> Media:
     """Check one source of `kind` ("image" or "audio"); MediaError saying what is wrong.
 
-    `inside`: a file must resolve (symbolic links followed) into this folder, or it is
-    refused before it is read: a shared samples file cannot send the reader's other files.
-    None: any path (the caller's own code gave it)."""
+    Args:
+        reference: A file path (relative to `base_dir`), a data: URI, an http(s) URL (images
+            only), or a `Media` already checked.
+        kind: "image" or "audio".
+        base_dir: The folder relative paths start from.
+        max_bytes: The largest file accepted.
+        inside: A file must resolve (symbolic links followed) into this folder, or it is
+            refused before it is read: a shared samples file cannot send the reader's other
+            files. None: any path (the caller's own code gave it).
+
+    Returns:
+        The media (a file or data: URI known by its content hash; a URL as given).
+
+    Raises:
+        ValueError: `kind` is not a media kind.
+        MediaError: The source is of the wrong kind or format, too large, outside `inside`,
+            missing or unreadable.
+    """
     if kind not in KINDS:
         raise ValueError(f"media kind must be one of {KINDS}, got {kind!r}")
     if isinstance(reference, Media):
@@ -190,24 +212,56 @@ def _decode_data_uri(uri: str) -> bytes:
 
 
 def with_media(text: str, media: Sequence[Media]) -> str | tuple[str | Media, ...]:
-    """A message content: `text` alone, or text followed by the attachments."""
+    """A message content: `text` alone, or text followed by the attachments.
+
+    Args:
+        text: The message's text.
+        media: Its attachments.
+
+    Returns:
+        `text`, or a tuple of the text and the attachments.
+    """
     return (text, *media) if media else text
 
 
 def content_text(content: str | Sequence[Any]) -> str:
-    """The text of a message content, attachments left out."""
+    """The text of a message content, attachments left out.
+
+    Args:
+        content: A message content: text, or text and `Media` parts.
+
+    Returns:
+        Its text parts, joined by newlines.
+    """
     if isinstance(content, str):
         return content
     return "\n".join(part for part in content if isinstance(part, str))
 
 
 def content_media(content: str | Sequence[Any]) -> list[Media]:
-    """The attachments of a message content."""
+    """The attachments of a message content.
+
+    Args:
+        content: A message content: text, or text and `Media` parts.
+
+    Returns:
+        Its `Media` parts, in order.
+    """
     return [] if isinstance(content, str) else [p for p in content if isinstance(p, Media)]
 
 
 def openai_content(content: str | Sequence[Any]) -> str | list[dict[str, Any]]:
-    """A message content as the chat completions API takes it."""
+    """A message content as the chat completions API takes it.
+
+    Args:
+        content: A message content: text, or text and `Media` parts.
+
+    Returns:
+        The text itself, or a list of content parts.
+
+    Raises:
+        MediaError: An attached file changed since it was checked.
+    """
     if isinstance(content, str):
         return content
     return [

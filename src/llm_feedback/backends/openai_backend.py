@@ -56,7 +56,14 @@ def _ignored_retry_after(name: str, value: str) -> None:
 
 def retry_after_seconds(headers: Any) -> float | None:
     """The wait a 429/503 asks for: `retry-after-ms` (OpenAI's), else `Retry-After` as
-    delta-seconds or an HTTP-date (RFC 9110 10.2.3); anything else is ignored, saying so."""
+    delta-seconds or an HTTP-date (RFC 9110 10.2.3); anything else is ignored, saying so.
+
+    Args:
+        headers: The response's headers; None when there were none.
+
+    Returns:
+        Seconds to wait (0 for a date already past), or None when no usable header came.
+    """
     if headers is None:
         return None
     value = (headers.get("retry-after-ms") or "").strip()
@@ -81,7 +88,16 @@ def retry_after_seconds(headers: Any) -> float | None:
 
 def auth_failure(config: EndpointConfig, status: int, message: str) -> EndpointError:
     """The error that stops an endpoint at its first 401/403, naming where its key
-    comes from."""
+    comes from.
+
+    Args:
+        config: The endpoint.
+        status: The HTTP status (401 or 403).
+        message: The server's (redacted) message.
+
+    Returns:
+        The error to raise.
+    """
     return EndpointError(
         f"{config.describe()} {'rejects the key' if status == 401 else 'refuses access'} "
         f"({message}): check {config.key_source()}; nothing more is sent to it"
@@ -103,6 +119,17 @@ class ReplyTooLarge(Exception):
 
 
 def too_large_message(config: EndpointConfig, error: ReplyTooLarge, limit: int, max_tokens: int):
+    """The failure message of a reply larger than the endpoint allows.
+
+    Args:
+        config: The endpoint.
+        error: The error that cut the reply off.
+        limit: The byte limit that applied.
+        max_tokens: The request's answer budget the limit was derived from.
+
+    Returns:
+        The message, naming the setting that raises the limit.
+    """
     return (
         f"reply too large: {error}, beyond the {limit} bytes allowed for "
         f"max_tokens={max_tokens} ({config.where}.max_reply_bytes)"
@@ -111,7 +138,18 @@ def too_large_message(config: EndpointConfig, error: ReplyTooLarge, limit: int, 
 
 async def read_capped(response: httpx2.Response, max_bytes: int) -> bytes:
     """The body of a streamed httpx response, up to `max_bytes` counted after
-    decompression as it arrives (`ReplyTooLarge` beyond: the rest is never read)."""
+    decompression as it arrives (`ReplyTooLarge` beyond: the rest is never read).
+
+    Args:
+        response: The streamed response.
+        max_bytes: The largest body accepted.
+
+    Returns:
+        The body.
+
+    Raises:
+        ReplyTooLarge: The body announced or reached more than `max_bytes`.
+    """
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise ReplyTooLarge(f"the server announced {declared} bytes")
@@ -125,7 +163,17 @@ async def read_capped(response: httpx2.Response, max_bytes: int) -> bytes:
 
 
 def completion_from(content: bytes) -> openai.types.chat.ChatCompletion:
-    """A chat completion from its JSON body, as leniently as the SDK itself reads one."""
+    """A chat completion from its JSON body, as leniently as the SDK itself reads one.
+
+    Args:
+        content: The response body.
+
+    Returns:
+        The chat completion (fields not validated).
+
+    Raises:
+        ValueError: The body is not JSON, or not a JSON object.
+    """
     import openai
 
     body = orjson.loads(content)
@@ -136,7 +184,15 @@ def completion_from(content: bytes) -> openai.types.chat.ChatCompletion:
 
 def kept_logprobs(payload: Any, request: ChatRequest) -> list[dict[str, Any]] | None:
     """What a decoded chat completion keeps of its log-probabilities for `request`
-    (None when it asked for none or none came back)."""
+    (None when it asked for none or none came back).
+
+    Args:
+        payload: The decoded chat completion.
+        request: The request it answers (its `top_logprobs` and `logprob_labels`).
+
+    Returns:
+        The top log-probabilities at the label tokens, or None.
+    """
     if not request.top_logprobs:
         return None
     try:
@@ -147,7 +203,14 @@ def kept_logprobs(payload: Any, request: ChatRequest) -> list[dict[str, Any]] | 
 
 
 def ping_body(config: EndpointConfig) -> dict[str, Any]:
-    """One token of chat: the preflight's question where a server has no models route."""
+    """One token of chat: the preflight's question where a server has no models route.
+
+    Args:
+        config: The endpoint.
+
+    Returns:
+        The chat completions body.
+    """
     return {
         "model": config.model,
         "messages": [{"role": "user", "content": "ping"}],
@@ -205,6 +268,14 @@ def cached_prompt_tokens(usage: dict[str, Any]) -> int | None:
 
 
 def response_format_for(schema: dict[str, Any]) -> dict[str, Any]:
+    """The strict `json_schema` response format that constrains a reply to `schema`.
+
+    Args:
+        schema: The JSON schema of the reply.
+
+    Returns:
+        The `response_format` value of a chat completions body.
+    """
     return {
         "type": "json_schema",
         "json_schema": {"name": "judgement", "schema": schema, "strict": True},
@@ -222,6 +293,12 @@ class OpenAICompatibleBackend(BackendTraits):
     batch_route: ClassVar[str] = "/v1/chat/completions"
 
     def __init__(self, config: EndpointConfig, base_url: str | None = None) -> None:
+        """A backend for an OpenAI-compatible chat completions endpoint.
+
+        Args:
+            config: The endpoint.
+            base_url: The server's base URL; None for the endpoint's configured one.
+        """
         self.config = config
         self.model = config.model
         self._base_url = base_url or self._configured_base_url()
@@ -231,13 +308,30 @@ class OpenAICompatibleBackend(BackendTraits):
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """The preflight over HTTP (`probe_over_http`).
+
+        Args:
+            config: The endpoint.
+            timeout_s: Seconds to wait for the server's answer.
+
+        Raises:
+            EndpointError: The server cannot be reached, or refuses in a way a run cannot get
+                past.
+        """
         probe_over_http(config, timeout_s)
 
     @classmethod
     def returns_logprobs(cls, config: EndpointConfig) -> bool:
         """Chat completions servers return them (OpenAI, vLLM, llama.cpp), except for
         reasoning models (see `logprobs_refusal`) and through a Batch API (whose lines are
-        read without the request's labels)."""
+        read without the request's labels).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            Whether a request may ask for top log-probabilities.
+        """
         if cls.uses_batch_api(config):
             return False
         return config.reasoning_judge is None
@@ -275,6 +369,15 @@ class OpenAICompatibleBackend(BackendTraits):
 
         Attachments become `image_url` / `input_audio` parts; reading them raises
         `MediaError` if a file changed since it was checked.
+
+        Args:
+            request: The request.
+
+        Returns:
+            The body, as keyword arguments of the SDK's `create`.
+
+        Raises:
+            MediaError: An attached file changed since it was checked.
         """
         messages = [
             message
@@ -304,7 +407,22 @@ class OpenAICompatibleBackend(BackendTraits):
     async def send(
         self, sdk: openai.AsyncOpenAI, request: ChatRequest, timeout_s: float | None = None
     ) -> ChatResult:
-        """`timeout_s`: this request's own timeout (default: the endpoint's)."""
+        """Answer one request through the SDK, its reply read up to the endpoint's byte limit.
+
+        Args:
+            sdk: The SDK client of the client's event loop.
+            request: The request.
+            timeout_s: This request's own timeout (default: the endpoint's).
+
+        Returns:
+            The result; a failed one for an unreadable attachment, a reply too large or an
+            HTTP error not worth retrying.
+
+        Raises:
+            EndpointError: The endpoint rejected the key or refused access (401/403).
+            RetryableError: A retryable status, a timeout, a connection error or a malformed
+                reply.
+        """
         import openai
 
         try:
@@ -367,7 +485,15 @@ class OpenAICompatibleBackend(BackendTraits):
         )
 
     async def probe(self, sdk: openai.AsyncOpenAI, timeout_s: float) -> bool:
-        """Whether the server answers a model listing within `timeout_s`."""
+        """Whether the server answers a model listing within `timeout_s`.
+
+        Args:
+            sdk: The SDK client of the client's event loop.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            True when it answered; False on any failure.
+        """
         try:
             await sdk.models.list(timeout=timeout_s)
             return True
@@ -375,7 +501,16 @@ class OpenAICompatibleBackend(BackendTraits):
             return False
 
     async def ask(self, sdk: openai.AsyncOpenAI, route: str, timeout_s: float) -> ProbeAnswer:
-        """The preflight's question (`GET models`, or one token of chat) through the SDK."""
+        """The preflight's question (`GET models`, or one token of chat) through the SDK.
+
+        Args:
+            sdk: The SDK client.
+            route: "models" to list the models; anything else asks one token of chat.
+            timeout_s: Seconds to wait.
+
+        Returns:
+            The HTTP status and message it got (status None when nothing answered).
+        """
         import openai
 
         try:

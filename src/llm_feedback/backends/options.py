@@ -31,7 +31,16 @@ _DAY_S = 86_400.0
 
 
 def bounds(low: float, high: float, default: Any = dataclasses.MISSING) -> Any:
-    """A dataclass field whose number must lie in [low, high] (and be finite)."""
+    """A dataclass field whose number must lie in [low, high] (and be finite).
+
+    Args:
+        low: The smallest value allowed.
+        high: The largest value allowed.
+        default: The field's default; none when left out.
+
+    Returns:
+        The field, its bounds in its metadata (checked by `check_fields`).
+    """
     return field(default=default, metadata={"bounds": (low, high)})
 
 
@@ -61,7 +70,15 @@ def _wanted(kinds: tuple[type, ...], values: tuple[Any, ...]) -> str:
 
 def check_fields(settings: Any, prefix: str) -> None:
     """ConfigError naming `prefix.<field>` for a value of the wrong type, not among its
-    literal values, not finite, or outside its bounds."""
+    literal values, not finite, or outside its bounds.
+
+    Args:
+        settings: A dataclass instance whose field types (and `bounds`) are checked.
+        prefix: Where the settings stand in the configuration; fields are named below it.
+
+    Raises:
+        ConfigError: A field's value breaks its type, literal values or bounds.
+    """
     hints = typing.get_type_hints(type(settings))
     for spec in dataclasses.fields(settings):
         kinds, values = _allowed(hints[spec.name])
@@ -92,7 +109,14 @@ class BackendOptions:
     key_variables: ClassVar[tuple[str, ...]] = ()
 
     def check(self, where: str) -> None:
-        """Rules across fields, beyond each field's type and bounds (`check_fields`)."""
+        """Rules across fields, beyond each field's type and bounds (`check_fields`).
+
+        Args:
+            where: Where the options stand in the configuration, for error messages.
+
+        Raises:
+            ConfigError: The fields break a rule (in subclasses that set some).
+        """
 
     def public_url(self) -> str | None:
         """Where the model is reached, as messages and datasets may show it."""
@@ -101,7 +125,14 @@ class BackendOptions:
 
 def api_base(url: str | None) -> str | None:
     """A base URL from what users set: lmms-eval's OPENAI_API_URL is the full chat
-    completions URL (".../v1/chat/completions"); the SDK wants ".../v1"."""
+    completions URL (".../v1/chat/completions"); the SDK wants ".../v1".
+
+    Args:
+        url: A base URL or a full (chat) completions URL; None or empty for none.
+
+    Returns:
+        The URL without its query and completions path (`url` itself when empty).
+    """
     if not url:
         return url
     url = url.split("?", 1)[0].rstrip("/")
@@ -112,7 +143,14 @@ def api_base(url: str | None) -> str | None:
 
 
 def azure_resource(url: str | None) -> str | None:
-    """The Azure resource URL from a full deployment URL (".../openai/deployments/...")."""
+    """The Azure resource URL from a full deployment URL (".../openai/deployments/...").
+
+    Args:
+        url: A resource or deployment URL; None or empty for none.
+
+    Returns:
+        The URL up to `/openai/`, without its query (`url` itself when empty).
+    """
     if not url:
         return url
     url = url.split("?", 1)[0].rstrip("/")
@@ -150,6 +188,14 @@ class OpenAIOptions(BackendOptions):
     batch_max_bytes: int = bounds(1024, BATCH_MAX_BYTES, BATCH_MAX_BYTES)
 
     def check(self, where: str) -> None:
+        """The batch polling interval is within its maximum, and batch mode uses the lean transport.
+
+        Args:
+            where: Where the options stand in the configuration, for error messages.
+
+        Raises:
+            ConfigError: Either rule is broken.
+        """
         if self.batch_poll_seconds > self.batch_poll_max_seconds:
             raise ConfigError(
                 f"{where}.batch_poll_seconds must be <= batch_poll_max_seconds "
@@ -221,10 +267,27 @@ class VLLMOptions(BackendOptions):
     engine_chunk_size: int = bounds(1, 10_000_000, 4096)
 
     def check(self, where: str) -> None:
+        """The engine's parallel sizes and executor are valid (`check_engine_kwargs`).
+
+        Args:
+            where: Where the options stand in the configuration, for error messages.
+
+        Raises:
+            ConfigError: An engine setting is invalid.
+        """
         check_engine_kwargs(self.engine_kwargs, where)
 
 
 def check_engine_kwargs(engine_kwargs: dict, where: str) -> None:
+    """Check the vLLM engine's parallel sizes (integers >= 1) and distributed executor.
+
+    Args:
+        engine_kwargs: The keyword arguments for the vLLM engine.
+        where: Where they stand in the configuration, for error messages.
+
+    Raises:
+        ConfigError: A parallel size is not an integer >= 1, or the executor is unknown.
+    """
     for name in _VLLM_PARALLEL_SIZES:
         value = engine_kwargs.get(name, 1)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -256,6 +319,14 @@ class RayOptions(BackendOptions):
     ray_batch_retries: int = bounds(0, 100, 1)
 
     def check(self, where: str) -> None:
+        """The engine's parallel sizes and executor are valid (`check_engine_kwargs`).
+
+        Args:
+            where: Where the options stand in the configuration, for error messages.
+
+        Raises:
+            ConfigError: An engine setting is invalid.
+        """
         check_engine_kwargs(self.engine_kwargs, where)
 
     @property
@@ -270,4 +341,12 @@ class RayOptions(BackendOptions):
 
 
 def option_names(options_type: type[BackendOptions]) -> frozenset[str]:
+    """The settings a backend's options class takes.
+
+    Args:
+        options_type: The options dataclass.
+
+    Returns:
+        Its field names.
+    """
     return frozenset(spec.name for spec in dataclasses.fields(options_type))

@@ -28,6 +28,12 @@ class AdaptiveTimeout:
     """Per-request timeouts from the measured token rate and queue (one event loop)."""
 
     def __init__(self, floor_s: float, slots: int) -> None:
+        """Timeouts that start at the floor until a token rate is measured.
+
+        Args:
+            floor_s: The shortest timeout (the endpoint's `timeout_s`).
+            slots: Requests the server works on at once (at least 1).
+        """
         self.floor_s = floor_s
         self.slots = max(1, slots)
         self.seconds_per_token: float | None = None
@@ -35,7 +41,15 @@ class AdaptiveTimeout:
         self.stretch = 1.0
 
     def start(self, max_tokens: int) -> float:
-        """Count a request in and return its timeout."""
+        """Count a request in and return its timeout.
+
+        Args:
+            max_tokens: The request's token budget.
+
+        Returns:
+            Its timeout in seconds: the floor, or the time its queue and tokens are expected to
+            take (with headroom), stretched after timeouts.
+        """
         self.in_flight += 1
         estimate = 0.0
         if self.seconds_per_token is not None:
@@ -44,7 +58,13 @@ class AdaptiveTimeout:
         return max(self.floor_s, estimate) * self.stretch
 
     def finish(self, result: ChatResult | None, timed_out: bool) -> None:
-        """Count a request out; learn from its answer or its timeout."""
+        """Count a request out; learn from its answer or its timeout.
+
+        Args:
+            result: Its result; None when it raised.
+            timed_out: Whether it ran past its timeout (the next timeouts double, up to a
+                limit).
+        """
         self.in_flight -= 1
         if timed_out:
             self.stretch = min(self.stretch * 2, MAX_STRETCH)
@@ -68,6 +88,19 @@ class PacedSends:
     _pace: AdaptiveTimeout | None = None
 
     async def send(self, sdk: Any, request: ChatRequest) -> ChatResult:
+        """Send with a timeout from the endpoint's `AdaptiveTimeout`, and learn from the outcome.
+
+        Args:
+            sdk: The connection of the client's event loop.
+            request: The request.
+
+        Returns:
+            Its result.
+
+        Raises:
+            RetryableError: As the backend's `send` raises it (a timeout stretches the next
+                timeouts).
+        """
         if self._pace is None:
             self._pace = AdaptiveTimeout(self.config.timeout_s, self.config.concurrency)
         timeout_s = self._pace.start(request.token_budget)

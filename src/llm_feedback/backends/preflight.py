@@ -25,7 +25,16 @@ _FATAL = {401: "rejects the key", 403: "refuses access", 404: "has no such route
 
 def preflight(config: EndpointConfig, timeout_s: float = 10.0) -> None:
     """Raise `EndpointError` (or `ConfigError`) when `config` cannot do its job; log when
-    it may only be busy."""
+    it may only be busy.
+
+    Args:
+        config: The endpoint (skipped when its `preflight` is off).
+        timeout_s: The most seconds to wait (the endpoint's own timeout if shorter).
+
+    Raises:
+        ConfigError: The endpoint's settings cannot work.
+        EndpointError: The endpoint cannot be reached or refuses to serve.
+    """
     if config.preflight:
         config.kind.check_ready(config, min(timeout_s, config.timeout_s))
 
@@ -44,7 +53,19 @@ async def _ask(config: EndpointConfig, timeout_s: float):
 
 
 def probe_over_http(config: EndpointConfig, timeout_s: float) -> None:
-    """The preflight of an HTTP endpoint, through the transport its calls use."""
+    """The preflight of an HTTP endpoint, through the transport its calls use.
+
+    A timeout or an answer that may be passing (such as a busy server's) is logged and let
+    through.
+
+    Args:
+        config: The endpoint.
+        timeout_s: Seconds to wait for its answer.
+
+    Raises:
+        EndpointError: The endpoint cannot be reached, or answered with a status a run
+            cannot get past.
+    """
     answer = asyncio.run(_ask(config, timeout_s))
     if answer.timed_out:
         logger.warning(

@@ -67,6 +67,14 @@ class ProviderOptions(BackendOptions):
     batch_unanswered: Literal["retry", "fail"] = "retry"
 
     def check(self, where: str) -> None:
+        """The batch polling interval is within its maximum.
+
+        Args:
+            where: Where the options stand in the configuration, for error messages.
+
+        Raises:
+            ConfigError: `batch_poll_seconds` exceeds `batch_poll_max_seconds`.
+        """
         if self.batch_poll_seconds > self.batch_poll_max_seconds:
             raise ConfigError(
                 f"{where}.batch_poll_seconds must be <= batch_poll_max_seconds "
@@ -92,19 +100,51 @@ class ProviderBatchAPI(Protocol):
 
     def entry(self, key: str, request: ChatRequest) -> dict[str, Any]:
         """`request` as the batch body holds it, known by `key`; MediaError if its media
-        cannot be read."""
+        cannot be read.
+
+        Args:
+            key: The request's cache key.
+            request: The request.
+
+        Returns:
+            The batch entry.
+
+        Raises:
+            MediaError: An attachment cannot be read.
+        """
         ...
 
     async def create(self, entries: list[dict[str, Any]]) -> str:
-        """Submit one batch; its id."""
+        """Submit one batch; its id.
+
+        Args:
+            entries: The batch's entries (`entry`).
+
+        Returns:
+            The batch's id.
+        """
         ...
 
     async def state(self, batch_id: str) -> BatchState:
-        """Where the batch stands."""
+        """Where the batch stands.
+
+        Args:
+            batch_id: The batch's id.
+
+        Returns:
+            Its state.
+        """
         ...
 
     async def results(self, batch_id: str) -> list[tuple[str, ChatResult]]:
-        """(key, result) for every request of a finished batch that has a result."""
+        """(key, result) for every request of a finished batch that has a result.
+
+        Args:
+            batch_id: The batch's id.
+
+        Returns:
+            (cache key, result) pairs.
+        """
         ...
 
 

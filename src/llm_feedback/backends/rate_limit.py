@@ -84,7 +84,16 @@ class LimitHeaders:
 
     @classmethod
     def read(cls, headers: Mapping[str, str], name: str) -> LimitHeaders:
-        """The `x-ratelimit-{limit,remaining,reset}-<name>` headers (case-insensitive)."""
+        """The `x-ratelimit-{limit,remaining,reset}-<name>` headers (case-insensitive).
+
+        Args:
+            headers: The response's headers.
+            name: The limit's name in the headers ("requests" or "tokens").
+
+        Returns:
+            The limit, what remains and the seconds to reset (each None when absent or
+            unreadable).
+        """
         return cls(
             _count(headers.get(f"x-ratelimit-limit-{name}")),
             _count(headers.get(f"x-ratelimit-remaining-{name}")),
@@ -97,6 +106,11 @@ class TokenBucket:
     cost larger than the bucket is taken once it is full, leaving it in debt."""
 
     def __init__(self, per_minute: float) -> None:
+        """A full bucket.
+
+        Args:
+            per_minute: The limit per minute (requests or tokens).
+        """
         self.per_minute = per_minute
         self.level = self.capacity
         self._updated = time.monotonic()
@@ -110,26 +124,59 @@ class TokenBucket:
         return max(1.0, self.rate * BURST_S)
 
     def refill(self, now: float) -> None:
+        """Add what the rate has earned since the last refill, up to the capacity.
+
+        Args:
+            now: The current `time.monotonic()`.
+        """
         self.level = min(self.capacity, self.level + (now - self._updated) * self.rate)
         self._updated = now
 
     def wait_s(self, cost: float) -> float:
-        """Seconds until `cost` may be taken (0: now)."""
+        """Seconds until `cost` may be taken (0: now).
+
+        Args:
+            cost: What the send will take (1 request, or its tokens).
+
+        Returns:
+            The wait in seconds.
+        """
         needed = min(cost, self.capacity)
         return 0.0 if self.level >= needed else (needed - self.level) / self.rate
 
     def take(self, cost: float) -> None:
+        """Take `cost` from the bucket (it may go into debt).
+
+        Args:
+            cost: What the send takes.
+        """
         self.level -= cost
 
     def give_back(self, amount: float) -> None:
+        """Return what a send took but did not use, up to the capacity.
+
+        Args:
+            amount: What to return.
+        """
         self.level = min(self.capacity, self.level + amount)
 
     def at_most(self, remaining: float) -> None:
-        """The server has `remaining` left: never hold more than that."""
+        """The server has `remaining` left: never hold more than that.
+
+        Args:
+            remaining: What the server says is left.
+        """
         self.level = min(self.level, remaining)
 
     def lower_rate(self, per_minute: float) -> bool:
-        """Adopt the server's lower limit; whether the rate changed."""
+        """Adopt the server's lower limit; whether the rate changed.
+
+        Args:
+            per_minute: The server's limit per minute (ignored unless lower and positive).
+
+        Returns:
+            Whether the rate changed.
+        """
         if per_minute >= self.per_minute or per_minute <= 0:
             return False
         self.per_minute = per_minute
@@ -145,6 +192,13 @@ class RateLimiter:
     def __init__(
         self, requests_per_minute: float | None, tokens_per_minute: float | None, name: str
     ) -> None:
+        """The limiter of one endpoint.
+
+        Args:
+            requests_per_minute: The endpoint's request limit; None or 0 for none.
+            tokens_per_minute: Its token limit; None or 0 for none.
+            name: The endpoint's name, for log lines.
+        """
         self.requests = TokenBucket(requests_per_minute) if requests_per_minute else None
         self.tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
         self.name = name

@@ -120,6 +120,14 @@ class ChatWorker:
     def __init__(
         self, endpoint: dict[str, Any], api_key: str | None, concurrency: int, qps: float | None
     ) -> None:
+        """A worker with its own client for the endpoint (no cache, no preflight).
+
+        Args:
+            endpoint: The endpoint's definition as the driver sent it.
+            api_key: The endpoint's key, registered as this worker's credentials; None for none.
+            concurrency: Requests in flight at once in this worker.
+            qps: Requests a second this worker may send; None for no pacing.
+        """
         if api_key:
             register_credentials({_WORKER_CREDENTIALS: {"api_key": api_key}})
         config = EndpointConfig.from_dict(
@@ -231,7 +239,14 @@ def _worker_config(config: EndpointConfig, endpoint: dict[str, Any]) -> Endpoint
 
 
 def check_ray_installed(config: EndpointConfig) -> None:
-    """ConfigError, naming the extra to install, when this machine cannot drive Ray."""
+    """ConfigError, naming the extra to install, when this machine cannot drive Ray.
+
+    Args:
+        config: The endpoint.
+
+    Raises:
+        ConfigError: Ray is missing, or vLLM is missing for the vllm processor.
+    """
     if importlib.util.find_spec("ray") is None:
         raise ConfigError(
             f"endpoint '{config.name}' uses the ray backend, which needs the ray extra: "
@@ -257,12 +272,30 @@ class RayBackend(BackendTraits):
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """Ray (and vLLM for its processor) is installed; the http processor's server answers.
+
+        Args:
+            config: The endpoint.
+            timeout_s: Seconds to wait for the server's answer.
+
+        Raises:
+            ConfigError: A needed package is missing.
+            EndpointError: The http processor's server cannot be reached or refuses to serve.
+        """
         check_ray_installed(config)
         if config.options.ray_processor == "http":
             # The workers' own transport, asked from here.
             probe_over_http(_worker_config(config, _http_endpoint(config)), timeout_s)
 
     def __init__(self, config: EndpointConfig) -> None:
+        """A backend over Ray Data; Ray itself is started when the backend opens.
+
+        Args:
+            config: The endpoint.
+
+        Raises:
+            ConfigError: The http processor has no base URL to call.
+        """
         self.config = config
         self.model = config.model
         self.options: RayOptions = config.options
@@ -307,12 +340,30 @@ class RayBackend(BackendTraits):
         return self._ray is not None and self._ray.is_initialized()
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """One result per request, in order (`generate_stream`, gathered).
+
+        Args:
+            requests: The requests.
+
+        Returns:
+            One result per request, in the order of `requests`.
+        """
         results: list[ChatResult | None] = [None] * len(requests)
         for position, result in self.generate_stream(requests):
             results[position] = result
         return results  # type: ignore[return-value]
 
     def generate_stream(self, requests: Sequence[ChatRequest]) -> Iterator[tuple[int, ChatResult]]:
+        """Answer the requests as one Ray dataset spread over the replicas, as rows finish.
+
+        When Ray gives up on a batch, every row not yet answered fails, saying why.
+
+        Args:
+            requests: The requests.
+
+        Yields:
+            (position in `requests`, result) for each request, in any order.
+        """
         if not requests:
             return
         rows = [

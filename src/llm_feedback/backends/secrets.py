@@ -49,7 +49,11 @@ _hidden_urls: dict[str, str] = {}
 
 
 def register_secrets(values: Iterable[object]) -> None:
-    """Mask these values from now on (strings shorter than 8 characters are ignored)."""
+    """Mask these values from now on (strings shorter than 8 characters are ignored).
+
+    Args:
+        values: The secret values; those not strings are ignored.
+    """
     fresh = {value for value in values if isinstance(value, str)}
     fresh = {value for value in fresh if len(value.strip()) >= _MIN_SECRET_CHARS}
     if not fresh - set(_secrets):
@@ -61,7 +65,14 @@ def register_secrets(values: Iterable[object]) -> None:
 
 
 def redact(text: str) -> str:
-    """`text` with every registered secret, key-shaped token and URL password masked."""
+    """`text` with every registered secret, key-shaped token and URL password masked.
+
+    Args:
+        text: The text to show or log.
+
+    Returns:
+        The masked text.
+    """
     for secret in tuple(_secrets):
         if secret in text:
             text = text.replace(secret, MASK)
@@ -87,13 +98,31 @@ def command_line(argv: Iterable[str] | None = None, words: int = 4) -> str:
 
 
 def mask_url(url: str | None) -> str | None:
-    """A URL as it may be shown: its password (`https://user:pw@host`) masked."""
+    """A URL as it may be shown: its password (`https://user:pw@host`) masked.
+
+    Args:
+        url: The URL; None or empty for none.
+
+    Returns:
+        The masked URL (`url` itself when empty).
+    """
     return _URL_PASSWORD.sub(rf"\g<1>{MASK}@", url) if url else url
 
 
 def hide_url_passwords(value: object) -> object:
     """`value` (parameters: mappings, lists, strings) with every URL password masked; each
-    password is registered as a secret and its URL kept for `reveal_url`."""
+    password is registered as a secret and its URL kept for `reveal_url`.
+
+    Args:
+        value: The parameters, or one of their values.
+
+    Returns:
+        The same structure, URL passwords masked.
+
+    Raises:
+        ConfigError: Two URLs differ only by their password (one masked form cannot reveal
+            both).
+    """
     if isinstance(value, dict):
         return {key: hide_url_passwords(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -118,7 +147,14 @@ def hide_url_passwords(value: object) -> object:
 
 def reveal_url(value: object) -> object:
     """The URL as configured for a URL whose password `hide_url_passwords` masked; any
-    other value as it is."""
+    other value as it is.
+
+    Args:
+        value: A masked URL, or any value.
+
+    Returns:
+        The URL with its password, or `value` unchanged.
+    """
     return _hidden_urls.get(value, value) if isinstance(value, str) else value
 
 
@@ -127,6 +163,14 @@ class MaskSecrets(logging.Filter):
     masks, before the handler writes it (see `mask_secrets_in_logs`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask the record's message (its arguments merged in) when it holds a secret.
+
+        Args:
+            record: The log record.
+
+        Returns:
+            Always True: every record is kept.
+        """
         message = record.getMessage()
         masked = redact(message)
         if masked != message:

@@ -30,7 +30,14 @@ MAX_TOP_LOGPROBS = 20
 
 def normalise(token: str) -> str:
     """A token as a label: without surrounding whitespace, brackets, quotes, asterisks and
-    trailing punctuation."""
+    trailing punctuation.
+
+    Args:
+        token: A generated token.
+
+    Returns:
+        The token as a label.
+    """
     return token.strip(_STRIP).rstrip(_TRAILING).strip(_STRIP)
 
 
@@ -50,7 +57,17 @@ def _alternatives(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def label_entries(logprobs: Any, labels: Sequence[str]) -> list[dict[str, Any]] | None:
     """The label positions of a choice's `logprobs` object (see the module docstring):
-    [{"offset", "token", "logprob", "top_logprobs"}], None when it holds no tokens."""
+    [{"offset", "token", "logprob", "top_logprobs"}], None when it holds no tokens.
+
+    Args:
+        logprobs: A choice's `logprobs` object (OpenAI's shape: its `content` list).
+        labels: The labels whose tokens are kept.
+
+    Returns:
+        One entry per token that reads as a label (a digit before another digit is not
+        one), with its character offset; None when there are no tokens or they are
+        malformed.
+    """
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     if not isinstance(content, list) or not content:
         return None

@@ -39,14 +39,39 @@ class VLLMBackend(BackendTraits):
 
     @classmethod
     def chunk_size(cls, config: EndpointConfig) -> int:
+        """Requests handed to the engine at a time: the endpoint's `engine_chunk_size`.
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            The chunk size.
+        """
         return config.options.engine_chunk_size
 
     @classmethod
     def returns_logprobs(cls, config: EndpointConfig) -> bool:
+        """The engine returns top log-probabilities (`SamplingParams(logprobs=N)`).
+
+        Args:
+            config: The endpoint.
+
+        Returns:
+            Always True.
+        """
         return True  # SamplingParams(logprobs=N): the top N per generated token
 
     @classmethod
     def check_ready(cls, config: EndpointConfig, timeout_s: float) -> None:
+        """vLLM is installed (the engine itself is loaded when the backend opens).
+
+        Args:
+            config: The endpoint.
+            timeout_s: Unused: nothing is asked of a server.
+
+        Raises:
+            ConfigError: vLLM is not installed.
+        """
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError(
                 f"endpoint '{config.name}' uses the vllm backend, which needs a GPU and the "
@@ -54,6 +79,11 @@ class VLLMBackend(BackendTraits):
             )
 
     def __init__(self, config: EndpointConfig) -> None:
+        """A backend whose engine is loaded when it opens.
+
+        Args:
+            config: The endpoint.
+        """
         self.config = config
         self.model = config.model
         self._engine: Any = None
@@ -94,6 +124,14 @@ class VLLMBackend(BackendTraits):
         return self._vllm.SamplingParams(**kwargs)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResult]:
+        """Answer the requests in one engine call, each row given its share of the wall time.
+
+        Args:
+            requests: The requests.
+
+        Returns:
+            One result per request, in order; a failed one for an unreadable attachment.
+        """
         if not requests:
             return []
         tokenizer = self._engine.get_tokenizer()
@@ -163,7 +201,15 @@ class VLLMBackend(BackendTraits):
 def openai_logprobs(completion: Any, top: int) -> list[dict[str, Any]] | None:
     """vLLM's per-token log-probabilities (`CompletionOutput.logprobs`: for each generated
     token, {token id: Logprob(logprob, rank, decoded_token)}, the sampled token among them)
-    in OpenAI's `logprobs.content` shape; None when there are none."""
+    in OpenAI's `logprobs.content` shape; None when there are none.
+
+    Args:
+        completion: vLLM's `CompletionOutput`.
+        top: The alternatives to keep per token.
+
+    Returns:
+        One entry per generated token (`token`, `logprob`, `top_logprobs`), or None.
+    """
     positions = getattr(completion, "logprobs", None)
     if not positions:
         return None

@@ -60,7 +60,14 @@ _CONTEXT = multiprocessing.get_context("spawn")
 
 def worker_processes(config: EndpointConfig) -> int:
     """How many processes send a large stream of this endpoint (1: the client's own loop;
-    always for per-minute limits, which one process paces)."""
+    always for per-minute limits, which one process paces).
+
+    Args:
+        config: The endpoint.
+
+    Returns:
+        The number of processes, at least 1 and at most the endpoint's concurrency.
+    """
     if config.workers == "auto":
         if not config.kind.sends_from_worker_processes(config) or config.is_rate_limited:
             return 1
@@ -79,7 +86,15 @@ def usable_cores() -> int:
 
 
 def concurrency_shares(limit: int, processes: int) -> list[int]:
-    """`limit` split over `processes` as evenly as it goes (each >= 1 when limit >= processes)."""
+    """`limit` split over `processes` as evenly as it goes (each >= 1 when limit >= processes).
+
+    Args:
+        limit: The endpoint's concurrency.
+        processes: The number of worker processes.
+
+    Returns:
+        Each process's share, the larger ones first.
+    """
     base, extra = divmod(limit, processes)
     return [base + (1 if index < extra else 0) for index in range(processes)]
 
@@ -131,8 +146,14 @@ class WorkerPool:
     def __init__(
         self, config: EndpointConfig, processes: int, stats: Any, client_type: Callable[..., Any]
     ) -> None:
-        """`stats`: the client's `ClientStats`, to which retries in the workers are added;
-        `client_type`: the client class each worker opens (`LLMClient`, which owns the pool)."""
+        """A pool whose processes start on first use.
+
+        Args:
+            config: The endpoint.
+            processes: How many worker processes to start.
+            stats: The client's `ClientStats`, to which retries in the workers are added.
+            client_type: The client class each worker opens (`LLMClient`, which owns the pool).
+        """
         self.config = config
         self.processes = processes
         self._stats = stats
@@ -150,11 +171,28 @@ class WorkerPool:
     def for_endpoint(
         cls, config: EndpointConfig, stats: Any, client_type: Callable[..., Any]
     ) -> WorkerPool | None:
+        """The pool of an endpoint, when it sends from more than one process.
+
+        Args:
+            config: The endpoint.
+            stats: The client's `ClientStats`.
+            client_type: The client class each worker opens.
+
+        Returns:
+            The pool, or None when one process (the client's own loop) sends.
+        """
         processes = worker_processes(config)
         return cls(config, processes, stats, client_type) if processes > 1 else None
 
     def takes(self, misses: int) -> bool:
-        """Whether a stream with `misses` uncached requests so far is sent by the workers."""
+        """Whether a stream with `misses` uncached requests so far is sent by the workers.
+
+        Args:
+            misses: The stream's uncached requests so far.
+
+        Returns:
+            True when the workers send it (always for a set number of workers).
+        """
         return self.config.workers != "auto" or misses > WORKER_THRESHOLD
 
     @property
@@ -168,7 +206,19 @@ class WorkerPool:
 
     # -- on the client's event loop ----------------------------------------------------
     async def send(self, key: str, request: ChatRequest) -> ChatResult:
-        """Have a worker answer `request`; the caller holds a slot of the endpoint's limit."""
+        """Have a worker answer `request`; the caller holds a slot of the endpoint's limit.
+
+        Args:
+            key: The request's cache key.
+            request: The request.
+
+        Returns:
+            Its result.
+
+        Raises:
+            EndpointError: The workers could not start or all exited, or the backend raised
+                in a worker.
+        """
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
         await asyncio.shield(self._started)
