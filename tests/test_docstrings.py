@@ -11,10 +11,6 @@ files); each `pipeline.py`'s `create_pipeline` (the registry's convention); Kedr
 implementations (`@hook_impl`), whose arguments Kedro's hook specifications name and
 document; and click commands (`@cli.command`), whose arguments are options carrying their
 own `help=` (a docstring there is the command's --help text).
-
-The functions written before this rule are listed in `docstring_debt.txt`, a list that
-only shrinks: a listed function that gains its sections must leave the list (the test says
-which), and nothing new may join it.
 """
 
 from __future__ import annotations
@@ -27,7 +23,6 @@ from pathlib import Path
 import llm_feedback
 
 PACKAGE = Path(llm_feedback.__file__).parent
-DEBT = Path(__file__).with_name("docstring_debt.txt")
 NODE_MODULES = re.compile(r"pipelines/[a-z_]+/[a-z_]*nodes\.py")
 PIPELINE_MODULES = re.compile(r"pipelines/[a-z_]+/pipeline\.py")
 SKIPPED_DECORATORS = {
@@ -128,56 +123,11 @@ def undocumented() -> dict[str, list[str]]:
     }
 
 
-def debt() -> set[str]:
-    lines = DEBT.read_text(encoding="utf-8").splitlines()
-    return {line for line in lines if line.strip() and not line.startswith("#")}
-
-
 def test_every_public_callable_has_args_and_returns() -> None:
-    new = {name: lacking for name, lacking in undocumented().items() if name not in debt()}
-    assert not new, "docstrings without their Google-style sections:\n" + "\n".join(
-        f"{name}: lacks {', '.join(lacking)}" for name, lacking in sorted(new.items())
+    missing = undocumented()
+    assert not missing, "docstrings without their Google-style sections:\n" + "\n".join(
+        f"{name}: lacks {', '.join(lacking)}" for name, lacking in sorted(missing.items())
     )
-
-
-def test_the_debt_list_only_shrinks() -> None:
-    # A listed name that is now documented, renamed or gone leaves the list.
-    paid = debt() - set(undocumented())
-    assert not paid, f"remove from {DEBT.name}:\n" + "\n".join(sorted(paid))
-
-
-def test_the_public_api_packages_have_no_debt() -> None:
-    # What users import is held fully, not through the list: every folder but those still
-    # listed (reporting/, viewer/, and judges/ for judge.py, judgment.py and the
-    # compatibility layer, which other work is renaming).
-    fully = (
-        "__main__.py",
-        "cli.py",
-        "config_loader.py",
-        "hooks.py",
-        "pipeline_registry.py",
-        "settings.py",
-        "annotation/",
-        "backends/",
-        "completions/",
-        "contamination/",
-        "core/",
-        "engine/",
-        "evaluation/",
-        "params/",
-        "pipelines/",
-        "prompts/",
-        "publishing/",
-        "replies/",
-        "runs/",
-        "stats/",
-        "storage/",
-        "templates/",
-        "testing/",
-        "validation/",
-    )
-    listed = sorted(name for name in debt() if name.startswith(fully))
-    assert not listed, listed
 
 
 def test_the_checker_reads_google_sections() -> None:

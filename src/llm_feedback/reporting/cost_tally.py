@@ -171,7 +171,20 @@ def usage_totals(
     """Tokens per (stage, endpoint, backend, model, mode), summed over the requests sent
     (estimated where a reply had no usage, from the judge requests rebuilt with
     `templates`): columns `GROUP`, prompt_tokens, completion_tokens, cached_prompt_tokens,
-    cache_write_tokens (float sums of the rows' shares) and estimated_rows."""
+    cache_write_tokens (float sums of the rows' shares) and estimated_rows.
+
+    Args:
+        completions: The run's completions (the generate stage's rows).
+        aspect_annotations: The aspect annotations.
+        critiques: The critiques.
+        overall_scores: The score fix's table, whose re-scores count in the critique stage
+            (None: none).
+        prompts_per_chunk: Prompts read at a time from tables on disk.
+        templates: The prompt templates the run's judge requests were rendered from.
+
+    Returns:
+        The token totals per group.
+    """
     tally = _Tally()
     aspect_rows = rows_by_prompt(aspect_annotations, ASPECT_COLUMNS)
     critique_rows = rows_by_prompt(critiques, CRITIQUE_COLUMNS)

@@ -28,7 +28,14 @@ _REQUEST_TEXT = ["instruction", "response", "principle", "system_prompt", "world
 
 
 def request_texts(completions: pd.DataFrame) -> pd.DataFrame:
-    """The request texts of each completion, indexed by (prompt_id, completion_idx)."""
+    """The request texts of each completion.
+
+    Args:
+        completions: The completions.
+
+    Returns:
+        Their texts, indexed by (prompt_id, completion_idx).
+    """
     columns = [c for c in _REQUEST_TEXT if c in completions.columns]
     texts = completions.loc[:, ["prompt_id", "completion_idx", *columns]].copy()
     for column in _REQUEST_TEXT:
@@ -79,7 +86,17 @@ def estimate_missing_usage(
 ) -> pd.DataFrame:
     """`frame` with float token columns, estimated (and `usage_estimated`) where missing.
     For `generate`, `frame` holds some columns of `completions` (the same index); the judge
-    requests are rebuilt from `templates` (the run's `prompt_templates`)."""
+    requests are rebuilt from `templates` (the run's `prompt_templates`).
+
+    Args:
+        stage: "generate", "annotate" or "critique".
+        frame: The stage's rows.
+        completions: The completions the judge requests show.
+        templates: The prompt templates.
+
+    Returns:
+        The rows with float token columns and `usage_estimated`.
+    """
     frame = frame.copy()
     for column in TOKEN_COLUMNS:
         frame[column] = frame[column].astype("float64").fillna(0.0)
@@ -143,7 +160,15 @@ UNKNOWN_JUDGE = "unknown (critique not among the inputs)"
 def rescore_usage(
     overall_scores: pd.DataFrame | None, critiques: pd.DataFrame
 ) -> pd.DataFrame | None:
-    """The re-score calls' usage rows, priced by their critique's judge; None if none."""
+    """The re-score calls' usage rows, priced by their critique's judge.
+
+    Args:
+        overall_scores: The score fix's table (None: none).
+        critiques: The critiques, whose judge columns the re-scores take.
+
+    Returns:
+        The usage rows, or None when no re-score was sent.
+    """
     columns = ["prompt_tokens", "completion_tokens"]
     if overall_scores is None or not set(columns) <= set(overall_scores.columns):
         return None
@@ -206,7 +231,15 @@ _POSITION_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 def critique_identities(critiques: pd.DataFrame, texts: pd.DataFrame) -> np.ndarray:
     """A 64-bit hash per critique row of what its request shows the judge (equal hashes:
-    identical requests, sent once); `texts`: `request_texts` of their completions."""
+    identical requests, sent once).
+
+    Args:
+        critiques: Critique rows.
+        texts: `request_texts` of their completions.
+
+    Returns:
+        One hash per row.
+    """
     shown = _with_texts(critiques, texts)
     return pd.util.hash_pandas_object(shown[_CRITIQUE_IDENTITY], index=False).to_numpy()
 
@@ -216,7 +249,15 @@ def aspect_call_identities(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(call code per row, first row of each call, a 64-bit hash per call of what its
     request shows: the judge, aspect, instruction, world knowledge and each position's
-    response); `texts`: `request_texts` of their completions."""
+    response).
+
+    Args:
+        aspects: Aspect annotation rows.
+        texts: `request_texts` of their completions.
+
+    Returns:
+        The call code per row, the first row of each call and the hash per call.
+    """
     rows = _with_texts(aspects, texts)
     codes = _aspect_calls(rows)
     _, first = np.unique(codes, return_index=True)

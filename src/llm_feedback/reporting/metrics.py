@@ -93,6 +93,14 @@ def judge_health(
       0 when absent.
     Rates carry a Wilson interval (ci_low, ci_high, ci_method "wilson"); counts none.
     Tables on disk are counted a record batch at a time.
+
+    Args:
+        aspect_annotations: The aspect annotations.
+        critiques: The critiques.
+        overall_scores: The score fix's table.
+
+    Returns:
+        The (metric, scope, value) table.
     """
     require_columns(
         aspect_annotations, ["aspect", "parse_status", "reasks", "is_na"], "aspect_annotations"
@@ -277,6 +285,18 @@ def cost_table(
     Columns: stage, endpoint, model, mode, prompt_tokens, cached_prompt_tokens,
     cache_write_tokens, completion_tokens, estimated_cost, priced, cache_pricing,
     usage_estimated, unseen_calls.
+
+    Args:
+        completions: The run's completions.
+        aspect_annotations: The aspect annotations.
+        critiques: The critiques.
+        prices: Model name -> its price entry (`report.prices`).
+        overall_scores: The score fix's table (None: no re-scores counted).
+        unseen: Calls sent whose reply never came (None: none).
+        templates: The prompt templates the judge requests were rendered from.
+
+    Returns:
+        The cost table.
     """
     token_columns = ["prompt_tokens", "completion_tokens"]
     counted = [*token_columns, *CACHE_COLUMNS]
@@ -340,7 +360,15 @@ def price_usage(usage: pd.DataFrame, prices: Mapping[str, Mapping[str, float]]) 
     """`usage` (columns model, backend, mode, prompt_tokens, completion_tokens) with `priced`
     and `estimated_cost` added: the one price rule of the report and the run plan. A model run
     in process (local, vllm) costs 0 unless priced; any other unpriced model costs 0 with
-    priced = False."""
+    priced = False.
+
+    Args:
+        usage: Token totals per model, backend and mode.
+        prices: Model name -> its price entry.
+
+    Returns:
+        `usage` with `priced` and `estimated_cost`.
+    """
     _check_prices(prices)
     usage = usage.copy()
     usage["priced"] = usage["model"].isin(list(prices)) | usage["backend"].isin(IN_PROCESS_BACKENDS)
@@ -370,7 +398,16 @@ BATCH_PRICE_SHARE = 0.5
 
 
 def price_per_1k(entry: Mapping[str, float] | None, key: str, batch: bool) -> float:
-    """USD per 1k tokens of `key` (prompt_per_1k | completion_per_1k) from a price entry."""
+    """USD per 1k tokens from a price entry.
+
+    Args:
+        entry: The model's price entry (None: unpriced, 0).
+        key: "prompt_per_1k" or "completion_per_1k".
+        batch: Through a Batch API: its own price, or the batch share of the online one.
+
+    Returns:
+        The price.
+    """
     if entry is None:
         return 0.0
     if not batch:
