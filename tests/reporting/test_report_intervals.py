@@ -33,6 +33,8 @@ EXACT_COLUMNS = {
     "reasks",
     "suspected_injections",
     "fix_count",
+    "modal_score",  # the score the critiques gave most often, and how many gave it
+    "modal_score_count",
     "rank",
     "resamples",
     "position",
