@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -255,13 +256,16 @@ def _pair_rows(comparisons: pd.DataFrame, group: dict[str, Any]) -> list[dict[st
     return rows
 
 
-def _pairwise_corrected(judgments: pd.DataFrame) -> list[dict[str, Any]]:
-    comparisons = _comparisons(judgments)
-    rows = _pair_rows(comparisons, {})
+def _overall_and_by_group(
+    frame: pd.DataFrame, rows_of: Callable[[pd.DataFrame, dict[str, Any]], list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """`rows_of` over the whole frame, then over each group of every `GROUP_COLUMNS` column
+    the frame has."""
+    rows = rows_of(frame, {})
     for column in GROUP_COLUMNS:
-        if column in comparisons.columns:
-            for label, part in comparisons.groupby(column, sort=True):
-                rows += _pair_rows(part, {column: label})
+        if column in frame.columns:
+            for label, part in frame.groupby(column, sort=True):
+                rows += rows_of(part, {column: label})
     return rows
 
 
@@ -291,17 +295,9 @@ def corrected_metrics(judgments: pd.DataFrame, config: EvaluateParams) -> pd.Dat
         )
         return empty
     if config.kind.compares:
-        metrics = pd.DataFrame(
-            _pairwise_corrected(judgments), columns=list(EVAL_METRICS_COLUMN_TYPES)
-        )
-        metrics["mode"] = config.mode
-        return metrics.astype(EVAL_METRICS_COLUMN_TYPES)
-    items = _items(judgments)
-    rows = _rows(items, {})
-    for column in GROUP_COLUMNS:
-        if column in items.columns:
-            for label, part in items.groupby(column, sort=True):
-                rows += _rows(part, {column: label})
+        rows = _overall_and_by_group(_comparisons(judgments), _pair_rows)
+    else:
+        rows = _overall_and_by_group(_items(judgments), _rows)
     metrics = pd.DataFrame(rows, columns=list(EVAL_METRICS_COLUMN_TYPES))
     metrics["mode"] = config.mode
     return metrics.astype(EVAL_METRICS_COLUMN_TYPES)
