@@ -64,13 +64,16 @@ def test_anthropics_headers_set_the_pace_where_none_is_configured():
 
 def test_geminis_429s_are_retried_after_the_wait_they_name():
     """Gemini says nothing of its limits until it refuses: unpaced, its 429s' RetryInfo
-    delays hold every send, and every call is answered."""
+    delays hold every send and space the sends after them, and every call is answered.
+    (Released all at once, the held sends were refused three times per call, and one
+    call in 80 lost every round until its 21 attempts were spent.)"""
     limits = RateLimits(requests_per_minute=RPM, burst_s=SERVER_BURST_S)
     with FakeLLMServer(echo_responder, rate_limits=limits) as server:
         results, _ = run(server, limited(server, "gemini"), 80)
         stats = server.stats()
     assert all(result.ok for result in results)
-    assert stats["rate_limited"] > 0 and stats["chat_requests"] == 80
+    assert stats["chat_requests"] == 80
+    assert 0 < stats["rate_limited"] < stats["chat_requests"]
 
 
 def test_anthropic_headers_are_read_in_the_names_the_pacing_takes():

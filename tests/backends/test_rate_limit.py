@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pandas as pd
 import pytest
 
-from llm_feedback.backends import ChatRequest, EndpointConfig, LLMClient
+from llm_feedback.backends import ChatRequest, ChatResult, EndpointConfig, LLMClient
 from llm_feedback.backends.rate_limit import BURST_S, RateLimiter, duration_seconds
 from llm_feedback.core.errors import ConfigError
 from llm_feedback.testing.server import FakeLLMServer, RateLimits, echo_responder
@@ -121,6 +122,29 @@ def test_a_429s_retry_after_pauses_every_send():
     assert limiter.paused_until > time.monotonic() + 1.5
     limiter.observe({"x-ratelimit-limit-tokens": "60000"})
     assert limiter.tokens is not None and limiter.tokens.per_minute == 60_000
+
+
+def test_after_a_pause_held_sends_go_one_per_named_wait_and_answers_speed_them_up():
+    """The pause's end is no herd: sends are spaced by the 429's wait, each answer halves it."""
+
+    limiter = RateLimiter(None, None, "test")
+    limiter.pause(0.1)
+    assert limiter.spacing_s == 0.1
+
+    async def three_sends() -> list[float]:
+        sent = []
+        for _ in range(3):
+            await limiter.acquire(10)
+            sent.append(time.monotonic())
+        return sent
+
+    sent = asyncio.run(three_sends())
+    assert all(later - earlier >= 0.09 for earlier, later in zip(sent, sent[1:], strict=False))
+    limiter.settle(10, ChatResult(text="ok"))
+    assert limiter.spacing_s == 0.05
+    for _ in range(10):
+        limiter.settle(10, ChatResult(text="ok"))
+    assert limiter.spacing_s == 0.0
 
 
 def test_limits_are_checked_and_paced_by_one_process():

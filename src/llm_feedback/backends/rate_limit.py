@@ -19,7 +19,11 @@ Headers adapt the pacing: a lower `x-ratelimit-limit-*` than configured lowers t
 empties them to that count (another client shares the key); nothing remaining, where no
 rate is known, pauses every send until the `reset` time; a 429's `Retry-After` pauses
 every send, not only the retry of the request that got it, so one refusal does not
-become a storm.
+become a storm. Nor does the pause's end: the sends it held then go one per named wait,
+and each answered send halves that spacing (a slow start, as TCP's after a loss). Without
+it every held send goes at once, one is admitted, the rest are refused again, and a
+request can lose every round until its retries are spent (a Gemini endpoint, which names
+its wait only in a 429, lost one of 80 calls so).
 
 A hand-written bucket rather than a library's (aiolimiter, pyrate-limiter): those take a
 fixed rate and a fixed cost, and this one must change its rate, take a cost known only
@@ -42,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds of the limit a bucket holds when full: the largest burst sent at once.
 BURST_S = 1.0
+#: Below this a 429's spacing is dropped: sends go as the buckets allow.
+_LEAST_SPACING_S = 0.001
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -203,6 +209,8 @@ class RateLimiter:
         self.tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
         self.name = name
         self.paused_until = 0.0
+        self.spacing_s = 0.0  # after a 429: the least time between sends, halved per answer
+        self.next_send_at = 0.0
         self.waited_s = 0.0  # summed over sends: the time the limits cost
         self._lock = asyncio.Lock()
 
@@ -241,14 +249,14 @@ class RateLimiter:
         Args:
             tokens: The request's estimate (`estimate`).
         """
-        if not self._buckets() and self.paused_until <= time.monotonic():
-            return  # no limit known and no pause: nothing to wait for
+        if not self._buckets() and not self.spacing_s and self.paused_until <= time.monotonic():
+            return  # no limit known, no pause and no refusal to recover from: nothing to wait for
         async with self._lock:
             while True:
                 now = time.monotonic()
                 for bucket in self._buckets():
                     bucket.refill(now)
-                wait = self.paused_until - now
+                wait = max(self.paused_until, self.next_send_at) - now
                 if self.requests is not None:
                     wait = max(wait, self.requests.wait_s(1))
                 if self.tokens is not None:
@@ -257,6 +265,7 @@ class RateLimiter:
                     break
                 self.waited_s += wait
                 await asyncio.sleep(wait)
+            self.next_send_at = time.monotonic() + self.spacing_s
             if self.requests is not None:
                 self.requests.take(1)
             if self.tokens is not None:
@@ -270,6 +279,8 @@ class RateLimiter:
             result: Its answer, whose usage is what it cost; None when it was refused
                 before anything was used (all of the estimate comes back).
         """
+        if result is not None:  # answered: the server took it, so send faster again
+            self.spacing_s = self.spacing_s / 2 if self.spacing_s >= _LEAST_SPACING_S else 0.0
         if self.tokens is None:
             return
         used = 0 if result is None else result.prompt_tokens + result.completion_tokens
@@ -281,9 +292,11 @@ class RateLimiter:
         """Hold every send for a while.
 
         Args:
-            seconds: How long (a 429's Retry-After).
+            seconds: How long (a 429's Retry-After); afterwards sends go at most one per
+                `seconds` until answers halve that spacing away.
         """
         self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+        self.spacing_s = max(self.spacing_s, seconds)
 
     def observe(self, headers: Mapping[str, str] | None) -> None:
         """Adapt to a response's rate-limit headers (see the module docstring).
