@@ -14,7 +14,7 @@ from kedro.framework.session import KedroSession
 
 from llm_feedback.params import parse_annotate
 from llm_feedback.reporting.judge_card import annotate_judge_identity
-from llm_feedback.validation.card import judge_identity
+from llm_feedback.validation.identity import judge_identity
 from llm_feedback.validation.validate import validate_pairwise
 from tests.conftest import PROJECT_ROOT
 from tests.pipelines.test_report_pipeline import (  # noqa: F401 - the report's fixtures

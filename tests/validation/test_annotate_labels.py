@@ -22,9 +22,10 @@ from llm_feedback.validation.annotate_labels import (
     match_labels,
     repeats_latest,
 )
-from llm_feedback.validation.card import ARGMAX, add_card, card_lines, drifts, judge_identity
+from llm_feedback.validation.card import ARGMAX, add_card, card_lines, drifts
 from llm_feedback.validation.formats import read_viewer_labels
 from llm_feedback.validation.gate import JudgeRequirementError, check_requirements
+from llm_feedback.validation.identity import judge_identity
 from llm_feedback.validation.kappa import cohen_kappa
 from tests.reporting.builders import Completion, build_frames
 

@@ -10,8 +10,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from llm_feedback.params.report import JudgeRequirement, parse_report
 from llm_feedback.validation.binary_rates import BINARY_METRICS, pairwise_rates, pointwise_rates
-from llm_feedback.validation.card import CARD_METRICS, card_frame, judge_identity
+from llm_feedback.validation.card import CARD_METRICS, card_frame
 from llm_feedback.validation.gate import JudgeRequirementError, check_requirements
+from llm_feedback.validation.identity import judge_identity
 
 IDENTITY = judge_identity("local", "judge-1", "template", {"temperature": 0})
 

@@ -15,10 +15,9 @@ from llm_feedback.validation.card import (
     add_card,
     card_frame,
     card_lines,
-    judge_identity,
-    judge_key,
     validation_standing,
 )
+from llm_feedback.validation.identity import judge_identity, judge_key
 from llm_feedback.validation.measured import measured_cards, write_measured_cards
 from llm_feedback.validation.metrics import pairwise_metrics
 from llm_feedback.validation.model_file import model_file_identity

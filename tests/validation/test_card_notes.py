@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from llm_feedback.validation.card import card_lines, judge_identity
+from llm_feedback.validation.card import card_lines
 from llm_feedback.validation.card_notes import SMALL_VALIDATION_SET
+from llm_feedback.validation.identity import judge_identity
 from llm_feedback.validation.validate import validate_pairwise, validate_pointwise
 
 IDENTITY = judge_identity("local", "judge-model", "template {question}", {"temperature": 0})

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm_feedback.validation.card import card_lines, judge_identity
+from llm_feedback.validation.card import card_lines
 from llm_feedback.validation.formats import read_samples
+from llm_feedback.validation.identity import judge_identity
 from llm_feedback.validation.metrics import metric_value
 from llm_feedback.validation.validate import validate_pairwise, validate_pointwise
 from llm_feedback.validation.verdicts import pairs_table, verdicts_from_llmbar

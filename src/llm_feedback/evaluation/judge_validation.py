@@ -24,7 +24,6 @@ import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -35,8 +34,9 @@ from llm_feedback.storage.schema import (
     EVAL_METRICS_COLUMN_TYPES,
 )
 from llm_feedback.validation.agreement import MAJORITY, RATERS_SEPARATOR
-from llm_feedback.validation.card import BASELINE, add_card, judge_identity, normalised
+from llm_feedback.validation.card import BASELINE, add_card, normalised
 from llm_feedback.validation.gate import JudgeRequirementError, check_requirements
+from llm_feedback.validation.identity import endpoint_name, judge_identity
 from llm_feedback.validation.logprobs import ARGMAX, LOGPROBS, calls_from_judgments
 from llm_feedback.validation.metrics import READABLE
 from llm_feedback.validation.model_file import model_file_identity
@@ -47,19 +47,6 @@ logger = logging.getLogger(__name__)
 
 GOLD = "gold"
 _SOURCE_NAMES = {"argmax": "", "logprobs": "[logprobs]", "logprobs_calibrated": "[calibrated]"}
-
-
-def endpoint_name(endpoint: Any) -> str:
-    """What names an endpoint in a judge key: its configured name, else URL, else backend
-    (a port that changes between runs of a test server does not make another judge).
-
-    Args:
-        endpoint: the judge's endpoint.
-
-    Returns:
-        The name.
-    """
-    return endpoint.name or endpoint.base_url or endpoint.backend
 
 
 def prompt_template_text(config: EvaluateParams) -> str:

@@ -37,6 +37,7 @@ from llm_feedback.reporting.markdown_escape import (
     markdown_text,
     table_cell_text,
 )
+from llm_feedback.validation.identity import public_endpoint
 
 NOT_VALIDATED = (
     "This judge has not been validated: no judge card was given, so how well its ratings "
@@ -208,7 +209,7 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
 def judge_endpoint_record(endpoint: Any, model_file: str = "") -> dict[str, Any]:
     """What the run record keeps of the judge's endpoint: its configured name, backend,
     model, model file and base URL, the URL without user, password, query or fragment
-    (`validation.card.public_endpoint`; None for an in-process model). The report shows
+    (`validation.identity.public_endpoint`; None for an in-process model). The report shows
     it; a dataset card, which is public, leaves the URL out.
 
     Args:
@@ -218,8 +219,6 @@ def judge_endpoint_record(endpoint: Any, model_file: str = "") -> dict[str, Any]
     Returns:
         The record's endpoint fields.
     """
-    from llm_feedback.validation.card import public_endpoint  # noqa: PLC0415 - matplotlib
-
     url = endpoint.options.public_url()
     return {
         "name": endpoint.name,

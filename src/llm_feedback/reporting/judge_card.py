@@ -11,9 +11,8 @@ it.
 
 from __future__ import annotations
 
-from llm_feedback.evaluation.judge_validation import endpoint_name
 from llm_feedback.params import AnnotateParams
-from llm_feedback.validation.card import judge_identity
+from llm_feedback.validation.identity import endpoint_name, judge_identity
 from llm_feedback.validation.model_file import model_file_identity
 
 # The templates of annotate's aspect ratings: its judge's prompt.
@@ -21,7 +20,7 @@ ANNOTATE_TEMPLATES = ("system_aspect", "aspect")
 
 
 def annotate_judge_identity(annotate: AnnotateParams) -> dict[str, str]:
-    """The identity columns of annotate's judge (`validation.card.judge_identity`).
+    """The identity columns of annotate's judge (`validation.identity.judge_identity`).
 
     Args:
         annotate: Annotate's parameters (endpoint, aspects, templates, sampling).

@@ -196,7 +196,7 @@ EVAL_INSTANCE_COLUMNS = (*EVAL_GOLD_COLUMN_TYPES, *EVAL_RECORDED_COLUMN_TYPES, "
 
 # --- judge validation: judge_validation, eval_annotator_agreement --------------------------
 
-# What a judge is (`validation.card.judge_identity`): the card's key and its parts.
+# What a judge is (`validation.identity.judge_identity`): the card's key and its parts.
 JUDGE_IDENTITY_COLUMNS = (
     "judge_key",
     "judge_endpoint",

@@ -278,7 +278,7 @@ def annotate_card(
 
     Args:
         match: the labels matched to the run's ratings.
-        identity: the annotate judge's identity (`validation.card.judge_identity`).
+        identity: the annotate judge's identity (`validation.identity.judge_identity`).
         validation_set: the name the card is filed under (the labels file).
         created_at: when the card was measured.
         resamples: bootstrap resamples of every interval.

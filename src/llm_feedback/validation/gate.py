@@ -38,7 +38,7 @@ def check_requirements(
 
     Args:
         cards: judge_validation rows (every judge's).
-        identity: the judge's identity columns (`card.judge_identity`); None when the
+        identity: the judge's identity columns (`identity.judge_identity`); None when the
             judge that rated the data is not recorded, which fails any requirement.
         requirements: what its card must show.
         setting: the parameter the requirements come from, for the messages.

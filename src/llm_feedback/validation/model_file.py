@@ -1,4 +1,4 @@
-"""Which weights answer behind an endpoint, for a judge's identity (`card.judge_identity`).
+"""Which weights answer behind an endpoint, for a judge's identity (`identity.judge_identity`).
 
 A model name does not always say which weights answer: the `local` backend serves whatever
 GGUF `model_path` names (the embedded SmolLM2 file by default), and an Azure endpoint serves
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_feedback.core.errors import ConfigError
-from llm_feedback.validation.card import public_endpoint
+from llm_feedback.validation.identity import public_endpoint
 
 # (path, size, mtime_ns) -> digest: a run asks once per stage, the file is hashed once.
 _DIGESTS: dict[tuple[str, int, int], str] = {}

@@ -70,7 +70,7 @@ def validate_pairwise(
 
     Args:
         samples: the gold-labelled samples (`formats`).
-        identity: the judge's identity (`card.judge_identity`).
+        identity: the judge's identity (`identity.judge_identity`).
         validation_set: the validation set's name.
         created_at: when the card was made (ISO time).
         judgments: eval_judgments' pairwise rows.
@@ -144,7 +144,7 @@ def validate_pointwise(
 
     Args:
         scores: instance_id, score, gold_score, optional category and expected_score.
-        identity: the judge's identity (`card.judge_identity`).
+        identity: the judge's identity (`identity.judge_identity`).
         validation_set: the validation set's name.
         created_at: when the card was made (ISO time).
         resamples: bootstrap resamples of each interval.
