@@ -1,7 +1,8 @@
 """Every judge stage's progress bar knows its total, so that it shows the time left: on
 completions on disk (read a chunk at a time, as a Kedro run reads them) the bar's total is
-the number of calls the stage sends, suspected injections' extra calls included. Real
-stages against the project's server."""
+the number of calls the stage sends, suspected injections' extra calls joining it as the
+calls are built (the scan that finds them runs as the calls go out, not before the first).
+Real stages against the project's server."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_feedback.replies.injection import suspected_injection, without_suspicious_spans
+from llm_feedback.replies.injection import without_suspicious_spans
 from llm_feedback.storage.schema import CACHE_TOKEN_COLUMN_TYPES
 
 # The two variants of a suspected completion that the differential check rates.
@@ -151,38 +151,3 @@ class DifferentialRows:
         rows = {variant: row, other_variant: other}
         kept = kept_row(rows[AS_WRITTEN], rows[WITHOUT_SPANS], self.value_column)
         return min(index, other_index), kept
-
-
-def injection_flags(usable: pd.DataFrame) -> pd.Series:
-    """Per completion row, whether it is a suspected injection, read in the context of its
-    instruction (computed once per stage: the scan reads every line of every completion).
-
-    Args:
-        usable: the completion rows to judge.
-
-    Returns:
-        One flag per row.
-    """
-    pairs = zip(usable["response"].astype(str), usable["instruction"].astype(str), strict=True)
-    return pd.Series(
-        [suspected_injection(response, instruction) for response, instruction in pairs],
-        index=usable.index,
-        dtype=bool,
-    )
-
-
-def aspect_call_count(usable: pd.DataFrame, flagged: pd.Series, calls_per_group: int) -> int:
-    """How many aspect calls `aspect_calls` makes (for the progress bar); `flagged` is
-    `injection_flags(usable)`: each suspected completion is rated twice, alone.
-
-    Args:
-        usable: the completion rows to judge.
-        flagged: `injection_flags(usable)`.
-        calls_per_group: aspect calls per group of completions (aspects x shuffles).
-
-    Returns:
-        The count.
-    """
-    per_prompt = flagged.groupby(usable["prompt_id"]).agg(["sum", "size"])
-    groups = 2 * per_prompt["sum"] + (per_prompt["sum"] < per_prompt["size"])
-    return int(groups.sum()) * calls_per_group

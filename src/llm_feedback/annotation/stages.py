@@ -30,8 +30,6 @@ from llm_feedback.annotation.critique import (
 )
 from llm_feedback.annotation.isolation import (
     DifferentialRows,
-    aspect_call_count,
-    injection_flags,
     judged_together,
     variants,
 )
@@ -267,10 +265,6 @@ def _merge_ratings(earlier: Reading, fresh: Reading) -> Reading:
     )
 
 
-# The column an in-memory stage keeps its injection flags in between counting and calling.
-_FLAGS = "_suspected_injection"
-
-
 @dataclass(frozen=True, slots=True)
 class _Prompt:
     """What a prompt's aspect calls show the judge: kept (not copied) by each call while it
@@ -371,14 +365,15 @@ def aspect_calls(
     aspect_orders: str = INDEPENDENT,
     structured: bool,
     sampling: Mapping[str, Any],
-    flagged: pd.Series | None = None,
     templates: Templates = PACKAGE_TEMPLATES,
 ) -> Iterator[tuple[_AspectCall, ChatRequest]]:
     """Each judge call of the aspect stage, built lazily: per prompt, aspect, group of
     completions judged together (`judged_together`) and shuffle.
 
-    `flagged`: `injection_flags(usable)` when the caller has it already. `templates`: the
-    prompt templates the requests are rendered from.
+    A prompt's completions are read for injections (`suspected_injection`, in the context
+    of its instruction) as its calls are built, so the first calls go out while later
+    prompts are still being read. `templates`: the prompt templates the requests are
+    rendered from.
 
     `aspect_orders` is `independent` (each aspect call shuffles on its own, as UltraFeedback)
     or `shared` (one order per prompt and shuffle for all aspects).
@@ -391,7 +386,6 @@ def aspect_calls(
         aspect_orders: "independent" or "shared".
         structured: ask for JSON by schema.
         sampling: the judge's sampling settings.
-        flagged: `injection_flags(usable)`, if made.
         templates: the prompt templates.
 
     Returns:
@@ -401,19 +395,18 @@ def aspect_calls(
         raise ConfigError(
             f"aspect_orders must be one of {', '.join(ASPECT_ORDERS)}, got {aspect_orders!r}"
         )
-    if flagged is None:
-        flagged = injection_flags(usable)
-    usable = usable.assign(suspected_injection=flagged)
     shape = _CallShape(n_shuffles, shuffle_seed, aspect_orders, structured, sampling, templates)
     for prompt_id, group in usable.groupby("prompt_id", sort=True):
         knowledge = group["world_knowledge"].iloc[0] if "world_knowledge" in group else ""
+        instruction = str(group["instruction"].iloc[0])
+        responses = group["response"].astype(str).tolist()
         prompt = _Prompt(
             str(prompt_id),
-            str(group["instruction"].iloc[0]),
+            instruction,
             knowledge if isinstance(knowledge, str) else "",
-            group["response"].astype(str).tolist(),
+            responses,
             group["completion_idx"].astype(int).tolist(),
-            group["suspected_injection"].tolist(),
+            [suspected_injection(response, instruction) for response in responses],
         )
         for aspect in aspects:
             for members in judged_together(prompt.flags):
@@ -565,9 +558,9 @@ def aspect_annotations_stage(
     calls_per_group = len(aspects) * n_shuffles
 
     def count(usable: pd.DataFrame) -> int:
-        # In memory the count and the calls see the same frame: its flags are found once.
-        usable[_FLAGS] = injection_flags(usable)
-        return aspect_call_count(usable, usable[_FLAGS], calls_per_group)
+        # A prompt's calls when none of its texts is suspected: the flags are found as the
+        # calls are built, and a suspected text's extra calls join the bar's total then.
+        return usable["prompt_id"].nunique() * calls_per_group
 
     chunks, total = usable_chunks(completions, prompts_per_chunk, count)
     structured = client.supports_json_schema
@@ -599,7 +592,6 @@ def aspect_annotations_stage(
                 aspect_orders=aspect_orders,
                 structured=structured,
                 sampling=sampling,
-                flagged=usable.get(_FLAGS),
                 templates=templates,
             ):
                 if ahead:
@@ -825,11 +817,9 @@ def critiques_stage(
     Returns:
         The stage.
     """
-    chunks, total = usable_chunks(
-        completions,
-        prompts_per_chunk,
-        lambda usable: len(usable) + int(injection_flags(usable).sum()),
-    )
+    # One call per completion; a suspected one's second call joins the bar's total when
+    # it is found, as the calls are built.
+    chunks, total = usable_chunks(completions, prompts_per_chunk, len)
     structured = client.supports_json_schema
     sampling = dict(sampling or {})
 

@@ -288,7 +288,8 @@ class LLMClient:
             requests: The requests, a list or a lazy iterable.
             desc: The progress bar's and log line's label; None for neither.
             on_result: Called with (index, result) as each answer arrives.
-            total: The number of requests, when `requests` cannot tell it.
+            total: The number of requests, when `requests` cannot tell it (the bar
+                grows past it when more are admitted).
             keep_results: Whether to keep every result for the returned list.
 
         Returns:
@@ -389,6 +390,10 @@ class LLMClient:
                 batch.first_index[key] = index
                 batch.sent += 1
                 to_send.append(index)
+        if batch.bar.total is not None and batch.admitted > batch.bar.total:
+            # A lazy stream's total may leave out calls its producer finds as it goes (a
+            # suspected injection's extra calls): the bar grows to what was admitted.
+            batch.bar.total = batch.admitted
         return to_send
 
     def _share(self, batch: StreamState, index: int, first: int, key: str) -> None:

@@ -18,7 +18,10 @@ from llm_feedback.backends.contract import ChatRequest, ChatResult
 logger = logging.getLogger("llm_feedback.backends.client")
 
 ResultCallback = Callable[[int, ChatResult], None]
-CHUNK = 256  # requests hashed and looked up per step while earlier ones are in flight
+# Requests hashed and looked up per step while earlier ones are in flight. Building a
+# chunk holds the loop (a judge stage reads each text for injections as it builds its
+# requests): at 256 those pauses cost 1.2 s of a 43 s judge window, at 64 none measured.
+CHUNK = 64
 
 
 def ignore_result(index: int, result: ChatResult) -> None:

@@ -366,10 +366,6 @@ def _decoded(blob: str) -> str | None:
     return None
 
 
-def _collapsed(sentence: str) -> str:
-    return _SPACED.sub(lambda match: _SPACER.sub("", match.group()), sentence)
-
-
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
