@@ -31,6 +31,7 @@ import pyarrow as pa
 import yaml
 
 from llm_feedback.params import parse_annotate
+from llm_feedback.reporting.judge_card import annotate_judge_identity
 from llm_feedback.reporting.markdown_escape import (
     code_fence,
     code_span,
@@ -172,8 +173,6 @@ def stage_settings(parameters: Mapping[str, Any], stage: str) -> dict[str, Any]:
     elif stage == "annotate" and (
         parameters.get("annotate") is not None or "endpoints" in parameters
     ):
-        from llm_feedback.reporting.judge_card import annotate_judge_identity  # noqa: PLC0415
-
         annotate = parse_annotate(
             parameters.get("annotate"),
             parameters.get("endpoints"),
