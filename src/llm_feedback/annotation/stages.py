@@ -50,6 +50,7 @@ from llm_feedback.annotation.tables import (
 from llm_feedback.backends import ChatRequest, LLMClient
 from llm_feedback.core.errors import ConfigError, InputError, require_columns
 from llm_feedback.engine import Outcome, Reading, Task, TaskEngine, run_together
+from llm_feedback.engine.prefetch import built_ahead
 from llm_feedback.replies.injection import suspected_injection
 from llm_feedback.replies.status import (
     NO_MATCH,
@@ -86,6 +87,8 @@ Completions = pd.DataFrame | ParquetSource
 # A stage built and ready to run: called on the client's loop, it sends the stage's calls
 # (`TaskEngine.stream_into`) and gives its table (`engine.run_together` runs several at once).
 Stage = Callable[[], Awaitable[SpooledTable]]
+# Calls a stage's builder thread may hold finished ahead of the loop (a few MiB of prompts).
+BUILT_AHEAD = 256
 
 
 def _check_rows(completions: pd.DataFrame) -> None:
@@ -582,9 +585,9 @@ def aspect_annotations_stage(
         calls[next(indices)] = call
         return Task(request, reader(call.aspect, len(call.order)), _merge_ratings)
 
-    def tasks() -> Iterator[Task]:
+    def built() -> Iterator[tuple[_AspectCall, ChatRequest]]:
         for usable in chunks:
-            for call, request in aspect_calls(
+            yield from aspect_calls(
                 usable,
                 aspects,
                 n_shuffles,
@@ -593,10 +596,14 @@ def aspect_annotations_stage(
                 structured=structured,
                 sampling=sampling,
                 templates=templates,
-            ):
-                if ahead:
-                    ahead.sent(ASPECTS_STAGE, call.prompt_id)
-                yield task(call, request)
+            )
+
+    def tasks() -> Iterator[Task]:
+        # Built in a thread of their own; the loop only numbers them and tells `ahead`.
+        for call, request in built_ahead(built(), BUILT_AHEAD, "build aspect calls"):
+            if ahead:
+                ahead.sent(ASPECTS_STAGE, call.prompt_id)
+            yield task(call, request)
         if ahead:
             ahead.sent_all(ASPECTS_STAGE)
 
@@ -830,17 +837,20 @@ def critiques_stage(
     completions_judged: dict[int, _CritiqueCall] = {}
     indices = itertools.count()
 
-    def tasks() -> Iterator[Task]:
+    def built() -> Iterator[tuple[_CritiqueCall, ChatRequest]]:
         # The plan builds its requests with `critique_calls` too: both send the same calls.
         for usable in chunks:
-            for call, request in critique_calls(
+            yield from critique_calls(
                 usable, structured=structured, sampling=sampling, templates=templates
-            ):
-                completions_judged[next(indices)] = call
-                if ahead:
-                    ahead.sent(CRITIQUES_STAGE, str(call.row.prompt_id))
-                    ahead.completion(call.row)
-                yield Task(request, read)
+            )
+
+    def tasks() -> Iterator[Task]:
+        for call, request in built_ahead(built(), BUILT_AHEAD, "build critique calls"):
+            completions_judged[next(indices)] = call
+            if ahead:
+                ahead.sent(CRITIQUES_STAGE, str(call.row.prompt_id))
+                ahead.completion(call.row)
+            yield Task(request, read)
         if ahead:
             ahead.sent_all(CRITIQUES_STAGE)
 
