@@ -151,6 +151,44 @@ def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
     ]
     assert "500 prompts (2,000 completions)" in text and "4,100 judge calls" in text
     assert "Process wall time, s (min | median | max): 41.0 | 45.6 | 51.2." in text
+    # A sitting from before the floors were measured: no raw loop row, no floor line.
+    assert "raw aiohttp" not in text and "at best" not in text
+
+
+def test_the_kedro_run_beside_the_floors_of_the_machine():
+    def run(raw_rate: float, first_call_s: float, tail_s: float, start_s: float) -> dict:
+        calls = 4000
+        return {
+            "latency_s": 0.2,
+            "concurrency": 32,
+            "bound_calls_per_s": 160.0,
+            "prompts": 500,
+            "completions": 2000,
+            "kedro_run": {
+                "calls": calls,
+                "process_wall_s": 30.0,
+                "calls_per_s": 150.0,
+                "calls_per_s_process": calls / 30.0,
+                "first_call_after_s": first_call_s,
+                "after_last_answer_s": tail_s,
+            },
+            "plain_async_openai_same_requests": {"calls_per_s": 145.0},
+            "raw_aiohttp_same_requests": {"calls_per_s": raw_rate},
+            "kedro_start_s": start_s,
+            "process_ceiling_ratio_of_bound": calls / (calls / raw_rate + start_s) / 160.0,
+        }
+
+    text = results_md.kedro_annotate(
+        [run(156.8, 2.0, 0.6, 1.0), run(158.4, 1.9, 0.7, 1.1), run(157.6, 2.1, 0.5, 1.2)]
+    )
+    raw = row(text, "raw aiohttp loop, same bodies, answers unread")
+    assert raw == ["156.8", "157.6", "158.4", "0.985", f"{157.6 / 145.0:.3f}"]
+    assert "process start to the first call 1.90 | 2.00 | 2.10" in text
+    assert "(the fix node, the saves) 0.50 | 0.60 | 0.70" in text
+    assert "`python -m kedro --version` in the project 1.00 | 1.10 | 1.20" in text
+    # 4,000 calls at 156.8/s after 1.0 s: 26.51 s, 0.943 of 160/s; 158.4 after 1.1: 0.949;
+    # 157.6 after 1.2: 0.941.
+    assert "nothing else: 0.941 | 0.943 | 0.949 of the bound" in text
 
 
 def test_an_even_number_of_repetitions_takes_the_middle_two_for_the_median():
@@ -629,6 +667,9 @@ def test_a_quick_sitting_of_the_kedro_run_and_every_scale_stage(tmp_path):
     # the bare client replayed exactly those calls.
     assert kedro["kedro_run"]["calls"] >= 4 * prompts + 4 * prompts
     assert kedro["plain_async_openai_same_requests"]["calls"] == kedro["kedro_run"]["calls"]
+    assert kedro["raw_aiohttp_same_requests"]["calls"] == kedro["kedro_run"]["calls"]
+    assert 0 < kedro["kedro_run"]["first_call_after_s"] < kedro["kedro_run"]["process_wall_s"]
+    assert kedro["kedro_run"]["after_last_answer_s"] > 0 and kedro["kedro_start_s"] > 0
     for size in (20, 40):
         rows = {
             stage: runs[f"scale_{size}_{stage}"][0]["stages"][stage]["rows"]
