@@ -46,7 +46,8 @@ def length_of(requests: Iterable[ChatRequest]) -> int | None:
 
 
 def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
-    """The requests, `CHUNK` at a time, taken from the iterable only as each chunk is asked for.
+    """The requests, taken from the iterable only as each chunk is asked for: 1, 2, 4, ...
+    then `CHUNK` at a time, so that the first call goes out as soon as it is built.
 
     Args:
         requests: The requests, a collection or a lazy iterable.
@@ -55,8 +56,10 @@ def chunks(requests: Iterable[ChatRequest]) -> Iterator[list[ChatRequest]]:
         Lists of up to `CHUNK` requests, in order.
     """
     iterator = iter(requests)
-    while chunk := list(itertools.islice(iterator, CHUNK)):
+    size = 1
+    while chunk := list(itertools.islice(iterator, size)):
         yield chunk
+        size = min(2 * size, CHUNK)
 
 
 def sent_form(config: EndpointConfig, request: ChatRequest) -> ChatRequest:
