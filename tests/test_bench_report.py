@@ -114,23 +114,28 @@ def test_min_median_max_and_paired_ratios_of_three_repetitions(tmp_path):
     assert "repetitions: 3" in text
 
 
-def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
-    def run(window_rate: float, process_rate: float, bare_rate: float) -> dict:
-        return {
-            "latency_s": 0.2,
-            "concurrency": 32,
-            "bound_calls_per_s": 160.0,
-            "prompts": 500,
-            "completions": 2000,
-            "kedro_run": {
-                "calls": 4100,
-                "process_wall_s": 4100 / process_rate,
-                "calls_per_s": window_rate,
-                "calls_per_s_process": process_rate,
-            },
-            "plain_async_openai_same_requests": {"calls_per_s": bare_rate},
-        }
+def kedro_annotate_run(
+    window_rate: float, process_rate: float, bare_rate: float, calls: int = 4100
+) -> dict:
+    """One repetition's JSON of `kedro_annotate.py` (500 prompts, 160 calls/s bound)."""
+    return {
+        "latency_s": 0.2,
+        "concurrency": 32,
+        "bound_calls_per_s": 160.0,
+        "prompts": 500,
+        "completions": 2000,
+        "kedro_run": {
+            "calls": calls,
+            "process_wall_s": calls / process_rate,
+            "calls_per_s": window_rate,
+            "calls_per_s_process": process_rate,
+        },
+        "plain_async_openai_same_requests": {"calls_per_s": bare_rate},
+    }
 
+
+def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
+    run = kedro_annotate_run
     text = results_md.kedro_annotate(
         [run(140.0, 100.0, 150.0), run(120.0, 90.0, 125.0), run(130.0, 80.0, 152.0)]
     )
@@ -158,21 +163,10 @@ def test_the_kedro_run_contender_against_the_bound_and_the_bare_replay():
 def test_the_kedro_run_beside_the_floors_of_the_machine():
     def run(raw_rate: float, first_call_s: float, tail_s: float, start_s: float) -> dict:
         calls = 4000
+        measured = kedro_annotate_run(150.0, calls / 30.0, 145.0, calls=calls)
+        measured["kedro_run"].update(first_call_after_s=first_call_s, after_last_answer_s=tail_s)
         return {
-            "latency_s": 0.2,
-            "concurrency": 32,
-            "bound_calls_per_s": 160.0,
-            "prompts": 500,
-            "completions": 2000,
-            "kedro_run": {
-                "calls": calls,
-                "process_wall_s": 30.0,
-                "calls_per_s": 150.0,
-                "calls_per_s_process": calls / 30.0,
-                "first_call_after_s": first_call_s,
-                "after_last_answer_s": tail_s,
-            },
-            "plain_async_openai_same_requests": {"calls_per_s": 145.0},
+            **measured,
             "raw_aiohttp_same_requests": {"calls_per_s": raw_rate},
             "kedro_start_s": start_s,
             "process_ceiling_ratio_of_bound": calls / (calls / raw_rate + start_s) / 160.0,
