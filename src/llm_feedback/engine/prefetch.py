@@ -49,9 +49,15 @@ class _Builder(Generic[T]):
     def _build(self) -> None:
         iterator = iter(self.items)
         try:
-            for item in iterator:
+            # Stopped is looked at before each item: once the taker went away, not one more
+            # item is built (a put that the taker's drain let through included).
+            while not self.stopped.is_set():
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    break
                 if not self._put(item):
-                    return  # the taker went away: nothing more is wanted
+                    return
         except BaseException as error:  # noqa: BLE001 - handed to the taker, raised there
             self._put(_End(error))
             return
@@ -63,7 +69,7 @@ class _Builder(Generic[T]):
 
     def stop(self) -> None:
         self.stopped.set()
-        while True:  # a builder waiting on a full queue returns at once
+        while True:  # a builder waiting on a full queue gets room, then sees it was stopped
             try:
                 self.handed.get_nowait()
             except queue.Empty:
