@@ -200,8 +200,8 @@ def kedro_annotate(runs: Sequence[dict]) -> str:
         ("bare `AsyncOpenAI`, same requests", bare_rate),
     ]
     # Sittings before the floors were measured have no raw loop: its row is left out.
-    with_floors = [run for run in runs if "raw_aiohttp_same_requests" in run]
-    if len(with_floors) == len(runs):
+    has_floors = all("raw_aiohttp_same_requests" in run for run in runs)
+    if has_floors:
         contenders.append(
             (
                 "raw aiohttp loop, same bodies, answers unread",
@@ -219,7 +219,7 @@ def kedro_annotate(runs: Sequence[dict]) -> str:
     calls = median(run["kedro_run"]["calls"] for run in runs)
     walls = inline((run["kedro_run"]["process_wall_s"] for run in runs), ".1f")
     floors = []
-    if len(with_floors) == len(runs):
+    if has_floors:
         floors = [
             "",
             "Around the judge window, s (min | median | max): process start to the first call "
